@@ -1,0 +1,608 @@
+//! Schema structs: column types, columns, indexes, tables, databases and the catalog, with a
+//! binary encoding used to persist the catalog and to ship it to clients.
+//!
+//! Invariants: table and index ids are never reused (ids grow monotonically in the catalog);
+//! every table has a primary key (a hidden `$rowid` BIGINT UNSIGNED AUTO_INCREMENT column when
+//! none is declared); the partition key is a non-empty subset of the primary key.
+
+use crate::bin::{Dec, DecodeError, DecodeResult, Enc};
+use crate::error::{ErrorCode, TernResult, err};
+use crate::value::Value;
+use std::collections::BTreeMap;
+
+pub type TableId = u32;
+pub type IndexId = u32;
+
+/// Limits on identifiers and sizes, shared by every front end.
+pub const IDENT_MAX_BYTES: usize = 64;
+pub const COLUMNS_MAX: usize = 512;
+pub const KEY_MAX_BYTES: usize = 4096;
+pub const ROW_MAX_BYTES: usize = 16 * 1024 * 1024;
+pub const DECIMAL_PRECISION_MAX: u8 = 38;
+pub const HIDDEN_ROWID: &str = "$rowid";
+
+/// Column types (the MySQL types Tern supports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ColumnType {
+    TinyInt { unsigned: bool },
+    SmallInt { unsigned: bool },
+    MediumInt { unsigned: bool },
+    Int { unsigned: bool },
+    BigInt { unsigned: bool },
+    Float,
+    Double,
+    /// precision 1..=38, scale 0..=precision; stored as a scaled i128.
+    Decimal { precision: u8, scale: u8 },
+    /// Length in characters (utf8mb4); trailing spaces are stripped on store.
+    Char { len: u32 },
+    VarChar { len: u32 },
+    /// Fixed length in bytes, zero padded.
+    Binary { len: u32 },
+    VarBinary { len: u32 },
+    Text,
+    Blob,
+    Date,
+    /// Fractional-second precision 0..=6.
+    Time { fsp: u8 },
+    DateTime { fsp: u8 },
+    Timestamp { fsp: u8 },
+    Year,
+    /// 1..=64 bits.
+    Bit { bits: u8 },
+}
+
+impl ColumnType {
+    /// Bytes the value takes in a row's fixed area, or None for variable-length types.
+    pub fn fixed_width(self) -> Option<usize> {
+        use ColumnType::*;
+        Some(match self {
+            TinyInt { .. } => 1,
+            SmallInt { .. } | Year => 2,
+            MediumInt { .. } | Int { .. } | Float | Date => 4,
+            BigInt { .. } | Double | Time { .. } | DateTime { .. } | Timestamp { .. } | Bit { .. } => 8,
+            Decimal { .. } => 16,
+            Binary { len } => len as usize,
+            Char { .. } | VarChar { .. } | VarBinary { .. } | Text | Blob => return None,
+        })
+    }
+
+    /// Largest stored byte length for variable-length types.
+    pub fn max_bytes(self) -> usize {
+        use ColumnType::*;
+        match self {
+            Char { len } | VarChar { len } => len as usize * 4,
+            VarBinary { len } => len as usize,
+            Text | Blob => ROW_MAX_BYTES,
+            other => other.fixed_width().unwrap_or(0),
+        }
+    }
+
+    pub fn is_integer(self) -> bool {
+        use ColumnType::*;
+        matches!(self, TinyInt { .. } | SmallInt { .. } | MediumInt { .. } | Int { .. } | BigInt { .. })
+    }
+
+    pub fn is_unsigned(self) -> bool {
+        use ColumnType::*;
+        matches!(
+            self,
+            TinyInt { unsigned: true }
+                | SmallInt { unsigned: true }
+                | MediumInt { unsigned: true }
+                | Int { unsigned: true }
+                | BigInt { unsigned: true }
+        )
+    }
+
+    pub fn is_text(self) -> bool {
+        matches!(self, ColumnType::Char { .. } | ColumnType::VarChar { .. } | ColumnType::Text)
+    }
+
+    /// Inclusive integer range of an integer type.
+    pub fn int_range(self) -> Option<(i128, i128)> {
+        use ColumnType::*;
+        Some(match self {
+            TinyInt { unsigned: false } => (i8::MIN as i128, i8::MAX as i128),
+            TinyInt { unsigned: true } => (0, u8::MAX as i128),
+            SmallInt { unsigned: false } => (i16::MIN as i128, i16::MAX as i128),
+            SmallInt { unsigned: true } => (0, u16::MAX as i128),
+            MediumInt { unsigned: false } => (-(1 << 23), (1 << 23) - 1),
+            MediumInt { unsigned: true } => (0, (1 << 24) - 1),
+            Int { unsigned: false } => (i32::MIN as i128, i32::MAX as i128),
+            Int { unsigned: true } => (0, u32::MAX as i128),
+            BigInt { unsigned: false } => (i64::MIN as i128, i64::MAX as i128),
+            BigInt { unsigned: true } => (0, u64::MAX as i128),
+            _ => return None,
+        })
+    }
+
+    /// Whether the type may be part of a primary key or index.
+    pub fn indexable(self) -> bool {
+        !matches!(self, ColumnType::Text | ColumnType::Blob)
+    }
+
+    /// The MySQL spelling, as `SHOW CREATE TABLE` prints it.
+    pub fn sql_name(self) -> String {
+        use ColumnType::*;
+        let u = |unsigned: bool| if unsigned { " unsigned" } else { "" };
+        match self {
+            TinyInt { unsigned } => format!("tinyint{}", u(unsigned)),
+            SmallInt { unsigned } => format!("smallint{}", u(unsigned)),
+            MediumInt { unsigned } => format!("mediumint{}", u(unsigned)),
+            Int { unsigned } => format!("int{}", u(unsigned)),
+            BigInt { unsigned } => format!("bigint{}", u(unsigned)),
+            Float => "float".into(),
+            Double => "double".into(),
+            Decimal { precision, scale } => format!("decimal({precision},{scale})"),
+            Char { len } => format!("char({len})"),
+            VarChar { len } => format!("varchar({len})"),
+            Binary { len } => format!("binary({len})"),
+            VarBinary { len } => format!("varbinary({len})"),
+            Text => "text".into(),
+            Blob => "blob".into(),
+            Date => "date".into(),
+            Time { fsp } => fsp_name("time", fsp),
+            DateTime { fsp } => fsp_name("datetime", fsp),
+            Timestamp { fsp } => fsp_name("timestamp", fsp),
+            Year => "year".into(),
+            Bit { bits } => format!("bit({bits})"),
+        }
+    }
+
+    /// Checks the type's own parameters.
+    pub fn validate(self) -> TernResult<()> {
+        use ColumnType::*;
+        match self {
+            Decimal { precision, scale } => {
+                if precision == 0 || precision > DECIMAL_PRECISION_MAX || scale > precision {
+                    return err(
+                        ErrorCode::Unsupported,
+                        format!("DECIMAL({precision},{scale}) is not supported: precision must be 1..=38 and scale <= precision"),
+                    );
+                }
+            }
+            Time { fsp } | DateTime { fsp } | Timestamp { fsp } if fsp > 6 => {
+                return err(ErrorCode::InvalidSchema, format!("fractional seconds precision {fsp} is over 6"));
+            }
+            Bit { bits } if bits == 0 || bits > 64 => {
+                return err(ErrorCode::InvalidSchema, format!("BIT({bits}) must have 1..=64 bits"));
+            }
+            Char { len } | Binary { len } if len > 255 => {
+                return err(ErrorCode::InvalidSchema, format!("{} is too long (max 255)", self.sql_name()));
+            }
+            VarChar { len } | VarBinary { len } if len > 65535 => {
+                return err(ErrorCode::InvalidSchema, format!("{} is too long (max 65535)", self.sql_name()));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn encode(self, e: &mut Enc) {
+        use ColumnType::*;
+        let (tag, a, b): (u8, u32, u32) = match self {
+            TinyInt { unsigned } => (1, unsigned as u32, 0),
+            SmallInt { unsigned } => (2, unsigned as u32, 0),
+            MediumInt { unsigned } => (3, unsigned as u32, 0),
+            Int { unsigned } => (4, unsigned as u32, 0),
+            BigInt { unsigned } => (5, unsigned as u32, 0),
+            Float => (6, 0, 0),
+            Double => (7, 0, 0),
+            Decimal { precision, scale } => (8, precision as u32, scale as u32),
+            Char { len } => (9, len, 0),
+            VarChar { len } => (10, len, 0),
+            Binary { len } => (11, len, 0),
+            VarBinary { len } => (12, len, 0),
+            Text => (13, 0, 0),
+            Blob => (14, 0, 0),
+            Date => (15, 0, 0),
+            Time { fsp } => (16, fsp as u32, 0),
+            DateTime { fsp } => (17, fsp as u32, 0),
+            Timestamp { fsp } => (18, fsp as u32, 0),
+            Year => (19, 0, 0),
+            Bit { bits } => (20, bits as u32, 0),
+        };
+        e.u8(tag);
+        e.u32(a);
+        e.u32(b);
+    }
+
+    fn decode(d: &mut Dec) -> DecodeResult<ColumnType> {
+        use ColumnType::*;
+        let tag = d.u8()?;
+        let a = d.u32()?;
+        let b = d.u32()?;
+        let small = |v: u32| u8::try_from(v).map_err(|_| DecodeError("bad type parameter"));
+        Ok(match tag {
+            1 => TinyInt { unsigned: a != 0 },
+            2 => SmallInt { unsigned: a != 0 },
+            3 => MediumInt { unsigned: a != 0 },
+            4 => Int { unsigned: a != 0 },
+            5 => BigInt { unsigned: a != 0 },
+            6 => Float,
+            7 => Double,
+            8 => Decimal { precision: small(a)?, scale: small(b)? },
+            9 => Char { len: a },
+            10 => VarChar { len: a },
+            11 => Binary { len: a },
+            12 => VarBinary { len: a },
+            13 => Text,
+            14 => Blob,
+            15 => Date,
+            16 => Time { fsp: small(a)? },
+            17 => DateTime { fsp: small(a)? },
+            18 => Timestamp { fsp: small(a)? },
+            19 => Year,
+            20 => Bit { bits: small(a)? },
+            _ => return Err(DecodeError("unknown column type")),
+        })
+    }
+}
+
+fn fsp_name(base: &str, fsp: u8) -> String {
+    if fsp == 0 { base.to_string() } else { format!("{base}({fsp})") }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub ty: ColumnType,
+    pub nullable: bool,
+    pub default: Option<Value>,
+    pub auto_increment: bool,
+    pub hidden: bool,
+}
+
+impl Column {
+    pub fn new(name: &str, ty: ColumnType) -> Column {
+        Column { name: name.to_string(), ty, nullable: true, default: None, auto_increment: false, hidden: false }
+    }
+    pub fn not_null(mut self) -> Column {
+        self.nullable = false;
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Index {
+    pub id: IndexId,
+    pub name: String,
+    /// Column positions in the table.
+    pub columns: Vec<u16>,
+    pub unique: bool,
+}
+
+/// TTL option: rows are invisible once `now > column + seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ttl {
+    pub column: u16,
+    pub seconds: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub id: TableId,
+    pub database: String,
+    pub name: String,
+    pub columns: Vec<Column>,
+    /// Primary key column positions, in key order.
+    pub primary_key: Vec<u16>,
+    /// Partition key column positions: a subset of the primary key.
+    pub partition_key: Vec<u16>,
+    pub indexes: Vec<Index>,
+    pub partition_count: u32,
+    pub ttl: Option<Ttl>,
+    pub comment: String,
+}
+
+impl Table {
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name))
+    }
+
+    pub fn is_key_column(&self, col: usize) -> bool {
+        self.primary_key.contains(&(col as u16))
+    }
+
+    pub fn index_by_name(&self, name: &str) -> Option<&Index> {
+        self.indexes.iter().find(|i| i.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Validates a table definition before it enters the catalog.
+    pub fn validate(&self) -> TernResult<()> {
+        check_ident("table", &self.name)?;
+        if self.columns.is_empty() || self.columns.len() > COLUMNS_MAX {
+            return err(ErrorCode::InvalidSchema, format!("a table needs 1..={COLUMNS_MAX} columns"));
+        }
+        for (i, c) in self.columns.iter().enumerate() {
+            check_ident("column", &c.name)?;
+            c.ty.validate()?;
+            if self.columns[..i].iter().any(|o| o.name.eq_ignore_ascii_case(&c.name)) {
+                return err(ErrorCode::InvalidSchema, format!("Duplicate column name '{}'", c.name));
+            }
+            if c.auto_increment && !c.ty.is_integer() {
+                return err(ErrorCode::InvalidSchema, format!("Incorrect column specifier for column '{}'", c.name));
+            }
+        }
+        if self.primary_key.is_empty() {
+            return err(ErrorCode::InvalidSchema, "a table needs a primary key");
+        }
+        for &k in &self.primary_key {
+            let c = self.columns.get(k as usize).ok_or_else(|| {
+                crate::TernError::new(ErrorCode::InvalidSchema, "primary key names a missing column")
+            })?;
+            if c.nullable {
+                return err(ErrorCode::InvalidSchema, format!("primary key column '{}' must be NOT NULL", c.name));
+            }
+            if !c.ty.indexable() {
+                return err(ErrorCode::InvalidSchema, format!("column '{}' of type {} cannot be in a key", c.name, c.ty.sql_name()));
+            }
+        }
+        if self.partition_key.is_empty() || self.partition_key.iter().any(|p| !self.primary_key.contains(p)) {
+            return err(ErrorCode::InvalidSchema, "the partition key must be a non-empty subset of the primary key");
+        }
+        if self.partition_count == 0 {
+            return err(ErrorCode::InvalidSchema, "partition count must be at least 1");
+        }
+        for idx in &self.indexes {
+            check_ident("index", &idx.name)?;
+            if idx.columns.is_empty() {
+                return err(ErrorCode::InvalidSchema, "an index needs at least one column");
+            }
+            for &c in &idx.columns {
+                let col = self.columns.get(c as usize).ok_or_else(|| {
+                    crate::TernError::new(ErrorCode::InvalidSchema, "index names a missing column")
+                })?;
+                if !col.ty.indexable() {
+                    return err(ErrorCode::InvalidSchema, format!("column '{}' cannot be indexed", col.name));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn encode(&self, e: &mut Enc) {
+        e.u32(self.id);
+        e.str(&self.database);
+        e.str(&self.name);
+        e.u32(self.columns.len() as u32);
+        for c in &self.columns {
+            e.str(&c.name);
+            c.ty.encode(e);
+            e.bool(c.nullable);
+            e.bool(c.auto_increment);
+            e.bool(c.hidden);
+            match &c.default {
+                None => e.u8(0),
+                Some(v) => {
+                    e.u8(1);
+                    v.encode(e);
+                }
+            }
+        }
+        encode_u16s(e, &self.primary_key);
+        encode_u16s(e, &self.partition_key);
+        e.u32(self.indexes.len() as u32);
+        for i in &self.indexes {
+            e.u32(i.id);
+            e.str(&i.name);
+            encode_u16s(e, &i.columns);
+            e.bool(i.unique);
+        }
+        e.u32(self.partition_count);
+        match self.ttl {
+            None => e.u8(0),
+            Some(t) => {
+                e.u8(1);
+                e.u16(t.column);
+                e.u32(t.seconds);
+            }
+        }
+        e.str(&self.comment);
+    }
+
+    pub fn decode(d: &mut Dec) -> DecodeResult<Table> {
+        let id = d.u32()?;
+        let database = d.string()?;
+        let name = d.string()?;
+        let n = d.len(COLUMNS_MAX)?;
+        let mut columns = Vec::with_capacity(n);
+        for _ in 0..n {
+            let name = d.string()?;
+            let ty = ColumnType::decode(d)?;
+            let nullable = d.bool()?;
+            let auto_increment = d.bool()?;
+            let hidden = d.bool()?;
+            let default = match d.u8()? {
+                0 => None,
+                1 => Some(Value::decode(d)?),
+                _ => return Err(DecodeError("bad default tag")),
+            };
+            columns.push(Column { name, ty, nullable, default, auto_increment, hidden });
+        }
+        let primary_key = decode_u16s(d)?;
+        let partition_key = decode_u16s(d)?;
+        let ni = d.len(COLUMNS_MAX)?;
+        let mut indexes = Vec::with_capacity(ni);
+        for _ in 0..ni {
+            let id = d.u32()?;
+            let name = d.string()?;
+            let columns = decode_u16s(d)?;
+            let unique = d.bool()?;
+            indexes.push(Index { id, name, columns, unique });
+        }
+        let partition_count = d.u32()?;
+        let ttl = match d.u8()? {
+            0 => None,
+            1 => Some(Ttl { column: d.u16()?, seconds: d.u32()? }),
+            _ => return Err(DecodeError("bad ttl tag")),
+        };
+        let comment = d.string()?;
+        let t = Table { id, database, name, columns, primary_key, partition_key, indexes, partition_count, ttl, comment };
+        let in_range = |v: &Vec<u16>| v.iter().all(|&c| (c as usize) < t.columns.len());
+        if !in_range(&t.primary_key) || !in_range(&t.partition_key) || !t.indexes.iter().all(|i| in_range(&i.columns)) {
+            return Err(DecodeError("column position out of range"));
+        }
+        if t.primary_key.is_empty() || t.partition_key.is_empty() || t.partition_count == 0 {
+            return Err(DecodeError("table without key or partitions"));
+        }
+        Ok(t)
+    }
+}
+
+fn encode_u16s(e: &mut Enc, v: &[u16]) {
+    e.u32(v.len() as u32);
+    for &x in v {
+        e.u16(x);
+    }
+}
+
+fn decode_u16s(d: &mut Dec) -> DecodeResult<Vec<u16>> {
+    let n = d.len(COLUMNS_MAX)?;
+    (0..n).map(|_| d.u16()).collect()
+}
+
+/// Checks a database, table, column or index name.
+pub fn check_ident(what: &str, name: &str) -> TernResult<()> {
+    if name.is_empty() {
+        return err(ErrorCode::InvalidSchema, format!("{what} name is empty"));
+    }
+    if name.len() > IDENT_MAX_BYTES {
+        return err(ErrorCode::InvalidSchema, format!("{what} name '{name}' is longer than {IDENT_MAX_BYTES} bytes"));
+    }
+    if name.chars().any(|c| c == '\0' || c as u32 > 0xFFFF) {
+        return err(ErrorCode::InvalidSchema, format!("{what} name carries an invalid character"));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Database {
+    pub name: String,
+}
+
+/// The schema catalog: databases and tables, with a version that grows on every change.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Catalog {
+    pub version: u64,
+    pub next_table_id: TableId,
+    pub next_index_id: IndexId,
+    pub databases: BTreeMap<String, Database>,
+    /// Tables by id; ids are never reused.
+    pub tables: BTreeMap<TableId, Table>,
+}
+
+const CATALOG_MAGIC: u32 = 0x5445_5243; // "TERC"
+const CATALOG_FORMAT: u16 = 1;
+
+impl Catalog {
+    pub fn new() -> Catalog {
+        Catalog { version: 1, next_table_id: 1, next_index_id: 1, ..Default::default() }
+    }
+
+    pub fn table(&self, id: TableId) -> Option<&Table> {
+        self.tables.get(&id)
+    }
+
+    pub fn find_table(&self, db: &str, name: &str) -> Option<&Table> {
+        self.tables.values().find(|t| t.database == db && t.name == name)
+    }
+
+    pub fn tables_in(&self, db: &str) -> impl Iterator<Item = &Table> {
+        self.tables.values().filter(move |t| t.database == db)
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut e = Enc::new(out);
+        e.u32(CATALOG_MAGIC);
+        e.u16(CATALOG_FORMAT);
+        e.u64(self.version);
+        e.u32(self.next_table_id);
+        e.u32(self.next_index_id);
+        e.u32(self.databases.len() as u32);
+        for d in self.databases.values() {
+            e.str(&d.name);
+        }
+        e.u32(self.tables.len() as u32);
+        for t in self.tables.values() {
+            t.encode(&mut e);
+        }
+    }
+
+    pub fn decode(bytes: &[u8]) -> DecodeResult<Catalog> {
+        let mut d = Dec::new(bytes);
+        if d.u32()? != CATALOG_MAGIC {
+            return Err(DecodeError("not a Tern catalog"));
+        }
+        if d.u16()? != CATALOG_FORMAT {
+            return Err(DecodeError("unknown catalog format version"));
+        }
+        let mut c = Catalog { version: d.u64()?, next_table_id: d.u32()?, next_index_id: d.u32()?, ..Default::default() };
+        let nd = d.len(1 << 20)?;
+        for _ in 0..nd {
+            let name = d.string()?;
+            c.databases.insert(name.clone(), Database { name });
+        }
+        let nt = d.len(1 << 20)?;
+        for _ in 0..nt {
+            let t = Table::decode(&mut d)?;
+            c.tables.insert(t.id, t);
+        }
+        if !d.is_empty() {
+            return Err(DecodeError("trailing bytes after catalog"));
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub fn sample_table() -> Table {
+        Table {
+            id: 7,
+            database: "db".into(),
+            name: "t".into(),
+            columns: vec![
+                Column::new("id", ColumnType::Int { unsigned: false }).not_null(),
+                Column::new("name", ColumnType::VarChar { len: 20 }),
+                Column { default: Some(Value::Int(5)), ..Column::new("n", ColumnType::BigInt { unsigned: true }) },
+            ],
+            primary_key: vec![0],
+            partition_key: vec![0],
+            indexes: vec![Index { id: 1, name: "k".into(), columns: vec![1], unique: false }],
+            partition_count: 4,
+            ttl: None,
+            comment: String::new(),
+        }
+    }
+
+    #[test]
+    fn catalog_round_trip() {
+        let mut c = Catalog::new();
+        c.databases.insert("db".into(), Database { name: "db".into() });
+        let t = sample_table();
+        t.validate().unwrap();
+        c.tables.insert(t.id, t);
+        let mut buf = Vec::new();
+        c.encode(&mut buf);
+        assert_eq!(Catalog::decode(&buf).unwrap(), c);
+        assert!(Catalog::decode(&buf[..buf.len() - 1]).is_err());
+        assert!(Catalog::decode(b"garbage!").is_err());
+    }
+
+    #[test]
+    fn validation_rejects_bad_tables() {
+        let mut t = sample_table();
+        t.columns[0].nullable = true;
+        assert!(t.validate().is_err());
+        let mut t = sample_table();
+        t.partition_key = vec![1];
+        assert!(t.validate().is_err());
+        let mut t = sample_table();
+        t.columns[1].name = "ID".into();
+        assert!(t.validate().is_err());
+        assert!(ColumnType::Decimal { precision: 40, scale: 2 }.validate().is_err());
+    }
+}
