@@ -6,7 +6,9 @@
 
 pub mod bin;
 pub mod error;
+pub mod filter;
 pub mod hash;
+pub mod rng;
 pub mod row;
 pub mod schema;
 pub mod time;

@@ -93,6 +93,12 @@ impl RowLayout {
         }
     }
 
+    /// Stored length of every row when the table has only fixed-width columns.
+    pub fn fixed_row_len(&self) -> Option<usize> {
+        let k = self.key_fixed?;
+        (self.var_count == 0).then_some(k + self.null_bytes + self.fixed_len)
+    }
+
     pub fn column_count(&self) -> usize {
         self.types.len()
     }

@@ -1,0 +1,389 @@
+//! One partition replica: committed rows plus their indexes.
+//!
+//! The caller (the ldm block) decides what may be applied; methods here check only what the
+//! structures themselves need (a duplicate primary key is refused) and keep every index exact.
+//! Memory is charged by the caller through `charge`, which is a pure function of the row so the
+//! charge released on delete equals the charge reserved on insert.
+
+use crate::heap::{Heap, RowId};
+use hashbrown::HashTable;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use tern_types::hash::index_hash;
+use tern_types::row::encode_index_value;
+use tern_types::schema::{Index, IndexId, Table, TableId};
+use tern_types::{ErrorCode, RowLayout, TernError, TernResult};
+
+/// Charged per row beyond its bytes: the hash-index entry and slot bookkeeping.
+pub const ROW_OVERHEAD_BYTES: u64 = 8;
+/// Charged per ordered-index entry beyond its key bytes (tree node share).
+pub const INDEX_ENTRY_OVERHEAD_BYTES: u64 = 48;
+
+#[derive(Debug)]
+struct OrderedIndex {
+    id: IndexId,
+    name: String,
+    columns: Vec<u16>,
+    unique: bool,
+    /// Entry key: encoded index columns followed by the primary key bytes.
+    map: BTreeMap<Vec<u8>, RowId>,
+}
+
+/// A bound on the encoded index-column prefix of an ordered-index scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexBound {
+    pub key: Vec<u8>,
+    pub inclusive: bool,
+}
+
+#[derive(Debug)]
+pub struct Partition {
+    pub table: TableId,
+    pub partition: u32,
+    layout: Arc<RowLayout>,
+    heap: Heap,
+    hash: HashTable<RowId>,
+    indexes: Vec<OrderedIndex>,
+    rows: u64,
+    charged: u64,
+}
+
+impl Partition {
+    pub fn new(table: &Table, partition: u32, layout: Arc<RowLayout>) -> Partition {
+        let indexes = table
+            .indexes
+            .iter()
+            .map(|i: &Index| OrderedIndex {
+                id: i.id,
+                name: i.name.clone(),
+                columns: i.columns.clone(),
+                unique: i.unique,
+                map: BTreeMap::new(),
+            })
+            .collect();
+        Partition {
+            table: table.id,
+            partition,
+            heap: Heap::new(layout.fixed_row_len()),
+            layout,
+            hash: HashTable::new(),
+            indexes,
+            rows: 0,
+            charged: 0,
+        }
+    }
+
+    pub fn layout(&self) -> &Arc<RowLayout> {
+        &self.layout
+    }
+
+    pub fn len(&self) -> u64 {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Sum of the charges of live rows.
+    pub fn charged(&self) -> u64 {
+        self.charged
+    }
+
+    /// Real bytes held (heap capacity, hash table, index maps approximated), for reports.
+    pub fn footprint(&self) -> usize {
+        let idx: usize = self.indexes.iter().map(|i| i.map.keys().map(|k| k.len() + 48).sum::<usize>()).sum();
+        self.heap.footprint() + self.hash.capacity() * 5 + idx
+    }
+
+    /// What storing `row` costs against data memory.
+    pub fn charge(&self, row: &[u8]) -> u64 {
+        let key_len = self.layout.key_of(row).len() as u64;
+        row.len() as u64 + ROW_OVERHEAD_BYTES + self.indexes.len() as u64 * (key_len + INDEX_ENTRY_OVERHEAD_BYTES)
+    }
+
+    #[inline]
+    pub fn lookup(&self, key: &[u8]) -> Option<RowId> {
+        let h = index_hash(key);
+        let heap = &self.heap;
+        let layout = &self.layout;
+        self.hash.find(h, |&id| layout.key_of(heap.get(id)) == key).copied()
+    }
+
+    #[inline]
+    pub fn row(&self, id: RowId) -> &[u8] {
+        self.heap.get(id)
+    }
+
+    pub fn is_live(&self, id: RowId) -> bool {
+        self.heap.is_live(id)
+    }
+
+    fn index_key(&self, idx: &OrderedIndex, row: &[u8], with_pk: bool) -> TernResult<(Vec<u8>, bool)> {
+        let mut k = Vec::with_capacity(32);
+        let mut has_null = false;
+        for &c in &idx.columns {
+            let v = self.layout.get(row, c as usize)?;
+            has_null |= v.is_null();
+            encode_index_value(self.layout.types[c as usize], self.layout.nullable[c as usize], &v, &mut k)?;
+        }
+        if with_pk {
+            k.extend_from_slice(self.layout.key_of(row));
+        }
+        Ok((k, has_null))
+    }
+
+    /// The name of a unique index that already holds `row`'s value in another row, if any.
+    pub fn unique_conflict(&self, row: &[u8], ignore: Option<RowId>) -> TernResult<Option<String>> {
+        for idx in self.indexes.iter().filter(|i| i.unique) {
+            let (prefix, has_null) = self.index_key(idx, row, false)?;
+            if has_null {
+                continue; // NULLs never collide in a unique index (as in MySQL).
+            }
+            for (k, &id) in idx.map.range::<[u8], _>((Bound::Included(&prefix[..]), Bound::Unbounded)) {
+                if !k.starts_with(&prefix) {
+                    break;
+                }
+                if Some(id) != ignore {
+                    return Ok(Some(idx.name.clone()));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Inserts a row whose key is absent. Fails with DuplicateKey (and changes nothing) otherwise.
+    pub fn insert(&mut self, row: &[u8]) -> TernResult<RowId> {
+        let key = self.layout.key_of(row);
+        if self.lookup(key).is_some() {
+            return Err(TernError::new(ErrorCode::DuplicateKey, "Duplicate entry for key 'PRIMARY'"));
+        }
+        let mut entries = Vec::with_capacity(self.indexes.len());
+        for idx in &self.indexes {
+            entries.push(self.index_key(idx, row, true)?.0);
+        }
+        let h = index_hash(key);
+        let id = self.heap.insert(row);
+        let heap = &self.heap;
+        let layout = &self.layout;
+        self.hash.insert_unique(h, id, |&r| index_hash(layout.key_of(heap.get(r))));
+        for (idx, k) in self.indexes.iter_mut().zip(entries) {
+            let prev = idx.map.insert(k, id);
+            assert!(prev.is_none(), "index entry keys include the primary key, so they are unique");
+        }
+        self.rows += 1;
+        self.charged += self.charge(row);
+        Ok(id)
+    }
+
+    /// Replaces the row at `id` with `row`, which must have the same primary key.
+    pub fn update(&mut self, id: RowId, row: &[u8]) -> TernResult<()> {
+        assert!(self.heap.is_live(id), "update of a dead row id");
+        let old = self.heap.get(id).to_vec();
+        if self.layout.key_of(&old) != self.layout.key_of(row) {
+            return Err(TernError::new(ErrorCode::Internal, "update may not change the primary key"));
+        }
+        let mut changes = Vec::new();
+        for (i, idx) in self.indexes.iter().enumerate() {
+            let (ok, _) = self.index_key(idx, &old, true)?;
+            let (nk, _) = self.index_key(idx, row, true)?;
+            if ok != nk {
+                changes.push((i, ok, nk));
+            }
+        }
+        let old_charge = self.charge(&old);
+        let new_charge = self.charge(row);
+        self.heap.replace(id, row);
+        for (i, ok, nk) in changes {
+            let idx = &mut self.indexes[i];
+            let removed = idx.map.remove(&ok);
+            assert_eq!(removed, Some(id), "index entry of the old row present");
+            idx.map.insert(nk, id);
+        }
+        self.charged = self.charged - old_charge + new_charge;
+        Ok(())
+    }
+
+    /// Removes the row at `id`; returns its charge.
+    pub fn delete(&mut self, id: RowId) -> TernResult<u64> {
+        assert!(self.heap.is_live(id), "delete of a dead row id");
+        let old = self.heap.get(id).to_vec();
+        let mut entries = Vec::with_capacity(self.indexes.len());
+        for idx in &self.indexes {
+            entries.push(self.index_key(idx, &old, true)?.0);
+        }
+        let key = self.layout.key_of(&old);
+        let h = index_hash(key);
+        let heap = &self.heap;
+        let layout = &self.layout;
+        match self.hash.find_entry(h, |&r| layout.key_of(heap.get(r)) == key) {
+            Ok(e) => {
+                e.remove();
+            }
+            Err(_) => panic!("hash index lost a live row"),
+        }
+        for (idx, k) in self.indexes.iter_mut().zip(entries) {
+            let removed = idx.map.remove(&k);
+            assert_eq!(removed, Some(id), "index entry present");
+        }
+        self.heap.remove(id);
+        let c = self.charge(&old);
+        self.rows -= 1;
+        self.charged -= c;
+        Ok(c)
+    }
+
+    /// Insert or replace by primary key.
+    pub fn upsert(&mut self, row: &[u8]) -> TernResult<RowId> {
+        match self.lookup(self.layout.key_of(row)) {
+            Some(id) => {
+                self.update(id, row)?;
+                Ok(id)
+            }
+            None => self.insert(row),
+        }
+    }
+
+    /// Full scan in row-id order from `from`. `f` returns false to stop after the current row;
+    /// the result is the row id to resume from, or None when the partition is exhausted.
+    pub fn scan(&self, from: RowId, mut f: impl FnMut(RowId, &[u8]) -> bool) -> Option<RowId> {
+        let limit = self.heap.id_limit();
+        let mut id = from;
+        while id < limit {
+            if self.heap.is_live(id) && !f(id, self.heap.get(id)) {
+                return (id + 1 < limit).then_some(id + 1);
+            }
+            id += 1;
+        }
+        None
+    }
+
+    pub fn index_position(&self, index: IndexId) -> Option<usize> {
+        self.indexes.iter().position(|i| i.id == index)
+    }
+
+    /// Ordered-index scan between bounds on the encoded index-column prefix, resuming after the
+    /// entry key `after` when given. `f` returns false to stop; the result is the last entry key
+    /// visited when stopped early (resume after it), or None when the range is exhausted.
+    pub fn index_scan(
+        &self,
+        index_pos: usize,
+        lo: Option<&IndexBound>,
+        hi: Option<&IndexBound>,
+        after: Option<&[u8]>,
+        descending: bool,
+        mut f: impl FnMut(&[u8], RowId, &[u8]) -> bool,
+    ) -> Option<Vec<u8>> {
+        let map = &self.indexes[index_pos].map;
+        let start: Bound<&[u8]> = match lo {
+            Some(b) => Bound::Included(&b.key[..]),
+            None => Bound::Unbounded,
+        };
+        let in_lo = |k: &[u8]| match lo {
+            Some(b) if !b.inclusive => !k.starts_with(&b.key),
+            _ => true,
+        };
+        let in_hi = |k: &[u8]| match hi {
+            None => true,
+            Some(b) if b.inclusive => k <= &b.key[..] || k.starts_with(&b.key),
+            Some(b) => k < &b.key[..],
+        };
+        let visit = |k: &Vec<u8>, id: &RowId, f: &mut dyn FnMut(&[u8], RowId, &[u8]) -> bool| -> bool {
+            f(k, *id, self.heap.get(*id))
+        };
+        if !descending {
+            let start = match after {
+                Some(a) => Bound::Excluded(a),
+                None => start,
+            };
+            for (k, id) in map.range::<[u8], _>((start, Bound::Unbounded)) {
+                if !in_hi(k) {
+                    return None;
+                }
+                if in_lo(k) && !visit(k, id, &mut f) {
+                    return Some(k.clone());
+                }
+            }
+        } else {
+            let end: Bound<&[u8]> = match after {
+                Some(a) => Bound::Excluded(a),
+                None => Bound::Unbounded,
+            };
+            for (k, id) in map.range::<[u8], _>((start, end)).rev() {
+                if !in_hi(k) {
+                    continue;
+                }
+                if !in_lo(k) {
+                    return None;
+                }
+                if !visit(k, id, &mut f) {
+                    return Some(k.clone());
+                }
+            }
+        }
+        None
+    }
+
+    /// Adds an ordered index to a partition that already has rows (CREATE INDEX).
+    pub fn add_index(&mut self, index: &Index) -> TernResult<()> {
+        let mut idx = OrderedIndex {
+            id: index.id,
+            name: index.name.clone(),
+            columns: index.columns.clone(),
+            unique: index.unique,
+            map: BTreeMap::new(),
+        };
+        let mut seen: BTreeMap<Vec<u8>, ()> = BTreeMap::new();
+        let mut id = 0;
+        while id < self.heap.id_limit() {
+            if self.heap.is_live(id) {
+                let row = self.heap.get(id);
+                let (k, _) = self.index_key(&idx, row, true)?;
+                if idx.unique {
+                    let (p, has_null) = self.index_key(&idx, row, false)?;
+                    if !has_null && seen.insert(p, ()).is_some() {
+                        return Err(TernError::new(ErrorCode::DuplicateKey, format!("Duplicate entry for key '{}'", idx.name)));
+                    }
+                }
+                idx.map.insert(k, id);
+            }
+            id += 1;
+        }
+        self.indexes.push(idx);
+        self.recharge();
+        Ok(())
+    }
+
+    pub fn drop_index(&mut self, index: IndexId) {
+        self.indexes.retain(|i| i.id != index);
+        self.recharge();
+    }
+
+    fn recharge(&mut self) {
+        let mut total = 0;
+        let mut id = 0;
+        while id < self.heap.id_limit() {
+            if self.heap.is_live(id) {
+                total += self.charge(self.heap.get(id));
+            }
+            id += 1;
+        }
+        self.charged = total;
+    }
+
+    /// Checks internal consistency (tests and debug builds).
+    pub fn check(&self) {
+        let mut live = 0;
+        self.scan(0, |id, row| {
+            live += 1;
+            assert_eq!(self.lookup(self.layout.key_of(row)), Some(id), "hash index finds every live row");
+            true
+        });
+        assert_eq!(live, self.rows);
+        assert_eq!(self.hash.len() as u64, self.rows);
+        for idx in &self.indexes {
+            assert_eq!(idx.map.len() as u64, self.rows, "index {} has one entry per row", idx.name);
+        }
+    }
+}

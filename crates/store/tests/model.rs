@@ -1,0 +1,162 @@
+//! Model-based randomized test of a partition against a BTreeMap reference, including an ordered
+//! and a unique index. Prints the seed; rerun with TERN_SEED=<seed> to reproduce.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tern_store::{IndexBound, Partition};
+use tern_types::rng::{Rng, test_seed};
+use tern_types::row::encode_index_value;
+use tern_types::schema::{Column, ColumnType as T, Index, Table};
+use tern_types::{ErrorCode, RowLayout, Value};
+
+fn table() -> Table {
+    Table {
+        id: 1,
+        database: "d".into(),
+        name: "t".into(),
+        columns: vec![
+            Column::new("id", T::Int { unsigned: false }).not_null(),
+            Column::new("k", T::Int { unsigned: false }).not_null(),
+            Column::new("u", T::VarChar { len: 8 }),
+            Column::new("pad", T::VarBinary { len: 40 }),
+        ],
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: vec![
+            Index { id: 1, name: "k_1".into(), columns: vec![1], unique: false },
+            Index { id: 2, name: "u_1".into(), columns: vec![2], unique: true },
+        ],
+        partition_count: 1,
+        ttl: None,
+        comment: String::new(),
+    }
+}
+
+#[test]
+fn partition_matches_reference_model() {
+    let seed = test_seed();
+    println!("seed = {seed} (rerun with TERN_SEED={seed})");
+    let mut rng = Rng::new(seed);
+    let t = table();
+    let layout = Arc::new(RowLayout::new(&t));
+    let mut p = Partition::new(&t, 0, layout.clone());
+    let mut model: BTreeMap<i64, Vec<Value>> = BTreeMap::new();
+    for step in 0..20_000 {
+        let id = rng.below(300) as i64;
+        let u = if rng.chance(30) { Value::Null } else { Value::str(&format!("u{}", rng.below(400))) };
+        let vals = vec![Value::Int(id), Value::Int(rng.below(20) as i64), u.clone(), Value::Bytes(vec![7; rng.below(40) as usize])];
+        let mut row = Vec::new();
+        layout.encode_row(&vals, &mut row).unwrap();
+        let mut key = Vec::new();
+        layout.encode_key(&[Value::Int(id)], &mut key).unwrap();
+        let unique_taken = |m: &BTreeMap<i64, Vec<Value>>, except: i64| !u.is_null() && m.iter().any(|(k, v)| *k != except && v[2] == u);
+        match rng.below(4) {
+            0 => {
+                let expect_dup = model.contains_key(&id);
+                let conflict = p.unique_conflict(&row, None).unwrap().is_some();
+                assert_eq!(conflict, unique_taken(&model, i64::MIN) , "step {step}: unique check");
+                if conflict {
+                    continue;
+                }
+                match p.insert(&row) {
+                    Ok(_) => {
+                        assert!(!expect_dup, "step {step}");
+                        model.insert(id, vals);
+                    }
+                    Err(e) => {
+                        assert!(expect_dup, "step {step}");
+                        assert_eq!(e.code, ErrorCode::DuplicateKey);
+                    }
+                }
+            }
+            1 => match p.lookup(&key) {
+                Some(rid) => {
+                    if p.unique_conflict(&row, Some(rid)).unwrap().is_some() {
+                        assert!(unique_taken(&model, id), "step {step}");
+                        continue;
+                    }
+                    p.update(rid, &row).unwrap();
+                    model.insert(id, vals);
+                }
+                None => assert!(!model.contains_key(&id), "step {step}"),
+            },
+            2 => match p.lookup(&key) {
+                Some(rid) => {
+                    p.delete(rid).unwrap();
+                    assert!(model.remove(&id).is_some(), "step {step}");
+                }
+                None => assert!(!model.contains_key(&id), "step {step}"),
+            },
+            _ => {
+                let got = p.lookup(&key).map(|rid| layout.decode_row(p.row(rid)).unwrap());
+                assert_eq!(got.as_ref(), model.get(&id), "step {step}: read");
+            }
+        }
+        if step % 2000 == 0 {
+            p.check();
+        }
+    }
+    p.check();
+    // Full scan returns exactly the model.
+    let mut seen = BTreeMap::new();
+    let mut from = Some(0);
+    while let Some(f) = from {
+        let mut n = 0;
+        from = p.scan(f, |_, row| {
+            let v = layout.decode_row(row).unwrap();
+            seen.insert(v[0].as_i128().unwrap() as i64, v);
+            n += 1;
+            n < 17
+        });
+    }
+    assert_eq!(seen, model);
+    // Ordered index range k in [5, 9] in batches, ascending, matches the model in (k, id) order.
+    let bound = |k: i64| {
+        let mut b = Vec::new();
+        encode_index_value(T::Int { unsigned: false }, false, &Value::Int(k), &mut b).unwrap();
+        b
+    };
+    let lo = IndexBound { key: bound(5), inclusive: true };
+    let hi = IndexBound { key: bound(9), inclusive: true };
+    let mut got = Vec::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let mut n = 0;
+        let next = p.index_scan(0, Some(&lo), Some(&hi), after.as_deref(), false, |_, _, row| {
+            let v = layout.decode_row(row).unwrap();
+            got.push((v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64));
+            n += 1;
+            n < 5
+        });
+        match next {
+            Some(k) => after = Some(k),
+            None => break,
+        }
+    }
+    let mut want: Vec<(i64, i64)> = model.values().map(|v| (v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64)).filter(|(k, _)| (5..=9).contains(k)).collect();
+    want.sort();
+    assert_eq!(got, want);
+    // Exclusive bounds, descending.
+    let lo = IndexBound { key: bound(5), inclusive: false };
+    let hi = IndexBound { key: bound(9), inclusive: false };
+    let mut got = Vec::new();
+    p.index_scan(0, Some(&lo), Some(&hi), None, true, |_, _, row| {
+        let v = layout.decode_row(row).unwrap();
+        got.push((v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64));
+        true
+    });
+    let mut want: Vec<(i64, i64)> = model.values().map(|v| (v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64)).filter(|(k, _)| (6..=8).contains(k)).collect();
+    want.sort();
+    want.reverse();
+    assert_eq!(got, want);
+    // Charges: equal to the sum of the charges of the rows in the model.
+    let total: u64 = model
+        .values()
+        .map(|v| {
+            let mut row = Vec::new();
+            layout.encode_row(v, &mut row).unwrap();
+            p.charge(&row)
+        })
+        .sum();
+    assert_eq!(p.charged(), total);
+}
