@@ -1,0 +1,721 @@
+//! Client <-> data node messages.
+
+use tern_types::bin::{Dec, DecodeError, DecodeResult, Enc};
+use tern_types::filter::Filter;
+use tern_types::schema::{Index, IndexId, Table, TableId};
+use tern_types::{Catalog, ErrorCode, TernError, Value};
+
+/// Operations per transaction batch.
+pub const OPS_PER_BATCH_MAX: usize = 16_384;
+/// Rows per scan batch.
+pub const SCAN_BATCH_ROWS_MAX: u32 = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    /// Read committed: no lock, latest committed version (or this transaction's own write).
+    Read,
+    ReadShared,
+    ReadExclusive,
+    Insert,
+    Update,
+    /// Insert or overwrite.
+    Write,
+    Delete,
+}
+
+impl OpKind {
+    pub fn is_write(self) -> bool {
+        matches!(self, OpKind::Insert | OpKind::Update | OpKind::Write | OpKind::Delete)
+    }
+    pub fn takes_lock(self) -> bool {
+        !matches!(self, OpKind::Read)
+    }
+    fn from_u8(v: u8) -> DecodeResult<OpKind> {
+        Ok(match v {
+            0 => OpKind::Read,
+            1 => OpKind::ReadShared,
+            2 => OpKind::ReadExclusive,
+            3 => OpKind::Insert,
+            4 => OpKind::Update,
+            5 => OpKind::Write,
+            6 => OpKind::Delete,
+            _ => return Err(DecodeError("bad op kind")),
+        })
+    }
+}
+
+/// A column change executed inside the data node (interpreted update).
+#[derive(Debug, Clone, PartialEq)]
+pub enum UpdateExpr {
+    Set(Value),
+    /// Numeric add, checked for overflow against the column type.
+    Add(Value),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnUpdate {
+    pub col: u16,
+    pub expr: UpdateExpr,
+}
+
+/// One primary-key operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyOp {
+    pub table: TableId,
+    pub kind: OpKind,
+    /// Encoded primary key (memcomparable, see `tern_types::row`).
+    pub key: Vec<u8>,
+    /// Full encoded row for Insert and Write; empty otherwise.
+    pub row: Vec<u8>,
+    /// Column changes for Update.
+    pub updates: Vec<ColumnUpdate>,
+    /// Columns to return for reads: None = the whole stored row.
+    pub projection: Option<Vec<u16>>,
+}
+
+impl KeyOp {
+    pub fn read(table: TableId, key: Vec<u8>) -> KeyOp {
+        KeyOp { table, kind: OpKind::Read, key, row: Vec::new(), updates: Vec::new(), projection: None }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exec {
+    NoCommit,
+    Commit,
+    Rollback,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbortOption {
+    /// Any failed operation aborts the transaction (NDB's AbortOnError).
+    AbortOnError,
+    /// Missing rows and duplicate keys are reported per operation; the rest goes on.
+    IgnoreError,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxnReq {
+    /// Client-chosen transaction id, unique per connection.
+    pub txn: u64,
+    pub ops: Vec<KeyOp>,
+    pub exec: Exec,
+    pub abort: AbortOption,
+    /// Acknowledge the commit only once its epoch is durable on disk.
+    pub durable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpResult {
+    Done,
+    /// A read's row: the stored row bytes (no projection) or a value list (projection).
+    Row(Vec<u8>),
+    NotFound,
+    Error(TernError),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// NoCommit batch executed; the transaction stays open.
+    Open,
+    Committed { epoch: u64 },
+    RolledBack,
+    Aborted(TernError),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxnResp {
+    pub txn: u64,
+    pub results: Vec<OpResult>,
+    pub outcome: Outcome,
+}
+
+/// Bound of an ordered-index scan on the encoded index-column prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bound {
+    pub key: Vec<u8>,
+    pub inclusive: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScanReq {
+    pub scan: u64,
+    pub table: TableId,
+    /// Ordered index to scan; None = full scan in row-id order.
+    pub index: Option<IndexId>,
+    pub lo: Option<Bound>,
+    pub hi: Option<Bound>,
+    pub filter: Filter,
+    pub projection: Option<Vec<u16>>,
+    /// 0 = no limit.
+    pub limit: u64,
+    /// Merge partitions into index order (index scans only).
+    pub ordered: bool,
+    pub descending: bool,
+    pub batch_rows: u32,
+    /// Only this partition (the caller pruned by partition key).
+    pub partition: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum DdlReq {
+    CreateDatabase { name: String, if_not_exists: bool },
+    DropDatabase { name: String, if_exists: bool },
+    /// The table's id and partition count are chosen by the node (partition_count 0 = default).
+    CreateTable { table: Table, if_not_exists: bool },
+    DropTable { database: String, name: String, if_exists: bool },
+    CreateIndex { database: String, table: String, index: Index },
+    DropIndex { database: String, table: String, name: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StatusInfo {
+    pub node_id: u16,
+    pub state: String,
+    pub memory_used: u64,
+    pub memory_total: u64,
+    pub partitions: u32,
+    pub rows: u64,
+    pub ldm_workers: u16,
+    pub durable_epoch: u64,
+    pub current_epoch: u64,
+    pub catalog_version: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    Hello { client_name: String },
+    GetCatalog,
+    Txn(TxnReq),
+    Scan(ScanReq),
+    ScanNext { scan: u64 },
+    ScanClose { scan: u64 },
+    Ddl(DdlReq),
+    AutoInc { table: TableId, count: u32 },
+    Status,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Welcome { node_id: u16, catalog_version: u64 },
+    Catalog(Box<Catalog>),
+    Txn(TxnResp),
+    ScanRows { scan: u64, rows: Vec<Vec<u8>>, done: bool },
+    DdlDone { catalog_version: u64 },
+    AutoIncRange { start: u64, count: u32 },
+    Status(StatusInfo),
+    Error(TernError),
+}
+
+fn enc_err(e: &mut Enc, err: &TernError) {
+    e.u32(err.code as u32);
+    e.str(&err.message);
+}
+
+fn dec_err(d: &mut Dec) -> DecodeResult<TernError> {
+    let code = ErrorCode::from_u32(d.u32()?).unwrap_or(ErrorCode::Internal);
+    Ok(TernError::new(code, d.string()?))
+}
+
+fn enc_opt_cols(e: &mut Enc, p: &Option<Vec<u16>>) {
+    match p {
+        None => e.u8(0),
+        Some(cols) => {
+            e.u8(1);
+            e.u32(cols.len() as u32);
+            cols.iter().for_each(|&c| e.u16(c));
+        }
+    }
+}
+
+fn dec_opt_cols(d: &mut Dec) -> DecodeResult<Option<Vec<u16>>> {
+    Ok(match d.u8()? {
+        0 => None,
+        1 => {
+            let n = d.len(tern_types::schema::COLUMNS_MAX)?;
+            Some((0..n).map(|_| d.u16()).collect::<DecodeResult<_>>()?)
+        }
+        _ => return Err(DecodeError("bad projection tag")),
+    })
+}
+
+fn enc_bound(e: &mut Enc, b: &Option<Bound>) {
+    match b {
+        None => e.u8(0),
+        Some(b) => {
+            e.u8(1);
+            e.bytes(&b.key);
+            e.bool(b.inclusive);
+        }
+    }
+}
+
+fn dec_bound(d: &mut Dec) -> DecodeResult<Option<Bound>> {
+    Ok(match d.u8()? {
+        0 => None,
+        1 => Some(Bound { key: d.bytes()?.to_vec(), inclusive: d.bool()? }),
+        _ => return Err(DecodeError("bad bound tag")),
+    })
+}
+
+impl KeyOp {
+    fn encode(&self, e: &mut Enc) {
+        e.u32(self.table);
+        e.u8(self.kind as u8);
+        e.bytes(&self.key);
+        e.bytes(&self.row);
+        e.u32(self.updates.len() as u32);
+        for u in &self.updates {
+            e.u16(u.col);
+            match &u.expr {
+                UpdateExpr::Set(v) => {
+                    e.u8(0);
+                    v.encode(e)
+                }
+                UpdateExpr::Add(v) => {
+                    e.u8(1);
+                    v.encode(e)
+                }
+            }
+        }
+        enc_opt_cols(e, &self.projection);
+    }
+
+    fn decode(d: &mut Dec) -> DecodeResult<KeyOp> {
+        let table = d.u32()?;
+        let kind = OpKind::from_u8(d.u8()?)?;
+        let key = d.bytes()?.to_vec();
+        let row = d.bytes()?.to_vec();
+        let n = d.len(tern_types::schema::COLUMNS_MAX)?;
+        let mut updates = Vec::with_capacity(n);
+        for _ in 0..n {
+            let col = d.u16()?;
+            let expr = match d.u8()? {
+                0 => UpdateExpr::Set(Value::decode(d)?),
+                1 => UpdateExpr::Add(Value::decode(d)?),
+                _ => return Err(DecodeError("bad update tag")),
+            };
+            updates.push(ColumnUpdate { col, expr });
+        }
+        Ok(KeyOp { table, kind, key, row, updates, projection: dec_opt_cols(d)? })
+    }
+}
+
+impl Request {
+    /// Appends `[kind][req_id][body]`.
+    pub fn encode(&self, req_id: u64, out: &mut Vec<u8>) {
+        let mut e = Enc::new(out);
+        match self {
+            Request::Hello { client_name } => {
+                e.u8(1);
+                e.u64(req_id);
+                e.str(client_name);
+            }
+            Request::GetCatalog => {
+                e.u8(2);
+                e.u64(req_id);
+            }
+            Request::Txn(t) => {
+                e.u8(3);
+                e.u64(req_id);
+                e.u64(t.txn);
+                e.u8(t.exec as u8);
+                e.u8(t.abort as u8);
+                e.bool(t.durable);
+                e.u32(t.ops.len() as u32);
+                t.ops.iter().for_each(|op| op.encode(&mut e));
+            }
+            Request::Scan(s) => {
+                e.u8(4);
+                e.u64(req_id);
+                e.u64(s.scan);
+                e.u32(s.table);
+                match s.index {
+                    None => e.u8(0),
+                    Some(i) => {
+                        e.u8(1);
+                        e.u32(i)
+                    }
+                }
+                enc_bound(&mut e, &s.lo);
+                enc_bound(&mut e, &s.hi);
+                s.filter.encode(&mut e);
+                enc_opt_cols(&mut e, &s.projection);
+                e.u64(s.limit);
+                e.bool(s.ordered);
+                e.bool(s.descending);
+                e.u32(s.batch_rows);
+                match s.partition {
+                    None => e.u8(0),
+                    Some(p) => {
+                        e.u8(1);
+                        e.u32(p)
+                    }
+                }
+            }
+            Request::ScanNext { scan } => {
+                e.u8(5);
+                e.u64(req_id);
+                e.u64(*scan);
+            }
+            Request::ScanClose { scan } => {
+                e.u8(6);
+                e.u64(req_id);
+                e.u64(*scan);
+            }
+            Request::Ddl(ddl) => {
+                e.u8(7);
+                e.u64(req_id);
+                encode_ddl(&mut e, ddl);
+            }
+            Request::AutoInc { table, count } => {
+                e.u8(8);
+                e.u64(req_id);
+                e.u32(*table);
+                e.u32(*count);
+            }
+            Request::Status => {
+                e.u8(9);
+                e.u64(req_id);
+            }
+        }
+    }
+
+    pub fn decode(payload: &[u8]) -> DecodeResult<(u64, Request)> {
+        let mut d = Dec::new(payload);
+        let kind = d.u8()?;
+        let id = d.u64()?;
+        let r = match kind {
+            1 => Request::Hello { client_name: d.string()? },
+            2 => Request::GetCatalog,
+            3 => {
+                let txn = d.u64()?;
+                let exec = match d.u8()? {
+                    0 => Exec::NoCommit,
+                    1 => Exec::Commit,
+                    2 => Exec::Rollback,
+                    _ => return Err(DecodeError("bad exec type")),
+                };
+                let abort = match d.u8()? {
+                    0 => AbortOption::AbortOnError,
+                    1 => AbortOption::IgnoreError,
+                    _ => return Err(DecodeError("bad abort option")),
+                };
+                let durable = d.bool()?;
+                let n = d.len(OPS_PER_BATCH_MAX)?;
+                let ops = (0..n).map(|_| KeyOp::decode(&mut d)).collect::<DecodeResult<_>>()?;
+                Request::Txn(TxnReq { txn, ops, exec, abort, durable })
+            }
+            4 => {
+                let scan = d.u64()?;
+                let table = d.u32()?;
+                let index = match d.u8()? {
+                    0 => None,
+                    1 => Some(d.u32()?),
+                    _ => return Err(DecodeError("bad index tag")),
+                };
+                let lo = dec_bound(&mut d)?;
+                let hi = dec_bound(&mut d)?;
+                let filter = Filter::decode(&mut d)?;
+                let projection = dec_opt_cols(&mut d)?;
+                let limit = d.u64()?;
+                let ordered = d.bool()?;
+                let descending = d.bool()?;
+                let batch_rows = d.u32()?;
+                let partition = match d.u8()? {
+                    0 => None,
+                    1 => Some(d.u32()?),
+                    _ => return Err(DecodeError("bad partition tag")),
+                };
+                Request::Scan(ScanReq { scan, table, index, lo, hi, filter, projection, limit, ordered, descending, batch_rows, partition })
+            }
+            5 => Request::ScanNext { scan: d.u64()? },
+            6 => Request::ScanClose { scan: d.u64()? },
+            7 => Request::Ddl(decode_ddl(&mut d)?),
+            8 => Request::AutoInc { table: d.u32()?, count: d.u32()? },
+            9 => Request::Status,
+            _ => return Err(DecodeError("unknown request kind")),
+        };
+        if !d.is_empty() {
+            return Err(DecodeError("trailing bytes in request"));
+        }
+        Ok((id, r))
+    }
+}
+
+fn encode_ddl(e: &mut Enc, ddl: &DdlReq) {
+    match ddl {
+        DdlReq::CreateDatabase { name, if_not_exists } => {
+            e.u8(1);
+            e.str(name);
+            e.bool(*if_not_exists);
+        }
+        DdlReq::DropDatabase { name, if_exists } => {
+            e.u8(2);
+            e.str(name);
+            e.bool(*if_exists);
+        }
+        DdlReq::CreateTable { table, if_not_exists } => {
+            e.u8(3);
+            table.encode(e);
+            e.bool(*if_not_exists);
+        }
+        DdlReq::DropTable { database, name, if_exists } => {
+            e.u8(4);
+            e.str(database);
+            e.str(name);
+            e.bool(*if_exists);
+        }
+        DdlReq::CreateIndex { database, table, index } => {
+            e.u8(5);
+            e.str(database);
+            e.str(table);
+            e.str(&index.name);
+            e.u32(index.columns.len() as u32);
+            index.columns.iter().for_each(|&c| e.u16(c));
+            e.bool(index.unique);
+        }
+        DdlReq::DropIndex { database, table, name } => {
+            e.u8(6);
+            e.str(database);
+            e.str(table);
+            e.str(name);
+        }
+    }
+}
+
+fn decode_ddl(d: &mut Dec) -> DecodeResult<DdlReq> {
+    Ok(match d.u8()? {
+        1 => DdlReq::CreateDatabase { name: d.string()?, if_not_exists: d.bool()? },
+        2 => DdlReq::DropDatabase { name: d.string()?, if_exists: d.bool()? },
+        3 => DdlReq::CreateTable { table: Table::decode(d)?, if_not_exists: d.bool()? },
+        4 => DdlReq::DropTable { database: d.string()?, name: d.string()?, if_exists: d.bool()? },
+        5 => {
+            let database = d.string()?;
+            let table = d.string()?;
+            let name = d.string()?;
+            let n = d.len(tern_types::schema::COLUMNS_MAX)?;
+            let columns = (0..n).map(|_| d.u16()).collect::<DecodeResult<_>>()?;
+            let unique = d.bool()?;
+            DdlReq::CreateIndex { database, table, index: Index { id: 0, name, columns, unique } }
+        }
+        6 => DdlReq::DropIndex { database: d.string()?, table: d.string()?, name: d.string()? },
+        _ => return Err(DecodeError("unknown ddl kind")),
+    })
+}
+
+impl Reply {
+    pub fn encode(&self, req_id: u64, out: &mut Vec<u8>) {
+        let mut e = Enc::new(out);
+        match self {
+            Reply::Welcome { node_id, catalog_version } => {
+                e.u8(1);
+                e.u64(req_id);
+                e.u16(*node_id);
+                e.u64(*catalog_version);
+            }
+            Reply::Catalog(c) => {
+                e.u8(2);
+                e.u64(req_id);
+                let mut b = Vec::new();
+                c.encode(&mut b);
+                e.bytes(&b);
+            }
+            Reply::Txn(t) => {
+                e.u8(3);
+                e.u64(req_id);
+                e.u64(t.txn);
+                e.u32(t.results.len() as u32);
+                for r in &t.results {
+                    match r {
+                        OpResult::Done => e.u8(0),
+                        OpResult::Row(b) => {
+                            e.u8(1);
+                            e.bytes(b)
+                        }
+                        OpResult::NotFound => e.u8(2),
+                        OpResult::Error(err) => {
+                            e.u8(3);
+                            enc_err(&mut e, err)
+                        }
+                    }
+                }
+                match &t.outcome {
+                    Outcome::Open => e.u8(0),
+                    Outcome::Committed { epoch } => {
+                        e.u8(1);
+                        e.u64(*epoch)
+                    }
+                    Outcome::RolledBack => e.u8(2),
+                    Outcome::Aborted(err) => {
+                        e.u8(3);
+                        enc_err(&mut e, err)
+                    }
+                }
+            }
+            Reply::ScanRows { scan, rows, done } => {
+                e.u8(4);
+                e.u64(req_id);
+                e.u64(*scan);
+                e.bool(*done);
+                e.u32(rows.len() as u32);
+                rows.iter().for_each(|r| e.bytes(r));
+            }
+            Reply::DdlDone { catalog_version } => {
+                e.u8(5);
+                e.u64(req_id);
+                e.u64(*catalog_version);
+            }
+            Reply::AutoIncRange { start, count } => {
+                e.u8(6);
+                e.u64(req_id);
+                e.u64(*start);
+                e.u32(*count);
+            }
+            Reply::Status(s) => {
+                e.u8(7);
+                e.u64(req_id);
+                e.u16(s.node_id);
+                e.str(&s.state);
+                e.u64(s.memory_used);
+                e.u64(s.memory_total);
+                e.u32(s.partitions);
+                e.u64(s.rows);
+                e.u16(s.ldm_workers);
+                e.u64(s.durable_epoch);
+                e.u64(s.current_epoch);
+                e.u64(s.catalog_version);
+            }
+            Reply::Error(err) => {
+                e.u8(8);
+                e.u64(req_id);
+                enc_err(&mut e, err);
+            }
+        }
+    }
+
+    pub fn decode(payload: &[u8]) -> DecodeResult<(u64, Reply)> {
+        let mut d = Dec::new(payload);
+        let kind = d.u8()?;
+        let id = d.u64()?;
+        let r = match kind {
+            1 => Reply::Welcome { node_id: d.u16()?, catalog_version: d.u64()? },
+            2 => Reply::Catalog(Box::new(Catalog::decode(d.bytes()?)?)),
+            3 => {
+                let txn = d.u64()?;
+                let n = d.len(OPS_PER_BATCH_MAX)?;
+                let mut results = Vec::with_capacity(n);
+                for _ in 0..n {
+                    results.push(match d.u8()? {
+                        0 => OpResult::Done,
+                        1 => OpResult::Row(d.bytes()?.to_vec()),
+                        2 => OpResult::NotFound,
+                        3 => OpResult::Error(dec_err(&mut d)?),
+                        _ => return Err(DecodeError("bad op result")),
+                    });
+                }
+                let outcome = match d.u8()? {
+                    0 => Outcome::Open,
+                    1 => Outcome::Committed { epoch: d.u64()? },
+                    2 => Outcome::RolledBack,
+                    3 => Outcome::Aborted(dec_err(&mut d)?),
+                    _ => return Err(DecodeError("bad outcome")),
+                };
+                Reply::Txn(TxnResp { txn, results, outcome })
+            }
+            4 => {
+                let scan = d.u64()?;
+                let done = d.bool()?;
+                let n = d.len(SCAN_BATCH_ROWS_MAX as usize * 4)?;
+                let rows = (0..n).map(|_| d.bytes().map(|b| b.to_vec())).collect::<DecodeResult<_>>()?;
+                Reply::ScanRows { scan, rows, done }
+            }
+            5 => Reply::DdlDone { catalog_version: d.u64()? },
+            6 => Reply::AutoIncRange { start: d.u64()?, count: d.u32()? },
+            7 => Reply::Status(StatusInfo {
+                node_id: d.u16()?,
+                state: d.string()?,
+                memory_used: d.u64()?,
+                memory_total: d.u64()?,
+                partitions: d.u32()?,
+                rows: d.u64()?,
+                ldm_workers: d.u16()?,
+                durable_epoch: d.u64()?,
+                current_epoch: d.u64()?,
+                catalog_version: d.u64()?,
+            }),
+            8 => Reply::Error(dec_err(&mut d)?),
+            _ => return Err(DecodeError("unknown reply kind")),
+        };
+        if !d.is_empty() {
+            return Err(DecodeError("trailing bytes in reply"));
+        }
+        Ok((id, r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_replies_round_trip() {
+        let reqs = vec![
+            Request::Hello { client_name: "x".into() },
+            Request::Txn(TxnReq {
+                txn: 9,
+                ops: vec![
+                    KeyOp::read(3, vec![1, 2]),
+                    KeyOp {
+                        table: 3,
+                        kind: OpKind::Update,
+                        key: vec![5],
+                        row: vec![],
+                        updates: vec![ColumnUpdate { col: 2, expr: UpdateExpr::Add(Value::Int(1)) }],
+                        projection: Some(vec![1, 2]),
+                    },
+                ],
+                exec: Exec::Commit,
+                abort: AbortOption::IgnoreError,
+                durable: true,
+            }),
+            Request::Scan(ScanReq {
+                scan: 1,
+                table: 2,
+                index: Some(4),
+                lo: Some(Bound { key: vec![1], inclusive: true }),
+                hi: None,
+                filter: Filter::IsNull(3),
+                projection: None,
+                limit: 10,
+                ordered: true,
+                descending: false,
+                batch_rows: 100,
+                partition: Some(1),
+            }),
+            Request::Ddl(DdlReq::DropTable { database: "d".into(), name: "t".into(), if_exists: true }),
+            Request::Status,
+        ];
+        for r in reqs {
+            let mut b = Vec::new();
+            r.encode(77, &mut b);
+            assert_eq!(Request::decode(&b).unwrap(), (77, r.clone()));
+            assert!(Request::decode(&b[..b.len() - 1]).is_err());
+        }
+        let reps = vec![
+            Reply::Txn(TxnResp {
+                txn: 1,
+                results: vec![OpResult::Row(vec![1, 2, 3]), OpResult::NotFound, OpResult::Error(TernError::new(ErrorCode::DuplicateKey, "dup"))],
+                outcome: Outcome::Committed { epoch: 12 },
+            }),
+            Reply::ScanRows { scan: 3, rows: vec![vec![9; 5]], done: true },
+            Reply::Status(StatusInfo { node_id: 1, state: "started".into(), ..Default::default() }),
+            Reply::Error(TernError::new(ErrorCode::NoSuchTable, "no")),
+        ];
+        for r in reps {
+            let mut b = Vec::new();
+            r.encode(5, &mut b);
+            assert_eq!(Reply::decode(&b).unwrap(), (5, r.clone()));
+        }
+    }
+}
