@@ -153,6 +153,18 @@ impl Partition {
         Ok(None)
     }
 
+    /// Whether two rows hold the same non-NULL value in some unique index.
+    pub fn unique_values_clash(&self, a: &[u8], b: &[u8]) -> TernResult<bool> {
+        for idx in self.indexes.iter().filter(|i| i.unique) {
+            let (ka, na) = self.index_key(idx, a, false)?;
+            let (kb, nb) = self.index_key(idx, b, false)?;
+            if !na && !nb && ka == kb {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Inserts a row whose key is absent. Fails with DuplicateKey (and changes nothing) otherwise.
     pub fn insert(&mut self, row: &[u8]) -> TernResult<RowId> {
         let key = self.layout.key_of(row);
@@ -247,7 +259,7 @@ impl Partition {
 
     /// Full scan in row-id order from `from`. `f` returns false to stop after the current row;
     /// the result is the row id to resume from, or None when the partition is exhausted.
-    pub fn scan(&self, from: RowId, mut f: impl FnMut(RowId, &[u8]) -> bool) -> Option<RowId> {
+    pub fn scan<'a>(&'a self, from: RowId, mut f: impl FnMut(RowId, &'a [u8]) -> bool) -> Option<RowId> {
         let limit = self.heap.id_limit();
         let mut id = from;
         while id < limit {
@@ -257,6 +269,10 @@ impl Partition {
             id += 1;
         }
         None
+    }
+
+    pub fn index_ids(&self) -> Vec<IndexId> {
+        self.indexes.iter().map(|i| i.id).collect()
     }
 
     pub fn index_position(&self, index: IndexId) -> Option<usize> {

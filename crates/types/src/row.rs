@@ -99,6 +99,57 @@ impl RowLayout {
         (self.var_count == 0).then_some(k + self.null_bytes + self.fixed_len)
     }
 
+    /// Checks that key bytes from a client are well-formed for this table.
+    pub fn check_key(&self, key: &[u8]) -> TernResult<()> {
+        match self.key_fixed {
+            Some(n) if key.len() == n => Ok(()),
+            Some(n) => err(ErrorCode::InvalidRequest, format!("key is {} bytes, expected {n}", key.len())),
+            None => self.decode_key(key).map(|_| ()).map_err(|_| TernError::new(ErrorCode::InvalidRequest, "malformed key")),
+        }
+    }
+
+    /// Checks that row bytes from a client are structurally valid for this table (so that every
+    /// later accessor is safe) and that NOT NULL columns hold values.
+    pub fn check_row(&self, row: &[u8]) -> TernResult<()> {
+        let bad = |what: &str| TernError::new(ErrorCode::InvalidRequest, format!("malformed row: {what}"));
+        let key_len = match self.key_fixed {
+            Some(n) => n,
+            None => {
+                if row.len() < 2 {
+                    return Err(bad("short"));
+                }
+                2 + u16::from_le_bytes([row[0], row[1]]) as usize
+            }
+        };
+        if row.len() < key_len {
+            return Err(bad("short key"));
+        }
+        self.check_key(self.key_of(row))?;
+        let body = &row[key_len..];
+        let fixed_end = self.null_bytes + self.fixed_len + 4 * self.var_count;
+        if body.len() < fixed_end {
+            return Err(bad("short body"));
+        }
+        let lens = self.null_bytes + self.fixed_len;
+        let mut total = 0usize;
+        for j in 0..self.var_count {
+            let at = lens + 4 * j;
+            total += u32::from_le_bytes(body[at..at + 4].try_into().expect("4")) as usize;
+        }
+        if body.len() != fixed_end + total {
+            return Err(bad("variable lengths do not add up"));
+        }
+        for (i, slot) in self.slots.iter().enumerate() {
+            if let Slot::Fixed { null_bit: None, .. } | Slot::Var { null_bit: None, .. } = slot {
+                continue;
+            }
+            if !self.nullable[i] && self.is_null(row, i) {
+                return err(ErrorCode::NotNull, "NULL in a NOT NULL column");
+            }
+        }
+        Ok(())
+    }
+
     pub fn column_count(&self) -> usize {
         self.types.len()
     }

@@ -490,6 +490,8 @@ pub struct Catalog {
     pub databases: BTreeMap<String, Database>,
     /// Tables by id; ids are never reused.
     pub tables: BTreeMap<TableId, Table>,
+    /// Per table, the AUTO_INCREMENT value below which every value may have been handed out.
+    pub auto_inc_high: BTreeMap<TableId, u64>,
 }
 
 const CATALOG_MAGIC: u32 = 0x5445_5243; // "TERC"
@@ -527,6 +529,11 @@ impl Catalog {
         for t in self.tables.values() {
             t.encode(&mut e);
         }
+        e.u32(self.auto_inc_high.len() as u32);
+        for (t, v) in &self.auto_inc_high {
+            e.u32(*t);
+            e.u64(*v);
+        }
     }
 
     pub fn decode(bytes: &[u8]) -> DecodeResult<Catalog> {
@@ -547,6 +554,11 @@ impl Catalog {
         for _ in 0..nt {
             let t = Table::decode(&mut d)?;
             c.tables.insert(t.id, t);
+        }
+        let na = d.len(1 << 20)?;
+        for _ in 0..na {
+            let t = d.u32()?;
+            c.auto_inc_high.insert(t, d.u64()?);
         }
         if !d.is_empty() {
             return Err(DecodeError("trailing bytes after catalog"));

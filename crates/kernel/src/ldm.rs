@@ -1,0 +1,970 @@
+//! The `ldm` block (NDB: DBLQH + DBACC + DBTUP + DBTUX): owns a set of partition replicas, their
+//! row locks and uncommitted changes, executes key operations and scan fragments, and writes its
+//! own redo log and checkpoints (as disk requests). Performance-critical.
+//!
+//! Transaction handling at one replica:
+//! * `Prepare`: execute a batch in order. Writes and locking reads take a row lock (a lock held by
+//!   another transaction makes the batch wait, up to `lock_wait_timeout_ms`, then the op fails
+//!   with a temporary error). Writes are kept as pending after-images, with their data memory
+//!   reserved, so commit cannot fail. Read-committed reads never lock and see committed rows (or
+//!   the transaction's own pending write). A non-last replica forwards the after-images down the
+//!   chain; the last replica answers the coordinator.
+//! * `Commit(epoch)` arrives backup-first: apply pending changes to the store, append one redo
+//!   record stamped with the epoch, forward towards the primary. The primary releases the locks
+//!   and answers `Committed`; backups release at `Complete`.
+//! * `Abort`: forwarded down the chain before undoing locally (per-link FIFO keeps it behind the
+//!   batch it cancels).
+//!
+//! Durability: redo records accumulate in a buffer handed to the disk on `EpochFlush` (or when
+//! large); the flush answers `EpochFlushed` with the LSN made durable. Checkpoints snapshot every
+//! partition at a point in this block's order (start LSN = end of redo at that point) and become
+//! usable once their newest epoch is durable, which then frees older redo and checkpoints.
+
+use crate::checkpoint::{self, CheckpointHeader, CheckpointWriter};
+use crate::redo::{self, RedoOpRef};
+use crate::signal::{Addr, Block, IoReq, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TxnRef};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use tern_store::{IndexBound, MemoryBudget, Partition};
+use tern_types::row::encode_values;
+use tern_types::schema::{ColumnType, TableId};
+use tern_types::value::{coerce, rescale};
+use tern_types::{Catalog, ErrorCode, RowLayout, TernError, TernResult, Value};
+use tern_wire::{ColumnUpdate, KeyOp, OpKind, OpResult, UpdateExpr};
+
+#[derive(Debug, Clone)]
+pub struct LdmConfig {
+    pub lock_wait_timeout_ms: u64,
+    /// Start a checkpoint when this much redo was written since the last one began.
+    pub checkpoint_redo_bytes: u64,
+    /// Hand the redo buffer to the disk when it grows past this (without syncing).
+    pub redo_buffer_bytes: usize,
+    pub tick_ms: u64,
+}
+
+impl Default for LdmConfig {
+    fn default() -> Self {
+        LdmConfig { lock_wait_timeout_ms: 1200, checkpoint_redo_bytes: 64 << 20, redo_buffer_bytes: 1 << 20, tick_ms: 50 }
+    }
+}
+
+/// What an ldm starts from: recovered partitions and where its disk state stands.
+pub struct LdmStart {
+    pub partitions: Vec<Partition>,
+    /// LSN at which this ldm's new redo starts (at or past the end of any old log).
+    pub base_lsn: u64,
+    pub durable_epoch: u64,
+    pub next_checkpoint_id: u64,
+    /// Checkpoint files of earlier runs, deleted once the start-up checkpoint is usable.
+    pub old_checkpoints: Vec<String>,
+}
+
+type PartKey = (TableId, u32);
+type LockKey = (TableId, u32, Vec<u8>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LockMode {
+    Shared,
+    Exclusive,
+}
+
+#[derive(Debug, Default)]
+struct LockEntry {
+    exclusive: Option<TxnRef>,
+    shared: Vec<TxnRef>,
+    waiters: VecDeque<(TxnRef, LockMode)>,
+}
+
+impl LockEntry {
+    fn compatible(&self, txn: TxnRef, mode: LockMode) -> bool {
+        match mode {
+            LockMode::Shared => self.exclusive.is_none_or(|t| t == txn),
+            LockMode::Exclusive => {
+                self.exclusive.is_none_or(|t| t == txn) && self.shared.iter().all(|&t| t == txn)
+            }
+        }
+    }
+    fn grant(&mut self, txn: TxnRef, mode: LockMode) {
+        match mode {
+            LockMode::Shared => {
+                if self.exclusive != Some(txn) && !self.shared.contains(&txn) {
+                    self.shared.push(txn);
+                }
+            }
+            LockMode::Exclusive => {
+                self.shared.retain(|&t| t != txn);
+                self.exclusive = Some(txn);
+            }
+        }
+    }
+    fn is_free(&self) -> bool {
+        self.exclusive.is_none() && self.shared.is_empty() && self.waiters.is_empty()
+    }
+}
+
+#[derive(Debug)]
+struct Change {
+    /// None = delete.
+    row: Option<Vec<u8>>,
+    reserved: u64,
+}
+
+#[derive(Debug, Default)]
+struct LdmTxn {
+    changes: BTreeMap<LockKey, Change>,
+    locks: Vec<LockKey>,
+}
+
+struct Blocked {
+    batch: Box<PrepareBatch>,
+    next_op: usize,
+    lock: LockKey,
+    deadline_ms: u64,
+}
+
+struct WrittenCheckpoint {
+    start_lsn: u64,
+    max_epoch: u64,
+    name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Created,
+    StartCheckpoint,
+    Ready,
+}
+
+pub struct Ldm {
+    addr: Addr,
+    stats: Arc<crate::tc::NodeStats>,
+    ldm_count: u16,
+    /// Set once every ldm has written its start-up checkpoint: earlier runs' files may go.
+    cleanup_allowed: bool,
+    cfg: LdmConfig,
+    budget: MemoryBudget,
+    layouts: HashMap<TableId, Arc<RowLayout>>,
+    catalog_version: u64,
+    parts: BTreeMap<PartKey, Partition>,
+    txns: HashMap<TxnRef, LdmTxn>,
+    locks: HashMap<LockKey, LockEntry>,
+    blocked: HashMap<TxnRef, Blocked>,
+    redo_buf: Vec<u8>,
+    /// LSN one past the last byte produced (including the unflushed buffer).
+    lsn: u64,
+    synced_lsn: u64,
+    appended_since_sync: bool,
+    max_epoch_applied: u64,
+    /// (io token, epoch, LSN being synced, newest epoch applied).
+    pending_flush: Option<(u64, u64, u64, u64)>,
+    durable_epoch: u64,
+    next_token: u64,
+    next_checkpoint_id: u64,
+    checkpoint_start_lsn: u64,
+    checkpoint_in_flight: Option<(u64, WrittenCheckpoint)>,
+    checkpoints_written: Vec<WrittenCheckpoint>,
+    current_checkpoint: Option<WrittenCheckpoint>,
+    old_checkpoints: Vec<String>,
+    phase: Phase,
+    dist: Addr,
+}
+
+fn err_op(code: ErrorCode, msg: impl Into<String>) -> OpResult {
+    OpResult::Error(TernError::new(code, msg))
+}
+
+impl Ldm {
+    pub fn new(
+        addr: Addr,
+        ldm_count: u16,
+        cfg: LdmConfig,
+        budget: MemoryBudget,
+        stats: Arc<crate::tc::NodeStats>,
+        catalog: &Catalog,
+        start: LdmStart,
+    ) -> Ldm {
+        let mut ldm = Ldm {
+            addr,
+            stats,
+            ldm_count,
+            cleanup_allowed: false,
+            cfg,
+            budget,
+            layouts: HashMap::new(),
+            catalog_version: 0,
+            parts: BTreeMap::new(),
+            txns: HashMap::new(),
+            locks: HashMap::new(),
+            blocked: HashMap::new(),
+            redo_buf: Vec::new(),
+            lsn: start.base_lsn,
+            synced_lsn: start.base_lsn,
+            appended_since_sync: false,
+            max_epoch_applied: start.durable_epoch,
+            pending_flush: None,
+            durable_epoch: start.durable_epoch,
+            next_token: 1,
+            next_checkpoint_id: start.next_checkpoint_id,
+            checkpoint_start_lsn: start.base_lsn,
+            checkpoint_in_flight: None,
+            checkpoints_written: Vec::new(),
+            current_checkpoint: None,
+            old_checkpoints: start.old_checkpoints,
+            phase: Phase::Created,
+            dist: Addr::new(addr.node, Block::Dist),
+        };
+        for p in start.partitions {
+            ldm.stats.rows.fetch_add(p.len() as i64, std::sync::atomic::Ordering::Relaxed);
+            ldm.parts.insert((p.table, p.partition), p);
+        }
+        ldm.apply_catalog(catalog);
+        ldm
+    }
+
+    fn instance(&self) -> u16 {
+        match self.addr.block {
+            Block::Ldm(i) => i,
+            _ => unreachable!("ldm address"),
+        }
+    }
+
+    /// Rows and partitions held, for status reports.
+    pub fn stats(&self) -> (u32, u64) {
+        (self.parts.len() as u32, self.parts.values().map(|p| p.len()).sum())
+    }
+
+    /// Creates partitions this ldm owns for new tables and drops those of dropped tables.
+    fn apply_catalog(&mut self, catalog: &Catalog) {
+        self.catalog_version = catalog.version;
+        self.layouts.clear();
+        for t in catalog.tables.values() {
+            self.layouts.insert(t.id, Arc::new(RowLayout::new(t)));
+        }
+        for ((t, _), p) in self.parts.iter_mut() {
+            if let Some(def) = catalog.table(*t) {
+                for id in p.index_ids() {
+                    if !def.indexes.iter().any(|i| i.id == id) {
+                        let before = p.charged();
+                        p.drop_index(id);
+                        self.budget.release(before.saturating_sub(p.charged()));
+                    }
+                }
+            }
+        }
+        let dropped: Vec<PartKey> = self.parts.keys().filter(|(t, _)| !catalog.tables.contains_key(t)).copied().collect();
+        for k in dropped {
+            let p = self.parts.remove(&k).expect("listed");
+            self.budget.release(p.charged());
+            self.stats.rows.fetch_sub(p.len() as i64, std::sync::atomic::Ordering::Relaxed);
+        }
+        let owned: Vec<(TableId, u32)> = catalog
+            .tables
+            .values()
+            .flat_map(|t| (0..t.partition_count).map(move |p| (t.id, p)))
+            .filter(|&(_, p)| crate::node::ldm_of(p, self.ldm_count) == self.instance())
+            .collect();
+        for (t, p) in owned {
+            if !self.parts.contains_key(&(t, p)) {
+                let table = catalog.table(t).expect("listed");
+                self.parts.insert((t, p), Partition::new(table, p, self.layouts[&t].clone()));
+            }
+        }
+    }
+
+    fn token(&mut self) -> u64 {
+        self.next_token += 1;
+        self.next_token
+    }
+
+    pub fn handle(&mut self, now_ms: u64, sig: Signal, out: &mut Out) {
+        match sig {
+            Signal::Start => {
+                out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
+                self.start_checkpoint(out);
+                self.phase = Phase::StartCheckpoint;
+            }
+            Signal::Prepare(batch) => self.exec_batch(now_ms, batch, 0, out),
+            Signal::Commit { txn, epoch, chain, pos } => self.commit(txn, epoch, chain, pos, out),
+            Signal::Complete { txn, chain, pos } => {
+                if pos > 0 {
+                    self.release_txn(now_ms, txn, out);
+                    out.send(chain[pos as usize - 1], Signal::Complete { txn, chain, pos: pos - 1 });
+                }
+            }
+            Signal::Abort { txn, chain, pos } => {
+                if let Some(&next) = chain.get(pos as usize + 1) {
+                    out.send(next, Signal::Abort { txn, chain: chain.clone(), pos: pos + 1 });
+                }
+                self.abort(now_ms, txn, out);
+                if pos as usize + 1 == chain.len() {
+                    out.send(txn.tc, Signal::Aborted { txn, chain });
+                }
+            }
+            Signal::ScanFrag(req) => self.scan(*req, out),
+            Signal::EpochFlush { epoch } => self.flush(epoch, out),
+            Signal::EpochDurable { epoch } => self.on_durable(epoch, out),
+            Signal::IoDone { token, result } => self.io_done(token, result, out),
+            Signal::Schema { catalog } => {
+                self.apply_catalog(&catalog);
+                out.send(Addr::new(self.addr.node, Block::Dict), Signal::SchemaAck { from: self.addr, version: catalog.version });
+            }
+            Signal::IndexBuild { table, index, catalog } => {
+                let result = self.build_index(table, index, &catalog);
+                out.send(Addr::new(self.addr.node, Block::Dict), Signal::IndexBuilt { from: self.addr, index, result });
+            }
+            Signal::NodeStarted { .. } => {
+                self.cleanup_allowed = true;
+                self.on_durable(self.durable_epoch, out);
+            }
+            Signal::Tick => {
+                self.expire_waits(now_ms, out);
+                out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
+            }
+            other => panic!("ldm received an unexpected signal: {other:?}"),
+        }
+    }
+
+    /// Adds an index to every partition of `table` (CREATE INDEX); undone on failure.
+    fn build_index(&mut self, table: TableId, index: u32, catalog: &Catalog) -> Result<(), TernError> {
+        let Some(t) = catalog.table(table) else { return Err(TernError::new(ErrorCode::NoSuchTable, "table was dropped")) };
+        let Some(def) = t.indexes.iter().find(|i| i.id == index) else {
+            return Err(TernError::new(ErrorCode::NoSuchIndex, "index not in catalog"));
+        };
+        let keys: Vec<PartKey> = self.parts.keys().filter(|(tt, _)| *tt == table).copied().collect();
+        let mut done = Vec::new();
+        for k in keys {
+            let p = self.parts.get_mut(&k).expect("listed");
+            let before = p.charged();
+            if p.index_position(index).is_some() {
+                continue;
+            }
+            match p.add_index(def) {
+                Ok(()) => {
+                    self.budget.force(p.charged().saturating_sub(before));
+                    done.push(k);
+                }
+                Err(e) => {
+                    for d in done {
+                        let p = self.parts.get_mut(&d).expect("listed");
+                        let before = p.charged();
+                        p.drop_index(index);
+                        self.budget.release(before.saturating_sub(p.charged()));
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- prepare
+
+    fn exec_batch(&mut self, now_ms: u64, mut batch: Box<PrepareBatch>, from: usize, out: &mut Out) {
+        let txn = batch.txn;
+        for i in from..batch.ops.len() {
+            let (lock_key, mode) = match &batch.ops[i] {
+                PrepOp::Exec { partition, op, .. } => {
+                    let mode = match op.kind {
+                        OpKind::Read => None,
+                        OpKind::ReadShared => Some(LockMode::Shared),
+                        _ => Some(LockMode::Exclusive),
+                    };
+                    ((op.table, *partition, op.key.clone()), mode)
+                }
+                PrepOp::Replica { table, partition, key, .. } => ((*table, *partition, key.clone()), Some(LockMode::Exclusive)),
+            };
+            if let Some(mode) = mode
+                && self.parts.contains_key(&(lock_key.0, lock_key.1))
+                && !self.acquire(txn, &lock_key, mode)
+            {
+                let deadline_ms = now_ms + self.cfg.lock_wait_timeout_ms;
+                self.blocked.insert(txn, Blocked { batch, next_op: i, lock: lock_key, deadline_ms });
+                return;
+            }
+            if mode.is_some() {
+                batch.holds_state = true;
+            }
+            match &batch.ops[i] {
+                PrepOp::Exec { idx, partition, op } => {
+                    let idx = *idx;
+                    let r = self.exec_op(txn, *partition, op);
+                    batch.results.push((idx, r));
+                }
+                PrepOp::Replica { table, partition, key, row } => {
+                    let lk = (*table, *partition, key.clone());
+                    let row = row.clone();
+                    if let Err(e) = self.stage(txn, lk, row) {
+                        batch.results.push((u32::MAX, OpResult::Error(e)));
+                    }
+                }
+            }
+        }
+        self.finish_batch(batch, out);
+    }
+
+    fn finish_batch(&mut self, mut batch: Box<PrepareBatch>, out: &mut Out) {
+        let next = batch.pos as usize + 1;
+        if next < batch.chain.len() {
+            // Forward after-images of this replica's successful writes to the next replica.
+            let mut replica_ops = Vec::new();
+            if batch.pos == 0 {
+                let ok: HashMap<u32, bool> =
+                    batch.results.iter().map(|(i, r)| (*i, !matches!(r, OpResult::Error(_) | OpResult::NotFound))).collect();
+                for op in &batch.ops {
+                    if let PrepOp::Exec { idx, partition, op } = op
+                        && op.kind.is_write()
+                        && ok.get(idx).copied().unwrap_or(false)
+                    {
+                        let lk = (op.table, *partition, op.key.clone());
+                        let row = self.txns.get(&batch.txn).and_then(|t| t.changes.get(&lk)).and_then(|c| c.row.clone());
+                        replica_ops.push(PrepOp::Replica { table: op.table, partition: *partition, key: op.key.clone(), row });
+                    }
+                }
+            } else {
+                replica_ops = std::mem::take(&mut batch.ops);
+            }
+            batch.ops = replica_ops;
+            batch.pos += 1;
+            let to = batch.chain[next];
+            out.send(to, Signal::Prepare(batch));
+        } else {
+            out.send(batch.txn.tc, Signal::Prepared(batch));
+        }
+    }
+
+    /// Takes a lock, or queues the request; true when granted now.
+    fn acquire(&mut self, txn: TxnRef, key: &LockKey, mode: LockMode) -> bool {
+        let entry = self.locks.entry(key.clone()).or_default();
+        let owned = entry.exclusive == Some(txn) || (mode == LockMode::Shared && entry.shared.contains(&txn));
+        if owned {
+            return true;
+        }
+        if entry.compatible(txn, mode) && entry.waiters.is_empty() {
+            entry.grant(txn, mode);
+            let t = self.txns.entry(txn).or_default();
+            t.locks.push(key.clone());
+            return true;
+        }
+        entry.waiters.push_back((txn, mode));
+        false
+    }
+
+    fn layout(&self, table: TableId) -> Option<&Arc<RowLayout>> {
+        self.layouts.get(&table)
+    }
+
+    /// The row as this transaction sees it: its own pending change, else the committed row.
+    fn current_row(&self, txn: TxnRef, lk: &LockKey) -> Option<Vec<u8>> {
+        if let Some(c) = self.txns.get(&txn).and_then(|t| t.changes.get(lk)) {
+            return c.row.clone();
+        }
+        let p = self.parts.get(&(lk.0, lk.1))?;
+        p.lookup(&lk.2).map(|id| p.row(id).to_vec())
+    }
+
+    fn exec_op(&mut self, txn: TxnRef, partition: u32, op: &KeyOp) -> OpResult {
+        let Some(layout) = self.layout(op.table).cloned() else {
+            return err_op(ErrorCode::SchemaChanged, "table is not known at this data node (schema changed)");
+        };
+        if !self.parts.contains_key(&(op.table, partition)) {
+            return err_op(ErrorCode::SchemaChanged, format!("partition {partition} of table {} is not here", op.table));
+        }
+        let lk: LockKey = (op.table, partition, op.key.clone());
+        match op.kind {
+            OpKind::Read | OpKind::ReadShared | OpKind::ReadExclusive => {
+                let row = if op.kind == OpKind::Read {
+                    match self.txns.get(&txn).and_then(|t| t.changes.get(&lk)) {
+                        Some(c) => c.row.clone(),
+                        None => {
+                            let p = &self.parts[&(op.table, partition)];
+                            match p.lookup(&op.key) {
+                                Some(id) => return project(&layout, p.row(id), op.projection.as_deref()),
+                                None => None,
+                            }
+                        }
+                    }
+                } else {
+                    self.current_row(txn, &lk)
+                };
+                match row {
+                    Some(r) => project(&layout, &r, op.projection.as_deref()),
+                    None => OpResult::NotFound,
+                }
+            }
+            OpKind::Insert | OpKind::Write => {
+                if let Err(e) = layout.check_row(&op.row) {
+                    return OpResult::Error(e);
+                }
+                if layout.key_of(&op.row) != &op.key[..] {
+                    return err_op(ErrorCode::InvalidRequest, "row key differs from the operation key");
+                }
+                let exists = self.current_row(txn, &lk).is_some();
+                if op.kind == OpKind::Insert && exists {
+                    return err_op(ErrorCode::DuplicateKey, "Duplicate entry for key 'PRIMARY'");
+                }
+                match self.stage(txn, lk, Some(op.row.clone())) {
+                    Ok(()) => OpResult::Done,
+                    Err(e) => OpResult::Error(e),
+                }
+            }
+            OpKind::Update => {
+                let Some(cur) = self.current_row(txn, &lk) else { return OpResult::NotFound };
+                let row = match apply_updates(&layout, &cur, &op.updates) {
+                    Ok(r) => r,
+                    Err(e) => return OpResult::Error(e),
+                };
+                match self.stage(txn, lk, Some(row)) {
+                    Ok(()) => match &op.projection {
+                        Some(_) => {
+                            let r = self.current_row(txn, &(op.table, partition, op.key.clone())).expect("just staged");
+                            project(&layout, &r, op.projection.as_deref())
+                        }
+                        None => OpResult::Done,
+                    },
+                    Err(e) => OpResult::Error(e),
+                }
+            }
+            OpKind::Delete => {
+                if self.current_row(txn, &lk).is_none() {
+                    return OpResult::NotFound;
+                }
+                match self.stage(txn, lk, None) {
+                    Ok(()) => OpResult::Done,
+                    Err(e) => OpResult::Error(e),
+                }
+            }
+        }
+    }
+
+    /// Records a pending after-image, reserving its data memory and checking unique indexes.
+    fn stage(&mut self, txn: TxnRef, lk: LockKey, row: Option<Vec<u8>>) -> TernResult<()> {
+        let part = self
+            .parts
+            .get(&(lk.0, lk.1))
+            .ok_or_else(|| TernError::new(ErrorCode::SchemaChanged, "partition is not here (schema changed)"))?;
+        let mut reserved = 0;
+        if let Some(r) = &row {
+            let ignore = part.lookup(&lk.2);
+            if let Some(name) = part.unique_conflict(r, ignore)? {
+                return Err(TernError::new(ErrorCode::DuplicateKey, format!("Duplicate entry for key '{name}'")));
+            }
+            if self.txns.get(&txn).is_some_and(|t| {
+                t.changes.iter().any(|(k, c)| {
+                    k != &lk && k.0 == lk.0 && k.1 == lk.1 && c.row.as_ref().is_some_and(|o| unique_clash(part, o, r))
+                })
+            }) {
+                return Err(TernError::new(ErrorCode::DuplicateKey, "Duplicate entry for a unique key"));
+            }
+            reserved = part.charge(r);
+            self.budget.reserve(reserved)?;
+        }
+        let t = self.txns.entry(txn).or_default();
+        if let Some(prev) = t.changes.insert(lk, Change { row, reserved }) {
+            self.budget.release(prev.reserved);
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- commit / abort
+
+    fn commit(&mut self, txn: TxnRef, epoch: u64, chain: Vec<Addr>, pos: u8, out: &mut Out) {
+        let changes = match self.txns.get_mut(&txn) {
+            Some(t) => std::mem::take(&mut t.changes),
+            None => BTreeMap::new(),
+        };
+        if !changes.is_empty() {
+            let mut ops: Vec<RedoOpRef<'_>> = Vec::with_capacity(changes.len());
+            for (lk, ch) in &changes {
+                let Some(part) = self.parts.get_mut(&(lk.0, lk.1)) else {
+                    self.budget.release(ch.reserved);
+                    continue; // table dropped meanwhile
+                };
+                let before = part.charged();
+                let rows_before = part.len() as i64;
+                match &ch.row {
+                    Some(r) => {
+                        part.upsert(r).expect("a staged row was checked at prepare");
+                        ops.push(RedoOpRef::Put { table: lk.0, partition: lk.1, row: r });
+                    }
+                    None => {
+                        if let Some(id) = part.lookup(&lk.2) {
+                            part.delete(id).expect("live row");
+                        }
+                        ops.push(RedoOpRef::Delete { table: lk.0, partition: lk.1, key: &lk.2 });
+                    }
+                }
+                let after = part.charged();
+                self.stats.rows.fetch_add(part.len() as i64 - rows_before, std::sync::atomic::Ordering::Relaxed);
+                if after >= before {
+                    self.budget.force(after - before);
+                } else {
+                    self.budget.release(before - after);
+                }
+                self.budget.release(ch.reserved);
+            }
+            let before = self.redo_buf.len();
+            let tc_instance = match txn.tc.block {
+                Block::Tc(i) => i,
+                _ => 0,
+            };
+            redo::append_commit(&mut self.redo_buf, epoch, txn.tc.node, tc_instance, txn.id, &ops);
+            self.lsn += (self.redo_buf.len() - before) as u64;
+            self.max_epoch_applied = self.max_epoch_applied.max(epoch);
+            if self.redo_buf.len() >= self.cfg.redo_buffer_bytes {
+                self.write_redo_buffer(out);
+            }
+        }
+        if pos == 0 {
+            self.release_txn(0, txn, out);
+            out.send(txn.tc, Signal::Committed { txn, chain });
+        } else {
+            out.send(chain[pos as usize - 1], Signal::Commit { txn, epoch, chain: chain.clone(), pos: pos - 1 });
+        }
+    }
+
+    fn abort(&mut self, now_ms: u64, txn: TxnRef, out: &mut Out) {
+        if let Some(b) = self.blocked.remove(&txn)
+            && let Some(e) = self.locks.get_mut(&b.lock)
+        {
+            e.waiters.retain(|(t, _)| *t != txn);
+            if e.is_free() {
+                self.locks.remove(&b.lock);
+            }
+        }
+        if let Some(t) = self.txns.get_mut(&txn) {
+            for (_, ch) in std::mem::take(&mut t.changes) {
+                self.budget.release(ch.reserved);
+            }
+        }
+        self.release_txn(now_ms, txn, out);
+    }
+
+    /// Releases every lock of `txn` and resumes batches that were waiting for them.
+    fn release_txn(&mut self, now_ms: u64, txn: TxnRef, out: &mut Out) {
+        let Some(t) = self.txns.remove(&txn) else { return };
+        for ch in t.changes.values() {
+            self.budget.release(ch.reserved);
+        }
+        let mut resume = Vec::new();
+        for key in t.locks {
+            let Some(entry) = self.locks.get_mut(&key) else { continue };
+            if entry.exclusive == Some(txn) {
+                entry.exclusive = None;
+            }
+            entry.shared.retain(|&x| x != txn);
+            while let Some(&(w, mode)) = entry.waiters.front() {
+                if !entry.compatible(w, mode) {
+                    break;
+                }
+                entry.waiters.pop_front();
+                entry.grant(w, mode);
+                resume.push((w, key.clone()));
+            }
+            if entry.is_free() {
+                self.locks.remove(&key);
+            }
+        }
+        for (w, key) in resume {
+            self.txns.entry(w).or_default().locks.push(key);
+            if let Some(b) = self.blocked.remove(&w) {
+                let mut batch = b.batch;
+                batch.holds_state = true;
+                // The op that waited now holds its lock; execute it and the rest of the batch.
+                self.exec_batch(now_ms, batch, b.next_op, out);
+            }
+        }
+    }
+
+    fn expire_waits(&mut self, now_ms: u64, out: &mut Out) {
+        let mut expired: Vec<TxnRef> = self.blocked.iter().filter(|(_, b)| b.deadline_ms <= now_ms).map(|(t, _)| *t).collect();
+        expired.sort();
+        for txn in expired {
+            let b = self.blocked.remove(&txn).expect("listed");
+            if let Some(e) = self.locks.get_mut(&b.lock) {
+                e.waiters.retain(|(t, _)| *t != txn);
+                if e.is_free() {
+                    self.locks.remove(&b.lock);
+                }
+            }
+            let mut batch = b.batch;
+            for (i, op) in batch.ops.iter().enumerate().skip(b.next_op) {
+                if let PrepOp::Exec { idx, .. } = op {
+                    let r = if i == b.next_op {
+                        err_op(ErrorCode::LockWaitTimeout, "Lock wait timeout exceeded; try restarting transaction")
+                    } else {
+                        err_op(ErrorCode::TransactionAborted, "operation not executed: an earlier operation failed")
+                    };
+                    batch.results.push((*idx, r));
+                }
+            }
+            batch.ops.truncate(b.next_op);
+            self.finish_batch(batch, out);
+        }
+    }
+
+    // ---------------------------------------------------------------- scans
+
+    fn scan(&mut self, req: ScanFrag, out: &mut Out) {
+        let mut rows = Vec::new();
+        let mut keys = Vec::new();
+        let reply = |rows, keys, next, error| {
+            Box::new(ScanFragRows { scan: req.scan, partition: req.partition, rows, keys, next, error })
+        };
+        let (Some(part), Some(layout)) = (self.parts.get(&(req.table, req.partition)), self.layouts.get(&req.table)) else {
+            let e = TernError::new(ErrorCode::SchemaChanged, "scanned partition is not here (schema changed)");
+            out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, Some(e))));
+            return;
+        };
+        let max = req.max_rows.max(1) as usize;
+        let mut error = None;
+        let mut emit = |row: &[u8], key: Option<&[u8]>, rows: &mut Vec<Vec<u8>>, keys: &mut Vec<Vec<u8>>| -> bool {
+            if !req.filter.passes(layout, row) {
+                return true;
+            }
+            match project(layout, row, req.projection.as_deref().map(|v| &v[..])) {
+                OpResult::Row(r) => rows.push(r),
+                OpResult::Error(e) => {
+                    error = Some(e);
+                    return false;
+                }
+                _ => {}
+            }
+            if let Some(k) = key {
+                keys.push(k.to_vec());
+            }
+            rows.len() < max
+        };
+        let next = match req.index {
+            None => {
+                let from = match req.resume {
+                    ScanPos::Start => 0,
+                    ScanPos::RowId(r) => r,
+                    _ => u32::MAX,
+                };
+                match part.scan(from, |_, row| emit(row, None, &mut rows, &mut keys)) {
+                    Some(r) => ScanPos::RowId(r),
+                    None => ScanPos::Done,
+                }
+            }
+            Some(index) => match part.index_position(index) {
+                None => {
+                    error = Some(TernError::new(ErrorCode::NoSuchIndex, "index is not here (schema changed)"));
+                    ScanPos::Done
+                }
+                Some(pos) => {
+                    let lo = req.lo.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
+                    let hi = req.hi.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
+                    let after = match &req.resume {
+                        ScanPos::After(k) => Some(&k[..]),
+                        _ => None,
+                    };
+                    let with_keys = req.with_keys;
+                    match part.index_scan(pos, lo.as_ref(), hi.as_ref(), after, req.descending, |k, _, row| {
+                        emit(row, with_keys.then_some(k), &mut rows, &mut keys)
+                    }) {
+                        Some(k) => ScanPos::After(k),
+                        None => ScanPos::Done,
+                    }
+                }
+            },
+        };
+        let next = if error.is_some() { ScanPos::Done } else { next };
+        out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, next, error)));
+    }
+
+    // ---------------------------------------------------------------- durability
+
+    fn write_redo_buffer(&mut self, out: &mut Out) {
+        if !self.redo_buf.is_empty() {
+            let bytes = std::mem::take(&mut self.redo_buf);
+            out.io(self.addr, IoReq::RedoAppend { ldm: self.instance(), bytes });
+            self.appended_since_sync = true;
+        }
+    }
+
+    fn flush(&mut self, epoch: u64, out: &mut Out) {
+        self.write_redo_buffer(out);
+        let max_epoch = self.max_epoch_applied;
+        if !self.appended_since_sync {
+            out.send(self.dist, Signal::EpochFlushed { from: self.addr, epoch, synced_lsn: self.synced_lsn, max_epoch });
+            return;
+        }
+        let token = self.token();
+        out.io(self.addr, IoReq::RedoSync { ldm: self.instance(), token });
+        self.appended_since_sync = false;
+        self.pending_flush = Some((token, epoch, self.lsn, max_epoch));
+    }
+
+    fn io_done(&mut self, token: u64, result: Result<(), String>, out: &mut Out) {
+        if let Err(e) = result {
+            panic!("ldm {}: disk request failed: {e}", self.instance());
+        }
+        if let Some((t, epoch, lsn, max_epoch)) = self.pending_flush
+            && t == token
+        {
+            self.pending_flush = None;
+            self.synced_lsn = lsn;
+            out.send(self.dist, Signal::EpochFlushed { from: self.addr, epoch, synced_lsn: lsn, max_epoch });
+            if self.phase == Phase::Ready && self.lsn - self.checkpoint_start_lsn >= self.cfg.checkpoint_redo_bytes {
+                self.start_checkpoint(out);
+            }
+            return;
+        }
+        if let Some((t, _)) = &self.checkpoint_in_flight
+            && *t == token
+        {
+            let (_, ck) = self.checkpoint_in_flight.take().expect("checked");
+            self.checkpoints_written.push(ck);
+            if self.phase == Phase::StartCheckpoint {
+                // The start-up checkpoint holds only durable data: usable at once. Old files are
+                // removed only when the dist block says every ldm has written its own.
+                self.phase = Phase::Ready;
+                out.send(self.dist, Signal::LdmReady { from: self.addr, synced_lsn: self.synced_lsn });
+            } else {
+                self.on_durable(self.durable_epoch, out);
+            }
+        }
+    }
+
+    /// Writes a checkpoint of every partition at this point of the ldm's order.
+    fn start_checkpoint(&mut self, out: &mut Out) {
+        if self.checkpoint_in_flight.is_some() {
+            return;
+        }
+        self.write_redo_buffer(out);
+        let id = self.next_checkpoint_id;
+        self.next_checkpoint_id += 1;
+        let header = CheckpointHeader { ldm: self.instance(), id, start_lsn: self.lsn, max_epoch: self.max_epoch_applied };
+        let mut w = CheckpointWriter::new(&header);
+        for ((table, partition), p) in &self.parts {
+            let mut rows = Vec::with_capacity(p.len() as usize);
+            p.scan(0, |_, r| {
+                rows.push(r);
+                true
+            });
+            w.partition(*table, *partition, rows.into_iter());
+        }
+        let bytes = w.finish();
+        let name = checkpoint::file_name(self.instance(), id);
+        let token = self.token();
+        out.io(self.addr, IoReq::WriteFile { name: name.clone(), bytes, token });
+        self.checkpoint_start_lsn = self.lsn;
+        self.checkpoint_in_flight =
+            Some((token, WrittenCheckpoint { start_lsn: header.start_lsn, max_epoch: header.max_epoch, name }));
+    }
+
+    /// A newer epoch is durable: checkpoints whose data it covers become usable, which frees the
+    /// redo before them and the older checkpoint files.
+    fn on_durable(&mut self, epoch: u64, out: &mut Out) {
+        self.durable_epoch = self.durable_epoch.max(epoch);
+        if self.phase != Phase::Ready {
+            return;
+        }
+        let usable: Vec<usize> = (0..self.checkpoints_written.len()).filter(|&i| self.checkpoints_written[i].max_epoch <= self.durable_epoch).collect();
+        let Some(&newest) = usable.last() else { return };
+        if !self.cleanup_allowed {
+            return;
+        }
+        let ck = self.checkpoints_written.remove(newest);
+        let mut stale: Vec<String> = std::mem::take(&mut self.old_checkpoints);
+        for i in usable.iter().rev().skip(1) {
+            stale.push(self.checkpoints_written.remove(*i).name);
+        }
+        if let Some(prev) = self.current_checkpoint.take() {
+            stale.push(prev.name);
+        }
+        for name in stale {
+            out.io(self.addr, IoReq::DeleteFile { name });
+        }
+        out.io(self.addr, IoReq::RedoDiscard { ldm: self.instance(), lsn: ck.start_lsn });
+        self.current_checkpoint = Some(ck);
+    }
+}
+
+/// Two pending rows of one transaction clash when a unique index maps both to one value.
+fn unique_clash(part: &Partition, a: &[u8], b: &[u8]) -> bool {
+    part.unique_values_clash(a, b).unwrap_or(false)
+}
+
+/// A read's result: the whole stored row, or the projected columns as a value list.
+fn project(layout: &RowLayout, row: &[u8], projection: Option<&[u16]>) -> OpResult {
+    match projection {
+        None => OpResult::Row(row.to_vec()),
+        Some(cols) => {
+            let mut types = Vec::with_capacity(cols.len());
+            let mut values = Vec::with_capacity(cols.len());
+            for &c in cols {
+                let Some(&ty) = layout.types.get(c as usize) else {
+                    return err_op(ErrorCode::NoSuchColumn, format!("column {c} does not exist"));
+                };
+                types.push(ty);
+                match layout.get(row, c as usize) {
+                    Ok(v) => values.push(v),
+                    Err(e) => return OpResult::Error(e),
+                }
+            }
+            let mut buf = Vec::new();
+            match encode_values(&types, &values, &mut buf) {
+                Ok(()) => OpResult::Row(buf),
+                Err(e) => OpResult::Error(e),
+            }
+        }
+    }
+}
+
+/// Applies interpreted column updates to a stored row, returning the new row.
+fn apply_updates(layout: &RowLayout, row: &[u8], updates: &[ColumnUpdate]) -> TernResult<Vec<u8>> {
+    let mut values = layout.decode_row(row)?;
+    for u in updates {
+        let c = u.col as usize;
+        let Some(&ty) = layout.types.get(c) else {
+            return Err(TernError::new(ErrorCode::NoSuchColumn, format!("column {c} does not exist")));
+        };
+        if layout.key_cols.contains(&u.col) {
+            return Err(TernError::new(ErrorCode::InvalidRequest, "an update cannot change the primary key"));
+        }
+        let v = match &u.expr {
+            UpdateExpr::Set(v) => coerce(ty, v.clone())?,
+            UpdateExpr::Add(d) => add_values(ty, &values[c], d)?,
+        };
+        if v.is_null() && !layout.nullable[c] {
+            return Err(TernError::new(ErrorCode::NotNull, "Column cannot be null"));
+        }
+        values[c] = v;
+    }
+    let mut out = Vec::with_capacity(row.len());
+    layout.encode_row(&values, &mut out)?;
+    Ok(out)
+}
+
+/// Numeric addition executed in the data node, checked against the column type.
+fn add_values(ty: ColumnType, cur: &Value, delta: &Value) -> TernResult<Value> {
+    if cur.is_null() || delta.is_null() {
+        return Ok(Value::Null);
+    }
+    let overflow = || TernError::new(ErrorCode::ValueOutOfRange, "increment or decrement would overflow");
+    match ty {
+        t if t.is_integer() => {
+            let a = cur.as_i128().ok_or_else(overflow)?;
+            let b = delta.as_i128().ok_or_else(|| TernError::new(ErrorCode::InvalidValue, "value is not an integer"))?;
+            let (lo, hi) = t.int_range().expect("integer");
+            let s = a.checked_add(b).filter(|s| (lo..=hi).contains(s)).ok_or_else(overflow)?;
+            Ok(if t.is_unsigned() { Value::UInt(s as u64) } else { Value::Int(s as i64) })
+        }
+        ColumnType::Float | ColumnType::Double => {
+            let a = cur.as_f64().unwrap_or(0.0);
+            let b = delta.as_f64().ok_or_else(|| TernError::new(ErrorCode::InvalidValue, "value is not a number"))?;
+            coerce(ty, Value::Double(a + b))
+        }
+        ColumnType::Decimal { scale, .. } => {
+            let Value::Decimal { v: a, .. } = cur else { return Err(overflow()) };
+            let b = match delta {
+                Value::Decimal { v, scale: s } => rescale(*v, *s, scale),
+                other => other.as_i128().and_then(|n| rescale(n, 0, scale)),
+            }
+            .ok_or_else(overflow)?;
+            coerce(ty, Value::Decimal { v: a.checked_add(b).ok_or_else(overflow)?, scale })
+        }
+        _ => Err(TernError::new(ErrorCode::InvalidValue, format!("cannot add to a {} column", ty.sql_name()))),
+    }
+}

@@ -1,0 +1,105 @@
+//! A data node's blocks, built from recovered state, and the routing rule that places partitions.
+//!
+//! Partition placement: `ldm = partition mod ldm_count`. A table gets `ldm_count` partitions by
+//! default (one per ldm worker, as NDB's default partition balance gives one per LDM).
+
+use crate::dict::Dict;
+use crate::dist::{Dist, DistConfig};
+use crate::io::Storage;
+use crate::ldm::{Ldm, LdmConfig, LdmStart};
+use crate::recovery::{self, Recovered};
+use crate::signal::{Addr, Block, NodeId, Out, Signal};
+use crate::tc::{NodeStats, Tc, TcConfig};
+use std::sync::Arc;
+use tern_store::MemoryBudget;
+
+pub fn ldm_of(partition: u32, ldm_count: u16) -> u16 {
+    assert!(ldm_count > 0);
+    (partition % ldm_count as u32) as u16
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub node_id: NodeId,
+    pub ldm_count: u16,
+    pub data_memory_bytes: u64,
+    pub ldm: LdmConfig,
+    pub tc: TcConfig,
+    pub dist: DistConfig,
+}
+
+impl NodeConfig {
+    pub fn new(node_id: NodeId, ldm_count: u16, data_memory_bytes: u64) -> NodeConfig {
+        NodeConfig {
+            node_id,
+            ldm_count,
+            data_memory_bytes,
+            ldm: LdmConfig::default(),
+            tc: TcConfig::default(),
+            dist: DistConfig::default(),
+        }
+    }
+}
+
+/// All blocks of one data node. The runtime spreads them over threads; the simulator keeps them
+/// together.
+pub struct Node {
+    pub tcs: Vec<Tc>,
+    pub ldms: Vec<Ldm>,
+    pub dict: Dict,
+    pub dist: Dist,
+    pub budget: MemoryBudget,
+    pub stats: Arc<NodeStats>,
+    /// Per ldm: the LSN where its new redo begins (open the redo writer there).
+    pub redo_base: Vec<u64>,
+    pub recovered_rows: u64,
+    pub recovered_redo_records: u64,
+    pub durable_epoch: u64,
+}
+
+impl Node {
+    /// Recovers from `storage` and builds the blocks. Send `Signal::Start` to the dist block.
+    pub fn recover(cfg: &NodeConfig, storage: &dyn Storage) -> Result<Node, String> {
+        let budget = MemoryBudget::new(cfg.data_memory_bytes);
+        let stats = Arc::new(NodeStats::default());
+        let Recovered { catalog, durable_epoch, partitions, ldm_disk, redo_records, rows } = recovery::recover(storage, cfg.ldm_count, &budget)?;
+        let n = cfg.ldm_count;
+        let ldm_addrs: Vec<Addr> = (0..n).map(|i| Addr::new(cfg.node_id, Block::Ldm(i))).collect();
+        let tc_addrs: Vec<Addr> = (0..n).map(|i| Addr::new(cfg.node_id, Block::Tc(i))).collect();
+        let mut per_ldm: Vec<Vec<tern_store::Partition>> = (0..n).map(|_| Vec::new()).collect();
+        for p in partitions {
+            per_ldm[ldm_of(p.partition, n) as usize].push(p);
+        }
+        let mut redo_base = Vec::new();
+        let mut ldms = Vec::new();
+        for (i, parts) in per_ldm.into_iter().enumerate() {
+            let disk = ldm_disk.get(i).cloned().unwrap_or_default();
+            redo_base.push(disk.redo_end);
+            let start = LdmStart {
+                partitions: parts,
+                base_lsn: disk.redo_end,
+                durable_epoch,
+                next_checkpoint_id: disk.next_checkpoint_id,
+                old_checkpoints: disk.checkpoints.clone(),
+            };
+            ldms.push(Ldm::new(ldm_addrs[i], n, cfg.ldm.clone(), budget.clone(), stats.clone(), &catalog, start));
+        }
+        // Files of ldms that no longer exist go once the node has started.
+        let stale: Vec<String> = ldm_disk.iter().skip(n as usize).flat_map(|d| d.all_files.iter().cloned()).collect();
+        let catalog = Arc::new(catalog);
+        let tcs = tc_addrs.iter().map(|&a| Tc::new(a, n, cfg.tc.clone(), catalog.clone(), budget.clone(), stats.clone())).collect();
+        let dict = Dict::new(Addr::new(cfg.node_id, Block::Dict), ldm_addrs.clone(), tc_addrs.clone(), catalog);
+        let dist = Dist::new(Addr::new(cfg.node_id, Block::Dist), cfg.dist.clone(), tc_addrs, ldm_addrs, durable_epoch, stale);
+        Ok(Node { tcs, ldms, dict, dist, budget, stats, redo_base, recovered_rows: rows, recovered_redo_records: redo_records, durable_epoch })
+    }
+
+    /// Delivers a signal to one of this node's blocks.
+    pub fn handle(&mut self, now_ms: u64, to: Block, sig: Signal, out: &mut Out) {
+        match to {
+            Block::Tc(i) => self.tcs[i as usize].handle(now_ms, sig, out),
+            Block::Ldm(i) => self.ldms[i as usize].handle(now_ms, sig, out),
+            Block::Dict => self.dict.handle(now_ms, sig, out),
+            Block::Dist => self.dist.handle(now_ms, sig, out),
+        }
+    }
+}

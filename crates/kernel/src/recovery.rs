@@ -1,0 +1,148 @@
+//! Restart recovery: rebuild every partition as of the last durable epoch E.
+//!
+//! For each ldm of the layout recorded in the system file: load the newest checkpoint whose
+//! newest epoch is <= E, then replay that ldm's redo from the checkpoint's start LSN up to the LSN
+//! the system file says was made durable, applying only commit records of epochs <= E. The result
+//! holds exactly the transactions of epochs <= E (architecture.md §5, invariant 6).
+//!
+//! Pure over a `Storage`: the runtime passes real files, the simulator its in-memory disk.
+
+use crate::checkpoint;
+use crate::dict::CATALOG_FILE;
+use crate::io::{self, Storage};
+use crate::node::ldm_of;
+use crate::redo::{self, RedoOp};
+use crate::sysfile::{SYSFILE_NAME, Sysfile};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tern_store::{MemoryBudget, Partition};
+use tern_types::schema::TableId;
+use tern_types::{Catalog, RowLayout};
+
+/// What recovery found and rebuilt.
+pub struct Recovered {
+    pub catalog: Catalog,
+    pub durable_epoch: u64,
+    pub partitions: Vec<Partition>,
+    /// Per ldm instance (covering old and new layouts): next checkpoint id, redo end, old files.
+    pub ldm_disk: Vec<LdmDisk>,
+    pub redo_records: u64,
+    pub rows: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct LdmDisk {
+    pub next_checkpoint_id: u64,
+    pub redo_end: u64,
+    pub checkpoints: Vec<String>,
+    pub all_files: Vec<String>,
+}
+
+fn fail(msg: String) -> String {
+    msg
+}
+
+/// Rebuilds the node's state from `storage`. `ldm_count` is the new layout (files of ldms beyond
+/// it are reported in `ldm_disk` so the caller can remove them once the node has started).
+pub fn recover(storage: &dyn Storage, ldm_count: u16, budget: &MemoryBudget) -> Result<Recovered, String> {
+    let catalog = match storage.read(CATALOG_FILE).map_err(|e| format!("reading {CATALOG_FILE}: {e}"))? {
+        Some(b) => Catalog::decode(&b).map_err(|e| fail(format!("the catalog file '{CATALOG_FILE}' is corrupt or foreign: {e}")))?,
+        None => Catalog::new(),
+    };
+    let sysfile = match storage.read(SYSFILE_NAME).map_err(|e| format!("reading {SYSFILE_NAME}: {e}"))? {
+        Some(b) => Some(Sysfile::decode(&b).map_err(|e| format!("the system file '{SYSFILE_NAME}' is corrupt or foreign: {e}"))?),
+        None => None,
+    };
+    let old_count = sysfile.as_ref().map(|s| s.synced_lsn.len() as u16).unwrap_or(0);
+    let durable_epoch = sysfile.as_ref().map(|s| s.durable_epoch).unwrap_or(0);
+    let layouts: BTreeMap<TableId, Arc<RowLayout>> = catalog.tables.values().map(|t| (t.id, Arc::new(RowLayout::new(t)))).collect();
+    let mut parts: BTreeMap<(TableId, u32), Partition> = BTreeMap::new();
+    let mut redo_records = 0;
+    let span = old_count.max(ldm_count).max(64);
+    let mut ldm_disk = Vec::new();
+    for i in 0..span {
+        let files = storage.list(&format!("ldm-{i}")).map_err(|e| format!("listing ldm-{i}: {e}"))?;
+        let mut checkpoints: Vec<(u64, String)> = files.iter().filter_map(|f| checkpoint::parse_file_name(f).map(|id| (id, f.clone()))).collect();
+        checkpoints.sort();
+        let disk = LdmDisk {
+            next_checkpoint_id: checkpoints.last().map(|c| c.0 + 1).unwrap_or(1),
+            redo_end: io::redo_end(storage, i).map_err(|e| format!("reading the redo log of ldm-{i}: {e}"))?,
+            checkpoints: checkpoints.iter().map(|c| c.1.clone()).collect(),
+            all_files: files.clone(),
+        };
+        if i >= ldm_count && files.is_empty() && i >= old_count {
+            if i >= ldm_count.max(old_count) {
+                break;
+            }
+            continue;
+        }
+        ldm_disk.push(disk);
+        let Some(sys) = &sysfile else { continue };
+        if i >= old_count {
+            continue;
+        }
+        // The newest checkpoint whose data is all durable.
+        let mut chosen = None;
+        for (_, name) in checkpoints.iter().rev() {
+            let bytes = storage.read(name).map_err(|e| format!("reading {name}: {e}"))?.unwrap_or_default();
+            let header = checkpoint::decode(&bytes).map_err(|e| format!("checkpoint file {name} is corrupt: {e}"))?.header;
+            if header.max_epoch <= durable_epoch {
+                chosen = Some((name.clone(), bytes));
+                break;
+            }
+        }
+        let Some((name, bytes)) = chosen else {
+            return Err(format!("ldm-{i} has no usable checkpoint for durable epoch {durable_epoch}: the data directory is incomplete"));
+        };
+        let ck = checkpoint::decode(&bytes).map_err(|e| format!("checkpoint file {name} is corrupt: {e}"))?;
+        for (table, partition, rows) in ck.partitions {
+            let (Some(t), Some(layout)) = (catalog.table(table), layouts.get(&table)) else { continue };
+            if ldm_of(partition, old_count) != i {
+                continue;
+            }
+            let mut p = Partition::new(t, partition, layout.clone());
+            for r in rows {
+                layout.check_row(r).map_err(|e| format!("checkpoint file {name}: bad row in table {table}: {e}"))?;
+                p.insert(r).map_err(|e| format!("checkpoint file {name}: {e}"))?;
+            }
+            budget.force(p.charged());
+            parts.insert((table, partition), p);
+        }
+        let synced = sys.synced_lsn[i as usize];
+        redo_records += io::read_redo(storage, i, ck.header.start_lsn, synced, |_, payload| {
+            let rec = redo::decode_commit(payload).map_err(|e| format!("undecodable record: {e}"))?;
+            if rec.epoch > durable_epoch {
+                return Ok(());
+            }
+            for op in rec.ops {
+                let (table, partition) = match &op {
+                    RedoOp::Put { table, partition, .. } | RedoOp::Delete { table, partition, .. } => (*table, *partition),
+                };
+                let (Some(t), Some(layout)) = (catalog.table(table), layouts.get(&table)) else { continue };
+                let p = parts.entry((table, partition)).or_insert_with(|| Partition::new(t, partition, layout.clone()));
+                let before = p.charged();
+                match op {
+                    RedoOp::Put { row, .. } => {
+                        layout.check_row(&row).map_err(|e| format!("bad row: {e}"))?;
+                        p.upsert(&row).map_err(|e| e.to_string())?;
+                    }
+                    RedoOp::Delete { key, .. } => {
+                        if let Some(id) = p.lookup(&key) {
+                            p.delete(id).map_err(|e| e.to_string())?;
+                        }
+                    }
+                }
+                let after = p.charged();
+                if after >= before {
+                    budget.force(after - before);
+                } else {
+                    budget.release(before - after);
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+    }
+    let rows = parts.values().map(|p| p.len()).sum();
+    Ok(Recovered { catalog, durable_epoch, partitions: parts.into_values().collect(), ldm_disk, redo_records, rows })
+}

@@ -1,0 +1,185 @@
+//! Addresses, signals and the effects a block returns.
+//!
+//! A block's `handle` receives one signal and the current time (milliseconds, an input like any
+//! other) and appends effects to `Out`: signals to other blocks, replies to clients, disk requests
+//! and timers. It never performs them itself. The runtime and the simulator carry effects out.
+
+use std::sync::Arc;
+use tern_types::filter::Filter;
+use tern_types::schema::{IndexId, TableId};
+use tern_types::{Catalog, TernError};
+use tern_wire::{Bound, DdlReq, KeyOp, OpResult, Reply, Request};
+
+pub type NodeId = u16;
+pub type ClientId = u64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Block {
+    Tc(u16),
+    Ldm(u16),
+    Dict,
+    Dist,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Addr {
+    pub node: NodeId,
+    pub block: Block,
+}
+
+impl Addr {
+    pub fn new(node: NodeId, block: Block) -> Addr {
+        Addr { node, block }
+    }
+}
+
+/// A transaction: its coordinator and the coordinator's id for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TxnRef {
+    pub tc: Addr,
+    pub id: u64,
+}
+
+/// An operation inside a prepare batch.
+#[derive(Debug, Clone)]
+pub enum PrepOp {
+    /// Executed by the primary replica.
+    Exec { idx: u32, partition: u32, op: KeyOp },
+    /// After-image applied by a backup replica (None = delete).
+    Replica { table: TableId, partition: u32, key: Vec<u8>, row: Option<Vec<u8>> },
+}
+
+/// Operations of one transaction batch for one replica chain (primary first).
+#[derive(Debug, Clone)]
+pub struct PrepareBatch {
+    pub txn: TxnRef,
+    pub batch: u32,
+    pub chain: Vec<Addr>,
+    pub pos: u8,
+    pub ops: Vec<PrepOp>,
+    /// Results gathered so far (carried down the chain to the last replica).
+    pub results: Vec<(u32, OpResult)>,
+    /// Whether any op of this batch holds a lock or pending change at this chain.
+    pub holds_state: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScanFrag {
+    pub scan: u64,
+    pub reply_to: Addr,
+    pub table: TableId,
+    pub partition: u32,
+    pub index: Option<IndexId>,
+    pub lo: Option<Bound>,
+    pub hi: Option<Bound>,
+    pub filter: Arc<Filter>,
+    pub projection: Option<Arc<Vec<u16>>>,
+    pub descending: bool,
+    pub max_rows: u32,
+    /// Resume position: a row id (full scan) or an index entry key.
+    pub resume: ScanPos,
+    /// Return each row's index entry key (for ordered merges).
+    pub with_keys: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanPos {
+    Start,
+    RowId(u32),
+    After(Vec<u8>),
+    Done,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScanFragRows {
+    pub scan: u64,
+    pub partition: u32,
+    pub rows: Vec<Vec<u8>>,
+    pub keys: Vec<Vec<u8>>,
+    pub next: ScanPos,
+    pub error: Option<TernError>,
+}
+
+/// Messages between blocks (and from the runtime into blocks).
+#[derive(Debug, Clone)]
+pub enum Signal {
+    // Runtime -> tc.
+    ClientRequest { client: ClientId, req_id: u64, req: Request },
+    ClientGone { client: ClientId },
+    // tc <-> ldm: transactions.
+    Prepare(Box<PrepareBatch>),
+    Prepared(Box<PrepareBatch>),
+    Commit { txn: TxnRef, epoch: u64, chain: Vec<Addr>, pos: u8 },
+    Committed { txn: TxnRef, chain: Vec<Addr> },
+    Complete { txn: TxnRef, chain: Vec<Addr>, pos: u8 },
+    Abort { txn: TxnRef, chain: Vec<Addr>, pos: u8 },
+    Aborted { txn: TxnRef, chain: Vec<Addr> },
+    // tc <-> ldm: scans.
+    ScanFrag(Box<ScanFrag>),
+    ScanFragRows(Box<ScanFragRows>),
+    // Epoch protocol.
+    EpochPrepare { epoch: u64 },
+    EpochPrepared { from: Addr, epoch: u64 },
+    EpochCommit { epoch: u64 },
+    EpochTcFinished { from: Addr, epoch: u64 },
+    EpochFlush { epoch: u64 },
+    /// `max_epoch`: newest epoch of any commit this ldm has applied.
+    EpochFlushed { from: Addr, epoch: u64, synced_lsn: u64, max_epoch: u64 },
+    EpochDurable { epoch: u64 },
+    // Schema.
+    Ddl { client: ClientId, req_id: u64, reply_to: Addr, req: DdlReq },
+    DdlReply { client: ClientId, req_id: u64, reply: Reply },
+    AutoInc { client: ClientId, req_id: u64, reply_to: Addr, table: TableId, count: u32 },
+    Schema { catalog: Arc<Catalog> },
+    SchemaAck { from: Addr, version: u64 },
+    IndexBuild { table: TableId, index: IndexId, catalog: Arc<Catalog> },
+    IndexBuilt { from: Addr, index: IndexId, result: Result<(), TernError> },
+    // Start-up.
+    Start,
+    LdmReady { from: Addr, synced_lsn: u64 },
+    NodeStarted { epoch: u64, durable_epoch: u64 },
+    // Disk completions and timers.
+    IoDone { token: u64, result: Result<(), String> },
+    Tick,
+}
+
+/// A disk request. Files are named relative to the node's data directory.
+#[derive(Debug, Clone)]
+pub enum IoReq {
+    /// Append to an ldm's redo log at its current end (no sync).
+    RedoAppend { ldm: u16, bytes: Vec<u8> },
+    /// Make everything appended so far durable; answers IoDone { token }.
+    RedoSync { ldm: u16, token: u64 },
+    /// Delete redo segments that lie wholly before `lsn`.
+    RedoDiscard { ldm: u16, lsn: u64 },
+    /// Atomically replace a file and make it durable; answers IoDone { token }.
+    WriteFile { name: String, bytes: Vec<u8>, token: u64 },
+    DeleteFile { name: String },
+}
+
+/// Effects collected from a block's handling of one signal.
+#[derive(Debug, Default)]
+pub struct Out {
+    pub signals: Vec<(Addr, Signal)>,
+    pub replies: Vec<(ClientId, u64, Reply)>,
+    pub io: Vec<(Addr, IoReq)>,
+    pub timers: Vec<(u64, Addr, Signal)>,
+}
+
+impl Out {
+    pub fn send(&mut self, to: Addr, sig: Signal) {
+        self.signals.push((to, sig));
+    }
+    pub fn reply(&mut self, client: ClientId, req_id: u64, reply: Reply) {
+        self.replies.push((client, req_id, reply));
+    }
+    pub fn io(&mut self, from: Addr, req: IoReq) {
+        self.io.push((from, req));
+    }
+    pub fn timer(&mut self, delay_ms: u64, to: Addr, sig: Signal) {
+        self.timers.push((delay_ms, to, sig));
+    }
+    pub fn is_empty(&self) -> bool {
+        self.signals.is_empty() && self.replies.is_empty() && self.io.is_empty() && self.timers.is_empty()
+    }
+}

@@ -1,0 +1,745 @@
+//! The `tc` block (NDB: DBTC): the transaction coordinator. It accepts client requests, routes
+//! each key operation to the replica chain of its partition, runs the commit protocol, and drives
+//! scans across partitions (merging them into index order when asked).
+//!
+//! Commit protocol (ndb-protocols.md §1, with the chain of replicas primary first):
+//! 1. `Prepare` batches go to each chain's primary; the last replica answers `Prepared`.
+//! 2. Once every batch of a committing transaction is prepared, the **commit point** is taking
+//!    the current epoch. While the epoch coordinator switches epochs (between `EpochPrepare` and
+//!    `EpochCommit`) commit points are queued, so epochs form a consistent cut.
+//! 3. `Commit(epoch)` goes to each chain's *last* replica and travels towards the primary, which
+//!    releases the locks and answers `Committed`. Then the client is told (or, for a durable
+//!    commit, once the epoch is durable). Chains longer than one get a `Complete` that releases the
+//!    backups' locks. With one replica the chain has length one and the same code runs.
+//! 4. The tc reports an epoch finished to `dist` once no transaction of that epoch is still
+//!    committing.
+
+use crate::node::ldm_of;
+use crate::signal::{Addr, Block, ClientId, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TxnRef};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use tern_store::MemoryBudget;
+use tern_types::schema::TableId;
+use tern_types::{Catalog, ErrorCode, RowLayout, TernError};
+use tern_wire::{AbortOption, Exec, OpKind, OpResult, Outcome, Reply, Request, ScanReq, StatusInfo, TxnReq, TxnResp};
+
+#[derive(Debug, Clone)]
+pub struct TcConfig {
+    /// An open transaction idle for longer than this is aborted.
+    pub inactive_timeout_ms: u64,
+    pub tick_ms: u64,
+    /// Open transactions per tc; more answer "overloaded".
+    pub txns_max: usize,
+    /// Open scans per tc.
+    pub scans_max: usize,
+}
+
+impl Default for TcConfig {
+    fn default() -> Self {
+        TcConfig { inactive_timeout_ms: 30_000, tick_ms: 100, txns_max: 100_000, scans_max: 10_000 }
+    }
+}
+
+/// Node-wide counters the tc reports in status answers.
+#[derive(Debug, Default)]
+pub struct NodeStats {
+    pub rows: std::sync::atomic::AtomicI64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Idle,
+    Preparing,
+    WaitEpoch,
+    Committing,
+    Aborting,
+}
+
+struct Txn {
+    client: ClientId,
+    client_txn: u64,
+    req_id: u64,
+    state: State,
+    /// Chains holding locks or pending changes of this transaction.
+    participants: Vec<Vec<Addr>>,
+    outstanding: usize,
+    results: Vec<OpResult>,
+    writes: Vec<bool>,
+    exec: Exec,
+    abort_option: AbortOption,
+    durable: bool,
+    epoch: u64,
+    abort_reason: Option<TernError>,
+    last_active_ms: u64,
+    orphan: bool,
+}
+
+struct PartScan {
+    pos: ScanPos,
+    outstanding: bool,
+    rows: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
+}
+
+struct Scan {
+    local: u64,
+    client: ClientId,
+    req_id: u64,
+    req: ScanReq,
+    filter: Arc<tern_types::filter::Filter>,
+    projection: Option<Arc<Vec<u16>>>,
+    parts: BTreeMap<u32, PartScan>,
+    sent: u64,
+    /// The client asked for the next batch and has not been answered.
+    waiting: bool,
+    out: Vec<Vec<u8>>,
+}
+
+pub struct Tc {
+    addr: Addr,
+    cfg: TcConfig,
+    ldm_count: u16,
+    catalog: Arc<Catalog>,
+    layouts: HashMap<TableId, Arc<RowLayout>>,
+    next_id: u64,
+    txns: HashMap<u64, Txn>,
+    by_client: HashMap<(ClientId, u64), u64>,
+    timed_out: HashSet<(ClientId, u64)>,
+    current_epoch: u64,
+    gate_closed: bool,
+    gate_queue: Vec<u64>,
+    committing: BTreeMap<u64, u32>,
+    unreported: Vec<u64>,
+    durable_epoch: u64,
+    durable_waiters: BTreeMap<u64, Vec<(ClientId, u64, Reply)>>,
+    scans: HashMap<(ClientId, u64), Scan>,
+    /// Scan id used towards ldms (unique in this tc) -> the client's scan.
+    scan_ids: HashMap<u64, (ClientId, u64)>,
+    started: bool,
+    budget: MemoryBudget,
+    stats: Arc<NodeStats>,
+}
+
+impl Tc {
+    pub fn new(addr: Addr, ldm_count: u16, cfg: TcConfig, catalog: Arc<Catalog>, budget: MemoryBudget, stats: Arc<NodeStats>) -> Tc {
+        let mut tc = Tc {
+            addr,
+            cfg,
+            ldm_count,
+            catalog: Arc::new(Catalog::new()),
+            layouts: HashMap::new(),
+            next_id: 0,
+            txns: HashMap::new(),
+            by_client: HashMap::new(),
+            timed_out: HashSet::new(),
+            current_epoch: 0,
+            gate_closed: false,
+            gate_queue: Vec::new(),
+            committing: BTreeMap::new(),
+            unreported: Vec::new(),
+            durable_epoch: 0,
+            durable_waiters: BTreeMap::new(),
+            scans: HashMap::new(),
+            scan_ids: HashMap::new(),
+            started: false,
+            budget,
+            stats,
+        };
+        tc.set_catalog(catalog);
+        tc
+    }
+
+    fn set_catalog(&mut self, catalog: Arc<Catalog>) {
+        self.layouts = catalog.tables.values().map(|t| (t.id, Arc::new(RowLayout::new(t)))).collect();
+        self.catalog = catalog;
+    }
+
+    fn dist(&self) -> Addr {
+        Addr::new(self.addr.node, Block::Dist)
+    }
+
+    fn dict(&self) -> Addr {
+        Addr::new(self.addr.node, Block::Dict)
+    }
+
+    /// The replica chain (primary first) of a partition. One replica per node for now.
+    fn chain(&self, partition: u32) -> Vec<Addr> {
+        vec![Addr::new(self.addr.node, Block::Ldm(ldm_of(partition, self.ldm_count)))]
+    }
+
+    pub fn handle(&mut self, now_ms: u64, sig: Signal, out: &mut Out) {
+        match sig {
+            Signal::ClientRequest { client, req_id, req } => self.request(now_ms, client, req_id, req, out),
+            Signal::ClientGone { client } => self.client_gone(client, out),
+            Signal::Prepared(batch) => self.prepared(batch, out),
+            Signal::Committed { txn, .. } => self.committed(txn, out),
+            Signal::Aborted { txn, .. } => self.aborted(txn, out),
+            Signal::ScanFragRows(rows) => self.scan_rows(*rows, out),
+            Signal::EpochPrepare { epoch } => {
+                self.gate_closed = true;
+                out.send(self.dist(), Signal::EpochPrepared { from: self.addr, epoch });
+            }
+            Signal::EpochCommit { epoch } => {
+                let old = self.current_epoch;
+                self.current_epoch = epoch;
+                self.gate_closed = false;
+                self.unreported.push(old);
+                for id in std::mem::take(&mut self.gate_queue) {
+                    self.commit_point(id, out);
+                }
+                self.report_finished(out);
+            }
+            Signal::EpochDurable { epoch } => {
+                self.durable_epoch = epoch;
+                let later = self.durable_waiters.split_off(&(epoch + 1));
+                for (_, waiters) in std::mem::replace(&mut self.durable_waiters, later) {
+                    for (c, r, reply) in waiters {
+                        out.reply(c, r, reply);
+                    }
+                }
+            }
+            Signal::Schema { catalog } => {
+                let version = catalog.version;
+                self.set_catalog(catalog);
+                out.send(self.dict(), Signal::SchemaAck { from: self.addr, version });
+            }
+            Signal::DdlReply { client, req_id, reply } => out.reply(client, req_id, reply),
+            Signal::NodeStarted { epoch, durable_epoch } => {
+                self.started = true;
+                self.current_epoch = epoch;
+                self.durable_epoch = durable_epoch;
+                out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
+            }
+            Signal::Tick => {
+                self.expire_idle(now_ms, out);
+                out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
+            }
+            other => panic!("tc received an unexpected signal: {other:?}"),
+        }
+    }
+
+    fn request(&mut self, now_ms: u64, client: ClientId, req_id: u64, req: Request, out: &mut Out) {
+        match req {
+            Request::Hello { .. } => {
+                out.reply(client, req_id, Reply::Welcome { node_id: self.addr.node, catalog_version: self.catalog.version })
+            }
+            Request::GetCatalog => out.reply(client, req_id, Reply::Catalog(Box::new((*self.catalog).clone()))),
+            Request::Status => out.reply(client, req_id, Reply::Status(self.status())),
+            _ if !self.started => out.reply(
+                client,
+                req_id,
+                Reply::Error(TernError::new(ErrorCode::ShuttingDown, "data node is starting; retry shortly")),
+            ),
+            Request::Txn(t) => self.txn_request(now_ms, client, req_id, t, out),
+            Request::Scan(s) => self.scan_start(client, req_id, s, out),
+            Request::ScanNext { scan } => self.scan_next(client, req_id, scan, out),
+            Request::ScanClose { scan } => {
+                self.drop_scan((client, scan));
+                out.reply(client, req_id, Reply::ScanRows { scan, rows: Vec::new(), done: true });
+            }
+            Request::Ddl(ddl) => out.send(self.dict(), Signal::Ddl { client, req_id, reply_to: self.addr, req: ddl }),
+            Request::AutoInc { table, count } => {
+                out.send(self.dict(), Signal::AutoInc { client, req_id, reply_to: self.addr, table, count })
+            }
+        }
+    }
+
+    fn status(&self) -> StatusInfo {
+        StatusInfo {
+            node_id: self.addr.node,
+            state: if self.started { "started".into() } else { "starting".into() },
+            memory_used: self.budget.used(),
+            memory_total: self.budget.limit(),
+            partitions: self.catalog.tables.values().map(|t| t.partition_count).sum(),
+            rows: self.stats.rows.load(std::sync::atomic::Ordering::Relaxed).max(0) as u64,
+            ldm_workers: self.ldm_count,
+            durable_epoch: self.durable_epoch,
+            current_epoch: self.current_epoch,
+            catalog_version: self.catalog.version,
+        }
+    }
+
+    // ---------------------------------------------------------------- transactions
+
+    fn txn_request(&mut self, now_ms: u64, client: ClientId, req_id: u64, req: TxnReq, out: &mut Out) {
+        let key = (client, req.txn);
+        if self.timed_out.remove(&key) {
+            let e = TernError::new(ErrorCode::TransactionTimeout, "transaction was aborted after being inactive too long");
+            out.reply(client, req_id, txn_reply(req.txn, Vec::new(), Outcome::Aborted(e)));
+            return;
+        }
+        let id = match self.by_client.get(&key) {
+            Some(&id) => id,
+            None => {
+                if req.exec == Exec::Rollback && req.ops.is_empty() {
+                    out.reply(client, req_id, txn_reply(req.txn, Vec::new(), Outcome::RolledBack));
+                    return;
+                }
+                if self.txns.len() >= self.cfg.txns_max {
+                    let e = TernError::new(ErrorCode::Overloaded, "too many open transactions at this node");
+                    out.reply(client, req_id, txn_reply(req.txn, Vec::new(), Outcome::Aborted(e)));
+                    return;
+                }
+                self.next_id += 1;
+                let id = self.next_id;
+                self.by_client.insert(key, id);
+                self.txns.insert(
+                    id,
+                    Txn {
+                        client,
+                        client_txn: req.txn,
+                        req_id,
+                        state: State::Idle,
+                        participants: Vec::new(),
+                        outstanding: 0,
+                        results: Vec::new(),
+                        writes: Vec::new(),
+                        exec: req.exec,
+                        abort_option: req.abort,
+                        durable: req.durable,
+                        epoch: 0,
+                        abort_reason: None,
+                        last_active_ms: now_ms,
+                        orphan: false,
+                    },
+                );
+                id
+            }
+        };
+        let txn = self.txns.get_mut(&id).expect("present");
+        if txn.state != State::Idle {
+            let e = TernError::new(ErrorCode::InvalidRequest, "transaction is busy with an earlier batch");
+            out.reply(client, req_id, Reply::Error(e));
+            return;
+        }
+        txn.req_id = req_id;
+        txn.exec = req.exec;
+        txn.abort_option = req.abort;
+        txn.durable |= req.durable;
+        txn.last_active_ms = now_ms;
+        txn.results = vec![OpResult::Done; req.ops.len()];
+        txn.writes = req.ops.iter().map(|o| o.kind.is_write()).collect();
+        if req.exec == Exec::Rollback {
+            txn.results.clear();
+            self.start_abort(id, None, out);
+            return;
+        }
+        self.route(id, req.ops, out);
+    }
+
+    /// Groups a batch's operations by replica chain and sends one Prepare per chain.
+    fn route(&mut self, id: u64, ops: Vec<tern_wire::KeyOp>, out: &mut Out) {
+        let tref = TxnRef { tc: self.addr, id };
+        let mut batches: BTreeMap<Vec<Addr>, Box<PrepareBatch>> = BTreeMap::new();
+        let mut routing_errors = Vec::new();
+        for (i, op) in ops.into_iter().enumerate() {
+            let routed = self.partition_of(&op);
+            match routed {
+                Ok(partition) => {
+                    let chain = self.chain(partition);
+                    let b = batches.entry(chain.clone()).or_insert_with(|| {
+                        Box::new(PrepareBatch { txn: tref, batch: 0, chain, pos: 0, ops: Vec::new(), results: Vec::new(), holds_state: false })
+                    });
+                    b.ops.push(PrepOp::Exec { idx: i as u32, partition, op });
+                }
+                Err(e) => routing_errors.push((i, e)),
+            }
+        }
+        let txn = self.txns.get_mut(&id).expect("present");
+        for (i, e) in routing_errors {
+            txn.results[i] = OpResult::Error(e);
+        }
+        txn.state = State::Preparing;
+        txn.outstanding = batches.len();
+        for (chain, b) in batches {
+            out.send(chain[0], Signal::Prepare(b));
+        }
+        if self.txns[&id].outstanding == 0 {
+            self.batch_done(id, out);
+        }
+    }
+
+    fn partition_of(&self, op: &tern_wire::KeyOp) -> Result<u32, TernError> {
+        let (Some(t), Some(layout)) = (self.catalog.table(op.table), self.layouts.get(&op.table)) else {
+            return Err(TernError::new(ErrorCode::NoSuchTable, format!("table id {} does not exist", op.table)));
+        };
+        layout.check_key(&op.key)?;
+        if matches!(op.kind, OpKind::Insert | OpKind::Write) && op.row.is_empty() {
+            return Err(TernError::new(ErrorCode::InvalidRequest, "insert and write need a row"));
+        }
+        layout.partition_of_key(&op.key, t.partition_count)
+    }
+
+    fn prepared(&mut self, batch: Box<PrepareBatch>, out: &mut Out) {
+        let id = batch.txn.id;
+        let Some(txn) = self.txns.get_mut(&id) else { return };
+        if txn.state != State::Preparing {
+            return;
+        }
+        if batch.holds_state && !txn.participants.contains(&batch.chain) {
+            txn.participants.push(batch.chain.clone());
+        }
+        for (i, r) in batch.results {
+            if let Some(slot) = txn.results.get_mut(i as usize) {
+                *slot = r;
+            }
+        }
+        txn.outstanding -= 1;
+        if txn.outstanding == 0 {
+            self.batch_done(id, out);
+        }
+    }
+
+    fn batch_done(&mut self, id: u64, out: &mut Out) {
+        let txn = self.txns.get_mut(&id).expect("present");
+        let mut failure = None;
+        for (i, r) in txn.results.iter().enumerate() {
+            let fatal = match r {
+                OpResult::Error(e) => e.is_temporary() || txn.abort_option == AbortOption::AbortOnError,
+                OpResult::NotFound => txn.writes[i] && txn.abort_option == AbortOption::AbortOnError,
+                _ => false,
+            };
+            if fatal {
+                failure = Some(match r {
+                    OpResult::Error(e) => e.clone(),
+                    _ => TernError::new(ErrorCode::NotFound, "Can't find record (tuple did not exist)"),
+                });
+                break;
+            }
+        }
+        if txn.orphan {
+            self.start_abort(id, None, out);
+            return;
+        }
+        if let Some(e) = failure {
+            self.start_abort(id, Some(e), out);
+            return;
+        }
+        match txn.exec {
+            Exec::NoCommit => {
+                txn.state = State::Idle;
+                let results = std::mem::take(&mut txn.results);
+                out.reply(txn.client, txn.req_id, txn_reply(txn.client_txn, results, Outcome::Open));
+            }
+            Exec::Commit => self.commit_point(id, out),
+            Exec::Rollback => self.start_abort(id, None, out),
+        }
+    }
+
+    /// The commit decision: take the current epoch (or wait for the epoch switch to end).
+    fn commit_point(&mut self, id: u64, out: &mut Out) {
+        let txn = self.txns.get_mut(&id).expect("present");
+        if txn.participants.is_empty() {
+            let (client, req_id, ctx) = (txn.client, txn.req_id, txn.client_txn);
+            let results = std::mem::take(&mut txn.results);
+            let epoch = self.current_epoch;
+            self.forget(id);
+            out.reply(client, req_id, txn_reply(ctx, results, Outcome::Committed { epoch }));
+            return;
+        }
+        if self.gate_closed {
+            txn.state = State::WaitEpoch;
+            self.gate_queue.push(id);
+            return;
+        }
+        txn.state = State::Committing;
+        txn.epoch = self.current_epoch;
+        txn.outstanding = txn.participants.len();
+        *self.committing.entry(txn.epoch).or_default() += 1;
+        for chain in &txn.participants {
+            let pos = (chain.len() - 1) as u8;
+            out.send(chain[pos as usize], Signal::Commit { txn: TxnRef { tc: self.addr, id }, epoch: txn.epoch, chain: chain.clone(), pos });
+        }
+    }
+
+    fn committed(&mut self, tref: TxnRef, out: &mut Out) {
+        let Some(txn) = self.txns.get_mut(&tref.id) else { return };
+        txn.outstanding -= 1;
+        if txn.outstanding > 0 {
+            return;
+        }
+        for chain in &txn.participants {
+            if chain.len() > 1 {
+                let pos = (chain.len() - 1) as u8;
+                out.send(chain[pos as usize], Signal::Complete { txn: tref, chain: chain.clone(), pos });
+            }
+        }
+        let epoch = txn.epoch;
+        let reply = txn_reply(txn.client_txn, std::mem::take(&mut txn.results), Outcome::Committed { epoch });
+        let (client, req_id, durable, orphan) = (txn.client, txn.req_id, txn.durable, txn.orphan);
+        self.forget(tref.id);
+        if !orphan {
+            if durable && epoch > self.durable_epoch {
+                self.durable_waiters.entry(epoch).or_default().push((client, req_id, reply));
+            } else {
+                out.reply(client, req_id, reply);
+            }
+        }
+        let n = self.committing.get_mut(&epoch).expect("counted");
+        *n -= 1;
+        if *n == 0 {
+            self.committing.remove(&epoch);
+            self.report_finished(out);
+        }
+    }
+
+    /// Tells dist which closed epochs have no transaction still committing, oldest first.
+    fn report_finished(&mut self, out: &mut Out) {
+        while let Some(&e) = self.unreported.first() {
+            if self.committing.range(..=e).next().is_some() {
+                break;
+            }
+            self.unreported.remove(0);
+            out.send(self.dist(), Signal::EpochTcFinished { from: self.addr, epoch: e });
+        }
+    }
+
+    fn start_abort(&mut self, id: u64, reason: Option<TernError>, out: &mut Out) {
+        let txn = self.txns.get_mut(&id).expect("present");
+        txn.abort_reason = reason;
+        txn.state = State::Aborting;
+        txn.outstanding = txn.participants.len();
+        for chain in &txn.participants {
+            out.send(chain[0], Signal::Abort { txn: TxnRef { tc: self.addr, id }, chain: chain.clone(), pos: 0 });
+        }
+        if txn.outstanding == 0 {
+            self.finish_abort(id, out);
+        }
+    }
+
+    fn aborted(&mut self, tref: TxnRef, out: &mut Out) {
+        let Some(txn) = self.txns.get_mut(&tref.id) else { return };
+        if txn.state != State::Aborting {
+            return;
+        }
+        txn.outstanding -= 1;
+        if txn.outstanding == 0 {
+            self.finish_abort(tref.id, out);
+        }
+    }
+
+    fn finish_abort(&mut self, id: u64, out: &mut Out) {
+        let txn = self.txns.get_mut(&id).expect("present");
+        let outcome = match txn.abort_reason.take() {
+            Some(e) => Outcome::Aborted(e),
+            None => Outcome::RolledBack,
+        };
+        let reply = txn_reply(txn.client_txn, std::mem::take(&mut txn.results), outcome);
+        let (client, req_id, orphan) = (txn.client, txn.req_id, txn.orphan);
+        self.forget(id);
+        if !orphan {
+            out.reply(client, req_id, reply);
+        }
+    }
+
+    fn forget(&mut self, id: u64) {
+        if let Some(t) = self.txns.remove(&id) {
+            self.by_client.remove(&(t.client, t.client_txn));
+        }
+    }
+
+    fn drop_scan(&mut self, key: (ClientId, u64)) {
+        if let Some(s) = self.scans.remove(&key) {
+            self.scan_ids.remove(&s.local);
+        }
+    }
+
+    fn client_gone(&mut self, client: ClientId, out: &mut Out) {
+        let gone: Vec<(ClientId, u64)> = self.scans.keys().filter(|(c, _)| *c == client).copied().collect();
+        for k in gone {
+            self.drop_scan(k);
+        }
+        self.timed_out.retain(|(c, _)| *c != client);
+        let ids: Vec<u64> = self.txns.iter().filter(|(_, t)| t.client == client).map(|(id, _)| *id).collect();
+        for id in ids {
+            let t = self.txns.get_mut(&id).expect("listed");
+            t.orphan = true;
+            if t.state == State::Idle {
+                self.start_abort(id, None, out);
+            }
+        }
+    }
+
+    fn expire_idle(&mut self, now_ms: u64, out: &mut Out) {
+        let timeout = self.cfg.inactive_timeout_ms;
+        let mut ids: Vec<u64> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| t.state == State::Idle && now_ms.saturating_sub(t.last_active_ms) > timeout)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort();
+        for id in ids {
+            let t = self.txns.get_mut(&id).expect("listed");
+            t.orphan = true;
+            self.timed_out.insert((t.client, t.client_txn));
+            self.start_abort(id, None, out);
+        }
+    }
+
+    // ---------------------------------------------------------------- scans
+
+    fn scan_start(&mut self, client: ClientId, req_id: u64, req: ScanReq, out: &mut Out) {
+        let fail = |out: &mut Out, code, msg: String| out.reply(client, req_id, Reply::Error(TernError::new(code, msg)));
+        let Some(t) = self.catalog.table(req.table) else {
+            return fail(out, ErrorCode::NoSuchTable, format!("table id {} does not exist", req.table));
+        };
+        if let Some(i) = req.index
+            && !t.indexes.iter().any(|x| x.id == i)
+        {
+            return fail(out, ErrorCode::NoSuchIndex, format!("index id {i} does not exist on {}", t.name));
+        }
+        if req.filter.max_column().is_some_and(|c| c as usize >= t.columns.len())
+            || req.projection.as_ref().is_some_and(|p| p.iter().any(|&c| c as usize >= t.columns.len()))
+        {
+            return fail(out, ErrorCode::NoSuchColumn, "scan names a column the table does not have".into());
+        }
+        if self.scans.len() >= self.cfg.scans_max {
+            return fail(out, ErrorCode::Overloaded, "too many open scans at this node".into());
+        }
+        let parts: Vec<u32> = match req.partition {
+            Some(p) if p < t.partition_count => vec![p],
+            Some(p) => return fail(out, ErrorCode::InvalidRequest, format!("partition {p} does not exist")),
+            None => (0..t.partition_count).collect(),
+        };
+        self.next_id += 1;
+        let local = self.next_id;
+        let key = (client, req.scan);
+        if self.scans.contains_key(&key) {
+            return fail(out, ErrorCode::InvalidRequest, format!("scan {} is already open", req.scan));
+        }
+        let scan = Scan {
+            local,
+            client,
+            req_id,
+            filter: Arc::new(req.filter.clone()),
+            projection: req.projection.clone().map(Arc::new),
+            parts: parts.into_iter().map(|p| (p, PartScan { pos: ScanPos::Start, outstanding: false, rows: Default::default() })).collect(),
+            sent: 0,
+            waiting: true,
+            out: Vec::new(),
+            req,
+        };
+        self.scans.insert(key, scan);
+        self.scan_ids.insert(local, key);
+        self.scan_pump(key, out);
+    }
+
+    fn scan_next(&mut self, client: ClientId, req_id: u64, scan: u64, out: &mut Out) {
+        match self.scans.get_mut(&(client, scan)) {
+            None => out.reply(client, req_id, Reply::ScanRows { scan, rows: Vec::new(), done: true }),
+            Some(s) => {
+                s.req_id = req_id;
+                s.waiting = true;
+                self.scan_pump((client, scan), out);
+            }
+        }
+    }
+
+    fn scan_rows(&mut self, r: ScanFragRows, out: &mut Out) {
+        let Some(&key) = self.scan_ids.get(&r.scan) else { return };
+        let Some(s) = self.scans.get_mut(&key) else { return };
+        if !s.parts.get(&r.partition).is_some_and(|p| p.outstanding) {
+            return;
+        }
+        if let Some(e) = r.error {
+            let (client, req_id) = (s.client, s.req_id);
+            self.drop_scan(key);
+            out.reply(client, req_id, Reply::Error(e));
+            return;
+        }
+        let p = s.parts.get_mut(&r.partition).expect("checked");
+        p.outstanding = false;
+        p.pos = r.next;
+        let keys = if r.keys.len() == r.rows.len() { r.keys } else { vec![Vec::new(); r.rows.len()] };
+        p.rows.extend(keys.into_iter().zip(r.rows));
+        self.scan_pump(key, out);
+    }
+
+    /// Moves a scan forward: emits rows the client may have, fetches more where needed, and
+    /// answers the client once a batch is full or the scan is finished.
+    fn scan_pump(&mut self, key: (ClientId, u64), out: &mut Out) {
+        let tc = self.addr;
+        let ldm_count = self.ldm_count;
+        let s = self.scans.get_mut(&key).expect("present");
+        if !s.waiting {
+            return;
+        }
+        let batch = s.req.batch_rows.clamp(1, tern_wire::SCAN_BATCH_ROWS_MAX) as usize;
+        let limit = if s.req.limit == 0 { u64::MAX } else { s.req.limit };
+        let ordered = s.req.ordered && s.req.index.is_some();
+        // Emit what can be emitted.
+        loop {
+            if s.out.len() >= batch || s.sent + s.out.len() as u64 >= limit {
+                break;
+            }
+            let next = if ordered {
+                // A row may go out only when every unfinished partition has a row buffered.
+                let blocked = s.parts.values().any(|p| p.rows.is_empty() && p.pos != ScanPos::Done);
+                if blocked {
+                    None
+                } else {
+                    let desc = s.req.descending;
+                    s.parts
+                        .iter()
+                        .filter(|(_, p)| !p.rows.is_empty())
+                        .min_by(|a, b| {
+                            let o = a.1.rows[0].0.cmp(&b.1.rows[0].0);
+                            if desc { o.reverse() } else { o }
+                        })
+                        .map(|(k, _)| *k)
+                }
+            } else {
+                s.parts.iter().find(|(_, p)| !p.rows.is_empty()).map(|(k, _)| *k)
+            };
+            match next {
+                Some(pk) => {
+                    let (_, row) = s.parts.get_mut(&pk).expect("found").rows.pop_front().expect("non-empty");
+                    s.out.push(row);
+                }
+                None => break,
+            }
+        }
+        let all_done = s.parts.values().all(|p| p.pos == ScanPos::Done && p.rows.is_empty());
+        let limit_hit = s.sent + s.out.len() as u64 >= limit;
+        if s.out.len() >= batch || all_done || limit_hit {
+            let rows = std::mem::take(&mut s.out);
+            s.sent += rows.len() as u64;
+            s.waiting = false;
+            let done = all_done || limit_hit;
+            let (client, req_id, scan) = (s.client, s.req_id, s.req.scan);
+            if done {
+                self.drop_scan(key);
+            }
+            out.reply(client, req_id, Reply::ScanRows { scan, rows, done });
+            return;
+        }
+        // Fetch from partitions whose buffers ran dry.
+        let with_keys = ordered;
+        let max_rows = batch as u32;
+        for (&partition, p) in s.parts.iter_mut() {
+            if p.rows.is_empty() && !p.outstanding && p.pos != ScanPos::Done {
+                p.outstanding = true;
+                let frag = ScanFrag {
+                    scan: s.local,
+                    reply_to: tc,
+                    table: s.req.table,
+                    partition,
+                    index: s.req.index,
+                    lo: s.req.lo.clone(),
+                    hi: s.req.hi.clone(),
+                    filter: s.filter.clone(),
+                    projection: s.projection.clone(),
+                    descending: s.req.descending,
+                    max_rows,
+                    resume: p.pos.clone(),
+                    with_keys,
+                };
+                out.send(Addr::new(tc.node, Block::Ldm(ldm_of(partition, ldm_count))), Signal::ScanFrag(Box::new(frag)));
+            }
+        }
+    }
+}
+
+fn txn_reply(txn: u64, results: Vec<OpResult>, outcome: Outcome) -> Reply {
+    Reply::Txn(TxnResp { txn, results, outcome })
+}
