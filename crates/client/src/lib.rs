@@ -1,1 +1,620 @@
-//! placeholder
+//! Tern's native client library (the NDB API idea): connect to a data node, read the catalog, run
+//! transactions of batched primary-key operations and scans with pushed-down filters, projections
+//! and limits, asynchronously or through a blocking wrapper.
+//!
+//! Futures here are runtime-agnostic (they complete from the connection's reader thread), so they
+//! work on tokio or with the bundled `block_on`. Requests from concurrent callers on one
+//! connection are written together (see `conn`). `Client::run` retries temporary errors
+//! (lock wait timeouts, node restarts, overload) with bounded, growing back-off.
+//!
+//! ```no_run
+//! use tern_client::{Client, Value};
+//! let client = Client::connect("127.0.0.1:11860").unwrap();
+//! let t = client.table("shop", "items").unwrap();
+//! let mut txn = client.begin();
+//! let ops = vec![t.write(&[Value::Int(1), Value::str("apple")]).unwrap(), t.read(&[Value::Int(2)]).unwrap()];
+//! let results = tern_client::block_on(txn.execute(ops, tern_client::Exec::Commit)).unwrap();
+//! ```
+
+mod conn;
+
+use conn::Conn;
+pub use conn::{IN_FLIGHT_MAX, ReplyFuture};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+use tern_types::filter::Filter;
+use tern_types::row::{decode_values, encode_index_value};
+pub use tern_types::schema::{Catalog, Column, ColumnType, Index, Table};
+use tern_types::value::coerce;
+pub use tern_types::{ErrorCode, TernError, Value};
+pub use tern_wire::{AbortOption, Bound, ColumnUpdate, DdlReq, Exec, KeyOp, OpKind, OpResult, Outcome, StatusInfo, UpdateExpr};
+use tern_wire::{Reply, Request, ScanReq, TxnReq};
+
+pub type Result<T> = std::result::Result<T, TernError>;
+
+/// Client options.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub connect_timeout: Duration,
+    /// How long a request may wait for its reply.
+    pub request_timeout: Duration,
+    /// Attempts `Client::run` makes on temporary errors.
+    pub retries_max: u32,
+    pub retry_backoff_first: Duration,
+    pub retry_backoff_max: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(60),
+            retries_max: 10,
+            retry_backoff_first: Duration::from_millis(2),
+            retry_backoff_max: Duration::from_millis(500),
+        }
+    }
+}
+
+struct Inner {
+    conn: Arc<Conn>,
+    opts: ClientOptions,
+    catalog: RwLock<Arc<Catalog>>,
+    next_txn: AtomicU64,
+    next_scan: AtomicU64,
+}
+
+/// A connection to a data node with its catalog. Cheap to clone; clones share the connection.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+fn unexpected(r: Reply) -> TernError {
+    match r {
+        Reply::Error(e) => e,
+        other => TernError::new(ErrorCode::Internal, format!("unexpected reply: {other:?}")),
+    }
+}
+
+impl Client {
+    pub fn connect(addr: &str) -> Result<Client> {
+        Client::connect_with(addr, ClientOptions::default())
+    }
+
+    pub fn connect_with(addr: &str, opts: ClientOptions) -> Result<Client> {
+        let conn = Conn::tcp(addr, opts.connect_timeout)?;
+        Client::init(conn, opts)
+    }
+
+    /// Connects through an in-process transport (see `tern_wire::LocalTransport`).
+    pub fn connect_local(make: impl FnOnce(tern_wire::ReplySink) -> Box<dyn tern_wire::LocalTransport>) -> Result<Client> {
+        Client::init(Conn::local(make), ClientOptions::default())
+    }
+
+    fn init(conn: Arc<Conn>, opts: ClientOptions) -> Result<Client> {
+        let c = Client {
+            inner: Arc::new(Inner {
+                conn,
+                opts,
+                catalog: RwLock::new(Arc::new(Catalog::new())),
+                next_txn: AtomicU64::new(1),
+                next_scan: AtomicU64::new(1),
+            }),
+        };
+        match c.call(Request::Hello { client_name: "tern-client".into() })? {
+            Reply::Welcome { .. } => {}
+            r => return Err(unexpected(r)),
+        }
+        c.refresh_catalog()?;
+        Ok(c)
+    }
+
+    pub fn options(&self) -> &ClientOptions {
+        &self.inner.opts
+    }
+
+    /// Sends a request and waits for its reply on this thread.
+    fn call(&self, req: Request) -> Result<Reply> {
+        self.inner.conn.send(&req)?.wait(self.inner.opts.request_timeout)
+    }
+
+    async fn call_async(&self, req: Request) -> Result<Reply> {
+        self.inner.conn.request(&req)?.await
+    }
+
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.inner.catalog.read().expect("catalog").clone()
+    }
+
+    pub fn refresh_catalog(&self) -> Result<Arc<Catalog>> {
+        match self.call(Request::GetCatalog)? {
+            Reply::Catalog(c) => {
+                let c = Arc::new(*c);
+                *self.inner.catalog.write().expect("catalog") = c.clone();
+                Ok(c)
+            }
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// A table by database and name (refreshing the catalog once if it is not known yet).
+    pub fn table(&self, database: &str, name: &str) -> Result<TableHandle> {
+        if let Some(t) = self.catalog().find_table(database, name) {
+            return Ok(TableHandle::new(t.clone()));
+        }
+        match self.refresh_catalog()?.find_table(database, name) {
+            Some(t) => Ok(TableHandle::new(t.clone())),
+            None => Err(TernError::new(ErrorCode::NoSuchTable, format!("Table '{database}.{name}' doesn't exist"))),
+        }
+    }
+
+    /// Runs a schema change; returns the new catalog version (and refreshes the local catalog).
+    pub fn ddl(&self, req: DdlReq) -> Result<u64> {
+        match self.call(Request::Ddl(req))? {
+            Reply::DdlDone { catalog_version } => {
+                self.refresh_catalog()?;
+                Ok(catalog_version)
+            }
+            r => Err(unexpected(r)),
+        }
+    }
+
+    pub fn status(&self) -> Result<StatusInfo> {
+        match self.call(Request::Status)? {
+            Reply::Status(s) => Ok(s),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Reserves `count` AUTO_INCREMENT values of a table; returns the first.
+    pub fn auto_increment(&self, table: u32, count: u32) -> Result<(u64, u32)> {
+        match self.call(Request::AutoInc { table, count })? {
+            Reply::AutoIncRange { start, count } => Ok((start, count)),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Starts a transaction (nothing is sent until the first `execute`).
+    pub fn begin(&self) -> Transaction {
+        Transaction { client: self.clone(), id: self.inner.next_txn.fetch_add(1, Ordering::Relaxed), durable: false, finished: false, started: false }
+    }
+
+    /// Runs `f` in a fresh transaction, retrying the whole of it on temporary errors with
+    /// growing back-off, at most `retries_max` times.
+    pub async fn run<T, F, Fut>(&self, mut f: F) -> Result<T>
+    where
+        F: FnMut(Transaction) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let mut backoff = self.inner.opts.retry_backoff_first;
+        let mut attempt = 0;
+        loop {
+            match f(self.begin()).await {
+                Err(e) if e.is_temporary() && attempt < self.inner.opts.retries_max => {
+                    attempt += 1;
+                    sleep(backoff).await;
+                    backoff = (backoff * 2).min(self.inner.opts.retry_backoff_max);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Starts a scan; read it with `Scanner::next_batch`.
+    pub fn scan(&self, spec: ScanSpec) -> Scanner {
+        Scanner { client: self.clone(), id: self.inner.next_scan.fetch_add(1, Ordering::Relaxed), spec: Some(spec), done: false }
+    }
+
+    /// A blocking view of this client.
+    pub fn blocking(&self) -> BlockingClient {
+        BlockingClient { client: self.clone() }
+    }
+}
+
+/// A table with its row layout: builds keys, rows and operations from values, decodes results.
+#[derive(Clone)]
+pub struct TableHandle {
+    pub table: Arc<Table>,
+    pub layout: Arc<tern_types::RowLayout>,
+}
+
+impl TableHandle {
+    pub fn new(table: Table) -> TableHandle {
+        let layout = Arc::new(tern_types::RowLayout::new(&table));
+        TableHandle { table: Arc::new(table), layout }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.table.id
+    }
+
+    pub fn column(&self, name: &str) -> Result<u16> {
+        self.table
+            .column_index(name)
+            .map(|c| c as u16)
+            .ok_or_else(|| TernError::new(ErrorCode::NoSuchColumn, format!("Unknown column '{name}' in '{}'", self.table.name)))
+    }
+
+    /// Encodes a primary key from values in key order, coercing them to the key types.
+    pub fn key(&self, values: &[Value]) -> Result<Vec<u8>> {
+        if values.len() != self.table.primary_key.len() {
+            return Err(TernError::new(
+                ErrorCode::InvalidRequest,
+                format!("Wrong number of primary-key columns. Expecting: {} Got: {}", self.table.primary_key.len(), values.len()),
+            ));
+        }
+        let mut vals = Vec::with_capacity(values.len());
+        for (v, &c) in values.iter().zip(&self.table.primary_key) {
+            vals.push(coerce(self.table.columns[c as usize].ty, v.clone())?);
+        }
+        let mut out = Vec::new();
+        self.layout.encode_key(&vals, &mut out)?;
+        Ok(out)
+    }
+
+    /// Encodes a full row from one value per column (defaults fill `Value::Null` where a default
+    /// exists; NOT NULL is checked).
+    pub fn row(&self, values: &[Value]) -> Result<Vec<u8>> {
+        if values.len() != self.table.columns.len() {
+            return Err(TernError::new(
+                ErrorCode::InvalidRequest,
+                format!("table {} has {} columns, got {} values", self.table.name, self.table.columns.len(), values.len()),
+            ));
+        }
+        let mut vals = Vec::with_capacity(values.len());
+        for (v, c) in values.iter().zip(&self.table.columns) {
+            let v = match (v, &c.default) {
+                (Value::Null, Some(d)) if !c.nullable => d.clone(),
+                _ => v.clone(),
+            };
+            let v = coerce(c.ty, v)?;
+            if v.is_null() && !c.nullable {
+                return Err(TernError::new(ErrorCode::NotNull, format!("Column '{}' cannot be null", c.name)));
+            }
+            vals.push(v);
+        }
+        let mut out = Vec::with_capacity(self.layout.fixed_row_len().unwrap_or(64));
+        self.layout.encode_row(&vals, &mut out)?;
+        Ok(out)
+    }
+
+    fn key_values_of(&self, values: &[Value]) -> Vec<Value> {
+        self.table.primary_key.iter().map(|&c| values[c as usize].clone()).collect()
+    }
+
+    fn op(&self, kind: OpKind, key: Vec<u8>, row: Vec<u8>) -> KeyOp {
+        KeyOp { table: self.table.id, kind, key, row, updates: Vec::new(), projection: None }
+    }
+
+    pub fn read(&self, key: &[Value]) -> Result<KeyOp> {
+        Ok(self.op(OpKind::Read, self.key(key)?, Vec::new()))
+    }
+
+    /// A read returning only `columns` (decode with `decode_projection`).
+    pub fn read_columns(&self, key: &[Value], columns: &[u16]) -> Result<KeyOp> {
+        let mut op = self.read(key)?;
+        op.projection = Some(columns.to_vec());
+        Ok(op)
+    }
+
+    pub fn read_locked(&self, key: &[Value], exclusive: bool) -> Result<KeyOp> {
+        Ok(self.op(if exclusive { OpKind::ReadExclusive } else { OpKind::ReadShared }, self.key(key)?, Vec::new()))
+    }
+
+    pub fn insert(&self, values: &[Value]) -> Result<KeyOp> {
+        let row = self.row(values)?;
+        Ok(self.op(OpKind::Insert, self.layout.key_of(&row).to_vec(), row))
+    }
+
+    /// Insert or overwrite.
+    pub fn write(&self, values: &[Value]) -> Result<KeyOp> {
+        let row = self.row(values)?;
+        Ok(self.op(OpKind::Write, self.layout.key_of(&row).to_vec(), row))
+    }
+
+    pub fn update(&self, key: &[Value], updates: Vec<ColumnUpdate>) -> Result<KeyOp> {
+        let mut op = self.op(OpKind::Update, self.key(key)?, Vec::new());
+        op.updates = updates;
+        Ok(op)
+    }
+
+    pub fn delete(&self, key: &[Value]) -> Result<KeyOp> {
+        Ok(self.op(OpKind::Delete, self.key(key)?, Vec::new()))
+    }
+
+    /// Key values of a full row's values (key order).
+    pub fn key_of_values(&self, values: &[Value]) -> Vec<Value> {
+        self.key_values_of(values)
+    }
+
+    /// Decodes a whole stored row (a read without projection).
+    pub fn decode_row(&self, bytes: &[u8]) -> Result<Vec<Value>> {
+        self.layout.check_row(bytes).map_err(|e| TernError::new(ErrorCode::Internal, format!("bad row from the data node: {e}")))?;
+        self.layout.decode_row(bytes)
+    }
+
+    /// Decodes a projected read or scan row.
+    pub fn decode_projection(&self, columns: &[u16], bytes: &[u8]) -> Result<Vec<Value>> {
+        let types: Vec<ColumnType> = columns.iter().map(|&c| self.table.columns[c as usize].ty).collect();
+        let mut b = bytes;
+        decode_values(&types, &mut b)
+    }
+
+    /// An encoded ordered-index bound from values of the index's leading columns.
+    pub fn index_bound(&self, index: &Index, values: &[Value], inclusive: bool) -> Result<Bound> {
+        let mut key = Vec::new();
+        for (v, &c) in values.iter().zip(&index.columns) {
+            let col = &self.table.columns[c as usize];
+            encode_index_value(col.ty, col.nullable, &coerce(col.ty, v.clone())?, &mut key)?;
+        }
+        Ok(Bound { key, inclusive })
+    }
+
+    pub fn index(&self, name: &str) -> Result<Index> {
+        self.table
+            .index_by_name(name)
+            .cloned()
+            .ok_or_else(|| TernError::new(ErrorCode::NoSuchIndex, format!("Key '{name}' doesn't exist in table '{}'", self.table.name)))
+    }
+}
+
+/// A transaction: batches of operations executed NoCommit / Commit / Rollback.
+pub struct Transaction {
+    client: Client,
+    id: u64,
+    durable: bool,
+    finished: bool,
+    started: bool,
+}
+
+impl Transaction {
+    /// Acknowledge the commit only once its epoch is on disk.
+    pub fn durable(mut self, yes: bool) -> Transaction {
+        self.durable = yes;
+        self
+    }
+
+    /// Executes a batch (AbortOnError). Returns the per-operation results.
+    pub async fn execute(&mut self, ops: Vec<KeyOp>, exec: Exec) -> Result<Vec<OpResult>> {
+        self.execute_with(ops, exec, AbortOption::AbortOnError).await
+    }
+
+    /// Executes a batch; on success returns per-op results. A failed transaction returns its
+    /// error (temporary errors are marked so by their code).
+    pub async fn execute_with(&mut self, ops: Vec<KeyOp>, exec: Exec, abort: AbortOption) -> Result<Vec<OpResult>> {
+        if self.finished {
+            return Err(TernError::new(ErrorCode::InvalidRequest, "transaction already finished"));
+        }
+        self.started = true;
+        let req = Request::Txn(TxnReq { txn: self.id, ops, exec, abort, durable: self.durable });
+        let reply = self.client.call_async(req).await;
+        let resp = match reply {
+            Ok(Reply::Txn(r)) => r,
+            Ok(r) => {
+                self.finished = true;
+                return Err(unexpected(r));
+            }
+            Err(e) => {
+                self.finished = true;
+                return Err(e);
+            }
+        };
+        match resp.outcome {
+            Outcome::Open => Ok(resp.results),
+            Outcome::Committed { .. } | Outcome::RolledBack => {
+                self.finished = true;
+                Ok(resp.results)
+            }
+            Outcome::Aborted(e) => {
+                self.finished = true;
+                Err(e)
+            }
+        }
+    }
+
+    pub async fn commit(mut self) -> Result<()> {
+        self.execute(Vec::new(), Exec::Commit).await.map(|_| ())
+    }
+
+    pub async fn rollback(mut self) -> Result<()> {
+        self.execute(Vec::new(), Exec::Rollback).await.map(|_| ())
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        if self.started && !self.finished {
+            // Roll back an abandoned open transaction so its locks go at once.
+            let req = Request::Txn(TxnReq { txn: self.id, ops: Vec::new(), exec: Exec::Rollback, abort: AbortOption::AbortOnError, durable: false });
+            let _ = self.client.inner.conn.send(&req);
+        }
+    }
+}
+
+/// What to scan.
+#[derive(Debug, Clone)]
+pub struct ScanSpec {
+    pub table: u32,
+    pub index: Option<u32>,
+    pub lo: Option<Bound>,
+    pub hi: Option<Bound>,
+    pub filter: Filter,
+    pub projection: Option<Vec<u16>>,
+    pub limit: u64,
+    pub ordered: bool,
+    pub descending: bool,
+    pub batch_rows: u32,
+    pub partition: Option<u32>,
+}
+
+impl ScanSpec {
+    pub fn table(table: u32) -> ScanSpec {
+        ScanSpec {
+            table,
+            index: None,
+            lo: None,
+            hi: None,
+            filter: Filter::True,
+            projection: None,
+            limit: 0,
+            ordered: false,
+            descending: false,
+            batch_rows: 256,
+            partition: None,
+        }
+    }
+}
+
+/// Reads a scan in batches.
+pub struct Scanner {
+    client: Client,
+    id: u64,
+    spec: Option<ScanSpec>,
+    done: bool,
+}
+
+impl Scanner {
+    /// The next batch of rows (stored rows, or value lists with a projection); None at the end.
+    pub async fn next_batch(&mut self) -> Result<Option<Vec<Vec<u8>>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let req = match self.spec.take() {
+            Some(s) => Request::Scan(ScanReq {
+                scan: self.id,
+                table: s.table,
+                index: s.index,
+                lo: s.lo,
+                hi: s.hi,
+                filter: s.filter,
+                projection: s.projection,
+                limit: s.limit,
+                ordered: s.ordered,
+                descending: s.descending,
+                batch_rows: s.batch_rows,
+                partition: s.partition,
+            }),
+            None => Request::ScanNext { scan: self.id },
+        };
+        match self.client.call_async(req).await {
+            Ok(Reply::ScanRows { rows, done, .. }) => {
+                self.done = done;
+                Ok(Some(rows))
+            }
+            Ok(r) => {
+                self.done = true;
+                Err(unexpected(r))
+            }
+            Err(e) => {
+                self.done = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Every remaining row.
+    pub async fn collect(mut self) -> Result<Vec<Vec<u8>>> {
+        let mut all = Vec::new();
+        while let Some(b) = self.next_batch().await? {
+            all.extend(b);
+        }
+        Ok(all)
+    }
+}
+
+impl Drop for Scanner {
+    fn drop(&mut self) {
+        if !self.done && self.spec.is_none() {
+            let _ = self.client.inner.conn.send(&Request::ScanClose { scan: self.id });
+        }
+    }
+}
+
+/// Blocking wrapper: the same API, each call waiting on the calling thread.
+#[derive(Clone)]
+pub struct BlockingClient {
+    pub client: Client,
+}
+
+impl BlockingClient {
+    /// One transaction of one batch, committed, retried on temporary errors.
+    pub fn execute(&self, ops: Vec<KeyOp>) -> Result<Vec<OpResult>> {
+        let c = self.client.clone();
+        block_on(c.run(|mut t| {
+            let ops = ops.clone();
+            async move { t.execute(ops, Exec::Commit).await }
+        }))
+    }
+
+    pub fn execute_in(&self, txn: &mut Transaction, ops: Vec<KeyOp>, exec: Exec) -> Result<Vec<OpResult>> {
+        block_on(txn.execute(ops, exec))
+    }
+
+    pub fn scan_all(&self, spec: ScanSpec) -> Result<Vec<Vec<u8>>> {
+        block_on(self.client.scan(spec).collect())
+    }
+}
+
+struct ThreadWaker(std::thread::Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Runs a future to completion on this thread (spinning briefly, then parking).
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut spins = 0u32;
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        if spins < 200 {
+            spins += 1;
+            for _ in 0..50 {
+                std::hint::spin_loop();
+            }
+        } else {
+            std::thread::park_timeout(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A timer future that needs no runtime (a helper thread wakes it).
+async fn sleep(d: Duration) {
+    struct Sleep {
+        until: std::time::Instant,
+        armed: bool,
+    }
+    impl Future for Sleep {
+        type Output = ();
+        fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            let now = std::time::Instant::now();
+            if now >= self.until {
+                return Poll::Ready(());
+            }
+            if !self.armed {
+                self.armed = true;
+                let w = cx.waker().clone();
+                let left = self.until - now;
+                std::thread::spawn(move || {
+                    std::thread::sleep(left);
+                    w.wake();
+                });
+            }
+            Poll::Pending
+        }
+    }
+    Sleep { until: std::time::Instant::now() + d, armed: false }.await
+}

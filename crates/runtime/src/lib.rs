@@ -1,1 +1,240 @@
-//! placeholder
+//! Runs a data node: recovers its blocks from the data directory, spreads them over worker
+//! threads (worker i runs tc i and ldm i; worker 0 also dict and dist), serves clients over TCP
+//! (the TCP transporter) or in-process (the local transporter), and executes disk requests on an
+//! I/O thread in order.
+//!
+//! Nothing here decides anything about data: all of that is in `tern-kernel`.
+
+pub mod fs;
+mod mailbox;
+mod worker;
+
+use crate::fs::{DataDir, FsStorage};
+use mailbox::Mailbox;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tern_kernel::io::IoExecutor;
+use tern_kernel::signal::{Addr, Block, ClientId, Signal};
+use tern_kernel::{Node, NodeConfig};
+use tern_wire::{Reply, Request};
+pub use worker::ReplySink;
+use worker::{Inbound, IoQueue, Shared, Worker, WorkerBlocks, worker_of};
+
+#[derive(Debug, Clone)]
+pub struct DataNodeConfig {
+    pub node: NodeConfig,
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// Upper bound of the adaptive idle spin, in microseconds (0 = never spin).
+    pub spin_max_us: u64,
+    pub redo_segment_bytes: u64,
+}
+
+/// A running data node.
+pub struct DataNode {
+    shared: Arc<Shared>,
+    mailboxes: Arc<Vec<Arc<Mailbox<Inbound>>>>,
+    threads: Vec<JoinHandle<()>>,
+    io_thread: Option<JoinHandle<()>>,
+    io: Arc<IoQueue>,
+    local_addr: SocketAddr,
+    _dir: DataDir,
+    pub recovered_rows: u64,
+    pub durable_epoch: u64,
+}
+
+impl DataNode {
+    /// Opens the data directory, recovers, binds the client port and starts every thread.
+    pub fn start(cfg: DataNodeConfig) -> Result<DataNode, String> {
+        let dir = DataDir::open(&cfg.data_dir, cfg.node.node_id)?;
+        let listener = std::net::TcpListener::bind(cfg.listen).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                format!("cannot listen on {}: the port is already in use", cfg.listen)
+            } else {
+                format!("cannot listen on {}: {e}", cfg.listen)
+            }
+        })?;
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let storage = FsStorage::new(&cfg.data_dir);
+        let started_at = Instant::now();
+        let node = Node::recover(&cfg.node, &storage)?;
+        tracing::info!(
+            rows = node.recovered_rows,
+            redo_records = node.recovered_redo_records,
+            durable_epoch = node.durable_epoch,
+            ms = started_at.elapsed().as_millis() as u64,
+            "recovered"
+        );
+        let mut executor = IoExecutor::new(storage, cfg.redo_segment_bytes);
+        for (i, &base) in node.redo_base.iter().enumerate() {
+            executor.open_redo(i as u16, base).map_err(|e| format!("opening the redo log of ldm {i}: {e}"))?;
+        }
+        let shared = Arc::new(Shared {
+            started: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            next_client: AtomicU64::new(1),
+            epoch: Instant::now(),
+            spin_max_us: cfg.spin_max_us,
+        });
+        let Node { tcs, ldms, dict, dist, recovered_rows, durable_epoch, .. } = node;
+        let n = ldms.len();
+        let mut polls = Vec::new();
+        let mut boxes = Vec::new();
+        for _ in 0..n {
+            let poll = mio::Poll::new().map_err(|e| e.to_string())?;
+            let waker = mio::Waker::new(poll.registry(), worker::WAKER).map_err(|e| e.to_string())?;
+            boxes.push(Arc::new(Mailbox::new(waker)));
+            polls.push(poll);
+        }
+        let mailboxes = Arc::new(boxes);
+        let io = Arc::new(IoQueue { q: std::sync::Mutex::new(Default::default()), cv: std::sync::Condvar::new() });
+        let io_thread = {
+            let io = io.clone();
+            let mailboxes = mailboxes.clone();
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("tern-io".into())
+                .spawn(move || io_loop(executor, io, mailboxes, shared))
+                .map_err(|e| e.to_string())?
+        };
+        let mut dict = Some(dict);
+        let mut dist = Some(dist);
+        let mut listener = Some(mio::net::TcpListener::from_std(listener));
+        let mut threads = Vec::new();
+        for (i, ((tc, ldm), poll)) in tcs.into_iter().zip(ldms).zip(polls).enumerate() {
+            let blocks = WorkerBlocks { tc, ldm, dict: if i == 0 { dict.take() } else { None }, dist: if i == 0 { dist.take() } else { None } };
+            let w = Worker::new(
+                i,
+                blocks,
+                poll,
+                if i == 0 { listener.take() } else { None },
+                mailboxes[i].clone(),
+                mailboxes.clone(),
+                io.clone(),
+                shared.clone(),
+            );
+            threads.push(std::thread::Builder::new().name(format!("tern-worker-{i}")).spawn(move || w.run()).map_err(|e| e.to_string())?);
+        }
+        mailboxes[0].push(Inbound::Signal(Block::Dist, Signal::Start));
+        Ok(DataNode { shared, mailboxes, threads, io_thread: Some(io_thread), io, local_addr, _dir: dir, recovered_rows, durable_epoch })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn is_started(&self) -> bool {
+        self.shared.started.load(Ordering::Acquire)
+    }
+
+    /// Waits until the node serves transactions.
+    pub fn wait_started(&self, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        while Instant::now() < until {
+            if self.is_started() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.is_started()
+    }
+
+    /// Opens an in-process connection (the local transporter): requests go straight into a
+    /// worker's mailbox and replies come back through `sink`, with no socket and no encoding.
+    pub fn connect_local(&self, sink: ReplySink) -> LocalConn {
+        let client = self.shared.next_client.fetch_add(1, Ordering::Relaxed) | (1 << 62);
+        let w = (client as usize) % self.mailboxes.len();
+        let mailbox = self.mailboxes[w].clone();
+        mailbox.push(Inbound::LocalOpen { client, sink });
+        LocalConn { client, mailbox }
+    }
+
+    /// Stops every thread. Commits not yet in a durable epoch may be lost, exactly as after a
+    /// crash; durable commits are not.
+    pub fn shutdown(mut self) {
+        self.stop_threads();
+    }
+
+    fn stop_threads(&mut self) {
+        self.shared.stopping.store(true, Ordering::Release);
+        for m in self.mailboxes.iter() {
+            m.push(Inbound::Stop);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.io.cv.notify_all();
+        if let Some(t) = self.io_thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for DataNode {
+    fn drop(&mut self) {
+        self.stop_threads();
+    }
+}
+
+/// An in-process client connection.
+pub struct LocalConn {
+    client: ClientId,
+    mailbox: Arc<Mailbox<Inbound>>,
+}
+
+impl tern_wire::LocalTransport for LocalConn {
+    fn send(&self, req_id: u64, req: Request) {
+        self.mailbox.push(Inbound::LocalRequest { client: self.client, req_id, req });
+    }
+}
+
+impl Drop for LocalConn {
+    fn drop(&mut self) {
+        self.mailbox.push(Inbound::LocalGone { client: self.client });
+    }
+}
+
+/// Executes disk requests in submission order; completions go back to the requesting block.
+/// A failed disk write stops the node: continuing could acknowledge data that is not durable.
+fn io_loop(mut exec: IoExecutor<FsStorage>, io: Arc<IoQueue>, mailboxes: Arc<Vec<Arc<Mailbox<Inbound>>>>, shared: Arc<Shared>) {
+    let mut batch = Vec::new();
+    loop {
+        {
+            let mut q = io.q.lock().expect("io queue");
+            while q.is_empty() {
+                if shared.stopping.load(Ordering::Acquire) {
+                    return;
+                }
+                q = io.cv.wait_timeout(q, Duration::from_millis(50)).expect("io queue").0;
+            }
+            batch.extend(q.drain(..));
+        }
+        for (from, req) in batch.drain(..) {
+            match exec.execute(from, req) {
+                Ok(Some((to, sig))) => deliver(&mailboxes, to, sig),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!("disk write failed, stopping the data node: {e}");
+                    eprintln!("tern datanode: disk write failed, stopping: {e}");
+                    std::process::exit(2);
+                }
+            }
+        }
+    }
+}
+
+fn deliver(mailboxes: &[Arc<Mailbox<Inbound>>], to: Addr, sig: Signal) {
+    mailboxes[worker_of(to.block)].push(Inbound::Signal(to.block, sig));
+}
+
+/// Receives a reply (for tests and simple local callers): a sink that stores replies in a queue.
+pub fn queue_sink() -> (ReplySink, Arc<std::sync::Mutex<Vec<(u64, Reply)>>>) {
+    let q = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let q2 = q.clone();
+    (Arc::new(move |id, r| q2.lock().expect("queue").push((id, r))), q)
+}

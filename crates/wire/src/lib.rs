@@ -14,3 +14,12 @@ mod msg;
 
 pub use frame::{begin_frame, finish_frame, FRAME_HEADER_LEN, FRAME_PAYLOAD_MAX, FrameError, PROTOCOL_VERSION, decode_frame, encode_frame, frame_len};
 pub use msg::*;
+
+/// An in-process connection to a data node (the local transporter): the runtime implements it,
+/// the client library uses it, and neither depends on the other.
+pub trait LocalTransport: Send + Sync {
+    fn send(&self, req_id: u64, req: Request);
+}
+
+/// Where an in-process connection's replies are delivered.
+pub type ReplySink = std::sync::Arc<dyn Fn(u64, Reply) + Send + Sync>;

@@ -1,0 +1,326 @@
+//! A connection to one data node: request ids, in-flight reply slots, and the two transporters
+//! (TCP and in-process). Performance-critical.
+//!
+//! Sending batches across concurrent callers: a caller appends its framed request to a shared
+//! buffer; if no one is writing it becomes the writer and writes everything queued, again and
+//! again while others keep appending. So many callers' requests leave in one `write`.
+//! Receiving: one reader thread decodes reply frames and completes each request's slot, waking a
+//! waiting thread or async task.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+use tern_types::{ErrorCode, TernError};
+use tern_wire::{LocalTransport, Reply, Request, begin_frame, decode_frame, finish_frame};
+
+/// Requests in flight per connection; more wait for a free slot (backpressure).
+pub const IN_FLIGHT_MAX: usize = 65_536;
+
+#[derive(Default)]
+struct SlotState {
+    reply: Option<Result<Reply, TernError>>,
+    waker: Option<Waker>,
+    thread: Option<std::thread::Thread>,
+}
+
+/// Where one request's reply lands.
+#[derive(Default)]
+pub struct Slot {
+    ready: AtomicBool,
+    state: Mutex<SlotState>,
+}
+
+impl Slot {
+    fn complete(&self, r: Result<Reply, TernError>) {
+        let (waker, thread) = {
+            let mut s = self.state.lock().expect("slot");
+            if s.reply.is_some() || self.ready.load(Ordering::Acquire) {
+                return;
+            }
+            s.reply = Some(r);
+            self.ready.store(true, Ordering::Release);
+            (s.waker.take(), s.thread.take())
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+        if let Some(t) = thread {
+            t.unpark();
+        }
+    }
+
+    fn take(&self) -> Option<Result<Reply, TernError>> {
+        if !self.ready.load(Ordering::Acquire) {
+            return None;
+        }
+        self.state.lock().expect("slot").reply.take()
+    }
+
+    /// Blocks the calling thread: spins briefly (a loopback round trip is ~15 µs), then parks.
+    pub fn wait(&self, timeout: Duration) -> Result<Reply, TernError> {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_micros(40) {
+            if let Some(r) = self.take() {
+                return r;
+            }
+            std::hint::spin_loop();
+        }
+        loop {
+            {
+                let mut s = self.state.lock().expect("slot");
+                if let Some(r) = s.reply.take() {
+                    return r;
+                }
+                s.thread = Some(std::thread::current());
+            }
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(TernError::new(ErrorCode::UnknownResult, "no reply from the data node in time"));
+            }
+            std::thread::park_timeout(left.min(Duration::from_millis(100)));
+        }
+    }
+}
+
+/// A future for a reply.
+pub struct ReplyFuture {
+    slot: Arc<Slot>,
+}
+
+impl Future for ReplyFuture {
+    type Output = Result<Reply, TernError>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(r) = self.slot.take() {
+            return Poll::Ready(r);
+        }
+        let mut s = self.slot.state.lock().expect("slot");
+        if let Some(r) = s.reply.take() {
+            return Poll::Ready(r);
+        }
+        s.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+enum Transport {
+    Tcp { stream: Mutex<TcpStream>, out: Mutex<(Vec<u8>, bool)> },
+    Local(Box<dyn LocalTransport>),
+}
+
+pub struct Conn {
+    transport: Transport,
+    pending: Mutex<HashMap<u64, Arc<Slot>>>,
+    next_req: AtomicU64,
+    closed: AtomicBool,
+    close_reason: Mutex<Option<String>>,
+    pub peer: String,
+}
+
+fn conn_error(msg: impl Into<String>) -> TernError {
+    TernError::new(ErrorCode::NodeFailure, msg)
+}
+
+impl Conn {
+    /// Connects over TCP (TCP_NODELAY on) and starts the reader thread.
+    pub fn tcp(addr: &str, timeout: Duration) -> Result<Arc<Conn>, TernError> {
+        use std::net::ToSocketAddrs;
+        let addrs: Vec<_> = addr.to_socket_addrs().map_err(|e| conn_error(format!("cannot resolve {addr}: {e}")))?.collect();
+        let mut last = None;
+        let mut stream = None;
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, timeout) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let stream = stream.ok_or_else(|| {
+            conn_error(format!("cannot connect to data node at {addr}: {}", last.map(|e| e.to_string()).unwrap_or_default()))
+        })?;
+        stream.set_nodelay(true).map_err(|e| conn_error(e.to_string()))?;
+        let reader = stream.try_clone().map_err(|e| conn_error(e.to_string()))?;
+        let conn = Arc::new(Conn {
+            transport: Transport::Tcp { stream: Mutex::new(stream), out: Mutex::new((Vec::new(), false)) },
+            pending: Mutex::new(HashMap::new()),
+            next_req: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            close_reason: Mutex::new(None),
+            peer: addr.to_string(),
+        });
+        let c = Arc::downgrade(&conn);
+        std::thread::Builder::new()
+            .name("tern-client-rx".into())
+            .spawn(move || read_loop(reader, c))
+            .map_err(|e| conn_error(e.to_string()))?;
+        Ok(conn)
+    }
+
+    /// Wraps an in-process transport. `make` receives the sink that must receive the replies.
+    pub fn local(make: impl FnOnce(tern_wire::ReplySink) -> Box<dyn LocalTransport>) -> Arc<Conn> {
+        Arc::new_cyclic(|weak: &std::sync::Weak<Conn>| {
+            let w = weak.clone();
+            let sink: tern_wire::ReplySink = Arc::new(move |req_id, reply| {
+                if let Some(c) = w.upgrade() {
+                    c.complete(req_id, Ok(reply));
+                }
+            });
+            Conn {
+                transport: Transport::Local(make(sink)),
+                pending: Mutex::new(HashMap::new()),
+                next_req: AtomicU64::new(1),
+                closed: AtomicBool::new(false),
+                close_reason: Mutex::new(None),
+                peer: "in-process".into(),
+            }
+        })
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn complete(&self, req_id: u64, r: Result<Reply, TernError>) {
+        let slot = self.pending.lock().expect("pending").remove(&req_id);
+        if let Some(s) = slot {
+            s.complete(r);
+        }
+    }
+
+    fn fail_all(&self, reason: String) {
+        self.closed.store(true, Ordering::Release);
+        *self.close_reason.lock().expect("reason") = Some(reason.clone());
+        let slots: Vec<Arc<Slot>> = self.pending.lock().expect("pending").drain().map(|(_, s)| s).collect();
+        for s in slots {
+            s.complete(Err(conn_error(format!("connection to the data node lost: {reason}"))));
+        }
+    }
+
+    /// Sends a request; the returned slot receives the reply.
+    pub fn send(&self, req: &Request) -> Result<Arc<Slot>, TernError> {
+        if self.is_closed() {
+            let why = self.close_reason.lock().expect("reason").clone().unwrap_or_default();
+            return Err(conn_error(format!("connection to the data node at {} is closed: {why}", self.peer)));
+        }
+        let req_id = self.next_req.fetch_add(1, Ordering::Relaxed);
+        let slot = Arc::new(Slot::default());
+        {
+            let mut p = self.pending.lock().expect("pending");
+            if p.len() >= IN_FLIGHT_MAX {
+                return Err(TernError::new(ErrorCode::Overloaded, "too many requests in flight on this connection"));
+            }
+            p.insert(req_id, slot.clone());
+        }
+        match &self.transport {
+            Transport::Local(t) => t.send(req_id, req.clone()),
+            Transport::Tcp { stream, out } => {
+                let mut buf = {
+                    let mut o = out.lock().expect("out");
+                    let at = begin_frame(&mut o.0);
+                    req.encode(req_id, &mut o.0);
+                    if o.0.len() - at - tern_wire::FRAME_HEADER_LEN > tern_wire::FRAME_PAYLOAD_MAX {
+                        o.0.truncate(at);
+                        drop(o);
+                        self.pending.lock().expect("pending").remove(&req_id);
+                        return Err(TernError::new(ErrorCode::TooLarge, "request is larger than the frame limit"));
+                    }
+                    finish_frame(&mut o.0, at);
+                    if o.1 {
+                        return Ok(slot); // another caller is writing and will send ours too
+                    }
+                    o.1 = true;
+                    std::mem::take(&mut o.0)
+                };
+                loop {
+                    let r = stream.lock().expect("stream").write_all(&buf);
+                    if let Err(e) = r {
+                        out.lock().expect("out").1 = false;
+                        self.fail_all(e.to_string());
+                        return Err(conn_error(format!("sending to the data node failed: {e}")));
+                    }
+                    buf.clear();
+                    let mut o = out.lock().expect("out");
+                    if o.0.is_empty() {
+                        o.1 = false;
+                        // Keep the allocation for next time.
+                        std::mem::swap(&mut o.0, &mut buf);
+                        break;
+                    }
+                    std::mem::swap(&mut o.0, &mut buf);
+                }
+            }
+        }
+        Ok(slot)
+    }
+
+    pub fn request(&self, req: &Request) -> Result<ReplyFuture, TernError> {
+        Ok(ReplyFuture { slot: self.send(req)? })
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Transport::Tcp { stream, .. } = &self.transport
+            && let Ok(s) = stream.lock()
+        {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+fn read_loop(mut stream: TcpStream, conn: std::sync::Weak<Conn>) {
+    let mut buf: Vec<u8> = Vec::with_capacity(256 * 1024);
+    let mut filled = 0usize;
+    loop {
+        if buf.len() - filled < 64 * 1024 {
+            buf.resize((buf.len() * 2).max(256 * 1024), 0);
+        }
+        let n = match stream.read(&mut buf[filled..]) {
+            Ok(0) => {
+                if let Some(c) = conn.upgrade() {
+                    c.fail_all("the data node closed the connection".into());
+                }
+                return;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                if let Some(c) = conn.upgrade() {
+                    c.fail_all(e.to_string());
+                }
+                return;
+            }
+        };
+        filled += n;
+        let Some(c) = conn.upgrade() else { return };
+        let mut at = 0;
+        loop {
+            match decode_frame(&buf[at..filled]) {
+                Ok(Some((payload, len))) => {
+                    match Reply::decode(payload) {
+                        Ok((req_id, reply)) => c.complete(req_id, Ok(reply)),
+                        Err(e) => {
+                            c.fail_all(format!("undecodable reply: {e}"));
+                            return;
+                        }
+                    }
+                    at += len;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    c.fail_all(format!("bad frame from the data node: {e}"));
+                    return;
+                }
+            }
+        }
+        buf.copy_within(at..filled, 0);
+        filled -= at;
+    }
+}

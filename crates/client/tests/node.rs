@@ -1,0 +1,242 @@
+//! Integration tests: a real data node (threads, sockets, files) on 127.0.0.1 and the client.
+
+use std::time::{Duration, Instant};
+use tern_client::{
+    AbortOption, Client, ColumnType, ColumnUpdate, DdlReq, ErrorCode, Exec, Index, OpResult, ScanSpec, Table, TableHandle, UpdateExpr, Value,
+    block_on,
+};
+use tern_kernel::NodeConfig;
+use tern_runtime::{DataNode, DataNodeConfig};
+use tern_types::filter::{CmpOp, Filter};
+use tern_types::schema::Column;
+
+fn config(dir: &std::path::Path, data_memory: u64) -> DataNodeConfig {
+    let mut node = NodeConfig::new(1, 2, data_memory);
+    node.dist.epoch_interval_ms = 20;
+    DataNodeConfig { node, data_dir: dir.to_path_buf(), listen: "127.0.0.1:0".parse().unwrap(), spin_max_us: 20, redo_segment_bytes: 1 << 20 }
+}
+
+fn start(dir: &std::path::Path, data_memory: u64) -> DataNode {
+    let n = DataNode::start(config(dir, data_memory)).expect("start");
+    assert!(n.wait_started(Duration::from_secs(20)), "node started");
+    n
+}
+
+fn kv_table(name: &str) -> Table {
+    Table {
+        id: 0,
+        database: "test".into(),
+        name: name.into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int { unsigned: false }).not_null(),
+            Column::new("v", ColumnType::BigInt { unsigned: false }),
+            Column::new("s", ColumnType::VarChar { len: 100 }),
+        ],
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: vec![Index { id: 0, name: "v_idx".into(), columns: vec![1], unique: false }],
+        partition_count: 0,
+        ttl: None,
+        comment: String::new(),
+    }
+}
+
+fn setup(c: &Client, name: &str) -> TableHandle {
+    c.ddl(DdlReq::CreateDatabase { name: "test".into(), if_not_exists: true }).unwrap();
+    c.ddl(DdlReq::CreateTable { table: kv_table(name), if_not_exists: false }).unwrap();
+    c.table("test", name).unwrap()
+}
+
+fn row(id: i64, v: i64) -> Vec<Value> {
+    vec![Value::Int(id), Value::Int(v), Value::str(&format!("s{id}"))]
+}
+
+fn read_v(c: &Client, t: &TableHandle, id: i64) -> Option<i64> {
+    let r = c.blocking().execute(vec![t.read(&[Value::Int(id)]).unwrap()]).unwrap();
+    match &r[0] {
+        OpResult::Row(b) => t.decode_row(b).unwrap()[1].as_i128().map(|x| x as i64),
+        OpResult::NotFound => None,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn crud_scan_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 64 << 20);
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = setup(&c, "kv");
+    // Errors are per operation and clear.
+    assert_eq!(c.ddl(DdlReq::CreateTable { table: kv_table("kv"), if_not_exists: false }).unwrap_err().code, ErrorCode::TableExists);
+    let ops: Vec<_> = (0..100).map(|i| t.insert(&row(i, i * 10)).unwrap()).collect();
+    c.blocking().execute(ops).unwrap();
+    assert_eq!(read_v(&c, &t, 7), Some(70));
+    assert_eq!(read_v(&c, &t, 1000), None);
+    // Duplicate insert aborts the transaction with 630 / MySQL 1062.
+    let e = c.blocking().execute(vec![t.insert(&row(5, 1)).unwrap()]).unwrap_err();
+    assert_eq!(e.code, ErrorCode::DuplicateKey);
+    assert_eq!(e.code.mysql_errno(), 1062);
+    // Interpreted update inside the data node.
+    c.blocking().execute(vec![t.update(&[Value::Int(7)], vec![ColumnUpdate { col: 1, expr: UpdateExpr::Add(Value::Int(5)) }]).unwrap()]).unwrap();
+    assert_eq!(read_v(&c, &t, 7), Some(75));
+    // Update of a missing row: NotFound aborts under AbortOnError; IgnoreError reports it per op.
+    let e = c.blocking().execute(vec![t.delete(&[Value::Int(555)]).unwrap()]).unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+    let mut txn = c.begin();
+    let r = block_on(txn.execute_with(vec![t.delete(&[Value::Int(555)]).unwrap(), t.delete(&[Value::Int(99)]).unwrap()], Exec::Commit, AbortOption::IgnoreError)).unwrap();
+    assert_eq!(r[0], OpResult::NotFound);
+    assert_eq!(r[1], OpResult::Done);
+    assert_eq!(read_v(&c, &t, 99), None);
+    // Projection.
+    let r = c.blocking().execute(vec![t.read_columns(&[Value::Int(3)], &[2]).unwrap()]).unwrap();
+    let OpResult::Row(b) = &r[0] else { panic!() };
+    assert_eq!(t.decode_projection(&[2], b).unwrap(), vec![Value::str("s3")]);
+    // Full scan with a pushed filter and a limit.
+    let mut spec = ScanSpec::table(t.id());
+    spec.filter = Filter::Cmp { col: 1, op: CmpOp::Ge, value: Value::Int(500) };
+    let rows = c.blocking().scan_all(spec.clone()).unwrap();
+    assert_eq!(rows.len(), 49, "v >= 500 for ids 50..=98");
+    spec.limit = 10;
+    spec.batch_rows = 3;
+    assert_eq!(c.blocking().scan_all(spec).unwrap().len(), 10);
+    // Ordered index range scan across partitions, merged in order.
+    let idx = t.index("v_idx").unwrap();
+    let mut spec = ScanSpec::table(t.id());
+    spec.index = Some(idx.id);
+    spec.lo = Some(t.index_bound(&idx, &[Value::Int(100)], true).unwrap());
+    spec.hi = Some(t.index_bound(&idx, &[Value::Int(200)], false).unwrap());
+    spec.ordered = true;
+    spec.batch_rows = 4;
+    let got: Vec<i64> = c.blocking().scan_all(spec.clone()).unwrap().iter().map(|b| t.decode_row(b).unwrap()[1].as_i128().unwrap() as i64).collect();
+    assert_eq!(got, (10..20).map(|i| i * 10).collect::<Vec<_>>());
+    spec.descending = true;
+    let got: Vec<i64> = c.blocking().scan_all(spec).unwrap().iter().map(|b| t.decode_row(b).unwrap()[1].as_i128().unwrap() as i64).collect();
+    assert_eq!(got, (10..20).rev().map(|i| i * 10).collect::<Vec<_>>());
+    // A durable commit survives a restart.
+    let mut txn = c.begin().durable(true);
+    block_on(txn.execute(vec![t.write(&row(1000, 1)).unwrap()], Exec::Commit)).unwrap();
+    drop(c);
+    node.shutdown();
+    let node = start(dir.path(), 64 << 20);
+    assert!(node.recovered_rows >= 100, "recovered {}", node.recovered_rows);
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = c.table("test", "kv").unwrap();
+    assert_eq!(read_v(&c, &t, 1000), Some(1));
+    assert_eq!(read_v(&c, &t, 7), Some(75));
+    let st = c.status().unwrap();
+    assert_eq!(st.state, "started");
+    assert!(st.durable_epoch > 0);
+    assert!(st.memory_used > 0 && st.memory_used < st.memory_total);
+}
+
+#[test]
+fn multi_partition_atomicity_and_rollback() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 64 << 20);
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = setup(&c, "acct");
+    c.blocking().execute((0..20).map(|i| t.insert(&row(i, 100)).unwrap()).collect()).unwrap();
+    // A transaction over many partitions that fails at its last op changes nothing.
+    let mut ops: Vec<_> = (0..20).map(|i| t.update(&[Value::Int(i)], vec![ColumnUpdate { col: 1, expr: UpdateExpr::Set(Value::Int(0)) }]).unwrap()).collect();
+    ops.push(t.insert(&row(3, 1)).unwrap());
+    assert_eq!(c.blocking().execute(ops).unwrap_err().code, ErrorCode::DuplicateKey);
+    for i in 0..20 {
+        assert_eq!(read_v(&c, &t, i), Some(100));
+    }
+    // NoCommit then Rollback: nothing visible, locks released.
+    let mut txn = c.begin();
+    block_on(txn.execute(vec![t.write(&row(1, 5)).unwrap(), t.write(&row(2, 5)).unwrap()], Exec::NoCommit)).unwrap();
+    assert_eq!(read_v(&c, &t, 1), Some(100), "uncommitted writes are invisible to others");
+    // Own writes are visible inside the transaction.
+    let r = block_on(txn.execute(vec![t.read(&[Value::Int(1)]).unwrap()], Exec::NoCommit)).unwrap();
+    let OpResult::Row(b) = &r[0] else { panic!() };
+    assert_eq!(t.decode_row(b).unwrap()[1], Value::Int(5));
+    block_on(txn.rollback()).unwrap();
+    assert_eq!(read_v(&c, &t, 1), Some(100));
+    c.blocking().execute(vec![t.write(&row(1, 6)).unwrap()]).unwrap();
+    // A transfer across partitions commits both sides.
+    let mut txn = c.begin();
+    let ops = vec![
+        t.update(&[Value::Int(4)], vec![ColumnUpdate { col: 1, expr: UpdateExpr::Add(Value::Int(-30)) }]).unwrap(),
+        t.update(&[Value::Int(5)], vec![ColumnUpdate { col: 1, expr: UpdateExpr::Add(Value::Int(30)) }]).unwrap(),
+    ];
+    block_on(txn.execute(ops, Exec::Commit)).unwrap();
+    assert_eq!((read_v(&c, &t, 4), read_v(&c, &t, 5)), (Some(70), Some(130)));
+}
+
+#[test]
+fn lock_wait_timeout_is_temporary() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 64 << 20);
+    let a = Client::connect(&node.local_addr().to_string()).unwrap();
+    let b = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = setup(&a, "locks");
+    a.blocking().execute(vec![t.insert(&row(1, 1)).unwrap()]).unwrap();
+    let mut holder = a.begin();
+    block_on(holder.execute(vec![t.read_locked(&[Value::Int(1)], true).unwrap()], Exec::NoCommit)).unwrap();
+    // A read-committed read does not wait for the lock.
+    assert_eq!(read_v(&b, &t, 1), Some(1));
+    let started = Instant::now();
+    let mut waiter = b.begin();
+    let e = block_on(waiter.execute(vec![t.write(&row(1, 2)).unwrap()], Exec::Commit)).unwrap_err();
+    assert_eq!(e.code, ErrorCode::LockWaitTimeout);
+    assert!(e.is_temporary());
+    assert_eq!(e.code.mysql_errno(), 1205);
+    assert!(started.elapsed() >= Duration::from_millis(1000), "waited for the lock wait timeout");
+    block_on(holder.commit()).unwrap();
+    // Once released, the write goes through.
+    b.blocking().execute(vec![t.write(&row(1, 3)).unwrap()]).unwrap();
+    assert_eq!(read_v(&a, &t, 1), Some(3));
+}
+
+#[test]
+fn data_memory_full_fails_writes_and_keeps_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 200_000);
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = setup(&c, "full");
+    let mut stored = 0;
+    let mut full = None;
+    for i in 0..100_000 {
+        match c.blocking().execute(vec![t.insert(&row(i, i)).unwrap()]) {
+            Ok(_) => stored += 1,
+            Err(e) => {
+                full = Some(e);
+                break;
+            }
+        }
+    }
+    let e = full.expect("memory filled up");
+    assert_eq!(e.code, ErrorCode::DataMemoryFull);
+    assert!(e.message.contains("data memory is full"), "{}", e.message);
+    assert!(stored > 100);
+    for i in [0, stored / 2, stored - 1] {
+        assert_eq!(read_v(&c, &t, i), Some(i), "row {i} intact");
+    }
+    // Deleting frees memory; writes work again.
+    c.blocking().execute((0..50).map(|i| t.delete(&[Value::Int(i)]).unwrap()).collect()).unwrap();
+    c.blocking().execute(vec![t.insert(&row(stored, 1)).unwrap()]).unwrap();
+}
+
+#[test]
+fn in_process_transport() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 64 << 20);
+    let c = Client::connect_local(|sink| Box::new(node.connect_local(sink))).unwrap();
+    let t = setup(&c, "local");
+    c.blocking().execute(vec![t.insert(&row(1, 42)).unwrap()]).unwrap();
+    assert_eq!(read_v(&c, &t, 1), Some(42));
+}
+
+#[test]
+fn busy_port_and_locked_dir_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 64 << 20);
+    let dir2 = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir2.path(), 1 << 20);
+    cfg.listen = node.local_addr();
+    let e = DataNode::start(cfg).err().unwrap();
+    assert!(e.contains("already in use"), "{e}");
+    let e = DataNode::start(config(dir.path(), 1 << 20)).err().unwrap();
+    assert!(e.contains("in use by another process"), "{e}");
+}

@@ -1,0 +1,535 @@
+//! A worker thread: owns one tc and one ldm (worker 0 also dict and dist), the client connections
+//! assigned to it, and an event loop. Performance-critical.
+//!
+//! Each loop turn: drain the mailbox, read sockets, run every queued signal through its block,
+//! fire due timers, then flush: signals for other workers go as one batch per worker, replies are
+//! framed into each connection's write buffer and written with one syscall per connection. When
+//! idle the worker spins briefly (adaptively: the spin budget grows while spinning finds work and
+//! shrinks while it does not) before it parks in `epoll_wait`.
+
+use crate::mailbox::Mailbox;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tern_kernel::dict::Dict;
+use tern_kernel::dist::Dist;
+use tern_kernel::ldm::Ldm;
+use tern_kernel::signal::{Addr, Block, ClientId, IoReq, Out, Signal};
+use tern_kernel::tc::Tc;
+use tern_wire::{FRAME_HEADER_LEN, Reply, Request, begin_frame, decode_frame, finish_frame};
+
+pub const LISTENER: Token = Token(0);
+pub const WAKER: Token = Token(1);
+/// Unread bytes buffered per connection before it stops being read (backpressure).
+pub const CONN_READ_BUFFER_MAX: usize = 80 * 1024 * 1024;
+
+pub use tern_wire::ReplySink;
+
+pub enum Inbound {
+    Signal(Block, Signal),
+    NewConn(std::net::TcpStream),
+    LocalOpen { client: ClientId, sink: ReplySink },
+    LocalRequest { client: ClientId, req_id: u64, req: Request },
+    LocalGone { client: ClientId },
+    Stop,
+}
+
+/// State shared by every thread of a data node.
+pub struct Shared {
+    pub started: AtomicBool,
+    pub stopping: AtomicBool,
+    pub next_client: AtomicU64,
+    pub epoch: Instant,
+    pub spin_max_us: u64,
+}
+
+impl Shared {
+    pub fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+}
+
+/// The blocks a worker runs.
+pub struct WorkerBlocks {
+    pub tc: Tc,
+    pub ldm: Ldm,
+    pub dict: Option<Dict>,
+    pub dist: Option<Dist>,
+}
+
+pub fn worker_of(b: Block) -> usize {
+    match b {
+        Block::Tc(i) | Block::Ldm(i) => i as usize,
+        Block::Dict | Block::Dist => 0,
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+    client: ClientId,
+    want_write: bool,
+}
+
+enum ClientEnd {
+    Tcp(Token),
+    Local(ReplySink),
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct TimerKey(std::cmp::Reverse<(u64, u64)>);
+
+pub struct IoQueue {
+    pub q: std::sync::Mutex<VecDeque<(Addr, IoReq)>>,
+    pub cv: std::sync::Condvar,
+}
+
+pub struct Worker {
+    pub index: usize,
+    pub blocks: WorkerBlocks,
+    pub poll: Poll,
+    pub listener: Option<TcpListener>,
+    pub mailbox: Arc<Mailbox<Inbound>>,
+    pub peers: Arc<Vec<Arc<Mailbox<Inbound>>>>,
+    pub io: Arc<IoQueue>,
+    pub shared: Arc<Shared>,
+    conns: HashMap<Token, Conn>,
+    clients: HashMap<ClientId, ClientEnd>,
+    next_token: usize,
+    next_conn_worker: usize,
+    local: VecDeque<(Block, Signal)>,
+    outboxes: Vec<Vec<Inbound>>,
+    timers: BinaryHeap<TimerKey>,
+    timer_sigs: HashMap<u64, (Block, Signal)>,
+    timer_seq: u64,
+    dirty: Vec<Token>,
+    inbox: Vec<Inbound>,
+    spin_us: u64,
+}
+
+impl Worker {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        index: usize,
+        blocks: WorkerBlocks,
+        poll: Poll,
+        listener: Option<TcpListener>,
+        mailbox: Arc<Mailbox<Inbound>>,
+        peers: Arc<Vec<Arc<Mailbox<Inbound>>>>,
+        io: Arc<IoQueue>,
+        shared: Arc<Shared>,
+    ) -> Worker {
+        let n = peers.len();
+        let spin_us = shared.spin_max_us / 4;
+        Worker {
+            index,
+            blocks,
+            poll,
+            listener,
+            mailbox,
+            peers,
+            io,
+            shared,
+            conns: HashMap::new(),
+            clients: HashMap::new(),
+            next_token: 2,
+            next_conn_worker: 0,
+            local: VecDeque::new(),
+            outboxes: (0..n).map(|_| Vec::new()).collect(),
+            timers: BinaryHeap::new(),
+            timer_sigs: HashMap::new(),
+            timer_seq: 0,
+            dirty: Vec::new(),
+            inbox: Vec::new(),
+            spin_us,
+        }
+    }
+
+    pub fn run(mut self) {
+        if let Some(l) = self.listener.as_mut() {
+            self.poll.registry().register(l, LISTENER, Interest::READABLE).expect("register listener");
+        }
+        let mut events = Events::with_capacity(256);
+        loop {
+            let mut worked = self.drain_mailbox();
+            if self.shared.stopping.load(Ordering::Acquire) {
+                break;
+            }
+            worked |= self.poll_sockets(&mut events, Some(Duration::ZERO));
+            worked |= self.run_queue();
+            worked |= self.fire_timers();
+            self.flush();
+            if worked {
+                continue;
+            }
+            if self.spin() {
+                continue;
+            }
+            self.park(&mut events);
+        }
+        // Tell local blocks nothing; connections close when dropped.
+    }
+
+    /// Spins for up to the adaptive budget; true when work turned up.
+    fn spin(&mut self) -> bool {
+        if self.spin_us == 0 || !self.local.is_empty() {
+            return !self.local.is_empty();
+        }
+        let start = Instant::now();
+        let budget = Duration::from_micros(self.spin_us);
+        let mut iter = 0u32;
+        while start.elapsed() < budget {
+            iter += 1;
+            if !self.mailbox.is_empty() {
+                self.spin_us = (self.spin_us * 2).clamp(1, self.shared.spin_max_us);
+                return true;
+            }
+            if iter % 64 == 0 {
+                let mut ev = Events::with_capacity(64);
+                if self.poll_sockets(&mut ev, Some(Duration::ZERO)) {
+                    self.spin_us = (self.spin_us * 2).clamp(1, self.shared.spin_max_us);
+                    return true;
+                }
+            }
+            std::hint::spin_loop();
+        }
+        self.spin_us /= 2;
+        false
+    }
+
+    fn park(&mut self, events: &mut Events) {
+        let timeout = self.timers.peek().map(|t| {
+            let due = t.0.0.0;
+            Duration::from_millis(due.saturating_sub(self.shared.now_ms()).max(1))
+        });
+        let timeout = Some(timeout.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(100)));
+        if self.mailbox.prepare_sleep() {
+            self.poll_sockets(events, timeout);
+            self.mailbox.woke();
+            if self.spin_us == 0 {
+                self.spin_us = 1;
+            }
+        }
+    }
+
+    fn drain_mailbox(&mut self) -> bool {
+        let mut inbox = std::mem::take(&mut self.inbox);
+        self.mailbox.drain_into(&mut inbox);
+        let worked = !inbox.is_empty();
+        for item in inbox.drain(..) {
+            match item {
+                Inbound::Signal(b, s) => self.local.push_back((b, s)),
+                Inbound::NewConn(s) => self.add_conn(s),
+                Inbound::LocalOpen { client, sink } => {
+                    self.clients.insert(client, ClientEnd::Local(sink));
+                }
+                Inbound::LocalRequest { client, req_id, req } => {
+                    self.local.push_back((Block::Tc(self.index as u16), Signal::ClientRequest { client, req_id, req }));
+                }
+                Inbound::LocalGone { client } => {
+                    self.clients.remove(&client);
+                    self.local.push_back((Block::Tc(self.index as u16), Signal::ClientGone { client }));
+                }
+                Inbound::Stop => self.shared.stopping.store(true, Ordering::Release),
+            }
+        }
+        self.inbox = inbox;
+        worked
+    }
+
+    fn add_conn(&mut self, s: std::net::TcpStream) {
+        if s.set_nonblocking(true).is_err() || s.set_nodelay(true).is_err() {
+            return;
+        }
+        let mut stream = TcpStream::from_std(s);
+        let token = Token(self.next_token);
+        self.next_token += 1;
+        if self.poll.registry().register(&mut stream, token, Interest::READABLE).is_err() {
+            return;
+        }
+        let client = self.shared.next_client.fetch_add(1, Ordering::Relaxed);
+        self.clients.insert(client, ClientEnd::Tcp(token));
+        self.conns.insert(token, Conn { stream, rbuf: Vec::with_capacity(16 * 1024), wbuf: Vec::new(), client, want_write: false });
+    }
+
+    fn poll_sockets(&mut self, events: &mut Events, timeout: Option<Duration>) -> bool {
+        if let Err(e) = self.poll.poll(events, timeout)
+            && e.kind() != io::ErrorKind::Interrupted
+        {
+            panic!("worker {}: poll failed: {e}", self.index);
+        }
+        let mut worked = false;
+        let ready: Vec<(Token, bool, bool)> = events.iter().map(|e| (e.token(), e.is_readable() || e.is_read_closed() || e.is_error(), e.is_writable())).collect();
+        for (token, readable, writable) in ready {
+            worked = true;
+            match token {
+                LISTENER => self.accept(),
+                WAKER => {}
+                t => {
+                    if writable {
+                        self.dirty.push(t);
+                    }
+                    if readable {
+                        self.read_conn(t);
+                    }
+                }
+            }
+        }
+        worked
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let Some(l) = self.listener.as_ref() else { return };
+            match l.accept() {
+                Ok((s, _)) => {
+                    // Spread connections over workers round-robin.
+                    let w = self.next_conn_worker % self.peers.len();
+                    self.next_conn_worker += 1;
+                    let std_stream = into_std(s);
+                    if w == self.index {
+                        self.add_conn(std_stream);
+                    } else {
+                        self.peers[w].push(Inbound::NewConn(std_stream));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn read_conn(&mut self, token: Token) {
+        let tc = Block::Tc(self.index as u16);
+        let Some(conn) = self.conns.get_mut(&token) else { return };
+        let mut closed = false;
+        loop {
+            if conn.rbuf.len() >= CONN_READ_BUFFER_MAX {
+                break;
+            }
+            let len = conn.rbuf.len();
+            if conn.rbuf.capacity() - len < 16 * 1024 {
+                conn.rbuf.reserve(64 * 1024);
+            }
+            let cap = conn.rbuf.capacity();
+            conn.rbuf.resize(cap, 0);
+            match conn.stream.read(&mut conn.rbuf[len..]) {
+                Ok(0) => {
+                    conn.rbuf.truncate(len);
+                    closed = true;
+                    break;
+                }
+                Ok(n) => conn.rbuf.truncate(len + n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    conn.rbuf.truncate(len);
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => conn.rbuf.truncate(len),
+                Err(_) => {
+                    conn.rbuf.truncate(len);
+                    closed = true;
+                    break;
+                }
+            }
+        }
+        // Decode every complete frame.
+        let mut at = 0;
+        let mut protocol_error = None;
+        loop {
+            match decode_frame(&conn.rbuf[at..]) {
+                Ok(Some((payload, n))) => {
+                    match Request::decode(payload) {
+                        Ok((req_id, req)) => self.local.push_back((tc, Signal::ClientRequest { client: conn.client, req_id, req })),
+                        Err(e) if payload.len() >= 9 => {
+                            // A well-framed but malformed request: answer it, keep the connection.
+                            let req_id = u64::from_le_bytes(payload[1..9].try_into().expect("8 bytes"));
+                            let err = tern_types::TernError::new(tern_types::ErrorCode::InvalidRequest, format!("malformed request: {e}"));
+                            let at = begin_frame(&mut conn.wbuf);
+                            Reply::Error(err).encode(req_id, &mut conn.wbuf);
+                            finish_frame(&mut conn.wbuf, at);
+                            self.dirty.push(token);
+                        }
+                        Err(e) => {
+                            protocol_error = Some(e.to_string());
+                            break;
+                        }
+                    }
+                    at += n;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    protocol_error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        conn.rbuf.drain(..at);
+        if let Some(e) = protocol_error {
+            tracing::warn!("closing client connection after a protocol error: {e}");
+            closed = true;
+        }
+        if closed {
+            self.close_conn(token);
+        }
+    }
+
+    fn close_conn(&mut self, token: Token) {
+        if let Some(mut c) = self.conns.remove(&token) {
+            let _ = self.poll.registry().deregister(&mut c.stream);
+            self.clients.remove(&c.client);
+            self.local.push_back((Block::Tc(self.index as u16), Signal::ClientGone { client: c.client }));
+        }
+    }
+
+    fn block_handle(&mut self, to: Block, sig: Signal, out: &mut Out) {
+        let now = self.shared.now_ms();
+        match to {
+            Block::Tc(_) => self.blocks.tc.handle(now, sig, out),
+            Block::Ldm(_) => self.blocks.ldm.handle(now, sig, out),
+            Block::Dict => self.blocks.dict.as_mut().expect("dict lives on worker 0").handle(now, sig, out),
+            Block::Dist => self.blocks.dist.as_mut().expect("dist lives on worker 0").handle(now, sig, out),
+        }
+    }
+
+    fn run_queue(&mut self) -> bool {
+        if self.local.is_empty() {
+            return false;
+        }
+        let mut out = Out::default();
+        while let Some((to, sig)) = self.local.pop_front() {
+            self.block_handle(to, sig, &mut out);
+            self.route(&mut out);
+        }
+        true
+    }
+
+    fn route(&mut self, out: &mut Out) {
+        for (to, sig) in out.signals.drain(..) {
+            if matches!(sig, Signal::NodeStarted { .. }) {
+                self.shared.started.store(true, Ordering::Release);
+            }
+            let w = worker_of(to.block);
+            if w == self.index {
+                self.local.push_back((to.block, sig));
+            } else {
+                self.outboxes[w].push(Inbound::Signal(to.block, sig));
+            }
+        }
+        for (client, req_id, reply) in out.replies.drain(..) {
+            self.reply(client, req_id, reply);
+        }
+        if !out.io.is_empty() {
+            let mut q = self.io.q.lock().expect("io queue");
+            q.extend(out.io.drain(..));
+            self.io.cv.notify_one();
+        }
+        for (delay, to, sig) in out.timers.drain(..) {
+            self.timer_seq += 1;
+            let due = self.shared.now_ms() + delay;
+            self.timers.push(TimerKey(std::cmp::Reverse((due, self.timer_seq))));
+            self.timer_sigs.insert(self.timer_seq, (to.block, sig));
+        }
+    }
+
+    fn reply(&mut self, client: ClientId, req_id: u64, reply: Reply) {
+        match self.clients.get(&client) {
+            Some(ClientEnd::Tcp(token)) => {
+                let token = *token;
+                if let Some(c) = self.conns.get_mut(&token) {
+                    let at = begin_frame(&mut c.wbuf);
+                    reply.encode(req_id, &mut c.wbuf);
+                    if c.wbuf.len() - at - FRAME_HEADER_LEN > tern_wire::FRAME_PAYLOAD_MAX {
+                        c.wbuf.truncate(at);
+                        let e = tern_types::TernError::new(tern_types::ErrorCode::TooLarge, "reply larger than the frame limit");
+                        let at = begin_frame(&mut c.wbuf);
+                        Reply::Error(e).encode(req_id, &mut c.wbuf);
+                        finish_frame(&mut c.wbuf, at);
+                    } else {
+                        finish_frame(&mut c.wbuf, at);
+                    }
+                    self.dirty.push(token);
+                }
+            }
+            Some(ClientEnd::Local(sink)) => sink(req_id, reply),
+            None => {} // the client went away
+        }
+    }
+
+    fn fire_timers(&mut self) -> bool {
+        let now = self.shared.now_ms();
+        let mut fired = false;
+        while let Some(t) = self.timers.peek() {
+            let (due, seq) = t.0.0;
+            if due > now {
+                break;
+            }
+            self.timers.pop();
+            if let Some((b, s)) = self.timer_sigs.remove(&seq) {
+                self.local.push_back((b, s));
+                fired = true;
+            }
+        }
+        if fired {
+            self.run_queue();
+        }
+        fired
+    }
+
+    fn flush(&mut self) {
+        for (w, items) in self.outboxes.iter_mut().enumerate() {
+            if !items.is_empty() {
+                self.peers[w].push_all(items);
+            }
+        }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        for token in dirty.drain(..) {
+            let Some(c) = self.conns.get_mut(&token) else { continue };
+            let mut failed = false;
+            while !c.wbuf.is_empty() {
+                match c.stream.write(&c.wbuf) {
+                    Ok(0) => {
+                        failed = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        c.wbuf.drain(..n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            if failed {
+                self.close_conn(token);
+                continue;
+            }
+            let want = !c.wbuf.is_empty();
+            if want != c.want_write {
+                let interest = if want { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
+                let _ = self.poll.registry().reregister(&mut c.stream, token, interest);
+                c.want_write = want;
+            }
+        }
+        self.dirty = dirty;
+    }
+}
+
+fn into_std(s: TcpStream) -> std::net::TcpStream {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: the fd comes from a mio stream we own and give up here.
+    unsafe { std::net::TcpStream::from_raw_fd(s.into_raw_fd()) }
+}
