@@ -1,1 +1,239 @@
-//! placeholder
+//! Load generators behind `tern bench`. Every suite prints a table in the seeds' format
+//! (`Benchmark | Throughput | Median | p99 | Batch | Threads | CPU`) and, with `--json`, one JSON
+//! object per row with at least `benchmark, throughput, p50_us, p99_us, batch, threads`.
+//!
+//! `native` is flexAsynch-like: a table of an INT key and 25 INT columns (104-byte rows); each
+//! thread has its own connection and runs transactions of `batch` primary-key operations over its
+//! own key range: inserts, then reads (random keys, for a fixed time), updates and deletes.
+//! Throughput is rows per second; latency is per batch (one round trip). Benchmarks are programs,
+//! never tests: nothing here asserts a speed.
+
+use hdrhistogram::Histogram;
+use std::time::{Duration, Instant};
+use tern_client::{Client, ColumnType, DdlReq, OpResult, Table, TableHandle, Value};
+use tern_types::rng::Rng;
+use tern_types::schema::Column;
+
+/// One result row.
+#[derive(Debug, Clone)]
+pub struct BenchRow {
+    pub benchmark: String,
+    /// Rows (or requests) per second.
+    pub throughput: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub batch: usize,
+    pub threads: usize,
+    /// CPU used by the server process during the run, in % of one core (None if unknown).
+    pub server_cpu_pct: Option<f64>,
+    /// CPU used by this (client) process, in % of one core.
+    pub client_cpu_pct: f64,
+}
+
+impl BenchRow {
+    pub fn json(&self) -> String {
+        let cpu = self.server_cpu_pct.map(|c| format!("{c:.0}")).unwrap_or_else(|| "null".into());
+        format!(
+            "{{\"benchmark\":\"{}\",\"throughput\":{:.0},\"p50_us\":{},\"p99_us\":{},\"batch\":{},\"threads\":{},\"server_cpu_pct\":{},\"client_cpu_pct\":{:.0}}}",
+            self.benchmark, self.throughput, self.p50_us, self.p99_us, self.batch, self.threads, cpu, self.client_cpu_pct
+        )
+    }
+}
+
+pub fn print_header() {
+    println!("Benchmark | Throughput | Median | p99 | Batch | Threads | CPU");
+    println!("---|---|---|---|---|---|---");
+}
+
+pub fn print_row(r: &BenchRow) {
+    let cpu = match r.server_cpu_pct {
+        Some(c) => format!("{c:.0}% (client {:.0}%)", r.client_cpu_pct),
+        None => format!("client {:.0}%", r.client_cpu_pct),
+    };
+    println!("{} | {}/s | {} us | {} us | {} | {} | {}", r.benchmark, group(r.throughput as u64), r.p50_us, r.p99_us, r.batch, r.threads, cpu);
+}
+
+fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// CPU seconds used so far by a process (utime + stime from /proc), or None.
+pub fn process_cpu_secs(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some((utime + stime) / hz)
+}
+
+/// Resident set size of a process in bytes (from /proc), or None.
+pub fn process_rss_bytes(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[derive(Debug, Clone)]
+pub struct NativeOptions {
+    pub addr: String,
+    pub threads: usize,
+    pub batch: usize,
+    pub rows: u64,
+    pub read_seconds: f64,
+    /// Phases to run, in order, from: insert, read, update, delete.
+    pub phases: Vec<String>,
+}
+
+pub const BENCH_DB: &str = "bench";
+pub const FLEX_TABLE: &str = "flex";
+
+fn flex_table() -> Table {
+    let mut columns = vec![Column::new("id", ColumnType::Int { unsigned: false }).not_null()];
+    for i in 0..25 {
+        columns.push(Column::new(&format!("c{i}"), ColumnType::Int { unsigned: false }).not_null());
+    }
+    Table {
+        id: 0,
+        database: BENCH_DB.into(),
+        name: FLEX_TABLE.into(),
+        columns,
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: vec![],
+        partition_count: 0,
+        ttl: None,
+        comment: String::new(),
+    }
+}
+
+/// Creates (if absent) the flexAsynch table.
+pub fn ensure_flex(client: &Client) -> Result<TableHandle, String> {
+    client.ddl(DdlReq::CreateDatabase { name: BENCH_DB.into(), if_not_exists: true }).map_err(|e| e.to_string())?;
+    client.ddl(DdlReq::CreateTable { table: flex_table(), if_not_exists: true }).map_err(|e| e.to_string())?;
+    client.table(BENCH_DB, FLEX_TABLE).map_err(|e| e.to_string())
+}
+
+fn flex_values(id: i64, salt: i64) -> Vec<Value> {
+    (0..26).map(|c| Value::Int(if c == 0 { id } else { id.wrapping_mul(31).wrapping_add(c + salt) as i32 as i64 })).collect()
+}
+
+/// Runs the native suite; returns one row per phase.
+pub fn run_native(o: &NativeOptions) -> Result<Vec<BenchRow>, String> {
+    let setup = Client::connect(&o.addr).map_err(|e| e.to_string())?;
+    let table = ensure_flex(&setup)?;
+    let server_pid = setup.status().map(|s| s.pid).unwrap_or(0);
+    let mut out = Vec::new();
+    for phase in &o.phases {
+        let row = run_phase(o, &table, phase, server_pid)?;
+        out.push(row);
+    }
+    Ok(out)
+}
+
+fn run_phase(o: &NativeOptions, table: &TableHandle, phase: &str, server_pid: u32) -> Result<BenchRow, String> {
+    let threads = o.threads.max(1);
+    let batch = o.batch.max(1);
+    let per_thread = o.rows / threads as u64;
+    let clients: Vec<Client> = (0..threads).map(|_| Client::connect(&o.addr).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    let server_cpu0 = process_cpu_secs(server_pid);
+    let client_cpu0 = process_cpu_secs(std::process::id()).unwrap_or(0.0);
+    let start = Instant::now();
+    let results: Vec<Result<(u64, Histogram<u64>), String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(ti, client)| {
+                let table = table.clone();
+                let phase = phase.to_string();
+                let read_for = Duration::from_secs_f64(o.read_seconds);
+                s.spawn(move || {
+                    let lo = ti as u64 * per_thread;
+                    let hi = lo + per_thread;
+                    worker(&client, &table, &phase, lo, hi, batch, read_for, ti as u64)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("bench thread panicked".into()))).collect()
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+    let mut rows = 0;
+    for r in results {
+        let (n, h) = r?;
+        rows += n;
+        hist.add(h).map_err(|e| e.to_string())?;
+    }
+    let server_cpu = match (server_cpu0, process_cpu_secs(server_pid)) {
+        (Some(a), Some(b)) => Some((b - a) / elapsed * 100.0),
+        _ => None,
+    };
+    let client_cpu = (process_cpu_secs(std::process::id()).unwrap_or(0.0) - client_cpu0) / elapsed * 100.0;
+    Ok(BenchRow {
+        benchmark: format!("native-{phase}"),
+        throughput: rows as f64 / elapsed,
+        p50_us: hist.value_at_quantile(0.5),
+        p99_us: hist.value_at_quantile(0.99),
+        batch,
+        threads,
+        server_cpu_pct: server_cpu,
+        client_cpu_pct: client_cpu,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn worker(client: &Client, t: &TableHandle, phase: &str, lo: u64, hi: u64, batch: usize, read_for: Duration, seed: u64) -> Result<(u64, Histogram<u64>), String> {
+    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+    let b = client.blocking();
+    let mut done = 0u64;
+    let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9) + 1);
+    let mut run_batch = |ops: Vec<tern_client::KeyOp>, expect_rows: bool| -> Result<u64, String> {
+        let n = ops.len() as u64;
+        let t0 = Instant::now();
+        let r = b.execute(ops).map_err(|e| e.to_string())?;
+        hist.record(t0.elapsed().as_micros() as u64).map_err(|e| e.to_string())?;
+        if expect_rows && r.iter().any(|x| !matches!(x, OpResult::Row(_))) {
+            return Err("a read found no row: load the table first (phase insert)".into());
+        }
+        Ok(n)
+    };
+    match phase {
+        "read" => {
+            let until = Instant::now() + read_for;
+            let span = (hi - lo).max(1);
+            while Instant::now() < until {
+                let ops = (0..batch).map(|_| t.read(&[Value::Int((lo + rng.below(span)) as i64)])).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+                done += run_batch(ops, true)?;
+            }
+        }
+        "insert" | "update" | "delete" => {
+            let mut k = lo;
+            while k < hi {
+                let end = (k + batch as u64).min(hi);
+                let ops = (k..end)
+                    .map(|id| match phase {
+                        "insert" => t.write(&flex_values(id as i64, 0)),
+                        "update" => t.write(&flex_values(id as i64, 1)),
+                        _ => t.delete(&[Value::Int(id as i64)]),
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| e.to_string())?;
+                done += run_batch(ops, false)?;
+                k = end;
+            }
+        }
+        other => return Err(format!("unknown phase '{other}' (use insert, read, update, delete)")),
+    }
+    Ok((done, hist))
+}

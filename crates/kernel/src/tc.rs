@@ -44,6 +44,8 @@ impl Default for TcConfig {
 #[derive(Debug, Default)]
 pub struct NodeStats {
     pub rows: std::sync::atomic::AtomicI64,
+    /// Set by the runtime; lets local tools read the process's CPU and memory.
+    pub pid: std::sync::atomic::AtomicU32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,6 +257,7 @@ impl Tc {
             durable_epoch: self.durable_epoch,
             current_epoch: self.current_epoch,
             catalog_version: self.catalog.version,
+            pid: self.stats.pid.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 

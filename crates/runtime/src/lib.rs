@@ -63,6 +63,7 @@ impl DataNode {
         let storage = FsStorage::new(&cfg.data_dir);
         let started_at = Instant::now();
         let node = Node::recover(&cfg.node, &storage)?;
+        node.stats.pid.store(std::process::id(), Ordering::Relaxed);
         tracing::info!(
             rows = node.recovered_rows,
             redo_records = node.recovered_redo_records,

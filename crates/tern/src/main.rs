@@ -1,1 +1,240 @@
-fn main(){}
+//! `tern`: the one binary. `up` starts a local cluster, `datanode` runs a data node, `status`
+//! reports on one, `bench` measures it.
+
+mod config;
+mod up;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "tern", version, about = "Tern: a distributed in-memory database in the style of RonDB")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start a local cluster in the foreground (Ctrl-C stops it).
+    Up(up::UpArgs),
+    /// Run one data node.
+    Datanode {
+        /// TOML configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Show a data node's state.
+    Status {
+        #[arg(long, default_value = "127.0.0.1:11860")]
+        addr: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a benchmark.
+    Bench {
+        #[command(subcommand)]
+        suite: BenchSuite,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchSuite {
+    /// flexAsynch-like batched primary-key operations through the native client.
+    Native {
+        /// Data node address.
+        #[arg(long, default_value = "127.0.0.1:11860")]
+        addr: String,
+        /// Client threads, each with its own connection (comma list runs each).
+        #[arg(long, default_value = "1", value_delimiter = ',')]
+        threads: Vec<usize>,
+        /// Operations per transaction batch (comma list runs each).
+        #[arg(long, default_value = "64", value_delimiter = ',')]
+        batch: Vec<usize>,
+        /// Rows in the table.
+        #[arg(long, default_value_t = 100_000)]
+        rows: u64,
+        /// Seconds the read phase runs.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Phases in order.
+        #[arg(long, default_value = "insert,read,update,delete", value_delimiter = ',')]
+        phases: Vec<String>,
+        #[arg(long)]
+        json: bool,
+        /// Also report the data node's memory per row after loading (RSS delta and accounted).
+        #[arg(long)]
+        memory: bool,
+    },
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+pub fn install_signal_handlers() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TERN_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Up(a) => up::run(a),
+        Cmd::Datanode { config } => datanode(config),
+        Cmd::Status { addr, json } => status(&addr, json),
+        Cmd::Bench { suite } => bench(suite),
+    };
+    if let Err(e) = r {
+        eprintln!("tern: {e:#}");
+        std::process::exit(up::EXIT_STARTUP);
+    }
+}
+
+fn datanode(config: Option<PathBuf>) -> Result<()> {
+    let toml = match &config {
+        Some(p) => config::DatanodeToml::load(p)?,
+        None => config::DatanodeToml::default(),
+    };
+    init_logging(&toml.log_level());
+    let cfg = toml.to_runtime()?;
+    install_signal_handlers();
+    let listen = cfg.listen;
+    let node = tern_runtime::DataNode::start(cfg).map_err(|e| anyhow::anyhow!(e))?;
+    tracing::info!(addr = %node.local_addr(), rows = node.recovered_rows, durable_epoch = node.durable_epoch, "data node listening");
+    while !node.wait_started(Duration::from_millis(50)) {
+        if stop_requested() {
+            break;
+        }
+    }
+    tracing::info!(%listen, "data node started");
+    while !stop_requested() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tracing::info!("stopping");
+    node.shutdown();
+    Ok(())
+}
+
+fn status(addr: &str, json: bool) -> Result<()> {
+    let c = tern_client::Client::connect(addr).with_context(|| format!("no data node answers at {addr}"))?;
+    let s = c.status()?;
+    if json {
+        let v = serde_json::json!({
+            "nodes": [{
+                "node_id": s.node_id,
+                "role": "datanode",
+                "address": addr,
+                "state": s.state,
+                "memory_used": s.memory_used,
+                "memory_total": s.memory_total,
+                "partitions": s.partitions,
+                "rows": s.rows,
+                "ldm_workers": s.ldm_workers,
+                "current_epoch": s.current_epoch,
+                "durable_epoch": s.durable_epoch,
+                "catalog_version": s.catalog_version,
+            }],
+            "last_durable_epoch": s.durable_epoch,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("node  role      address              state    memory used / total        partitions  rows        durable epoch");
+        println!(
+            "{:<5} {:<9} {:<20} {:<8} {:>10} / {:<14} {:<11} {:<11} {}",
+            s.node_id,
+            "datanode",
+            addr,
+            s.state,
+            human(s.memory_used),
+            human(s.memory_total),
+            s.partitions,
+            s.rows,
+            s.durable_epoch
+        );
+    }
+    Ok(())
+}
+
+fn human(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+fn bench(suite: BenchSuite) -> Result<()> {
+    match suite {
+        BenchSuite::Native { addr, threads, batch, rows, seconds, phases, json, memory } => {
+            if threads.is_empty() || batch.is_empty() {
+                bail!("--threads and --batch need at least one value");
+            }
+            if !json {
+                tern_bench::print_header();
+            }
+            if memory {
+                memory_report(&addr, rows, json)?;
+            }
+            for &t in &threads {
+                for &b in &batch {
+                    let o = tern_bench::NativeOptions { addr: addr.clone(), threads: t, batch: b, rows, read_seconds: seconds, phases: phases.clone() };
+                    for r in tern_bench::run_native(&o).map_err(|e| anyhow::anyhow!(e))? {
+                        if json {
+                            println!("{}", r.json());
+                        } else {
+                            tern_bench::print_row(&r);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Loads `rows` rows into an empty flex table and reports the data node's memory per row: the
+/// growth of its resident set (what the OS says the rows cost, indexes and slack included) and
+/// the growth of accounted data memory.
+fn memory_report(addr: &str, rows: u64, json: bool) -> Result<()> {
+    let c = tern_client::Client::connect(addr)?;
+    let t = tern_bench::ensure_flex(&c).map_err(|e| anyhow::anyhow!(e))?;
+    let s0 = c.status()?;
+    if s0.rows > 0 {
+        bail!("--memory needs an empty data node (found {} rows); start one with a fresh --data-dir", s0.rows);
+    }
+    let rss0 = tern_bench::process_rss_bytes(s0.pid).context("cannot read the data node's memory (is it on this machine?)")?;
+    let o = tern_bench::NativeOptions { addr: addr.into(), threads: 2, batch: 256, rows, read_seconds: 0.0, phases: vec!["insert".into()] };
+    tern_bench::run_native(&o).map_err(|e| anyhow::anyhow!(e))?;
+    std::thread::sleep(Duration::from_millis(300));
+    let s1 = c.status()?;
+    let rss1 = tern_bench::process_rss_bytes(s1.pid).unwrap_or(rss0);
+    let n = s1.rows.max(1) as f64;
+    let rss_per_row = (rss1.saturating_sub(rss0)) as f64 / n;
+    let acc_per_row = (s1.memory_used - s0.memory_used) as f64 / n;
+    let _ = t;
+    if json {
+        println!("{{\"benchmark\":\"native-memory\",\"rows\":{},\"rss_bytes_per_row\":{rss_per_row:.1},\"accounted_bytes_per_row\":{acc_per_row:.1}}}", s1.rows);
+    } else {
+        println!("memory | {} rows | RSS growth {rss_per_row:.1} bytes/row | accounted {acc_per_row:.1} bytes/row", s1.rows);
+    }
+    Ok(())
+}

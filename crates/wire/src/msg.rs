@@ -180,6 +180,8 @@ pub struct StatusInfo {
     pub durable_epoch: u64,
     pub current_epoch: u64,
     pub catalog_version: u64,
+    /// Process id of the data node (0 when unknown).
+    pub pid: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -585,6 +587,7 @@ impl Reply {
                 e.u64(s.durable_epoch);
                 e.u64(s.current_epoch);
                 e.u64(s.catalog_version);
+                e.u32(s.pid);
             }
             Reply::Error(err) => {
                 e.u8(8);
@@ -643,6 +646,7 @@ impl Reply {
                 durable_epoch: d.u64()?,
                 current_epoch: d.u64()?,
                 catalog_version: d.u64()?,
+                pid: d.u32()?,
             }),
             8 => Reply::Error(dec_err(&mut d)?),
             _ => return Err(DecodeError("unknown reply kind")),

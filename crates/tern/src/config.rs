@@ -1,0 +1,171 @@
+//! The data node's TOML configuration, with automatic defaults: data memory from the machine's
+//! RAM, ldm worker threads from its cores. An unknown key is an error that names it.
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use tern_kernel::NodeConfig;
+use tern_runtime::DataNodeConfig;
+
+pub const DATANODE_PORT_DEFAULT: u16 = 11860;
+
+/// A size: bytes as an integer, or text like "512M", "2G".
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+impl Size {
+    pub fn bytes(&self) -> Result<u64> {
+        match self {
+            Size::Bytes(b) => Ok(*b),
+            Size::Text(t) => parse_size(t),
+        }
+    }
+}
+
+pub fn parse_size(t: &str) -> Result<u64> {
+    let t = t.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    let n: u64 = num.trim().parse().with_context(|| format!("'{t}' is not a size (use bytes, or a number with K, M, G or T)"))?;
+    n.checked_mul(mult).with_context(|| format!("size '{t}' is too large"))
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DatanodeToml {
+    pub node_id: Option<u16>,
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<String>,
+    /// "auto" or a number.
+    pub ldm_workers: Option<toml::Value>,
+    /// "auto", bytes, or "2G".
+    pub data_memory: Option<Size>,
+    pub epoch_interval_ms: Option<u64>,
+    pub lock_wait_timeout_ms: Option<u64>,
+    pub transaction_inactive_timeout_ms: Option<u64>,
+    pub checkpoint_redo_mb: Option<u64>,
+    pub redo_segment_mb: Option<u64>,
+    pub spin_max_us: Option<u64>,
+    pub log_level: Option<String>,
+}
+
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// Total RAM in bytes, from /proc/meminfo (falls back to 4 GiB).
+pub fn total_ram() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|kb| kb.parse::<u64>().ok()))
+        .map(|kb| kb * 1024)
+        .unwrap_or(4 << 30)
+}
+
+/// Automatic data memory: a quarter of RAM, at least 256 MiB.
+pub fn auto_data_memory() -> u64 {
+    (total_ram() / 4).max(256 << 20)
+}
+
+/// Automatic ldm workers: one per core, 1..=16 (as RonDB's automatic thread config scales LDM
+/// threads with the CPUs it has).
+pub fn auto_ldm_workers() -> u16 {
+    cores().clamp(1, 16) as u16
+}
+
+impl DatanodeToml {
+    pub fn load(path: &Path) -> Result<DatanodeToml> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
+        DatanodeToml::parse(&text).with_context(|| format!("config file {}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> Result<DatanodeToml> {
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("{}", e.message()))
+    }
+
+    pub fn log_level(&self) -> String {
+        self.log_level.clone().unwrap_or_else(|| "info".into())
+    }
+
+    pub fn to_runtime(&self) -> Result<DataNodeConfig> {
+        let node_id = self.node_id.unwrap_or(1);
+        if node_id == 0 {
+            bail!("node_id must be 1 or more");
+        }
+        let ldm = match &self.ldm_workers {
+            None => auto_ldm_workers(),
+            Some(toml::Value::String(s)) if s == "auto" => auto_ldm_workers(),
+            Some(toml::Value::Integer(n)) if (1..=64).contains(n) => *n as u16,
+            Some(v) => bail!("ldm_workers must be \"auto\" or a number 1..=64, not {v}"),
+        };
+        let data_memory = match &self.data_memory {
+            None => auto_data_memory(),
+            Some(Size::Text(t)) if t == "auto" => auto_data_memory(),
+            Some(s) => s.bytes().context("data_memory")?,
+        };
+        if data_memory < (1 << 20) {
+            bail!("data_memory must be at least 1M");
+        }
+        let mut node = NodeConfig::new(node_id, ldm, data_memory);
+        if let Some(v) = self.epoch_interval_ms {
+            if !(1..=10_000).contains(&v) {
+                bail!("epoch_interval_ms must be 1..=10000");
+            }
+            node.dist.epoch_interval_ms = v;
+        }
+        if let Some(v) = self.lock_wait_timeout_ms {
+            node.ldm.lock_wait_timeout_ms = v.max(1);
+        }
+        if let Some(v) = self.transaction_inactive_timeout_ms {
+            node.tc.inactive_timeout_ms = v.max(1);
+        }
+        if let Some(v) = self.checkpoint_redo_mb {
+            node.ldm.checkpoint_redo_bytes = v.max(1) << 20;
+        }
+        let listen_text = self.listen.clone().unwrap_or_else(|| format!("127.0.0.1:{DATANODE_PORT_DEFAULT}"));
+        let listen: SocketAddr = listen_text.parse().with_context(|| format!("listen = '{listen_text}' is not an address like 127.0.0.1:11860"))?;
+        Ok(DataNodeConfig {
+            node,
+            data_dir: self.data_dir.clone().unwrap_or_else(|| PathBuf::from("./tern-data/node-1")),
+            listen,
+            spin_max_us: self.spin_max_us.unwrap_or(50),
+            redo_segment_bytes: self.redo_segment_mb.unwrap_or(64).max(1) << 20,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = DatanodeToml::parse("node_id = 1\ndata_memroy = \"1G\"\n").unwrap_err().to_string();
+        assert!(e.contains("data_memroy"), "{e}");
+    }
+
+    #[test]
+    fn sizes_and_defaults() {
+        let c = DatanodeToml::parse("data_memory = \"512M\"\nldm_workers = 3\nlisten = \"127.0.0.1:7000\"\n").unwrap();
+        let r = c.to_runtime().unwrap();
+        assert_eq!(r.node.data_memory_bytes, 512 << 20);
+        assert_eq!(r.node.ldm_count, 3);
+        assert_eq!(r.listen.port(), 7000);
+        let d = DatanodeToml::default().to_runtime().unwrap();
+        assert!(d.node.data_memory_bytes >= 256 << 20);
+        assert!(d.node.ldm_count >= 1);
+        assert!(DatanodeToml::parse("ldm_workers = \"many\"").unwrap().to_runtime().is_err());
+        assert!(parse_size("12X").is_err());
+        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
+    }
+}
