@@ -35,7 +35,14 @@ impl BenchRow {
         let cpu = self.server_cpu_pct.map(|c| format!("{c:.0}")).unwrap_or_else(|| "null".into());
         format!(
             "{{\"benchmark\":\"{}\",\"throughput\":{:.0},\"p50_us\":{},\"p99_us\":{},\"batch\":{},\"threads\":{},\"server_cpu_pct\":{},\"client_cpu_pct\":{:.0}}}",
-            self.benchmark, self.throughput, self.p50_us, self.p99_us, self.batch, self.threads, cpu, self.client_cpu_pct
+            self.benchmark,
+            self.throughput,
+            self.p50_us,
+            self.p99_us,
+            self.batch,
+            self.threads,
+            cpu,
+            self.client_cpu_pct
         )
     }
 }
@@ -50,14 +57,23 @@ pub fn print_row(r: &BenchRow) {
         Some(c) => format!("{c:.0}% (client {:.0}%)", r.client_cpu_pct),
         None => format!("client {:.0}%", r.client_cpu_pct),
     };
-    println!("{} | {}/s | {} us | {} us | {} | {} | {}", r.benchmark, group(r.throughput as u64), r.p50_us, r.p99_us, r.batch, r.threads, cpu);
+    println!(
+        "{} | {}/s | {} us | {} us | {} | {} | {}",
+        r.benchmark,
+        group(r.throughput as u64),
+        r.p50_us,
+        r.p99_us,
+        r.batch,
+        r.threads,
+        cpu
+    );
 }
 
 fn group(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(ch);
@@ -126,7 +142,9 @@ pub fn ensure_flex(client: &Client) -> Result<TableHandle, String> {
 }
 
 fn flex_values(id: i64, salt: i64) -> Vec<Value> {
-    (0..26).map(|c| Value::Int(if c == 0 { id } else { id.wrapping_mul(31).wrapping_add(c + salt) as i32 as i64 })).collect()
+    (0..26)
+        .map(|c| Value::Int(if c == 0 { id } else { id.wrapping_mul(31).wrapping_add(c + salt) as i32 as i64 }))
+        .collect()
 }
 
 /// Runs the native suite; returns one row per phase.
@@ -146,7 +164,8 @@ fn run_phase(o: &NativeOptions, table: &TableHandle, phase: &str, server_pid: u3
     let threads = o.threads.max(1);
     let batch = o.batch.max(1);
     let per_thread = o.rows / threads as u64;
-    let clients: Vec<Client> = (0..threads).map(|_| Client::connect(&o.addr).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    let clients: Vec<Client> =
+        (0..threads).map(|_| Client::connect(&o.addr).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
     let server_cpu0 = process_cpu_secs(server_pid);
     let client_cpu0 = process_cpu_secs(std::process::id()).unwrap_or(0.0);
     let start = Instant::now();
@@ -193,7 +212,16 @@ fn run_phase(o: &NativeOptions, table: &TableHandle, phase: &str, server_pid: u3
 }
 
 #[allow(clippy::too_many_arguments)]
-fn worker(client: &Client, t: &TableHandle, phase: &str, lo: u64, hi: u64, batch: usize, read_for: Duration, seed: u64) -> Result<(u64, Histogram<u64>), String> {
+fn worker(
+    client: &Client,
+    t: &TableHandle,
+    phase: &str,
+    lo: u64,
+    hi: u64,
+    batch: usize,
+    read_for: Duration,
+    seed: u64,
+) -> Result<(u64, Histogram<u64>), String> {
     let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
     let b = client.blocking();
     let mut done = 0u64;
@@ -213,7 +241,10 @@ fn worker(client: &Client, t: &TableHandle, phase: &str, lo: u64, hi: u64, batch
             let until = Instant::now() + read_for;
             let span = (hi - lo).max(1);
             while Instant::now() < until {
-                let ops = (0..batch).map(|_| t.read(&[Value::Int((lo + rng.below(span)) as i64)])).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+                let ops = (0..batch)
+                    .map(|_| t.read(&[Value::Int((lo + rng.below(span)) as i64)]))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| e.to_string())?;
                 done += run_batch(ops, true)?;
             }
         }
@@ -233,7 +264,9 @@ fn worker(client: &Client, t: &TableHandle, phase: &str, lo: u64, hi: u64, batch
                 k = end;
             }
         }
-        other => return Err(format!("unknown phase '{other}' (use insert, read, update, delete)")),
+        other => {
+            return Err(format!("unknown phase '{other}' (use insert, read, update, delete)"));
+        }
     }
     Ok((done, hist))
 }

@@ -130,7 +130,8 @@ impl Conn {
     /// Connects over TCP (TCP_NODELAY on) and starts the reader thread.
     pub fn tcp(addr: &str, timeout: Duration) -> Result<Arc<Conn>, TernError> {
         use std::net::ToSocketAddrs;
-        let addrs: Vec<_> = addr.to_socket_addrs().map_err(|e| conn_error(format!("cannot resolve {addr}: {e}")))?.collect();
+        let addrs: Vec<_> =
+            addr.to_socket_addrs().map_err(|e| conn_error(format!("cannot resolve {addr}: {e}")))?.collect();
         let mut last = None;
         let mut stream = None;
         for a in addrs {
@@ -143,7 +144,10 @@ impl Conn {
             }
         }
         let stream = stream.ok_or_else(|| {
-            conn_error(format!("cannot connect to data node at {addr}: {}", last.map(|e| e.to_string()).unwrap_or_default()))
+            conn_error(format!(
+                "cannot connect to data node at {addr}: {}",
+                last.map(|e| e.to_string()).unwrap_or_default()
+            ))
         })?;
         stream.set_nodelay(true).map_err(|e| conn_error(e.to_string()))?;
         let reader = stream.try_clone().map_err(|e| conn_error(e.to_string()))?;

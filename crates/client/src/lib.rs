@@ -30,7 +30,9 @@ use tern_types::row::{decode_values, encode_index_value};
 pub use tern_types::schema::{Catalog, Column, ColumnType, Index, Table};
 use tern_types::value::coerce;
 pub use tern_types::{ErrorCode, TernError, Value};
-pub use tern_wire::{AbortOption, Bound, ColumnUpdate, DdlReq, Exec, KeyOp, OpKind, OpResult, Outcome, StatusInfo, UpdateExpr};
+pub use tern_wire::{
+    AbortOption, Bound, ColumnUpdate, DdlReq, Exec, KeyOp, OpKind, OpResult, Outcome, StatusInfo, UpdateExpr,
+};
 use tern_wire::{Reply, Request, ScanReq, TxnReq};
 
 pub type Result<T> = std::result::Result<T, TernError>;
@@ -91,7 +93,9 @@ impl Client {
     }
 
     /// Connects through an in-process transport (see `tern_wire::LocalTransport`).
-    pub fn connect_local(make: impl FnOnce(tern_wire::ReplySink) -> Box<dyn tern_wire::LocalTransport>) -> Result<Client> {
+    pub fn connect_local(
+        make: impl FnOnce(tern_wire::ReplySink) -> Box<dyn tern_wire::LocalTransport>,
+    ) -> Result<Client> {
         Client::init(Conn::local(make), ClientOptions::default())
     }
 
@@ -180,7 +184,13 @@ impl Client {
 
     /// Starts a transaction (nothing is sent until the first `execute`).
     pub fn begin(&self) -> Transaction {
-        Transaction { client: self.clone(), id: self.inner.next_txn.fetch_add(1, Ordering::Relaxed), durable: false, finished: false, started: false }
+        Transaction {
+            client: self.clone(),
+            id: self.inner.next_txn.fetch_add(1, Ordering::Relaxed),
+            durable: false,
+            finished: false,
+            started: false,
+        }
     }
 
     /// Runs `f` in a fresh transaction, retrying the whole of it on temporary errors with
@@ -206,7 +216,12 @@ impl Client {
 
     /// Starts a scan; read it with `Scanner::next_batch`.
     pub fn scan(&self, spec: ScanSpec) -> Scanner {
-        Scanner { client: self.clone(), id: self.inner.next_scan.fetch_add(1, Ordering::Relaxed), spec: Some(spec), done: false }
+        Scanner {
+            client: self.clone(),
+            id: self.inner.next_scan.fetch_add(1, Ordering::Relaxed),
+            spec: Some(spec),
+            done: false,
+        }
     }
 
     /// A blocking view of this client.
@@ -233,10 +248,9 @@ impl TableHandle {
     }
 
     pub fn column(&self, name: &str) -> Result<u16> {
-        self.table
-            .column_index(name)
-            .map(|c| c as u16)
-            .ok_or_else(|| TernError::new(ErrorCode::NoSuchColumn, format!("Unknown column '{name}' in '{}'", self.table.name)))
+        self.table.column_index(name).map(|c| c as u16).ok_or_else(|| {
+            TernError::new(ErrorCode::NoSuchColumn, format!("Unknown column '{name}' in '{}'", self.table.name))
+        })
     }
 
     /// Encodes a primary key from values in key order, coercing them to the key types.
@@ -244,7 +258,11 @@ impl TableHandle {
         if values.len() != self.table.primary_key.len() {
             return Err(TernError::new(
                 ErrorCode::InvalidRequest,
-                format!("Wrong number of primary-key columns. Expecting: {} Got: {}", self.table.primary_key.len(), values.len()),
+                format!(
+                    "Wrong number of primary-key columns. Expecting: {} Got: {}",
+                    self.table.primary_key.len(),
+                    values.len()
+                ),
             ));
         }
         let mut vals = Vec::with_capacity(values.len());
@@ -262,7 +280,12 @@ impl TableHandle {
         if values.len() != self.table.columns.len() {
             return Err(TernError::new(
                 ErrorCode::InvalidRequest,
-                format!("table {} has {} columns, got {} values", self.table.name, self.table.columns.len(), values.len()),
+                format!(
+                    "table {} has {} columns, got {} values",
+                    self.table.name,
+                    self.table.columns.len(),
+                    values.len()
+                ),
             ));
         }
         let mut vals = Vec::with_capacity(values.len());
@@ -333,7 +356,9 @@ impl TableHandle {
 
     /// Decodes a whole stored row (a read without projection).
     pub fn decode_row(&self, bytes: &[u8]) -> Result<Vec<Value>> {
-        self.layout.check_row(bytes).map_err(|e| TernError::new(ErrorCode::Internal, format!("bad row from the data node: {e}")))?;
+        self.layout
+            .check_row(bytes)
+            .map_err(|e| TernError::new(ErrorCode::Internal, format!("bad row from the data node: {e}")))?;
         self.layout.decode_row(bytes)
     }
 
@@ -355,10 +380,9 @@ impl TableHandle {
     }
 
     pub fn index(&self, name: &str) -> Result<Index> {
-        self.table
-            .index_by_name(name)
-            .cloned()
-            .ok_or_else(|| TernError::new(ErrorCode::NoSuchIndex, format!("Key '{name}' doesn't exist in table '{}'", self.table.name)))
+        self.table.index_by_name(name).cloned().ok_or_else(|| {
+            TernError::new(ErrorCode::NoSuchIndex, format!("Key '{name}' doesn't exist in table '{}'", self.table.name))
+        })
     }
 }
 
@@ -429,7 +453,13 @@ impl Drop for Transaction {
     fn drop(&mut self) {
         if self.started && !self.finished {
             // Roll back an abandoned open transaction so its locks go at once.
-            let req = Request::Txn(TxnReq { txn: self.id, ops: Vec::new(), exec: Exec::Rollback, abort: AbortOption::AbortOnError, durable: false });
+            let req = Request::Txn(TxnReq {
+                txn: self.id,
+                ops: Vec::new(),
+                exec: Exec::Rollback,
+                abort: AbortOption::AbortOnError,
+                durable: false,
+            });
             let _ = self.client.inner.conn.send(&req);
         }
     }

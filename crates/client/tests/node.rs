@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant};
 use tern_client::{
-    AbortOption, Client, ColumnType, ColumnUpdate, DdlReq, ErrorCode, Exec, Index, OpResult, ScanSpec, Table, TableHandle, UpdateExpr, Value,
-    block_on,
+    AbortOption, Client, ColumnType, ColumnUpdate, DdlReq, ErrorCode, Exec, Index, OpResult, ScanSpec, Table,
+    TableHandle, UpdateExpr, Value, block_on,
 };
 use tern_kernel::NodeConfig;
 use tern_runtime::{DataNode, DataNodeConfig};
@@ -13,7 +13,13 @@ use tern_types::schema::Column;
 fn config(dir: &std::path::Path, data_memory: u64) -> DataNodeConfig {
     let mut node = NodeConfig::new(1, 2, data_memory);
     node.dist.epoch_interval_ms = 20;
-    DataNodeConfig { node, data_dir: dir.to_path_buf(), listen: "127.0.0.1:0".parse().unwrap(), spin_max_us: 20, redo_segment_bytes: 1 << 20 }
+    DataNodeConfig {
+        node,
+        data_dir: dir.to_path_buf(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        spin_max_us: 20,
+        redo_segment_bytes: 1 << 20,
+    }
 }
 
 fn start(dir: &std::path::Path, data_memory: u64) -> DataNode {
@@ -67,7 +73,10 @@ fn crud_scan_and_restart() {
     let c = Client::connect(&node.local_addr().to_string()).unwrap();
     let t = setup(&c, "kv");
     // Errors are per operation and clear.
-    assert_eq!(c.ddl(DdlReq::CreateTable { table: kv_table("kv"), if_not_exists: false }).unwrap_err().code, ErrorCode::TableExists);
+    assert_eq!(
+        c.ddl(DdlReq::CreateTable { table: kv_table("kv"), if_not_exists: false }).unwrap_err().code,
+        ErrorCode::TableExists
+    );
     let ops: Vec<_> = (0..100).map(|i| t.insert(&row(i, i * 10)).unwrap()).collect();
     c.blocking().execute(ops).unwrap();
     assert_eq!(read_v(&c, &t, 7), Some(70));
@@ -77,13 +86,22 @@ fn crud_scan_and_restart() {
     assert_eq!(e.code, ErrorCode::DuplicateKey);
     assert_eq!(e.code.mysql_errno(), 1062);
     // Interpreted update inside the data node.
-    c.blocking().execute(vec![t.update(&[Value::Int(7)], vec![ColumnUpdate { col: 1, expr: UpdateExpr::Add(Value::Int(5)) }]).unwrap()]).unwrap();
+    c.blocking()
+        .execute(vec![
+            t.update(&[Value::Int(7)], vec![ColumnUpdate { col: 1, expr: UpdateExpr::Add(Value::Int(5)) }]).unwrap(),
+        ])
+        .unwrap();
     assert_eq!(read_v(&c, &t, 7), Some(75));
     // Update of a missing row: NotFound aborts under AbortOnError; IgnoreError reports it per op.
     let e = c.blocking().execute(vec![t.delete(&[Value::Int(555)]).unwrap()]).unwrap_err();
     assert_eq!(e.code, ErrorCode::NotFound);
     let mut txn = c.begin();
-    let r = block_on(txn.execute_with(vec![t.delete(&[Value::Int(555)]).unwrap(), t.delete(&[Value::Int(99)]).unwrap()], Exec::Commit, AbortOption::IgnoreError)).unwrap();
+    let r = block_on(txn.execute_with(
+        vec![t.delete(&[Value::Int(555)]).unwrap(), t.delete(&[Value::Int(99)]).unwrap()],
+        Exec::Commit,
+        AbortOption::IgnoreError,
+    ))
+    .unwrap();
     assert_eq!(r[0], OpResult::NotFound);
     assert_eq!(r[1], OpResult::Done);
     assert_eq!(read_v(&c, &t, 99), None);
@@ -107,10 +125,22 @@ fn crud_scan_and_restart() {
     spec.hi = Some(t.index_bound(&idx, &[Value::Int(200)], false).unwrap());
     spec.ordered = true;
     spec.batch_rows = 4;
-    let got: Vec<i64> = c.blocking().scan_all(spec.clone()).unwrap().iter().map(|b| t.decode_row(b).unwrap()[1].as_i128().unwrap() as i64).collect();
+    let got: Vec<i64> = c
+        .blocking()
+        .scan_all(spec.clone())
+        .unwrap()
+        .iter()
+        .map(|b| t.decode_row(b).unwrap()[1].as_i128().unwrap() as i64)
+        .collect();
     assert_eq!(got, (10..20).map(|i| i * 10).collect::<Vec<_>>());
     spec.descending = true;
-    let got: Vec<i64> = c.blocking().scan_all(spec).unwrap().iter().map(|b| t.decode_row(b).unwrap()[1].as_i128().unwrap() as i64).collect();
+    let got: Vec<i64> = c
+        .blocking()
+        .scan_all(spec)
+        .unwrap()
+        .iter()
+        .map(|b| t.decode_row(b).unwrap()[1].as_i128().unwrap() as i64)
+        .collect();
     assert_eq!(got, (10..20).rev().map(|i| i * 10).collect::<Vec<_>>());
     // A durable commit survives a restart.
     let mut txn = c.begin().durable(true);
@@ -137,7 +167,11 @@ fn multi_partition_atomicity_and_rollback() {
     let t = setup(&c, "acct");
     c.blocking().execute((0..20).map(|i| t.insert(&row(i, 100)).unwrap()).collect()).unwrap();
     // A transaction over many partitions that fails at its last op changes nothing.
-    let mut ops: Vec<_> = (0..20).map(|i| t.update(&[Value::Int(i)], vec![ColumnUpdate { col: 1, expr: UpdateExpr::Set(Value::Int(0)) }]).unwrap()).collect();
+    let mut ops: Vec<_> = (0..20)
+        .map(|i| {
+            t.update(&[Value::Int(i)], vec![ColumnUpdate { col: 1, expr: UpdateExpr::Set(Value::Int(0)) }]).unwrap()
+        })
+        .collect();
     ops.push(t.insert(&row(3, 1)).unwrap());
     assert_eq!(c.blocking().execute(ops).unwrap_err().code, ErrorCode::DuplicateKey);
     for i in 0..20 {

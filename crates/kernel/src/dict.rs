@@ -55,7 +55,17 @@ fn error_reply(code: ErrorCode, msg: impl Into<String>) -> Reply {
 impl Dict {
     pub fn new(addr: Addr, ldms: Vec<Addr>, tcs: Vec<Addr>, catalog: Arc<Catalog>) -> Dict {
         let default_partitions = ldms.len() as u32;
-        Dict { addr, ldms, tcs, default_partitions, catalog, job: None, queue: VecDeque::new(), auto_next: HashMap::new(), next_token: 0 }
+        Dict {
+            addr,
+            ldms,
+            tcs,
+            default_partitions,
+            catalog,
+            job: None,
+            queue: VecDeque::new(),
+            auto_next: HashMap::new(),
+            next_token: 0,
+        }
     }
 
     pub fn catalog(&self) -> &Arc<Catalog> {
@@ -67,7 +77,9 @@ impl Dict {
             Signal::Ddl { .. } | Signal::AutoInc { .. } => {
                 if self.job.is_some() {
                     if self.queue.len() >= DDL_QUEUE_MAX {
-                        if let Signal::Ddl { client, req_id, reply_to, .. } | Signal::AutoInc { client, req_id, reply_to, .. } = sig {
+                        if let Signal::Ddl { client, req_id, reply_to, .. }
+                        | Signal::AutoInc { client, req_id, reply_to, .. } = sig
+                        {
                             let reply = error_reply(ErrorCode::Overloaded, "too many schema requests queued");
                             out.send(reply_to, Signal::DdlReply { client, req_id, reply });
                         }
@@ -160,7 +172,9 @@ impl Dict {
             panic!("dict: writing the catalog failed: {e}");
         }
         let Some(job) = self.job.as_mut() else { return };
-        let Stage::Write { catalog, token: t, broadcast } = &job.stage else { return };
+        let Stage::Write { catalog, token: t, broadcast } = &job.stage else {
+            return;
+        };
         if *t != token {
             return;
         }
@@ -199,7 +213,9 @@ impl Dict {
 
     fn index_built(&mut self, index: IndexId, result: Result<(), TernError>, out: &mut Out) {
         let Some(job) = self.job.as_mut() else { return };
-        let Stage::BuildIndex { catalog, index: want, waiting, failure } = &mut job.stage else { return };
+        let Stage::BuildIndex { catalog, index: want, waiting, failure } = &mut job.stage else {
+            return;
+        };
         if *want != index {
             return;
         }
@@ -243,7 +259,10 @@ impl Dict {
                     if if_not_exists {
                         return Ok(None);
                     }
-                    return Err(TernError::new(ErrorCode::DatabaseExists, format!("Can't create database '{name}'; database exists")));
+                    return Err(TernError::new(
+                        ErrorCode::DatabaseExists,
+                        format!("Can't create database '{name}'; database exists"),
+                    ));
                 }
                 c.databases.insert(name.clone(), Database { name });
             }
@@ -252,7 +271,10 @@ impl Dict {
                     if if_exists {
                         return Ok(None);
                     }
-                    return Err(TernError::new(ErrorCode::NoSuchDatabase, format!("Can't drop database '{name}'; database doesn't exist")));
+                    return Err(TernError::new(
+                        ErrorCode::NoSuchDatabase,
+                        format!("Can't drop database '{name}'; database doesn't exist"),
+                    ));
                 }
                 c.tables.retain(|_, t| t.database != name);
                 let live: Vec<TableId> = c.tables.keys().copied().collect();
@@ -260,13 +282,19 @@ impl Dict {
             }
             DdlReq::CreateTable { mut table, if_not_exists } => {
                 if !c.databases.contains_key(&table.database) {
-                    return Err(TernError::new(ErrorCode::NoSuchDatabase, format!("Unknown database '{}'", table.database)));
+                    return Err(TernError::new(
+                        ErrorCode::NoSuchDatabase,
+                        format!("Unknown database '{}'", table.database),
+                    ));
                 }
                 if c.find_table(&table.database, &table.name).is_some() {
                     if if_not_exists {
                         return Ok(None);
                     }
-                    return Err(TernError::new(ErrorCode::TableExists, format!("Table '{}' already exists", table.name)));
+                    return Err(TernError::new(
+                        ErrorCode::TableExists,
+                        format!("Table '{}' already exists", table.name),
+                    ));
                 }
                 table.id = c.next_table_id;
                 c.next_table_id += 1;
@@ -274,7 +302,10 @@ impl Dict {
                     table.partition_count = self.default_partitions;
                 }
                 if table.partition_count > PARTITIONS_MAX {
-                    return Err(TernError::new(ErrorCode::InvalidSchema, format!("at most {PARTITIONS_MAX} partitions")));
+                    return Err(TernError::new(
+                        ErrorCode::InvalidSchema,
+                        format!("at most {PARTITIONS_MAX} partitions"),
+                    ));
                 }
                 for idx in &mut table.indexes {
                     idx.id = c.next_index_id;
@@ -310,7 +341,10 @@ impl Dict {
                 let before = t.indexes.len();
                 t.indexes.retain(|i| !i.name.eq_ignore_ascii_case(&name));
                 if t.indexes.len() == before {
-                    return Err(TernError::new(ErrorCode::NoSuchIndex, format!("Can't DROP '{name}'; check that column/key exists")));
+                    return Err(TernError::new(
+                        ErrorCode::NoSuchIndex,
+                        format!("Can't DROP '{name}'; check that column/key exists"),
+                    ));
                 }
             }
         }

@@ -66,7 +66,14 @@ pub struct Dist {
 }
 
 impl Dist {
-    pub fn new(addr: Addr, cfg: DistConfig, tcs: Vec<Addr>, ldms: Vec<Addr>, durable_epoch: u64, stale_files: Vec<String>) -> Dist {
+    pub fn new(
+        addr: Addr,
+        cfg: DistConfig,
+        tcs: Vec<Addr>,
+        ldms: Vec<Addr>,
+        durable_epoch: u64,
+        stale_files: Vec<String>,
+    ) -> Dist {
         let n = ldms.len();
         Dist {
             addr,

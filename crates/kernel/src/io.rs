@@ -123,7 +123,14 @@ impl<S: Storage> IoExecutor<S> {
         let segments = list_segments(&self.storage, ldm)?;
         self.redo.insert(
             ldm,
-            RedoWriter { ldm, segments, current: None, next_lsn: start_lsn, unsynced: Vec::new(), segment_bytes: self.segment_bytes },
+            RedoWriter {
+                ldm,
+                segments,
+                current: None,
+                next_lsn: start_lsn,
+                unsynced: Vec::new(),
+                segment_bytes: self.segment_bytes,
+            },
         );
         Ok(())
     }
@@ -194,14 +201,22 @@ pub fn read_redo(
     if from_lsn >= synced_lsn {
         return Ok(0);
     }
-    let segments = list_segments(storage, ldm).map_err(|e| RedoCorruption { file: format!("ldm-{ldm}"), offset: 0, reason: e.to_string() })?;
+    let segments = list_segments(storage, ldm).map_err(|e| RedoCorruption {
+        file: format!("ldm-{ldm}"),
+        offset: 0,
+        reason: e.to_string(),
+    })?;
     let starts: Vec<u64> = segments.keys().copied().collect();
     let mut lsn = from_lsn;
     let mut records = 0u64;
     while lsn < synced_lsn {
         // The segment holding `lsn`: the last one starting at or before it.
         let Some(&start) = starts.iter().rev().find(|&&s| s <= lsn) else {
-            return Err(RedoCorruption { file: segment_name(ldm, lsn), offset: 0, reason: format!("no redo segment holds LSN {lsn}") });
+            return Err(RedoCorruption {
+                file: segment_name(ldm, lsn),
+                offset: 0,
+                reason: format!("no redo segment holds LSN {lsn}"),
+            });
         };
         let name = &segments[&start];
         let bytes = storage
@@ -218,7 +233,11 @@ pub fn read_redo(
                         // A record straddling the durable end was written after the sync.
                         return Ok(records);
                     }
-                    f(lsn, payload).map_err(|reason| RedoCorruption { file: name.clone(), offset: off as u64, reason })?;
+                    f(lsn, payload).map_err(|reason| RedoCorruption {
+                        file: name.clone(),
+                        offset: off as u64,
+                        reason,
+                    })?;
                     records += 1;
                     lsn += len as u64;
                 }

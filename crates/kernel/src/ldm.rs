@@ -44,7 +44,12 @@ pub struct LdmConfig {
 
 impl Default for LdmConfig {
     fn default() -> Self {
-        LdmConfig { lock_wait_timeout_ms: 1200, checkpoint_redo_bytes: 64 << 20, redo_buffer_bytes: 1 << 20, tick_ms: 50 }
+        LdmConfig {
+            lock_wait_timeout_ms: 1200,
+            checkpoint_redo_bytes: 64 << 20,
+            redo_buffer_bytes: 1 << 20,
+            tick_ms: 50,
+        }
     }
 }
 
@@ -79,9 +84,7 @@ impl LockEntry {
     fn compatible(&self, txn: TxnRef, mode: LockMode) -> bool {
         match mode {
             LockMode::Shared => self.exclusive.is_none_or(|t| t == txn),
-            LockMode::Exclusive => {
-                self.exclusive.is_none_or(|t| t == txn) && self.shared.iter().all(|&t| t == txn)
-            }
+            LockMode::Exclusive => self.exclusive.is_none_or(|t| t == txn) && self.shared.iter().all(|&t| t == txn),
         }
     }
     fn grant(&mut self, txn: TxnRef, mode: LockMode) {
@@ -251,7 +254,8 @@ impl Ldm {
                 }
             }
         }
-        let dropped: Vec<PartKey> = self.parts.keys().filter(|(t, _)| !catalog.tables.contains_key(t)).copied().collect();
+        let dropped: Vec<PartKey> =
+            self.parts.keys().filter(|(t, _)| !catalog.tables.contains_key(t)).copied().collect();
         for k in dropped {
             let p = self.parts.remove(&k).expect("listed");
             self.budget.release(p.charged());
@@ -306,7 +310,10 @@ impl Ldm {
             Signal::IoDone { token, result } => self.io_done(token, result, out),
             Signal::Schema { catalog } => {
                 self.apply_catalog(&catalog);
-                out.send(Addr::new(self.addr.node, Block::Dict), Signal::SchemaAck { from: self.addr, version: catalog.version });
+                out.send(
+                    Addr::new(self.addr.node, Block::Dict),
+                    Signal::SchemaAck { from: self.addr, version: catalog.version },
+                );
             }
             Signal::IndexBuild { table, index, catalog } => {
                 let result = self.build_index(table, index, &catalog);
@@ -326,7 +333,9 @@ impl Ldm {
 
     /// Adds an index to every partition of `table` (CREATE INDEX); undone on failure.
     fn build_index(&mut self, table: TableId, index: u32, catalog: &Catalog) -> Result<(), TernError> {
-        let Some(t) = catalog.table(table) else { return Err(TernError::new(ErrorCode::NoSuchTable, "table was dropped")) };
+        let Some(t) = catalog.table(table) else {
+            return Err(TernError::new(ErrorCode::NoSuchTable, "table was dropped"));
+        };
         let Some(def) = t.indexes.iter().find(|i| i.id == index) else {
             return Err(TernError::new(ErrorCode::NoSuchIndex, "index not in catalog"));
         };
@@ -371,7 +380,9 @@ impl Ldm {
                     };
                     ((op.table, *partition, op.key.clone()), mode)
                 }
-                PrepOp::Replica { table, partition, key, .. } => ((*table, *partition, key.clone()), Some(LockMode::Exclusive)),
+                PrepOp::Replica { table, partition, key, .. } => {
+                    ((*table, *partition, key.clone()), Some(LockMode::Exclusive))
+                }
             };
             if let Some(mode) = mode
                 && self.parts.contains_key(&(lock_key.0, lock_key.1))
@@ -408,16 +419,25 @@ impl Ldm {
             // Forward after-images of this replica's successful writes to the next replica.
             let mut replica_ops = Vec::new();
             if batch.pos == 0 {
-                let ok: HashMap<u32, bool> =
-                    batch.results.iter().map(|(i, r)| (*i, !matches!(r, OpResult::Error(_) | OpResult::NotFound))).collect();
+                let ok: HashMap<u32, bool> = batch
+                    .results
+                    .iter()
+                    .map(|(i, r)| (*i, !matches!(r, OpResult::Error(_) | OpResult::NotFound)))
+                    .collect();
                 for op in &batch.ops {
                     if let PrepOp::Exec { idx, partition, op } = op
                         && op.kind.is_write()
                         && ok.get(idx).copied().unwrap_or(false)
                     {
                         let lk = (op.table, *partition, op.key.clone());
-                        let row = self.txns.get(&batch.txn).and_then(|t| t.changes.get(&lk)).and_then(|c| c.row.clone());
-                        replica_ops.push(PrepOp::Replica { table: op.table, partition: *partition, key: op.key.clone(), row });
+                        let row =
+                            self.txns.get(&batch.txn).and_then(|t| t.changes.get(&lk)).and_then(|c| c.row.clone());
+                        replica_ops.push(PrepOp::Replica {
+                            table: op.table,
+                            partition: *partition,
+                            key: op.key.clone(),
+                            row,
+                        });
                     }
                 }
             } else {
@@ -467,7 +487,10 @@ impl Ldm {
             return err_op(ErrorCode::SchemaChanged, "table is not known at this data node (schema changed)");
         };
         if !self.parts.contains_key(&(op.table, partition)) {
-            return err_op(ErrorCode::SchemaChanged, format!("partition {partition} of table {} is not here", op.table));
+            return err_op(
+                ErrorCode::SchemaChanged,
+                format!("partition {partition} of table {} is not here", op.table),
+            );
         }
         let lk: LockKey = (op.table, partition, op.key.clone());
         match op.kind {
@@ -478,7 +501,9 @@ impl Ldm {
                         None => {
                             let p = &self.parts[&(op.table, partition)];
                             match p.lookup(&op.key) {
-                                Some(id) => return project(&layout, p.row(id), op.projection.as_deref()),
+                                Some(id) => {
+                                    return project(&layout, p.row(id), op.projection.as_deref());
+                                }
                                 None => None,
                             }
                         }
@@ -508,7 +533,9 @@ impl Ldm {
                 }
             }
             OpKind::Update => {
-                let Some(cur) = self.current_row(txn, &lk) else { return OpResult::NotFound };
+                let Some(cur) = self.current_row(txn, &lk) else {
+                    return OpResult::NotFound;
+                };
                 let row = match apply_updates(&layout, &cur, &op.updates) {
                     Ok(r) => r,
                     Err(e) => return OpResult::Error(e),
@@ -641,13 +668,17 @@ impl Ldm {
 
     /// Releases every lock of `txn` and resumes batches that were waiting for them.
     fn release_txn(&mut self, now_ms: u64, txn: TxnRef, out: &mut Out) {
-        let Some(t) = self.txns.remove(&txn) else { return };
+        let Some(t) = self.txns.remove(&txn) else {
+            return;
+        };
         for ch in t.changes.values() {
             self.budget.release(ch.reserved);
         }
         let mut resume = Vec::new();
         for key in t.locks {
-            let Some(entry) = self.locks.get_mut(&key) else { continue };
+            let Some(entry) = self.locks.get_mut(&key) else {
+                continue;
+            };
             if entry.exclusive == Some(txn) {
                 entry.exclusive = None;
             }
@@ -676,7 +707,8 @@ impl Ldm {
     }
 
     fn expire_waits(&mut self, now_ms: u64, out: &mut Out) {
-        let mut expired: Vec<TxnRef> = self.blocked.iter().filter(|(_, b)| b.deadline_ms <= now_ms).map(|(t, _)| *t).collect();
+        let mut expired: Vec<TxnRef> =
+            self.blocked.iter().filter(|(_, b)| b.deadline_ms <= now_ms).map(|(t, _)| *t).collect();
         expired.sort();
         for txn in expired {
             let b = self.blocked.remove(&txn).expect("listed");
@@ -710,7 +742,8 @@ impl Ldm {
         let reply = |rows, keys, next, error| {
             Box::new(ScanFragRows { scan: req.scan, partition: req.partition, rows, keys, next, error })
         };
-        let (Some(part), Some(layout)) = (self.parts.get(&(req.table, req.partition)), self.layouts.get(&req.table)) else {
+        let (Some(part), Some(layout)) = (self.parts.get(&(req.table, req.partition)), self.layouts.get(&req.table))
+        else {
             let e = TernError::new(ErrorCode::SchemaChanged, "scanned partition is not here (schema changed)");
             out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, Some(e))));
             return;
@@ -786,7 +819,10 @@ impl Ldm {
         self.write_redo_buffer(out);
         let max_epoch = self.max_epoch_applied;
         if !self.appended_since_sync {
-            out.send(self.dist, Signal::EpochFlushed { from: self.addr, epoch, synced_lsn: self.synced_lsn, max_epoch });
+            out.send(
+                self.dist,
+                Signal::EpochFlushed { from: self.addr, epoch, synced_lsn: self.synced_lsn, max_epoch },
+            );
             return;
         }
         let token = self.token();
@@ -834,7 +870,8 @@ impl Ldm {
         self.write_redo_buffer(out);
         let id = self.next_checkpoint_id;
         self.next_checkpoint_id += 1;
-        let header = CheckpointHeader { ldm: self.instance(), id, start_lsn: self.lsn, max_epoch: self.max_epoch_applied };
+        let header =
+            CheckpointHeader { ldm: self.instance(), id, start_lsn: self.lsn, max_epoch: self.max_epoch_applied };
         let mut w = CheckpointWriter::new(&header);
         for ((table, partition), p) in &self.parts {
             let mut rows = Vec::with_capacity(p.len() as usize);
@@ -860,7 +897,9 @@ impl Ldm {
         if self.phase != Phase::Ready {
             return;
         }
-        let usable: Vec<usize> = (0..self.checkpoints_written.len()).filter(|&i| self.checkpoints_written[i].max_epoch <= self.durable_epoch).collect();
+        let usable: Vec<usize> = (0..self.checkpoints_written.len())
+            .filter(|&i| self.checkpoints_written[i].max_epoch <= self.durable_epoch)
+            .collect();
         let Some(&newest) = usable.last() else { return };
         if !self.cleanup_allowed {
             return;
@@ -946,7 +985,8 @@ fn add_values(ty: ColumnType, cur: &Value, delta: &Value) -> TernResult<Value> {
     match ty {
         t if t.is_integer() => {
             let a = cur.as_i128().ok_or_else(overflow)?;
-            let b = delta.as_i128().ok_or_else(|| TernError::new(ErrorCode::InvalidValue, "value is not an integer"))?;
+            let b =
+                delta.as_i128().ok_or_else(|| TernError::new(ErrorCode::InvalidValue, "value is not an integer"))?;
             let (lo, hi) = t.int_range().expect("integer");
             let s = a.checked_add(b).filter(|s| (lo..=hi).contains(s)).ok_or_else(overflow)?;
             Ok(if t.is_unsigned() { Value::UInt(s as u64) } else { Value::Int(s as i64) })
@@ -957,7 +997,9 @@ fn add_values(ty: ColumnType, cur: &Value, delta: &Value) -> TernResult<Value> {
             coerce(ty, Value::Double(a + b))
         }
         ColumnType::Decimal { scale, .. } => {
-            let Value::Decimal { v: a, .. } = cur else { return Err(overflow()) };
+            let Value::Decimal { v: a, .. } = cur else {
+                return Err(overflow());
+            };
             let b = match delta {
                 Value::Decimal { v, scale: s } => rescale(*v, *s, scale),
                 other => other.as_i128().and_then(|n| rescale(n, 0, scale)),

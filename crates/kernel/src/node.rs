@@ -62,7 +62,8 @@ impl Node {
     pub fn recover(cfg: &NodeConfig, storage: &dyn Storage) -> Result<Node, String> {
         let budget = MemoryBudget::new(cfg.data_memory_bytes);
         let stats = Arc::new(NodeStats::default());
-        let Recovered { catalog, durable_epoch, partitions, ldm_disk, redo_records, rows } = recovery::recover(storage, cfg.ldm_count, &budget)?;
+        let Recovered { catalog, durable_epoch, partitions, ldm_disk, redo_records, rows } =
+            recovery::recover(storage, cfg.ldm_count, &budget)?;
         let n = cfg.ldm_count;
         let ldm_addrs: Vec<Addr> = (0..n).map(|i| Addr::new(cfg.node_id, Block::Ldm(i))).collect();
         let tc_addrs: Vec<Addr> = (0..n).map(|i| Addr::new(cfg.node_id, Block::Tc(i))).collect();
@@ -87,10 +88,25 @@ impl Node {
         // Files of ldms that no longer exist go once the node has started.
         let stale: Vec<String> = ldm_disk.iter().skip(n as usize).flat_map(|d| d.all_files.iter().cloned()).collect();
         let catalog = Arc::new(catalog);
-        let tcs = tc_addrs.iter().map(|&a| Tc::new(a, n, cfg.tc.clone(), catalog.clone(), budget.clone(), stats.clone())).collect();
+        let tcs = tc_addrs
+            .iter()
+            .map(|&a| Tc::new(a, n, cfg.tc.clone(), catalog.clone(), budget.clone(), stats.clone()))
+            .collect();
         let dict = Dict::new(Addr::new(cfg.node_id, Block::Dict), ldm_addrs.clone(), tc_addrs.clone(), catalog);
-        let dist = Dist::new(Addr::new(cfg.node_id, Block::Dist), cfg.dist.clone(), tc_addrs, ldm_addrs, durable_epoch, stale);
-        Ok(Node { tcs, ldms, dict, dist, budget, stats, redo_base, recovered_rows: rows, recovered_redo_records: redo_records, durable_epoch })
+        let dist =
+            Dist::new(Addr::new(cfg.node_id, Block::Dist), cfg.dist.clone(), tc_addrs, ldm_addrs, durable_epoch, stale);
+        Ok(Node {
+            tcs,
+            ldms,
+            dict,
+            dist,
+            budget,
+            stats,
+            redo_base,
+            recovered_rows: rows,
+            recovered_redo_records: redo_records,
+            durable_epoch,
+        })
     }
 
     /// Delivers a signal to one of this node's blocks.

@@ -46,23 +46,28 @@ fn fail(msg: String) -> String {
 /// it are reported in `ldm_disk` so the caller can remove them once the node has started).
 pub fn recover(storage: &dyn Storage, ldm_count: u16, budget: &MemoryBudget) -> Result<Recovered, String> {
     let catalog = match storage.read(CATALOG_FILE).map_err(|e| format!("reading {CATALOG_FILE}: {e}"))? {
-        Some(b) => Catalog::decode(&b).map_err(|e| fail(format!("the catalog file '{CATALOG_FILE}' is corrupt or foreign: {e}")))?,
+        Some(b) => Catalog::decode(&b)
+            .map_err(|e| fail(format!("the catalog file '{CATALOG_FILE}' is corrupt or foreign: {e}")))?,
         None => Catalog::new(),
     };
     let sysfile = match storage.read(SYSFILE_NAME).map_err(|e| format!("reading {SYSFILE_NAME}: {e}"))? {
-        Some(b) => Some(Sysfile::decode(&b).map_err(|e| format!("the system file '{SYSFILE_NAME}' is corrupt or foreign: {e}"))?),
+        Some(b) => Some(
+            Sysfile::decode(&b).map_err(|e| format!("the system file '{SYSFILE_NAME}' is corrupt or foreign: {e}"))?,
+        ),
         None => None,
     };
     let old_count = sysfile.as_ref().map(|s| s.synced_lsn.len() as u16).unwrap_or(0);
     let durable_epoch = sysfile.as_ref().map(|s| s.durable_epoch).unwrap_or(0);
-    let layouts: BTreeMap<TableId, Arc<RowLayout>> = catalog.tables.values().map(|t| (t.id, Arc::new(RowLayout::new(t)))).collect();
+    let layouts: BTreeMap<TableId, Arc<RowLayout>> =
+        catalog.tables.values().map(|t| (t.id, Arc::new(RowLayout::new(t)))).collect();
     let mut parts: BTreeMap<(TableId, u32), Partition> = BTreeMap::new();
     let mut redo_records = 0;
     let span = old_count.max(ldm_count).max(64);
     let mut ldm_disk = Vec::new();
     for i in 0..span {
         let files = storage.list(&format!("ldm-{i}")).map_err(|e| format!("listing ldm-{i}: {e}"))?;
-        let mut checkpoints: Vec<(u64, String)> = files.iter().filter_map(|f| checkpoint::parse_file_name(f).map(|id| (id, f.clone()))).collect();
+        let mut checkpoints: Vec<(u64, String)> =
+            files.iter().filter_map(|f| checkpoint::parse_file_name(f).map(|id| (id, f.clone()))).collect();
         checkpoints.sort();
         let disk = LdmDisk {
             next_checkpoint_id: checkpoints.last().map(|c| c.0 + 1).unwrap_or(1),
@@ -85,18 +90,23 @@ pub fn recover(storage: &dyn Storage, ldm_count: u16, budget: &MemoryBudget) -> 
         let mut chosen = None;
         for (_, name) in checkpoints.iter().rev() {
             let bytes = storage.read(name).map_err(|e| format!("reading {name}: {e}"))?.unwrap_or_default();
-            let header = checkpoint::decode(&bytes).map_err(|e| format!("checkpoint file {name} is corrupt: {e}"))?.header;
+            let header =
+                checkpoint::decode(&bytes).map_err(|e| format!("checkpoint file {name} is corrupt: {e}"))?.header;
             if header.max_epoch <= durable_epoch {
                 chosen = Some((name.clone(), bytes));
                 break;
             }
         }
         let Some((name, bytes)) = chosen else {
-            return Err(format!("ldm-{i} has no usable checkpoint for durable epoch {durable_epoch}: the data directory is incomplete"));
+            return Err(format!(
+                "ldm-{i} has no usable checkpoint for durable epoch {durable_epoch}: the data directory is incomplete"
+            ));
         };
         let ck = checkpoint::decode(&bytes).map_err(|e| format!("checkpoint file {name} is corrupt: {e}"))?;
         for (table, partition, rows) in ck.partitions {
-            let (Some(t), Some(layout)) = (catalog.table(table), layouts.get(&table)) else { continue };
+            let (Some(t), Some(layout)) = (catalog.table(table), layouts.get(&table)) else {
+                continue;
+            };
             if ldm_of(partition, old_count) != i {
                 continue;
             }
@@ -116,9 +126,13 @@ pub fn recover(storage: &dyn Storage, ldm_count: u16, budget: &MemoryBudget) -> 
             }
             for op in rec.ops {
                 let (table, partition) = match &op {
-                    RedoOp::Put { table, partition, .. } | RedoOp::Delete { table, partition, .. } => (*table, *partition),
+                    RedoOp::Put { table, partition, .. } | RedoOp::Delete { table, partition, .. } => {
+                        (*table, *partition)
+                    }
                 };
-                let (Some(t), Some(layout)) = (catalog.table(table), layouts.get(&table)) else { continue };
+                let (Some(t), Some(layout)) = (catalog.table(table), layouts.get(&table)) else {
+                    continue;
+                };
                 let p = parts.entry((table, partition)).or_insert_with(|| Partition::new(t, partition, layout.clone()));
                 let before = p.charged();
                 match op {

@@ -81,7 +81,10 @@ fn seal(out: &mut [u8], start: usize) {
 /// Outcome of reading one record at the front of a buffer.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Read<'a> {
-    Record { payload: &'a [u8], len: usize },
+    Record {
+        payload: &'a [u8],
+        len: usize,
+    },
     /// Not enough bytes for the header or the payload.
     Short,
     /// Header or checksum wrong.
@@ -143,7 +146,17 @@ mod tests {
     #[test]
     fn records_round_trip_and_detect_damage() {
         let mut log = Vec::new();
-        append_commit(&mut log, 7, 1, 0, 42, &[RedoOpRef::Put { table: 3, partition: 1, row: b"row" }, RedoOpRef::Delete { table: 3, partition: 0, key: b"k" }]);
+        append_commit(
+            &mut log,
+            7,
+            1,
+            0,
+            42,
+            &[
+                RedoOpRef::Put { table: 3, partition: 1, row: b"row" },
+                RedoOpRef::Delete { table: 3, partition: 0, key: b"k" },
+            ],
+        );
         let first = log.len();
         append_commit(&mut log, 8, 1, 0, 43, &[]);
         let Read::Record { payload, len } = read_record(&log) else { panic!("record") };

@@ -104,42 +104,123 @@ pub struct ScanFragRows {
 #[derive(Debug, Clone)]
 pub enum Signal {
     // Runtime -> tc.
-    ClientRequest { client: ClientId, req_id: u64, req: Request },
-    ClientGone { client: ClientId },
+    ClientRequest {
+        client: ClientId,
+        req_id: u64,
+        req: Request,
+    },
+    ClientGone {
+        client: ClientId,
+    },
     // tc <-> ldm: transactions.
     Prepare(Box<PrepareBatch>),
     Prepared(Box<PrepareBatch>),
-    Commit { txn: TxnRef, epoch: u64, chain: Vec<Addr>, pos: u8 },
-    Committed { txn: TxnRef, chain: Vec<Addr> },
-    Complete { txn: TxnRef, chain: Vec<Addr>, pos: u8 },
-    Abort { txn: TxnRef, chain: Vec<Addr>, pos: u8 },
-    Aborted { txn: TxnRef, chain: Vec<Addr> },
+    Commit {
+        txn: TxnRef,
+        epoch: u64,
+        chain: Vec<Addr>,
+        pos: u8,
+    },
+    Committed {
+        txn: TxnRef,
+        chain: Vec<Addr>,
+    },
+    Complete {
+        txn: TxnRef,
+        chain: Vec<Addr>,
+        pos: u8,
+    },
+    Abort {
+        txn: TxnRef,
+        chain: Vec<Addr>,
+        pos: u8,
+    },
+    Aborted {
+        txn: TxnRef,
+        chain: Vec<Addr>,
+    },
     // tc <-> ldm: scans.
     ScanFrag(Box<ScanFrag>),
     ScanFragRows(Box<ScanFragRows>),
     // Epoch protocol.
-    EpochPrepare { epoch: u64 },
-    EpochPrepared { from: Addr, epoch: u64 },
-    EpochCommit { epoch: u64 },
-    EpochTcFinished { from: Addr, epoch: u64 },
-    EpochFlush { epoch: u64 },
+    EpochPrepare {
+        epoch: u64,
+    },
+    EpochPrepared {
+        from: Addr,
+        epoch: u64,
+    },
+    EpochCommit {
+        epoch: u64,
+    },
+    EpochTcFinished {
+        from: Addr,
+        epoch: u64,
+    },
+    EpochFlush {
+        epoch: u64,
+    },
     /// `max_epoch`: newest epoch of any commit this ldm has applied.
-    EpochFlushed { from: Addr, epoch: u64, synced_lsn: u64, max_epoch: u64 },
-    EpochDurable { epoch: u64 },
+    EpochFlushed {
+        from: Addr,
+        epoch: u64,
+        synced_lsn: u64,
+        max_epoch: u64,
+    },
+    EpochDurable {
+        epoch: u64,
+    },
     // Schema.
-    Ddl { client: ClientId, req_id: u64, reply_to: Addr, req: DdlReq },
-    DdlReply { client: ClientId, req_id: u64, reply: Reply },
-    AutoInc { client: ClientId, req_id: u64, reply_to: Addr, table: TableId, count: u32 },
-    Schema { catalog: Arc<Catalog> },
-    SchemaAck { from: Addr, version: u64 },
-    IndexBuild { table: TableId, index: IndexId, catalog: Arc<Catalog> },
-    IndexBuilt { from: Addr, index: IndexId, result: Result<(), TernError> },
+    Ddl {
+        client: ClientId,
+        req_id: u64,
+        reply_to: Addr,
+        req: DdlReq,
+    },
+    DdlReply {
+        client: ClientId,
+        req_id: u64,
+        reply: Reply,
+    },
+    AutoInc {
+        client: ClientId,
+        req_id: u64,
+        reply_to: Addr,
+        table: TableId,
+        count: u32,
+    },
+    Schema {
+        catalog: Arc<Catalog>,
+    },
+    SchemaAck {
+        from: Addr,
+        version: u64,
+    },
+    IndexBuild {
+        table: TableId,
+        index: IndexId,
+        catalog: Arc<Catalog>,
+    },
+    IndexBuilt {
+        from: Addr,
+        index: IndexId,
+        result: Result<(), TernError>,
+    },
     // Start-up.
     Start,
-    LdmReady { from: Addr, synced_lsn: u64 },
-    NodeStarted { epoch: u64, durable_epoch: u64 },
+    LdmReady {
+        from: Addr,
+        synced_lsn: u64,
+    },
+    NodeStarted {
+        epoch: u64,
+        durable_epoch: u64,
+    },
     // Disk completions and timers.
-    IoDone { token: u64, result: Result<(), String> },
+    IoDone {
+        token: u64,
+        result: Result<(), String>,
+    },
     Tick,
 }
 
@@ -147,14 +228,29 @@ pub enum Signal {
 #[derive(Debug, Clone)]
 pub enum IoReq {
     /// Append to an ldm's redo log at its current end (no sync).
-    RedoAppend { ldm: u16, bytes: Vec<u8> },
+    RedoAppend {
+        ldm: u16,
+        bytes: Vec<u8>,
+    },
     /// Make everything appended so far durable; answers IoDone { token }.
-    RedoSync { ldm: u16, token: u64 },
+    RedoSync {
+        ldm: u16,
+        token: u64,
+    },
     /// Delete redo segments that lie wholly before `lsn`.
-    RedoDiscard { ldm: u16, lsn: u64 },
+    RedoDiscard {
+        ldm: u16,
+        lsn: u64,
+    },
     /// Atomically replace a file and make it durable; answers IoDone { token }.
-    WriteFile { name: String, bytes: Vec<u8>, token: u64 },
-    DeleteFile { name: String },
+    WriteFile {
+        name: String,
+        bytes: Vec<u8>,
+        token: u64,
+    },
+    DeleteFile {
+        name: String,
+    },
 }
 
 /// Effects collected from a block's handling of one signal.

@@ -15,7 +15,9 @@
 //!    committing.
 
 use crate::node::ldm_of;
-use crate::signal::{Addr, Block, ClientId, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TxnRef};
+use crate::signal::{
+    Addr, Block, ClientId, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TxnRef,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use tern_store::MemoryBudget;
@@ -122,7 +124,14 @@ pub struct Tc {
 }
 
 impl Tc {
-    pub fn new(addr: Addr, ldm_count: u16, cfg: TcConfig, catalog: Arc<Catalog>, budget: MemoryBudget, stats: Arc<NodeStats>) -> Tc {
+    pub fn new(
+        addr: Addr,
+        ldm_count: u16,
+        cfg: TcConfig,
+        catalog: Arc<Catalog>,
+        budget: MemoryBudget,
+        stats: Arc<NodeStats>,
+    ) -> Tc {
         let mut tc = Tc {
             addr,
             cfg,
@@ -172,7 +181,7 @@ impl Tc {
         match sig {
             Signal::ClientRequest { client, req_id, req } => self.request(now_ms, client, req_id, req, out),
             Signal::ClientGone { client } => self.client_gone(client, out),
-            Signal::Prepared(batch) => self.prepared(batch, out),
+            Signal::Prepared(batch) => self.prepared(*batch, out),
             Signal::Committed { txn, .. } => self.committed(txn, out),
             Signal::Aborted { txn, .. } => self.aborted(txn, out),
             Signal::ScanFragRows(rows) => self.scan_rows(*rows, out),
@@ -221,9 +230,11 @@ impl Tc {
 
     fn request(&mut self, now_ms: u64, client: ClientId, req_id: u64, req: Request, out: &mut Out) {
         match req {
-            Request::Hello { .. } => {
-                out.reply(client, req_id, Reply::Welcome { node_id: self.addr.node, catalog_version: self.catalog.version })
-            }
+            Request::Hello { .. } => out.reply(
+                client,
+                req_id,
+                Reply::Welcome { node_id: self.addr.node, catalog_version: self.catalog.version },
+            ),
             Request::GetCatalog => out.reply(client, req_id, Reply::Catalog(Box::new((*self.catalog).clone()))),
             Request::Status => out.reply(client, req_id, Reply::Status(self.status())),
             _ if !self.started => out.reply(
@@ -266,7 +277,8 @@ impl Tc {
     fn txn_request(&mut self, now_ms: u64, client: ClientId, req_id: u64, req: TxnReq, out: &mut Out) {
         let key = (client, req.txn);
         if self.timed_out.remove(&key) {
-            let e = TernError::new(ErrorCode::TransactionTimeout, "transaction was aborted after being inactive too long");
+            let e =
+                TernError::new(ErrorCode::TransactionTimeout, "transaction was aborted after being inactive too long");
             out.reply(client, req_id, txn_reply(req.txn, Vec::new(), Outcome::Aborted(e)));
             return;
         }
@@ -340,7 +352,15 @@ impl Tc {
                 Ok(partition) => {
                     let chain = self.chain(partition);
                     let b = batches.entry(chain.clone()).or_insert_with(|| {
-                        Box::new(PrepareBatch { txn: tref, batch: 0, chain, pos: 0, ops: Vec::new(), results: Vec::new(), holds_state: false })
+                        Box::new(PrepareBatch {
+                            txn: tref,
+                            batch: 0,
+                            chain,
+                            pos: 0,
+                            ops: Vec::new(),
+                            results: Vec::new(),
+                            holds_state: false,
+                        })
                     });
                     b.ops.push(PrepOp::Exec { idx: i as u32, partition, op });
                 }
@@ -372,9 +392,11 @@ impl Tc {
         layout.partition_of_key(&op.key, t.partition_count)
     }
 
-    fn prepared(&mut self, batch: Box<PrepareBatch>, out: &mut Out) {
+    fn prepared(&mut self, batch: PrepareBatch, out: &mut Out) {
         let id = batch.txn.id;
-        let Some(txn) = self.txns.get_mut(&id) else { return };
+        let Some(txn) = self.txns.get_mut(&id) else {
+            return;
+        };
         if txn.state != State::Preparing {
             return;
         }
@@ -450,12 +472,17 @@ impl Tc {
         *self.committing.entry(txn.epoch).or_default() += 1;
         for chain in &txn.participants {
             let pos = (chain.len() - 1) as u8;
-            out.send(chain[pos as usize], Signal::Commit { txn: TxnRef { tc: self.addr, id }, epoch: txn.epoch, chain: chain.clone(), pos });
+            out.send(
+                chain[pos as usize],
+                Signal::Commit { txn: TxnRef { tc: self.addr, id }, epoch: txn.epoch, chain: chain.clone(), pos },
+            );
         }
     }
 
     fn committed(&mut self, tref: TxnRef, out: &mut Out) {
-        let Some(txn) = self.txns.get_mut(&tref.id) else { return };
+        let Some(txn) = self.txns.get_mut(&tref.id) else {
+            return;
+        };
         txn.outstanding -= 1;
         if txn.outstanding > 0 {
             return;
@@ -510,7 +537,9 @@ impl Tc {
     }
 
     fn aborted(&mut self, tref: TxnRef, out: &mut Out) {
-        let Some(txn) = self.txns.get_mut(&tref.id) else { return };
+        let Some(txn) = self.txns.get_mut(&tref.id) else {
+            return;
+        };
         if txn.state != State::Aborting {
             return;
         }
@@ -582,7 +611,8 @@ impl Tc {
     // ---------------------------------------------------------------- scans
 
     fn scan_start(&mut self, client: ClientId, req_id: u64, req: ScanReq, out: &mut Out) {
-        let fail = |out: &mut Out, code, msg: String| out.reply(client, req_id, Reply::Error(TernError::new(code, msg)));
+        let fail =
+            |out: &mut Out, code, msg: String| out.reply(client, req_id, Reply::Error(TernError::new(code, msg)));
         let Some(t) = self.catalog.table(req.table) else {
             return fail(out, ErrorCode::NoSuchTable, format!("table id {} does not exist", req.table));
         };
@@ -601,7 +631,9 @@ impl Tc {
         }
         let parts: Vec<u32> = match req.partition {
             Some(p) if p < t.partition_count => vec![p],
-            Some(p) => return fail(out, ErrorCode::InvalidRequest, format!("partition {p} does not exist")),
+            Some(p) => {
+                return fail(out, ErrorCode::InvalidRequest, format!("partition {p} does not exist"));
+            }
             None => (0..t.partition_count).collect(),
         };
         self.next_id += 1;
@@ -616,7 +648,10 @@ impl Tc {
             req_id,
             filter: Arc::new(req.filter.clone()),
             projection: req.projection.clone().map(Arc::new),
-            parts: parts.into_iter().map(|p| (p, PartScan { pos: ScanPos::Start, outstanding: false, rows: Default::default() })).collect(),
+            parts: parts
+                .into_iter()
+                .map(|p| (p, PartScan { pos: ScanPos::Start, outstanding: false, rows: Default::default() }))
+                .collect(),
             sent: 0,
             waiting: true,
             out: Vec::new(),
@@ -639,8 +674,12 @@ impl Tc {
     }
 
     fn scan_rows(&mut self, r: ScanFragRows, out: &mut Out) {
-        let Some(&key) = self.scan_ids.get(&r.scan) else { return };
-        let Some(s) = self.scans.get_mut(&key) else { return };
+        let Some(&key) = self.scan_ids.get(&r.scan) else {
+            return;
+        };
+        let Some(s) = self.scans.get_mut(&key) else {
+            return;
+        };
         if !s.parts.get(&r.partition).is_some_and(|p| p.outstanding) {
             return;
         }
@@ -737,7 +776,10 @@ impl Tc {
                     resume: p.pos.clone(),
                     with_keys,
                 };
-                out.send(Addr::new(tc.node, Block::Ldm(ldm_of(partition, ldm_count))), Signal::ScanFrag(Box::new(frag)));
+                out.send(
+                    Addr::new(tc.node, Block::Ldm(ldm_of(partition, ldm_count))),
+                    Signal::ScanFrag(Box::new(frag)),
+                );
             }
         }
     }

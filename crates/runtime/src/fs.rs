@@ -128,7 +128,9 @@ impl DataDir {
             Err(fs::TryLockError::WouldBlock) => {
                 return Err(format!("data directory {} is in use by another process (locked)", path.display()));
             }
-            Err(fs::TryLockError::Error(e)) => return Err(format!("cannot lock {}: {e}", lock_path.display())),
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(format!("cannot lock {}: {e}", lock_path.display()));
+            }
         }
         let id_path = path.join(IDENTITY_FILE);
         let want = format!("{IDENTITY_PREFIX}{node_id}\n");
@@ -141,7 +143,12 @@ impl DataDir {
                     s[IDENTITY_PREFIX.len()..].trim()
                 ));
             }
-            Ok(_) => return Err(format!("data directory {} was written by something else ({IDENTITY_FILE} is not Tern's)", path.display())),
+            Ok(_) => {
+                return Err(format!(
+                    "data directory {} was written by something else ({IDENTITY_FILE} is not Tern's)",
+                    path.display()
+                ));
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let foreign: Vec<String> = fs::read_dir(path)
                     .map_err(|e| e.to_string())?
@@ -157,7 +164,8 @@ impl DataDir {
                     ));
                 }
                 let mut s = FsStorage::new(path);
-                s.write_atomic(IDENTITY_FILE, want.as_bytes()).map_err(|e| format!("cannot write {}: {e}", id_path.display()))?;
+                s.write_atomic(IDENTITY_FILE, want.as_bytes())
+                    .map_err(|e| format!("cannot write {}: {e}", id_path.display()))?;
             }
             Err(e) => return Err(format!("cannot read {}: {e}", id_path.display())),
         }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use tern_kernel::io::IoExecutor;
 use tern_kernel::signal::{Addr, Block, ClientId, Signal};
 use tern_kernel::{Node, NodeConfig};
-use tern_wire::{Reply, Request};
+use tern_wire::Request;
 pub use worker::ReplySink;
 use worker::{Inbound, IoQueue, Shared, Worker, WorkerBlocks, worker_of};
 
@@ -108,7 +108,12 @@ impl DataNode {
         let mut listener = Some(mio::net::TcpListener::from_std(listener));
         let mut threads = Vec::new();
         for (i, ((tc, ldm), poll)) in tcs.into_iter().zip(ldms).zip(polls).enumerate() {
-            let blocks = WorkerBlocks { tc, ldm, dict: if i == 0 { dict.take() } else { None }, dist: if i == 0 { dist.take() } else { None } };
+            let blocks = WorkerBlocks {
+                tc,
+                ldm,
+                dict: if i == 0 { dict.take() } else { None },
+                dist: if i == 0 { dist.take() } else { None },
+            };
             let w = Worker::new(
                 i,
                 blocks,
@@ -119,10 +124,25 @@ impl DataNode {
                 io.clone(),
                 shared.clone(),
             );
-            threads.push(std::thread::Builder::new().name(format!("tern-worker-{i}")).spawn(move || w.run()).map_err(|e| e.to_string())?);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("tern-worker-{i}"))
+                    .spawn(move || w.run())
+                    .map_err(|e| e.to_string())?,
+            );
         }
         mailboxes[0].push(Inbound::Signal(Block::Dist, Signal::Start));
-        Ok(DataNode { shared, mailboxes, threads, io_thread: Some(io_thread), io, local_addr, _dir: dir, recovered_rows, durable_epoch })
+        Ok(DataNode {
+            shared,
+            mailboxes,
+            threads,
+            io_thread: Some(io_thread),
+            io,
+            local_addr,
+            _dir: dir,
+            recovered_rows,
+            durable_epoch,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -202,7 +222,12 @@ impl Drop for LocalConn {
 
 /// Executes disk requests in submission order; completions go back to the requesting block.
 /// A failed disk write stops the node: continuing could acknowledge data that is not durable.
-fn io_loop(mut exec: IoExecutor<FsStorage>, io: Arc<IoQueue>, mailboxes: Arc<Vec<Arc<Mailbox<Inbound>>>>, shared: Arc<Shared>) {
+fn io_loop(
+    mut exec: IoExecutor<FsStorage>,
+    io: Arc<IoQueue>,
+    mailboxes: Arc<Vec<Arc<Mailbox<Inbound>>>>,
+    shared: Arc<Shared>,
+) {
     let mut batch = Vec::new();
     loop {
         {
@@ -231,11 +256,4 @@ fn io_loop(mut exec: IoExecutor<FsStorage>, io: Arc<IoQueue>, mailboxes: Arc<Vec
 
 fn deliver(mailboxes: &[Arc<Mailbox<Inbound>>], to: Addr, sig: Signal) {
     mailboxes[worker_of(to.block)].push(Inbound::Signal(to.block, sig));
-}
-
-/// Receives a reply (for tests and simple local callers): a sink that stores replies in a queue.
-pub fn queue_sink() -> (ReplySink, Arc<std::sync::Mutex<Vec<(u64, Reply)>>>) {
-    let q = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let q2 = q.clone();
-    (Arc::new(move |id, r| q2.lock().expect("queue").push((id, r))), q)
 }

@@ -189,7 +189,7 @@ impl Worker {
                 self.spin_us = (self.spin_us * 2).clamp(1, self.shared.spin_max_us);
                 return true;
             }
-            if iter % 64 == 0 {
+            if iter.is_multiple_of(64) {
                 let mut ev = Events::with_capacity(64);
                 if self.poll_sockets(&mut ev, Some(Duration::ZERO)) {
                     self.spin_us = (self.spin_us * 2).clamp(1, self.shared.spin_max_us);
@@ -254,7 +254,10 @@ impl Worker {
         }
         let client = self.shared.next_client.fetch_add(1, Ordering::Relaxed);
         self.clients.insert(client, ClientEnd::Tcp(token));
-        self.conns.insert(token, Conn { stream, rbuf: Vec::with_capacity(16 * 1024), wbuf: Vec::new(), client, want_write: false });
+        self.conns.insert(
+            token,
+            Conn { stream, rbuf: Vec::with_capacity(16 * 1024), wbuf: Vec::new(), client, want_write: false },
+        );
     }
 
     fn poll_sockets(&mut self, events: &mut Events, timeout: Option<Duration>) -> bool {
@@ -264,7 +267,10 @@ impl Worker {
             panic!("worker {}: poll failed: {e}", self.index);
         }
         let mut worked = false;
-        let ready: Vec<(Token, bool, bool)> = events.iter().map(|e| (e.token(), e.is_readable() || e.is_read_closed() || e.is_error(), e.is_writable())).collect();
+        let ready: Vec<(Token, bool, bool)> = events
+            .iter()
+            .map(|e| (e.token(), e.is_readable() || e.is_read_closed() || e.is_error(), e.is_writable()))
+            .collect();
         for (token, readable, writable) in ready {
             worked = true;
             match token {
@@ -285,7 +291,9 @@ impl Worker {
 
     fn accept(&mut self) {
         loop {
-            let Some(l) = self.listener.as_ref() else { return };
+            let Some(l) = self.listener.as_ref() else {
+                return;
+            };
             match l.accept() {
                 Ok((s, _)) => {
                     // Spread connections over workers round-robin.
@@ -310,7 +318,9 @@ impl Worker {
 
     fn read_conn(&mut self, token: Token) {
         let tc = Block::Tc(self.index as u16);
-        let Some(conn) = self.conns.get_mut(&token) else { return };
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return;
+        };
         let mut closed = false;
         loop {
             if conn.rbuf.len() >= CONN_READ_BUFFER_MAX {
@@ -348,11 +358,16 @@ impl Worker {
             match decode_frame(&conn.rbuf[at..]) {
                 Ok(Some((payload, n))) => {
                     match Request::decode(payload) {
-                        Ok((req_id, req)) => self.local.push_back((tc, Signal::ClientRequest { client: conn.client, req_id, req })),
+                        Ok((req_id, req)) => {
+                            self.local.push_back((tc, Signal::ClientRequest { client: conn.client, req_id, req }))
+                        }
                         Err(e) if payload.len() >= 9 => {
                             // A well-framed but malformed request: answer it, keep the connection.
                             let req_id = u64::from_le_bytes(payload[1..9].try_into().expect("8 bytes"));
-                            let err = tern_types::TernError::new(tern_types::ErrorCode::InvalidRequest, format!("malformed request: {e}"));
+                            let err = tern_types::TernError::new(
+                                tern_types::ErrorCode::InvalidRequest,
+                                format!("malformed request: {e}"),
+                            );
                             let at = begin_frame(&mut conn.wbuf);
                             Reply::Error(err).encode(req_id, &mut conn.wbuf);
                             finish_frame(&mut conn.wbuf, at);
@@ -449,7 +464,10 @@ impl Worker {
                     reply.encode(req_id, &mut c.wbuf);
                     if c.wbuf.len() - at - FRAME_HEADER_LEN > tern_wire::FRAME_PAYLOAD_MAX {
                         c.wbuf.truncate(at);
-                        let e = tern_types::TernError::new(tern_types::ErrorCode::TooLarge, "reply larger than the frame limit");
+                        let e = tern_types::TernError::new(
+                            tern_types::ErrorCode::TooLarge,
+                            "reply larger than the frame limit",
+                        );
                         let at = begin_frame(&mut c.wbuf);
                         Reply::Error(e).encode(req_id, &mut c.wbuf);
                         finish_frame(&mut c.wbuf, at);
@@ -494,7 +512,9 @@ impl Worker {
         dirty.sort_unstable();
         dirty.dedup();
         for token in dirty.drain(..) {
-            let Some(c) = self.conns.get_mut(&token) else { continue };
+            let Some(c) = self.conns.get_mut(&token) else {
+                continue;
+            };
             let mut failed = false;
             while !c.wbuf.is_empty() {
                 match c.stream.write(&c.wbuf) {

@@ -20,7 +20,10 @@ use tern_kernel::{Node, NodeConfig};
 use tern_types::rng::Rng;
 use tern_types::schema::{Column, ColumnType, Table};
 use tern_types::{RowLayout, Value};
-use tern_wire::{AbortOption, ColumnUpdate, DdlReq, Exec, KeyOp, OpKind, OpResult, Outcome, Reply, Request, ScanReq, TxnReq, UpdateExpr};
+use tern_wire::{
+    AbortOption, ColumnUpdate, DdlReq, Exec, KeyOp, OpKind, OpResult, Outcome, Reply, Request, ScanReq, TxnReq,
+    UpdateExpr,
+};
 
 /// An in-memory disk: each file has the bytes written so far and the prefix known durable.
 #[derive(Default, Clone)]
@@ -51,6 +54,11 @@ impl SimDisk {
     pub fn damage(&mut self, name: &str, offset: usize) {
         let f = self.files.get_mut(name).expect("file exists");
         f.0[offset] ^= 0xFF;
+    }
+
+    /// Appends bytes to a file without syncing them (a torn tail).
+    pub fn append_garbage(&mut self, name: &str, bytes: &[u8]) {
+        self.files.get_mut(name).expect("file exists").0.extend_from_slice(bytes);
     }
 }
 
@@ -96,7 +104,15 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { ldm_count: 3, clients: 4, keys: 40, duration_ms: 8_000, crash_every_ms: 1_500, epoch_interval_ms: 20, data_memory_bytes: 1 << 30 }
+        SimConfig {
+            ldm_count: 3,
+            clients: 4,
+            keys: 40,
+            duration_ms: 8_000,
+            crash_every_ms: 1_500,
+            epoch_interval_ms: 20,
+            data_memory_bytes: 1 << 30,
+        }
     }
 }
 
@@ -186,10 +202,12 @@ const TC: Block = Block::Tc(0);
 
 impl Sim {
     pub fn new(seed: u64, cfg: SimConfig) -> Sim {
-        let clients = (0..cfg.clients as u64).map(|id| {
-            let _ = id;
-            SimClient { state: ClientState::Idle, seq: 0, next_txn: 0, pending: None }
-        }).collect();
+        let clients = (0..cfg.clients as u64)
+            .map(|id| {
+                let _ = id;
+                SimClient { state: ClientState::Idle, seq: 0, next_txn: 0, pending: None }
+            })
+            .collect();
         Sim {
             seed,
             rng: Rng::new(seed),
@@ -235,6 +253,20 @@ impl Sim {
         }
         sim.crash_and_recover();
         sim.stats.clone()
+    }
+
+    /// Runs a simulation without a final crash and returns its disk as it is at the end, with
+    /// everything written made durable (for corruption tests).
+    pub fn run_and_take_disk(seed: u64, cfg: SimConfig) -> SimDisk {
+        let mut sim = Sim::new(seed, cfg);
+        sim.boot();
+        sim.wake_all();
+        while sim.now < sim.cfg.duration_ms && sim.step() {}
+        let mut disk = sim.io.take().expect("running").storage;
+        for f in disk.files.values_mut() {
+            f.1 = f.0.len();
+        }
+        disk
     }
 
     fn fail(&self, msg: &str) -> ! {
@@ -317,7 +349,9 @@ impl Sim {
         }
         for (stamp, epoch) in std::mem::take(&mut self.durable_acks) {
             if epoch > durable {
-                self.fail(&format!("durable commit (stamp {stamp}, epoch {epoch}) lost: recovered only to epoch {durable}"));
+                self.fail(&format!(
+                    "durable commit (stamp {stamp}, epoch {epoch}) lost: recovered only to epoch {durable}"
+                ));
             }
         }
         let got = self.dump();
@@ -343,7 +377,9 @@ impl Sim {
                 self.fail("node did not start after recovery");
             }
         }
-        let Some(table) = self.table.clone() else { return BTreeMap::new() };
+        let Some(table) = self.table.clone() else {
+            return BTreeMap::new();
+        };
         self.verifying = true;
         self.scan_rows.clear();
         self.send_verify_scan(table.id);
@@ -383,7 +419,10 @@ impl Sim {
             partition: None,
         });
         let inc = self.incarnation;
-        self.push(self.now + 1, Event::Deliver { to: TC, sig: Signal::ClientRequest { client: 999, req_id: 1, req }, incarnation: inc });
+        self.push(
+            self.now + 1,
+            Event::Deliver { to: TC, sig: Signal::ClientRequest { client: 999, req_id: 1, req }, incarnation: inc },
+        );
     }
 
     /// One event, without waking clients (used while verifying).
@@ -396,7 +435,9 @@ impl Sim {
     }
 
     fn step_inner(&mut self, clients: bool) -> bool {
-        let Some((&(at, s), _)) = self.events.iter().next() else { return false };
+        let Some((&(at, s), _)) = self.events.iter().next() else {
+            return false;
+        };
         let ev = self.events.remove(&(at, s)).expect("present");
         self.now = self.now.max(at);
         match ev {
@@ -416,10 +457,8 @@ impl Sim {
                     self.client_reply(client, req_id, reply);
                 }
             }
-            Event::ClientWake { client, incarnation } if incarnation == self.incarnation => {
-                if clients {
-                    self.client_act(client);
-                }
+            Event::ClientWake { client, incarnation } if incarnation == self.incarnation && clients => {
+                self.client_act(client);
             }
             _ => {}
         }
@@ -434,11 +473,14 @@ impl Sim {
                     self.verifying = false;
                 } else {
                     let inc = self.incarnation;
-                    self.push(self.now, Event::Deliver {
-                        to: TC,
-                        sig: Signal::ClientRequest { client: 999, req_id: 2, req: Request::ScanNext { scan: 1 } },
-                        incarnation: inc,
-                    });
+                    self.push(
+                        self.now,
+                        Event::Deliver {
+                            to: TC,
+                            sig: Signal::ClientRequest { client: 999, req_id: 2, req: Request::ScanNext { scan: 1 } },
+                            incarnation: inc,
+                        },
+                    );
                 }
             }
             Reply::Error(e) if e.is_temporary() && self.scan_rows.is_empty() => {
@@ -498,7 +540,9 @@ impl Sim {
                 };
                 let key = (self.incarnation, tc, b.txn.id);
                 for op in &b.ops {
-                    let tern_kernel::signal::PrepOp::Exec { op, .. } = op else { continue };
+                    let tern_kernel::signal::PrepOp::Exec { op, .. } = op else {
+                        continue;
+                    };
                     let id = match layout.decode_key(&op.key) {
                         Ok(v) => v[0].as_i128().expect("int") as i64,
                         Err(_) => continue,
@@ -592,10 +636,19 @@ impl Sim {
             let kind = if read_only {
                 *self.rng.pick(&[OpKind::Read, OpKind::Read, OpKind::ReadShared, OpKind::ReadExclusive])
             } else {
-                *self.rng.pick(&[OpKind::Write, OpKind::Write, OpKind::Insert, OpKind::Update, OpKind::Delete, OpKind::Read])
+                *self.rng.pick(&[
+                    OpKind::Write,
+                    OpKind::Write,
+                    OpKind::Insert,
+                    OpKind::Update,
+                    OpKind::Delete,
+                    OpKind::Read,
+                ])
             };
             let op = match kind {
-                OpKind::Write | OpKind::Insert => KeyOp { table: table.id, kind, key, row, updates: vec![], projection: None },
+                OpKind::Write | OpKind::Insert => {
+                    KeyOp { table: table.id, kind, key, row, updates: vec![], projection: None }
+                }
                 OpKind::Update => KeyOp {
                     table: table.id,
                     kind,
@@ -704,7 +757,16 @@ impl Sim {
                 // Finish the transaction: commit it (or roll it back) in a second batch.
                 let exec = if self.rng.chance(70) { Exec::Commit } else { Exec::Rollback };
                 self.clients[idx].pending = Some((resp.txn, durable));
-                self.client_request(client, Request::Txn(TxnReq { txn: resp.txn, ops: vec![], exec, abort: AbortOption::AbortOnError, durable }));
+                self.client_request(
+                    client,
+                    Request::Txn(TxnReq {
+                        txn: resp.txn,
+                        ops: vec![],
+                        exec,
+                        abort: AbortOption::AbortOnError,
+                        durable,
+                    }),
+                );
                 return true;
             }
             Outcome::Aborted(e) => {

@@ -13,7 +13,9 @@ pub(crate) enum Heap {
 impl Heap {
     pub(crate) fn new(fixed: Option<usize>) -> Heap {
         match fixed {
-            Some(slot) if slot > 0 => Heap::Fixed { slot, arena: Vec::new(), live: Vec::new(), free: Vec::new(), slots: 0 },
+            Some(slot) if slot > 0 => {
+                Heap::Fixed { slot, arena: Vec::new(), live: Vec::new(), free: Vec::new(), slots: 0 }
+            }
             _ => Heap::Var { rows: Vec::new(), free: Vec::new() },
         }
     }

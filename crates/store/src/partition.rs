@@ -305,9 +305,6 @@ impl Partition {
             Some(b) if b.inclusive => k <= &b.key[..] || k.starts_with(&b.key),
             Some(b) => k < &b.key[..],
         };
-        let visit = |k: &Vec<u8>, id: &RowId, f: &mut dyn FnMut(&[u8], RowId, &[u8]) -> bool| -> bool {
-            f(k, *id, self.heap.get(*id))
-        };
         if !descending {
             let start = match after {
                 Some(a) => Bound::Excluded(a),
@@ -317,7 +314,7 @@ impl Partition {
                 if !in_hi(k) {
                     return None;
                 }
-                if in_lo(k) && !visit(k, id, &mut f) {
+                if in_lo(k) && !f(k, *id, self.heap.get(*id)) {
                     return Some(k.clone());
                 }
             }
@@ -333,7 +330,7 @@ impl Partition {
                 if !in_lo(k) {
                     return None;
                 }
-                if !visit(k, id, &mut f) {
+                if !f(k, *id, self.heap.get(*id)) {
                     return Some(k.clone());
                 }
             }
@@ -359,7 +356,10 @@ impl Partition {
                 if idx.unique {
                     let (p, has_null) = self.index_key(&idx, row, false)?;
                     if !has_null && seen.insert(p, ()).is_some() {
-                        return Err(TernError::new(ErrorCode::DuplicateKey, format!("Duplicate entry for key '{}'", idx.name)));
+                        return Err(TernError::new(
+                            ErrorCode::DuplicateKey,
+                            format!("Duplicate entry for key '{}'", idx.name),
+                        ));
                     }
                 }
                 idx.map.insert(k, id);

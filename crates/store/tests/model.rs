@@ -44,17 +44,24 @@ fn partition_matches_reference_model() {
     for step in 0..20_000 {
         let id = rng.below(300) as i64;
         let u = if rng.chance(30) { Value::Null } else { Value::str(&format!("u{}", rng.below(400))) };
-        let vals = vec![Value::Int(id), Value::Int(rng.below(20) as i64), u.clone(), Value::Bytes(vec![7; rng.below(40) as usize])];
+        let vals = vec![
+            Value::Int(id),
+            Value::Int(rng.below(20) as i64),
+            u.clone(),
+            Value::Bytes(vec![7; rng.below(40) as usize]),
+        ];
         let mut row = Vec::new();
         layout.encode_row(&vals, &mut row).unwrap();
         let mut key = Vec::new();
         layout.encode_key(&[Value::Int(id)], &mut key).unwrap();
-        let unique_taken = |m: &BTreeMap<i64, Vec<Value>>, except: i64| !u.is_null() && m.iter().any(|(k, v)| *k != except && v[2] == u);
+        let unique_taken = |m: &BTreeMap<i64, Vec<Value>>, except: i64| {
+            !u.is_null() && m.iter().any(|(k, v)| *k != except && v[2] == u)
+        };
         match rng.below(4) {
             0 => {
                 let expect_dup = model.contains_key(&id);
                 let conflict = p.unique_conflict(&row, None).unwrap().is_some();
-                assert_eq!(conflict, unique_taken(&model, i64::MIN) , "step {step}: unique check");
+                assert_eq!(conflict, unique_taken(&model, i64::MIN), "step {step}: unique check");
                 if conflict {
                     continue;
                 }
@@ -133,7 +140,11 @@ fn partition_matches_reference_model() {
             None => break,
         }
     }
-    let mut want: Vec<(i64, i64)> = model.values().map(|v| (v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64)).filter(|(k, _)| (5..=9).contains(k)).collect();
+    let mut want: Vec<(i64, i64)> = model
+        .values()
+        .map(|v| (v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64))
+        .filter(|(k, _)| (5..=9).contains(k))
+        .collect();
     want.sort();
     assert_eq!(got, want);
     // Exclusive bounds, descending.
@@ -145,7 +156,11 @@ fn partition_matches_reference_model() {
         got.push((v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64));
         true
     });
-    let mut want: Vec<(i64, i64)> = model.values().map(|v| (v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64)).filter(|(k, _)| (6..=8).contains(k)).collect();
+    let mut want: Vec<(i64, i64)> = model
+        .values()
+        .map(|v| (v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64))
+        .filter(|(k, _)| (6..=8).contains(k))
+        .collect();
     want.sort();
     want.reverse();
     assert_eq!(got, want);

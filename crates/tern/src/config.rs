@@ -36,7 +36,10 @@ pub fn parse_size(t: &str) -> Result<u64> {
         Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
         _ => (t, 1),
     };
-    let n: u64 = num.trim().parse().with_context(|| format!("'{t}' is not a size (use bytes, or a number with K, M, G or T)"))?;
+    let n: u64 = num
+        .trim()
+        .parse()
+        .with_context(|| format!("'{t}' is not a size (use bytes, or a number with K, M, G or T)"))?;
     n.checked_mul(mult).with_context(|| format!("size '{t}' is too large"))
 }
 
@@ -67,7 +70,12 @@ pub fn cores() -> usize {
 pub fn total_ram() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|kb| kb.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
         .map(|kb| kb * 1024)
         .unwrap_or(4 << 30)
 }
@@ -85,7 +93,8 @@ pub fn auto_ldm_workers() -> u16 {
 
 impl DatanodeToml {
     pub fn load(path: &Path) -> Result<DatanodeToml> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
         DatanodeToml::parse(&text).with_context(|| format!("config file {}", path.display()))
     }
 
@@ -133,7 +142,9 @@ impl DatanodeToml {
             node.ldm.checkpoint_redo_bytes = v.max(1) << 20;
         }
         let listen_text = self.listen.clone().unwrap_or_else(|| format!("127.0.0.1:{DATANODE_PORT_DEFAULT}"));
-        let listen: SocketAddr = listen_text.parse().with_context(|| format!("listen = '{listen_text}' is not an address like 127.0.0.1:11860"))?;
+        let listen: SocketAddr = listen_text
+            .parse()
+            .with_context(|| format!("listen = '{listen_text}' is not an address like 127.0.0.1:11860"))?;
         Ok(DataNodeConfig {
             node,
             data_dir: self.data_dir.clone().unwrap_or_else(|| PathBuf::from("./tern-data/node-1")),

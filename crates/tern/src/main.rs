@@ -90,8 +90,10 @@ pub fn stop_requested() -> bool {
 }
 
 fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TERN_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TERN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
 }
 
 fn main() {
@@ -156,7 +158,9 @@ fn status(addr: &str, json: bool) -> Result<()> {
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("node  role      address              state    memory used / total        partitions  rows        durable epoch");
+        println!(
+            "node  role      address              state    memory used / total        partitions  rows        durable epoch"
+        );
         println!(
             "{:<5} {:<9} {:<20} {:<8} {:>10} / {:<14} {:<11} {:<11} {}",
             s.node_id,
@@ -196,7 +200,14 @@ fn bench(suite: BenchSuite) -> Result<()> {
             }
             for &t in &threads {
                 for &b in &batch {
-                    let o = tern_bench::NativeOptions { addr: addr.clone(), threads: t, batch: b, rows, read_seconds: seconds, phases: phases.clone() };
+                    let o = tern_bench::NativeOptions {
+                        addr: addr.clone(),
+                        threads: t,
+                        batch: b,
+                        rows,
+                        read_seconds: seconds,
+                        phases: phases.clone(),
+                    };
                     for r in tern_bench::run_native(&o).map_err(|e| anyhow::anyhow!(e))? {
                         if json {
                             println!("{}", r.json());
@@ -221,8 +232,16 @@ fn memory_report(addr: &str, rows: u64, json: bool) -> Result<()> {
     if s0.rows > 0 {
         bail!("--memory needs an empty data node (found {} rows); start one with a fresh --data-dir", s0.rows);
     }
-    let rss0 = tern_bench::process_rss_bytes(s0.pid).context("cannot read the data node's memory (is it on this machine?)")?;
-    let o = tern_bench::NativeOptions { addr: addr.into(), threads: 2, batch: 256, rows, read_seconds: 0.0, phases: vec!["insert".into()] };
+    let rss0 =
+        tern_bench::process_rss_bytes(s0.pid).context("cannot read the data node's memory (is it on this machine?)")?;
+    let o = tern_bench::NativeOptions {
+        addr: addr.into(),
+        threads: 2,
+        batch: 256,
+        rows,
+        read_seconds: 0.0,
+        phases: vec!["insert".into()],
+    };
     tern_bench::run_native(&o).map_err(|e| anyhow::anyhow!(e))?;
     std::thread::sleep(Duration::from_millis(300));
     let s1 = c.status()?;
@@ -232,9 +251,15 @@ fn memory_report(addr: &str, rows: u64, json: bool) -> Result<()> {
     let acc_per_row = (s1.memory_used - s0.memory_used) as f64 / n;
     let _ = t;
     if json {
-        println!("{{\"benchmark\":\"native-memory\",\"rows\":{},\"rss_bytes_per_row\":{rss_per_row:.1},\"accounted_bytes_per_row\":{acc_per_row:.1}}}", s1.rows);
+        println!(
+            "{{\"benchmark\":\"native-memory\",\"rows\":{},\"rss_bytes_per_row\":{rss_per_row:.1},\"accounted_bytes_per_row\":{acc_per_row:.1}}}",
+            s1.rows
+        );
     } else {
-        println!("memory | {} rows | RSS growth {rss_per_row:.1} bytes/row | accounted {acc_per_row:.1} bytes/row", s1.rows);
+        println!(
+            "memory | {} rows | RSS growth {rss_per_row:.1} bytes/row | accounted {acc_per_row:.1} bytes/row",
+            s1.rows
+        );
     }
     Ok(())
 }

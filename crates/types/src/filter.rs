@@ -101,7 +101,9 @@ impl Filter {
     pub fn max_column(&self) -> Option<u16> {
         match self {
             Filter::True => None,
-            Filter::Cmp { col, .. } | Filter::IsNull(col) | Filter::IsNotNull(col) | Filter::In { col, .. } => Some(*col),
+            Filter::Cmp { col, .. } | Filter::IsNull(col) | Filter::IsNotNull(col) | Filter::In { col, .. } => {
+                Some(*col)
+            }
             Filter::And(fs) | Filter::Or(fs) => fs.iter().filter_map(|f| f.max_column()).max(),
             Filter::Not(f) => f.max_column(),
         }
@@ -194,7 +196,10 @@ mod tests {
             id: 1,
             database: "d".into(),
             name: "t".into(),
-            columns: vec![Column::new("id", T::Int { unsigned: false }).not_null(), Column::new("x", T::Int { unsigned: false })],
+            columns: vec![
+                Column::new("id", T::Int { unsigned: false }).not_null(),
+                Column::new("x", T::Int { unsigned: false }),
+            ],
             primary_key: vec![0],
             partition_key: vec![0],
             indexes: vec![],
@@ -209,7 +214,10 @@ mod tests {
         assert_eq!(gt.eval(&l, &row), None);
         assert_eq!(Filter::Not(Box::new(gt.clone())).eval(&l, &row), None);
         assert_eq!(Filter::Or(vec![gt.clone(), Filter::IsNull(1)]).eval(&l, &row), Some(true));
-        assert_eq!(Filter::And(vec![gt.clone(), Filter::Cmp { col: 0, op: CmpOp::Eq, value: Value::Int(2) }]).eval(&l, &row), Some(false));
+        assert_eq!(
+            Filter::And(vec![gt.clone(), Filter::Cmp { col: 0, op: CmpOp::Eq, value: Value::Int(2) }]).eval(&l, &row),
+            Some(false)
+        );
         let inf = Filter::In { col: 0, values: vec![Value::Int(5), Value::Int(1)] };
         assert!(inf.passes(&l, &row));
         let mut b = Vec::new();

@@ -104,7 +104,9 @@ impl RowLayout {
         match self.key_fixed {
             Some(n) if key.len() == n => Ok(()),
             Some(n) => err(ErrorCode::InvalidRequest, format!("key is {} bytes, expected {n}", key.len())),
-            None => self.decode_key(key).map(|_| ()).map_err(|_| TernError::new(ErrorCode::InvalidRequest, "malformed key")),
+            None => {
+                self.decode_key(key).map(|_| ()).map_err(|_| TernError::new(ErrorCode::InvalidRequest, "malformed key"))
+            }
         }
     }
 
@@ -180,7 +182,10 @@ impl RowLayout {
     /// Encodes the primary key from key values given in key order (already coerced).
     pub fn encode_key(&self, key_values: &[Value], out: &mut Vec<u8>) -> TernResult<()> {
         if key_values.len() != self.key_cols.len() {
-            return err(ErrorCode::InvalidRequest, format!("expected {} key values, got {}", self.key_cols.len(), key_values.len()));
+            return err(
+                ErrorCode::InvalidRequest,
+                format!("expected {} key values, got {}", self.key_cols.len(), key_values.len()),
+            );
         }
         for (i, v) in key_values.iter().enumerate() {
             encode_key_value(self.types[self.key_cols[i] as usize], v, out)?;
@@ -260,7 +265,9 @@ impl RowLayout {
                     if v.is_null() {
                         set_null(out, body, null_bit)?;
                     } else {
-                        let Value::Bytes(b) = v else { return err(ErrorCode::InvalidValue, "expected bytes") };
+                        let Value::Bytes(b) = v else {
+                            return err(ErrorCode::InvalidValue, "expected bytes");
+                        };
                         let at = lens_base + 4 * idx as usize;
                         out[at..at + 4].copy_from_slice(&(b.len() as u32).to_le_bytes());
                         out.extend_from_slice(b);
@@ -376,16 +383,18 @@ fn write_fixed(ty: ColumnType, v: &Value, dst: &mut [u8]) -> TernResult<()> {
         (T::Double, Value::Double(f)) => dst.copy_from_slice(&f.to_bits().to_le_bytes()),
         (T::Decimal { .. }, Value::Decimal { v, .. }) => dst.copy_from_slice(&v.to_le_bytes()),
         (T::Date, Value::Date(d)) => dst.copy_from_slice(&d.to_le_bytes()),
-        (T::Time { .. }, Value::Time(t)) | (T::DateTime { .. }, Value::DateTime(t)) | (T::Timestamp { .. }, Value::Timestamp(t)) => {
-            dst.copy_from_slice(&t.to_le_bytes())
-        }
+        (T::Time { .. }, Value::Time(t))
+        | (T::DateTime { .. }, Value::DateTime(t))
+        | (T::Timestamp { .. }, Value::Timestamp(t)) => dst.copy_from_slice(&t.to_le_bytes()),
         (T::Binary { .. }, Value::Bytes(b)) if b.len() == dst.len() => dst.copy_from_slice(b),
         (t, v) if t.is_integer() || matches!(t, T::Year | T::Bit { .. }) => {
             let n = int_of(v)?;
             let bytes = n.to_le_bytes();
             dst.copy_from_slice(&bytes[..dst.len()]);
         }
-        (t, v) => return err(ErrorCode::InvalidValue, format!("value {v:?} does not fit column type {}", t.sql_name())),
+        (t, v) => {
+            return err(ErrorCode::InvalidValue, format!("value {v:?} does not fit column type {}", t.sql_name()));
+        }
     }
     Ok(())
 }
@@ -401,9 +410,11 @@ fn read_fixed(ty: ColumnType, b: &[u8]) -> Value {
         T::SmallInt { unsigned: false } => Value::Int(sext(16)),
         T::MediumInt { unsigned: false } | T::Int { unsigned: false } => Value::Int(sext(32)),
         T::BigInt { unsigned: false } => Value::Int(u as i64),
-        T::TinyInt { unsigned: true } | T::SmallInt { unsigned: true } | T::MediumInt { unsigned: true } | T::Int { unsigned: true } | T::BigInt { unsigned: true } => {
-            Value::UInt(u)
-        }
+        T::TinyInt { unsigned: true }
+        | T::SmallInt { unsigned: true }
+        | T::MediumInt { unsigned: true }
+        | T::Int { unsigned: true }
+        | T::BigInt { unsigned: true } => Value::UInt(u),
         T::Float => Value::Float(f32::from_bits(u as u32)),
         T::Double => Value::Double(f64::from_bits(u)),
         T::Decimal { scale, .. } => Value::Decimal { v: i128::from_le_bytes(a), scale },
@@ -425,7 +436,9 @@ pub fn encode_key_value(ty: ColumnType, v: &Value, out: &mut Vec<u8>) -> TernRes
         (_, Value::Null) => return err(ErrorCode::NotNull, "NULL in a key column"),
         (T::Float, Value::Float(f)) => out.extend_from_slice(&flip_float(f.to_bits() as u64, 32).to_be_bytes()[4..]),
         (T::Double, Value::Double(f)) => out.extend_from_slice(&flip_float(f.to_bits(), 64).to_be_bytes()),
-        (T::Decimal { .. }, Value::Decimal { v, .. }) => out.extend_from_slice(&((*v as u128) ^ (1u128 << 127)).to_be_bytes()),
+        (T::Decimal { .. }, Value::Decimal { v, .. }) => {
+            out.extend_from_slice(&((*v as u128) ^ (1u128 << 127)).to_be_bytes())
+        }
         (T::Binary { len }, Value::Bytes(b)) if b.len() == len as usize => out.extend_from_slice(b),
         (T::Char { .. } | T::VarChar { .. } | T::VarBinary { .. } | T::Text | T::Blob, Value::Bytes(b)) => {
             for &x in b {
@@ -437,9 +450,9 @@ pub fn encode_key_value(ty: ColumnType, v: &Value, out: &mut Vec<u8>) -> TernRes
             out.extend_from_slice(&[0, 1]);
         }
         (T::Date, Value::Date(d)) => out.extend_from_slice(&((*d as u32) ^ (1 << 31)).to_be_bytes()),
-        (T::Time { .. }, Value::Time(t)) | (T::DateTime { .. }, Value::DateTime(t)) | (T::Timestamp { .. }, Value::Timestamp(t)) => {
-            out.extend_from_slice(&((*t as u64) ^ (1 << 63)).to_be_bytes())
-        }
+        (T::Time { .. }, Value::Time(t))
+        | (T::DateTime { .. }, Value::DateTime(t))
+        | (T::Timestamp { .. }, Value::Timestamp(t)) => out.extend_from_slice(&((*t as u64) ^ (1 << 63)).to_be_bytes()),
         (t, v) if t.is_integer() || matches!(t, T::Year | T::Bit { .. }) => {
             let n = int_of(v)?;
             let w = key_width(t).expect("fixed");
@@ -450,7 +463,9 @@ pub fn encode_key_value(ty: ColumnType, v: &Value, out: &mut Vec<u8>) -> TernRes
             }
             out.extend_from_slice(&x.to_be_bytes()[8 - w..]);
         }
-        (t, v) => return err(ErrorCode::InvalidValue, format!("value {v:?} does not fit key column type {}", t.sql_name())),
+        (t, v) => {
+            return err(ErrorCode::InvalidValue, format!("value {v:?} does not fit key column type {}", t.sql_name()));
+        }
     }
     Ok(())
 }
@@ -579,7 +594,9 @@ pub fn encode_values(types: &[ColumnType], values: &[Value], out: &mut Vec<u8>) 
                 write_fixed(*ty, v, &mut out[at..])?;
             }
             None => {
-                let Value::Bytes(b) = v else { return err(ErrorCode::InvalidValue, "expected bytes") };
+                let Value::Bytes(b) = v else {
+                    return err(ErrorCode::InvalidValue, "expected bytes");
+                };
                 out.extend_from_slice(&(b.len() as u32).to_le_bytes());
                 out.extend_from_slice(b);
             }
@@ -695,12 +712,38 @@ mod tests {
     #[test]
     fn key_encoding_preserves_order() {
         let cases: Vec<(ColumnType, Vec<Value>)> = vec![
-            (T::Int { unsigned: false }, vec![Value::Int(i32::MIN as i64), Value::Int(-1), Value::Int(0), Value::Int(7), Value::Int(i32::MAX as i64)]),
+            (
+                T::Int { unsigned: false },
+                vec![
+                    Value::Int(i32::MIN as i64),
+                    Value::Int(-1),
+                    Value::Int(0),
+                    Value::Int(7),
+                    Value::Int(i32::MAX as i64),
+                ],
+            ),
             (T::BigInt { unsigned: true }, vec![Value::UInt(0), Value::UInt(1), Value::UInt(u64::MAX)]),
             (T::Double, vec![Value::Double(-1e9), Value::Double(-0.5), Value::Double(0.0), Value::Double(2.5)]),
             (T::Float, vec![Value::Float(-3.0), Value::Float(1.0), Value::Float(1.5)]),
-            (T::VarChar { len: 9 }, vec![Value::str(""), Value::Bytes(vec![0]), Value::Bytes(vec![0, 0]), Value::str("a"), Value::str("ab"), Value::str("b")]),
-            (T::Decimal { precision: 9, scale: 2 }, vec![Value::Decimal { v: -5, scale: 2 }, Value::Decimal { v: 0, scale: 2 }, Value::Decimal { v: 3, scale: 2 }]),
+            (
+                T::VarChar { len: 9 },
+                vec![
+                    Value::str(""),
+                    Value::Bytes(vec![0]),
+                    Value::Bytes(vec![0, 0]),
+                    Value::str("a"),
+                    Value::str("ab"),
+                    Value::str("b"),
+                ],
+            ),
+            (
+                T::Decimal { precision: 9, scale: 2 },
+                vec![
+                    Value::Decimal { v: -5, scale: 2 },
+                    Value::Decimal { v: 0, scale: 2 },
+                    Value::Decimal { v: 3, scale: 2 },
+                ],
+            ),
             (T::DateTime { fsp: 0 }, vec![Value::DateTime(-5), Value::DateTime(0), Value::DateTime(99)]),
             (T::MediumInt { unsigned: false }, vec![Value::Int(-8_388_608), Value::Int(-1), Value::Int(8_388_607)]),
         ];

@@ -24,31 +24,60 @@ pub const HIDDEN_ROWID: &str = "$rowid";
 /// Column types (the MySQL types Tern supports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ColumnType {
-    TinyInt { unsigned: bool },
-    SmallInt { unsigned: bool },
-    MediumInt { unsigned: bool },
-    Int { unsigned: bool },
-    BigInt { unsigned: bool },
+    TinyInt {
+        unsigned: bool,
+    },
+    SmallInt {
+        unsigned: bool,
+    },
+    MediumInt {
+        unsigned: bool,
+    },
+    Int {
+        unsigned: bool,
+    },
+    BigInt {
+        unsigned: bool,
+    },
     Float,
     Double,
     /// precision 1..=38, scale 0..=precision; stored as a scaled i128.
-    Decimal { precision: u8, scale: u8 },
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
     /// Length in characters (utf8mb4); trailing spaces are stripped on store.
-    Char { len: u32 },
-    VarChar { len: u32 },
+    Char {
+        len: u32,
+    },
+    VarChar {
+        len: u32,
+    },
     /// Fixed length in bytes, zero padded.
-    Binary { len: u32 },
-    VarBinary { len: u32 },
+    Binary {
+        len: u32,
+    },
+    VarBinary {
+        len: u32,
+    },
     Text,
     Blob,
     Date,
     /// Fractional-second precision 0..=6.
-    Time { fsp: u8 },
-    DateTime { fsp: u8 },
-    Timestamp { fsp: u8 },
+    Time {
+        fsp: u8,
+    },
+    DateTime {
+        fsp: u8,
+    },
+    Timestamp {
+        fsp: u8,
+    },
     Year,
     /// 1..=64 bits.
-    Bit { bits: u8 },
+    Bit {
+        bits: u8,
+    },
 }
 
 impl ColumnType {
@@ -153,13 +182,15 @@ impl ColumnType {
     pub fn validate(self) -> TernResult<()> {
         use ColumnType::*;
         match self {
-            Decimal { precision, scale } => {
-                if precision == 0 || precision > DECIMAL_PRECISION_MAX || scale > precision {
-                    return err(
-                        ErrorCode::Unsupported,
-                        format!("DECIMAL({precision},{scale}) is not supported: precision must be 1..=38 and scale <= precision"),
-                    );
-                }
+            Decimal { precision, scale }
+                if precision == 0 || precision > DECIMAL_PRECISION_MAX || scale > precision =>
+            {
+                return err(
+                    ErrorCode::Unsupported,
+                    format!(
+                        "DECIMAL({precision},{scale}) is not supported: precision must be 1..=38 and scale <= precision"
+                    ),
+                );
             }
             Time { fsp } | DateTime { fsp } | Timestamp { fsp } if fsp > 6 => {
                 return err(ErrorCode::InvalidSchema, format!("fractional seconds precision {fsp} is over 6"));
@@ -328,14 +359,18 @@ impl Table {
             return err(ErrorCode::InvalidSchema, "a table needs a primary key");
         }
         for &k in &self.primary_key {
-            let c = self.columns.get(k as usize).ok_or_else(|| {
-                crate::TernError::new(ErrorCode::InvalidSchema, "primary key names a missing column")
-            })?;
+            let c = self
+                .columns
+                .get(k as usize)
+                .ok_or_else(|| crate::TernError::new(ErrorCode::InvalidSchema, "primary key names a missing column"))?;
             if c.nullable {
                 return err(ErrorCode::InvalidSchema, format!("primary key column '{}' must be NOT NULL", c.name));
             }
             if !c.ty.indexable() {
-                return err(ErrorCode::InvalidSchema, format!("column '{}' of type {} cannot be in a key", c.name, c.ty.sql_name()));
+                return err(
+                    ErrorCode::InvalidSchema,
+                    format!("column '{}' of type {} cannot be in a key", c.name, c.ty.sql_name()),
+                );
             }
         }
         if self.partition_key.is_empty() || self.partition_key.iter().any(|p| !self.primary_key.contains(p)) {
@@ -350,9 +385,10 @@ impl Table {
                 return err(ErrorCode::InvalidSchema, "an index needs at least one column");
             }
             for &c in &idx.columns {
-                let col = self.columns.get(c as usize).ok_or_else(|| {
-                    crate::TernError::new(ErrorCode::InvalidSchema, "index names a missing column")
-                })?;
+                let col = self
+                    .columns
+                    .get(c as usize)
+                    .ok_or_else(|| crate::TernError::new(ErrorCode::InvalidSchema, "index names a missing column"))?;
                 if !col.ty.indexable() {
                     return err(ErrorCode::InvalidSchema, format!("column '{}' cannot be indexed", col.name));
                 }
@@ -438,7 +474,8 @@ impl Table {
             _ => return Err(DecodeError("bad ttl tag")),
         };
         let comment = d.string()?;
-        let t = Table { id, database, name, columns, primary_key, partition_key, indexes, partition_count, ttl, comment };
+        let t =
+            Table { id, database, name, columns, primary_key, partition_key, indexes, partition_count, ttl, comment };
         let in_range = |v: &Vec<u16>| v.iter().all(|&c| (c as usize) < t.columns.len());
         if !in_range(&t.primary_key) || !in_range(&t.partition_key) || !t.indexes.iter().all(|i| in_range(&i.columns)) {
             return Err(DecodeError("column position out of range"));
@@ -544,7 +581,8 @@ impl Catalog {
         if d.u16()? != CATALOG_FORMAT {
             return Err(DecodeError("unknown catalog format version"));
         }
-        let mut c = Catalog { version: d.u64()?, next_table_id: d.u32()?, next_index_id: d.u32()?, ..Default::default() };
+        let mut c =
+            Catalog { version: d.u64()?, next_table_id: d.u32()?, next_index_id: d.u32()?, ..Default::default() };
         let nd = d.len(1 << 20)?;
         for _ in 0..nd {
             let name = d.string()?;

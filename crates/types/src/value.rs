@@ -18,7 +18,10 @@ pub enum Value {
     Float(f32),
     Double(f64),
     /// Scaled integer: value = v / 10^scale.
-    Decimal { v: i128, scale: u8 },
+    Decimal {
+        v: i128,
+        scale: u8,
+    },
     /// CHAR, VARCHAR, TEXT, BINARY, VARBINARY, BLOB.
     Bytes(Vec<u8>),
     /// Days since 1970-01-01.
@@ -166,14 +169,12 @@ impl Value {
                 let s = (*sa).max(*sb);
                 Some(rescale(*a, *sa, s)?.cmp(&rescale(*b, *sb, s)?))
             }
-            (Decimal { v, scale }, o) if o.as_i128().is_some() => {
-                Some(v.cmp(&rescale(o.as_i128()?, 0, *scale)?))
-            }
-            (o, Decimal { v, scale }) if o.as_i128().is_some() => {
-                Some(rescale(o.as_i128()?, 0, *scale)?.cmp(v))
-            }
+            (Decimal { v, scale }, o) if o.as_i128().is_some() => Some(v.cmp(&rescale(o.as_i128()?, 0, *scale)?)),
+            (o, Decimal { v, scale }) if o.as_i128().is_some() => Some(rescale(o.as_i128()?, 0, *scale)?.cmp(v)),
             _ => match (self.as_i128(), other.as_i128()) {
-                (Some(a), Some(b)) if !matches!(self, Decimal { .. }) && !matches!(other, Decimal { .. }) => Some(a.cmp(&b)),
+                (Some(a), Some(b)) if !matches!(self, Decimal { .. }) && !matches!(other, Decimal { .. }) => {
+                    Some(a.cmp(&b))
+                }
                 _ => self.as_f64()?.partial_cmp(&other.as_f64()?),
             },
         }
@@ -344,12 +345,20 @@ pub fn coerce(ty: ColumnType, v: Value) -> TernResult<Value> {
             let scaled = match &v {
                 Value::Bytes(_) => parse_decimal(text_of(&v).unwrap_or(""), scale),
                 Value::Decimal { v: x, scale: s } => {
-                    if *s <= scale { rescale(*x, *s, scale) } else { parse_decimal(&format_decimal(*x, *s), scale) }
+                    if *s <= scale {
+                        rescale(*x, *s, scale)
+                    } else {
+                        parse_decimal(&format_decimal(*x, *s), scale)
+                    }
                 }
-                Value::Double(_) | Value::Float(_) => parse_decimal(&format!("{:.*}", scale as usize + 1, v.as_f64().unwrap_or(0.0)), scale),
+                Value::Double(_) | Value::Float(_) => {
+                    parse_decimal(&format!("{:.*}", scale as usize + 1, v.as_f64().unwrap_or(0.0)), scale)
+                }
                 other => other.as_i128().and_then(|n| rescale(n, 0, scale)),
             };
-            let Some(scaled) = scaled else { return wrong_type(ty, &v) };
+            let Some(scaled) = scaled else {
+                return wrong_type(ty, &v);
+            };
             if scaled.unsigned_abs() >= 10u128.pow(precision as u32) {
                 return out_of_range(ty);
             }
@@ -365,7 +374,9 @@ pub fn coerce(ty: ColumnType, v: Value) -> TernResult<Value> {
             };
             let s = match std::str::from_utf8(&b) {
                 Ok(s) => s,
-                Err(_) => return err(ErrorCode::InvalidValue, "Incorrect string value: not valid UTF-8"),
+                Err(_) => {
+                    return err(ErrorCode::InvalidValue, "Incorrect string value: not valid UTF-8");
+                }
             };
             let limit = match ty {
                 T::Char { len } | T::VarChar { len } => len as usize,
@@ -383,7 +394,9 @@ pub fn coerce(ty: ColumnType, v: Value) -> TernResult<Value> {
             Ok(Value::Bytes(b))
         }
         T::Binary { .. } | T::VarBinary { .. } | T::Blob => {
-            let Value::Bytes(mut b) = v else { return wrong_type(ty, &v) };
+            let Value::Bytes(mut b) = v else {
+                return wrong_type(ty, &v);
+            };
             let limit = match ty {
                 T::Binary { len } | T::VarBinary { len } => len as usize,
                 _ => 65_535,
@@ -399,7 +412,10 @@ pub fn coerce(ty: ColumnType, v: Value) -> TernResult<Value> {
         T::Date => match v {
             Value::Date(d) => Ok(Value::Date(d)),
             Value::DateTime(t) | Value::Timestamp(t) => Ok(Value::Date(t.div_euclid(time::MICROS_PER_DAY) as i32)),
-            ref o => match text_of(o).and_then(|s| time::parse_date(s).or_else(|| time::parse_datetime(s).map(|t| t.div_euclid(time::MICROS_PER_DAY) as i32))) {
+            ref o => match text_of(o).and_then(|s| {
+                time::parse_date(s)
+                    .or_else(|| time::parse_datetime(s).map(|t| t.div_euclid(time::MICROS_PER_DAY) as i32))
+            }) {
                 Some(d) => Ok(Value::Date(d)),
                 None => err(ErrorCode::InvalidValue, "Invalid Date/Time."),
             },
@@ -410,7 +426,9 @@ pub fn coerce(ty: ColumnType, v: Value) -> TernResult<Value> {
                 Value::Date(d) => Some(d as i64 * time::MICROS_PER_DAY),
                 ref o => text_of(o).and_then(time::parse_datetime),
             };
-            let Some(m) = micros else { return err(ErrorCode::InvalidValue, "Invalid Date/Time.") };
+            let Some(m) = micros else {
+                return err(ErrorCode::InvalidValue, "Invalid Date/Time.");
+            };
             let m = time::truncate_fsp(m, fsp);
             if matches!(ty, T::Timestamp { .. }) {
                 // MySQL's TIMESTAMP range: 1970-01-01 00:00:01 .. 2038-01-19 03:14:07 UTC.

@@ -23,7 +23,9 @@ mod thiserror_free {
             match self {
                 FrameError::BadMagic => write!(f, "not a Tern frame (bad magic)"),
                 FrameError::BadVersion(v) => write!(f, "unsupported protocol version {v}"),
-                FrameError::TooLarge(n) => write!(f, "frame payload of {n} bytes is over the limit"),
+                FrameError::TooLarge(n) => {
+                    write!(f, "frame payload of {n} bytes is over the limit")
+                }
                 FrameError::BadChecksum => write!(f, "frame checksum mismatch"),
             }
         }
@@ -85,7 +87,9 @@ pub fn frame_len(buf: &[u8]) -> Result<Option<usize>, FrameError> {
 
 /// Splits one complete frame off the front of `buf`: Ok(Some((payload, consumed))).
 pub fn decode_frame(buf: &[u8]) -> Result<Option<(&[u8], usize)>, FrameError> {
-    let Some(total) = frame_len(buf)? else { return Ok(None) };
+    let Some(total) = frame_len(buf)? else {
+        return Ok(None);
+    };
     if buf.len() < total {
         return Ok(None);
     }

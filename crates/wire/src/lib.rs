@@ -12,7 +12,10 @@
 mod frame;
 mod msg;
 
-pub use frame::{begin_frame, finish_frame, FRAME_HEADER_LEN, FRAME_PAYLOAD_MAX, FrameError, PROTOCOL_VERSION, decode_frame, encode_frame, frame_len};
+pub use frame::{
+    FRAME_HEADER_LEN, FRAME_PAYLOAD_MAX, FrameError, PROTOCOL_VERSION, begin_frame, decode_frame, encode_frame,
+    finish_frame, frame_len,
+};
 pub use msg::*;
 
 /// An in-process connection to a data node (the local transporter): the runtime implements it,

@@ -118,7 +118,9 @@ pub enum OpResult {
 pub enum Outcome {
     /// NoCommit batch executed; the transaction stays open.
     Open,
-    Committed { epoch: u64 },
+    Committed {
+        epoch: u64,
+    },
     RolledBack,
     Aborted(TernError),
 }
@@ -159,13 +161,34 @@ pub struct ScanReq {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum DdlReq {
-    CreateDatabase { name: String, if_not_exists: bool },
-    DropDatabase { name: String, if_exists: bool },
+    CreateDatabase {
+        name: String,
+        if_not_exists: bool,
+    },
+    DropDatabase {
+        name: String,
+        if_exists: bool,
+    },
     /// The table's id and partition count are chosen by the node (partition_count 0 = default).
-    CreateTable { table: Table, if_not_exists: bool },
-    DropTable { database: String, name: String, if_exists: bool },
-    CreateIndex { database: String, table: String, index: Index },
-    DropIndex { database: String, table: String, name: String },
+    CreateTable {
+        table: Table,
+        if_not_exists: bool,
+    },
+    DropTable {
+        database: String,
+        name: String,
+        if_exists: bool,
+    },
+    CreateIndex {
+        database: String,
+        table: String,
+        index: Index,
+    },
+    DropIndex {
+        database: String,
+        table: String,
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -429,7 +452,20 @@ impl Request {
                     1 => Some(d.u32()?),
                     _ => return Err(DecodeError("bad partition tag")),
                 };
-                Request::Scan(ScanReq { scan, table, index, lo, hi, filter, projection, limit, ordered, descending, batch_rows, partition })
+                Request::Scan(ScanReq {
+                    scan,
+                    table,
+                    index,
+                    lo,
+                    hi,
+                    filter,
+                    projection,
+                    limit,
+                    ordered,
+                    descending,
+                    batch_rows,
+                    partition,
+                })
             }
             5 => Request::ScanNext { scan: d.u64()? },
             6 => Request::ScanClose { scan: d.u64()? },
@@ -709,7 +745,11 @@ mod tests {
         let reps = vec![
             Reply::Txn(TxnResp {
                 txn: 1,
-                results: vec![OpResult::Row(vec![1, 2, 3]), OpResult::NotFound, OpResult::Error(TernError::new(ErrorCode::DuplicateKey, "dup"))],
+                results: vec![
+                    OpResult::Row(vec![1, 2, 3]),
+                    OpResult::NotFound,
+                    OpResult::Error(TernError::new(ErrorCode::DuplicateKey, "dup")),
+                ],
                 outcome: Outcome::Committed { epoch: 12 },
             }),
             Reply::ScanRows { scan: 3, rows: vec![vec![9; 5]], done: true },
