@@ -1,0 +1,138 @@
+//! `tern up` as a user runs it: the ready line, the angel restarting a killed data node (which
+//! recovers its data), a clean stop on SIGINT, and clear errors for a busy port or a foreign data
+//! directory.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tern_client::{Client, ColumnType, DdlReq, Exec, OpResult, Table, Value, block_on};
+use tern_types::schema::Column;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn up(dir: &std::path::Path, port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["up", "--data-dir"])
+        .arg(dir)
+        .args(["--datanode-port", &port.to_string(), "--data-memory", "128M", "--ldm-workers", "2"])
+        .env("TERN_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let until = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < until, "process did not exit in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    let mut s = String::new();
+    use std::io::Read;
+    child.stderr.take().unwrap().read_to_string(&mut s).unwrap();
+    s
+}
+
+#[test]
+fn up_serves_restarts_a_killed_datanode_and_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut child = up(dir.path(), port);
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("ready: "), "first line: {line:?}");
+    assert!(line.contains(&format!("datanode=127.0.0.1:{port}")), "{line}");
+    let addr = format!("127.0.0.1:{port}");
+    let c = Client::connect(&addr).unwrap();
+    c.ddl(DdlReq::CreateDatabase { name: "u".into(), if_not_exists: true }).unwrap();
+    let table = Table {
+        id: 0,
+        database: "u".into(),
+        name: "t".into(),
+        columns: vec![
+            Column::new("id", ColumnType::Int { unsigned: false }).not_null(),
+            Column::new("v", ColumnType::Int { unsigned: false }),
+        ],
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: vec![],
+        partition_count: 0,
+        ttl: None,
+        comment: String::new(),
+    };
+    c.ddl(DdlReq::CreateTable { table, if_not_exists: false }).unwrap();
+    let t = c.table("u", "t").unwrap();
+    let mut txn = c.begin().durable(true);
+    block_on(
+        txn.execute((0..50).map(|i| t.write(&[Value::Int(i), Value::Int(i * 2)]).unwrap()).collect(), Exec::Commit),
+    )
+    .unwrap();
+    let pid = c.status().unwrap().pid;
+    assert!(pid > 0);
+    drop(c);
+    // Kill the data node; the supervisor must bring it back with its data.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+    let until = Instant::now() + Duration::from_secs(60);
+    let c = loop {
+        assert!(Instant::now() < until, "data node was not restarted");
+        if let Ok(c) = Client::connect(&addr)
+            && c.status().map(|s| s.state == "started" && s.pid != pid).unwrap_or(false)
+        {
+            break c;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let t = c.table("u", "t").unwrap();
+    let r = c.blocking().execute(vec![t.read(&[Value::Int(49)]).unwrap()]).unwrap();
+    let OpResult::Row(b) = &r[0] else { panic!("row 49 lost after restart: {r:?}") };
+    assert_eq!(t.decode_row(b).unwrap()[1], Value::Int(98));
+    let new_pid = c.status().unwrap().pid;
+    drop(c);
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let st = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(st.success(), "tern up exits 0 on SIGINT: {st}");
+    assert!(!std::path::Path::new(&format!("/proc/{new_pid}")).exists(), "data node stopped with tern up");
+}
+
+#[test]
+fn busy_port_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let mut child = up(dir.path(), port);
+    let st = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(!st.success());
+    let err = stderr_of(&mut child);
+    assert!(err.contains(&format!("port {port} is already in use")), "{err}");
+}
+
+#[test]
+fn foreign_data_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("node-1")).unwrap();
+    std::fs::write(dir.path().join("node-1").join("ibdata1"), b"not ours").unwrap();
+    let mut child = up(dir.path(), free_port());
+    let st = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(!st.success());
+    let err = stderr_of(&mut child);
+    assert!(err.contains("not a Tern data directory"), "{err}");
+    assert_eq!(
+        std::fs::read(dir.path().join("node-1").join("ibdata1")).unwrap(),
+        b"not ours",
+        "nothing of it was touched"
+    );
+}
