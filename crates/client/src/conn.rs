@@ -65,7 +65,7 @@ impl Slot {
     /// Blocks the calling thread: spins briefly (a loopback round trip is ~15 µs), then parks.
     pub fn wait(&self, timeout: Duration) -> Result<Reply, TernError> {
         let start = Instant::now();
-        while start.elapsed() < Duration::from_micros(40) {
+        while start.elapsed() < Duration::from_micros(20) {
             if let Some(r) = self.take() {
                 return r;
             }

@@ -589,36 +589,60 @@ impl BlockingClient {
     }
 }
 
-struct ThreadWaker(std::thread::Thread);
+/// Wakes a parked thread and notes when the wake came (the reply's arrival time).
+struct ThreadWaker {
+    thread: std::thread::Thread,
+    woke_at: std::sync::Mutex<Option<std::time::Instant>>,
+}
 
 impl Wake for ThreadWaker {
     fn wake(self: Arc<Self>) {
-        self.0.unpark();
+        self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
+        if let Ok(mut w) = self.woke_at.lock() {
+            w.get_or_insert_with(std::time::Instant::now);
+        }
+        self.thread.unpark();
     }
 }
 
-/// Runs a future to completion on this thread (spinning briefly, then parking).
+thread_local! {
+    /// Recent wait times of this thread (µs, moving average): decides whether spinning pays.
+    static WAIT_EWMA_US: std::cell::Cell<u64> = const { std::cell::Cell::new(20) };
+}
+
+/// Longest a waiting thread spins before it parks.
+const SPIN_MAX_US: u64 = 60;
+
+/// Runs a future to completion on this thread. It spins only while replies have recently come
+/// back within the spin budget (a futex wake-up costs more than a short spin), then parks; on a
+/// machine with few cores a long spin would steal the CPU the server needs.
 pub fn block_on<F: Future>(f: F) -> F::Output {
     let mut f = std::pin::pin!(f);
-    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let tw = Arc::new(ThreadWaker { thread: std::thread::current(), woke_at: std::sync::Mutex::new(None) });
+    let waker = Waker::from(tw.clone());
     let mut cx = Context::from_waker(&waker);
-    let mut spins = 0u32;
-    loop {
+    let start = std::time::Instant::now();
+    let ewma = WAIT_EWMA_US.with(|w| w.get());
+    let spin = if ewma <= SPIN_MAX_US { Duration::from_micros((ewma * 3 / 2).min(SPIN_MAX_US)) } else { Duration::ZERO };
+    let out = loop {
         if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
+            break v;
         }
-        if spins < 200 {
-            spins += 1;
-            for _ in 0..50 {
+        if start.elapsed() < spin {
+            for _ in 0..16 {
                 std::hint::spin_loop();
             }
         } else {
             std::thread::park_timeout(Duration::from_millis(50));
         }
-    }
+    };
+    // How long the reply took to arrive, not counting the time to wake this thread up.
+    let arrived = tw.woke_at.lock().ok().and_then(|w| *w).unwrap_or_else(std::time::Instant::now);
+    let took = arrived.saturating_duration_since(start).as_micros() as u64;
+    WAIT_EWMA_US.with(|w| w.set((w.get() * 7 + took.min(10_000)) / 8));
+    out
 }
 
 /// A timer future that needs no runtime (a helper thread wakes it).
