@@ -625,7 +625,8 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
     let mut cx = Context::from_waker(&waker);
     let start = std::time::Instant::now();
     let ewma = WAIT_EWMA_US.with(|w| w.get());
-    let spin = if ewma <= SPIN_MAX_US { Duration::from_micros((ewma * 3 / 2).min(SPIN_MAX_US)) } else { Duration::ZERO };
+    let spin =
+        if ewma <= SPIN_MAX_US { Duration::from_micros((ewma * 3 / 2).min(SPIN_MAX_US)) } else { Duration::ZERO };
     let out = loop {
         if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
             break v;

@@ -371,20 +371,18 @@ impl Ldm {
     fn exec_batch(&mut self, now_ms: u64, mut batch: Box<PrepareBatch>, from: usize, out: &mut Out) {
         let txn = batch.txn;
         for i in from..batch.ops.len() {
-            let (lock_key, mode) = match &batch.ops[i] {
-                PrepOp::Exec { partition, op, .. } => {
-                    let mode = match op.kind {
-                        OpKind::Read => None,
-                        OpKind::ReadShared => Some(LockMode::Shared),
-                        _ => Some(LockMode::Exclusive),
-                    };
-                    ((op.table, *partition, op.key.clone()), mode)
-                }
+            let lock = match &batch.ops[i] {
+                PrepOp::Exec { partition, op, .. } => match op.kind {
+                    OpKind::Read => None,
+                    OpKind::ReadShared => Some(((op.table, *partition, op.key.clone()), LockMode::Shared)),
+                    _ => Some(((op.table, *partition, op.key.clone()), LockMode::Exclusive)),
+                },
                 PrepOp::Replica { table, partition, key, .. } => {
-                    ((*table, *partition, key.clone()), Some(LockMode::Exclusive))
+                    Some(((*table, *partition, key.clone()), LockMode::Exclusive))
                 }
             };
-            if let Some(mode) = mode
+            let mode = lock.as_ref().map(|l| l.1);
+            if let Some((lock_key, mode)) = lock
                 && self.parts.contains_key(&(lock_key.0, lock_key.1))
                 && !self.acquire(txn, &lock_key, mode)
             {
@@ -492,30 +490,29 @@ impl Ldm {
                 format!("partition {partition} of table {} is not here", op.table),
             );
         }
+        if op.kind == OpKind::Read {
+            // Read committed: this transaction's own pending write, else the committed row.
+            let own = self.txns.get(&txn).filter(|t| !t.changes.is_empty());
+            if let Some(t) = own
+                && let Some(c) = t.changes.get(&(op.table, partition, op.key.clone()))
+            {
+                return match &c.row {
+                    Some(r) => project(&layout, r, op.projection.as_deref()),
+                    None => OpResult::NotFound,
+                };
+            }
+            let p = &self.parts[&(op.table, partition)];
+            return match p.lookup(&op.key) {
+                Some(id) => project(&layout, p.row(id), op.projection.as_deref()),
+                None => OpResult::NotFound,
+            };
+        }
         let lk: LockKey = (op.table, partition, op.key.clone());
         match op.kind {
-            OpKind::Read | OpKind::ReadShared | OpKind::ReadExclusive => {
-                let row = if op.kind == OpKind::Read {
-                    match self.txns.get(&txn).and_then(|t| t.changes.get(&lk)) {
-                        Some(c) => c.row.clone(),
-                        None => {
-                            let p = &self.parts[&(op.table, partition)];
-                            match p.lookup(&op.key) {
-                                Some(id) => {
-                                    return project(&layout, p.row(id), op.projection.as_deref());
-                                }
-                                None => None,
-                            }
-                        }
-                    }
-                } else {
-                    self.current_row(txn, &lk)
-                };
-                match row {
-                    Some(r) => project(&layout, &r, op.projection.as_deref()),
-                    None => OpResult::NotFound,
-                }
-            }
+            OpKind::Read | OpKind::ReadShared | OpKind::ReadExclusive => match self.current_row(txn, &lk) {
+                Some(r) => project(&layout, &r, op.projection.as_deref()),
+                None => OpResult::NotFound,
+            },
             OpKind::Insert | OpKind::Write => {
                 if let Err(e) = layout.check_row(&op.row) {
                     return OpResult::Error(e);

@@ -177,6 +177,11 @@ impl Tc {
         vec![Addr::new(self.addr.node, Block::Ldm(ldm_of(partition, self.ldm_count)))]
     }
 
+    /// Which chain a partition's operations go to (batches are grouped by this).
+    fn chain_key(&self, partition: u32) -> u16 {
+        ldm_of(partition, self.ldm_count)
+    }
+
     pub fn handle(&mut self, now_ms: u64, sig: Signal, out: &mut Out) {
         match sig {
             Signal::ClientRequest { client, req_id, req } => self.request(now_ms, client, req_id, req, out),
@@ -344,21 +349,21 @@ impl Tc {
     /// Groups a batch's operations by replica chain and sends one Prepare per chain.
     fn route(&mut self, id: u64, ops: Vec<tern_wire::KeyOp>, out: &mut Out) {
         let tref = TxnRef { tc: self.addr, id };
-        let mut batches: BTreeMap<Vec<Addr>, Box<PrepareBatch>> = BTreeMap::new();
+        let mut batches: BTreeMap<u16, Box<PrepareBatch>> = BTreeMap::new();
         let mut routing_errors = Vec::new();
+        let n = ops.len();
         for (i, op) in ops.into_iter().enumerate() {
             let routed = self.partition_of(&op);
             match routed {
                 Ok(partition) => {
-                    let chain = self.chain(partition);
-                    let b = batches.entry(chain.clone()).or_insert_with(|| {
+                    let b = batches.entry(self.chain_key(partition)).or_insert_with(|| {
                         Box::new(PrepareBatch {
                             txn: tref,
                             batch: 0,
-                            chain,
+                            chain: self.chain(partition),
                             pos: 0,
-                            ops: Vec::new(),
-                            results: Vec::new(),
+                            ops: Vec::with_capacity(n),
+                            results: Vec::with_capacity(n),
                             holds_state: false,
                         })
                     });
@@ -373,8 +378,8 @@ impl Tc {
         }
         txn.state = State::Preparing;
         txn.outstanding = batches.len();
-        for (chain, b) in batches {
-            out.send(chain[0], Signal::Prepare(b));
+        for (_, b) in batches {
+            out.send(b.chain[0], Signal::Prepare(b));
         }
         if self.txns[&id].outstanding == 0 {
             self.batch_done(id, out);
