@@ -1,21 +1,30 @@
 //! Row heap: rows addressed by a dense row id. Tables whose rows all have one length (only
-//! fixed-width columns) use one contiguous arena of equal slots, so a 104-byte row costs 104 bytes;
-//! other tables keep one boxed slice per row.
+//! fixed-width columns) keep them in fixed-size pages of equal slots (as NDB's fixed-size pages),
+//! so a 104-byte row costs 104 bytes and growth never copies rows; other tables keep one boxed
+//! slice per row.
 
 pub type RowId = u32;
 
+/// Bytes per page of fixed-size rows.
+pub const PAGE_BYTES: usize = 32 * 1024;
+
 #[derive(Debug)]
 pub(crate) enum Heap {
-    Fixed { slot: usize, arena: Vec<u8>, live: Vec<u64>, free: Vec<RowId>, slots: u32 },
+    Fixed { slot: usize, per_page: usize, pages: Vec<Box<[u8]>>, live: Vec<u64>, free: Vec<RowId>, slots: u32 },
     Var { rows: Vec<Option<Box<[u8]>>>, free: Vec<RowId> },
 }
 
 impl Heap {
     pub(crate) fn new(fixed: Option<usize>) -> Heap {
         match fixed {
-            Some(slot) if slot > 0 => {
-                Heap::Fixed { slot, arena: Vec::new(), live: Vec::new(), free: Vec::new(), slots: 0 }
-            }
+            Some(slot) if slot > 0 && slot <= PAGE_BYTES => Heap::Fixed {
+                slot,
+                per_page: PAGE_BYTES / slot,
+                pages: Vec::new(),
+                live: Vec::new(),
+                free: Vec::new(),
+                slots: 0,
+            },
             _ => Heap::Var { rows: Vec::new(), free: Vec::new() },
         }
     }
@@ -23,7 +32,10 @@ impl Heap {
     #[inline]
     pub(crate) fn get(&self, id: RowId) -> &[u8] {
         match self {
-            Heap::Fixed { slot, arena, .. } => &arena[id as usize * slot..(id as usize + 1) * slot],
+            Heap::Fixed { slot, per_page, pages, .. } => {
+                let (p, i) = (id as usize / per_page, id as usize % per_page);
+                &pages[p][i * slot..(i + 1) * slot]
+            }
             Heap::Var { rows, .. } => rows[id as usize].as_deref().expect("live row id"),
         }
     }
@@ -45,27 +57,24 @@ impl Heap {
 
     pub(crate) fn insert(&mut self, row: &[u8]) -> RowId {
         match self {
-            Heap::Fixed { slot, arena, live, free, slots } => {
+            Heap::Fixed { slot, per_page, pages, live, free, slots } => {
                 assert_eq!(row.len(), *slot, "fixed-size row");
                 let id = match free.pop() {
                     Some(id) => id,
                     None => {
                         let id = *slots;
                         *slots += 1;
-                        if arena.len() == arena.capacity() {
-                            // Grow by 1/8 (at least 64 rows) instead of doubling, to keep slack small.
-                            let extra = (arena.len() / 8).max(64 * *slot);
-                            arena.reserve_exact(extra);
+                        if id as usize / *per_page >= pages.len() {
+                            pages.push(vec![0u8; *per_page * *slot].into_boxed_slice());
                         }
-                        arena.resize(*slots as usize * *slot, 0);
                         if live.len() * 64 < *slots as usize {
                             live.push(0);
                         }
                         id
                     }
                 };
-                let at = id as usize * *slot;
-                arena[at..at + *slot].copy_from_slice(row);
+                let (p, i) = (id as usize / *per_page, id as usize % *per_page);
+                pages[p][i * *slot..(i + 1) * *slot].copy_from_slice(row);
                 live[id as usize / 64] |= 1 << (id % 64);
                 id
             }
@@ -87,9 +96,10 @@ impl Heap {
 
     pub(crate) fn replace(&mut self, id: RowId, row: &[u8]) {
         match self {
-            Heap::Fixed { slot, arena, .. } => {
+            Heap::Fixed { slot, per_page, pages, .. } => {
                 assert_eq!(row.len(), *slot, "fixed-size row");
-                arena[id as usize * *slot..(id as usize + 1) * *slot].copy_from_slice(row);
+                let (p, i) = (id as usize / *per_page, id as usize % *per_page);
+                pages[p][i * *slot..(i + 1) * *slot].copy_from_slice(row);
             }
             Heap::Var { rows, .. } => rows[id as usize] = Some(row.into()),
         }
@@ -111,7 +121,9 @@ impl Heap {
     /// Bytes of memory held by the heap itself (capacity, not just live rows).
     pub(crate) fn footprint(&self) -> usize {
         match self {
-            Heap::Fixed { arena, live, free, .. } => arena.capacity() + live.capacity() * 8 + free.capacity() * 4,
+            Heap::Fixed { pages, live, free, .. } => {
+                pages.len() * PAGE_BYTES + pages.capacity() * 16 + live.capacity() * 8 + free.capacity() * 4
+            }
             Heap::Var { rows, free } => {
                 rows.capacity() * 16 + free.capacity() * 4 + rows.iter().flatten().map(|r| r.len()).sum::<usize>()
             }

@@ -9,7 +9,7 @@ use tern_types::row::encode_index_value;
 use tern_types::schema::{Column, ColumnType as T, Index, Table};
 use tern_types::{ErrorCode, RowLayout, Value};
 
-fn table() -> Table {
+fn table_with(u: T, pad: T) -> Table {
     Table {
         id: 1,
         database: "d".into(),
@@ -17,8 +17,8 @@ fn table() -> Table {
         columns: vec![
             Column::new("id", T::Int { unsigned: false }).not_null(),
             Column::new("k", T::Int { unsigned: false }).not_null(),
-            Column::new("u", T::VarChar { len: 8 }),
-            Column::new("pad", T::VarBinary { len: 40 }),
+            Column::new("u", u),
+            Column::new("pad", pad),
         ],
         primary_key: vec![0],
         partition_key: vec![0],
@@ -33,23 +33,35 @@ fn table() -> Table {
 }
 
 #[test]
-fn partition_matches_reference_model() {
+fn partition_matches_reference_model_variable_rows() {
+    model_run(table_with(T::VarChar { len: 8 }, T::VarBinary { len: 40 }), true);
+}
+
+#[test]
+fn partition_matches_reference_model_fixed_rows() {
+    let t = table_with(T::BigInt { unsigned: false }, T::Binary { len: 40 });
+    assert!(RowLayout::new(&t).fixed_row_len().is_some(), "this table uses the paged fixed-size heap");
+    model_run(t, false);
+}
+
+fn model_run(t: Table, text: bool) {
     let seed = test_seed();
     println!("seed = {seed} (rerun with TERN_SEED={seed})");
     let mut rng = Rng::new(seed);
-    let t = table();
     let layout = Arc::new(RowLayout::new(&t));
     let mut p = Partition::new(&t, 0, layout.clone());
     let mut model: BTreeMap<i64, Vec<Value>> = BTreeMap::new();
-    for step in 0..20_000 {
-        let id = rng.below(300) as i64;
-        let u = if rng.chance(30) { Value::Null } else { Value::str(&format!("u{}", rng.below(400))) };
-        let vals = vec![
-            Value::Int(id),
-            Value::Int(rng.below(20) as i64),
-            u.clone(),
-            Value::Bytes(vec![7; rng.below(40) as usize]),
-        ];
+    for step in 0..30_000 {
+        let id = rng.below(3000) as i64;
+        let u = if rng.chance(30) {
+            Value::Null
+        } else if text {
+            Value::str(&format!("u{}", rng.below(400)))
+        } else {
+            Value::Int(rng.below(400) as i64)
+        };
+        let pad = if text { Value::Bytes(vec![7; rng.below(40) as usize]) } else { Value::Bytes(vec![7; 40]) };
+        let vals = vec![Value::Int(id), Value::Int(rng.below(20) as i64), u.clone(), pad];
         let mut row = Vec::new();
         layout.encode_row(&vals, &mut row).unwrap();
         let mut key = Vec::new();

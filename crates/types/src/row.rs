@@ -401,6 +401,9 @@ fn write_fixed(ty: ColumnType, v: &Value, dst: &mut [u8]) -> TernResult<()> {
 
 fn read_fixed(ty: ColumnType, b: &[u8]) -> Value {
     use ColumnType as T;
+    if let T::Binary { .. } = ty {
+        return Value::Bytes(b.to_vec());
+    }
     let mut a = [0u8; 16];
     a[..b.len()].copy_from_slice(b);
     let u = u64::from_le_bytes(a[..8].try_into().expect("8 bytes"));
@@ -687,6 +690,7 @@ mod tests {
                 Column::new("e", T::Decimal { precision: 10, scale: 2 }),
                 Column::new("f", T::Text),
                 Column::new("g", T::Date),
+                Column::new("h", T::Binary { len: 40 }),
             ],
             vec![0, 1],
         );
@@ -699,6 +703,7 @@ mod tests {
             Value::Decimal { v: -12345, scale: 2 },
             Value::str("hello"),
             Value::Date(-3),
+            Value::Bytes(vec![9; 40]),
         ];
         let mut row = Vec::new();
         l.encode_row(&vals, &mut row).unwrap();
