@@ -1,21 +1,31 @@
-//! Local checkpoint files: a snapshot of every partition an ldm owns.
+//! Local checkpoint files: a fuzzy snapshot of every partition an ldm owns, written as a stream.
 //!
-//! Layout: `[magic "TCKP" u32][format u16][ldm u16][checkpoint id u64][redo start LSN u64]
-//! [max epoch u64][partition count u32]`, then per partition `[table u32][partition u32]
-//! [row count u64]` and the rows as `[len u32][row bytes]`, then `[crc32c of everything before]`.
+//! Layout: `[magic "TCKP" u32][format u16 = 2][ldm u16][checkpoint id u64][redo start LSN u64]`,
+//! then records `[1][table u32][partition u32]` (a partition begins) and `[2][len u32][row]`, then
+//! the trailer `[3][max epoch u64][row count u64]` and `[crc32c of everything before, u32]`.
 //!
-//! A checkpoint holds every commit the ldm applied before `start_lsn` and none after; the newest
-//! commit in it has epoch `max_epoch`. It may be used for recovery to epoch E only if
-//! `max_epoch <= E`; recovery then replays redo from `start_lsn`.
+//! The ldm writes a checkpoint over many loop turns while transactions go on (NDB's fuzzy LCP):
+//! each row is some version between the start and the end of the scan. Recovery replays redo from
+//! the start LSN, and redo records are idempotent after-images, so the result is exact. The
+//! trailer's `max_epoch` is the newest epoch applied when the scan ended: the checkpoint holds no
+//! newer data, and may be used to recover to epoch E only if `max_epoch <= E`.
 
 use tern_types::bin::{Dec, DecodeError, DecodeResult, Enc};
 use tern_types::schema::TableId;
 
 const MAGIC: u32 = 0x504B_4354;
-const FORMAT: u16 = 1;
+const FORMAT: u16 = 2;
+const TAG_PARTITION: u8 = 1;
+const TAG_ROW: u8 = 2;
+const TAG_END: u8 = 3;
 
 pub fn file_name(ldm: u16, id: u64) -> String {
     format!("ldm-{ldm}/ckpt-{id:016x}.dat")
+}
+
+/// The name a checkpoint is written under until it is complete (renamed to `file_name`).
+pub fn part_name(ldm: u16, id: u64) -> String {
+    format!("{}.part", file_name(ldm, id))
 }
 
 /// Parses the checkpoint id out of a file name produced by `file_name`.
@@ -33,45 +43,60 @@ pub struct CheckpointHeader {
     pub max_epoch: u64,
 }
 
-/// Builds a checkpoint in memory.
-pub struct CheckpointWriter {
+/// Produces a checkpoint in chunks, keeping the running checksum.
+pub struct CheckpointStream {
     buf: Vec<u8>,
-    count_at: usize,
-    partitions: u32,
+    crc: u32,
+    rows: u64,
 }
 
-impl CheckpointWriter {
-    pub fn new(h: &CheckpointHeader) -> CheckpointWriter {
-        let mut buf = Vec::new();
+impl CheckpointStream {
+    pub fn new(ldm: u16, id: u64, start_lsn: u64) -> CheckpointStream {
+        let mut buf = Vec::with_capacity(64 * 1024);
         let mut e = Enc::new(&mut buf);
         e.u32(MAGIC);
         e.u16(FORMAT);
-        e.u16(h.ldm);
-        e.u64(h.id);
-        e.u64(h.start_lsn);
-        e.u64(h.max_epoch);
-        let count_at = buf.len();
-        buf.extend_from_slice(&[0; 4]);
-        CheckpointWriter { buf, count_at, partitions: 0 }
+        e.u16(ldm);
+        e.u64(id);
+        e.u64(start_lsn);
+        CheckpointStream { buf, crc: 0, rows: 0 }
     }
 
-    pub fn partition<'a>(&mut self, table: TableId, partition: u32, rows: impl ExactSizeIterator<Item = &'a [u8]>) {
+    pub fn partition(&mut self, table: TableId, partition: u32) {
         let mut e = Enc::new(&mut self.buf);
+        e.u8(TAG_PARTITION);
         e.u32(table);
         e.u32(partition);
-        e.u64(rows.len() as u64);
-        for r in rows {
-            e.bytes(r);
-        }
-        self.partitions += 1;
     }
 
-    pub fn finish(mut self) -> Vec<u8> {
-        let n = self.partitions.to_le_bytes();
-        self.buf[self.count_at..self.count_at + 4].copy_from_slice(&n);
-        let crc = crc32c::crc32c(&self.buf);
-        self.buf.extend_from_slice(&crc.to_le_bytes());
-        self.buf
+    pub fn row(&mut self, row: &[u8]) {
+        let mut e = Enc::new(&mut self.buf);
+        e.u8(TAG_ROW);
+        e.bytes(row);
+        self.rows += 1;
+    }
+
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Takes what has been produced so far.
+    pub fn take_chunk(&mut self) -> Vec<u8> {
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(64 * 1024));
+        self.crc = crc32c::crc32c_append(self.crc, &chunk);
+        chunk
+    }
+
+    /// The last chunk: trailer and checksum.
+    pub fn finish(mut self, max_epoch: u64) -> Vec<u8> {
+        let rows = self.rows;
+        let mut e = Enc::new(&mut self.buf);
+        e.u8(TAG_END);
+        e.u64(max_epoch);
+        e.u64(rows);
+        let mut last = self.take_chunk();
+        last.extend_from_slice(&self.crc.to_le_bytes());
+        last
     }
 }
 
@@ -96,26 +121,29 @@ pub fn decode(bytes: &[u8]) -> DecodeResult<Checkpoint<'_>> {
     if d.u16()? != FORMAT {
         return Err(DecodeError("unknown checkpoint format"));
     }
-    let header = CheckpointHeader { ldm: d.u16()?, id: d.u64()?, start_lsn: d.u64()?, max_epoch: d.u64()? };
-    let n = d.u32()? as usize;
-    let mut partitions = Vec::with_capacity(n.min(4096));
-    for _ in 0..n {
-        let table = d.u32()?;
-        let partition = d.u32()?;
-        let count = d.u64()? as usize;
-        if count > d.remaining() / 4 {
-            return Err(DecodeError("row count larger than the file"));
+    let ldm = d.u16()?;
+    let id = d.u64()?;
+    let start_lsn = d.u64()?;
+    let mut partitions: Vec<(TableId, u32, Vec<&[u8]>)> = Vec::new();
+    let mut rows = 0u64;
+    loop {
+        match d.u8()? {
+            TAG_PARTITION => partitions.push((d.u32()?, d.u32()?, Vec::new())),
+            TAG_ROW => {
+                let row = d.bytes()?;
+                partitions.last_mut().ok_or(DecodeError("row before any partition"))?.2.push(row);
+                rows += 1;
+            }
+            TAG_END => {
+                let max_epoch = d.u64()?;
+                if d.u64()? != rows || !d.is_empty() {
+                    return Err(DecodeError("checkpoint trailer does not match its rows"));
+                }
+                return Ok(Checkpoint { header: CheckpointHeader { ldm, id, start_lsn, max_epoch }, partitions });
+            }
+            _ => return Err(DecodeError("bad checkpoint record tag")),
         }
-        let mut rows = Vec::with_capacity(count);
-        for _ in 0..count {
-            rows.push(d.bytes()?);
-        }
-        partitions.push((table, partition, rows));
     }
-    if !d.is_empty() {
-        return Err(DecodeError("trailing bytes in checkpoint"));
-    }
-    Ok(Checkpoint { header, partitions })
 }
 
 #[cfg(test)]
@@ -125,11 +153,14 @@ mod tests {
     #[test]
     fn round_trip() {
         let h = CheckpointHeader { ldm: 1, id: 5, start_lsn: 100, max_epoch: 9 };
-        let mut w = CheckpointWriter::new(&h);
-        let rows: Vec<&[u8]> = vec![b"a", b"bc"];
-        w.partition(3, 0, rows.into_iter());
-        w.partition(4, 1, std::iter::empty::<&[u8]>());
-        let bytes = w.finish();
+        let mut w = CheckpointStream::new(1, 5, 100);
+        w.partition(3, 0);
+        w.row(b"a");
+        let mut bytes = w.take_chunk();
+        w.row(b"bc");
+        w.partition(4, 1);
+        bytes.extend(w.take_chunk());
+        bytes.extend(w.finish(9));
         let c = decode(&bytes).unwrap();
         assert_eq!(c.header, h);
         assert_eq!(c.partitions.len(), 2);

@@ -23,6 +23,8 @@ pub trait Storage {
     /// Names of the files in a directory (relative names including the directory).
     fn list(&self, dir: &str) -> io::Result<Vec<String>>;
     fn delete(&mut self, name: &str) -> io::Result<()>;
+    /// Renames a file durably (the directory entry is synced).
+    fn rename(&mut self, from: &str, to: &str) -> io::Result<()>;
 }
 
 pub const REDO_SEGMENT_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
@@ -167,6 +169,15 @@ impl<S: Storage> IoExecutor<S> {
             IoReq::DeleteFile { name } => {
                 self.storage.delete(&name)?;
                 Ok(None)
+            }
+            IoReq::FileAppend { name, bytes, token } => {
+                self.storage.append(&name, &bytes)?;
+                Ok(Some((from, Signal::IoDone { token, result: Ok(()) })))
+            }
+            IoReq::FileFinish { from: name, to, token } => {
+                self.storage.sync(&name)?;
+                self.storage.rename(&name, &to)?;
+                Ok(Some((from, Signal::IoDone { token, result: Ok(()) })))
             }
         }
     }

@@ -20,7 +20,7 @@
 //! partition at a point in this block's order (start LSN = end of redo at that point) and become
 //! usable once their newest epoch is durable, which then frees older redo and checkpoints.
 
-use crate::checkpoint::{self, CheckpointHeader, CheckpointWriter};
+use crate::checkpoint::{self, CheckpointStream};
 use crate::redo::{self, RedoOpRef};
 use crate::signal::{Addr, Block, IoReq, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TxnRef};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -40,6 +40,8 @@ pub struct LdmConfig {
     /// Hand the redo buffer to the disk when it grows past this (without syncing).
     pub redo_buffer_bytes: usize,
     pub tick_ms: u64,
+    /// Bytes of checkpoint data handed to the disk at a time.
+    pub checkpoint_chunk_bytes: usize,
 }
 
 impl Default for LdmConfig {
@@ -49,6 +51,7 @@ impl Default for LdmConfig {
             checkpoint_redo_bytes: 64 << 20,
             redo_buffer_bytes: 1 << 20,
             tick_ms: 50,
+            checkpoint_chunk_bytes: 1 << 20,
         }
     }
 }
@@ -125,6 +128,23 @@ struct Blocked {
     deadline_ms: u64,
 }
 
+/// Chunks in flight before the scan waits for the disk.
+const CHECKPOINT_CHUNKS_IN_FLIGHT: usize = 2;
+
+/// A checkpoint being written, a chunk per loop turn.
+struct CheckpointRun {
+    id: u64,
+    start_lsn: u64,
+    parts: Vec<PartKey>,
+    part_idx: usize,
+    /// Next row id to scan in the current partition; None = its header is not written yet.
+    next_row: Option<u32>,
+    stream: Option<CheckpointStream>,
+    chunk_tokens: Vec<u64>,
+    finish: Option<(u64, WrittenCheckpoint)>,
+    step_queued: bool,
+}
+
 struct WrittenCheckpoint {
     start_lsn: u64,
     max_epoch: u64,
@@ -164,7 +184,7 @@ pub struct Ldm {
     next_token: u64,
     next_checkpoint_id: u64,
     checkpoint_start_lsn: u64,
-    checkpoint_in_flight: Option<(u64, WrittenCheckpoint)>,
+    checkpoint_run: Option<CheckpointRun>,
     checkpoints_written: Vec<WrittenCheckpoint>,
     current_checkpoint: Option<WrittenCheckpoint>,
     old_checkpoints: Vec<String>,
@@ -209,7 +229,7 @@ impl Ldm {
             next_token: 1,
             next_checkpoint_id: start.next_checkpoint_id,
             checkpoint_start_lsn: start.base_lsn,
-            checkpoint_in_flight: None,
+            checkpoint_run: None,
             checkpoints_written: Vec::new(),
             current_checkpoint: None,
             old_checkpoints: start.old_checkpoints,
@@ -323,6 +343,7 @@ impl Ldm {
                 self.cleanup_allowed = true;
                 self.on_durable(self.durable_epoch, out);
             }
+            Signal::CheckpointStep => self.checkpoint_step(out),
             Signal::Tick => {
                 self.expire_waits(now_ms, out);
                 out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
@@ -843,10 +864,16 @@ impl Ldm {
             }
             return;
         }
-        if let Some((t, _)) = &self.checkpoint_in_flight
-            && *t == token
-        {
-            let (_, ck) = self.checkpoint_in_flight.take().expect("checked");
+        let Some(run) = self.checkpoint_run.as_mut() else { return };
+        if let Some(i) = run.chunk_tokens.iter().position(|&t| t == token) {
+            run.chunk_tokens.swap_remove(i);
+            if !run.step_queued && run.finish.is_none() {
+                self.checkpoint_step(out);
+            }
+            return;
+        }
+        if run.finish.as_ref().is_some_and(|(t, _)| *t == token) {
+            let (_, ck) = self.checkpoint_run.take().expect("running").finish.expect("finishing");
             self.checkpoints_written.push(ck);
             if self.phase == Phase::StartCheckpoint {
                 // The start-up checkpoint holds only durable data: usable at once. Old files are
@@ -859,32 +886,91 @@ impl Ldm {
         }
     }
 
-    /// Writes a checkpoint of every partition at this point of the ldm's order.
+    /// Starts a fuzzy checkpoint of every partition: it records the redo position now, then
+    /// streams the partitions out a chunk per loop turn while transactions go on.
     fn start_checkpoint(&mut self, out: &mut Out) {
-        if self.checkpoint_in_flight.is_some() {
+        if self.checkpoint_run.is_some() {
             return;
         }
         self.write_redo_buffer(out);
         let id = self.next_checkpoint_id;
         self.next_checkpoint_id += 1;
-        let header =
-            CheckpointHeader { ldm: self.instance(), id, start_lsn: self.lsn, max_epoch: self.max_epoch_applied };
-        let mut w = CheckpointWriter::new(&header);
-        for ((table, partition), p) in &self.parts {
-            let mut rows = Vec::with_capacity(p.len() as usize);
-            p.scan(0, |_, r| {
-                rows.push(r);
-                true
-            });
-            w.partition(*table, *partition, rows.into_iter());
-        }
-        let bytes = w.finish();
-        let name = checkpoint::file_name(self.instance(), id);
-        let token = self.token();
-        out.io(self.addr, IoReq::WriteFile { name: name.clone(), bytes, token });
         self.checkpoint_start_lsn = self.lsn;
-        self.checkpoint_in_flight =
-            Some((token, WrittenCheckpoint { start_lsn: header.start_lsn, max_epoch: header.max_epoch, name }));
+        // A file of that name can only be debris; start from nothing.
+        out.io(self.addr, IoReq::DeleteFile { name: checkpoint::part_name(self.instance(), id) });
+        self.checkpoint_run = Some(CheckpointRun {
+            id,
+            start_lsn: self.lsn,
+            parts: self.parts.keys().copied().collect(),
+            part_idx: 0,
+            next_row: None,
+            stream: Some(CheckpointStream::new(self.instance(), id, self.lsn)),
+            chunk_tokens: Vec::new(),
+            finish: None,
+            step_queued: false,
+        });
+        self.checkpoint_step(out);
+    }
+
+    /// Produces the next chunk of the running checkpoint (or its end).
+    fn checkpoint_step(&mut self, out: &mut Out) {
+        let Some(mut run) = self.checkpoint_run.take() else { return };
+        run.step_queued = false;
+        if run.finish.is_some() || run.chunk_tokens.len() >= CHECKPOINT_CHUNKS_IN_FLIGHT {
+            self.checkpoint_run = Some(run);
+            return;
+        }
+        let ldm = self.instance();
+        let chunk_bytes = self.cfg.checkpoint_chunk_bytes.max(1);
+        let stream = run.stream.as_mut().expect("stream until finished");
+        while run.part_idx < run.parts.len() && stream.buffered() < chunk_bytes {
+            let key = run.parts[run.part_idx];
+            let Some(p) = self.parts.get(&key) else {
+                run.part_idx += 1;
+                run.next_row = None;
+                continue;
+            };
+            let from = match run.next_row {
+                Some(r) => r,
+                None => {
+                    stream.partition(key.0, key.1);
+                    0
+                }
+            };
+            let next = p.scan(from, |_, row| {
+                stream.row(row);
+                stream.buffered() < chunk_bytes
+            });
+            match next {
+                Some(r) => run.next_row = Some(r),
+                None => {
+                    run.part_idx += 1;
+                    run.next_row = None;
+                }
+            }
+        }
+        let part = checkpoint::part_name(ldm, run.id);
+        if run.part_idx >= run.parts.len() {
+            let last = run.stream.take().expect("stream").finish(self.max_epoch_applied);
+            let token = self.token();
+            out.io(self.addr, IoReq::FileAppend { name: part.clone(), bytes: last, token });
+            run.chunk_tokens.push(token);
+            let token = self.token();
+            let name = checkpoint::file_name(ldm, run.id);
+            out.io(self.addr, IoReq::FileFinish { from: part, to: name.clone(), token });
+            let ck = WrittenCheckpoint { start_lsn: run.start_lsn, max_epoch: self.max_epoch_applied, name };
+            run.finish = Some((token, ck));
+        } else {
+            let chunk = stream.take_chunk();
+            let token = self.token();
+            out.io(self.addr, IoReq::FileAppend { name: part, bytes: chunk, token });
+            run.chunk_tokens.push(token);
+            if run.chunk_tokens.len() < CHECKPOINT_CHUNKS_IN_FLIGHT {
+                run.step_queued = true;
+                out.send(self.addr, Signal::CheckpointStep);
+            }
+        }
+        self.checkpoint_run = Some(run);
     }
 
     /// A newer epoch is durable: checkpoints whose data it covers become usable, which frees the

@@ -69,10 +69,17 @@ pub fn recover(storage: &dyn Storage, ldm_count: u16, budget: &MemoryBudget) -> 
         let mut checkpoints: Vec<(u64, String)> =
             files.iter().filter_map(|f| checkpoint::parse_file_name(f).map(|id| (id, f.clone()))).collect();
         checkpoints.sort();
+        // Ids of unfinished checkpoints (`.part`) are used up too: a new one never appends to them.
+        let part_max = files.iter().filter_map(|f| f.strip_suffix(".part").and_then(checkpoint::parse_file_name)).max();
         let disk = LdmDisk {
-            next_checkpoint_id: checkpoints.last().map(|c| c.0 + 1).unwrap_or(1),
+            next_checkpoint_id: checkpoints.last().map(|c| c.0).max(part_max).map(|m| m + 1).unwrap_or(1),
             redo_end: io::redo_end(storage, i).map_err(|e| format!("reading the redo log of ldm-{i}: {e}"))?,
-            checkpoints: checkpoints.iter().map(|c| c.1.clone()).collect(),
+            // Complete checkpoints and unfinished ones (`.part`) of earlier runs.
+            checkpoints: checkpoints
+                .iter()
+                .map(|c| c.1.clone())
+                .chain(files.iter().filter(|f| f.ends_with(".part")).cloned())
+                .collect(),
             all_files: files.clone(),
         };
         if i >= ldm_count && files.is_empty() && i >= old_count {

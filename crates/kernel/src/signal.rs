@@ -222,6 +222,8 @@ pub enum Signal {
         result: Result<(), String>,
     },
     Tick,
+    /// An ldm continues its running checkpoint (sent to itself so other work interleaves).
+    CheckpointStep,
 }
 
 /// A disk request. Files are named relative to the node's data directory.
@@ -250,6 +252,18 @@ pub enum IoReq {
     },
     DeleteFile {
         name: String,
+    },
+    /// Append to a file being built (a checkpoint); answers IoDone { token }.
+    FileAppend {
+        name: String,
+        bytes: Vec<u8>,
+        token: u64,
+    },
+    /// Sync a built file and rename it into place durably; answers IoDone { token }.
+    FileFinish {
+        from: String,
+        to: String,
+        token: u64,
     },
 }
 

@@ -92,6 +92,14 @@ impl Storage for FsStorage {
         Ok(out)
     }
 
+    fn rename(&mut self, from: &str, to: &str) -> io::Result<()> {
+        self.open.remove(from);
+        self.open.remove(to);
+        let dst = self.path(to);
+        fs::rename(self.path(from), &dst)?;
+        Self::sync_dir(dst.parent().expect("files live in the data directory"))
+    }
+
     fn delete(&mut self, name: &str) -> io::Result<()> {
         self.open.remove(name);
         match fs::remove_file(self.path(name)) {

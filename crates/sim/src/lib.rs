@@ -88,6 +88,15 @@ impl Storage for SimDisk {
         self.files.remove(name);
         Ok(())
     }
+    fn rename(&mut self, from: &str, to: &str) -> io::Result<()> {
+        match self.files.remove(from) {
+            Some(f) => {
+                self.files.insert(to.to_string(), f);
+                Ok(())
+            }
+            None => Err(io::Error::new(io::ErrorKind::NotFound, from.to_string())),
+        }
+    }
 }
 
 /// Simulation knobs.
@@ -283,6 +292,8 @@ impl Sim {
         c.dist.epoch_interval_ms = self.cfg.epoch_interval_ms;
         c.ldm.checkpoint_redo_bytes = 4096;
         c.ldm.redo_buffer_bytes = 512;
+        // Checkpoints span many loop turns while transactions go on (fuzzy checkpoints).
+        c.ldm.checkpoint_chunk_bytes = 200;
         c.ldm.lock_wait_timeout_ms = 300;
         c
     }
