@@ -19,6 +19,7 @@ fn config(dir: &std::path::Path, data_memory: u64) -> DataNodeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         spin_max_us: 20,
         redo_segment_bytes: 1 << 20,
+        idle_hook: None,
     }
 }
 

@@ -32,6 +32,9 @@ pub struct DataNodeConfig {
     /// Upper bound of the adaptive idle spin, in microseconds (0 = never spin).
     pub spin_max_us: u64,
     pub redo_segment_bytes: u64,
+    /// Called by a worker when it goes idle after work (at most every 100 ms), e.g. to let the
+    /// allocator return freed memory to the OS.
+    pub idle_hook: Option<fn()>,
 }
 
 /// A running data node.
@@ -81,6 +84,7 @@ impl DataNode {
             next_client: AtomicU64::new(1),
             epoch: Instant::now(),
             spin_max_us: cfg.spin_max_us,
+            idle_hook: cfg.idle_hook,
         });
         let Node { tcs, ldms, dict, dist, recovered_rows, durable_epoch, .. } = node;
         let n = ldms.len();

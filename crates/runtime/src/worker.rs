@@ -45,6 +45,7 @@ pub struct Shared {
     pub next_client: AtomicU64,
     pub epoch: Instant,
     pub spin_max_us: u64,
+    pub idle_hook: Option<fn()>,
 }
 
 impl Shared {
@@ -110,6 +111,8 @@ pub struct Worker {
     dirty: Vec<Token>,
     inbox: Vec<Inbound>,
     spin_us: u64,
+    busy_since_idle: bool,
+    last_idle_hook_ms: u64,
 }
 
 impl Worker {
@@ -147,6 +150,8 @@ impl Worker {
             dirty: Vec::new(),
             inbox: Vec::new(),
             spin_us,
+            busy_since_idle: false,
+            last_idle_hook_ms: 0,
         }
     }
 
@@ -165,6 +170,7 @@ impl Worker {
             worked |= self.fire_timers();
             self.flush();
             if worked {
+                self.busy_since_idle = true;
                 continue;
             }
             if self.spin() {
@@ -203,6 +209,16 @@ impl Worker {
     }
 
     fn park(&mut self, events: &mut Events) {
+        if self.busy_since_idle
+            && let Some(hook) = self.shared.idle_hook
+        {
+            let now = self.shared.now_ms();
+            if now >= self.last_idle_hook_ms + 100 {
+                self.last_idle_hook_ms = now;
+                self.busy_since_idle = false;
+                hook();
+            }
+        }
         let timeout = self.timers.peek().map(|t| {
             let due = t.0.0.0;
             Duration::from_millis(due.saturating_sub(self.shared.now_ms()).max(1))
