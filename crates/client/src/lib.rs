@@ -62,7 +62,17 @@ impl Default for ClientOptions {
 }
 
 struct Inner {
+    /// The first connection (whatever worker the node gave it): catalog, DDL, status, scans.
     conn: Arc<Conn>,
+    /// TCP address, for extra per-worker connections (None for an in-process connection).
+    addr: Option<String>,
+    /// Worker threads of the node and the one serving `conn`.
+    workers: u16,
+    first_worker: u16,
+    /// Lazily opened connections to each worker (distribution awareness).
+    per_worker: Vec<std::sync::OnceLock<Arc<Conn>>>,
+    /// Row layout and partition count per table id, for choosing a transaction's worker.
+    routing: RwLock<std::collections::HashMap<u32, (Arc<tern_types::RowLayout>, u32)>>,
     opts: ClientOptions,
     catalog: RwLock<Arc<Catalog>>,
     next_txn: AtomicU64,
@@ -89,36 +99,89 @@ impl Client {
 
     pub fn connect_with(addr: &str, opts: ClientOptions) -> Result<Client> {
         let conn = Conn::tcp(addr, opts.connect_timeout)?;
-        Client::init(conn, opts)
+        Client::init(conn, Some(addr.to_string()), opts)
     }
 
     /// Connects through an in-process transport (see `tern_wire::LocalTransport`).
     pub fn connect_local(
         make: impl FnOnce(tern_wire::ReplySink) -> Box<dyn tern_wire::LocalTransport>,
     ) -> Result<Client> {
-        Client::init(Conn::local(make), ClientOptions::default())
+        Client::init(Conn::local(make), None, ClientOptions::default())
     }
 
-    fn init(conn: Arc<Conn>, opts: ClientOptions) -> Result<Client> {
+    fn init(conn: Arc<Conn>, addr: Option<String>, opts: ClientOptions) -> Result<Client> {
+        let hello = Request::Hello { client_name: "tern-client".into(), worker: None };
+        let (workers, first_worker) = match conn.send(&hello)?.wait(opts.request_timeout)? {
+            Reply::Welcome { workers, worker, .. } => (workers.max(1), worker),
+            r => return Err(unexpected(r)),
+        };
         let c = Client {
             inner: Arc::new(Inner {
                 conn,
+                addr,
+                workers,
+                first_worker,
+                per_worker: (0..workers).map(|_| std::sync::OnceLock::new()).collect(),
+                routing: RwLock::new(Default::default()),
                 opts,
                 catalog: RwLock::new(Arc::new(Catalog::new())),
                 next_txn: AtomicU64::new(1),
                 next_scan: AtomicU64::new(1),
             }),
         };
-        match c.call(Request::Hello { client_name: "tern-client".into() })? {
-            Reply::Welcome { .. } => {}
-            r => return Err(unexpected(r)),
-        }
         c.refresh_catalog()?;
         Ok(c)
     }
 
-    pub fn options(&self) -> &ClientOptions {
-        &self.inner.opts
+    /// The connection served by worker `w` (opened on first use; the first connection if that
+    /// fails or the client is in-process).
+    fn conn_for_worker(&self, w: u16) -> Arc<Conn> {
+        let inner = &self.inner;
+        let Some(addr) = &inner.addr else { return inner.conn.clone() };
+        if w == inner.first_worker || w >= inner.workers {
+            return inner.conn.clone();
+        }
+        inner.per_worker[w as usize]
+            .get_or_init(|| {
+                let open = || -> Result<Arc<Conn>> {
+                    let c = Conn::tcp(addr, inner.opts.connect_timeout)?;
+                    let hello = Request::Hello { client_name: "tern-client".into(), worker: Some(w) };
+                    match c.send(&hello)?.wait(inner.opts.request_timeout)? {
+                        Reply::Welcome { worker, .. } if worker == w => Ok(c),
+                        Reply::Welcome { .. } => {
+                            Err(TernError::new(ErrorCode::Internal, "node did not move the connection"))
+                        }
+                        r => Err(unexpected(r)),
+                    }
+                };
+                open().unwrap_or_else(|_| inner.conn.clone())
+            })
+            .clone()
+    }
+
+    /// The connection to run a transaction on. When the first batch's operations all live on one
+    /// worker's partitions, that worker's connection, so its tc, ldm and socket share a thread
+    /// (NDB's distribution-aware TC choice). A batch spread over workers keeps the client's first
+    /// connection: a stable home spreads concurrent clients evenly over the workers.
+    fn conn_for_batch(&self, ops: &[KeyOp]) -> Arc<Conn> {
+        const ROUTE_OPS_MAX: usize = 16;
+        if self.inner.addr.is_none() || self.inner.workers <= 1 || ops.is_empty() || ops.len() > ROUTE_OPS_MAX {
+            return self.inner.conn.clone();
+        }
+        let mut worker = None;
+        {
+            let routing = self.inner.routing.read().expect("routing");
+            for op in ops {
+                let Some((layout, partitions)) = routing.get(&op.table) else { return self.inner.conn.clone() };
+                let Ok(p) = layout.partition_of_key(&op.key, *partitions) else { return self.inner.conn.clone() };
+                let w = (p % self.inner.workers as u32) as u16;
+                if worker.is_some_and(|x| x != w) {
+                    return self.inner.conn.clone();
+                }
+                worker = Some(w);
+            }
+        }
+        self.conn_for_worker(worker.expect("at least one op"))
     }
 
     /// Sends a request and waits for its reply on this thread.
@@ -138,6 +201,11 @@ impl Client {
         match self.call(Request::GetCatalog)? {
             Reply::Catalog(c) => {
                 let c = Arc::new(*c);
+                *self.inner.routing.write().expect("routing") = c
+                    .tables
+                    .values()
+                    .map(|t| (t.id, (Arc::new(tern_types::RowLayout::new(t)), t.partition_count)))
+                    .collect();
                 *self.inner.catalog.write().expect("catalog") = c.clone();
                 Ok(c)
             }
@@ -190,6 +258,7 @@ impl Client {
             durable: false,
             finished: false,
             started: false,
+            conn: None,
         }
     }
 
@@ -393,6 +462,8 @@ pub struct Transaction {
     durable: bool,
     finished: bool,
     started: bool,
+    /// Chosen at the first batch; every batch of the transaction goes to the same tc.
+    conn: Option<Arc<Conn>>,
 }
 
 impl Transaction {
@@ -414,8 +485,15 @@ impl Transaction {
             return Err(TernError::new(ErrorCode::InvalidRequest, "transaction already finished"));
         }
         self.started = true;
+        if self.conn.is_none() {
+            self.conn = Some(self.client.conn_for_batch(&ops));
+        }
+        let conn = self.conn.clone().expect("chosen");
         let req = Request::Txn(TxnReq { txn: self.id, ops, exec, abort, durable: self.durable });
-        let reply = self.client.call_async(req).await;
+        let reply = match conn.request(&req) {
+            Ok(f) => f.await,
+            Err(e) => Err(e),
+        };
         let resp = match reply {
             Ok(Reply::Txn(r)) => r,
             Ok(r) => {
@@ -460,7 +538,9 @@ impl Drop for Transaction {
                 abort: AbortOption::AbortOnError,
                 durable: false,
             });
-            let _ = self.client.inner.conn.send(&req);
+            if let Some(c) = &self.conn {
+                let _ = c.send(&req);
+            }
         }
     }
 }

@@ -238,7 +238,15 @@ impl Tc {
             Request::Hello { .. } => out.reply(
                 client,
                 req_id,
-                Reply::Welcome { node_id: self.addr.node, catalog_version: self.catalog.version },
+                Reply::Welcome {
+                    node_id: self.addr.node,
+                    catalog_version: self.catalog.version,
+                    workers: self.ldm_count,
+                    worker: match self.addr.block {
+                        Block::Tc(i) => i,
+                        _ => 0,
+                    },
+                },
             ),
             Request::GetCatalog => out.reply(client, req_id, Reply::Catalog(Box::new((*self.catalog).clone()))),
             Request::Status => out.reply(client, req_id, Reply::Status(self.status())),

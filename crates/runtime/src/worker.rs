@@ -32,9 +32,20 @@ pub use tern_wire::ReplySink;
 pub enum Inbound {
     Signal(Block, Signal),
     NewConn(std::net::TcpStream),
-    LocalOpen { client: ClientId, sink: ReplySink },
-    LocalRequest { client: ClientId, req_id: u64, req: Request },
-    LocalGone { client: ClientId },
+    /// A connection moved here by its Hello, with the bytes already read from it.
+    AdoptConn(std::net::TcpStream, Vec<u8>),
+    LocalOpen {
+        client: ClientId,
+        sink: ReplySink,
+    },
+    LocalRequest {
+        client: ClientId,
+        req_id: u64,
+        req: Request,
+    },
+    LocalGone {
+        client: ClientId,
+    },
     Stop,
 }
 
@@ -75,6 +86,8 @@ struct Conn {
     wbuf: Vec<u8>,
     client: ClientId,
     want_write: bool,
+    /// Requests decoded so far (a connection may only move to another worker before any).
+    requests: u64,
 }
 
 enum ClientEnd {
@@ -240,7 +253,14 @@ impl Worker {
         for item in inbox.drain(..) {
             match item {
                 Inbound::Signal(b, s) => self.local.push_back((b, s)),
-                Inbound::NewConn(s) => self.add_conn(s),
+                Inbound::NewConn(s) => {
+                    self.add_conn(s, Vec::new());
+                }
+                Inbound::AdoptConn(s, pending) => {
+                    if let Some(token) = self.add_conn(s, pending) {
+                        self.read_conn(token);
+                    }
+                }
                 Inbound::LocalOpen { client, sink } => {
                     self.clients.insert(client, ClientEnd::Local(sink));
                 }
@@ -258,22 +278,21 @@ impl Worker {
         worked
     }
 
-    fn add_conn(&mut self, s: std::net::TcpStream) {
+    fn add_conn(&mut self, s: std::net::TcpStream, mut rbuf: Vec<u8>) -> Option<Token> {
         if s.set_nonblocking(true).is_err() || s.set_nodelay(true).is_err() {
-            return;
+            return None;
         }
         let mut stream = TcpStream::from_std(s);
         let token = Token(self.next_token);
         self.next_token += 1;
         if self.poll.registry().register(&mut stream, token, Interest::READABLE).is_err() {
-            return;
+            return None;
         }
         let client = self.shared.next_client.fetch_add(1, Ordering::Relaxed);
         self.clients.insert(client, ClientEnd::Tcp(token));
-        self.conns.insert(
-            token,
-            Conn { stream, rbuf: Vec::with_capacity(16 * 1024), wbuf: Vec::new(), client, want_write: false },
-        );
+        rbuf.reserve(16 * 1024);
+        self.conns.insert(token, Conn { stream, rbuf, wbuf: Vec::new(), client, want_write: false, requests: 0 });
+        Some(token)
     }
 
     fn poll_sockets(&mut self, events: &mut Events, timeout: Option<Duration>) -> bool {
@@ -317,7 +336,7 @@ impl Worker {
                     self.next_conn_worker += 1;
                     let std_stream = into_std(s);
                     if w == self.index {
-                        self.add_conn(std_stream);
+                        self.add_conn(std_stream, Vec::new());
                     } else {
                         self.peers[w].push(Inbound::NewConn(std_stream));
                     }
@@ -370,11 +389,21 @@ impl Worker {
         // Decode every complete frame.
         let mut at = 0;
         let mut protocol_error = None;
+        let mut migrate = None;
+        let workers = self.peers.len();
         loop {
             match decode_frame(&conn.rbuf[at..]) {
                 Ok(Some((payload, n))) => {
                     match Request::decode(payload) {
+                        Ok((_, Request::Hello { worker: Some(w), .. }))
+                            if conn.requests == 0 && (w as usize) != self.index && (w as usize) < workers =>
+                        {
+                            // Distribution awareness: serve this client from the worker it asked for.
+                            migrate = Some(w as usize);
+                            break;
+                        }
                         Ok((req_id, req)) => {
+                            conn.requests += 1;
                             self.local.push_back((tc, Signal::ClientRequest { client: conn.client, req_id, req }))
                         }
                         Err(e) if payload.len() >= 9 => {
@@ -404,6 +433,13 @@ impl Worker {
             }
         }
         conn.rbuf.drain(..at);
+        if let Some(w) = migrate {
+            let mut c = self.conns.remove(&token).expect("present");
+            let _ = self.poll.registry().deregister(&mut c.stream);
+            self.clients.remove(&c.client);
+            self.peers[w].push(Inbound::AdoptConn(into_std(c.stream), c.rbuf));
+            return;
+        }
         if let Some(e) = protocol_error {
             tracing::warn!("closing client connection after a protocol error: {e}");
             closed = true;

@@ -209,25 +209,53 @@ pub struct StatusInfo {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
-    Hello { client_name: String },
+    /// First request on a connection. `worker`: move this connection to that worker thread (the
+    /// tc co-located with the ldm of the partitions it will mostly touch).
+    Hello {
+        client_name: String,
+        worker: Option<u16>,
+    },
     GetCatalog,
     Txn(TxnReq),
     Scan(ScanReq),
-    ScanNext { scan: u64 },
-    ScanClose { scan: u64 },
+    ScanNext {
+        scan: u64,
+    },
+    ScanClose {
+        scan: u64,
+    },
     Ddl(DdlReq),
-    AutoInc { table: TableId, count: u32 },
+    AutoInc {
+        table: TableId,
+        count: u32,
+    },
     Status,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
-    Welcome { node_id: u16, catalog_version: u64 },
+    /// `workers`: worker threads (= ldm count) of the node; `worker`: the one serving this
+    /// connection.
+    Welcome {
+        node_id: u16,
+        catalog_version: u64,
+        workers: u16,
+        worker: u16,
+    },
     Catalog(Box<Catalog>),
     Txn(TxnResp),
-    ScanRows { scan: u64, rows: Vec<Vec<u8>>, done: bool },
-    DdlDone { catalog_version: u64 },
-    AutoIncRange { start: u64, count: u32 },
+    ScanRows {
+        scan: u64,
+        rows: Vec<Vec<u8>>,
+        done: bool,
+    },
+    DdlDone {
+        catalog_version: u64,
+    },
+    AutoIncRange {
+        start: u64,
+        count: u32,
+    },
     Status(StatusInfo),
     Error(TernError),
 }
@@ -331,10 +359,17 @@ impl Request {
     pub fn encode(&self, req_id: u64, out: &mut Vec<u8>) {
         let mut e = Enc::new(out);
         match self {
-            Request::Hello { client_name } => {
+            Request::Hello { client_name, worker } => {
                 e.u8(1);
                 e.u64(req_id);
                 e.str(client_name);
+                match worker {
+                    None => e.u8(0),
+                    Some(w) => {
+                        e.u8(1);
+                        e.u16(*w)
+                    }
+                }
             }
             Request::GetCatalog => {
                 e.u8(2);
@@ -411,7 +446,14 @@ impl Request {
         let kind = d.u8()?;
         let id = d.u64()?;
         let r = match kind {
-            1 => Request::Hello { client_name: d.string()? },
+            1 => Request::Hello {
+                client_name: d.string()?,
+                worker: match d.u8()? {
+                    0 => None,
+                    1 => Some(d.u16()?),
+                    _ => return Err(DecodeError("bad worker tag")),
+                },
+            },
             2 => Request::GetCatalog,
             3 => {
                 let txn = d.u64()?;
@@ -546,11 +588,13 @@ impl Reply {
     pub fn encode(&self, req_id: u64, out: &mut Vec<u8>) {
         let mut e = Enc::new(out);
         match self {
-            Reply::Welcome { node_id, catalog_version } => {
+            Reply::Welcome { node_id, catalog_version, workers, worker } => {
                 e.u8(1);
                 e.u64(req_id);
                 e.u16(*node_id);
                 e.u64(*catalog_version);
+                e.u16(*workers);
+                e.u16(*worker);
             }
             Reply::Catalog(c) => {
                 e.u8(2);
@@ -638,7 +682,7 @@ impl Reply {
         let kind = d.u8()?;
         let id = d.u64()?;
         let r = match kind {
-            1 => Reply::Welcome { node_id: d.u16()?, catalog_version: d.u64()? },
+            1 => Reply::Welcome { node_id: d.u16()?, catalog_version: d.u64()?, workers: d.u16()?, worker: d.u16()? },
             2 => Reply::Catalog(Box::new(Catalog::decode(d.bytes()?)?)),
             3 => {
                 let txn = d.u64()?;
@@ -701,7 +745,7 @@ mod tests {
     #[test]
     fn requests_and_replies_round_trip() {
         let reqs = vec![
-            Request::Hello { client_name: "x".into() },
+            Request::Hello { client_name: "x".into(), worker: Some(1) },
             Request::Txn(TxnReq {
                 txn: 9,
                 ops: vec![
