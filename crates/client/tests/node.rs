@@ -275,3 +275,74 @@ fn busy_port_and_locked_dir_are_clear_errors() {
     let e = DataNode::start(config(dir.path(), 1 << 20)).err().unwrap();
     assert!(e.contains("in use by another process"), "{e}");
 }
+
+#[test]
+fn unique_index_holds_across_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 64 << 20);
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    c.ddl(DdlReq::CreateDatabase { name: "test".into(), if_not_exists: true }).unwrap();
+    let mut table = kv_table("users");
+    table.indexes = vec![Index { id: 0, name: "email_uq".into(), columns: vec![2], unique: true }];
+    c.ddl(DdlReq::CreateTable { table, if_not_exists: false }).unwrap();
+    let t = c.table("test", "users").unwrap();
+    let user = |id: i64, email: Option<&str>| {
+        vec![Value::Int(id), Value::Int(0), email.map(Value::str).unwrap_or(Value::Null)]
+    };
+    c.blocking().execute(vec![t.insert(&user(1, Some("a@x"))).unwrap()]).unwrap();
+    // Keys 1..40 spread over both partitions: the duplicate is caught wherever it lands.
+    for id in 2..40 {
+        let e = c.blocking().execute(vec![t.insert(&user(id, Some("a@x"))).unwrap()]).unwrap_err();
+        assert_eq!(e.code, ErrorCode::DuplicateKey, "id {id}");
+        assert!(e.message.contains("email_uq"), "{}", e.message);
+        assert_eq!(read_v(&c, &t, id), None, "nothing of the failed insert is left");
+    }
+    // NULLs are not indexed: many rows may hold NULL.
+    c.blocking().execute((2..6).map(|id| t.insert(&user(id, None)).unwrap()).collect()).unwrap();
+    // Updating into a taken value fails; into a free one works and frees the old value.
+    let set = |id: i64, email: &str| {
+        t.update(&[Value::Int(id)], vec![ColumnUpdate { col: 2, expr: UpdateExpr::Set(Value::str(email)) }]).unwrap()
+    };
+    assert_eq!(c.blocking().execute(vec![set(2, "a@x")]).unwrap_err().code, ErrorCode::DuplicateKey);
+    c.blocking().execute(vec![set(1, "b@x")]).unwrap();
+    c.blocking().execute(vec![t.insert(&user(7, Some("a@x"))).unwrap()]).unwrap();
+    // Delete frees the value; a delete and a re-insert in one transaction works.
+    c.blocking().execute(vec![t.delete(&[Value::Int(7)]).unwrap(), t.insert(&user(8, Some("a@x"))).unwrap()]).unwrap();
+    // Two inserts of one value in one batch: the second fails, the whole transaction aborts.
+    let e = c
+        .blocking()
+        .execute(vec![t.insert(&user(20, Some("z@x"))).unwrap(), t.insert(&user(21, Some("z@x"))).unwrap()])
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::DuplicateKey);
+    assert_eq!(read_v(&c, &t, 20), None);
+    // IgnoreError does not let a unique violation through.
+    let mut txn = c.begin();
+    let r = block_on(txn.execute_with(
+        vec![t.insert(&user(30, Some("b@x"))).unwrap()],
+        Exec::Commit,
+        AbortOption::IgnoreError,
+    ));
+    assert_eq!(r.unwrap_err().code, ErrorCode::DuplicateKey);
+    // The unique index also serves ordered scans.
+    let idx = t.index("email_uq").unwrap();
+    let mut spec = ScanSpec::table(t.id());
+    spec.index = Some(idx.id);
+    spec.ordered = true;
+    spec.lo = Some(t.index_bound(&idx, &[Value::str("a")], true).unwrap());
+    let emails: Vec<Value> =
+        c.blocking().scan_all(spec).unwrap().iter().map(|b| t.decode_row(b).unwrap()[2].clone()).collect();
+    assert_eq!(emails, vec![Value::str("a@x"), Value::str("b@x")]);
+    // Hidden index tables do not show among the database's tables.
+    assert_eq!(c.catalog().tables_in("test").count(), 1);
+    // Creating a unique index on a table with rows is refused clearly, and changes nothing.
+    let e = c
+        .ddl(DdlReq::CreateIndex {
+            database: "test".into(),
+            table: "users".into(),
+            index: Index { id: 0, name: "v_uq".into(), columns: vec![1], unique: true },
+        })
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unsupported);
+    assert!(c.table("test", "users").unwrap().index("v_uq").is_err());
+    c.blocking().execute(vec![t.insert(&user(50, Some("c@x"))).unwrap()]).unwrap();
+}

@@ -279,6 +279,7 @@ impl Dict {
                 c.tables.retain(|_, t| t.database != name);
                 let live: Vec<TableId> = c.tables.keys().copied().collect();
                 c.auto_inc_high.retain(|t, _| live.contains(t));
+                c.index_tables.retain(|_, t| live.contains(t));
             }
             DdlReq::CreateTable { mut table, if_not_exists } => {
                 if !c.databases.contains_key(&table.database) {
@@ -312,6 +313,10 @@ impl Dict {
                     c.next_index_id += 1;
                 }
                 table.validate()?;
+                let uniques: Vec<tern_types::Index> = table.indexes.iter().filter(|i| i.unique).cloned().collect();
+                for idx in uniques {
+                    add_index_table(&mut c, &table, &idx);
+                }
                 c.tables.insert(table.id, table);
             }
             DdlReq::DropTable { database, name, if_exists } => {
@@ -321,7 +326,13 @@ impl Dict {
                     }
                     return Err(TernError::new(ErrorCode::NoSuchTable, format!("Unknown table '{database}.{name}'")));
                 };
-                c.tables.remove(&id);
+                if let Some(t) = c.tables.remove(&id) {
+                    for idx in &t.indexes {
+                        if let Some(it) = c.index_tables.remove(&idx.id) {
+                            c.tables.remove(&it);
+                        }
+                    }
+                }
                 c.auto_inc_high.remove(&id);
             }
             DdlReq::CreateIndex { database, table, mut index } => {
@@ -331,15 +342,27 @@ impl Dict {
                     return Err(TernError::new(ErrorCode::IndexExists, format!("Duplicate key name '{}'", index.name)));
                 }
                 index.id = id;
-                t.indexes.push(index);
+                t.indexes.push(index.clone());
                 t.validate()?;
                 build = Some((t.id, id));
+                let base = t.clone();
                 c.next_index_id += 1;
+                if index.unique {
+                    add_index_table(&mut c, &base, &index);
+                }
             }
             DdlReq::DropIndex { database, table, name } => {
                 let t = find_mut(&mut c, &database, &table)?;
                 let before = t.indexes.len();
+                let dropped: Vec<u32> =
+                    t.indexes.iter().filter(|i| i.name.eq_ignore_ascii_case(&name)).map(|i| i.id).collect();
                 t.indexes.retain(|i| !i.name.eq_ignore_ascii_case(&name));
+                for id in dropped {
+                    if let Some(it) = c.index_tables.remove(&id) {
+                        c.tables.remove(&it);
+                    }
+                }
+                let t = find_mut(&mut c, &database, &table)?;
                 if t.indexes.len() == before {
                     return Err(TernError::new(
                         ErrorCode::NoSuchIndex,
@@ -350,6 +373,15 @@ impl Dict {
         }
         Ok(Some((Arc::new(c), build)))
     }
+}
+
+/// Creates the hidden table that enforces a unique index across partitions.
+fn add_index_table(c: &mut Catalog, base: &tern_types::Table, index: &tern_types::Index) {
+    let mut it = Catalog::index_table_def(base, index);
+    it.id = c.next_table_id;
+    c.next_table_id += 1;
+    c.index_tables.insert(index.id, it.id);
+    c.tables.insert(it.id, it);
 }
 
 fn find_mut<'a>(c: &'a mut Catalog, database: &str, table: &str) -> Result<&'a mut tern_types::Table, TernError> {

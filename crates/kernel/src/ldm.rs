@@ -68,6 +68,13 @@ pub struct LdmStart {
 }
 
 type PartKey = (TableId, u32);
+
+/// A unique index as the ldm maintains it: the base columns and the index table.
+struct UniqueIndex {
+    columns: Vec<u16>,
+    table: TableId,
+    layout: Arc<RowLayout>,
+}
 type LockKey = (TableId, u32, Vec<u8>);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +174,8 @@ pub struct Ldm {
     cfg: LdmConfig,
     budget: MemoryBudget,
     layouts: HashMap<TableId, Arc<RowLayout>>,
+    /// Per table, its unique indexes and their hidden index tables.
+    uniques: HashMap<TableId, Vec<UniqueIndex>>,
     catalog_version: u64,
     parts: BTreeMap<PartKey, Partition>,
     txns: HashMap<TxnRef, LdmTxn>,
@@ -214,6 +223,7 @@ impl Ldm {
             cfg,
             budget,
             layouts: HashMap::new(),
+            uniques: HashMap::new(),
             catalog_version: 0,
             parts: BTreeMap::new(),
             txns: HashMap::new(),
@@ -262,6 +272,15 @@ impl Ldm {
         self.layouts.clear();
         for t in catalog.tables.values() {
             self.layouts.insert(t.id, Arc::new(RowLayout::new(t)));
+        }
+        self.uniques.clear();
+        for t in catalog.tables.values() {
+            for idx in t.indexes.iter().filter(|i| i.unique) {
+                if let Some(&it) = catalog.index_tables.get(&idx.id) {
+                    let u = UniqueIndex { columns: idx.columns.clone(), table: it, layout: self.layouts[&it].clone() };
+                    self.uniques.entry(t.id).or_default().push(u);
+                }
+            }
         }
         for ((t, _), p) in self.parts.iter_mut() {
             if let Some(def) = catalog.table(*t) {
@@ -361,6 +380,12 @@ impl Ldm {
             return Err(TernError::new(ErrorCode::NoSuchIndex, "index not in catalog"));
         };
         let keys: Vec<PartKey> = self.parts.keys().filter(|(tt, _)| *tt == table).copied().collect();
+        if def.unique && keys.iter().any(|k| !self.parts[k].is_empty()) {
+            return Err(TernError::new(
+                ErrorCode::Unsupported,
+                "CREATE UNIQUE INDEX on a table that already has rows is not supported yet; declare the unique key when creating the table",
+            ));
+        }
         let mut done = Vec::new();
         for k in keys {
             let p = self.parts.get_mut(&k).expect("listed");
@@ -417,8 +442,10 @@ impl Ldm {
             match &batch.ops[i] {
                 PrepOp::Exec { idx, partition, op } => {
                     let idx = *idx;
-                    let r = self.exec_op(txn, *partition, op);
+                    let mut triggers = Vec::new();
+                    let r = self.exec_op(txn, *partition, op, &mut triggers);
                     batch.results.push((idx, r));
+                    batch.triggers.extend(triggers.into_iter().map(|t| (idx, t)));
                 }
                 PrepOp::Replica { table, partition, key, row } => {
                     let lk = (*table, *partition, key.clone());
@@ -501,7 +528,9 @@ impl Ldm {
         p.lookup(&lk.2).map(|id| p.row(id).to_vec())
     }
 
-    fn exec_op(&mut self, txn: TxnRef, partition: u32, op: &KeyOp) -> OpResult {
+    /// Executes one operation at the primary. Writes to a table with unique indexes add the
+    /// index-table operations that keep them (NDB's unique-index triggers) to `triggers`.
+    fn exec_op(&mut self, txn: TxnRef, partition: u32, op: &KeyOp, triggers: &mut Vec<KeyOp>) -> OpResult {
         let Some(layout) = self.layout(op.table).cloned() else {
             return err_op(ErrorCode::SchemaChanged, "table is not known at this data node (schema changed)");
         };
@@ -541,14 +570,11 @@ impl Ldm {
                 if layout.key_of(&op.row) != &op.key[..] {
                     return err_op(ErrorCode::InvalidRequest, "row key differs from the operation key");
                 }
-                let exists = self.current_row(txn, &lk).is_some();
-                if op.kind == OpKind::Insert && exists {
+                let old = self.current_row(txn, &lk);
+                if op.kind == OpKind::Insert && old.is_some() {
                     return err_op(ErrorCode::DuplicateKey, "Duplicate entry for key 'PRIMARY'");
                 }
-                match self.stage(txn, lk, Some(op.row.clone())) {
-                    Ok(()) => OpResult::Done,
-                    Err(e) => OpResult::Error(e),
-                }
+                self.stage_with_triggers(txn, lk, old, Some(op.row.clone()), triggers, OpResult::Done)
             }
             OpKind::Update => {
                 let Some(cur) = self.current_row(txn, &lk) else {
@@ -558,30 +584,102 @@ impl Ldm {
                     Ok(r) => r,
                     Err(e) => return OpResult::Error(e),
                 };
-                match self.stage(txn, lk, Some(row)) {
-                    Ok(()) => match &op.projection {
-                        Some(_) => {
-                            let r = self.current_row(txn, &(op.table, partition, op.key.clone())).expect("just staged");
-                            project(&layout, &r, op.projection.as_deref())
-                        }
-                        None => OpResult::Done,
-                    },
-                    Err(e) => OpResult::Error(e),
-                }
+                let result = match &op.projection {
+                    Some(cols) => project(&layout, &row, Some(cols)),
+                    None => OpResult::Done,
+                };
+                self.stage_with_triggers(txn, lk, Some(cur), Some(row), triggers, result)
             }
             OpKind::Delete => {
-                if self.current_row(txn, &lk).is_none() {
+                let Some(cur) = self.current_row(txn, &lk) else {
                     return OpResult::NotFound;
-                }
-                match self.stage(txn, lk, None) {
-                    Ok(()) => OpResult::Done,
-                    Err(e) => OpResult::Error(e),
-                }
+                };
+                self.stage_with_triggers(txn, lk, Some(cur), None, triggers, OpResult::Done)
             }
         }
     }
 
-    /// Records a pending after-image, reserving its data memory and checking unique indexes.
+    fn stage_with_triggers(
+        &mut self,
+        txn: TxnRef,
+        lk: LockKey,
+        old: Option<Vec<u8>>,
+        new: Option<Vec<u8>>,
+        triggers: &mut Vec<KeyOp>,
+        ok: OpResult,
+    ) -> OpResult {
+        if let Err(e) = self.unique_triggers(lk.0, old.as_deref(), new.as_deref(), triggers) {
+            return OpResult::Error(e);
+        }
+        match self.stage(txn, lk, new) {
+            Ok(()) => ok,
+            Err(e) => {
+                triggers.clear();
+                OpResult::Error(e)
+            }
+        }
+    }
+
+    /// Index-table operations for a row changing from `old` to `new`: delete the old unique
+    /// value's entry and insert the new one (nothing when the value is unchanged; NULLs are not
+    /// indexed, as in MySQL).
+    fn unique_triggers(
+        &self,
+        table: TableId,
+        old: Option<&[u8]>,
+        new: Option<&[u8]>,
+        out: &mut Vec<KeyOp>,
+    ) -> TernResult<()> {
+        let Some(uniques) = self.uniques.get(&table) else { return Ok(()) };
+        let base = &self.layouts[&table];
+        for u in uniques {
+            let entry = |row: &[u8]| -> TernResult<Option<(Vec<u8>, Vec<u8>)>> {
+                let mut values = Vec::with_capacity(u.columns.len() + base.key_cols.len());
+                for &c in &u.columns {
+                    let v = base.get(row, c as usize)?;
+                    if v.is_null() {
+                        return Ok(None);
+                    }
+                    values.push(v);
+                }
+                for &k in &base.key_cols {
+                    values.push(base.get(row, k as usize)?);
+                }
+                let mut irow = Vec::new();
+                u.layout.encode_row(&values, &mut irow)?;
+                Ok(Some((u.layout.key_of(&irow).to_vec(), irow)))
+            };
+            let o = old.map(entry).transpose()?.flatten();
+            let n = new.map(entry).transpose()?.flatten();
+            if o.as_ref().map(|x| &x.0) == n.as_ref().map(|x| &x.0) {
+                continue;
+            }
+            if let Some((key, _)) = o {
+                out.push(KeyOp {
+                    table: u.table,
+                    kind: OpKind::Delete,
+                    key,
+                    row: Vec::new(),
+                    updates: Vec::new(),
+                    projection: None,
+                });
+            }
+            if let Some((key, row)) = n {
+                out.push(KeyOp {
+                    table: u.table,
+                    kind: OpKind::Insert,
+                    key,
+                    row,
+                    updates: Vec::new(),
+                    projection: None,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a pending after-image, reserving its data memory (uniqueness is the index
+    /// tables' business, checked through the trigger operations).
     fn stage(&mut self, txn: TxnRef, lk: LockKey, row: Option<Vec<u8>>) -> TernResult<()> {
         let part = self
             .parts
@@ -589,17 +687,6 @@ impl Ldm {
             .ok_or_else(|| TernError::new(ErrorCode::SchemaChanged, "partition is not here (schema changed)"))?;
         let mut reserved = 0;
         if let Some(r) = &row {
-            let ignore = part.lookup(&lk.2);
-            if let Some(name) = part.unique_conflict(r, ignore)? {
-                return Err(TernError::new(ErrorCode::DuplicateKey, format!("Duplicate entry for key '{name}'")));
-            }
-            if self.txns.get(&txn).is_some_and(|t| {
-                t.changes.iter().any(|(k, c)| {
-                    k != &lk && k.0 == lk.0 && k.1 == lk.1 && c.row.as_ref().is_some_and(|o| unique_clash(part, o, r))
-                })
-            }) {
-                return Err(TernError::new(ErrorCode::DuplicateKey, "Duplicate entry for a unique key"));
-            }
             reserved = part.charge(r);
             self.budget.reserve(reserved)?;
         }
@@ -1001,11 +1088,6 @@ impl Ldm {
         out.io(self.addr, IoReq::RedoDiscard { ldm: self.instance(), lsn: ck.start_lsn });
         self.current_checkpoint = Some(ck);
     }
-}
-
-/// Two pending rows of one transaction clash when a unique index maps both to one value.
-fn unique_clash(part: &Partition, a: &[u8], b: &[u8]) -> bool {
-    part.unique_values_clash(a, b).unwrap_or(false)
 }
 
 /// A read's result: the whole stored row, or the projected columns as a value list.

@@ -61,6 +61,8 @@ pub struct PrepareBatch {
     pub results: Vec<(u32, OpResult)>,
     /// Whether any op of this batch holds a lock or pending change at this chain.
     pub holds_state: bool,
+    /// Index-table operations the primary derived from unique indexes: (origin op, operation).
+    pub triggers: Vec<(u32, KeyOp)>,
 }
 
 #[derive(Debug, Clone)]

@@ -76,6 +76,14 @@ struct Txn {
     abort_reason: Option<TernError>,
     last_active_ms: u64,
     orphan: bool,
+    /// Operations of the client's current batch (results beyond are unique-index triggers).
+    client_ops: usize,
+    /// Unique-index trigger operations collected from the current wave: (origin op, operation).
+    triggers: Vec<(u32, tern_wire::KeyOp)>,
+    /// For each trigger result slot: its origin op and the index table it touched.
+    trigger_origin: Vec<(u32, TableId)>,
+    /// A unique-index violation: aborts the transaction whatever its abort option.
+    trigger_failure: Option<TernError>,
 }
 
 struct PartScan {
@@ -328,6 +336,10 @@ impl Tc {
                         abort_reason: None,
                         last_active_ms: now_ms,
                         orphan: false,
+                        client_ops: 0,
+                        triggers: Vec::new(),
+                        trigger_origin: Vec::new(),
+                        trigger_failure: None,
                     },
                 );
                 id
@@ -346,16 +358,18 @@ impl Tc {
         txn.last_active_ms = now_ms;
         txn.results = vec![OpResult::Done; req.ops.len()];
         txn.writes = req.ops.iter().map(|o| o.kind.is_write()).collect();
+        txn.client_ops = req.ops.len();
         if req.exec == Exec::Rollback {
             txn.results.clear();
             self.start_abort(id, None, out);
             return;
         }
-        self.route(id, req.ops, out);
+        self.route(id, req.ops, 0, out);
     }
 
-    /// Groups a batch's operations by replica chain and sends one Prepare per chain.
-    fn route(&mut self, id: u64, ops: Vec<tern_wire::KeyOp>, out: &mut Out) {
+    /// Groups a wave of operations by replica chain and sends one Prepare per chain. `base` is the
+    /// result slot of the first operation.
+    fn route(&mut self, id: u64, ops: Vec<tern_wire::KeyOp>, base: usize, out: &mut Out) {
         let tref = TxnRef { tc: self.addr, id };
         let mut batches: BTreeMap<u16, Box<PrepareBatch>> = BTreeMap::new();
         let mut routing_errors = Vec::new();
@@ -373,11 +387,12 @@ impl Tc {
                             ops: Vec::with_capacity(n),
                             results: Vec::with_capacity(n),
                             holds_state: false,
+                            triggers: Vec::new(),
                         })
                     });
-                    b.ops.push(PrepOp::Exec { idx: i as u32, partition, op });
+                    b.ops.push(PrepOp::Exec { idx: (base + i) as u32, partition, op });
                 }
-                Err(e) => routing_errors.push((i, e)),
+                Err(e) => routing_errors.push((base + i, e)),
             }
         }
         let txn = self.txns.get_mut(&id).expect("present");
@@ -390,8 +405,45 @@ impl Tc {
             out.send(b.chain[0], Signal::Prepare(b));
         }
         if self.txns[&id].outstanding == 0 {
-            self.batch_done(id, out);
+            self.wave_done(id, out);
         }
+    }
+
+    /// A wave of prepares finished: run the unique-index triggers it produced as one more wave,
+    /// or, when there are none, fold trigger results into their origin ops and finish the batch.
+    fn wave_done(&mut self, id: u64, out: &mut Out) {
+        let txn = self.txns.get_mut(&id).expect("present");
+        if !txn.triggers.is_empty() && !txn.orphan {
+            let base = txn.results.len();
+            let mut ops = Vec::with_capacity(txn.triggers.len());
+            for (origin, op) in std::mem::take(&mut txn.triggers) {
+                txn.results.push(OpResult::Done);
+                txn.writes.push(true);
+                txn.trigger_origin.push((origin, op.table));
+                ops.push(op);
+            }
+            self.route(id, ops, base, out);
+            return;
+        }
+        txn.triggers.clear();
+        if txn.results.len() > txn.client_ops {
+            let origins = std::mem::take(&mut txn.trigger_origin);
+            let extra: Vec<OpResult> = txn.results.drain(txn.client_ops..).collect();
+            txn.writes.truncate(txn.client_ops);
+            for ((origin, table), r) in origins.into_iter().zip(extra) {
+                let e = match r {
+                    OpResult::Error(e) if e.code == ErrorCode::DuplicateKey => {
+                        let name = index_name_of(&self.catalog, table);
+                        TernError::new(ErrorCode::DuplicateKey, format!("Duplicate entry for key '{name}'"))
+                    }
+                    OpResult::Error(e) => e,
+                    _ => continue, // done, or an index entry already gone
+                };
+                txn.results[origin as usize] = OpResult::Error(e.clone());
+                txn.trigger_failure.get_or_insert(e);
+            }
+        }
+        self.batch_done(id, out);
     }
 
     fn partition_of(&self, op: &tern_wire::KeyOp) -> Result<u32, TernError> {
@@ -416,6 +468,7 @@ impl Tc {
         if batch.holds_state && !txn.participants.contains(&batch.chain) {
             txn.participants.push(batch.chain.clone());
         }
+        txn.triggers.extend(batch.triggers);
         for (i, r) in batch.results {
             if let Some(slot) = txn.results.get_mut(i as usize) {
                 *slot = r;
@@ -423,20 +476,20 @@ impl Tc {
         }
         txn.outstanding -= 1;
         if txn.outstanding == 0 {
-            self.batch_done(id, out);
+            self.wave_done(id, out);
         }
     }
 
     fn batch_done(&mut self, id: u64, out: &mut Out) {
         let txn = self.txns.get_mut(&id).expect("present");
-        let mut failure = None;
+        let mut failure = txn.trigger_failure.take();
         for (i, r) in txn.results.iter().enumerate() {
             let fatal = match r {
                 OpResult::Error(e) => e.is_temporary() || txn.abort_option == AbortOption::AbortOnError,
                 OpResult::NotFound => txn.writes[i] && txn.abort_option == AbortOption::AbortOnError,
                 _ => false,
             };
-            if fatal {
+            if fatal && failure.is_none() {
                 failure = Some(match r {
                     OpResult::Error(e) => e.clone(),
                     _ => TernError::new(ErrorCode::NotFound, "Can't find record (tuple did not exist)"),
@@ -796,6 +849,20 @@ impl Tc {
             }
         }
     }
+}
+
+/// The name of the unique index an index table enforces.
+fn index_name_of(catalog: &Catalog, index_table: TableId) -> String {
+    let Some((&index, _)) = catalog.index_tables.iter().find(|(_, t)| **t == index_table) else {
+        return "unique".into();
+    };
+    catalog
+        .tables
+        .values()
+        .flat_map(|t| t.indexes.iter())
+        .find(|i| i.id == index)
+        .map(|i| i.name.clone())
+        .unwrap_or_else(|| "unique".into())
 }
 
 fn txn_reply(txn: u64, results: Vec<OpResult>, outcome: Outcome) -> Reply {

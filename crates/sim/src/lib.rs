@@ -194,6 +194,8 @@ pub struct Sim {
     durable_acks: Vec<(i64, u64)>,
     scan_rows: Vec<Vec<u8>>,
     verifying: bool,
+    verify_table: u32,
+    index_table: Option<Table>,
     pub stats: SimStats,
 }
 
@@ -240,6 +242,8 @@ impl Sim {
             durable_acks: Vec::new(),
             scan_rows: Vec::new(),
             verifying: false,
+            verify_table: 0,
+            index_table: None,
             stats: SimStats::default(),
         }
     }
@@ -391,18 +395,10 @@ impl Sim {
         let Some(table) = self.table.clone() else {
             return BTreeMap::new();
         };
-        self.verifying = true;
-        self.scan_rows.clear();
-        self.send_verify_scan(table.id);
-        let deadline = self.now + 60_000;
-        while self.verifying {
-            if self.now > deadline || !self.step_node_only() {
-                self.fail("verification scan did not finish");
-            }
-        }
+        let rows = self.scan_table(table.id);
         let layout = self.layout.as_ref().expect("table");
         let mut out = BTreeMap::new();
-        for r in &self.scan_rows {
+        for r in &rows {
             let v = layout.decode_row(r).expect("valid row");
             let id = v[0].as_i128().expect("int") as i64;
             let a = v[1].as_i128().expect("int") as i64;
@@ -411,7 +407,42 @@ impl Sim {
                 self.fail(&format!("scan returned key {id} twice"));
             }
         }
+        self.check_unique_index(&out);
         out
+    }
+
+    /// The unique index on `b` is exactly the non-NULL (b, id) pairs of the base rows.
+    fn check_unique_index(&mut self, base: &BTreeMap<i64, Row>) {
+        let Some(it) = self.index_table.clone() else { return };
+        let layout = RowLayout::new(&it);
+        let mut got = BTreeSet::new();
+        for r in self.scan_table(it.id) {
+            let v = layout.decode_row(&r).expect("valid index row");
+            got.insert((v[0].as_i128().expect("int") as i64, v[1].as_i128().expect("int") as i64));
+        }
+        let want: BTreeSet<(i64, i64)> = base.iter().filter_map(|(id, (_, b))| b.map(|b| (b, *id))).collect();
+        if got != want {
+            let missing: Vec<_> = want.difference(&got).take(5).collect();
+            let extra: Vec<_> = got.difference(&want).take(5).collect();
+            self.fail(&format!(
+                "unique index table disagrees with its base table: missing {missing:?}, extra {extra:?}"
+            ));
+        }
+    }
+
+    /// All rows of a table, read through a full scan via tc.
+    fn scan_table(&mut self, table: u32) -> Vec<Vec<u8>> {
+        self.verifying = true;
+        self.scan_rows.clear();
+        self.verify_table = table;
+        self.send_verify_scan(table);
+        let deadline = self.now + 60_000;
+        while self.verifying {
+            if self.now > deadline || !self.step_node_only() {
+                self.fail("verification scan did not finish");
+            }
+        }
+        std::mem::take(&mut self.scan_rows)
     }
 
     fn send_verify_scan(&mut self, table: u32) {
@@ -495,8 +526,7 @@ impl Sim {
                 }
             }
             Reply::Error(e) if e.is_temporary() && self.scan_rows.is_empty() => {
-                let id = self.table.as_ref().expect("table").id;
-                self.send_verify_scan(id);
+                self.send_verify_scan(self.verify_table);
             }
             other => self.fail(&format!("verification scan failed: {other:?}")),
         }
@@ -698,7 +728,9 @@ impl Sim {
             ],
             primary_key: vec![0],
             partition_key: vec![0],
-            indexes: vec![],
+            // A unique index: writes that would duplicate `b` abort; its hidden index table is
+            // checked against the base rows after every recovery.
+            indexes: vec![tern_types::schema::Index { id: 0, name: "b_uq".into(), columns: vec![2], unique: true }],
             partition_count: 0,
             ttl: None,
             comment: String::new(),
@@ -723,6 +755,8 @@ impl Sim {
             Reply::Catalog(c) => {
                 let t = c.find_table("sim", "t").cloned();
                 if let Some(t) = t {
+                    let idx = t.indexes.first().map(|i| i.id);
+                    self.index_table = idx.and_then(|i| c.index_tables.get(&i)).and_then(|it| c.table(*it)).cloned();
                     self.layout = Some(RowLayout::new(&t));
                     self.table = Some(t);
                 }

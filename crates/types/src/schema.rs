@@ -529,6 +529,9 @@ pub struct Catalog {
     pub tables: BTreeMap<TableId, Table>,
     /// Per table, the AUTO_INCREMENT value below which every value may have been handed out.
     pub auto_inc_high: BTreeMap<TableId, u64>,
+    /// Unique index id -> its hidden index table (primary key = the index columns, values = the
+    /// base table's primary key). The index table is what makes uniqueness hold across partitions.
+    pub index_tables: BTreeMap<IndexId, TableId>,
 }
 
 const CATALOG_MAGIC: u32 = 0x5445_5243; // "TERC"
@@ -547,8 +550,46 @@ impl Catalog {
         self.tables.values().find(|t| t.database == db && t.name == name)
     }
 
+    /// User-visible tables of a database (hidden index tables excluded).
     pub fn tables_in(&self, db: &str) -> impl Iterator<Item = &Table> {
-        self.tables.values().filter(move |t| t.database == db)
+        self.tables.values().filter(move |t| t.database == db && !self.is_index_table(t.id))
+    }
+
+    pub fn is_index_table(&self, id: TableId) -> bool {
+        self.index_tables.values().any(|&t| t == id)
+    }
+
+    /// The hidden index table that enforces a unique index, built from the base table.
+    pub fn index_table_def(base: &Table, index: &Index) -> Table {
+        let mut columns = Vec::new();
+        for &c in &index.columns {
+            let mut col = base.columns[c as usize].clone();
+            col.nullable = false;
+            col.default = None;
+            col.auto_increment = false;
+            columns.push(col);
+        }
+        for &k in &base.primary_key {
+            let mut col = base.columns[k as usize].clone();
+            col.name = format!("$pk_{}", col.name);
+            col.default = None;
+            col.auto_increment = false;
+            col.hidden = true;
+            columns.push(col);
+        }
+        let n = index.columns.len() as u16;
+        Table {
+            id: 0,
+            database: base.database.clone(),
+            name: format!("$unique_{}_{}", base.id, index.id),
+            columns,
+            primary_key: (0..n).collect(),
+            partition_key: (0..n).collect(),
+            indexes: Vec::new(),
+            partition_count: base.partition_count,
+            ttl: None,
+            comment: format!("unique index {} of {}", index.name, base.name),
+        }
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -570,6 +611,11 @@ impl Catalog {
         for (t, v) in &self.auto_inc_high {
             e.u32(*t);
             e.u64(*v);
+        }
+        e.u32(self.index_tables.len() as u32);
+        for (i, t) in &self.index_tables {
+            e.u32(*i);
+            e.u32(*t);
         }
     }
 
@@ -597,6 +643,11 @@ impl Catalog {
         for _ in 0..na {
             let t = d.u32()?;
             c.auto_inc_high.insert(t, d.u64()?);
+        }
+        let ni = d.len(1 << 20)?;
+        for _ in 0..ni {
+            let i = d.u32()?;
+            c.index_tables.insert(i, d.u32()?);
         }
         if !d.is_empty() {
             return Err(DecodeError("trailing bytes after catalog"));
