@@ -37,6 +37,9 @@ use tern_wire::{Reply, Request, ScanReq, TxnReq};
 
 pub type Result<T> = std::result::Result<T, TernError>;
 
+/// AUTO_INCREMENT values a client reserves at a time.
+pub const AUTO_INC_PREFETCH: u32 = 64;
+
 /// Client options.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -77,6 +80,8 @@ struct Inner {
     catalog: RwLock<Arc<Catalog>>,
     next_txn: AtomicU64,
     next_scan: AtomicU64,
+    /// Prefetched AUTO_INCREMENT values per table: [next, end).
+    auto_inc: std::sync::Mutex<std::collections::HashMap<u32, (u64, u64)>>,
 }
 
 /// A connection to a data node with its catalog. Cheap to clone; clones share the connection.
@@ -127,6 +132,7 @@ impl Client {
                 catalog: RwLock::new(Arc::new(Catalog::new())),
                 next_txn: AtomicU64::new(1),
                 next_scan: AtomicU64::new(1),
+                auto_inc: Default::default(),
             }),
         };
         c.refresh_catalog()?;
@@ -250,6 +256,51 @@ impl Client {
         }
     }
 
+    /// The next AUTO_INCREMENT value of a table. Values come from the data node in ranges of
+    /// `AUTO_INC_PREFETCH` (like NDB's `ndb_autoincrement_prefetch_sz`), so they are unique
+    /// cluster-wide and increasing per client, not gap-free.
+    pub fn next_auto_increment(&self, table: u32) -> Result<u64> {
+        {
+            let mut m = self.inner.auto_inc.lock().expect("auto_inc");
+            if let Some((next, end)) = m.get_mut(&table)
+                && *next < *end
+            {
+                *next += 1;
+                return Ok(*next - 1);
+            }
+        }
+        let (start, count) = self.auto_increment(table, AUTO_INC_PREFETCH)?;
+        let mut m = self.inner.auto_inc.lock().expect("auto_inc");
+        m.insert(table, (start + 1, start + count as u64));
+        Ok(start)
+    }
+
+    /// Fills generated values of a full row: an AUTO_INCREMENT column (or the hidden primary key
+    /// of a table declared without one) given as NULL or 0 gets the next value, which is returned.
+    pub fn fill_generated(&self, t: &TableHandle, values: &mut [Value]) -> Result<Option<u64>> {
+        let Some(c) = t.table.columns.iter().position(|c| c.auto_increment) else { return Ok(None) };
+        if values.len() != t.table.columns.len() {
+            return Err(TernError::new(ErrorCode::InvalidRequest, "one value per column expected"));
+        }
+        let v = &values[c];
+        if !(v.is_null() || v.as_i128() == Some(0)) {
+            return Ok(None);
+        }
+        let n = self.next_auto_increment(t.id())?;
+        values[c] = Value::UInt(n);
+        Ok(Some(n))
+    }
+
+    /// Names of the databases.
+    pub fn databases(&self) -> Vec<String> {
+        self.catalog().databases.keys().cloned().collect()
+    }
+
+    /// Names of a database's tables (hidden index tables excluded).
+    pub fn tables(&self, database: &str) -> Vec<String> {
+        self.catalog().tables_in(database).map(|t| t.name.clone()).collect()
+    }
+
     /// Starts a transaction (nothing is sent until the first `execute`).
     pub fn begin(&self) -> Transaction {
         Transaction {
@@ -371,6 +422,36 @@ impl TableHandle {
         }
         let mut out = Vec::with_capacity(self.layout.fixed_row_len().unwrap_or(64));
         self.layout.encode_row(&vals, &mut out)?;
+        Ok(out)
+    }
+
+    /// A full row from named values: columns not named get their default, NULL when nullable,
+    /// else an error (AUTO_INCREMENT and hidden columns get NULL, for `fill_generated`).
+    pub fn values_named(&self, named: &[(&str, Value)]) -> Result<Vec<Value>> {
+        let mut values: Vec<Option<Value>> = vec![None; self.table.columns.len()];
+        for (name, v) in named {
+            let c = self.column(name)? as usize;
+            if values[c].is_some() {
+                return Err(TernError::new(ErrorCode::InvalidRequest, format!("Column '{name}' specified twice")));
+            }
+            values[c] = Some(v.clone());
+        }
+        let mut out = Vec::with_capacity(values.len());
+        for (v, col) in values.into_iter().zip(&self.table.columns) {
+            out.push(match v {
+                Some(v) => v,
+                None => match &col.default {
+                    Some(d) => d.clone(),
+                    None if col.nullable || col.auto_increment || col.hidden => Value::Null,
+                    None => {
+                        return Err(TernError::new(
+                            ErrorCode::NotNull,
+                            format!("Field '{}' doesn't have a default value", col.name),
+                        ));
+                    }
+                },
+            });
+        }
         Ok(out)
     }
 

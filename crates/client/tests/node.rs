@@ -346,3 +346,104 @@ fn unique_index_holds_across_partitions() {
     assert!(c.table("test", "users").unwrap().index("v_uq").is_err());
     c.blocking().execute(vec![t.insert(&user(50, Some("c@x"))).unwrap()]).unwrap();
 }
+
+#[test]
+fn auto_increment_hidden_key_and_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 64 << 20);
+    let addr = node.local_addr().to_string();
+    let c = Client::connect(&addr).unwrap();
+    c.ddl(DdlReq::CreateDatabase { name: "test".into(), if_not_exists: true }).unwrap();
+    // AUTO_INCREMENT primary key and a column with a default.
+    let mut id = Column::new("id", ColumnType::BigInt { unsigned: true }).not_null();
+    id.auto_increment = true;
+    let mut n = Column::new("n", ColumnType::Int { unsigned: false }).not_null();
+    n.default = Some(Value::Int(5));
+    let t = Table {
+        id: 0,
+        database: "test".into(),
+        name: "ai".into(),
+        columns: vec![id, n, Column::new("s", ColumnType::VarChar { len: 10 }).not_null()],
+        primary_key: vec![0],
+        partition_key: vec![],
+        indexes: vec![],
+        partition_count: 0,
+        ttl: None,
+        comment: String::new(),
+    };
+    c.ddl(DdlReq::CreateTable { table: t, if_not_exists: false }).unwrap();
+    let t = c.table("test", "ai").unwrap();
+    let c2 = Client::connect(&addr).unwrap();
+    let mut ids = std::collections::BTreeSet::new();
+    for client in [&c, &c2, &c, &c2] {
+        for _ in 0..10 {
+            let mut v = t.values_named(&[("s", Value::str("x"))]).unwrap();
+            let got = client.fill_generated(&t, &mut v).unwrap().expect("generated");
+            assert!(ids.insert(got), "auto-increment value {got} handed out twice");
+            client.blocking().execute(vec![t.insert(&v).unwrap()]).unwrap();
+        }
+    }
+    assert_eq!(ids.len(), 40);
+    let rows = c.blocking().scan_all(ScanSpec::table(t.id())).unwrap();
+    assert_eq!(rows.len(), 40);
+    assert!(rows.iter().all(|r| t.decode_row(r).unwrap()[1] == Value::Int(5)), "the default filled n");
+    let e = t.values_named(&[("n", Value::Int(1))]).unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotNull);
+    assert!(e.message.contains("doesn't have a default value"), "{}", e.message);
+    // A table without a primary key gets a hidden one.
+    let t2 = Table {
+        id: 0,
+        database: "test".into(),
+        name: "nokey".into(),
+        columns: vec![Column::new("v", ColumnType::Int { unsigned: false })],
+        primary_key: vec![],
+        partition_key: vec![],
+        indexes: vec![],
+        partition_count: 0,
+        ttl: None,
+        comment: String::new(),
+    };
+    c.ddl(DdlReq::CreateTable { table: t2, if_not_exists: false }).unwrap();
+    let t2 = c.table("test", "nokey").unwrap();
+    assert_eq!(t2.table.columns.len(), 2);
+    assert!(t2.table.columns[1].hidden);
+    for i in 0..3 {
+        let mut v = t2.values_named(&[("v", Value::Int(7))]).unwrap();
+        c.fill_generated(&t2, &mut v).unwrap().expect("hidden key generated");
+        c.blocking().execute(vec![t2.insert(&v).unwrap()]).unwrap_or_else(|e| panic!("row {i}: {e}"));
+    }
+    assert_eq!(c.blocking().scan_all(ScanSpec::table(t2.id())).unwrap().len(), 3, "equal rows are kept apart");
+    assert_eq!(c.tables("test"), vec!["ai".to_string(), "nokey".to_string()]);
+    assert!(c.databases().contains(&"test".to_string()));
+    // After a restart, new values never reuse old ones.
+    let max = *ids.iter().max().unwrap();
+    drop((c, c2));
+    node.shutdown();
+    let node = start(dir.path(), 64 << 20);
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = c.table("test", "ai").unwrap();
+    let mut v = t.values_named(&[("s", Value::str("y"))]).unwrap();
+    assert!(c.fill_generated(&t, &mut v).unwrap().unwrap() > max);
+}
+
+#[test]
+fn inactive_transactions_are_aborted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), 64 << 20);
+    cfg.node.tc.inactive_timeout_ms = 300;
+    let node = DataNode::start(cfg).unwrap();
+    assert!(node.wait_started(Duration::from_secs(20)));
+    let a = Client::connect(&node.local_addr().to_string()).unwrap();
+    let b = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = setup(&a, "idle");
+    a.blocking().execute(vec![t.insert(&row(1, 1)).unwrap()]).unwrap();
+    let mut idle = a.begin();
+    block_on(idle.execute(vec![t.read_locked(&[Value::Int(1)], true).unwrap()], Exec::NoCommit)).unwrap();
+    std::thread::sleep(Duration::from_millis(900));
+    // The idle transaction was aborted: its lock is gone ...
+    b.blocking().execute(vec![t.write(&row(1, 2)).unwrap()]).unwrap();
+    // ... and its next request is told so.
+    let e = block_on(idle.execute(vec![t.read(&[Value::Int(1)]).unwrap()], Exec::Commit)).unwrap_err();
+    assert_eq!(e.code, ErrorCode::TransactionTimeout);
+    assert!(e.is_temporary());
+}

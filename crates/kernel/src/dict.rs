@@ -159,8 +159,7 @@ impl Dict {
     }
 
     fn write(&mut self, catalog: Arc<Catalog>, broadcast: bool, out: &mut Out) {
-        let mut bytes = Vec::new();
-        catalog.encode(&mut bytes);
+        let bytes = encode_catalog_file(&catalog);
         self.next_token += 1;
         let token = self.next_token;
         out.io(self.addr, IoReq::WriteFile { name: CATALOG_FILE.into(), bytes, token });
@@ -297,6 +296,28 @@ impl Dict {
                         format!("Table '{}' already exists", table.name),
                     ));
                 }
+                if table.primary_key.is_empty() {
+                    // No primary key declared: a hidden one, filled by the client (as NDB does).
+                    let mut col = tern_types::Column::new(
+                        tern_types::schema::HIDDEN_ROWID,
+                        tern_types::ColumnType::BigInt { unsigned: true },
+                    )
+                    .not_null();
+                    col.auto_increment = true;
+                    col.hidden = true;
+                    table.columns.push(col);
+                    table.primary_key = vec![(table.columns.len() - 1) as u16];
+                    table.partition_key = table.primary_key.clone();
+                }
+                if table.partition_key.is_empty() {
+                    table.partition_key = table.primary_key.clone();
+                }
+                if table.columns.iter().filter(|c| c.auto_increment).count() > 1 {
+                    return Err(TernError::new(
+                        ErrorCode::InvalidSchema,
+                        "Incorrect table definition; there can be only one auto column",
+                    ));
+                }
                 table.id = c.next_table_id;
                 c.next_table_id += 1;
                 if table.partition_count == 0 {
@@ -373,6 +394,31 @@ impl Dict {
         }
         Ok(Some((Arc::new(c), build)))
     }
+}
+
+/// The catalog file: the encoded catalog followed by its crc32c.
+pub fn encode_catalog_file(c: &Catalog) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    c.encode(&mut bytes);
+    let crc = crc32c::crc32c(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// Reads a catalog file, checking its checksum and every table definition.
+pub fn decode_catalog_file(bytes: &[u8]) -> Result<Catalog, String> {
+    if bytes.len() < 4 {
+        return Err("file too short".into());
+    }
+    let (body, crc) = bytes.split_at(bytes.len() - 4);
+    if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
+        return Err("checksum mismatch".into());
+    }
+    let c = Catalog::decode(body).map_err(|e| e.to_string())?;
+    for t in c.tables.values() {
+        t.validate().map_err(|e| format!("table {}.{}: {}", t.database, t.name, e.message))?;
+    }
+    Ok(c)
 }
 
 /// Creates the hidden table that enforces a unique index across partitions.

@@ -46,7 +46,7 @@ fn fail(msg: String) -> String {
 /// it are reported in `ldm_disk` so the caller can remove them once the node has started).
 pub fn recover(storage: &dyn Storage, ldm_count: u16, budget: &MemoryBudget) -> Result<Recovered, String> {
     let catalog = match storage.read(CATALOG_FILE).map_err(|e| format!("reading {CATALOG_FILE}: {e}"))? {
-        Some(b) => Catalog::decode(&b)
+        Some(b) => crate::dict::decode_catalog_file(&b)
             .map_err(|e| fail(format!("the catalog file '{CATALOG_FILE}' is corrupt or foreign: {e}")))?,
         None => Catalog::new(),
     };

@@ -73,6 +73,10 @@ fn damaged_checkpoint_or_sysfile_is_reported() {
     let e = recover(&bad, 3, &budget()).err().expect("corrupt sysfile refused");
     assert!(e.contains("sysfile"), "{e}");
     let mut bad = d.clone();
+    bad.damage("catalog", 12);
+    let e = recover(&bad, 3, &budget()).err().expect("corrupt catalog refused");
+    assert!(e.contains("catalog"), "{e}");
+    let mut bad = d.clone();
     let ck = bad.file_names().into_iter().find(|n| n.contains("ckpt-")).unwrap();
     bad.damage(&ck, 10);
     let e = recover(&bad, 3, &budget()).err().expect("corrupt checkpoint refused");

@@ -480,9 +480,6 @@ impl Table {
         if !in_range(&t.primary_key) || !in_range(&t.partition_key) || !t.indexes.iter().all(|i| in_range(&i.columns)) {
             return Err(DecodeError("column position out of range"));
         }
-        if t.primary_key.is_empty() || t.partition_key.is_empty() {
-            return Err(DecodeError("table without a primary or partition key"));
-        }
         Ok(t)
     }
 }
