@@ -37,6 +37,9 @@ pub struct DataNodeConfig {
     pub idle_hook: Option<fn()>,
 }
 
+/// Longest a graceful shutdown waits for the last epochs to become durable.
+pub const SHUTDOWN_FLUSH_MAX: Duration = Duration::from_secs(10);
+
 /// A running data node.
 pub struct DataNode {
     shared: Arc<Shared>,
@@ -80,6 +83,8 @@ impl DataNode {
         }
         let shared = Arc::new(Shared {
             started: AtomicBool::new(false),
+            current_epoch: AtomicU64::new(0),
+            durable_epoch: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
             next_client: AtomicU64::new(1),
             epoch: Instant::now(),
@@ -179,9 +184,26 @@ impl DataNode {
         LocalConn { client, mailbox }
     }
 
-    /// Stops every thread. Commits not yet in a durable epoch may be lost, exactly as after a
-    /// crash; durable commits are not.
+    /// Stops the node gracefully: first waits (up to `SHUTDOWN_FLUSH_MAX`) until every epoch
+    /// given out so far is durable, so no commit acknowledged before the stop is lost; then stops
+    /// every thread.
     pub fn shutdown(mut self) {
+        if self.is_started() {
+            let target = self.shared.current_epoch.load(Ordering::Acquire);
+            let until = Instant::now() + SHUTDOWN_FLUSH_MAX;
+            while self.shared.durable_epoch.load(Ordering::Acquire) < target && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if self.shared.durable_epoch.load(Ordering::Acquire) < target {
+                tracing::warn!(target, "stopping before the last epochs became durable");
+            }
+        }
+        self.stop_threads();
+    }
+
+    /// Stops every thread at once, like a crash would (commits of epochs not yet durable are
+    /// lost; durable commits are not).
+    pub fn kill(mut self) {
         self.stop_threads();
     }
 

@@ -52,6 +52,9 @@ pub enum Inbound {
 /// State shared by every thread of a data node.
 pub struct Shared {
     pub started: AtomicBool,
+    /// The newest epoch given out and the newest durable one, as seen in dist's signals.
+    pub current_epoch: AtomicU64,
+    pub durable_epoch: AtomicU64,
     pub stopping: AtomicBool,
     pub next_client: AtomicU64,
     pub epoch: Instant,
@@ -481,8 +484,19 @@ impl Worker {
 
     fn route(&mut self, out: &mut Out) {
         for (to, sig) in out.signals.drain(..) {
-            if matches!(sig, Signal::NodeStarted { .. }) {
-                self.shared.started.store(true, Ordering::Release);
+            match sig {
+                Signal::NodeStarted { epoch, durable_epoch } => {
+                    self.shared.current_epoch.fetch_max(epoch, Ordering::AcqRel);
+                    self.shared.durable_epoch.fetch_max(durable_epoch, Ordering::AcqRel);
+                    self.shared.started.store(true, Ordering::Release);
+                }
+                Signal::EpochCommit { epoch } => {
+                    self.shared.current_epoch.fetch_max(epoch, Ordering::AcqRel);
+                }
+                Signal::EpochDurable { epoch } => {
+                    self.shared.durable_epoch.fetch_max(epoch, Ordering::AcqRel);
+                }
+                _ => {}
             }
             let w = worker_of(to.block);
             if w == self.index {
