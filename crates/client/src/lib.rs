@@ -425,6 +425,13 @@ impl TableHandle {
         Ok(out)
     }
 
+    /// The partition of the row with this primary key (values in key order): a scan can be
+    /// pruned to it with `ScanSpec::partition`.
+    pub fn partition_of(&self, key: &[Value]) -> Result<u32> {
+        let k = self.key(key)?;
+        self.layout.partition_of_key(&k, self.table.partition_count)
+    }
+
     /// A full row from named values: columns not named get their default, NULL when nullable,
     /// else an error (AUTO_INCREMENT and hidden columns get NULL, for `fill_generated`).
     pub fn values_named(&self, named: &[(&str, Value)]) -> Result<Vec<Value>> {

@@ -465,3 +465,56 @@ fn graceful_shutdown_keeps_acknowledged_commits() {
     assert!(node.wait_started(Duration::from_secs(20)));
     assert_eq!(node.recovered_rows, 10, "every acknowledged commit survived the stop");
 }
+
+#[test]
+fn composite_key_with_partition_key_subset() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 64 << 20);
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    c.ddl(DdlReq::CreateDatabase { name: "test".into(), if_not_exists: true }).unwrap();
+    // PRIMARY KEY (user, item), PARTITION BY KEY (user): a user's rows share one partition.
+    let table = Table {
+        id: 0,
+        database: "test".into(),
+        name: "features".into(),
+        columns: vec![
+            Column::new("user", ColumnType::VarChar { len: 20 }).not_null(),
+            Column::new("item", ColumnType::Int { unsigned: true }).not_null(),
+            Column::new("score", ColumnType::Double),
+        ],
+        primary_key: vec![0, 1],
+        partition_key: vec![0],
+        indexes: vec![],
+        partition_count: 8,
+        ttl: None,
+        comment: String::new(),
+    };
+    c.ddl(DdlReq::CreateTable { table, if_not_exists: false }).unwrap();
+    let t = c.table("test", "features").unwrap();
+    let mut ops = Vec::new();
+    for u in 0..10 {
+        for i in 0..5u64 {
+            ops.push(
+                t.insert(&[Value::str(&format!("user{u}")), Value::UInt(i), Value::Double(u as f64 + i as f64 / 10.0)])
+                    .unwrap(),
+            );
+        }
+    }
+    c.blocking().execute(ops).unwrap();
+    let r = c.blocking().execute(vec![t.read(&[Value::str("user3"), Value::UInt(4)]).unwrap()]).unwrap();
+    let OpResult::Row(b) = &r[0] else { panic!() };
+    assert_eq!(t.decode_row(b).unwrap()[2], Value::Double(3.4));
+    // Every row of user7 is in the partition its first row is in.
+    let p = t.partition_of(&[Value::str("user7"), Value::UInt(0)]).unwrap();
+    for i in 1..5u64 {
+        assert_eq!(t.partition_of(&[Value::str("user7"), Value::UInt(i)]).unwrap(), p);
+    }
+    let mut spec = ScanSpec::table(t.id());
+    spec.partition = Some(p);
+    spec.filter = Filter::Cmp { col: 0, op: CmpOp::Eq, value: Value::str("user7") };
+    let rows = c.blocking().scan_all(spec).unwrap();
+    assert_eq!(rows.len(), 5, "the pruned scan finds all of user7's rows in one partition");
+    // A key with the wrong number of columns is a clear error.
+    let e = t.read(&[Value::str("user7")]).unwrap_err();
+    assert!(e.message.contains("Wrong number of primary-key columns. Expecting: 2 Got: 1"), "{}", e.message);
+}
