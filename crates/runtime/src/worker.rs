@@ -26,6 +26,9 @@ pub const LISTENER: Token = Token(0);
 pub const WAKER: Token = Token(1);
 /// Unread bytes buffered per connection before it stops being read (backpressure).
 pub const CONN_READ_BUFFER_MAX: usize = 80 * 1024 * 1024;
+/// Unsent reply bytes per connection before the worker stops reading its requests (a client
+/// that does not read its replies cannot make the node buffer without bound).
+pub const CONN_WRITE_BUFFER_MAX: usize = 64 * 1024 * 1024;
 
 pub use tern_wire::ReplySink;
 
@@ -91,6 +94,8 @@ struct Conn {
     want_write: bool,
     /// Requests decoded so far (a connection may only move to another worker before any).
     requests: u64,
+    /// Reading is paused until the client drains its replies.
+    paused: bool,
 }
 
 enum ClientEnd {
@@ -294,7 +299,10 @@ impl Worker {
         let client = self.shared.next_client.fetch_add(1, Ordering::Relaxed);
         self.clients.insert(client, ClientEnd::Tcp(token));
         rbuf.reserve(16 * 1024);
-        self.conns.insert(token, Conn { stream, rbuf, wbuf: Vec::new(), client, want_write: false, requests: 0 });
+        self.conns.insert(
+            token,
+            Conn { stream, rbuf, wbuf: Vec::new(), client, want_write: false, requests: 0, paused: false },
+        );
         Some(token)
     }
 
@@ -359,6 +367,10 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
+        if conn.wbuf.len() >= CONN_WRITE_BUFFER_MAX {
+            conn.paused = true;
+            return;
+        }
         let mut closed = false;
         loop {
             if conn.rbuf.len() >= CONN_READ_BUFFER_MAX {
@@ -575,6 +587,7 @@ impl Worker {
             }
         }
         let mut dirty = std::mem::take(&mut self.dirty);
+        let mut resume = Vec::new();
         dirty.sort_unstable();
         dirty.dedup();
         for token in dirty.drain(..) {
@@ -604,6 +617,10 @@ impl Worker {
                 continue;
             }
             let want = !c.wbuf.is_empty();
+            if c.paused && c.wbuf.len() < CONN_WRITE_BUFFER_MAX / 2 {
+                c.paused = false;
+                resume.push(token);
+            }
             if want != c.want_write {
                 let interest = if want { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
                 let _ = self.poll.registry().reregister(&mut c.stream, token, interest);
@@ -611,6 +628,9 @@ impl Worker {
             }
         }
         self.dirty = dirty;
+        for token in resume {
+            self.read_conn(token);
+        }
     }
 }
 
