@@ -135,6 +135,8 @@ struct Blocked {
     deadline_ms: u64,
 }
 
+/// Batches at least this long get their lookups prefetched.
+const PREFETCH_BATCH_MIN: usize = 4;
 /// Chunks in flight before the scan waits for the disk.
 const CHECKPOINT_CHUNKS_IN_FLIGHT: usize = 2;
 
@@ -416,6 +418,9 @@ impl Ldm {
 
     fn exec_batch(&mut self, now_ms: u64, mut batch: Box<PrepareBatch>, from: usize, out: &mut Out) {
         let txn = batch.txn;
+        if from == 0 && batch.ops.len() >= PREFETCH_BATCH_MIN {
+            self.prefetch_batch(&batch);
+        }
         for i in from..batch.ops.len() {
             let lock = match &batch.ops[i] {
                 PrepOp::Exec { partition, op, .. } => match op.kind {
@@ -495,6 +500,24 @@ impl Ldm {
             out.send(to, Signal::Prepare(batch));
         } else {
             out.send(batch.txn.tc, Signal::Prepared(batch));
+        }
+    }
+
+    /// Overlaps the cache misses of a batch's key lookups: first start loading every op's index
+    /// slots, then (slots now at hand) every op's row, before executing any op.
+    fn prefetch_batch(&self, batch: &PrepareBatch) {
+        for pass in 0..2 {
+            for op in &batch.ops {
+                if let PrepOp::Exec { partition, op, .. } = op
+                    && let Some(p) = self.parts.get(&(op.table, *partition))
+                {
+                    if pass == 0 {
+                        p.prefetch_slot(&op.key);
+                    } else {
+                        p.prefetch_row(&op.key);
+                    }
+                }
+            }
         }
     }
 

@@ -5,8 +5,8 @@
 //! Memory is charged by the caller through `charge`, which is a pure function of the row so the
 //! charge released on delete equals the charge reserved on insert.
 
+use crate::hash_index::{HashIndex, prefetch_ptr};
 use crate::heap::{Heap, RowId};
-use hashbrown::HashTable;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -43,7 +43,7 @@ pub struct Partition {
     pub partition: u32,
     layout: Arc<RowLayout>,
     heap: Heap,
-    hash: HashTable<RowId>,
+    hash: HashIndex,
     indexes: Vec<OrderedIndex>,
     rows: u64,
     charged: u64,
@@ -67,7 +67,7 @@ impl Partition {
             partition,
             heap: Heap::new(layout.fixed_row_len()),
             layout,
-            hash: HashTable::new(),
+            hash: HashIndex::default(),
             indexes,
             rows: 0,
             charged: 0,
@@ -94,7 +94,7 @@ impl Partition {
     /// Real bytes held (heap capacity, hash table, index maps approximated), for reports.
     pub fn footprint(&self) -> usize {
         let idx: usize = self.indexes.iter().map(|i| i.map.keys().map(|k| k.len() + 48).sum::<usize>()).sum();
-        self.heap.footprint() + self.hash.capacity() * 5 + idx
+        self.heap.footprint() + self.hash.footprint() + idx
     }
 
     /// What storing `row` costs against data memory.
@@ -108,7 +108,25 @@ impl Partition {
         let h = index_hash(key);
         let heap = &self.heap;
         let layout = &self.layout;
-        self.hash.find(h, |&id| layout.key_of(heap.get(id)) == key).copied()
+        self.hash.find(h, |id| layout.key_of(heap.get(id)) == key)
+    }
+
+    /// First step of a batched lookup: start loading the index slots of `key`.
+    #[inline]
+    pub fn prefetch_slot(&self, key: &[u8]) {
+        self.hash.prefetch_slot(index_hash(key));
+    }
+
+    /// Second step: start loading the row `key` most likely names (its slots should be loaded).
+    #[inline]
+    pub fn prefetch_row(&self, key: &[u8]) {
+        if let Some(id) = self.hash.first_candidate(index_hash(key)) {
+            let row = self.heap.get(id);
+            prefetch_ptr(row.as_ptr());
+            if row.len() > 64 {
+                prefetch_ptr(row.as_ptr().wrapping_add(64));
+            }
+        }
     }
 
     #[inline]
@@ -179,7 +197,7 @@ impl Partition {
         let id = self.heap.insert(row);
         let heap = &self.heap;
         let layout = &self.layout;
-        self.hash.insert_unique(h, id, |&r| index_hash(layout.key_of(heap.get(r))));
+        self.hash.insert(h, id, |r| index_hash(layout.key_of(heap.get(r))));
         for (idx, k) in self.indexes.iter_mut().zip(entries) {
             let prev = idx.map.insert(k, id);
             assert!(prev.is_none(), "index entry keys include the primary key, so they are unique");
@@ -225,16 +243,8 @@ impl Partition {
         for idx in &self.indexes {
             entries.push(self.index_key(idx, &old, true)?.0);
         }
-        let key = self.layout.key_of(&old);
-        let h = index_hash(key);
-        let heap = &self.heap;
-        let layout = &self.layout;
-        match self.hash.find_entry(h, |&r| layout.key_of(heap.get(r)) == key) {
-            Ok(e) => {
-                e.remove();
-            }
-            Err(_) => panic!("hash index lost a live row"),
-        }
+        let h = index_hash(self.layout.key_of(&old));
+        assert!(self.hash.remove(h, id), "hash index lost a live row");
         for (idx, k) in self.indexes.iter_mut().zip(entries) {
             let removed = idx.map.remove(&k);
             assert_eq!(removed, Some(id), "index entry present");

@@ -249,8 +249,8 @@ fn bench(suite: BenchSuite) -> Result<()> {
 }
 
 /// Loads `rows` rows into an empty flex table and reports the data node's memory per row: the
-/// growth of its resident set (what the OS says the rows cost, indexes and slack included) and
-/// the growth of accounted data memory.
+/// growth of its resident set 2 s after the load (what the OS says the rows cost, indexes and
+/// allocator slack included) and the growth of accounted data memory.
 fn memory_report(addr: &str, rows: u64, json: bool) -> Result<()> {
     let c = tern_client::Client::connect(addr)?;
     let t = tern_bench::ensure_flex(&c).map_err(|e| anyhow::anyhow!(e))?;
@@ -269,7 +269,8 @@ fn memory_report(addr: &str, rows: u64, json: bool) -> Result<()> {
         phases: vec!["insert".into()],
     };
     tern_bench::run_native(&o).map_err(|e| anyhow::anyhow!(e))?;
-    std::thread::sleep(Duration::from_millis(300));
+    // Let the node settle: freed load-time buffers go back to the OS within a couple of seconds.
+    std::thread::sleep(Duration::from_secs(2));
     let s1 = c.status()?;
     let rss1 = tern_bench::process_rss_bytes(s1.pid).unwrap_or(rss0);
     let n = s1.rows.max(1) as f64;
