@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -62,14 +62,15 @@ impl Slot {
         self.state.lock().expect("slot").reply.take()
     }
 
-    /// Blocks the calling thread: spins briefly (a loopback round trip is ~15 µs), then parks.
-    pub fn wait(&self, timeout: Duration) -> Result<Reply, TernError> {
+    /// Blocks the calling thread: spins briefly (a loopback round trip is ~15 µs), reading the
+    /// socket itself when it can, then parks.
+    pub fn wait(&self, conn: &Conn, timeout: Duration) -> Result<Reply, TernError> {
         let start = Instant::now();
-        while start.elapsed() < Duration::from_micros(20) {
+        while start.elapsed() < Duration::from_micros(40) {
             if let Some(r) = self.take() {
                 return r;
             }
-            std::hint::spin_loop();
+            conn.help_read();
         }
         loop {
             {
@@ -91,11 +92,16 @@ impl Slot {
 /// A future for a reply.
 pub struct ReplyFuture {
     slot: Arc<Slot>,
+    conn: Arc<Conn>,
 }
 
 impl Future for ReplyFuture {
     type Output = Result<Reply, TernError>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(r) = self.slot.take() {
+            return Poll::Ready(r);
+        }
+        self.conn.help_read();
         if let Some(r) = self.slot.take() {
             return Poll::Ready(r);
         }
@@ -113,8 +119,17 @@ enum Transport {
     Local(Box<dyn LocalTransport>),
 }
 
+/// The receive side of a TCP connection: whoever holds the lock may read the socket (without
+/// blocking) and complete the slots of the replies it finds.
+struct Rx {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    filled: usize,
+}
+
 pub struct Conn {
     transport: Transport,
+    rx: Option<Mutex<Rx>>,
     pending: Mutex<HashMap<u64, Arc<Slot>>>,
     next_req: AtomicU64,
     closed: AtomicBool,
@@ -151,8 +166,11 @@ impl Conn {
         })?;
         stream.set_nodelay(true).map_err(|e| conn_error(e.to_string()))?;
         let reader = stream.try_clone().map_err(|e| conn_error(e.to_string()))?;
+        use std::os::fd::AsRawFd;
+        let fd = reader.as_raw_fd();
         let conn = Arc::new(Conn {
             transport: Transport::Tcp { stream: Mutex::new(stream), out: Mutex::new((Vec::new(), false)) },
+            rx: Some(Mutex::new(Rx { stream: reader, buf: vec![0; 256 * 1024], filled: 0 })),
             pending: Mutex::new(HashMap::new()),
             next_req: AtomicU64::new(1),
             closed: AtomicBool::new(false),
@@ -162,7 +180,7 @@ impl Conn {
         let c = Arc::downgrade(&conn);
         std::thread::Builder::new()
             .name("tern-client-rx".into())
-            .spawn(move || read_loop(reader, c))
+            .spawn(move || read_loop(fd, c))
             .map_err(|e| conn_error(e.to_string()))?;
         Ok(conn)
     }
@@ -178,6 +196,7 @@ impl Conn {
             });
             Conn {
                 transport: Transport::Local(make(sink)),
+                rx: None,
                 pending: Mutex::new(HashMap::new()),
                 next_req: AtomicU64::new(1),
                 closed: AtomicBool::new(false),
@@ -264,8 +283,71 @@ impl Conn {
         Ok(slot)
     }
 
-    pub fn request(&self, req: &Request) -> Result<ReplyFuture, TernError> {
-        Ok(ReplyFuture { slot: self.send(req)? })
+    pub fn request(self: &Arc<Self>, req: &Request) -> Result<ReplyFuture, TernError> {
+        Ok(ReplyFuture { slot: self.send(req)?, conn: self.clone() })
+    }
+
+    /// Reads whatever replies have arrived, if no other thread is reading: a waiting thread picks
+    /// up its reply itself instead of waiting for the reader thread to wake up (NDB's poll owner).
+    pub fn help_read(&self) {
+        if let Some(rx) = &self.rx
+            && let Ok(mut g) = rx.try_lock()
+        {
+            self.pump(&mut g);
+        }
+    }
+
+    /// Reads without blocking until the socket is drained, completing slots.
+    fn pump(&self, rx: &mut Rx) {
+        use std::os::fd::AsRawFd;
+        let fd = rx.stream.as_raw_fd();
+        loop {
+            if rx.buf.len() - rx.filled < 64 * 1024 {
+                let n = (rx.buf.len() * 2).max(256 * 1024);
+                rx.buf.resize(n, 0);
+            }
+            let free = &mut rx.buf[rx.filled..];
+            // SAFETY: reads into our own buffer, at most its free length.
+            let n = unsafe { libc::recv(fd, free.as_mut_ptr() as *mut libc::c_void, free.len(), libc::MSG_DONTWAIT) };
+            if n == 0 {
+                self.fail_all("the data node closed the connection".into());
+                return;
+            }
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                match e.kind() {
+                    std::io::ErrorKind::WouldBlock => return,
+                    std::io::ErrorKind::Interrupted => continue,
+                    _ => {
+                        self.fail_all(e.to_string());
+                        return;
+                    }
+                }
+            }
+            rx.filled += n as usize;
+            let mut at = 0;
+            loop {
+                match decode_frame(&rx.buf[at..rx.filled]) {
+                    Ok(Some((payload, len))) => {
+                        match Reply::decode(payload) {
+                            Ok((req_id, reply)) => self.complete(req_id, Ok(reply)),
+                            Err(e) => {
+                                self.fail_all(format!("undecodable reply: {e}"));
+                                return;
+                            }
+                        }
+                        at += len;
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.fail_all(format!("bad frame from the data node: {e}"));
+                        return;
+                    }
+                }
+            }
+            rx.buf.copy_within(at..rx.filled, 0);
+            rx.filled -= at;
+        }
     }
 }
 
@@ -279,52 +361,25 @@ impl Drop for Conn {
     }
 }
 
-fn read_loop(mut stream: TcpStream, conn: std::sync::Weak<Conn>) {
-    let mut buf: Vec<u8> = Vec::with_capacity(256 * 1024);
-    let mut filled = 0usize;
+/// The reader thread: waits until the socket is readable, then reads under the receive lock
+/// (unless a waiting caller got there first). Ends when the connection is dropped or dies.
+fn read_loop(fd: std::os::fd::RawFd, conn: std::sync::Weak<Conn>) {
     loop {
-        if buf.len() - filled < 64 * 1024 {
-            buf.resize((buf.len() * 2).max(256 * 1024), 0);
-        }
-        let n = match stream.read(&mut buf[filled..]) {
-            Ok(0) => {
-                if let Some(c) = conn.upgrade() {
-                    c.fail_all("the data node closed the connection".into());
-                }
-                return;
-            }
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                if let Some(c) = conn.upgrade() {
-                    c.fail_all(e.to_string());
-                }
-                return;
-            }
-        };
-        filled += n;
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd; the fd stays open while the connection lives (checked below).
+        let r = unsafe { libc::poll(&mut p, 1, 100) };
         let Some(c) = conn.upgrade() else { return };
-        let mut at = 0;
-        loop {
-            match decode_frame(&buf[at..filled]) {
-                Ok(Some((payload, len))) => {
-                    match Reply::decode(payload) {
-                        Ok((req_id, reply)) => c.complete(req_id, Ok(reply)),
-                        Err(e) => {
-                            c.fail_all(format!("undecodable reply: {e}"));
-                            return;
-                        }
-                    }
-                    at += len;
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    c.fail_all(format!("bad frame from the data node: {e}"));
-                    return;
-                }
+        if c.is_closed() {
+            return;
+        }
+        if r > 0 {
+            if let Some(rx) = &c.rx {
+                let mut g = rx.lock().expect("rx");
+                c.pump(&mut g);
+            }
+            if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 && c.is_closed() {
+                return;
             }
         }
-        buf.copy_within(at..filled, 0);
-        filled -= at;
     }
 }

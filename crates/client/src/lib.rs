@@ -116,7 +116,7 @@ impl Client {
 
     fn init(conn: Arc<Conn>, addr: Option<String>, opts: ClientOptions) -> Result<Client> {
         let hello = Request::Hello { client_name: "tern-client".into(), worker: None };
-        let (workers, first_worker) = match conn.send(&hello)?.wait(opts.request_timeout)? {
+        let (workers, first_worker) = match conn.send(&hello)?.wait(&conn, opts.request_timeout)? {
             Reply::Welcome { workers, worker, .. } => (workers.max(1), worker),
             r => return Err(unexpected(r)),
         };
@@ -152,7 +152,7 @@ impl Client {
                 let open = || -> Result<Arc<Conn>> {
                     let c = Conn::tcp(addr, inner.opts.connect_timeout)?;
                     let hello = Request::Hello { client_name: "tern-client".into(), worker: Some(w) };
-                    match c.send(&hello)?.wait(inner.opts.request_timeout)? {
+                    match c.send(&hello)?.wait(&c, inner.opts.request_timeout)? {
                         Reply::Welcome { worker, .. } if worker == w => Ok(c),
                         Reply::Welcome { .. } => {
                             Err(TernError::new(ErrorCode::Internal, "node did not move the connection"))
@@ -192,7 +192,7 @@ impl Client {
 
     /// Sends a request and waits for its reply on this thread.
     fn call(&self, req: Request) -> Result<Reply> {
-        self.inner.conn.send(&req)?.wait(self.inner.opts.request_timeout)
+        self.inner.conn.send(&req)?.wait(&self.inner.conn, self.inner.opts.request_timeout)
     }
 
     async fn call_async(&self, req: Request) -> Result<Reply> {
