@@ -97,8 +97,13 @@ pub fn stop_requested() -> bool {
 fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TERN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .try_init();
 }
 
 fn main() {
