@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
-use tern_types::filter::Filter;
+pub use tern_types::filter::{CmpOp, Filter};
 use tern_types::row::{decode_values, encode_index_value};
 pub use tern_types::schema::{Catalog, Column, ColumnType, Index, Table};
 use tern_types::value::coerce;
@@ -633,39 +633,9 @@ impl Drop for Transaction {
     }
 }
 
-/// What to scan.
-#[derive(Debug, Clone)]
-pub struct ScanSpec {
-    pub table: u32,
-    pub index: Option<u32>,
-    pub lo: Option<Bound>,
-    pub hi: Option<Bound>,
-    pub filter: Filter,
-    pub projection: Option<Vec<u16>>,
-    pub limit: u64,
-    pub ordered: bool,
-    pub descending: bool,
-    pub batch_rows: u32,
-    pub partition: Option<u32>,
-}
-
-impl ScanSpec {
-    pub fn table(table: u32) -> ScanSpec {
-        ScanSpec {
-            table,
-            index: None,
-            lo: None,
-            hi: None,
-            filter: Filter::True,
-            projection: None,
-            limit: 0,
-            ordered: false,
-            descending: false,
-            batch_rows: 256,
-            partition: None,
-        }
-    }
-}
+/// What to scan: the wire's scan request (its `scan` id is set by `Client::scan`). Start from
+/// `ScanSpec::table(id)` and set what you need.
+pub type ScanSpec = ScanReq;
 
 /// Reads a scan in batches.
 pub struct Scanner {
@@ -682,20 +652,10 @@ impl Scanner {
             return Ok(None);
         }
         let req = match self.spec.take() {
-            Some(s) => Request::Scan(ScanReq {
-                scan: self.id,
-                table: s.table,
-                index: s.index,
-                lo: s.lo,
-                hi: s.hi,
-                filter: s.filter,
-                projection: s.projection,
-                limit: s.limit,
-                ordered: s.ordered,
-                descending: s.descending,
-                batch_rows: s.batch_rows,
-                partition: s.partition,
-            }),
+            Some(mut s) => {
+                s.scan = self.id;
+                Request::Scan(s)
+            }
             None => Request::ScanNext { scan: self.id },
         };
         match self.client.call_async(req).await {

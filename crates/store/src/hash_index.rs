@@ -58,7 +58,13 @@ impl HashIndex {
 
     /// Finds the row id whose key matches (`eq(id)` compares the row's key).
     #[inline]
-    pub(crate) fn find(&self, h: u64, mut eq: impl FnMut(RowId) -> bool) -> Option<RowId> {
+    pub(crate) fn find(&self, h: u64, eq: impl FnMut(RowId) -> bool) -> Option<RowId> {
+        self.probe(h, eq).map(|i| self.ids[i])
+    }
+
+    /// The slot of the first id with `h`'s tag for which `eq` holds.
+    #[inline]
+    fn probe(&self, h: u64, mut eq: impl FnMut(RowId) -> bool) -> Option<usize> {
         let cap = self.tags.len();
         if cap == 0 {
             return None;
@@ -71,29 +77,6 @@ impl HashIndex {
                 return None;
             }
             if tag == t && eq(self.ids[i]) {
-                return Some(self.ids[i]);
-            }
-            i += 1;
-            if i == cap {
-                i = 0;
-            }
-        }
-    }
-
-    /// The slot holding `id` (which must be present with hash `h`).
-    fn slot_of(&self, h: u64, id: RowId) -> Option<usize> {
-        let cap = self.tags.len();
-        if cap == 0 {
-            return None;
-        }
-        let t = tag_of(h);
-        let mut i = home(h, cap);
-        loop {
-            let tag = self.tags[i];
-            if tag == EMPTY {
-                return None;
-            }
-            if tag == t && self.ids[i] == id {
                 return Some(i);
             }
             i += 1;
@@ -127,7 +110,7 @@ impl HashIndex {
 
     /// Removes `id` (present with hash `h`); returns whether it was there.
     pub(crate) fn remove(&mut self, h: u64, id: RowId) -> bool {
-        let Some(i) = self.slot_of(h, id) else { return false };
+        let Some(i) = self.probe(h, |x| x == id) else { return false };
         let next = if i + 1 == self.tags.len() { 0 } else { i + 1 };
         if self.tags[next] == EMPTY {
             // Nothing probes past an empty slot: this slot can be empty too.

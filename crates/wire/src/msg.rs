@@ -159,6 +159,26 @@ pub struct ScanReq {
     pub partition: Option<u32>,
 }
 
+impl ScanReq {
+    /// A full scan of a table returning whole rows, in batches of 256.
+    pub fn table(table: TableId) -> ScanReq {
+        ScanReq {
+            scan: 0,
+            table,
+            index: None,
+            lo: None,
+            hi: None,
+            filter: Filter::True,
+            projection: None,
+            limit: 0,
+            ordered: false,
+            descending: false,
+            batch_rows: 256,
+            partition: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum DdlReq {
     CreateDatabase {
