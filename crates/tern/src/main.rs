@@ -26,6 +26,8 @@ struct Cli {
 enum Cmd {
     /// Start a local cluster in the foreground (Ctrl-C stops it).
     Up(up::UpArgs),
+    /// Run the API server: the RonDB-compatible REST API (more front ends follow).
+    Api(ApiArgs),
     /// Run one data node.
     Datanode {
         /// TOML configuration file.
@@ -44,6 +46,22 @@ enum Cmd {
         #[command(subcommand)]
         suite: BenchSuite,
     },
+}
+
+#[derive(clap::Args)]
+struct ApiArgs {
+    /// RonDB REST server config (JSON); also read from RDRS_CONFIG_FILE.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data node to serve from.
+    #[arg(long, default_value = "127.0.0.1:11860")]
+    datanode: String,
+    /// REST port (overrides REST.ServerPort).
+    #[arg(long)]
+    rest_port: Option<u16>,
+    /// REST address to bind (overrides REST.ServerIP).
+    #[arg(long)]
+    rest_ip: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -110,6 +128,7 @@ fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Up(a) => up::run(a),
+        Cmd::Api(a) => api(a),
         Cmd::Datanode { config } => datanode(config),
         Cmd::Status { addr, json } => status(&addr, json),
         Cmd::Bench { suite } => bench(suite),
@@ -164,6 +183,57 @@ fn tune_allocator() {
 fn collect_freed_memory() {
     // SAFETY: mi_collect may be called from any thread at any time.
     unsafe { libmimalloc_sys::mi_collect(false) }
+}
+
+fn api(a: ApiArgs) -> Result<()> {
+    let path = a.config.clone().or_else(|| std::env::var_os("RDRS_CONFIG_FILE").map(PathBuf::from));
+    let cfg = match &path {
+        Some(p) => tern_rest::config::RonDbConfig::load(p).map_err(|e| anyhow::anyhow!(e))?,
+        None => tern_rest::config::RonDbConfig::default(),
+    };
+    let level = cfg.log.as_ref().and_then(|l| l.level.clone()).unwrap_or_else(|| "info".into()).to_lowercase();
+    init_logging(&level);
+    let mut opts = tern_rest::config::RestOptions::from_config(&cfg).map_err(|e| anyhow::anyhow!(e))?;
+    if a.rest_port.is_some() || a.rest_ip.is_some() {
+        let ip = a.rest_ip.clone().unwrap_or_else(|| opts.listen.ip().to_string());
+        let port = a.rest_port.unwrap_or(opts.listen.port());
+        opts.listen = format!("{ip}:{port}").parse().with_context(|| format!("'{ip}:{port}' is not an address"))?;
+    }
+    install_signal_handlers();
+    // The data node may still be starting: try for a while.
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    let client = loop {
+        match tern_client::Client::connect(&a.datanode) {
+            Ok(c) => break c,
+            Err(e) if std::time::Instant::now() < until && !stop_requested() => {
+                tracing::debug!("waiting for the data node: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => bail!("cannot reach the data node at {}: {e}", a.datanode),
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<std::net::SocketAddr, String>>(1);
+    let tx2 = tx.clone();
+    std::thread::Builder::new().name("tern-rest-main".into()).spawn(move || {
+        if let Err(e) = tern_rest::run(client, opts, |addr| {
+            let _ = tx.send(Ok(addr));
+        }) {
+            let _ = tx2.send(Err(e));
+        }
+    })?;
+    match rx.recv() {
+        Ok(Ok(addr)) => tracing::info!(%addr, "REST API listening"),
+        Ok(Err(e)) => bail!(e),
+        Err(_) => bail!("the REST server stopped"),
+    }
+    while !stop_requested() {
+        if let Ok(Err(e)) = rx.try_recv() {
+            bail!(e);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tracing::info!("stopping");
+    Ok(())
 }
 
 fn status(addr: &str, json: bool) -> Result<()> {

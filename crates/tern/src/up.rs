@@ -71,10 +71,10 @@ fn write_datanode_config(a: &UpArgs, dir: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
-fn spawn_datanode(config: &Path) -> Result<Child> {
+fn spawn_tern(args: &[String]) -> Result<Child> {
     let exe = std::env::current_exe().context("cannot find the tern executable")?;
     let mut cmd = Command::new(exe);
-    cmd.arg("datanode").arg("--config").arg(config).stdin(Stdio::null());
+    cmd.args(args).stdin(Stdio::null());
     // SAFETY: prctl is async-signal-safe; the child then dies with its parent.
     unsafe {
         cmd.pre_exec(|| {
@@ -82,7 +82,85 @@ fn spawn_datanode(config: &Path) -> Result<Child> {
             Ok(())
         });
     }
-    cmd.spawn().context("cannot start the data node process")
+    cmd.spawn().context("cannot start a tern process")
+}
+
+/// One supervised child process: how to start it and how to tell it is serving.
+struct Supervised {
+    name: &'static str,
+    args: Vec<String>,
+    child: Child,
+    ready: fn(&str) -> bool,
+    addr: String,
+    restarts: Vec<Instant>,
+}
+
+impl Supervised {
+    fn start(name: &'static str, args: Vec<String>, addr: String, ready: fn(&str) -> bool) -> Result<Supervised> {
+        let child = spawn_tern(&args)?;
+        let mut s = Supervised { name, args, child, ready, addr, restarts: Vec::new() };
+        if let Err(e) = s.wait_ready(Duration::from_secs(120)) {
+            stop_child(&mut s.child);
+            return Err(e);
+        }
+        Ok(s)
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let until = Instant::now() + timeout;
+        while Instant::now() < until {
+            if let Some(st) = self.child.try_wait()? {
+                bail!("the {} stopped during start-up ({})", self.name, describe(st));
+            }
+            if crate::stop_requested() {
+                bail!("interrupted");
+            }
+            if (self.ready)(&self.addr) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bail!("the {} did not start within {} s", self.name, timeout.as_secs())
+    }
+
+    /// Restarts the child if it died (NDB's angel). Err when it cannot be kept running.
+    fn supervise(&mut self) -> Result<()> {
+        let Some(st) = self.child.try_wait()? else { return Ok(()) };
+        if crate::stop_requested() {
+            return Ok(());
+        }
+        if st.code() == Some(EXIT_STARTUP) {
+            bail!("the {} cannot start ({}); see its message above", self.name, describe(st));
+        }
+        self.restarts.retain(|t| t.elapsed() < RESTART_WINDOW);
+        if self.restarts.len() >= RESTARTS_MAX {
+            bail!("the {} died {} times within {} s; giving up", self.name, RESTARTS_MAX, RESTART_WINDOW.as_secs());
+        }
+        self.restarts.push(Instant::now());
+        eprintln!("tern up: {} stopped ({}); restarting it", self.name, describe(st));
+        self.child = spawn_tern(&self.args)?;
+        match self.wait_ready(Duration::from_secs(120)) {
+            Ok(()) => eprintln!("tern up: {} is serving again", self.name),
+            Err(e) => eprintln!("tern up: {} restart: {e:#}", self.name),
+        }
+        Ok(())
+    }
+}
+
+fn datanode_ready(addr: &str) -> bool {
+    tern_client::Client::connect(addr).and_then(|c| c.status()).map(|s| s.state == "started").unwrap_or(false)
+}
+
+/// The REST API answers `GET /0.1.0/ping`.
+fn rest_ready(addr: &str) -> bool {
+    use std::io::Read;
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /0.1.0/ping HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    matches!(s.read(&mut buf), Ok(n) if n >= 12 && &buf[9..12] == b"200")
 }
 
 fn describe(status: std::process::ExitStatus) -> String {
@@ -91,26 +169,6 @@ fn describe(status: std::process::ExitStatus) -> String {
         (None, Some(s)) => format!("signal {s}"),
         _ => "unknown status".into(),
     }
-}
-
-/// Waits until the data node answers `status` with state "started".
-fn wait_ready(child: &mut Child, addr: &str, timeout: Duration) -> Result<()> {
-    let until = Instant::now() + timeout;
-    while Instant::now() < until {
-        if let Some(st) = child.try_wait()? {
-            bail!("the data node stopped during start-up ({})", describe(st));
-        }
-        if crate::stop_requested() {
-            bail!("interrupted");
-        }
-        if let Ok(c) = tern_client::Client::connect(addr)
-            && c.status().map(|s| s.state == "started").unwrap_or(false)
-        {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    bail!("the data node did not start within {} s", timeout.as_secs())
 }
 
 fn stop_child(child: &mut Child) {
@@ -129,6 +187,13 @@ fn stop_child(child: &mut Child) {
     let _ = child.wait();
 }
 
+fn port_free(port: u16, what: &str, flag: &str) -> Result<()> {
+    if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+        bail!("port {port} is already in use ({what}); pick another with {flag}");
+    }
+    Ok(())
+}
+
 pub fn run(a: UpArgs) -> Result<()> {
     if a.datanodes != 1 || a.replicas != 1 {
         bail!(
@@ -140,44 +205,49 @@ pub fn run(a: UpArgs) -> Result<()> {
     crate::install_signal_handlers();
     std::fs::create_dir_all(&a.data_dir).with_context(|| format!("cannot create {}", a.data_dir.display()))?;
     let dir = a.data_dir.canonicalize()?;
+    port_free(a.datanode_port, "data node", "--datanode-port")?;
+    port_free(a.rest_port, "REST API", "--rest-port")?;
     let addr = format!("127.0.0.1:{}", a.datanode_port);
-    if std::net::TcpListener::bind(&addr).is_err() {
-        bail!("port {} is already in use (data node); pick another with --datanode-port", a.datanode_port);
-    }
+    let rest = format!("127.0.0.1:{}", a.rest_port);
     let config = write_datanode_config(&a, &dir)?;
-    let mut child = spawn_datanode(&config)?;
-    if let Err(e) = wait_ready(&mut child, &addr, Duration::from_secs(120)) {
-        stop_child(&mut child);
-        return Err(e);
+    let datanode_args = vec!["datanode".into(), "--config".into(), config.display().to_string()];
+    let mut children = vec![Supervised::start("data node 1", datanode_args, addr.clone(), datanode_ready)?];
+    let api_args = vec![
+        "api".into(),
+        "--datanode".into(),
+        addr.clone(),
+        "--rest-ip".into(),
+        "127.0.0.1".into(),
+        "--rest-port".into(),
+        a.rest_port.to_string(),
+    ];
+    match Supervised::start("API server", api_args, rest.clone(), rest_ready) {
+        Ok(s) => children.push(s),
+        Err(e) => {
+            for c in &mut children {
+                stop_child(&mut c.child);
+            }
+            return Err(e);
+        }
     }
-    println!("ready: datanode={addr} data-dir={}", dir.display());
+    println!("ready: datanode={addr} rest={rest} data-dir={}", dir.display());
     std::io::stdout().flush()?;
-    let mut restarts: Vec<Instant> = Vec::new();
     loop {
         if crate::stop_requested() {
             eprintln!("tern up: stopping");
-            stop_child(&mut child);
+            // Front ends first, then the data node (which makes its last epochs durable).
+            for c in children.iter_mut().rev() {
+                stop_child(&mut c.child);
+            }
             return Ok(());
         }
-        if let Some(st) = child.try_wait()? {
-            if crate::stop_requested() {
-                return Ok(());
+        for i in 0..children.len() {
+            if let Err(e) = children[i].supervise() {
+                for c in children.iter_mut().rev() {
+                    stop_child(&mut c.child);
+                }
+                return Err(e);
             }
-            if st.code() == Some(EXIT_STARTUP) {
-                bail!("the data node cannot start ({}); see its message above", describe(st));
-            }
-            restarts.retain(|t| t.elapsed() < RESTART_WINDOW);
-            if restarts.len() >= RESTARTS_MAX {
-                bail!("the data node died {} times within {} s; giving up", RESTARTS_MAX, RESTART_WINDOW.as_secs());
-            }
-            restarts.push(Instant::now());
-            eprintln!("tern up: data node 1 stopped ({}); restarting it", describe(st));
-            child = spawn_datanode(&config)?;
-            match wait_ready(&mut child, &addr, Duration::from_secs(120)) {
-                Ok(()) => eprintln!("tern up: data node 1 recovered and is serving again"),
-                Err(e) => eprintln!("tern up: data node 1 restart: {e:#}"),
-            }
-            continue;
         }
         std::thread::sleep(Duration::from_millis(50));
     }

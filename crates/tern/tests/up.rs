@@ -13,16 +13,31 @@ fn free_port() -> u16 {
 }
 
 fn up(dir: &std::path::Path, port: u16) -> Child {
+    up_with_rest(dir, port, free_port())
+}
+
+fn up_with_rest(dir: &std::path::Path, port: u16, rest: u16) -> Child {
     Command::new(env!("CARGO_BIN_EXE_tern"))
         .args(["up", "--data-dir"])
         .arg(dir)
-        .args(["--datanode-port", &port.to_string(), "--data-memory", "128M", "--ldm-workers", "2"])
+        .args(["--datanode-port", &port.to_string(), "--rest-port", &rest.to_string()])
+        .args(["--data-memory", "128M", "--ldm-workers", "2"])
         .env("TERN_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// A minimal HTTP GET returning the body.
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    r.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
 }
 
 fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
@@ -47,11 +62,14 @@ fn stderr_of(child: &mut Child) -> String {
 fn up_serves_restarts_a_killed_datanode_and_stops_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut child = up(dir.path(), port);
+    let rest = free_port();
+    let mut child = up_with_rest(dir.path(), port, rest);
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert!(line.starts_with("ready: "), "first line: {line:?}");
     assert!(line.contains(&format!("datanode=127.0.0.1:{port}")), "{line}");
+    assert!(line.contains(&format!("rest=127.0.0.1:{rest}")), "{line}");
+    assert_eq!(http_get(rest, "/0.1.0/health"), "1", "the REST API serves once ready");
     let addr = format!("127.0.0.1:{port}");
     let c = Client::connect(&addr).unwrap();
     c.ddl(DdlReq::CreateDatabase { name: "u".into(), if_not_exists: true }).unwrap();
@@ -118,6 +136,12 @@ fn busy_port_is_a_clear_error() {
     assert!(!st.success());
     let err = stderr_of(&mut child);
     assert!(err.contains(&format!("port {port} is already in use")), "{err}");
+    // The REST port too.
+    let mut child = up_with_rest(dir.path(), free_port(), port);
+    let st = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(!st.success());
+    let err = stderr_of(&mut child);
+    assert!(err.contains(&format!("port {port} is already in use (REST API)")), "{err}");
 }
 
 #[test]

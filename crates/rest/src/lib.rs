@@ -1,0 +1,247 @@
+//! RonDB-compatible REST API (rdrs2, API version 0.1.0) over the native client: pk-read, batch,
+//! batchwrite, batchdelete, health, ping and Prometheus metrics. A thin adapter: parse, validate
+//! in RonDB's order, build one batch of key operations, execute, encode. It never reaches into
+//! data-node internals (architecture.md §9).
+//!
+//! HTTP/1.1 with keep-alive and pipelining (hyper); TCP_NODELAY on every accepted socket; request
+//! bodies are bounded by `Internal.ReqBufferSize`. Concurrent requests share the client's
+//! connections, whose writes are batched across callers.
+
+pub mod api;
+pub mod config;
+pub mod error;
+pub mod json;
+mod metrics;
+
+use crate::config::RestOptions;
+use crate::error::RestError;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use metrics::Metrics;
+use std::sync::Arc;
+use std::time::Instant;
+use tern_client::Client;
+
+/// The API version in every data path.
+pub const API_VERSION: &str = "0.1.0";
+
+pub struct RestServer {
+    pub client: Client,
+    pub opts: RestOptions,
+    metrics: Metrics,
+}
+
+type Resp = Response<Full<Bytes>>;
+
+fn text(status: u16, body: impl Into<Bytes>) -> Resp {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header("content-type", "text/plain; charset=utf-8")
+        .body(Full::new(body.into()))
+        .expect("valid response")
+}
+
+fn json(status: u16, body: String) -> Resp {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("valid response")
+}
+
+fn error(e: RestError) -> Resp {
+    text(e.status, e.message)
+}
+
+impl RestServer {
+    pub fn new(client: Client, opts: RestOptions) -> Arc<RestServer> {
+        Arc::new(RestServer { client, opts, metrics: Metrics::default() })
+    }
+
+    /// Serves on an already bound listener until the process ends.
+    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
+        loop {
+            let (stream, _) = match listener.accept().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let me = self.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let me = me.clone();
+                    async move { Ok::<_, std::convert::Infallible>(me.handle(req).await) }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(true)
+                    .pipeline_flush(true)
+                    .serve_connection(io, svc)
+                    .await;
+            });
+        }
+    }
+
+    async fn handle(&self, req: Request<Incoming>) -> Resp {
+        let started = Instant::now();
+        let method = req.method().clone();
+        let path = req.uri().path().to_string();
+        let (endpoint, resp) = self.route(method, &path, req).await;
+        self.metrics.record(endpoint, resp.status().as_u16(), started.elapsed());
+        resp
+    }
+
+    async fn body(&self, req: Request<Incoming>) -> Result<Bytes, RestError> {
+        let limit = self.opts.req_buffer_size;
+        if let Some(len) =
+            req.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok())
+            && len > limit
+        {
+            return Err(RestError::bad_request("Request too large"));
+        }
+        match Limited::new(req.into_body(), limit).collect().await {
+            Ok(b) => Ok(b.to_bytes()),
+            Err(_) => Err(RestError::bad_request("Request too large")),
+        }
+    }
+
+    async fn json_body(&self, req: Request<Incoming>) -> Result<serde_json::Value, RestError> {
+        let b = self.body(req).await?;
+        serde_json::from_slice(&b)
+            .map_err(|e| RestError::bad_request(format!("Error: the request body is not valid JSON: {e}")))
+    }
+
+    async fn route(&self, method: Method, path: &str, req: Request<Incoming>) -> (&'static str, Resp) {
+        if path == "/metrics" && method == Method::GET {
+            return ("metrics", text(200, self.metrics.render()));
+        }
+        let Some(rest) = path.strip_prefix("/0.1.0/") else {
+            return ("unknown", text(404, "Not Found"));
+        };
+        let parts: Vec<&str> = rest.split('/').collect();
+        match (method.clone(), parts.as_slice()) {
+            (Method::GET, ["health"]) => ("health", self.empty_body_check(req, "Health", "1").await),
+            (Method::GET, ["ping"]) => ("ping", self.empty_body_check(req, "Ping", "").await),
+            (Method::POST, ["batch"]) => ("batch", self.batch(req).await.unwrap_or_else(error)),
+            (Method::POST, ["batchwrite"]) => ("batchwrite", self.batch_write(req, false).await.unwrap_or_else(error)),
+            (Method::POST, ["batchdelete"]) => ("batchdelete", self.batch_write(req, true).await.unwrap_or_else(error)),
+            (Method::POST, [db, table, "pk-read"]) => {
+                let r = async {
+                    let db = api::percent_decode(db)?;
+                    let table = api::percent_decode(table)?;
+                    self.pk_read(&db, &table, req).await
+                };
+                ("pk-read", r.await.unwrap_or_else(error))
+            }
+            _ => ("unknown", text(404, "Not Found")),
+        }
+    }
+
+    async fn empty_body_check(&self, req: Request<Incoming>, what: &str, ok: &'static str) -> Resp {
+        match self.body(req).await {
+            Ok(b) if b.is_empty() => text(200, ok),
+            Ok(_) => text(400, format!("{what} Request should be empty")),
+            Err(e) => error(e),
+        }
+    }
+
+    async fn pk_read(&self, db: &str, table: &str, req: Request<Incoming>) -> Result<Resp, RestError> {
+        let body = self.json_body(req).await?;
+        let spec = api::validate_read(db, table, &body, &self.opts)?;
+        let read = api::resolve_read(&self.client, spec)?;
+        let mut txn = self.client.begin();
+        let r = txn.execute(vec![read.op.clone()], tern_client::Exec::Commit).await.map_err(RestError::from)?;
+        match r.into_iter().next() {
+            Some(tern_client::OpResult::Row(bytes)) => {
+                let mut out = String::with_capacity(128);
+                api::read_body(&read, &bytes, &mut out)?;
+                Ok(json(200, out))
+            }
+            Some(tern_client::OpResult::NotFound) => Err(RestError::not_found("Not Found")),
+            Some(tern_client::OpResult::Error(e)) => Err(e.into()),
+            _ => Err(RestError::new(500, "the data node returned no result")),
+        }
+    }
+
+    async fn batch(&self, req: Request<Incoming>) -> Result<Resp, RestError> {
+        let body = self.json_body(req).await?;
+        let ops = api::parse_envelope(&body, &self.opts)?;
+        // Whole-request validation first (RonDB fails the request on any body error) ...
+        let mut specs = Vec::with_capacity(ops.len());
+        for (db, table, kind, body) in &ops {
+            if kind != "pk-read" {
+                return Err(RestError::bad_request(format!(
+                    "Error: Field validation for 'RelativeURL' failed: '{kind}' is not pk-read"
+                )));
+            }
+            specs.push(api::validate_read(db, table, body, &self.opts)?);
+        }
+        // ... then per-operation schema checks, which fail only their operation.
+        let subs = specs
+            .into_iter()
+            .map(|s| {
+                let id = s.operation_id.clone();
+                match api::resolve_read(&self.client, s) {
+                    Ok(r) => api::SubOp::Read(r),
+                    Err(e) => api::SubOp::Failed(e, id),
+                }
+            })
+            .collect();
+        let mut out = String::with_capacity(256);
+        api::run_batch(&self.client, subs, &mut out).await?;
+        Ok(json(200, out))
+    }
+
+    async fn batch_write(&self, req: Request<Incoming>, delete: bool) -> Result<Resp, RestError> {
+        let body = self.json_body(req).await?;
+        let ops = api::parse_envelope(&body, &self.opts)?;
+        let mut subs = Vec::with_capacity(ops.len());
+        for (db, table, kind, body) in &ops {
+            let allowed = if delete {
+                kind == "pk-delete"
+            } else {
+                matches!(kind.as_str(), "pk-write" | "pk-update" | "pk-insert" | "pk-delete")
+            };
+            if !allowed {
+                return Err(RestError::bad_request(format!(
+                    "Error: Field validation for 'RelativeURL' failed: '{kind}' is not allowed here"
+                )));
+            }
+            subs.push(api::resolve_write(&self.client, db, table, kind, body, &self.opts)?);
+        }
+        let mut out = String::with_capacity(256);
+        api::run_batch(&self.client, subs, &mut out).await?;
+        Ok(json(200, out))
+    }
+}
+
+/// Binds the REST port (a clear error when it is taken) and serves on a runtime of
+/// `opts.threads` workers, blocking this thread until the process ends.
+pub fn run(client: Client, opts: RestOptions, ready: impl FnOnce(std::net::SocketAddr)) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(opts.threads)
+        .enable_io()
+        .enable_time()
+        .thread_name("tern-rest")
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                format!("cannot listen on {} (REST): the port is already in use", opts.listen)
+            } else {
+                format!("cannot listen on {} (REST): {e}", opts.listen)
+            }
+        })?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        ready(addr);
+        RestServer::new(client, opts).serve(listener).await;
+        Ok(())
+    })
+}
