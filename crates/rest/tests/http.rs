@@ -1,0 +1,465 @@
+//! The REST API through real HTTP on 127.0.0.1: a data node and the REST server in this process,
+//! a minimal HTTP/1.1 client. Error texts are checked verbatim (interfaces.md §1.4).
+
+use serde_json::{Value as Json, json};
+use std::io::{Read, Write};
+use std::time::Duration;
+use tern_client::{Client, Column, ColumnType, DdlReq, Table, Value};
+use tern_kernel::NodeConfig;
+use tern_rest::config::RestOptions;
+use tern_runtime::{DataNode, DataNodeConfig};
+
+struct Env {
+    _dir: tempfile::TempDir,
+    _node: DataNode,
+    client: Client,
+    port: u16,
+}
+
+fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = NodeConfig::new(1, 2, 64 << 20);
+    node.dist.epoch_interval_ms = 20;
+    let cfg = DataNodeConfig {
+        node,
+        data_dir: dir.path().to_path_buf(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        spin_max_us: 10,
+        redo_segment_bytes: 1 << 20,
+        idle_hook: None,
+    };
+    let n = DataNode::start(cfg).unwrap();
+    assert!(n.wait_started(Duration::from_secs(20)));
+    let addr = n.local_addr().to_string();
+    let client = Client::connect(&addr).unwrap();
+    let rest_client = Client::connect(&addr).unwrap();
+    let opts = RestOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        batch_max_size: 4,
+        req_buffer_size: 4096,
+        ..Default::default()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        tern_rest::run(rest_client, opts, |a| tx.send(a).unwrap()).unwrap();
+    });
+    let port = rx.recv_timeout(Duration::from_secs(10)).unwrap().port();
+    Env { _dir: dir, _node: n, client, port }
+}
+
+/// One request on a fresh connection; returns (status, body).
+fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    let mut r = Vec::new();
+    s.read_to_end(&mut r).unwrap();
+    let r = String::from_utf8(r).unwrap();
+    let status: u16 = r[9..12].parse().unwrap();
+    let body = r.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+fn post(port: u16, path: &str, body: Json) -> (u16, String) {
+    http(port, "POST", path, &body.to_string())
+}
+
+fn setup_simple(e: &Env) {
+    e.client.ddl(DdlReq::CreateDatabase { name: "db".into(), if_not_exists: true }).unwrap();
+    let t = Table {
+        id: 0,
+        database: "db".into(),
+        name: "t".into(),
+        columns: vec![
+            Column::new("id0", ColumnType::Int { unsigned: false }).not_null(),
+            Column::new("id1", ColumnType::VarChar { len: 10 }).not_null(),
+            Column::new("col0", ColumnType::VarChar { len: 100 }),
+            Column::new("col1", ColumnType::Int { unsigned: false }),
+        ],
+        primary_key: vec![0, 1],
+        partition_key: vec![0, 1],
+        indexes: vec![],
+        partition_count: 0,
+        ttl: None,
+        comment: String::new(),
+    };
+    e.client.ddl(DdlReq::CreateTable { table: t, if_not_exists: false }).unwrap();
+    let h = e.client.table("db", "t").unwrap();
+    let ops = (0..5)
+        .map(|i| h.write(&[Value::Int(i), Value::str("k"), Value::str(&format!("v{i}")), Value::Int(i * 10)]).unwrap())
+        .collect();
+    e.client.blocking().execute(ops).unwrap();
+}
+
+fn key(id: i64) -> Json {
+    json!([{"column": "id0", "value": id}, {"column": "id1", "value": "k"}])
+}
+
+#[test]
+fn health_and_ping() {
+    let e = env();
+    assert_eq!(http(e.port, "GET", "/0.1.0/health", ""), (200, "1".into()));
+    assert_eq!(http(e.port, "GET", "/0.1.0/ping", ""), (200, "".into()));
+    let (st, body) = http(e.port, "GET", "/0.1.0/health", "x");
+    assert_eq!(st, 400);
+    assert!(body.contains("Health Request should be empty"), "{body}");
+    let (st, body) = http(e.port, "GET", "/0.1.0/ping", "x");
+    assert_eq!(st, 400);
+    assert!(body.contains("Ping Request should be empty"), "{body}");
+}
+
+#[test]
+fn pk_read_and_its_errors() {
+    let e = env();
+    setup_simple(&e);
+    let p = e.port;
+    let (st, body) = post(p, "/0.1.0/db/t/pk-read", json!({"filters": key(2), "operationId": "op7"}));
+    assert_eq!(st, 200, "{body}");
+    let v: Json = serde_json::from_str(&body).unwrap();
+    assert_eq!(v, json!({"operationId": "op7", "data": {"col0": "v2", "col1": 20}}));
+    let (st, body) = post(
+        p,
+        "/0.1.0/db/t/pk-read",
+        json!({"filters": [{"column": "id0", "value": "3"}, {"column": "id1", "value": "k"}], "readColumns": [{"column": "col1", "dataReturnType": "default"}]}),
+    );
+    assert_eq!(st, 200);
+    assert_eq!(serde_json::from_str::<Json>(&body).unwrap(), json!({"operationId": "", "data": {"col1": 30}}));
+    let long_db = format!("/0.1.0/{}/t/pk-read", "d".repeat(65));
+    let long_table = format!("/0.1.0/db/{}/pk-read", "t".repeat(65));
+    let cases: Vec<(Json, &str, u16, &str)> = vec![
+        (json!({"filters": key(99)}), "/0.1.0/db/t/pk-read", 404, "Not Found"),
+        (
+            json!({"filters": key(1)}),
+            "/0.1.0/db/nope/pk-read",
+            404,
+            "Database/Table does not exist. Database: db Table: nope",
+        ),
+        (
+            json!({"filters": key(1)}),
+            "/0.1.0/nodb/t/pk-read",
+            404,
+            "Database/Table does not exist. Database: nodb Table: t",
+        ),
+        (
+            json!({"filters": [{"column": "id0", "value": 1}]}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "Wrong number of primary-key columns. Expecting: 2 Got: 1",
+        ),
+        (
+            json!({"filters": [{"column": "id0", "value": 1}, {"column": "col0", "value": "x"}]}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "Wrong primary-key column. Column: col0",
+        ),
+        (
+            json!({"filters": key(1), "readColumns": [{"column": "nope"}]}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "Column does not exist. Column: nope",
+        ),
+        (
+            json!({"filters": [{"column": "id0", "value": "x"}, {"column": "id1", "value": "k"}]}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "Wrong data type. Expecting INT. Column: id0",
+        ),
+        (
+            json!({"filters": [{"column": "id0", "value": 1}, {"column": "id1", "value": "01234567890"}]}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "Invalid column data. Data length is greater than column length",
+        ),
+        (json!({}), "/0.1.0/db/t/pk-read", 400, "Field validation for 'Filters' failed"),
+        (json!({"filters": []}), "/0.1.0/db/t/pk-read", 400, "Field validation for 'Filters' failed"),
+        (
+            json!({"filters": [{"value": 1}]}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "Field validation for 'Column' failed on the 'required' tag",
+        ),
+        (
+            json!({"filters": [{"column": "id0"}]}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "Field validation for 'Value' failed on the 'required' tag",
+        ),
+        (
+            json!({"filters": [{"column": "id0", "value": null}]}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "Field validation for 'Value' failed on the 'required' tag",
+        ),
+        (
+            json!({"filters": [{"column": "x".repeat(65), "value": 1}]}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "Field validation for 'Column' failed on the 'max' tag",
+        ),
+        (
+            json!({"filters": [{"column": "id0", "value": 1}, {"column": "id0", "value": 2}]}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "field validation for filter failed on the 'unique' tag",
+        ),
+        (
+            json!({"filters": key(1), "readColumns": [{"column": "id0"}]}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "field validation for read columns failed",
+        ),
+        (
+            json!({"filters": key(1), "readColumns": [{"column": "col0"}, {"column": "col0"}]}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "field validation for 'ReadColumns' failed on the 'unique' tag",
+        ),
+        (
+            json!({"filters": key(1), "operationId": "x".repeat(257)}),
+            "/0.1.0/db/t/pk-read",
+            400,
+            "operationId is invalid",
+        ),
+        (
+            json!({"filters": key(1), "readColumns": [{"column": "col0", "dataReturnType": "other"}]}),
+            "/0.1.0/db/t/pk-read",
+            500,
+            "Data return type is not supported.",
+        ),
+        (json!({"filters": key(1)}), &long_db, 400, "Field validation for 'DB' failed on the 'max' tag"),
+        (json!({"filters": key(1)}), &long_table, 400, "Field validation for 'Table' failed on the 'max' tag"),
+    ];
+    for (body, path, status, msg) in cases {
+        let (st, got) = post(p, path, body.clone());
+        assert_eq!(st, status, "{body} -> {got}");
+        assert!(got.contains(msg), "{body}: expected '{msg}' in '{got}'");
+    }
+    // Malformed JSON and oversized bodies are client errors, not server errors.
+    let (st, _) = http(p, "POST", "/0.1.0/db/t/pk-read", "{\"filters\": [");
+    assert_eq!(st, 400);
+    let (st, body) = http(p, "POST", "/0.1.0/db/t/pk-read", &"x".repeat(5000));
+    assert_eq!(st, 400);
+    assert!(body.contains("Request too large"), "{body}");
+}
+
+#[test]
+fn batches_read_write_delete() {
+    let e = env();
+    setup_simple(&e);
+    let p = e.port;
+    let op = |db: &str, t: &str, id: i64, oid: &str| json!({"method": "POST", "relative-url": format!("{db}/{t}/pk-read"), "body": {"filters": key(id), "operationId": oid}});
+    let (st, body) = post(
+        p,
+        "/0.1.0/batch",
+        json!({"operations": [op("db", "t", 1, "a"), op("db", "t", 77, "b"), op("db", "missing", 1, "c"), op("db", "t", 4, "d")]}),
+    );
+    assert_eq!(st, 200, "{body}");
+    let v: Json = serde_json::from_str(&body).unwrap();
+    let r = v["result"].as_array().unwrap();
+    assert_eq!(r.len(), 4);
+    assert_eq!(r[0], json!({"code": 200, "body": {"operationId": "a", "data": {"col0": "v1", "col1": 10}}}));
+    assert_eq!(r[1], json!({"code": 404, "body": {"operationId": "b"}}));
+    assert_eq!(r[2]["code"], 404);
+    assert_eq!(r[3]["body"]["data"]["col1"], 40);
+    let (st, body) = post(
+        p,
+        "/0.1.0/batch",
+        json!({"operations": [op("db", "t", 1, "a"), op("db", "t", 1, "a"), op("db", "t", 1, "a"), op("db", "t", 1, "a"), op("db", "t", 1, "a")]}),
+    );
+    assert_eq!(st, 400);
+    assert!(body.contains("Batch size exceeds maximum allowed size: 4"), "{body}");
+    for (bad, msg) in [
+        (json!({"relative-url": "db/t/pk-read", "body": {"filters": key(1)}}), "Field validation for 'Method' failed"),
+        (json!({"method": "POST", "body": {"filters": key(1)}}), "Field validation for 'RelativeURL' failed"),
+        (json!({"method": "POST", "relative-url": "db/t/pk-read"}), "Field validation for 'Body' failed"),
+    ] {
+        let (st, body) = post(p, "/0.1.0/batch", json!({"operations": [bad]}));
+        assert_eq!(st, 400);
+        assert!(body.contains(msg), "{body}");
+    }
+    // batchwrite: insert, update, write; then read back.
+    let w = |kind: &str, id: i64, cols: Json| json!({"method": "POST", "relative-url": format!("db/t/{kind}"), "body": {"filters": key(id), "writeColumns": cols}});
+    let (st, body) = post(
+        p,
+        "/0.1.0/batchwrite",
+        json!({"operations": [
+            w("pk-insert", 10, json!([{"column": "col0", "value": "ten"}, {"column": "col1", "value": 100}])),
+            w("pk-update", 1, json!([{"column": "col1", "value": 11}])),
+            w("pk-write", 2, json!([{"column": "col0", "value": null}])),
+            w("pk-update", 55, json!([{"column": "col1", "value": 1}])),
+        ]}),
+    );
+    assert_eq!(st, 200, "{body}");
+    let v: Json = serde_json::from_str(&body).unwrap();
+    let codes: Vec<i64> = v["result"].as_array().unwrap().iter().map(|r| r["code"].as_i64().unwrap()).collect();
+    assert_eq!(codes, vec![200, 200, 200, 404]);
+    let read =
+        |id: i64| serde_json::from_str::<Json>(&post(p, "/0.1.0/db/t/pk-read", json!({"filters": key(id)})).1).unwrap();
+    assert_eq!(read(10)["data"], json!({"col0": "ten", "col1": 100}));
+    assert_eq!(read(1)["data"], json!({"col0": "v1", "col1": 11}));
+    assert_eq!(read(2)["data"], json!({"col0": null, "col1": null}));
+    // batchdelete: a missing row is 404 in its own sub-result; the others are deleted.
+    let d = |id: i64| json!({"method": "POST", "relative-url": "db/t/pk-delete", "body": {"filters": key(id)}});
+    let (st, body) = post(p, "/0.1.0/batchdelete", json!({"operations": [d(3), d(333)]}));
+    assert_eq!(st, 200, "{body}");
+    let v: Json = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["result"][0]["code"], 200);
+    assert_eq!(v["result"][1]["code"], 404);
+    assert_eq!(post(p, "/0.1.0/db/t/pk-read", json!({"filters": key(3)})).0, 404);
+    // Metrics count what happened.
+    let (st, m) = http(p, "GET", "/metrics", "");
+    assert_eq!(st, 200);
+    assert!(m.contains("tern_rest_requests_total{endpoint=\"pk-read\",status=\"200\"}"), "{m}");
+    assert!(m.contains("tern_rest_request_duration_seconds_count{endpoint=\"batch\"}"), "{m}");
+}
+
+#[test]
+fn every_type_encodes_as_mysql_prints_it() {
+    let e = env();
+    e.client.ddl(DdlReq::CreateDatabase { name: "types".into(), if_not_exists: true }).unwrap();
+    use ColumnType as T;
+    let cols = vec![
+        ("k", T::Int { unsigned: false }),
+        ("ti", T::TinyInt { unsigned: false }),
+        ("tu", T::TinyInt { unsigned: true }),
+        ("si", T::SmallInt { unsigned: false }),
+        ("mi", T::MediumInt { unsigned: false }),
+        ("bi", T::BigInt { unsigned: false }),
+        ("bu", T::BigInt { unsigned: true }),
+        ("f", T::Float),
+        ("d", T::Double),
+        ("de", T::Decimal { precision: 10, scale: 2 }),
+        ("c", T::Char { len: 5 }),
+        ("vc", T::VarChar { len: 20 }),
+        ("b", T::Binary { len: 4 }),
+        ("vb", T::VarBinary { len: 10 }),
+        ("tx", T::Text),
+        ("bl", T::Blob),
+        ("dt", T::Date),
+        ("tm", T::Time { fsp: 2 }),
+        ("dtm", T::DateTime { fsp: 3 }),
+        ("ts", T::Timestamp { fsp: 0 }),
+        ("y", T::Year),
+        ("bt", T::Bit { bits: 12 }),
+        ("n", T::Int { unsigned: false }),
+    ];
+    let mut columns: Vec<Column> = cols.iter().map(|(n, t)| Column::new(n, *t)).collect();
+    columns[0] = columns[0].clone().not_null();
+    let t = Table {
+        id: 0,
+        database: "types".into(),
+        name: "all".into(),
+        columns,
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: vec![],
+        partition_count: 0,
+        ttl: None,
+        comment: String::new(),
+    };
+    e.client.ddl(DdlReq::CreateTable { table: t, if_not_exists: false }).unwrap();
+    let h = e.client.table("types", "all").unwrap();
+    let s = Value::str;
+    let row = vec![
+        Value::Int(1),
+        Value::Int(-128),
+        Value::UInt(255),
+        Value::Int(-32768),
+        Value::Int(8_388_607),
+        Value::Int(i64::MIN),
+        Value::UInt(u64::MAX),
+        Value::Double(1234567.0),
+        Value::Double(123.456789),
+        s("123.4"),
+        s("ab"),
+        s("héllo  "),
+        Value::Bytes(vec![1, 2]),
+        Value::Bytes(vec![0xff, 0, 0xfe]),
+        s(""),
+        Value::Bytes(vec![]),
+        s("2024-02-29"),
+        s("-838:59:58.25"),
+        s("1999-12-31 23:59:58.125"),
+        s("2038-01-19 03:14:07"),
+        Value::Int(2155),
+        Value::UInt(0x0abc),
+        Value::Null,
+    ];
+    e.client.blocking().execute(vec![h.write(&row).unwrap()]).unwrap();
+    let (st, body) = post(e.port, "/0.1.0/types/all/pk-read", json!({"filters": [{"column": "k", "value": 1}]}));
+    assert_eq!(st, 200, "{body}");
+    // Compare raw text: number formats matter (123.40 stays 123.40, not 123.4).
+    for frag in [
+        r#""ti":-128"#,
+        r#""tu":255"#,
+        r#""si":-32768"#,
+        r#""mi":8388607"#,
+        r#""bi":-9223372036854775808"#,
+        r#""bu":18446744073709551615"#,
+        r#""f":1.23457e+06"#,
+        r#""d":123.457"#,
+        r#""de":123.40"#,
+        r#""c":"ab""#,
+        r#""vc":"héllo""#,
+        r#""b":"AQIAAA==""#,
+        r#""vb":"/wD+""#,
+        r#""tx":"""#,
+        r#""bl":"""#,
+        r#""dt":"2024-02-29""#,
+        r#""tm":"-838:59:58.25""#,
+        r#""dtm":"1999-12-31 23:59:58.125""#,
+        r#""ts":"2038-01-19 03:14:07""#,
+        r#""y":2155"#,
+        r#""bt":"Crw=""#,
+        r#""n":null"#,
+    ] {
+        assert!(body.contains(frag), "missing {frag} in {body}");
+    }
+    // The same values work as keys where a key may have that type.
+    e.client
+        .ddl(DdlReq::CreateTable {
+            table: Table {
+                id: 0,
+                database: "types".into(),
+                name: "keys".into(),
+                columns: vec![
+                    Column::new("b", T::Binary { len: 4 }).not_null(),
+                    Column::new("dtm", T::DateTime { fsp: 3 }).not_null(),
+                    Column::new("de", T::Decimal { precision: 10, scale: 2 }).not_null(),
+                    Column::new("bu", T::BigInt { unsigned: true }).not_null(),
+                    Column::new("v", T::Int { unsigned: false }),
+                ],
+                primary_key: vec![0, 1, 2, 3],
+                partition_key: vec![0, 1, 2, 3],
+                indexes: vec![],
+                partition_count: 0,
+                ttl: None,
+                comment: String::new(),
+            },
+            if_not_exists: false,
+        })
+        .unwrap();
+    let k = e.client.table("types", "keys").unwrap();
+    e.client
+        .blocking()
+        .execute(vec![
+            k.write(&[
+                Value::Bytes(vec![1, 2]),
+                s("2000-01-01 00:00:00.5"),
+                s("-0.5"),
+                Value::UInt(u64::MAX),
+                Value::Int(7),
+            ])
+            .unwrap(),
+        ])
+        .unwrap();
+    let filters = json!([
+        {"column": "b", "value": "AQI="},
+        {"column": "dtm", "value": "2000-01-01 00:00:00.500"},
+        {"column": "de", "value": "-0.50"},
+        {"column": "bu", "value": "18446744073709551615"}
+    ]);
+    let (st, body) = post(e.port, "/0.1.0/types/keys/pk-read", json!({"filters": filters}));
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Json>(&body).unwrap()["data"], json!({"v": 7}));
+}
