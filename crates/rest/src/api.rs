@@ -122,7 +122,8 @@ pub fn validate_read(db: &str, table: &str, body: &Json, opts: &RestOptions) -> 
 /// The table, or RonDB's 404. Hidden index tables are not reachable.
 pub fn table(client: &Client, db: &str, name: &str) -> Result<TableHandle, RestError> {
     let missing = || RestError::not_found(format!("Database/Table does not exist. Database: {db} Table: {name}"));
-    if name.starts_with('$') {
+    // Hidden index tables and Tern's own database are not reachable through REST.
+    if name.starts_with('$') || db == crate::apikey::KEY_DB {
         return Err(missing());
     }
     match client.catalog().find_table(db, name) {

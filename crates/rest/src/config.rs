@@ -163,6 +163,9 @@ pub struct RestOptions {
     pub batch_max_size: usize,
     pub req_buffer_size: usize,
     pub operation_id_max_size: usize,
+    /// Require `X-API-KEY` on data endpoints.
+    pub api_keys: bool,
+    pub api_key_refresh: std::time::Duration,
 }
 
 impl Default for RestOptions {
@@ -173,6 +176,8 @@ impl Default for RestOptions {
             batch_max_size: 256,
             req_buffer_size: 1 << 20,
             operation_id_max_size: 256,
+            api_keys: false,
+            api_key_refresh: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -188,6 +193,17 @@ impl RestOptions {
                 format!("{ip}:{port}").parse().map_err(|_| format!("REST.ServerIP '{ip}' is not an IP address"))?;
             if let Some(n) = r.num_threads {
                 o.threads = n.clamp(1, 64);
+            }
+        }
+        if let Some(sec) = &c.security {
+            // Keys are required when asked for, or when insecure access is switched off.
+            let use_keys = sec.api_key.as_ref().and_then(|k| k.use_hopsworks_api_keys).unwrap_or(false);
+            o.api_keys = use_keys || sec.insecure_allow_all == Some(false);
+            if let Some(ms) = sec.api_key.as_ref().and_then(|k| k.cache_refresh_interval_ms) {
+                o.api_key_refresh = std::time::Duration::from_millis(ms.max(1));
+            }
+            if sec.tls.as_ref().and_then(|t| t.enable_tls).unwrap_or(false) {
+                return Err("Security.TLS.EnableTLS is not supported yet; terminate TLS in front of Tern".into());
             }
         }
         if let Some(i) = &c.internal {

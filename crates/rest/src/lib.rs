@@ -8,6 +8,7 @@
 //! connections, whose writes are batched across callers.
 
 pub mod api;
+pub mod apikey;
 pub mod config;
 pub mod error;
 pub mod json;
@@ -31,6 +32,7 @@ pub struct RestServer {
     pub client: Client,
     pub opts: RestOptions,
     metrics: Metrics,
+    keys: Option<apikey::ApiKeys>,
 }
 
 type Resp = Response<Full<Bytes>>;
@@ -57,7 +59,8 @@ fn error(e: RestError) -> Resp {
 
 impl RestServer {
     pub fn new(client: Client, opts: RestOptions) -> Arc<RestServer> {
-        Arc::new(RestServer { client, opts, metrics: Metrics::default() })
+        let keys = opts.api_keys.then(|| apikey::ApiKeys::new(client.clone(), opts.api_key_refresh));
+        Arc::new(RestServer { client, opts, metrics: Metrics::default(), keys })
     }
 
     /// Serves on an already bound listener until the process ends.
@@ -92,7 +95,8 @@ impl RestServer {
         let started = Instant::now();
         let method = req.method().clone();
         let path = req.uri().path().to_string();
-        let (endpoint, resp) = self.route(method, &path, req).await;
+        let key = req.headers().get("x-api-key").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let (endpoint, resp) = self.route(method, &path, key.as_deref(), req).await;
         self.metrics.record(endpoint, resp.status().as_u16(), started.elapsed());
         resp
     }
@@ -117,7 +121,21 @@ impl RestServer {
             .map_err(|e| RestError::bad_request(format!("Error: the request body is not valid JSON: {e}")))
     }
 
-    async fn route(&self, method: Method, path: &str, req: Request<Incoming>) -> (&'static str, Resp) {
+    /// Checks the API key (when keys are on) for the databases a request touches.
+    async fn authorize(&self, key: Option<&str>, dbs: &[&str]) -> Result<(), RestError> {
+        match &self.keys {
+            None => Ok(()),
+            Some(k) => k.check(key, dbs).await,
+        }
+    }
+
+    async fn route(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        req: Request<Incoming>,
+    ) -> (&'static str, Resp) {
         if path == "/metrics" && method == Method::GET {
             return ("metrics", text(200, self.metrics.render()));
         }
@@ -128,14 +146,18 @@ impl RestServer {
         match (method.clone(), parts.as_slice()) {
             (Method::GET, ["health"]) => ("health", self.empty_body_check(req, "Health", "1").await),
             (Method::GET, ["ping"]) => ("ping", self.empty_body_check(req, "Ping", "").await),
-            (Method::POST, ["batch"]) => ("batch", self.batch(req).await.unwrap_or_else(error)),
-            (Method::POST, ["batchwrite"]) => ("batchwrite", self.batch_write(req, false).await.unwrap_or_else(error)),
-            (Method::POST, ["batchdelete"]) => ("batchdelete", self.batch_write(req, true).await.unwrap_or_else(error)),
+            (Method::POST, ["batch"]) => ("batch", self.batch(key, req).await.unwrap_or_else(error)),
+            (Method::POST, ["batchwrite"]) => {
+                ("batchwrite", self.batch_write(key, req, false).await.unwrap_or_else(error))
+            }
+            (Method::POST, ["batchdelete"]) => {
+                ("batchdelete", self.batch_write(key, req, true).await.unwrap_or_else(error))
+            }
             (Method::POST, [db, table, "pk-read"]) => {
                 let r = async {
                     let db = api::percent_decode(db)?;
                     let table = api::percent_decode(table)?;
-                    self.pk_read(&db, &table, req).await
+                    self.pk_read(&db, &table, key, req).await
                 };
                 ("pk-read", r.await.unwrap_or_else(error))
             }
@@ -151,9 +173,16 @@ impl RestServer {
         }
     }
 
-    async fn pk_read(&self, db: &str, table: &str, req: Request<Incoming>) -> Result<Resp, RestError> {
+    async fn pk_read(
+        &self,
+        db: &str,
+        table: &str,
+        key: Option<&str>,
+        req: Request<Incoming>,
+    ) -> Result<Resp, RestError> {
         let body = self.json_body(req).await?;
         let spec = api::validate_read(db, table, &body, &self.opts)?;
+        self.authorize(key, &[db]).await?;
         let read = api::resolve_read(&self.client, spec)?;
         let mut txn = self.client.begin();
         let r = txn.execute(vec![read.op.clone()], tern_client::Exec::Commit).await.map_err(RestError::from)?;
@@ -169,7 +198,7 @@ impl RestServer {
         }
     }
 
-    async fn batch(&self, req: Request<Incoming>) -> Result<Resp, RestError> {
+    async fn batch(&self, key: Option<&str>, req: Request<Incoming>) -> Result<Resp, RestError> {
         let body = self.json_body(req).await?;
         let ops = api::parse_envelope(&body, &self.opts)?;
         // Whole-request validation first (RonDB fails the request on any body error) ...
@@ -182,6 +211,8 @@ impl RestServer {
             }
             specs.push(api::validate_read(db, table, body, &self.opts)?);
         }
+        let dbs: Vec<&str> = ops.iter().map(|o| o.0.as_str()).collect();
+        self.authorize(key, &dbs).await?;
         // ... then per-operation schema checks, which fail only their operation.
         let subs = specs
             .into_iter()
@@ -198,9 +229,11 @@ impl RestServer {
         Ok(json(200, out))
     }
 
-    async fn batch_write(&self, req: Request<Incoming>, delete: bool) -> Result<Resp, RestError> {
+    async fn batch_write(&self, key: Option<&str>, req: Request<Incoming>, delete: bool) -> Result<Resp, RestError> {
         let body = self.json_body(req).await?;
         let ops = api::parse_envelope(&body, &self.opts)?;
+        let dbs: Vec<&str> = ops.iter().map(|o| o.0.as_str()).collect();
+        self.authorize(key, &dbs).await?;
         let mut subs = Vec::with_capacity(ops.len());
         for (db, table, kind, body) in &ops {
             let allowed = if delete {

@@ -463,3 +463,75 @@ fn every_type_encodes_as_mysql_prints_it() {
     assert_eq!(st, 200, "{body}");
     assert_eq!(serde_json::from_str::<Json>(&body).unwrap()["data"], json!({"v": 7}));
 }
+
+#[test]
+fn api_keys_when_switched_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = NodeConfig::new(1, 2, 64 << 20);
+    node.dist.epoch_interval_ms = 20;
+    let cfg = DataNodeConfig {
+        node,
+        data_dir: dir.path().to_path_buf(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        spin_max_us: 10,
+        redo_segment_bytes: 1 << 20,
+        idle_hook: None,
+    };
+    let n = DataNode::start(cfg).unwrap();
+    assert!(n.wait_started(Duration::from_secs(20)));
+    let addr = n.local_addr().to_string();
+    let client = Client::connect(&addr).unwrap();
+    let e = Env { _dir: dir, _node: n, client: client.clone(), port: 0 };
+    setup_simple(&e);
+    let random: Vec<u8> = (0..64u8).collect();
+    let api_key = tern_rest::apikey::create_key(&client, &["db".to_string()], &random).unwrap();
+    let conf =
+        tern_rest::config::RonDbConfig::parse(r#"{"Security": {"APIKey": {"UseHopsworksAPIKeys": true}}}"#).unwrap();
+    let mut opts = RestOptions::from_config(&conf).unwrap();
+    assert!(opts.api_keys);
+    opts.listen = "127.0.0.1:0".parse().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let rc = Client::connect(&addr).unwrap();
+    std::thread::spawn(move || tern_rest::run(rc, opts, |a| tx.send(a).unwrap()).unwrap());
+    let port = rx.recv_timeout(Duration::from_secs(10)).unwrap().port();
+    let read = |k: Option<&str>, path: &str| {
+        let body = json!({"filters": key(1)}).to_string();
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let header = k.map(|k| format!("X-API-KEY: {k}\r\n")).unwrap_or_default();
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{header}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut r = String::new();
+        s.read_to_string(&mut r).unwrap();
+        (r[9..12].parse::<u16>().unwrap(), r)
+    };
+    let (st, r) = read(None, "/0.1.0/db/t/pk-read");
+    assert_eq!(st, 400);
+    assert!(r.contains("the apikey is nil"), "{r}");
+    let (st, r) = read(Some("no-dot-here"), "/0.1.0/db/t/pk-read");
+    assert_eq!(st, 400);
+    assert!(r.contains("the apikey has an incorrect format"), "{r}");
+    assert_eq!(read(Some(&api_key), "/0.1.0/db/t/pk-read").0, 200);
+    let wrong_secret = format!("{}.wrong", api_key.split_once('.').unwrap().0);
+    let (st, r) = read(Some(&wrong_secret), "/0.1.0/db/t/pk-read");
+    assert_eq!(st, 401);
+    assert!(r.contains("API key not authorized to access db"), "{r}");
+    let (st, r) = read(Some(&api_key), "/0.1.0/other/t/pk-read");
+    assert_eq!(st, 401);
+    assert!(r.contains("API key not authorized to access other"), "{r}");
+    // Health and ping need no key; Tern's own key table is not reachable.
+    assert_eq!(http(port, "GET", "/0.1.0/health", ""), (200, "1".into()));
+    // With keys off (the default) no header is needed.
+    assert_eq!(post(e_port_default(&addr), "/0.1.0/db/t/pk-read", json!({"filters": key(1)})).0, 200);
+}
+
+fn e_port_default(addr: &str) -> u16 {
+    let rc = Client::connect(addr).unwrap();
+    let opts = RestOptions { listen: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tern_rest::run(rc, opts, |a| tx.send(a).unwrap()).unwrap());
+    rx.recv_timeout(Duration::from_secs(10)).unwrap().port()
+}

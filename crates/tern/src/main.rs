@@ -28,6 +28,11 @@ enum Cmd {
     Up(up::UpArgs),
     /// Run the API server: the RonDB-compatible REST API (more front ends follow).
     Api(ApiArgs),
+    /// Manage REST API keys.
+    Apikey {
+        #[command(subcommand)]
+        cmd: ApikeyCmd,
+    },
     /// Run one data node.
     Datanode {
         /// TOML configuration file.
@@ -45,6 +50,19 @@ enum Cmd {
     Bench {
         #[command(subcommand)]
         suite: BenchSuite,
+    },
+}
+
+#[derive(Subcommand)]
+enum ApikeyCmd {
+    /// Create a key granting access to the named databases; prints it (shown once).
+    Create {
+        /// A database the key may access (repeat for several).
+        #[arg(long = "db", required = true)]
+        dbs: Vec<String>,
+        /// Data node address.
+        #[arg(long, default_value = "127.0.0.1:11860")]
+        addr: String,
     },
 }
 
@@ -129,6 +147,7 @@ fn main() {
     let r = match cli.cmd {
         Cmd::Up(a) => up::run(a),
         Cmd::Api(a) => api(a),
+        Cmd::Apikey { cmd: ApikeyCmd::Create { dbs, addr } } => apikey_create(&dbs, &addr),
         Cmd::Datanode { config } => datanode(config),
         Cmd::Status { addr, json } => status(&addr, json),
         Cmd::Bench { suite } => bench(suite),
@@ -183,6 +202,21 @@ fn tune_allocator() {
 fn collect_freed_memory() {
     // SAFETY: mi_collect may be called from any thread at any time.
     unsafe { libmimalloc_sys::mi_collect(false) }
+}
+
+fn apikey_create(dbs: &[String], addr: &str) -> Result<()> {
+    use std::io::Read;
+    for db in dbs {
+        tern_types::schema::check_ident("database", db).map_err(|e| anyhow::anyhow!(e.message))?;
+    }
+    let c = tern_client::Client::connect(addr).with_context(|| format!("no data node answers at {addr}"))?;
+    let mut random = [0u8; 64];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut random))
+        .context("cannot read /dev/urandom")?;
+    let key = tern_rest::apikey::create_key(&c, dbs, &random)?;
+    println!("{key}");
+    Ok(())
 }
 
 fn api(a: ApiArgs) -> Result<()> {
