@@ -8,6 +8,8 @@
 //! Throughput is rows per second; latency is per batch (one round trip). Benchmarks are programs,
 //! never tests: nothing here asserts a speed.
 
+pub mod rest;
+
 use hdrhistogram::Histogram;
 use std::time::{Duration, Instant};
 use tern_client::{Client, ColumnType, DdlReq, OpResult, Table, TableHandle, Value};

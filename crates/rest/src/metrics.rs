@@ -39,6 +39,10 @@ impl Metrics {
 
     pub fn render(&self) -> String {
         let mut out = String::new();
+        out.push_str(
+            "# HELP tern_rest_process_pid Process id of this API server.\n# TYPE tern_rest_process_pid gauge\n",
+        );
+        let _ = writeln!(out, "tern_rest_process_pid {}", std::process::id());
         out.push_str("# HELP tern_rest_requests_total REST requests by endpoint and HTTP status.\n");
         out.push_str("# TYPE tern_rest_requests_total counter\n");
         for ((e, st), n) in self.requests.lock().expect("metrics").iter() {

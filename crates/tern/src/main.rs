@@ -84,6 +84,31 @@ struct ApiArgs {
 
 #[derive(Subcommand)]
 enum BenchSuite {
+    /// RonDB's REST benchmarks (BenchmarkSimple, BenchmarkManyColumns, BenchmarkBinary) against
+    /// pk-read (batch 1) and batch (batch > 1).
+    Rest {
+        /// Data node address (for loading the tables).
+        #[arg(long, default_value = "127.0.0.1:11860")]
+        addr: String,
+        /// REST API address.
+        #[arg(long, default_value = "127.0.0.1:4406")]
+        rest: String,
+        /// Rows in each table.
+        #[arg(long, default_value_t = 1000)]
+        rows: u64,
+        #[arg(long, default_value = "1", value_delimiter = ',')]
+        threads: Vec<usize>,
+        /// Rows per request: 1 uses pk-read, more uses batch.
+        #[arg(long, default_value = "1,100", value_delimiter = ',')]
+        batch: Vec<usize>,
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        #[arg(long, default_value = "BenchmarkSimple,BenchmarkManyColumns,BenchmarkBinary", value_delimiter = ',')]
+        benchmarks: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// flexAsynch-like batched primary-key operations through the native client.
     Native {
         /// Data node address.
@@ -323,6 +348,33 @@ fn human(b: u64) -> String {
 
 fn bench(suite: BenchSuite) -> Result<()> {
     match suite {
+        BenchSuite::Rest { addr, rest, rows, threads, batch, seconds, benchmarks, json } => {
+            for b in &benchmarks {
+                if !matches!(b.as_str(), "BenchmarkSimple" | "BenchmarkManyColumns" | "BenchmarkBinary") {
+                    bail!("unknown benchmark '{b}' (BenchmarkSimple, BenchmarkManyColumns, BenchmarkBinary)");
+                }
+            }
+            let o = tern_bench::rest::RestOptions {
+                datanode: addr,
+                rest,
+                rows,
+                threads,
+                batches: batch,
+                seconds,
+                benchmarks,
+            };
+            if !json {
+                tern_bench::print_header();
+            }
+            for r in tern_bench::rest::run(&o).map_err(|e| anyhow::anyhow!(e))? {
+                if json {
+                    println!("{}", r.json());
+                } else {
+                    tern_bench::print_row(&r);
+                }
+            }
+            Ok(())
+        }
         BenchSuite::Native { addr, threads, batch, rows, seconds, phases, json, memory } => {
             if threads.is_empty() || batch.is_empty() {
                 bail!("--threads and --batch need at least one value");

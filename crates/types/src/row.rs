@@ -401,11 +401,12 @@ fn write_fixed(ty: ColumnType, v: &Value, dst: &mut [u8]) -> TernResult<()> {
 
 fn read_fixed(ty: ColumnType, b: &[u8]) -> Value {
     use ColumnType as T;
-    if let T::Binary { .. } = ty {
+    if matches!(ty, T::Binary { .. }) || ty.fixed_width().is_none() {
         return Value::Bytes(b.to_vec());
     }
     let mut a = [0u8; 16];
-    a[..b.len()].copy_from_slice(b);
+    let n = b.len().min(16);
+    a[..n].copy_from_slice(&b[..n]);
     let u = u64::from_le_bytes(a[..8].try_into().expect("8 bytes"));
     let sext = |bits: u32| ((u << (64 - bits)) as i64) >> (64 - bits);
     match ty {
@@ -774,6 +775,11 @@ mod tests {
 
     #[test]
     fn value_lists_round_trip() {
+        // Regression: a variable-length value longer than 16 bytes once panicked on decode.
+        let long = T::VarChar { len: 200 };
+        let mut b = Vec::new();
+        encode_values(&[long], &[Value::str(&"x".repeat(96))], &mut b).unwrap();
+        assert_eq!(decode_values(&[long], &mut &b[..]).unwrap(), vec![Value::str(&"x".repeat(96))]);
         let types = [T::Int { unsigned: false }, T::VarChar { len: 5 }, T::Double];
         let vals = vec![Value::Int(-3), Value::Null, Value::Double(2.0)];
         let mut b = Vec::new();
