@@ -34,6 +34,8 @@ struct SlotState {
 pub struct Slot {
     ready: AtomicBool,
     state: Mutex<SlotState>,
+    /// When the request was sent (for the connection's reply-time average).
+    sent_at: Option<Instant>,
 }
 
 impl Slot {
@@ -93,17 +95,38 @@ impl Slot {
 pub struct ReplyFuture {
     slot: Arc<Slot>,
     conn: Arc<Conn>,
+    spun: bool,
 }
+
+/// Longest an async poll spins for a reply that usually comes back fast.
+const POLL_SPIN_MAX_US: u64 = 50;
 
 impl Future for ReplyFuture {
     type Output = Result<Reply, TernError>;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if let Some(r) = self.slot.take() {
             return Poll::Ready(r);
         }
-        self.conn.help_read();
-        if let Some(r) = self.slot.take() {
-            return Poll::Ready(r);
+        // On the first poll, when this connection's replies recently came back within the spin
+        // budget, read for them for a moment: handing the reply over through the reader thread
+        // and an executor wake-up costs more on a small machine.
+        let ewma = self.conn.reply_ewma_us.load(Ordering::Relaxed);
+        let budget = if !self.spun && ewma <= POLL_SPIN_MAX_US {
+            Duration::from_micros((ewma * 3 / 2).min(POLL_SPIN_MAX_US))
+        } else {
+            Duration::ZERO
+        };
+        self.spun = true;
+        let start = Instant::now();
+        loop {
+            self.conn.help_read();
+            if let Some(r) = self.slot.take() {
+                return Poll::Ready(r);
+            }
+            if start.elapsed() >= budget {
+                break;
+            }
+            std::hint::spin_loop();
         }
         let mut s = self.slot.state.lock().expect("slot");
         if let Some(r) = s.reply.take() {
@@ -135,6 +158,8 @@ pub struct Conn {
     closed: AtomicBool,
     close_reason: Mutex<Option<String>>,
     pub peer: String,
+    /// Moving average of request-to-reply time, in microseconds.
+    reply_ewma_us: AtomicU64,
 }
 
 fn conn_error(msg: impl Into<String>) -> TernError {
@@ -176,6 +201,7 @@ impl Conn {
             closed: AtomicBool::new(false),
             close_reason: Mutex::new(None),
             peer: addr.to_string(),
+            reply_ewma_us: AtomicU64::new(30),
         });
         let c = Arc::downgrade(&conn);
         std::thread::Builder::new()
@@ -202,6 +228,7 @@ impl Conn {
                 closed: AtomicBool::new(false),
                 close_reason: Mutex::new(None),
                 peer: "in-process".into(),
+                reply_ewma_us: AtomicU64::new(30),
             }
         })
     }
@@ -213,6 +240,11 @@ impl Conn {
     fn complete(&self, req_id: u64, r: Result<Reply, TernError>) {
         let slot = self.pending.lock().expect("pending").remove(&req_id);
         if let Some(s) = slot {
+            if let Some(at) = s.sent_at {
+                let us = (at.elapsed().as_micros() as u64).min(100_000);
+                let old = self.reply_ewma_us.load(Ordering::Relaxed);
+                self.reply_ewma_us.store((old * 7 + us) / 8, Ordering::Relaxed);
+            }
             s.complete(r);
         }
     }
@@ -233,7 +265,7 @@ impl Conn {
             return Err(conn_error(format!("connection to the data node at {} is closed: {why}", self.peer)));
         }
         let req_id = self.next_req.fetch_add(1, Ordering::Relaxed);
-        let slot = Arc::new(Slot::default());
+        let slot = Arc::new(Slot { sent_at: Some(Instant::now()), ..Default::default() });
         {
             let mut p = self.pending.lock().expect("pending");
             if p.len() >= IN_FLIGHT_MAX {
@@ -284,7 +316,7 @@ impl Conn {
     }
 
     pub fn request(self: &Arc<Self>, req: &Request) -> Result<ReplyFuture, TernError> {
-        Ok(ReplyFuture { slot: self.send(req)?, conn: self.clone() })
+        Ok(ReplyFuture { slot: self.send(req)?, conn: self.clone(), spun: false })
     }
 
     /// Reads whatever replies have arrived, if no other thread is reading: a waiting thread picks

@@ -80,6 +80,8 @@ struct Inner {
     catalog: RwLock<Arc<Catalog>>,
     next_txn: AtomicU64,
     next_scan: AtomicU64,
+    /// Table handles of the current catalog, by (database, name).
+    handles: RwLock<std::collections::HashMap<(String, String), TableHandle>>,
     /// Prefetched AUTO_INCREMENT values per table: [next, end).
     auto_inc: std::sync::Mutex<std::collections::HashMap<u32, (u64, u64)>>,
 }
@@ -133,6 +135,7 @@ impl Client {
                 next_txn: AtomicU64::new(1),
                 next_scan: AtomicU64::new(1),
                 auto_inc: Default::default(),
+                handles: Default::default(),
             }),
         };
         c.refresh_catalog()?;
@@ -213,6 +216,7 @@ impl Client {
                     .map(|t| (t.id, (Arc::new(tern_types::RowLayout::new(t)), t.partition_count)))
                     .collect();
                 *self.inner.catalog.write().expect("catalog") = c.clone();
+                self.inner.handles.write().expect("handles").clear();
                 Ok(c)
             }
             r => Err(unexpected(r)),
@@ -221,13 +225,29 @@ impl Client {
 
     /// A table by database and name (refreshing the catalog once if it is not known yet).
     pub fn table(&self, database: &str, name: &str) -> Result<TableHandle> {
-        if let Some(t) = self.catalog().find_table(database, name) {
-            return Ok(TableHandle::new(t.clone()));
+        if let Some(t) = self.cached_table(database, name) {
+            return Ok(t);
         }
-        match self.refresh_catalog()?.find_table(database, name) {
-            Some(t) => Ok(TableHandle::new(t.clone())),
-            None => Err(TernError::new(ErrorCode::NoSuchTable, format!("Table '{database}.{name}' doesn't exist"))),
+        self.refresh_catalog()?;
+        self.cached_table(database, name)
+            .ok_or_else(|| TernError::new(ErrorCode::NoSuchTable, format!("Table '{database}.{name}' doesn't exist")))
+    }
+
+    /// A table from the local catalog only (no round trip); handles are built once per catalog
+    /// version and shared.
+    pub fn cached_table(&self, database: &str, name: &str) -> Option<TableHandle> {
+        let key = (database.to_string(), name.to_string());
+        if let Some(h) = self.inner.handles.read().expect("handles").get(&key) {
+            return Some(h.clone());
         }
+        let t = self.catalog().find_table(database, name)?.clone();
+        let h = TableHandle::new(t);
+        let mut handles = self.inner.handles.write().expect("handles");
+        if handles.len() > 100_000 {
+            handles.clear();
+        }
+        handles.insert(key, h.clone());
+        Some(h)
     }
 
     /// Runs a schema change; returns the new catalog version (and refreshes the local catalog).

@@ -126,14 +126,12 @@ pub fn table(client: &Client, db: &str, name: &str) -> Result<TableHandle, RestE
     if name.starts_with('$') || db == crate::apikey::KEY_DB {
         return Err(missing());
     }
-    match client.catalog().find_table(db, name) {
-        Some(t) => Ok(TableHandle::new(t.clone())),
-        None => {
-            // Maybe created since the catalog was read: look again, off the async workers.
-            let c = tokio::task::block_in_place(|| client.refresh_catalog()).map_err(RestError::from)?;
-            c.find_table(db, name).map(|t| TableHandle::new(t.clone())).ok_or_else(missing)
-        }
+    if let Some(t) = client.cached_table(db, name) {
+        return Ok(t);
     }
+    // Maybe created since the catalog was read: look again, off the async workers.
+    tokio::task::block_in_place(|| client.refresh_catalog()).map_err(RestError::from)?;
+    client.cached_table(db, name).ok_or_else(missing)
 }
 
 /// Encodes the primary key from filters (steps 11 and 13).

@@ -12,6 +12,11 @@ pub use tern_types::base64::{base64_decode, base64_encode};
 /// Appends `s` as a JSON string.
 pub fn push_json_str(out: &mut String, s: &str) {
     out.push('"');
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     for ch in s.chars() {
         match ch {
             '"' => out.push_str("\\\""),
