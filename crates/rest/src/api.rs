@@ -237,9 +237,11 @@ impl SubOp {
 }
 
 /// Parses a batch envelope: the operations with method, relative URL and body.
-pub fn parse_envelope(body: &Json, opts: &RestOptions) -> Result<Vec<(String, String, String, Json)>, RestError> {
-    let body = body_object(body)?;
-    let ops = match body.get("operations") {
+pub fn parse_envelope(mut body: Json, opts: &RestOptions) -> Result<Vec<(String, String, String, Json)>, RestError> {
+    let Some(body) = body.as_object_mut() else {
+        return Err(RestError::bad_request("Error: the request body must be a JSON object"));
+    };
+    let ops = match body.get_mut("operations") {
         Some(Json::Array(a)) => a,
         _ => {
             return Err(RestError::bad_request(
@@ -254,8 +256,8 @@ pub fn parse_envelope(body: &Json, opts: &RestOptions) -> Result<Vec<(String, St
         )));
     }
     let mut out = Vec::with_capacity(ops.len());
-    for op in ops {
-        let Some(o) = op.as_object() else { return Err(field_failed("Method", "required")) };
+    for op in ops.iter_mut() {
+        let Some(o) = op.as_object_mut() else { return Err(field_failed("Method", "required")) };
         match o.get("method") {
             Some(Json::String(m)) if m == "POST" => {}
             Some(Json::String(_)) => return Err(field_failed("Method", "oneof")),
@@ -279,11 +281,12 @@ pub fn parse_envelope(body: &Json, opts: &RestOptions) -> Result<Vec<(String, St
                 "Error: Field validation for 'RelativeURL' failed: '{url}' is not db/table/operation"
             )));
         }
-        let body = match o.get("body") {
-            Some(b @ Json::Object(_)) => b.clone(),
+        let (db, table, kind) = (percent_decode(parts[0])?, percent_decode(parts[1])?, parts[2].to_string());
+        let body = match o.get_mut("body") {
+            Some(b @ Json::Object(_)) => b.take(),
             _ => return Err(RestError::bad_request("Error: Field validation for 'Body' failed on the 'required' tag")),
         };
-        out.push((percent_decode(parts[0])?, percent_decode(parts[1])?, parts[2].to_string(), body));
+        out.push((db, table, kind, body));
     }
     Ok(out)
 }
@@ -404,19 +407,20 @@ pub fn resolve_write(
 }
 
 /// Runs the executable sub-operations as one transaction and renders `{"result": [...]}`.
-pub async fn run_batch(client: &Client, subs: Vec<SubOp>, out: &mut String) -> Result<(), RestError> {
-    let mut ops = Vec::new();
+pub async fn run_batch(client: &Client, mut subs: Vec<SubOp>, out: &mut String) -> Result<(), RestError> {
+    let mut ops = Vec::with_capacity(subs.len());
     let mut slot = Vec::with_capacity(subs.len());
-    for s in &subs {
+    let placeholder = || KeyOp::read(0, Vec::new());
+    for s in &mut subs {
         match s {
             SubOp::Failed(..) => slot.push(None),
             SubOp::Read(r) => {
                 slot.push(Some(ops.len()));
-                ops.push(r.op.clone());
+                ops.push(std::mem::replace(&mut r.op, placeholder()));
             }
             SubOp::Write { op, .. } => {
                 slot.push(Some(ops.len()));
-                ops.push(op.clone());
+                ops.push(std::mem::replace(op, placeholder()));
             }
         }
     }

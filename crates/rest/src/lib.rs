@@ -200,7 +200,7 @@ impl RestServer {
 
     async fn batch(&self, key: Option<&str>, req: Request<Incoming>) -> Result<Resp, RestError> {
         let body = self.json_body(req).await?;
-        let ops = api::parse_envelope(&body, &self.opts)?;
+        let ops = api::parse_envelope(body, &self.opts)?;
         // Whole-request validation first (RonDB fails the request on any body error) ...
         let mut specs = Vec::with_capacity(ops.len());
         for (db, table, kind, body) in &ops {
@@ -231,7 +231,7 @@ impl RestServer {
 
     async fn batch_write(&self, key: Option<&str>, req: Request<Incoming>, delete: bool) -> Result<Resp, RestError> {
         let body = self.json_body(req).await?;
-        let ops = api::parse_envelope(&body, &self.opts)?;
+        let ops = api::parse_envelope(body, &self.opts)?;
         let dbs: Vec<&str> = ops.iter().map(|o| o.0.as_str()).collect();
         self.authorize(key, &dbs).await?;
         let mut subs = Vec::with_capacity(ops.len());
