@@ -535,3 +535,95 @@ fn e_port_default(addr: &str) -> u16 {
     std::thread::spawn(move || tern_rest::run(rc, opts, |a| tx.send(a).unwrap()).unwrap());
     rx.recv_timeout(Duration::from_secs(10)).unwrap().port()
 }
+
+#[test]
+fn every_key_type_and_edge_value_through_filters() {
+    let e = env();
+    e.client.ddl(DdlReq::CreateDatabase { name: "keys".into(), if_not_exists: true }).unwrap();
+    use ColumnType as T;
+    let s = Value::str;
+    // (type, stored key, the filter value a client sends)
+    let cases: Vec<(ColumnType, Value, Json)> = vec![
+        (T::TinyInt { unsigned: false }, Value::Int(-128), json!(-128)),
+        (T::TinyInt { unsigned: false }, Value::Int(127), json!("127")),
+        (T::TinyInt { unsigned: true }, Value::UInt(255), json!(255)),
+        (T::SmallInt { unsigned: false }, Value::Int(-32768), json!(-32768)),
+        (T::SmallInt { unsigned: true }, Value::UInt(65535), json!(65535)),
+        (T::MediumInt { unsigned: false }, Value::Int(-8_388_608), json!(-8388608)),
+        (T::MediumInt { unsigned: true }, Value::UInt(16_777_215), json!(16777215)),
+        (T::Int { unsigned: false }, Value::Int(i32::MIN as i64), json!(i32::MIN)),
+        (T::Int { unsigned: true }, Value::UInt(u32::MAX as u64), json!(u32::MAX)),
+        (T::BigInt { unsigned: false }, Value::Int(i64::MIN), json!(i64::MIN)),
+        (T::BigInt { unsigned: false }, Value::Int(i64::MAX), json!(i64::MAX.to_string())),
+        (T::BigInt { unsigned: true }, Value::UInt(u64::MAX), json!(u64::MAX)),
+        (
+            T::Decimal { precision: 38, scale: 5 },
+            s("-123456789012345678901234567890123.12345"),
+            json!("-123456789012345678901234567890123.12345"),
+        ),
+        (T::Char { len: 3 }, s("ab"), json!("ab")),
+        (T::VarChar { len: 5 }, s(""), json!("")),
+        (T::VarChar { len: 5 }, s("ééééé"), json!("ééééé")),
+        (T::Binary { len: 3 }, Value::Bytes(vec![0, 0, 1]), json!("AAAB")),
+        (T::VarBinary { len: 4 }, Value::Bytes(vec![0xff; 4]), json!("/////w==")),
+        (T::Date, s("1000-01-01"), json!("1000-01-01")),
+        (T::Date, s("9999-12-31"), json!("9999-12-31")),
+        (T::DateTime { fsp: 6 }, s("9999-12-31 23:59:59.999999"), json!("9999-12-31 23:59:59.999999")),
+        (T::Time { fsp: 0 }, s("-838:59:59"), json!("-838:59:59")),
+        (T::Timestamp { fsp: 0 }, s("1970-01-01 00:00:01"), json!("1970-01-01 00:00:01")),
+        (T::Timestamp { fsp: 0 }, s("2038-01-19 03:14:07"), json!("2038-01-19 03:14:07")),
+        (T::Year, Value::Int(1901), json!(1901)),
+    ];
+    for (i, (ty, stored, filter)) in cases.into_iter().enumerate() {
+        let name = format!("k{i}");
+        let t = Table {
+            id: 0,
+            database: "keys".into(),
+            name: name.clone(),
+            columns: vec![Column::new("k", ty).not_null(), Column::new("v", ColumnType::Int { unsigned: false })],
+            primary_key: vec![0],
+            partition_key: vec![0],
+            indexes: vec![],
+            partition_count: 0,
+            ttl: None,
+            comment: String::new(),
+        };
+        e.client.ddl(DdlReq::CreateTable { table: t, if_not_exists: false }).unwrap();
+        let h = e.client.table("keys", &name).unwrap();
+        e.client.blocking().execute(vec![h.write(&[stored.clone(), Value::Int(i as i64)]).unwrap()]).unwrap();
+        let (st, body) = post(
+            e.port,
+            &format!("/0.1.0/keys/{name}/pk-read"),
+            json!({"filters": [{"column": "k", "value": filter}]}),
+        );
+        assert_eq!(st, 200, "{ty:?} {stored:?}: {body}");
+        assert_eq!(serde_json::from_str::<Json>(&body).unwrap()["data"]["v"], json!(i), "{ty:?}");
+    }
+    // Out of range, wrong type, bad dates: 400 with RonDB's text, never a server error.
+    let t0 = "/0.1.0/keys/k0/pk-read";
+    for (v, msg) in [
+        (json!(128), "Wrong data type. Expecting TINYINT. Column: k"),
+        (json!("abc"), "Wrong data type. Expecting TINYINT. Column: k"),
+        (json!(1.5), "Wrong data type. Expecting TINYINT. Column: k"),
+        (json!("99999999999999999999999999"), "Wrong data type. Expecting TINYINT. Column: k"),
+        (json!([1]), "Wrong data type. Expecting TINYINT. Column: k"),
+    ] {
+        let (st, body) = post(e.port, t0, json!({"filters": [{"column": "k", "value": v}]}));
+        assert_eq!(st, 400, "{v}: {body}");
+        assert!(body.contains(msg), "{v}: {body}");
+    }
+    let (st, body) =
+        post(e.port, "/0.1.0/keys/k18/pk-read", json!({"filters": [{"column": "k", "value": "2023-02-29"}]}));
+    assert_eq!((st, body.contains("Invalid Date/Time.")), (400, true), "{body}");
+    let (st, body) =
+        post(e.port, "/0.1.0/keys/k22/pk-read", json!({"filters": [{"column": "k", "value": "1960-01-01 00:00:00"}]}));
+    assert_eq!((st, body.contains("Invalid Date/Time.")), (400, true), "{body}");
+    let (st, body) =
+        post(e.port, "/0.1.0/keys/k16/pk-read", json!({"filters": [{"column": "k", "value": "not base64!"}]}));
+    assert_eq!((st, body.contains("Invalid column data.")), (400, true), "{body}");
+    // Identifiers.
+    let (st, body) = post(e.port, "/0.1.0//k0/pk-read", json!({"filters": [{"column": "k", "value": 1}]}));
+    assert_eq!((st, body.contains("Field validation for 'DB' failed on the 'min' tag")), (400, true), "{body}");
+    let (st, body) = post(e.port, "/0.1.0/keys/k%00/pk-read", json!({"filters": [{"column": "k", "value": 1}]}));
+    assert_eq!((st, body.contains("identifier carries an invalid character")), (400, true), "{body}");
+}
