@@ -74,7 +74,15 @@ impl Slot {
             }
             conn.help_read();
         }
+        // Without a reader thread (a runtime task reads, and the runtime may be busy) keep
+        // reading for ourselves between short naps.
+        let nap = if conn.reader_thread.load(Ordering::Relaxed) {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_millis(1)
+        };
         loop {
+            conn.help_read();
             {
                 let mut s = self.state.lock().expect("slot");
                 if let Some(r) = s.reply.take() {
@@ -86,7 +94,7 @@ impl Slot {
             if left.is_zero() {
                 return Err(TernError::new(ErrorCode::UnknownResult, "no reply from the data node in time"));
             }
-            std::thread::park_timeout(left.min(Duration::from_millis(100)));
+            std::thread::park_timeout(left.min(nap));
         }
     }
 }
@@ -160,6 +168,8 @@ pub struct Conn {
     pub peer: String,
     /// Moving average of request-to-reply time, in microseconds.
     reply_ewma_us: AtomicU64,
+    /// A reader thread serves this connection (else a runtime task, or the caller itself).
+    reader_thread: AtomicBool,
 }
 
 fn conn_error(msg: impl Into<String>) -> TernError {
@@ -202,8 +212,28 @@ impl Conn {
             close_reason: Mutex::new(None),
             peer: addr.to_string(),
             reply_ewma_us: AtomicU64::new(30),
+            reader_thread: AtomicBool::new(true),
         });
         let c = Arc::downgrade(&conn);
+        #[cfg(feature = "tokio")]
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let dup = conn
+                .rx
+                .as_ref()
+                .expect("tcp")
+                .lock()
+                .expect("rx")
+                .stream
+                .try_clone()
+                .map_err(|e| conn_error(e.to_string()))?;
+            // SAFETY: the TcpStream owns its descriptor for the whole life of the AsyncFd.
+            let afd = unsafe { tokio::io::unix::AsyncFd::register_with_interest(dup, tokio::io::Interest::READABLE) }
+                .map_err(|e| conn_error(e.to_string()))?;
+            handle.spawn(read_task(afd, c));
+            conn.reader_thread.store(false, Ordering::Relaxed);
+            let _ = fd;
+            return Ok(conn);
+        }
         std::thread::Builder::new()
             .name("tern-client-rx".into())
             .spawn(move || read_loop(fd, c))
@@ -229,6 +259,7 @@ impl Conn {
                 close_reason: Mutex::new(None),
                 peer: "in-process".into(),
                 reply_ewma_us: AtomicU64::new(30),
+                reader_thread: AtomicBool::new(true),
             }
         })
     }
@@ -390,6 +421,24 @@ impl Drop for Conn {
         {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
+    }
+}
+
+/// The reader task (inside a tokio runtime): waits on the runtime's reactor until the socket is
+/// readable, then reads under the receive lock. Ends when the connection is dropped or dies.
+#[cfg(feature = "tokio")]
+async fn read_task(afd: tokio::io::unix::AsyncFd<TcpStream>, conn: std::sync::Weak<Conn>) {
+    loop {
+        let Ok(mut guard) = afd.readable().await else { return };
+        let Some(c) = conn.upgrade() else { return };
+        if let Some(rx) = &c.rx {
+            let mut g = rx.lock().expect("rx");
+            c.pump(&mut g);
+        }
+        if c.is_closed() {
+            return;
+        }
+        guard.clear_ready();
     }
 }
 

@@ -255,8 +255,13 @@ impl RestServer {
 }
 
 /// Binds the REST port (a clear error when it is taken) and serves on a runtime of
-/// `opts.threads` workers, blocking this thread until the process ends.
-pub fn run(client: Client, opts: RestOptions, ready: impl FnOnce(std::net::SocketAddr)) -> Result<(), String> {
+/// `opts.threads` workers, blocking this thread until the process ends. `connect` makes the
+/// native client inside the runtime, so its connections are read by the runtime's reactor.
+pub fn run(
+    connect: impl FnOnce() -> Result<Client, String>,
+    opts: RestOptions,
+    ready: impl FnOnce(std::net::SocketAddr),
+) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(opts.threads)
         .enable_io()
@@ -265,6 +270,7 @@ pub fn run(client: Client, opts: RestOptions, ready: impl FnOnce(std::net::Socke
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async move {
+        let client = tokio::task::block_in_place(connect)?;
         let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(|e| {
             if e.kind() == std::io::ErrorKind::AddrInUse {
                 format!("cannot listen on {} (REST): the port is already in use", opts.listen)

@@ -32,7 +32,7 @@ fn env() -> Env {
     assert!(n.wait_started(Duration::from_secs(20)));
     let addr = n.local_addr().to_string();
     let client = Client::connect(&addr).unwrap();
-    let rest_client = Client::connect(&addr).unwrap();
+    let rest_addr = addr.clone();
     let opts = RestOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         batch_max_size: 4,
@@ -41,7 +41,8 @@ fn env() -> Env {
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        tern_rest::run(rest_client, opts, |a| tx.send(a).unwrap()).unwrap();
+        tern_rest::run(move || Client::connect(&rest_addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
+            .unwrap();
     });
     let port = rx.recv_timeout(Duration::from_secs(10)).unwrap().port();
     Env { _dir: dir, _node: n, client, port }
@@ -491,8 +492,10 @@ fn api_keys_when_switched_on() {
     assert!(opts.api_keys);
     opts.listen = "127.0.0.1:0".parse().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    let rc = Client::connect(&addr).unwrap();
-    std::thread::spawn(move || tern_rest::run(rc, opts, |a| tx.send(a).unwrap()).unwrap());
+    let rc = addr.clone();
+    std::thread::spawn(move || {
+        tern_rest::run(move || Client::connect(&rc).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap()).unwrap()
+    });
     let port = rx.recv_timeout(Duration::from_secs(10)).unwrap().port();
     let read = |k: Option<&str>, path: &str| {
         let body = json!({"filters": key(1)}).to_string();
@@ -529,10 +532,12 @@ fn api_keys_when_switched_on() {
 }
 
 fn e_port_default(addr: &str) -> u16 {
-    let rc = Client::connect(addr).unwrap();
+    let rc = addr.to_string();
     let opts = RestOptions { listen: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || tern_rest::run(rc, opts, |a| tx.send(a).unwrap()).unwrap());
+    std::thread::spawn(move || {
+        tern_rest::run(move || Client::connect(&rc).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap()).unwrap()
+    });
     rx.recv_timeout(Duration::from_secs(10)).unwrap().port()
 }
 

@@ -259,22 +259,25 @@ fn api(a: ApiArgs) -> Result<()> {
         opts.listen = format!("{ip}:{port}").parse().with_context(|| format!("'{ip}:{port}' is not an address"))?;
     }
     install_signal_handlers();
-    // The data node may still be starting: try for a while.
-    let until = std::time::Instant::now() + Duration::from_secs(60);
-    let client = loop {
-        match tern_client::Client::connect(&a.datanode) {
-            Ok(c) => break c,
-            Err(e) if std::time::Instant::now() < until && !stop_requested() => {
-                tracing::debug!("waiting for the data node: {e}");
-                std::thread::sleep(Duration::from_millis(100));
+    // The data node may still be starting: try for a while (inside the REST runtime).
+    let datanode = a.datanode.clone();
+    let connect = move || {
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            match tern_client::Client::connect(&datanode) {
+                Ok(c) => return Ok(c),
+                Err(e) if std::time::Instant::now() < until && !stop_requested() => {
+                    tracing::debug!("waiting for the data node: {e}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => return Err(format!("cannot reach the data node at {datanode}: {e}")),
             }
-            Err(e) => bail!("cannot reach the data node at {}: {e}", a.datanode),
         }
     };
     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<std::net::SocketAddr, String>>(1);
     let tx2 = tx.clone();
     std::thread::Builder::new().name("tern-rest-main".into()).spawn(move || {
-        if let Err(e) = tern_rest::run(client, opts, |addr| {
+        if let Err(e) = tern_rest::run(connect, opts, |addr| {
             let _ = tx.send(Ok(addr));
         }) {
             let _ = tx2.send(Err(e));
