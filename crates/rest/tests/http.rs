@@ -632,3 +632,59 @@ fn every_key_type_and_edge_value_through_filters() {
     let (st, body) = post(e.port, "/0.1.0/keys/k%00/pk-read", json!({"filters": [{"column": "k", "value": 1}]}));
     assert_eq!((st, body.contains("identifier carries an invalid character")), (400, true), "{body}");
 }
+
+#[test]
+fn keep_alive_pipelining_and_bad_bytes() {
+    let e = env();
+    setup_simple(&e);
+    // Two requests in one write on one connection: two responses, in order.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", e.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let body = json!({"filters": key(1)}).to_string();
+    let one = format!("POST /0.1.0/db/t/pk-read HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    let last = format!("GET /0.1.0/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(format!("{one}{one}{last}").as_bytes()).unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    assert_eq!(r.matches("HTTP/1.1 200").count(), 3, "{r}");
+    assert_eq!(r.matches("\"col0\":\"v1\"").count(), 2, "{r}");
+    // Invalid UTF-8, wrong JSON types: 400, and the server goes on.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", e.port)).unwrap();
+    let bad = b"{\"filters\": [{\"column\": \"id0\", \"value\": \"\xff\xfe\"}]}";
+    write!(
+        s,
+        "POST /0.1.0/db/t/pk-read HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        bad.len()
+    )
+    .unwrap();
+    s.write_all(bad).unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+    for body in [
+        json!({"filters": "x"}),
+        json!([1, 2]),
+        json!({"filters": [1]}),
+        json!({"filters": key(1), "readColumns": "x"}),
+    ] {
+        let (st, got) = post(e.port, "/0.1.0/db/t/pk-read", body.clone());
+        assert_eq!(st, 400, "{body}: {got}");
+    }
+    let (st, _) = post(e.port, "/0.1.0/batch", json!({"operations": "x"}));
+    assert_eq!(st, 400);
+    assert_eq!(http(e.port, "GET", "/0.1.0/health", ""), (200, "1".into()));
+}
+
+#[test]
+fn data_node_gone_is_a_server_error_not_a_crash() {
+    let e = env();
+    setup_simple(&e);
+    let Env { _dir, _node, client, port } = e;
+    drop(client);
+    _node.kill();
+    let (st, body) = post(port, "/0.1.0/db/t/pk-read", json!({"filters": key(1)}));
+    assert!(st == 500 || st == 503, "{st}: {body}");
+    assert!(body.contains("data node"), "{body}");
+    // The REST server itself still answers.
+    assert_eq!(http(port, "GET", "/0.1.0/ping", ""), (200, "".into()));
+}
