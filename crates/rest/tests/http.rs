@@ -642,7 +642,7 @@ fn keep_alive_pipelining_and_bad_bytes() {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let body = json!({"filters": key(1)}).to_string();
     let one = format!("POST /0.1.0/db/t/pk-read HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}", body.len());
-    let last = format!("GET /0.1.0/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let last = "GET /0.1.0/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     s.write_all(format!("{one}{one}{last}").as_bytes()).unwrap();
     let mut r = String::new();
     s.read_to_string(&mut r).unwrap();
