@@ -122,18 +122,7 @@ fn flex_table() -> Table {
     for i in 0..25 {
         columns.push(Column::new(&format!("c{i}"), ColumnType::Int { unsigned: false }).not_null());
     }
-    Table {
-        id: 0,
-        database: BENCH_DB.into(),
-        name: FLEX_TABLE.into(),
-        columns,
-        primary_key: vec![0],
-        partition_key: vec![0],
-        indexes: vec![],
-        partition_count: 0,
-        ttl: None,
-        comment: String::new(),
-    }
+    Table::new(BENCH_DB, FLEX_TABLE, columns, vec![0])
 }
 
 /// Creates (if absent) the flexAsynch table.

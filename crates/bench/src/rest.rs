@@ -71,18 +71,7 @@ impl Http {
 }
 
 fn table(name: &str, columns: Vec<Column>) -> Table {
-    Table {
-        id: 0,
-        database: REST_BENCH_DB.into(),
-        name: name.into(),
-        columns,
-        primary_key: vec![0],
-        partition_key: vec![0],
-        indexes: vec![],
-        partition_count: 0,
-        ttl: None,
-        comment: String::new(),
-    }
+    Table::new(REST_BENCH_DB, name, columns, vec![0])
 }
 
 /// A ~3,000-byte binary key for row `i` (table_2).

@@ -16,23 +16,19 @@ pub const PREFIX_LEN: usize = 16;
 pub const REFRESH_DEFAULT: Duration = Duration::from_secs(10);
 
 fn key_table() -> Table {
-    Table {
-        id: 0,
-        database: KEY_DB.into(),
-        name: KEY_TABLE.into(),
-        columns: vec![
+    let mut t = Table::new(
+        KEY_DB,
+        KEY_TABLE,
+        vec![
             Column::new("prefix", ColumnType::VarChar { len: PREFIX_LEN as u32 }).not_null(),
             Column::new("secret_sha256", ColumnType::Char { len: 64 }).not_null(),
             Column::new("salt", ColumnType::VarChar { len: 64 }).not_null(),
             Column::new("dbs", ColumnType::Text).not_null(),
         ],
-        primary_key: vec![0],
-        partition_key: vec![0],
-        indexes: vec![],
-        partition_count: 0,
-        ttl: None,
-        comment: "REST API keys".into(),
-    }
+        vec![0],
+    );
+    t.comment = "REST API keys".into();
+    t
 }
 
 /// Creates the key table if it is missing.

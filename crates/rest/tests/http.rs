@@ -16,7 +16,7 @@ struct Env {
     port: u16,
 }
 
-fn env() -> Env {
+fn start_node() -> (tempfile::TempDir, DataNode, String) {
     let dir = tempfile::tempdir().unwrap();
     let mut node = NodeConfig::new(1, 2, 64 << 20);
     node.dist.epoch_interval_ms = 20;
@@ -31,20 +31,25 @@ fn env() -> Env {
     let n = DataNode::start(cfg).unwrap();
     assert!(n.wait_started(Duration::from_secs(20)));
     let addr = n.local_addr().to_string();
-    let client = Client::connect(&addr).unwrap();
-    let rest_addr = addr.clone();
-    let opts = RestOptions {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        batch_max_size: 4,
-        req_buffer_size: 4096,
-        ..Default::default()
-    };
+    (dir, n, addr)
+}
+
+/// Starts a REST server for the data node at `addr`; returns its port.
+fn start_rest(addr: &str, mut opts: RestOptions) -> u16 {
+    opts.listen = "127.0.0.1:0".parse().unwrap();
+    let addr = addr.to_string();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        tern_rest::run(move || Client::connect(&rest_addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
-            .unwrap();
+        tern_rest::run(move || Client::connect(&addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
+            .unwrap()
     });
-    let port = rx.recv_timeout(Duration::from_secs(10)).unwrap().port();
+    rx.recv_timeout(Duration::from_secs(10)).unwrap().port()
+}
+
+fn env() -> Env {
+    let (dir, n, addr) = start_node();
+    let client = Client::connect(&addr).unwrap();
+    let port = start_rest(&addr, RestOptions { batch_max_size: 4, req_buffer_size: 4096, ..Default::default() });
     Env { _dir: dir, _node: n, client, port }
 }
 
@@ -467,20 +472,7 @@ fn every_type_encodes_as_mysql_prints_it() {
 
 #[test]
 fn api_keys_when_switched_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut node = NodeConfig::new(1, 2, 64 << 20);
-    node.dist.epoch_interval_ms = 20;
-    let cfg = DataNodeConfig {
-        node,
-        data_dir: dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        spin_max_us: 10,
-        redo_segment_bytes: 1 << 20,
-        idle_hook: None,
-    };
-    let n = DataNode::start(cfg).unwrap();
-    assert!(n.wait_started(Duration::from_secs(20)));
-    let addr = n.local_addr().to_string();
+    let (dir, n, addr) = start_node();
     let client = Client::connect(&addr).unwrap();
     let e = Env { _dir: dir, _node: n, client: client.clone(), port: 0 };
     setup_simple(&e);

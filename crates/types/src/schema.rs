@@ -327,6 +327,23 @@ pub struct Table {
 }
 
 impl Table {
+    /// A table definition with the usual defaults: partitioned by its whole primary key, no
+    /// secondary indexes, the default partition count, no TTL. Ids are chosen by the catalog.
+    pub fn new(database: &str, name: &str, columns: Vec<Column>, primary_key: Vec<u16>) -> Table {
+        Table {
+            id: 0,
+            database: database.to_string(),
+            name: name.to_string(),
+            columns,
+            partition_key: primary_key.clone(),
+            primary_key,
+            indexes: Vec::new(),
+            partition_count: 0,
+            ttl: None,
+            comment: String::new(),
+        }
+    }
+
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name))
     }
