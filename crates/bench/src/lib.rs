@@ -112,6 +112,9 @@ pub struct NativeOptions {
     pub read_seconds: f64,
     /// Phases to run, in order, from: insert, read, update, delete.
     pub phases: Vec<String>,
+    /// Read this existing table (`db.table`, INT key 0..rows) instead of the flex table; only
+    /// the read phase is allowed then (to compare front ends on the same rows).
+    pub table: Option<String>,
 }
 
 pub const BENCH_DB: &str = "bench";
@@ -141,7 +144,16 @@ fn flex_values(id: i64, salt: i64) -> Vec<Value> {
 /// Runs the native suite; returns one row per phase.
 pub fn run_native(o: &NativeOptions) -> Result<Vec<BenchRow>, String> {
     let setup = Client::connect(&o.addr).map_err(|e| e.to_string())?;
-    let table = ensure_flex(&setup)?;
+    let table = match &o.table {
+        None => ensure_flex(&setup)?,
+        Some(name) => {
+            let (db, t) = name.split_once('.').ok_or_else(|| format!("--table wants db.table, not '{name}'"))?;
+            if o.phases.iter().any(|p| p != "read") {
+                return Err("--table is for the read phase only (--phases read)".into());
+            }
+            setup.table(db, t).map_err(|e| e.to_string())?
+        }
+    };
     let server_pid = setup.status().map(|s| s.pid).unwrap_or(0);
     let mut out = Vec::new();
     for phase in &o.phases {

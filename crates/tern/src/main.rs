@@ -134,6 +134,9 @@ enum BenchSuite {
         /// Also report the data node's memory per row after loading (RSS delta and accounted).
         #[arg(long)]
         memory: bool,
+        /// Read an existing table (db.table with an INT key 0..rows) instead of bench.flex.
+        #[arg(long)]
+        table: Option<String>,
     },
 }
 
@@ -378,7 +381,7 @@ fn bench(suite: BenchSuite) -> Result<()> {
             }
             Ok(())
         }
-        BenchSuite::Native { addr, threads, batch, rows, seconds, phases, json, memory } => {
+        BenchSuite::Native { addr, threads, batch, rows, seconds, phases, json, memory, table } => {
             if threads.is_empty() || batch.is_empty() {
                 bail!("--threads and --batch need at least one value");
             }
@@ -397,6 +400,7 @@ fn bench(suite: BenchSuite) -> Result<()> {
                         rows,
                         read_seconds: seconds,
                         phases: phases.clone(),
+                        table: table.clone(),
                     };
                     for r in tern_bench::run_native(&o).map_err(|e| anyhow::anyhow!(e))? {
                         if json {
@@ -431,6 +435,7 @@ fn memory_report(addr: &str, rows: u64, json: bool) -> Result<()> {
         rows,
         read_seconds: 0.0,
         phases: vec!["insert".into()],
+        table: None,
     };
     tern_bench::run_native(&o).map_err(|e| anyhow::anyhow!(e))?;
     // Let the node settle: freed load-time buffers go back to the OS within a couple of seconds.
