@@ -5,7 +5,10 @@
 use crate::config::RestOptions;
 use crate::error::RestError;
 use crate::json::{parse_value, push_json_str, push_value};
+use serde::Deserialize;
 use serde_json::Value as Json;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
 use tern_client::{AbortOption, Client, ColumnUpdate, Exec, KeyOp, OpKind, OpResult, TableHandle, UpdateExpr, Value};
 use tern_types::schema::IDENT_MAX_BYTES;
 
@@ -67,42 +70,95 @@ fn body_object(body: &Json) -> Result<&serde_json::Map<String, Json>, RestError>
     body.as_object().ok_or_else(|| RestError::bad_request("Error: the request body must be a JSON object"))
 }
 
-/// Steps 1–9 of pk-read validation (no schema needed).
-pub fn validate_read(db: &str, table: &str, body: &Json, opts: &RestOptions) -> Result<ReadSpec, RestError> {
-    check_ident("DB", db)?;
-    check_ident("Table", table)?;
-    let body = body_object(body)?;
-    let operation_id = operation_id(body, opts)?;
-    let filters = match body.get("filters") {
-        Some(Json::Array(a)) if !a.is_empty() => column_values(a)?,
-        _ => return Err(RestError::bad_request("Error: Field validation for 'Filters' failed on the 'min' tag")),
-    };
-    for (i, (c, _)) in filters.iter().enumerate() {
-        if filters[..i].iter().any(|(o, _)| o == c) {
+/// `{"column": ..., "value": ...}` as sent (borrowed from the request body).
+#[derive(Deserialize)]
+pub struct ColValIn<'a> {
+    #[serde(borrow, default)]
+    column: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    value: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+pub struct ReadColIn<'a> {
+    #[serde(borrow, default)]
+    column: Option<Cow<'a, str>>,
+    #[serde(rename = "dataReturnType", borrow, default)]
+    data_return_type: Option<Cow<'a, str>>,
+}
+
+/// A pk-read body as sent (borrowed from the request body; values stay raw until their column's
+/// type is known).
+#[derive(Deserialize)]
+pub struct PkReadIn<'a> {
+    #[serde(borrow, default)]
+    filters: Option<Vec<ColValIn<'a>>>,
+    #[serde(rename = "readColumns", borrow, default)]
+    read_columns: Option<Vec<ReadColIn<'a>>>,
+    #[serde(rename = "operationId", borrow, default)]
+    operation_id: Option<&'a RawValue>,
+}
+
+fn not_json(e: serde_json::Error) -> RestError {
+    RestError::bad_request(format!("Error: the request body is not valid JSON: {e}"))
+}
+
+pub fn parse_read_body(raw: &str) -> Result<PkReadIn<'_>, RestError> {
+    serde_json::from_str(raw).map_err(not_json)
+}
+
+fn operation_id_raw(raw: Option<&RawValue>, opts: &RestOptions) -> Result<Option<String>, RestError> {
+    match raw {
+        None => Ok(None),
+        Some(r) if r.get().starts_with('"') => match serde_json::from_str::<String>(r.get()) {
+            Ok(s) if s.chars().count() <= opts.operation_id_max_size => Ok(Some(s)),
+            _ => Err(RestError::bad_request("operationId is invalid")),
+        },
+        Some(_) => Err(RestError::bad_request("operationId is invalid")),
+    }
+}
+
+fn filters_typed(list: &[ColValIn<'_>]) -> Result<Vec<(String, Json)>, RestError> {
+    let mut out = Vec::with_capacity(list.len());
+    for f in list {
+        let Some(column) = &f.column else { return Err(field_failed("Column", "required")) };
+        check_ident("Column", column)?;
+        let Some(value) = f.value else { return Err(field_failed("Value", "required")) };
+        let v: Json = serde_json::from_str(value.get()).map_err(not_json)?;
+        out.push((column.to_string(), v));
+    }
+    for (i, (c, _)) in out.iter().enumerate() {
+        if out[..i].iter().any(|(o, _)| o == c) {
             return Err(RestError::bad_request("Error: field validation for filter failed on the 'unique' tag"));
         }
     }
-    let read_columns = match body.get("readColumns") {
-        None | Some(Json::Null) => None,
-        Some(Json::Array(a)) => {
-            let mut cols = Vec::with_capacity(a.len());
-            for rc in a {
-                let Some(o) = rc.as_object() else { return Err(field_failed("Column", "required")) };
-                let column = match o.get("column") {
-                    Some(Json::String(c)) => c.clone(),
-                    _ => return Err(field_failed("Column", "required")),
-                };
-                check_ident("Column", &column)?;
-                match o.get("dataReturnType") {
-                    None | Some(Json::Null) => {}
-                    Some(Json::String(t)) if t == "default" => {}
+    Ok(out)
+}
+
+/// Steps 1–9 of pk-read validation (no schema needed).
+pub fn validate_read(db: &str, table: &str, body: &PkReadIn<'_>, opts: &RestOptions) -> Result<ReadSpec, RestError> {
+    check_ident("DB", db)?;
+    check_ident("Table", table)?;
+    let operation_id = operation_id_raw(body.operation_id, opts)?;
+    let filters = match &body.filters {
+        Some(f) if !f.is_empty() => filters_typed(f)?,
+        _ => return Err(RestError::bad_request("Error: Field validation for 'Filters' failed on the 'min' tag")),
+    };
+    let read_columns = match &body.read_columns {
+        None => None,
+        Some(list) => {
+            let mut cols: Vec<String> = Vec::with_capacity(list.len());
+            for rc in list {
+                let Some(column) = &rc.column else { return Err(field_failed("Column", "required")) };
+                check_ident("Column", column)?;
+                match rc.data_return_type.as_deref() {
+                    None | Some("default") => {}
                     Some(_) => return Err(RestError::new(500, "Data return type is not supported.")),
                 }
-                cols.push(column);
+                cols.push(column.to_string());
             }
             Some(cols)
         }
-        Some(_) => return Err(field_failed("ReadColumns", "required")),
     };
     if let Some(cols) = &read_columns {
         if cols.iter().any(|c| filters.iter().any(|(f, _)| f == c)) {
@@ -236,18 +292,30 @@ impl SubOp {
     }
 }
 
+#[derive(Deserialize)]
+struct OpIn<'a> {
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(rename = "relative-url", borrow, default)]
+    url: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    body: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeIn<'a> {
+    #[serde(borrow, default)]
+    operations: Option<Vec<OpIn<'a>>>,
+}
+
+/// One sub-operation of a batch envelope: database, table, operation and its raw body.
+pub type EnvelopeOp<'a> = (String, String, String, &'a RawValue);
+
 /// Parses a batch envelope: the operations with method, relative URL and body.
-pub fn parse_envelope(mut body: Json, opts: &RestOptions) -> Result<Vec<(String, String, String, Json)>, RestError> {
-    let Some(body) = body.as_object_mut() else {
-        return Err(RestError::bad_request("Error: the request body must be a JSON object"));
-    };
-    let ops = match body.get_mut("operations") {
-        Some(Json::Array(a)) => a,
-        _ => {
-            return Err(RestError::bad_request(
-                "Error: Field validation for 'Operations' failed on the 'required' tag",
-            ));
-        }
+pub fn parse_envelope<'a>(raw: &'a str, opts: &RestOptions) -> Result<Vec<EnvelopeOp<'a>>, RestError> {
+    let env: EnvelopeIn<'a> = serde_json::from_str(raw).map_err(not_json)?;
+    let Some(ops) = env.operations else {
+        return Err(RestError::bad_request("Error: Field validation for 'Operations' failed on the 'required' tag"));
     };
     if ops.len() > opts.batch_max_size {
         return Err(RestError::bad_request(format!(
@@ -256,19 +324,16 @@ pub fn parse_envelope(mut body: Json, opts: &RestOptions) -> Result<Vec<(String,
         )));
     }
     let mut out = Vec::with_capacity(ops.len());
-    for op in ops.iter_mut() {
-        let Some(o) = op.as_object_mut() else { return Err(field_failed("Method", "required")) };
-        match o.get("method") {
-            Some(Json::String(m)) if m == "POST" => {}
-            Some(Json::String(_)) => return Err(field_failed("Method", "oneof")),
-            _ => {
-                return Err(RestError::bad_request(
-                    "Error: Field validation for 'Method' failed on the 'required' tag",
-                ));
+    for op in ops {
+        match op.method.as_deref() {
+            Some("POST") => {}
+            Some(_) => return Err(field_failed("Method", "oneof")),
+            None => {
+                return Err(RestError::bad_request("Error: Field validation for 'Method' failed on the 'required' tag"));
             }
         }
-        let url = match o.get("relative-url") {
-            Some(Json::String(u)) if !u.is_empty() => u.trim_start_matches('/'),
+        let url = match &op.url {
+            Some(u) if !u.is_empty() => u.trim_start_matches('/'),
             _ => {
                 return Err(RestError::bad_request(
                     "Error: Field validation for 'RelativeURL' failed on the 'required' tag",
@@ -282,8 +347,8 @@ pub fn parse_envelope(mut body: Json, opts: &RestOptions) -> Result<Vec<(String,
             )));
         }
         let (db, table, kind) = (percent_decode(parts[0])?, percent_decode(parts[1])?, parts[2].to_string());
-        let body = match o.get_mut("body") {
-            Some(b @ Json::Object(_)) => b.take(),
+        let body = match op.body {
+            Some(b) if b.get().starts_with('{') => b,
             _ => return Err(RestError::bad_request("Error: Field validation for 'Body' failed on the 'required' tag")),
         };
         out.push((db, table, kind, body));

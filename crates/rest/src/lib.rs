@@ -115,10 +115,11 @@ impl RestServer {
         }
     }
 
-    async fn json_body(&self, req: Request<Incoming>) -> Result<serde_json::Value, RestError> {
+    /// The request body as UTF-8 text (JSON is parsed where its shape is known).
+    async fn text_body(&self, req: Request<Incoming>) -> Result<String, RestError> {
         let b = self.body(req).await?;
-        serde_json::from_slice(&b)
-            .map_err(|e| RestError::bad_request(format!("Error: the request body is not valid JSON: {e}")))
+        String::from_utf8(b.to_vec())
+            .map_err(|_| RestError::bad_request("Error: the request body is not valid JSON: invalid UTF-8"))
     }
 
     /// Checks the API key (when keys are on) for the databases a request touches.
@@ -180,7 +181,8 @@ impl RestServer {
         key: Option<&str>,
         req: Request<Incoming>,
     ) -> Result<Resp, RestError> {
-        let body = self.json_body(req).await?;
+        let text = self.text_body(req).await?;
+        let body = api::parse_read_body(&text)?;
         let spec = api::validate_read(db, table, &body, &self.opts)?;
         self.authorize(key, &[db]).await?;
         let read = api::resolve_read(&self.client, spec)?;
@@ -199,17 +201,18 @@ impl RestServer {
     }
 
     async fn batch(&self, key: Option<&str>, req: Request<Incoming>) -> Result<Resp, RestError> {
-        let body = self.json_body(req).await?;
-        let ops = api::parse_envelope(body, &self.opts)?;
+        let text = self.text_body(req).await?;
+        let ops = api::parse_envelope(&text, &self.opts)?;
         // Whole-request validation first (RonDB fails the request on any body error) ...
         let mut specs = Vec::with_capacity(ops.len());
-        for (db, table, kind, body) in &ops {
+        for (db, table, kind, raw) in &ops {
+            let body = api::parse_read_body(raw.get())?;
             if kind != "pk-read" {
                 return Err(RestError::bad_request(format!(
                     "Error: Field validation for 'RelativeURL' failed: '{kind}' is not pk-read"
                 )));
             }
-            specs.push(api::validate_read(db, table, body, &self.opts)?);
+            specs.push(api::validate_read(db, table, &body, &self.opts)?);
         }
         let dbs: Vec<&str> = ops.iter().map(|o| o.0.as_str()).collect();
         self.authorize(key, &dbs).await?;
@@ -230,8 +233,8 @@ impl RestServer {
     }
 
     async fn batch_write(&self, key: Option<&str>, req: Request<Incoming>, delete: bool) -> Result<Resp, RestError> {
-        let body = self.json_body(req).await?;
-        let ops = api::parse_envelope(body, &self.opts)?;
+        let text = self.text_body(req).await?;
+        let ops = api::parse_envelope(&text, &self.opts)?;
         let dbs: Vec<&str> = ops.iter().map(|o| o.0.as_str()).collect();
         self.authorize(key, &dbs).await?;
         let mut subs = Vec::with_capacity(ops.len());
@@ -246,7 +249,9 @@ impl RestServer {
                     "Error: Field validation for 'RelativeURL' failed: '{kind}' is not allowed here"
                 )));
             }
-            subs.push(api::resolve_write(&self.client, db, table, kind, body, &self.opts)?);
+            let body: serde_json::Value = serde_json::from_str(body.get())
+                .map_err(|e| RestError::bad_request(format!("Error: the request body is not valid JSON: {e}")))?;
+            subs.push(api::resolve_write(&self.client, db, table, kind, &body, &self.opts)?);
         }
         let mut out = String::with_capacity(256);
         api::run_batch(&self.client, subs, &mut out).await?;
