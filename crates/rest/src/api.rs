@@ -329,7 +329,9 @@ pub fn parse_envelope<'a>(raw: &'a str, opts: &RestOptions) -> Result<Vec<Envelo
             Some("POST") => {}
             Some(_) => return Err(field_failed("Method", "oneof")),
             None => {
-                return Err(RestError::bad_request("Error: Field validation for 'Method' failed on the 'required' tag"));
+                return Err(RestError::bad_request(
+                    "Error: Field validation for 'Method' failed on the 'required' tag",
+                ));
             }
         }
         let url = match &op.url {

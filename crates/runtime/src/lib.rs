@@ -177,11 +177,12 @@ impl DataNode {
     /// Opens an in-process connection (the local transporter): requests go straight into a
     /// worker's mailbox and replies come back through `sink`, with no socket and no encoding.
     pub fn connect_local(&self, sink: ReplySink) -> LocalConn {
-        let client = self.shared.next_client.fetch_add(1, Ordering::Relaxed) | (1 << 62);
-        let w = (client as usize) % self.mailboxes.len();
-        let mailbox = self.mailboxes[w].clone();
-        mailbox.push(Inbound::LocalOpen { client, sink });
-        LocalConn { client, mailbox }
+        self.local_connector().connect(sink)
+    }
+
+    /// Something that opens in-process connections, for a front end running in this process.
+    pub fn local_connector(&self) -> LocalConnector {
+        LocalConnector { shared: self.shared.clone(), mailboxes: self.mailboxes.clone() }
     }
 
     /// Stops the node gracefully: first waits (up to `SHUTDOWN_FLUSH_MAX`) until every epoch
@@ -225,6 +226,23 @@ impl DataNode {
 impl Drop for DataNode {
     fn drop(&mut self) {
         self.stop_threads();
+    }
+}
+
+/// Opens in-process connections to a running data node.
+#[derive(Clone)]
+pub struct LocalConnector {
+    shared: Arc<Shared>,
+    mailboxes: Arc<Vec<Arc<Mailbox<Inbound>>>>,
+}
+
+impl LocalConnector {
+    pub fn connect(&self, sink: ReplySink) -> LocalConn {
+        let client = self.shared.next_client.fetch_add(1, Ordering::Relaxed) | (1 << 62);
+        let w = (client as usize) % self.mailboxes.len();
+        let mailbox = self.mailboxes[w].clone();
+        mailbox.push(Inbound::LocalOpen { client, sink });
+        LocalConn { client, mailbox }
     }
 }
 

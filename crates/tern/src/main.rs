@@ -38,6 +38,10 @@ enum Cmd {
         /// TOML configuration file.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Also serve the REST API from this process on this port (colocated API server: the
+        /// REST front end reaches the data node through the in-process transport).
+        #[arg(long)]
+        rest_port: Option<u16>,
     },
     /// Show a data node's state.
     Status {
@@ -176,7 +180,7 @@ fn main() {
         Cmd::Up(a) => up::run(a),
         Cmd::Api(a) => api(a),
         Cmd::Apikey { cmd: ApikeyCmd::Create { dbs, addr } } => apikey_create(&dbs, &addr),
-        Cmd::Datanode { config } => datanode(config),
+        Cmd::Datanode { config, rest_port } => datanode(config, rest_port),
         Cmd::Status { addr, json } => status(&addr, json),
         Cmd::Bench { suite } => bench(suite),
     };
@@ -186,7 +190,7 @@ fn main() {
     }
 }
 
-fn datanode(config: Option<PathBuf>) -> Result<()> {
+fn datanode(config: Option<PathBuf>, rest_port: Option<u16>) -> Result<()> {
     let toml = match &config {
         Some(p) => config::DatanodeToml::load(p)?,
         None => config::DatanodeToml::default(),
@@ -205,12 +209,44 @@ fn datanode(config: Option<PathBuf>) -> Result<()> {
         }
     }
     tracing::info!(%listen, "data node started");
+    if let Some(port) = rest_port {
+        start_colocated_rest(&node, port)?;
+    }
     while !stop_requested() {
         std::thread::sleep(Duration::from_millis(50));
     }
     tracing::info!("stopping");
     node.shutdown();
     Ok(())
+}
+
+/// Serves the REST API from the data node's process through the in-process transport.
+fn start_colocated_rest(node: &tern_runtime::DataNode, port: u16) -> Result<()> {
+    let opts = tern_rest::config::RestOptions {
+        listen: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        ..Default::default()
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<std::net::SocketAddr, String>>(1);
+    let tx2 = tx.clone();
+    let connector = node.local_connector();
+    std::thread::Builder::new().name("tern-rest-main".into()).spawn(move || {
+        let connect = move || {
+            tern_client::Client::connect_local(|sink| Box::new(connector.connect(sink))).map_err(|e| e.to_string())
+        };
+        if let Err(e) = tern_rest::run(connect, opts, |addr| {
+            let _ = tx.send(Ok(addr));
+        }) {
+            let _ = tx2.send(Err(e));
+        }
+    })?;
+    match rx.recv() {
+        Ok(Ok(addr)) => {
+            tracing::info!(%addr, "REST API listening (colocated)");
+            Ok(())
+        }
+        Ok(Err(e)) => bail!(e),
+        Err(_) => bail!("the REST server stopped"),
+    }
 }
 
 /// mimalloc option ids (mimalloc.h v2 `mi_option_e`).

@@ -160,3 +160,72 @@ fn foreign_data_directory_is_refused() {
         "nothing of it was touched"
     );
 }
+
+#[test]
+fn colocated_rest_api_in_the_data_node_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let rest = free_port();
+    let cfg = dir.path().join("dn.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "data_dir = {:?}\nlisten = \"127.0.0.1:{port}\"\ndata_memory = \"64M\"\n",
+            dir.path().join("node").display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["datanode", "--config"])
+        .arg(&cfg)
+        .args(["--rest-port", &rest.to_string()])
+        .env("TERN_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    let c = loop {
+        assert!(Instant::now() < until, "data node did not start");
+        if let Ok(c) = Client::connect(&format!("127.0.0.1:{port}"))
+            && c.status().map(|s| s.state == "started").unwrap_or(false)
+        {
+            break c;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    c.ddl(DdlReq::CreateDatabase { name: "co".into(), if_not_exists: true }).unwrap();
+    let t = Table::new(
+        "co",
+        "t",
+        vec![
+            Column::new("id", ColumnType::Int { unsigned: false }).not_null(),
+            Column::new("v", ColumnType::Int { unsigned: false }),
+        ],
+        vec![0],
+    );
+    c.ddl(DdlReq::CreateTable { table: t, if_not_exists: false }).unwrap();
+    let h = c.table("co", "t").unwrap();
+    c.blocking().execute(vec![h.write(&[Value::Int(3), Value::Int(33)]).unwrap()]).unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", rest)).is_err() {
+        assert!(Instant::now() < until, "REST port did not open");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(http_get(rest, "/0.1.0/health"), "1");
+    use std::io::{Read, Write};
+    let body = r#"{"filters":[{"column":"id","value":3}]}"#;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", rest)).unwrap();
+    write!(
+        s,
+        "POST /0.1.0/co/t/pk-read HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    assert!(r.contains("\"v\":33"), "{r}");
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    assert!(wait_exit(&mut child, Duration::from_secs(30)).success());
+}
