@@ -229,9 +229,9 @@ impl Conn {
             // SAFETY: the TcpStream owns its descriptor for the whole life of the AsyncFd.
             let afd = unsafe { tokio::io::unix::AsyncFd::register_with_interest(dup, tokio::io::Interest::READABLE) }
                 .map_err(|e| conn_error(e.to_string()))?;
+            crate::spinwatch::watch(fd);
             handle.spawn(read_task(afd, c));
             conn.reader_thread.store(false, Ordering::Relaxed);
-            let _ = fd;
             return Ok(conn);
         }
         std::thread::Builder::new()

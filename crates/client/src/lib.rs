@@ -17,6 +17,7 @@
 //! ```
 
 mod conn;
+pub mod spinwatch;
 
 use conn::Conn;
 pub use conn::{IN_FLIGHT_MAX, ReplyFuture};

@@ -166,18 +166,24 @@ pub struct RestOptions {
     /// Require `X-API-KEY` on data endpoints.
     pub api_keys: bool,
     pub api_key_refresh: std::time::Duration,
+    /// How long an idle worker polls its sockets before it sleeps (0: never; see
+    /// `tern_client::spinwatch`).
+    pub spin: std::time::Duration,
 }
 
 impl Default for RestOptions {
     fn default() -> Self {
         RestOptions {
             listen: "127.0.0.1:4406".parse().expect("address"),
-            threads: 2,
+            // One worker that spins before it sleeps gives the lowest latency and, on small
+            // machines, the most rows/s (BENCHMARKS.md); raise REST.NumThreads where cores spare.
+            threads: 1,
             batch_max_size: 256,
             req_buffer_size: 1 << 20,
             operation_id_max_size: 256,
             api_keys: false,
             api_key_refresh: std::time::Duration::from_secs(10),
+            spin: std::time::Duration::from_micros(50),
         }
     }
 }

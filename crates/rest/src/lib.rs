@@ -75,6 +75,7 @@ impl RestServer {
                 }
             };
             let _ = stream.set_nodelay(true);
+            tern_client::spinwatch::watch(std::os::fd::AsRawFd::as_raw_fd(&stream));
             let me = self.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req| {
@@ -267,11 +268,15 @@ pub fn run(
     opts: RestOptions,
     ready: impl FnOnce(std::net::SocketAddr),
 ) -> Result<(), String> {
+    tern_client::spinwatch::set_spin(opts.spin);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(opts.threads)
         .enable_io()
         .enable_time()
         .thread_name("tern-rest")
+        .on_thread_park(|| {
+            tern_client::spinwatch::park_spin();
+        })
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async move {

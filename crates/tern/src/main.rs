@@ -84,6 +84,9 @@ struct ApiArgs {
     /// REST address to bind (overrides REST.ServerIP).
     #[arg(long)]
     rest_ip: Option<String>,
+    /// Microseconds an idle REST worker polls its sockets before it sleeps (0: never).
+    #[arg(long, default_value_t = 50)]
+    spin_us: u64,
 }
 
 #[derive(Subcommand)]
@@ -297,6 +300,7 @@ fn api(a: ApiArgs) -> Result<()> {
         let port = a.rest_port.unwrap_or(opts.listen.port());
         opts.listen = format!("{ip}:{port}").parse().with_context(|| format!("'{ip}:{port}' is not an address"))?;
     }
+    opts.spin = Duration::from_micros(a.spin_us.min(10_000));
     install_signal_handlers();
     // The data node may still be starting: try for a while (inside the REST runtime).
     let datanode = a.datanode.clone();

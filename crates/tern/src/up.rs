@@ -28,7 +28,7 @@ pub struct UpArgs {
     /// Replicas of each partition (this version runs 1).
     #[arg(long, default_value_t = 1)]
     pub replicas: u16,
-    /// REST API port (the REST front end arrives with its issue).
+    /// REST API port (RonDB REST API 0.1.0, served by the `tern api` process that `up` starts).
     #[arg(long, default_value_t = 4406)]
     pub rest_port: u16,
     /// Redis protocol port (the Redis front end arrives with its issue).
