@@ -81,8 +81,9 @@ struct Inner {
     catalog: RwLock<Arc<Catalog>>,
     next_txn: AtomicU64,
     next_scan: AtomicU64,
-    /// Table handles of the current catalog, by (database, name).
-    handles: RwLock<std::collections::HashMap<(String, String), TableHandle>>,
+    /// Table handles of the current catalog, by database, then name (looked up without
+    /// allocating: this is on every REST sub-operation's path).
+    handles: RwLock<std::collections::HashMap<String, std::collections::HashMap<String, TableHandle>>>,
     /// Prefetched AUTO_INCREMENT values per table: [next, end).
     auto_inc: std::sync::Mutex<std::collections::HashMap<u32, (u64, u64)>>,
 }
@@ -237,17 +238,16 @@ impl Client {
     /// A table from the local catalog only (no round trip); handles are built once per catalog
     /// version and shared.
     pub fn cached_table(&self, database: &str, name: &str) -> Option<TableHandle> {
-        let key = (database.to_string(), name.to_string());
-        if let Some(h) = self.inner.handles.read().expect("handles").get(&key) {
+        if let Some(h) = self.inner.handles.read().expect("handles").get(database).and_then(|d| d.get(name)) {
             return Some(h.clone());
         }
         let t = self.catalog().find_table(database, name)?.clone();
         let h = TableHandle::new(t);
         let mut handles = self.inner.handles.write().expect("handles");
-        if handles.len() > 100_000 {
+        if handles.values().map(|d| d.len()).sum::<usize>() > 100_000 {
             handles.clear();
         }
-        handles.insert(key, h.clone());
+        handles.entry(database.to_string()).or_default().insert(name.to_string(), h.clone());
         Some(h)
     }
 

@@ -137,21 +137,27 @@ pub fn parse_value(col: &Column, v: &Json, key: bool) -> Result<Value, RestError
 }
 
 /// Appends a stored value as RonDB returns it.
+/// Appends a number's decimal text without a temporary String.
+fn push_display(out: &mut String, v: impl std::fmt::Display) {
+    use std::fmt::Write;
+    let _ = write!(out, "{v}");
+}
+
 pub fn push_value(out: &mut String, ty: ColumnType, v: &Value) {
     use ColumnType as T;
     match v {
         Value::Null => out.push_str("null"),
-        Value::Int(n) => out.push_str(&n.to_string()),
-        Value::UInt(n) => out.push_str(&n.to_string()),
-        Value::Year(y) => out.push_str(&y.to_string()),
+        Value::Int(n) => push_display(out, n),
+        Value::UInt(n) => push_display(out, n),
+        Value::Year(y) => push_display(out, y),
         Value::Float(f) => out.push_str(&format_g6(*f as f64)),
         Value::Double(f) => out.push_str(&format_g6(*f)),
         Value::Decimal { v, scale } => out.push_str(&format_decimal(*v, *scale)),
         Value::Bytes(b) => match ty {
-            T::Char { .. } | T::VarChar { .. } | T::Text => {
-                let s = String::from_utf8_lossy(b);
-                push_json_str(out, s.trim_end_matches(' '));
-            }
+            T::Char { .. } | T::VarChar { .. } | T::Text => match std::str::from_utf8(b) {
+                Ok(s) => push_json_str(out, s.trim_end_matches(' ')),
+                Err(_) => push_json_str(out, String::from_utf8_lossy(b).trim_end_matches(' ')),
+            },
             _ => {
                 out.push('"');
                 base64_encode(b, out);
