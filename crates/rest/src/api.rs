@@ -30,8 +30,13 @@ fn check_ident(field: &str, s: &str) -> Result<(), RestError> {
     if s.is_empty() {
         return Err(field_failed(field, if field == "Column" { "required" } else { "min" }));
     }
-    if s.len() > IDENT_MAX_BYTES {
+    // As in RonDB's REST server: the request's field validation counts characters, the
+    // identifier check after it counts bytes (64 multi-byte characters pass the first only).
+    if s.chars().count() > IDENT_MAX_BYTES {
         return Err(field_failed(field, "max"));
+    }
+    if s.len() > IDENT_MAX_BYTES {
+        return Err(RestError::bad_request("identifier is too large"));
     }
     if s.chars().any(|c| c == '\0' || c as u32 > 0xFFFF) {
         return Err(RestError::bad_request("identifier carries an invalid character"));

@@ -623,6 +623,16 @@ fn every_key_type_and_edge_value_through_filters() {
     assert_eq!((st, body.contains("Field validation for 'DB' failed on the 'min' tag")), (400, true), "{body}");
     let (st, body) = post(e.port, "/0.1.0/keys/k%00/pk-read", json!({"filters": [{"column": "k", "value": 1}]}));
     assert_eq!((st, body.contains("identifier carries an invalid character")), (400, true), "{body}");
+    // 40 two-byte characters: within the 64-character field limit, over the 64-byte identifier limit.
+    let wide = "\u{e9}".repeat(40);
+    let (st, body) = post(e.port, "/0.1.0/keys/k0/pk-read", json!({"filters": [{"column": wide, "value": 1}]}));
+    assert_eq!((st, body.contains("identifier is too large")), (400, true), "{body}");
+    let (st, body) = post(
+        e.port,
+        "/0.1.0/keys/k0/pk-read",
+        json!({"filters": [{"column": "k", "value": 1}], "readColumns": [{"column": "\u{e9}".repeat(65)}]}),
+    );
+    assert_eq!((st, body.contains("Field validation for 'Column' failed on the 'max' tag")), (400, true), "{body}");
 }
 
 #[test]
