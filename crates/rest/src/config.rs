@@ -169,6 +169,8 @@ pub struct RestOptions {
     /// How long an idle worker polls its sockets before it sleeps (0: never; see
     /// `tern_client::spinwatch`).
     pub spin: std::time::Duration,
+    /// TLS on the REST port (`Security.TLS.EnableTLS`).
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 impl Default for RestOptions {
@@ -184,6 +186,7 @@ impl Default for RestOptions {
             api_keys: false,
             api_key_refresh: std::time::Duration::from_secs(10),
             spin: std::time::Duration::from_micros(50),
+            tls: None,
         }
     }
 }
@@ -208,8 +211,24 @@ impl RestOptions {
             if let Some(ms) = sec.api_key.as_ref().and_then(|k| k.cache_refresh_interval_ms) {
                 o.api_key_refresh = std::time::Duration::from_millis(ms.max(1));
             }
-            if sec.tls.as_ref().and_then(|t| t.enable_tls).unwrap_or(false) {
-                return Err("Security.TLS.EnableTLS is not supported yet; terminate TLS in front of Tern".into());
+            if let Some(t) = sec.tls.as_ref().filter(|t| t.enable_tls.unwrap_or(false)) {
+                let file = |v: &Option<String>, key: &str| -> Result<String, String> {
+                    match v.as_deref() {
+                        Some(f) if !f.is_empty() => Ok(f.to_string()),
+                        _ => Err(format!("Security.TLS.EnableTLS is true but Security.TLS.{key} is not set")),
+                    }
+                };
+                let verify_client = t.require_and_verify_client_cert.unwrap_or(false);
+                o.tls = Some(crate::tls::TlsFiles {
+                    certificate_file: file(&t.certificate_file, "CertificateFile")?,
+                    private_key_file: file(&t.private_key_file, "PrivateKeyFile")?,
+                    root_ca_cert_file: if verify_client {
+                        Some(file(&t.root_ca_cert_file, "RootCACertFile")?)
+                    } else {
+                        None
+                    },
+                    verify_client,
+                });
             }
         }
         if let Some(i) = &c.internal {

@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod json;
 mod metrics;
+pub mod tls;
 
 use crate::config::RestOptions;
 use crate::error::RestError;
@@ -63,10 +64,20 @@ impl RestServer {
         Arc::new(RestServer { client, opts, metrics: Metrics::default(), keys })
     }
 
-    /// Serves on an already bound listener until the process ends.
+    /// Serves on an already bound listener until the process ends (over TLS when `tls` is set).
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
+        let tls = match &self.opts.tls {
+            Some(t) => match tls::acceptor(t) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    tracing::error!("REST TLS: {e}");
+                    return;
+                }
+            },
+            None => None,
+        };
         loop {
-            let (stream, _) = match listener.accept().await {
+            let (stream, peer) = match listener.accept().await {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
@@ -77,19 +88,40 @@ impl RestServer {
             let _ = stream.set_nodelay(true);
             tern_client::spinwatch::watch(std::os::fd::AsRawFd::as_raw_fd(&stream));
             let me = self.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| {
-                    let me = me.clone();
-                    async move { Ok::<_, std::convert::Infallible>(me.handle(req).await) }
-                });
-                let io = hyper_util::rt::TokioIo::new(stream);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .keep_alive(true)
-                    .pipeline_flush(true)
-                    .serve_connection(io, svc)
-                    .await;
-            });
+            match &tls {
+                None => {
+                    tokio::spawn(me.serve_conn(stream));
+                }
+                Some(acceptor) => {
+                    let accept = acceptor.accept(stream);
+                    tokio::spawn(async move {
+                        // A client that never finishes its handshake does not hold a task forever.
+                        match tokio::time::timeout(std::time::Duration::from_secs(10), accept).await {
+                            Ok(Ok(s)) => me.serve_conn(s).await,
+                            Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
+                            Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                        }
+                    });
+                }
+            }
         }
+    }
+
+    /// One HTTP/1.1 connection (keep-alive, pipelined requests answered in order).
+    async fn serve_conn<S>(self: Arc<Self>, stream: S)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let svc = hyper::service::service_fn(move |req| {
+            let me = self.clone();
+            async move { Ok::<_, std::convert::Infallible>(me.handle(req).await) }
+        });
+        let io = hyper_util::rt::TokioIo::new(stream);
+        let _ = hyper::server::conn::http1::Builder::new()
+            .keep_alive(true)
+            .pipeline_flush(true)
+            .serve_connection(io, svc)
+            .await;
     }
 
     async fn handle(&self, req: Request<Incoming>) -> Resp {
@@ -269,6 +301,10 @@ pub fn run(
     ready: impl FnOnce(std::net::SocketAddr),
 ) -> Result<(), String> {
     tern_client::spinwatch::set_spin(opts.spin);
+    // Certificate problems are reported before anything starts.
+    if let Some(t) = &opts.tls {
+        tls::acceptor(t)?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(opts.threads)
         .enable_io()
