@@ -21,20 +21,62 @@ pub struct RestOptions {
     pub batches: Vec<usize>,
     pub seconds: f64,
     pub benchmarks: Vec<String>,
+    /// How long the HTTP client polls for a reply before it blocks.
+    pub client_spin: Duration,
+}
+
+/// The reading half of the benchmark's connection: like the native client, it polls the socket
+/// for a short while before it blocks, so the figures measure the server rather than the client's
+/// own wake-up (BENCHMARKS.md says which runs used it).
+struct SpinRead {
+    s: TcpStream,
+    spin: Duration,
+}
+
+impl Read for SpinRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        if !self.spin.is_zero() {
+            let until = Instant::now() + self.spin;
+            loop {
+                // SAFETY: a valid socket and a writable buffer of the given length.
+                let n = unsafe {
+                    libc::recv(self.s.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len(), libc::MSG_DONTWAIT)
+                };
+                if n >= 0 {
+                    return Ok(n as usize);
+                }
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::WouldBlock && e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+                if Instant::now() >= until {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        self.s.read(buf)
+    }
 }
 
 /// A keep-alive HTTP/1.1 connection (enough for the benchmark).
 pub struct Http {
     w: TcpStream,
-    r: BufReader<TcpStream>,
+    r: BufReader<SpinRead>,
     host: String,
 }
 
 impl Http {
     pub fn connect(addr: &str) -> Result<Http, String> {
+        Http::connect_spin(addr, Duration::ZERO)
+    }
+
+    /// Like `connect`; reads poll the socket for up to `spin` before they block.
+    pub fn connect_spin(addr: &str, spin: Duration) -> Result<Http, String> {
         let s = TcpStream::connect(addr).map_err(|e| format!("cannot connect to the REST API at {addr}: {e}"))?;
         s.set_nodelay(true).map_err(|e| e.to_string())?;
-        let r = BufReader::new(s.try_clone().map_err(|e| e.to_string())?);
+        let r = BufReader::new(SpinRead { s: s.try_clone().map_err(|e| e.to_string())?, spin });
         Ok(Http { w: s, r, host: addr.to_string() })
     }
 
@@ -182,7 +224,7 @@ fn run_one(o: &RestOptions, bench: &str, threads: usize, batch: usize, pid: u32)
             .map(|t| {
                 let path_read = path_read.clone();
                 s.spawn(move || -> Result<(u64, Histogram<u64>), String> {
-                    let mut http = Http::connect(&o.rest)?;
+                    let mut http = Http::connect_spin(&o.rest, o.client_spin)?;
                     let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
                     let mut rng = Rng::new(t as u64 + 1);
                     let until = Instant::now() + Duration::from_secs_f64(o.seconds);

@@ -115,6 +115,10 @@ enum BenchSuite {
         benchmarks: Vec<String>,
         #[arg(long)]
         json: bool,
+        /// Microseconds the HTTP client polls for a reply before it blocks (0: a plain blocking
+        /// client; the native client polls adaptively).
+        #[arg(long, default_value_t = 0)]
+        client_spin_us: u64,
     },
     /// flexAsynch-like batched primary-key operations through the native client.
     Native {
@@ -394,7 +398,7 @@ fn human(b: u64) -> String {
 
 fn bench(suite: BenchSuite) -> Result<()> {
     match suite {
-        BenchSuite::Rest { addr, rest, rows, threads, batch, seconds, benchmarks, json } => {
+        BenchSuite::Rest { addr, rest, rows, threads, batch, seconds, benchmarks, json, client_spin_us } => {
             for b in &benchmarks {
                 if !matches!(b.as_str(), "BenchmarkSimple" | "BenchmarkManyColumns" | "BenchmarkBinary") {
                     bail!("unknown benchmark '{b}' (BenchmarkSimple, BenchmarkManyColumns, BenchmarkBinary)");
@@ -408,6 +412,7 @@ fn bench(suite: BenchSuite) -> Result<()> {
                 batches: batch,
                 seconds,
                 benchmarks,
+                client_spin: Duration::from_micros(client_spin_us.min(10_000)),
             };
             if !json {
                 tern_bench::print_header();
