@@ -254,6 +254,31 @@ fn data_memory_full_fails_writes_and_keeps_data() {
 }
 
 #[test]
+fn spinning_switched_off_still_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = DataNode::start(DataNodeConfig { spin_max_us: 0, ..config(dir.path(), 64 << 20) }).expect("start");
+    assert!(n.wait_started(Duration::from_secs(20)), "node started");
+    let c = Client::connect(&n.local_addr().to_string()).unwrap();
+    let t = setup(&c, "nospin");
+    // Concurrent transactions across both workers, so that work arrives while a worker would
+    // spin (that used to panic the worker: a clamp to an empty range).
+    std::thread::scope(|s| {
+        for th in 0..4i64 {
+            let (c, t) = (&c, &t);
+            s.spawn(move || {
+                for b in 0..50i64 {
+                    let ops = (0..10).map(|k| t.insert(&row(th * 1000 + b * 10 + k, 3)).unwrap()).collect();
+                    c.blocking().execute(ops).unwrap();
+                }
+            });
+        }
+    });
+    for i in (0..4000).filter(|i| i % 1000 < 500) {
+        assert_eq!(read_v(&c, &t, i), Some(3));
+    }
+}
+
+#[test]
 fn in_process_transport() {
     let dir = tempfile::tempdir().unwrap();
     let node = start(dir.path(), 64 << 20);

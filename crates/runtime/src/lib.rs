@@ -136,7 +136,15 @@ impl DataNode {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("tern-worker-{i}"))
-                    .spawn(move || w.run())
+                    .spawn(move || {
+                        // A worker that dies would leave its partitions unanswered while the
+                        // node looks alive: stop the whole node instead, so that it is noticed
+                        // and restarted (as an NDB data node stops on an internal error).
+                        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.run())).is_err() {
+                            eprintln!("tern: data node worker {i} failed (see the panic above); stopping the node");
+                            std::process::abort();
+                        }
+                    })
                     .map_err(|e| e.to_string())?,
             );
         }

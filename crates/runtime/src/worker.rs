@@ -213,13 +213,13 @@ impl Worker {
         while start.elapsed() < budget {
             iter += 1;
             if !self.mailbox.is_empty() {
-                self.spin_us = (self.spin_us * 2).clamp(1, self.shared.spin_max_us);
+                self.spin_us = grown_spin(self.spin_us, self.shared.spin_max_us);
                 return true;
             }
             if iter.is_multiple_of(64) {
                 let mut ev = Events::with_capacity(64);
                 if self.poll_sockets(&mut ev, Some(Duration::ZERO)) {
-                    self.spin_us = (self.spin_us * 2).clamp(1, self.shared.spin_max_us);
+                    self.spin_us = grown_spin(self.spin_us, self.shared.spin_max_us);
                     return true;
                 }
             }
@@ -249,7 +249,8 @@ impl Worker {
             self.poll_sockets(events, timeout);
             self.mailbox.woke();
             if self.spin_us == 0 {
-                self.spin_us = 1;
+                // With spinning switched off (spin_max_us = 0) it stays off.
+                self.spin_us = grown_spin(0, self.shared.spin_max_us);
             }
         }
     }
@@ -638,4 +639,23 @@ fn into_std(s: TcpStream) -> std::net::TcpStream {
     use std::os::fd::{FromRawFd, IntoRawFd};
     // SAFETY: the fd comes from a mio stream we own and give up here.
     unsafe { std::net::TcpStream::from_raw_fd(s.into_raw_fd()) }
+}
+/// The next spin budget after spinning found work: doubled, at least 1 µs, never above `max`
+/// (so `max` = 0 keeps spinning off).
+fn grown_spin(cur: u64, max: u64) -> u64 {
+    (cur * 2).max(1).min(max)
+}
+
+#[cfg(test)]
+mod spin_tests {
+    use super::grown_spin;
+
+    #[test]
+    fn spin_budget_grows_within_its_limit() {
+        assert_eq!(grown_spin(0, 0), 0);
+        assert_eq!(grown_spin(1, 0), 0);
+        assert_eq!(grown_spin(0, 50), 1);
+        assert_eq!(grown_spin(4, 50), 8);
+        assert_eq!(grown_spin(40, 50), 50);
+    }
 }
