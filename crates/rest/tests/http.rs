@@ -5,45 +5,17 @@ use serde_json::{Value as Json, json};
 use std::io::{Read, Write};
 use std::time::Duration;
 use tern_client::{Client, Column, ColumnType, DdlReq, Table, Value};
-use tern_kernel::NodeConfig;
 use tern_rest::config::RestOptions;
-use tern_runtime::{DataNode, DataNodeConfig};
+
+mod common;
+use common::{start_node, start_rest};
+use tern_runtime::DataNode;
 
 struct Env {
     _dir: tempfile::TempDir,
     _node: DataNode,
     client: Client,
     port: u16,
-}
-
-fn start_node() -> (tempfile::TempDir, DataNode, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut node = NodeConfig::new(1, 2, 64 << 20);
-    node.dist.epoch_interval_ms = 20;
-    let cfg = DataNodeConfig {
-        node,
-        data_dir: dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        spin_max_us: 10,
-        redo_segment_bytes: 1 << 20,
-        idle_hook: None,
-    };
-    let n = DataNode::start(cfg).unwrap();
-    assert!(n.wait_started(Duration::from_secs(20)));
-    let addr = n.local_addr().to_string();
-    (dir, n, addr)
-}
-
-/// Starts a REST server for the data node at `addr`; returns its port.
-fn start_rest(addr: &str, mut opts: RestOptions) -> u16 {
-    opts.listen = "127.0.0.1:0".parse().unwrap();
-    let addr = addr.to_string();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        tern_rest::run(move || Client::connect(&addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
-            .unwrap()
-    });
-    rx.recv_timeout(Duration::from_secs(10)).unwrap().port()
 }
 
 fn env() -> Env {

@@ -6,44 +6,21 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tern_client::Client;
-use tern_kernel::NodeConfig;
 use tern_rest::config::RestOptions;
 use tern_rest::tls::TlsFiles;
-use tern_runtime::{DataNode, DataNodeConfig};
+
+mod common;
+use common::start_node;
+
+fn start_rest(addr: &str, tls: TlsFiles) -> u16 {
+    common::start_rest(addr, RestOptions { tls: Some(tls), ..Default::default() })
+}
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/tls").join(name).to_string_lossy().into_owned()
-}
-
-fn start_node() -> (tempfile::TempDir, DataNode, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = DataNodeConfig {
-        node: NodeConfig::new(1, 1, 32 << 20),
-        data_dir: dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        spin_max_us: 10,
-        redo_segment_bytes: 1 << 20,
-        idle_hook: None,
-    };
-    let n = DataNode::start(cfg).unwrap();
-    assert!(n.wait_started(Duration::from_secs(20)));
-    let addr = n.local_addr().to_string();
-    (dir, n, addr)
-}
-
-fn start_rest(addr: &str, tls: TlsFiles) -> u16 {
-    let opts = RestOptions { listen: "127.0.0.1:0".parse().unwrap(), tls: Some(tls), ..Default::default() };
-    let addr = addr.to_string();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        tern_rest::run(move || Client::connect(&addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
-            .unwrap()
-    });
-    rx.recv_timeout(Duration::from_secs(10)).unwrap().port()
 }
 
 fn client_config(with_cert: bool) -> Arc<rustls::ClientConfig> {
