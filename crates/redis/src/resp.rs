@@ -1,0 +1,333 @@
+//! RESP2 as redis-server speaks it: requests are multibulk arrays of bulk strings
+//! (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`) or inline lines (`GET k\r\n`, as typed into telnet); replies are
+//! simple strings, errors, integers, bulk strings and arrays.
+//!
+//! The parser is incremental: given the bytes received so far it returns a whole command, or says
+//! more bytes are needed, or fails with the error text redis-server sends before it closes the
+//! connection (redis `networking.c`: "Protocol error: invalid multibulk length", "expected '$', got
+//! 'x'", "invalid bulk length", "too big inline request", "unbalanced quotes in request").
+
+/// Size limits; the defaults are redis-server's (`proto-max-bulk-len` 512 MB, 64 KB inline lines,
+/// at most 1,048,576 arguments per command).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_bulk: usize,
+    pub max_inline: usize,
+    pub max_args: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_bulk: 512 << 20, max_inline: 64 << 10, max_args: 1 << 20 }
+    }
+}
+
+/// What the bytes so far hold.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// More bytes are needed (nothing consumed).
+    Incomplete,
+    /// A command and how many bytes it took.
+    Command { args: Vec<Vec<u8>>, used: usize },
+    /// An empty line or a multibulk of zero (or negative) length: nothing to run, `used` bytes go.
+    Empty { used: usize },
+}
+
+/// A protocol error: the text (with redis-server's `ERR ` prefix) to send before closing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+fn perr(msg: impl std::fmt::Display) -> ProtocolError {
+    ProtocolError(format!("ERR Protocol error: {msg}"))
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    buf.get(from..)?.windows(2).position(|w| w == b"\r\n").map(|p| from + p)
+}
+
+/// A decimal integer as redis's `string2ll` accepts it (optional '-', digits, no '+', no spaces).
+fn parse_int(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    if digits.len() > 1 && digits[0] == b'0' {
+        return None;
+    }
+    let v: i64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(if neg { -v } else { v })
+}
+
+/// Parses one command from the start of `buf`.
+pub fn parse(buf: &[u8], lim: &Limits) -> Result<Parsed, ProtocolError> {
+    match buf.first() {
+        None => Ok(Parsed::Incomplete),
+        Some(b'*') => parse_multibulk(buf, lim),
+        Some(_) => parse_inline(buf, lim),
+    }
+}
+
+fn parse_multibulk(buf: &[u8], lim: &Limits) -> Result<Parsed, ProtocolError> {
+    let Some(end) = find_crlf(buf, 1) else {
+        return if buf.len() > lim.max_inline {
+            Err(perr("too big mbulk count string"))
+        } else {
+            Ok(Parsed::Incomplete)
+        };
+    };
+    let n = parse_int(&buf[1..end])
+        .filter(|&n| n <= lim.max_args as i64)
+        .ok_or_else(|| perr("invalid multibulk length"))?;
+    let mut pos = end + 2;
+    if n <= 0 {
+        return Ok(Parsed::Empty { used: pos });
+    }
+    let mut args = Vec::with_capacity((n as usize).min(1024));
+    for _ in 0..n {
+        let Some(&c) = buf.get(pos) else { return Ok(Parsed::Incomplete) };
+        if c != b'$' {
+            return Err(perr(format_args!("expected '$', got '{}'", c as char)));
+        }
+        let Some(end) = find_crlf(buf, pos + 1) else {
+            return if buf.len() - pos > lim.max_inline {
+                Err(perr("too big bulk count string"))
+            } else {
+                Ok(Parsed::Incomplete)
+            };
+        };
+        let len = parse_int(&buf[pos + 1..end])
+            .filter(|&l| l >= 0 && l as u64 <= lim.max_bulk as u64)
+            .ok_or_else(|| perr("invalid bulk length"))? as usize;
+        let start = end + 2;
+        if buf.len() < start + len + 2 {
+            return Ok(Parsed::Incomplete);
+        }
+        args.push(buf[start..start + len].to_vec());
+        // As redis-server does, the two bytes after the payload are skipped unchecked.
+        pos = start + len + 2;
+    }
+    Ok(Parsed::Command { args, used: pos })
+}
+
+fn parse_inline(buf: &[u8], lim: &Limits) -> Result<Parsed, ProtocolError> {
+    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+        return if buf.len() > lim.max_inline { Err(perr("too big inline request")) } else { Ok(Parsed::Incomplete) };
+    };
+    let mut line = &buf[..nl];
+    if line.last() == Some(&b'\r') {
+        line = &line[..line.len() - 1];
+    }
+    let args = split_args(line).ok_or_else(|| perr("unbalanced quotes in request"))?;
+    if args.is_empty() {
+        return Ok(Parsed::Empty { used: nl + 1 });
+    }
+    Ok(Parsed::Command { args, used: nl + 1 })
+}
+
+fn hex(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Splits an inline line into arguments like redis's `sdssplitargs`: blanks separate; "double
+/// quotes" take \n \r \t \b \a \\ \" and \xHH escapes; 'single quotes' take \'; a closing quote
+/// must be followed by a blank or the end. None when quotes do not balance.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let blank = |c: u8| matches!(c, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c);
+    loop {
+        while i < line.len() && blank(line[i]) {
+            i += 1;
+        }
+        if i >= line.len() {
+            return Some(out);
+        }
+        let mut cur = Vec::new();
+        let mut in_dq = false;
+        let mut in_sq = false;
+        loop {
+            if in_dq {
+                let c = *line.get(i)?;
+                if c == b'\\' && line.get(i + 1) == Some(&b'x') {
+                    if let (Some(h), Some(l)) =
+                        (line.get(i + 2).and_then(|&c| hex(c)), line.get(i + 3).and_then(|&c| hex(c)))
+                    {
+                        cur.push(h * 16 + l);
+                        i += 4;
+                        continue;
+                    }
+                }
+                if c == b'\\' && i + 1 < line.len() {
+                    cur.push(match line[i + 1] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                    i += 2;
+                } else if c == b'"' {
+                    if line.get(i + 1).is_some_and(|&n| !blank(n)) {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                    i += 1;
+                }
+            } else if in_sq {
+                let c = *line.get(i)?;
+                if c == b'\\' && line.get(i + 1) == Some(&b'\'') {
+                    cur.push(b'\'');
+                    i += 2;
+                } else if c == b'\'' {
+                    if line.get(i + 1).is_some_and(|&n| !blank(n)) {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                    i += 1;
+                }
+            } else {
+                match line.get(i) {
+                    None => break,
+                    Some(&c) if blank(c) => break,
+                    Some(b'"') => in_dq = true,
+                    Some(b'\'') => in_sq = true,
+                    Some(&c) => cur.push(c),
+                }
+                i += 1;
+            }
+        }
+        out.push(cur);
+    }
+}
+
+/// Reply encoders (RESP2).
+pub fn simple(out: &mut Vec<u8>, s: &str) {
+    out.push(b'+');
+    out.extend_from_slice(s.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// An error reply; `msg` starts with its code (`ERR ...`, `WRONGTYPE ...`). Line breaks in it
+/// would break the framing, so they become spaces (as redis-server does).
+pub fn error(out: &mut Vec<u8>, msg: &str) {
+    out.push(b'-');
+    out.extend(msg.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+    out.extend_from_slice(b"\r\n");
+}
+
+pub fn integer(out: &mut Vec<u8>, v: i64) {
+    out.push(b':');
+    out.extend_from_slice(v.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+pub fn bulk(out: &mut Vec<u8>, v: &[u8]) {
+    out.push(b'$');
+    out.extend_from_slice(v.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(v);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The nil bulk string (`$-1`), e.g. GET of a missing key.
+pub fn null(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"$-1\r\n");
+}
+
+pub fn array_len(out: &mut Vec<u8>, n: usize) {
+    out.push(b'*');
+    out.extend_from_slice(n.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(parts: &[&str]) -> Vec<Vec<u8>> {
+        parts.iter().map(|p| p.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn multibulk_whole_split_and_pipelined() {
+        let lim = Limits::default();
+        let wire = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+        let first = 31;
+        // Every proper prefix of the first command is incomplete.
+        for cut in 0..first {
+            assert_eq!(parse(&wire[..cut], &lim), Ok(Parsed::Incomplete), "cut {cut}");
+        }
+        assert_eq!(parse(wire, &lim), Ok(Parsed::Command { args: cmd(&["SET", "k", "hello"]), used: first }));
+        assert_eq!(
+            parse(&wire[first..], &lim),
+            Ok(Parsed::Command { args: cmd(&["GET", "k"]), used: wire.len() - first })
+        );
+        // Binary-safe payloads, empty arguments, zero and negative counts.
+        assert_eq!(
+            parse(b"*2\r\n$0\r\n\r\n$4\r\na\r\nb\r\n", &lim),
+            Ok(Parsed::Command { args: vec![vec![], b"a\r\nb".to_vec()], used: 20 })
+        );
+        assert_eq!(parse(b"*0\r\n", &lim), Ok(Parsed::Empty { used: 4 }));
+        assert_eq!(parse(b"*-1\r\n", &lim), Ok(Parsed::Empty { used: 5 }));
+    }
+
+    #[test]
+    fn multibulk_errors_are_redis_texts() {
+        let lim = Limits::default();
+        let e = |b: &[u8]| parse(b, &lim).unwrap_err().0;
+        assert_eq!(e(b"*x\r\n"), "ERR Protocol error: invalid multibulk length");
+        assert_eq!(e(b"*1048577\r\n"), "ERR Protocol error: invalid multibulk length");
+        assert_eq!(e(b"*+1\r\n"), "ERR Protocol error: invalid multibulk length");
+        assert_eq!(e(b"*1\r\n:1\r\n"), "ERR Protocol error: expected '$', got ':'");
+        assert_eq!(e(b"*1\r\n$-1\r\n"), "ERR Protocol error: invalid bulk length");
+        assert_eq!(e(b"*1\r\n$536870913\r\n"), "ERR Protocol error: invalid bulk length");
+        assert_eq!(e(b"*1\r\n$abc\r\n"), "ERR Protocol error: invalid bulk length");
+        let small = Limits { max_inline: 8, ..lim };
+        assert_eq!(parse(b"*1234567890", &small).unwrap_err().0, "ERR Protocol error: too big mbulk count string");
+        assert_eq!(parse(b"*1\r\n$1234567890", &small).unwrap_err().0, "ERR Protocol error: too big bulk count string");
+        // A declared bulk within the limit just waits for its bytes.
+        assert_eq!(parse(b"*1\r\n$536870912\r\nabc", &lim), Ok(Parsed::Incomplete));
+    }
+
+    #[test]
+    fn inline_commands_and_quoting() {
+        let lim = Limits::default();
+        assert_eq!(parse(b"PING\r\n", &lim), Ok(Parsed::Command { args: cmd(&["PING"]), used: 6 }));
+        assert_eq!(parse(b"  GET   k \n", &lim), Ok(Parsed::Command { args: cmd(&["GET", "k"]), used: 11 }));
+        assert_eq!(parse(b"\r\n", &lim), Ok(Parsed::Empty { used: 2 }));
+        assert_eq!(parse(b"GET k", &lim), Ok(Parsed::Incomplete));
+        assert_eq!(split_args(br#"SET "a b" 'c d'"#), Some(cmd(&["SET", "a b", "c d"])));
+        assert_eq!(split_args(br#""\x41\n\"" '\'x'"#), Some(vec![b"A\n\"".to_vec(), b"'x".to_vec()]));
+        assert_eq!(split_args(br#""\xZZ""#), Some(vec![b"xZZ".to_vec()]));
+        assert_eq!(split_args(br#""""#), Some(vec![vec![]]));
+        assert_eq!(split_args(b"a\"b\""), Some(vec![b"ab".to_vec()]));
+        for bad in [&br#"SET "a"#[..], br#"SET 'a"#, br#""a"b"#, br#"'a'b"#] {
+            assert_eq!(split_args(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(parse(b"SET \"a\r\n", &lim).unwrap_err().0, "ERR Protocol error: unbalanced quotes in request");
+        let small = Limits { max_inline: 4, ..lim };
+        assert_eq!(parse(b"PINGPONG", &small).unwrap_err().0, "ERR Protocol error: too big inline request");
+    }
+
+    #[test]
+    fn reply_encoding() {
+        let mut o = Vec::new();
+        simple(&mut o, "OK");
+        error(&mut o, "ERR bad\r\nthing");
+        integer(&mut o, -42);
+        bulk(&mut o, b"hi");
+        null(&mut o);
+        array_len(&mut o, 2);
+        assert_eq!(o, b"+OK\r\n-ERR bad  thing\r\n:-42\r\n$2\r\nhi\r\n$-1\r\n*2\r\n".to_vec());
+    }
+}
