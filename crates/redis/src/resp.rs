@@ -151,14 +151,14 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
         loop {
             if in_dq {
                 let c = *line.get(i)?;
-                if c == b'\\' && line.get(i + 1) == Some(&b'x') {
-                    if let (Some(h), Some(l)) =
+                if c == b'\\'
+                    && line.get(i + 1) == Some(&b'x')
+                    && let (Some(h), Some(l)) =
                         (line.get(i + 2).and_then(|&c| hex(c)), line.get(i + 3).and_then(|&c| hex(c)))
-                    {
-                        cur.push(h * 16 + l);
-                        i += 4;
-                        continue;
-                    }
+                {
+                    cur.push(h * 16 + l);
+                    i += 4;
+                    continue;
                 }
                 if c == b'\\' && i + 1 < line.len() {
                     cur.push(match line[i + 1] {
