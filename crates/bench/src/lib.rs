@@ -190,13 +190,7 @@ fn run_phase(o: &NativeOptions, table: &TableHandle, phase: &str, server_pid: u3
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("bench thread panicked".into()))).collect()
     });
     let elapsed = start.elapsed().as_secs_f64();
-    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-    let mut rows = 0;
-    for r in results {
-        let (n, h) = r?;
-        rows += n;
-        hist.add(h).map_err(|e| e.to_string())?;
-    }
+    let (rows, hist) = merge_threads(results)?;
     let server_cpu = match (server_cpu0, process_cpu_secs(server_pid)) {
         (Some(a), Some(b)) => Some((b - a) / elapsed * 100.0),
         _ => None,
@@ -212,6 +206,20 @@ fn run_phase(o: &NativeOptions, table: &TableHandle, phase: &str, server_pid: u3
         server_cpu_pct: server_cpu,
         client_cpu_pct: client_cpu,
     })
+}
+
+/// Sums the rows and merges the latency histograms of the benchmark's client threads.
+pub(crate) fn merge_threads(
+    results: Vec<Result<(u64, Histogram<u64>), String>>,
+) -> Result<(u64, Histogram<u64>), String> {
+    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+    let mut rows = 0;
+    for r in results {
+        let (n, h) = r?;
+        rows += n;
+        hist.add(h).map_err(|e| e.to_string())?;
+    }
+    Ok((rows, hist))
 }
 
 #[allow(clippy::too_many_arguments)]

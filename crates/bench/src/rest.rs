@@ -262,13 +262,7 @@ fn run_one(o: &RestOptions, bench: &str, threads: usize, batch: usize, pid: u32)
         hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("bench thread panicked".into()))).collect()
     });
     let elapsed = start.elapsed().as_secs_f64();
-    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-    let mut rows = 0;
-    for r in results {
-        let (n, h) = r?;
-        rows += n;
-        hist.add(h).map_err(|e| e.to_string())?;
-    }
+    let (rows, hist) = crate::merge_threads(results)?;
     Ok(BenchRow {
         benchmark: format!("{bench}-{}", if batch <= 1 { "pkread" } else { "batch" }),
         throughput: rows as f64 / elapsed,

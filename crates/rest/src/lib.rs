@@ -64,18 +64,8 @@ impl RestServer {
         Arc::new(RestServer { client, opts, metrics: Metrics::default(), keys })
     }
 
-    /// Serves on an already bound listener until the process ends (over TLS when `tls` is set).
-    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
-        let tls = match &self.opts.tls {
-            Some(t) => match tls::acceptor(t) {
-                Ok(a) => Some(a),
-                Err(e) => {
-                    tracing::error!("REST TLS: {e}");
-                    return;
-                }
-            },
-            None => None,
-        };
+    /// Serves on an already bound listener until the process ends (over TLS with an acceptor).
+    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
         loop {
             let (stream, peer) = match listener.accept().await {
                 Ok(s) => s,
@@ -302,9 +292,7 @@ pub fn run(
 ) -> Result<(), String> {
     tern_client::spinwatch::set_spin(opts.spin);
     // Certificate problems are reported before anything starts.
-    if let Some(t) = &opts.tls {
-        tls::acceptor(t)?;
-    }
+    let acceptor = opts.tls.as_ref().map(tls::acceptor).transpose()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(opts.threads)
         .enable_io()
@@ -326,7 +314,7 @@ pub fn run(
         })?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         ready(addr);
-        RestServer::new(client, opts).serve(listener).await;
+        RestServer::new(client, opts).serve(listener, acceptor).await;
         Ok(())
     })
 }
