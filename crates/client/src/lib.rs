@@ -729,6 +729,15 @@ impl BlockingClient {
         }))
     }
 
+    /// Like `execute` with a choice of abort option (IgnoreError reports per-operation errors).
+    pub fn execute_with(&self, ops: Vec<KeyOp>, abort: AbortOption) -> Result<Vec<OpResult>> {
+        let c = self.client.clone();
+        block_on(c.run(|mut t| {
+            let ops = ops.clone();
+            async move { t.execute_with(ops, Exec::Commit, abort).await }
+        }))
+    }
+
     pub fn execute_in(&self, txn: &mut Transaction, ops: Vec<KeyOp>, exec: Exec) -> Result<Vec<OpResult>> {
         block_on(txn.execute(ops, exec))
     }

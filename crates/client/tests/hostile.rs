@@ -59,6 +59,7 @@ fn random_op(rng: &mut Rng, tables: &[u32]) -> KeyOp {
         OpKind::Update,
         OpKind::Write,
         OpKind::Delete,
+        OpKind::DeleteExpired,
     ];
     KeyOp {
         table: if rng.chance(80) { *rng.pick(tables) } else { rng.next_u64() as u32 },
@@ -101,6 +102,7 @@ fn random_request(rng: &mut Rng, tables: &[u32]) -> Request {
             descending: rng.chance(50),
             batch_rows: rng.below(10) as u32,
             partition: if rng.chance(30) { Some(rng.below(4) as u32) } else { None },
+            expired: rng.chance(10),
         }),
     }
 }

@@ -543,3 +543,115 @@ fn composite_key_with_partition_key_subset() {
     let e = t.read(&[Value::str("user7")]).unwrap_err();
     assert!(e.message.contains("Wrong number of primary-key columns. Expecting: 2 Got: 1"), "{}", e.message);
 }
+
+/// TTL tables hide expired rows from key reads and scans at once (interfaces.md §5), an insert
+/// over an expired row succeeds, purgers see only expired rows; in-node string increments with
+/// upsert and guards; writes and deletes that return the previous row.
+#[test]
+fn ttl_string_increment_and_previous_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 64 << 20);
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    c.ddl(DdlReq::CreateDatabase { name: "test".into(), if_not_exists: true }).unwrap();
+    let t = Table {
+        id: 0,
+        database: "test".into(),
+        name: "ttl".into(),
+        columns: vec![
+            Column::new("k", ColumnType::VarBinary { len: 100 }).not_null(),
+            Column::new("v", ColumnType::VarBinary { len: 100 }).not_null(),
+            Column::new("kind", ColumnType::TinyInt { unsigned: true }).not_null(),
+            Column::new("exp", ColumnType::DateTime { fsp: 3 }),
+        ],
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: vec![],
+        partition_count: 0,
+        ttl: Some(tern_types::schema::Ttl { column: 3, seconds: 0 }),
+        comment: String::new(),
+    };
+    c.ddl(DdlReq::CreateTable { table: t, if_not_exists: false }).unwrap();
+    let t = c.table("test", "ttl").unwrap();
+    let b = c.blocking();
+    let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
+    let k = |s: &str| Value::Bytes(s.as_bytes().to_vec());
+    let rowv = |key: &str, v: &str, exp: Option<i64>| {
+        vec![k(key), k(v), Value::UInt(0), exp.map(Value::DateTime).unwrap_or(Value::Null)]
+    };
+    b.execute(vec![
+        t.write(&rowv("past", "1", Some(now_us - 1_000_000))).unwrap(),
+        t.write(&rowv("soon", "2", Some(now_us + 400_000))).unwrap(),
+        t.write(&rowv("never", "3", None)).unwrap(),
+    ])
+    .unwrap();
+    let present = |key: &str| matches!(b.execute(vec![t.read(&[k(key)]).unwrap()]).unwrap()[0], OpResult::Row(_));
+    assert!(!present("past") && present("soon") && present("never"));
+    let live = b.scan_all(ScanSpec::table(t.id())).unwrap().len();
+    assert_eq!(live, 2);
+    let mut expired = ScanSpec::table(t.id());
+    expired.expired = true;
+    assert_eq!(b.scan_all(expired.clone()).unwrap().len(), 1);
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(!present("soon"));
+    assert_eq!(b.scan_all(expired).unwrap().len(), 2);
+    // An update of an expired row finds nothing; an insert over it succeeds.
+    let upd = t.update(&[k("soon")], vec![ColumnUpdate { col: 1, expr: UpdateExpr::Set(k("x")) }]).unwrap();
+    assert_eq!(b.execute_with(vec![upd], AbortOption::IgnoreError).unwrap()[0], OpResult::NotFound);
+    b.execute(vec![t.insert(&rowv("soon", "5", None)).unwrap()]).unwrap();
+    assert!(present("soon"));
+    // The purger's delete removes only expired rows.
+    let mut purge = t.delete(&[k("past")]).unwrap();
+    purge.kind = tern_client::OpKind::DeleteExpired;
+    let mut keep = t.delete(&[k("never")]).unwrap();
+    keep.kind = tern_client::OpKind::DeleteExpired;
+    assert_eq!(
+        b.execute_with(vec![purge, keep], AbortOption::IgnoreError).unwrap(),
+        vec![OpResult::Done, OpResult::NotFound]
+    );
+    assert!(present("never"));
+
+    // In-node increment of a decimal string, with upsert and a guard on `kind`.
+    let incr = |key: &str, by: i64, kind: u64| {
+        let mut op = t
+            .update(
+                &[k(key)],
+                vec![
+                    ColumnUpdate { col: 2, expr: UpdateExpr::Expect(Value::UInt(kind)) },
+                    ColumnUpdate { col: 1, expr: UpdateExpr::Add(Value::Int(by)) },
+                ],
+            )
+            .unwrap();
+        op.row = t.row(&rowv(key, "0", None)).unwrap();
+        op.projection = Some(vec![1]);
+        b.execute_with(vec![op], AbortOption::IgnoreError).unwrap().remove(0)
+    };
+    let val = |r: OpResult| match r {
+        OpResult::Row(bytes) => t.decode_projection(&[1], &bytes).unwrap().remove(0),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(val(incr("ctr", 5, 0)), k("5"));
+    assert_eq!(val(incr("ctr", -7, 0)), k("-2"));
+    assert_eq!(val(incr("never", 10, 0)), k("13"));
+    let err = |r: OpResult| match r {
+        OpResult::Error(e) => e.code,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(err(incr("ctr", 1, 1)), ErrorCode::ConditionFailed);
+    b.execute(vec![t.write(&rowv("text", "12a", None)).unwrap()]).unwrap();
+    assert_eq!(err(incr("text", 1, 0)), ErrorCode::InvalidValue);
+    b.execute(vec![t.write(&rowv("big", &i64::MAX.to_string(), None)).unwrap()]).unwrap();
+    assert_eq!(err(incr("big", 1, 0)), ErrorCode::ValueOutOfRange);
+    assert_eq!(val(incr("big", -1, 0)), k(&(i64::MAX - 1).to_string()));
+
+    // Write and Delete with a projection return the previous row's columns.
+    let mut w = t.write(&rowv("ctr", "new", None)).unwrap();
+    w.projection = Some(vec![1]);
+    assert_eq!(val(b.execute(vec![w.clone()]).unwrap().remove(0)), k("-2"));
+    let mut w2 = t.write(&rowv("fresh", "x", None)).unwrap();
+    w2.projection = Some(vec![1]);
+    assert_eq!(b.execute_with(vec![w2], AbortOption::IgnoreError).unwrap()[0], OpResult::NotFound);
+    let mut d = t.delete(&[k("ctr")]).unwrap();
+    d.projection = Some(vec![1]);
+    assert_eq!(val(b.execute(vec![d.clone()]).unwrap().remove(0)), k("new"));
+    assert_eq!(b.execute_with(vec![d], AbortOption::IgnoreError).unwrap()[0], OpResult::NotFound);
+}

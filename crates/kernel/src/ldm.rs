@@ -42,6 +42,9 @@ pub struct LdmConfig {
     pub tick_ms: u64,
     /// Bytes of checkpoint data handed to the disk at a time.
     pub checkpoint_chunk_bytes: usize,
+    /// Wall-clock time (ms since the Unix epoch) at which the `now_ms` handed to `handle` was 0;
+    /// TTL expiry compares stored DATETIME/TIMESTAMP values against `wall_base_ms + now_ms`.
+    pub wall_base_ms: u64,
 }
 
 impl Default for LdmConfig {
@@ -52,6 +55,7 @@ impl Default for LdmConfig {
             redo_buffer_bytes: 1 << 20,
             tick_ms: 50,
             checkpoint_chunk_bytes: 1 << 20,
+            wall_base_ms: 0,
         }
     }
 }
@@ -201,6 +205,10 @@ pub struct Ldm {
     old_checkpoints: Vec<String>,
     phase: Phase,
     dist: Addr,
+    /// Tables with a TTL: (column, seconds).
+    ttls: HashMap<TableId, (usize, u64)>,
+    /// Wall-clock now in µs since the Unix epoch, refreshed on every signal.
+    now_us: i64,
 }
 
 fn err_op(code: ErrorCode, msg: impl Into<String>) -> OpResult {
@@ -247,6 +255,8 @@ impl Ldm {
             old_checkpoints: start.old_checkpoints,
             phase: Phase::Created,
             dist: Addr::new(addr.node, Block::Dist),
+            ttls: HashMap::new(),
+            now_us: 0,
         };
         for p in start.partitions {
             ldm.stats.rows.fetch_add(p.len() as i64, std::sync::atomic::Ordering::Relaxed);
@@ -272,8 +282,12 @@ impl Ldm {
     fn apply_catalog(&mut self, catalog: &Catalog) {
         self.catalog_version = catalog.version;
         self.layouts.clear();
+        self.ttls.clear();
         for t in catalog.tables.values() {
             self.layouts.insert(t.id, Arc::new(RowLayout::new(t)));
+            if let Some(ttl) = &t.ttl {
+                self.ttls.insert(t.id, (ttl.column as usize, ttl.seconds as u64));
+            }
         }
         self.uniques.clear();
         for t in catalog.tables.values() {
@@ -322,6 +336,7 @@ impl Ldm {
     }
 
     pub fn handle(&mut self, now_ms: u64, sig: Signal, out: &mut Out) {
+        self.now_us = (self.cfg.wall_base_ms.saturating_add(now_ms) as i64).saturating_mul(1000);
         match sig {
             Signal::Start => {
                 out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
@@ -543,12 +558,26 @@ impl Ldm {
     }
 
     /// The row as this transaction sees it: its own pending change, else the committed row.
+    /// A row whose TTL has passed is absent.
     fn current_row(&self, txn: TxnRef, lk: &LockKey) -> Option<Vec<u8>> {
+        self.current_row_raw(txn, lk).filter(|r| !self.expired(lk.0, r))
+    }
+
+    /// `current_row` including rows whose TTL has passed.
+    fn current_row_raw(&self, txn: TxnRef, lk: &LockKey) -> Option<Vec<u8>> {
         if let Some(c) = self.txns.get(&txn).and_then(|t| t.changes.get(lk)) {
             return c.row.clone();
         }
         let p = self.parts.get(&(lk.0, lk.1))?;
         p.lookup(&lk.2).map(|id| p.row(id).to_vec())
+    }
+
+    /// Whether `row` of `table` has passed its TTL (interfaces.md §5: now > column + seconds).
+    fn expired(&self, table: TableId, row: &[u8]) -> bool {
+        match (self.ttls.get(&table), self.layouts.get(&table)) {
+            (Some(&ttl), Some(layout)) => row_expired(layout, ttl, row, self.now_us),
+            _ => false,
+        }
     }
 
     /// Executes one operation at the primary. Writes to a table with unique indexes add the
@@ -570,14 +599,14 @@ impl Ldm {
                 && let Some(c) = t.changes.get(&(op.table, partition, op.key.clone()))
             {
                 return match &c.row {
-                    Some(r) => project(&layout, r, op.projection.as_deref()),
-                    None => OpResult::NotFound,
+                    Some(r) if !self.expired(op.table, r) => project(&layout, r, op.projection.as_deref()),
+                    _ => OpResult::NotFound,
                 };
             }
             let p = &self.parts[&(op.table, partition)];
             return match p.lookup(&op.key) {
-                Some(id) => project(&layout, p.row(id), op.projection.as_deref()),
-                None => OpResult::NotFound,
+                Some(id) if !self.expired(op.table, p.row(id)) => project(&layout, p.row(id), op.projection.as_deref()),
+                _ => OpResult::NotFound,
             };
         }
         let lk: LockKey = (op.table, partition, op.key.clone());
@@ -597,13 +626,25 @@ impl Ldm {
                 if op.kind == OpKind::Insert && old.is_some() {
                     return err_op(ErrorCode::DuplicateKey, "Duplicate entry for key 'PRIMARY'");
                 }
-                self.stage_with_triggers(txn, lk, old, Some(op.row.clone()), triggers, OpResult::Done)
+                let result = previous(&layout, old.as_deref(), op.projection.as_deref());
+                self.stage_with_triggers(txn, lk, old, Some(op.row.clone()), triggers, result)
             }
             OpKind::Update => {
-                let Some(cur) = self.current_row(txn, &lk) else {
-                    return OpResult::NotFound;
+                let (cur, base) = match self.current_row(txn, &lk) {
+                    Some(cur) => (Some(cur.clone()), cur),
+                    None if op.row.is_empty() => return OpResult::NotFound,
+                    None => {
+                        // Upsert: start from the row the operation carries.
+                        if let Err(e) = layout.check_row(&op.row) {
+                            return OpResult::Error(e);
+                        }
+                        if layout.key_of(&op.row) != &op.key[..] {
+                            return err_op(ErrorCode::InvalidRequest, "row key differs from the operation key");
+                        }
+                        (None, op.row.clone())
+                    }
                 };
-                let row = match apply_updates(&layout, &cur, &op.updates) {
+                let row = match apply_updates(&layout, &base, &op.updates) {
                     Ok(r) => r,
                     Err(e) => return OpResult::Error(e),
                 };
@@ -611,14 +652,21 @@ impl Ldm {
                     Some(cols) => project(&layout, &row, Some(cols)),
                     None => OpResult::Done,
                 };
-                self.stage_with_triggers(txn, lk, Some(cur), Some(row), triggers, result)
+                self.stage_with_triggers(txn, lk, cur, Some(row), triggers, result)
             }
             OpKind::Delete => {
                 let Some(cur) = self.current_row(txn, &lk) else {
                     return OpResult::NotFound;
                 };
-                self.stage_with_triggers(txn, lk, Some(cur), None, triggers, OpResult::Done)
+                let result = previous(&layout, Some(&cur), op.projection.as_deref());
+                self.stage_with_triggers(txn, lk, Some(cur), None, triggers, result)
             }
+            OpKind::DeleteExpired => match self.current_row_raw(txn, &lk) {
+                Some(cur) if self.expired(op.table, &cur) => {
+                    self.stage_with_triggers(txn, lk, Some(cur), None, triggers, OpResult::Done)
+                }
+                _ => OpResult::NotFound,
+            },
         }
     }
 
@@ -878,8 +926,11 @@ impl Ldm {
         };
         let max = req.max_rows.max(1) as usize;
         let mut error = None;
+        let ttl = self.ttls.get(&req.table).copied();
+        let now_us = self.now_us;
         let mut emit = |row: &[u8], key: Option<&[u8]>, rows: &mut Vec<Vec<u8>>, keys: &mut Vec<Vec<u8>>| -> bool {
-            if !req.filter.passes(layout, row) {
+            let expired = ttl.is_some_and(|t| row_expired(layout, t, row, now_us));
+            if expired != req.expired || !req.filter.passes(layout, row) {
                 return true;
             }
             match project(layout, row, req.projection.as_deref().map(|v| &v[..])) {
@@ -1139,6 +1190,24 @@ fn project(layout: &RowLayout, row: &[u8], projection: Option<&[u16]>) -> OpResu
     }
 }
 
+/// Whether a row of a table with TTL `(column, seconds)` is expired at `now_us` (µs since the
+/// Unix epoch). A NULL TTL column never expires.
+fn row_expired(layout: &RowLayout, (col, seconds): (usize, u64), row: &[u8], now_us: i64) -> bool {
+    match layout.get(row, col) {
+        Ok(Value::DateTime(t) | Value::Timestamp(t)) => now_us > t.saturating_add(seconds as i64 * 1_000_000),
+        _ => false,
+    }
+}
+
+/// The result of a write that returns the previous row's columns when asked to.
+fn previous(layout: &RowLayout, old: Option<&[u8]>, projection: Option<&[u16]>) -> OpResult {
+    match (projection, old) {
+        (None, _) => OpResult::Done,
+        (Some(cols), Some(r)) => project(layout, r, Some(cols)),
+        (Some(_), None) => OpResult::NotFound,
+    }
+}
+
 /// Applies interpreted column updates to a stored row, returning the new row.
 fn apply_updates(layout: &RowLayout, row: &[u8], updates: &[ColumnUpdate]) -> TernResult<Vec<u8>> {
     let mut values = layout.decode_row(row)?;
@@ -1153,6 +1222,12 @@ fn apply_updates(layout: &RowLayout, row: &[u8], updates: &[ColumnUpdate]) -> Te
         let v = match &u.expr {
             UpdateExpr::Set(v) => coerce(ty, v.clone())?,
             UpdateExpr::Add(d) => add_values(ty, &values[c], d)?,
+            UpdateExpr::Expect(v) => {
+                if values[c].cmp_sql(v) != Some(std::cmp::Ordering::Equal) {
+                    return Err(TernError::new(ErrorCode::ConditionFailed, format!("column {c} has another value")));
+                }
+                continue;
+            }
         };
         if v.is_null() && !layout.nullable[c] {
             return Err(TernError::new(ErrorCode::NotNull, "Column cannot be null"));
@@ -1162,6 +1237,32 @@ fn apply_updates(layout: &RowLayout, row: &[u8], updates: &[ColumnUpdate]) -> Te
     let mut out = Vec::with_capacity(row.len());
     layout.encode_row(&values, &mut out)?;
     Ok(out)
+}
+
+/// Parses a signed 64-bit decimal integer the way Redis does (`string2ll`): optional '-', no
+/// '+', no spaces, no leading zeros, at most 20 characters.
+pub fn parse_decimal_i64(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || b.len() > 20 {
+        return None;
+    }
+    let (neg, digits) = match b[0] {
+        b'-' => (true, &b[1..]),
+        _ => (false, b),
+    };
+    if digits.is_empty() || (digits[0] == b'0' && (digits.len() > 1 || neg)) {
+        return None;
+    }
+    let mut v: i128 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + (d - b'0') as i128;
+        if v > i64::MAX as i128 + 1 {
+            return None;
+        }
+    }
+    i64::try_from(if neg { -v } else { v }).ok()
 }
 
 /// Numeric addition executed in the data node, checked against the column type.
@@ -1194,6 +1295,20 @@ fn add_values(ty: ColumnType, cur: &Value, delta: &Value) -> TernResult<Value> {
             }
             .ok_or_else(overflow)?;
             coerce(ty, Value::Decimal { v: a.checked_add(b).ok_or_else(overflow)?, scale })
+        }
+        ColumnType::VarBinary { .. } | ColumnType::VarChar { .. } => {
+            let delta = delta
+                .as_i128()
+                .and_then(|d| i64::try_from(d).ok())
+                .ok_or_else(|| TernError::new(ErrorCode::InvalidValue, "value is not an integer or out of range"))?;
+            let bytes = match cur {
+                Value::Bytes(b) => &b[..],
+                _ => &[],
+            };
+            let a = parse_decimal_i64(bytes)
+                .ok_or_else(|| TernError::new(ErrorCode::InvalidValue, "value is not an integer or out of range"))?;
+            let sum = a.checked_add(delta).ok_or_else(overflow)?;
+            coerce(ty, Value::Bytes(sum.to_string().into_bytes()))
         }
         _ => Err(TernError::new(ErrorCode::InvalidValue, format!("cannot add to a {} column", ty.sql_name()))),
     }

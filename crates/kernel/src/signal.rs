@@ -82,6 +82,8 @@ pub struct ScanFrag {
     pub resume: ScanPos,
     /// Return each row's index entry key (for ordered merges).
     pub with_keys: bool,
+    /// Return only rows whose TTL has passed (purgers) instead of only live ones.
+    pub expired: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -841,6 +841,7 @@ impl Tc {
                     max_rows,
                     resume: p.pos.clone(),
                     with_keys,
+                    expired: s.req.expired,
                 };
                 out.send(
                     Addr::new(tc.node, Block::Ldm(ldm_of(partition, ldm_count))),

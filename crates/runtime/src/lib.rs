@@ -68,7 +68,14 @@ impl DataNode {
         let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
         let storage = FsStorage::new(&cfg.data_dir);
         let started_at = Instant::now();
-        let node = Node::recover(&cfg.node, &storage)?;
+        // Blocks see time as ms since `epoch`; TTL expiry needs the wall clock at that instant.
+        let epoch = Instant::now();
+        let mut node_cfg = cfg.node.clone();
+        node_cfg.ldm.wall_base_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let node = Node::recover(&node_cfg, &storage)?;
         node.stats.pid.store(std::process::id(), Ordering::Relaxed);
         tracing::info!(
             rows = node.recovered_rows,
@@ -87,7 +94,7 @@ impl DataNode {
             durable_epoch: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
             next_client: AtomicU64::new(1),
-            epoch: Instant::now(),
+            epoch,
             spin_max_us: cfg.spin_max_us,
             idle_hook: cfg.idle_hook,
         });

@@ -459,6 +459,7 @@ impl Sim {
             descending: false,
             batch_rows: 7,
             partition: None,
+            expired: false,
         });
         let inc = self.incarnation;
         self.push(

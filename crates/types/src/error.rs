@@ -80,6 +80,7 @@ error_codes! {
     TransactionAborted = 4350, Permanent, 1180, "HY000", 500;
     Unsupported = 4261, Permanent, 1235, "42000", 400;
     TooLarge = 4262, Permanent, 1153, "08S01", 413;
+    ConditionFailed = 4263, Permanent, 1105, "HY000", 409;
     Internal = 4000, Permanent, 1105, "HY000", 500;
     Corruption = 2310, Permanent, 1105, "HY000", 500;
 }

@@ -21,11 +21,13 @@ pub enum OpKind {
     /// Insert or overwrite.
     Write,
     Delete,
+    /// Deletes the row only if its TTL has passed (background purgers); NotFound otherwise.
+    DeleteExpired,
 }
 
 impl OpKind {
     pub fn is_write(self) -> bool {
-        matches!(self, OpKind::Insert | OpKind::Update | OpKind::Write | OpKind::Delete)
+        matches!(self, OpKind::Insert | OpKind::Update | OpKind::Write | OpKind::Delete | OpKind::DeleteExpired)
     }
     pub fn takes_lock(self) -> bool {
         !matches!(self, OpKind::Read)
@@ -39,6 +41,7 @@ impl OpKind {
             4 => OpKind::Update,
             5 => OpKind::Write,
             6 => OpKind::Delete,
+            7 => OpKind::DeleteExpired,
             _ => return Err(DecodeError("bad op kind")),
         })
     }
@@ -48,8 +51,11 @@ impl OpKind {
 #[derive(Debug, Clone, PartialEq)]
 pub enum UpdateExpr {
     Set(Value),
-    /// Numeric add, checked for overflow against the column type.
+    /// Numeric add, checked for overflow against the column type. On a string column the stored
+    /// value is a decimal integer (Redis INCR semantics: a signed 64-bit integer, no spaces, no '+').
     Add(Value),
+    /// A guard: the operation fails with `ConditionFailed` unless the column equals the value.
+    Expect(Value),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -65,11 +71,13 @@ pub struct KeyOp {
     pub kind: OpKind,
     /// Encoded primary key (memcomparable, see `tern_types::row`).
     pub key: Vec<u8>,
-    /// Full encoded row for Insert and Write; empty otherwise.
+    /// Full encoded row for Insert and Write. For Update: empty, or the row to start from when
+    /// the key is absent (an upsert: the updates are applied to it). Empty otherwise.
     pub row: Vec<u8>,
     /// Column changes for Update.
     pub updates: Vec<ColumnUpdate>,
-    /// Columns to return for reads: None = the whole stored row.
+    /// Columns to return: for reads None = the whole stored row; for Update the new row's
+    /// columns; for Write and Delete the previous row's columns (NotFound when there was none).
     pub projection: Option<Vec<u16>>,
 }
 
@@ -157,6 +165,8 @@ pub struct ScanReq {
     pub batch_rows: u32,
     /// Only this partition (the caller pruned by partition key).
     pub partition: Option<u32>,
+    /// Return only rows whose TTL has passed (for purgers); normally expired rows are invisible.
+    pub expired: bool,
 }
 
 impl ScanReq {
@@ -175,6 +185,7 @@ impl ScanReq {
             descending: false,
             batch_rows: 256,
             partition: None,
+            expired: false,
         }
     }
 }
@@ -349,6 +360,10 @@ impl KeyOp {
                     e.u8(1);
                     v.encode(e)
                 }
+                UpdateExpr::Expect(v) => {
+                    e.u8(2);
+                    v.encode(e)
+                }
             }
         }
         enc_opt_cols(e, &self.projection);
@@ -366,6 +381,7 @@ impl KeyOp {
             let expr = match d.u8()? {
                 0 => UpdateExpr::Set(Value::decode(d)?),
                 1 => UpdateExpr::Add(Value::decode(d)?),
+                2 => UpdateExpr::Expect(Value::decode(d)?),
                 _ => return Err(DecodeError("bad update tag")),
             };
             updates.push(ColumnUpdate { col, expr });
@@ -432,6 +448,7 @@ impl Request {
                         e.u32(p)
                     }
                 }
+                e.bool(s.expired);
             }
             Request::ScanNext { scan } => {
                 e.u8(5);
@@ -514,6 +531,7 @@ impl Request {
                     1 => Some(d.u32()?),
                     _ => return Err(DecodeError("bad partition tag")),
                 };
+                let expired = d.bool()?;
                 Request::Scan(ScanReq {
                     scan,
                     table,
@@ -527,6 +545,7 @@ impl Request {
                     descending,
                     batch_rows,
                     partition,
+                    expired,
                 })
             }
             5 => Request::ScanNext { scan: d.u64()? },
@@ -796,6 +815,7 @@ mod tests {
                 descending: false,
                 batch_rows: 100,
                 partition: Some(1),
+                expired: true,
             }),
             Request::Ddl(DdlReq::DropTable { database: "d".into(), name: "t".into(), if_exists: true }),
             Request::Status,
