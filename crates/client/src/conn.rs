@@ -118,8 +118,21 @@ impl Future for ReplyFuture {
         // On the first poll, when this connection's replies recently came back within the spin
         // budget, read for them for a moment: handing the reply over through the reader thread
         // and an executor wake-up costs more on a small machine.
+        // With other requests in flight on the connection, spinning here would only delay the
+        // callers behind this one on the same executor thread (each poll a wasted `recv`): the
+        // reader task or thread completes the slots then.
         let ewma = self.conn.reply_ewma_us.load(Ordering::Relaxed);
-        let budget = if !self.spun && ewma <= POLL_SPIN_MAX_US {
+        let alone = !self.spun && self.conn.pending.lock().expect("pending").len() <= 1;
+        if !alone {
+            self.spun = true;
+            let mut s = self.slot.state.lock().expect("slot");
+            if let Some(r) = s.reply.take() {
+                return Poll::Ready(r);
+            }
+            s.waker = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        let budget = if ewma <= POLL_SPIN_MAX_US {
             Duration::from_micros((ewma * 3 / 2).min(POLL_SPIN_MAX_US))
         } else {
             Duration::ZERO

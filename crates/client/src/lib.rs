@@ -695,6 +695,11 @@ impl Scanner {
         }
     }
 
+    /// Whether the scan has delivered its last batch.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
     /// Every remaining row.
     pub async fn collect(mut self) -> Result<Vec<Vec<u8>>> {
         let mut all = Vec::new();

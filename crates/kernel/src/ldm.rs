@@ -1296,7 +1296,7 @@ fn add_values(ty: ColumnType, cur: &Value, delta: &Value) -> TernResult<Value> {
             .ok_or_else(overflow)?;
             coerce(ty, Value::Decimal { v: a.checked_add(b).ok_or_else(overflow)?, scale })
         }
-        ColumnType::VarBinary { .. } | ColumnType::VarChar { .. } => {
+        ColumnType::VarBinary { .. } | ColumnType::VarChar { .. } | ColumnType::Blob | ColumnType::Text => {
             let delta = delta
                 .as_i128()
                 .and_then(|d| i64::try_from(d).ok())

@@ -1,4 +1,356 @@
-//! The Redis front end (Rondis, interfaces.md §2). This crate grows with issue 4; so far it holds
-//! the RESP2 wire codec (`resp`), which the server will drive.
+//! The Redis front end (Rondis, interfaces.md §2): RESP2 over TCP, served by `tern api`, each Redis
+//! key a row in ordinary tables of database `redis_<n>` (see `db`). A thin adapter over the native
+//! client like the REST API: it never reaches into data-node internals (architecture.md §9).
+//!
+//! Connections are tokio tasks. All complete commands a read brings are parsed at once; runs of
+//! GET and plain SET among them become one transaction of batched key operations, and the client
+//! batches the frames of concurrent connections onto its data-node sockets, so pipelining and many
+//! connections both turn into batches at the data node. A connection's unparsed bytes are bounded
+//! (`RedisOptions::max_pending`, redis-server's `client-query-buffer-limit`, 1 GB).
 
+pub mod cmd;
+pub mod db;
 pub mod resp;
+
+use crate::cmd::RErr;
+use crate::db::{Db, INLINE_MAX, KEY_MAX, Meta, TYPE_STRING};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tern_client::{AbortOption, Client, Exec, OpKind, OpResult, Scanner};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The redis-server version Tern answers as (HELLO, INFO): the command set of 7.0.
+pub const REDIS_VERSION: &str = "7.0.0";
+
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    pub listen: SocketAddr,
+    /// tokio worker threads (`Rondis.NumThreads`).
+    pub threads: usize,
+    /// Databases 0..n (`Rondis.NumDatabases`; redis-server's default 16).
+    pub databases: u32,
+    /// `Rondis.Databases[].DirtyINCRDECR` per database index (accepted; see README).
+    pub dirty_incr: Vec<bool>,
+    /// How long an idle worker polls its sockets before it sleeps.
+    pub spin: Duration,
+    /// Bytes of received, not yet executed commands a connection may hold.
+    pub max_pending: usize,
+    pub limits: resp::Limits,
+    /// How often expired keys are purged.
+    pub purge_interval: Duration,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            listen: "127.0.0.1:6379".parse().expect("address"),
+            threads: 1,
+            databases: 16,
+            dirty_incr: Vec::new(),
+            spin: Duration::from_micros(50),
+            max_pending: 1 << 30,
+            limits: resp::Limits::default(),
+            purge_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Stats {
+    pub commands: AtomicU64,
+    pub connections: AtomicU64,
+    pub connected: AtomicU64,
+    pub expired: AtomicU64,
+}
+
+pub struct Server {
+    pub client: Client,
+    pub opts: RedisOptions,
+    pub stats: Stats,
+    pub started: Instant,
+    pub port: u16,
+    dbs: Mutex<HashMap<u32, Arc<Db>>>,
+}
+
+/// Per-connection state.
+pub struct Session {
+    pub id: u64,
+    pub db: u32,
+    pub name: Option<Vec<u8>>,
+    /// Open SCAN cursors: cursor -> (database, scan).
+    pub cursors: HashMap<u64, (u32, Scanner)>,
+    pub next_cursor: u64,
+}
+
+/// A command the pipeline path merges into one transaction.
+enum Fast {
+    Get(Vec<u8>),
+    Set(Vec<u8>, Vec<u8>),
+}
+
+fn fast(args: &[Vec<u8>]) -> Option<Fast> {
+    match args.len() {
+        2 if args[0].eq_ignore_ascii_case(b"get") && args[1].len() <= KEY_MAX => Some(Fast::Get(args[1].clone())),
+        3 if args[0].eq_ignore_ascii_case(b"set") && args[1].len() <= KEY_MAX && args[2].len() <= INLINE_MAX => {
+            Some(Fast::Set(args[1].clone(), args[2].clone()))
+        }
+        _ => None,
+    }
+}
+
+impl Server {
+    pub fn new(client: Client, opts: RedisOptions, port: u16) -> Arc<Server> {
+        Arc::new(Server { client, opts, stats: Stats::default(), started: Instant::now(), port, dbs: Mutex::default() })
+    }
+
+    /// Database `index`, created on first use.
+    pub fn db(&self, index: u32) -> Result<Arc<Db>, RErr> {
+        if let Some(d) = self.dbs.lock().expect("dbs").get(&index) {
+            return Ok(d.clone());
+        }
+        let c = self.client.clone();
+        let d = Arc::new(tokio::task::block_in_place(|| db::open(&c, index))?);
+        self.dbs.lock().expect("dbs").insert(index, d.clone());
+        Ok(d)
+    }
+
+    pub fn is_open(&self, index: u32) -> bool {
+        self.dbs.lock().expect("dbs").contains_key(&index)
+    }
+
+    /// Serves on a bound listener until the process ends.
+    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
+        let me = self.clone();
+        tokio::spawn(async move { me.purge_loop().await });
+        let mut next_id = 0u64;
+        loop {
+            let (stream, _) = match listener.accept().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            tern_client::spinwatch::watch(std::os::fd::AsRawFd::as_raw_fd(&stream));
+            next_id += 1;
+            self.stats.connections.fetch_add(1, Ordering::Relaxed);
+            self.stats.connected.fetch_add(1, Ordering::Relaxed);
+            let me = self.clone();
+            tokio::spawn(async move {
+                me.clone().serve_conn(stream, next_id).await;
+                me.stats.connected.fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+    }
+
+    async fn serve_conn(self: Arc<Self>, mut stream: tokio::net::TcpStream, id: u64) {
+        let mut sess = Session { id, db: 0, name: None, cursors: HashMap::new(), next_cursor: 0 };
+        let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
+        let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
+        loop {
+            let mut cmds = Vec::new();
+            let mut used = 0;
+            let mut fatal = None;
+            while cmds.len() < 1024 {
+                match resp::parse(&buf[used..], &self.opts.limits) {
+                    Ok(resp::Parsed::Incomplete) => break,
+                    Ok(resp::Parsed::Empty { used: u }) => used += u,
+                    Ok(resp::Parsed::Command { args, used: u }) => {
+                        cmds.push(args);
+                        used += u;
+                    }
+                    Err(e) => {
+                        fatal = Some(e.0);
+                        break;
+                    }
+                }
+            }
+            buf.drain(..used);
+            let mut open = true;
+            if !cmds.is_empty() {
+                open = self.run_pipeline(&mut sess, cmds, &mut out).await;
+            }
+            if open && fatal.is_none() && buf.len() > self.opts.max_pending {
+                fatal = Some(
+                    "ERR Protocol error: the connection's pending commands are over the query buffer limit".into(),
+                );
+            }
+            if let Some(e) = &fatal {
+                resp::error(&mut out, e);
+            }
+            if !out.is_empty() {
+                if stream.write_all(&out).await.is_err() {
+                    return;
+                }
+                out.clear();
+                if out.capacity() > 1 << 20 {
+                    out.shrink_to(16 << 10);
+                }
+            }
+            if !open || fatal.is_some() {
+                return;
+            }
+            if buf.len() < used.max(1) && buf.capacity() > 4 << 20 {
+                buf.shrink_to(16 << 10);
+            }
+            buf.reserve(16 << 10);
+            match stream.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Runs parsed commands in order, merging runs of GET / plain SET into one transaction.
+    /// Returns false when the connection is to close (QUIT).
+    async fn run_pipeline(self: &Arc<Self>, sess: &mut Session, cmds: Vec<Vec<Vec<u8>>>, out: &mut Vec<u8>) -> bool {
+        let mut run: Vec<Fast> = Vec::new();
+        for args in cmds {
+            if let Some(f) = fast(&args) {
+                run.push(f);
+                continue;
+            }
+            if !run.is_empty() {
+                self.run_fast(sess, std::mem::take(&mut run), out).await;
+            }
+            if !self.command(sess, args, out).await {
+                return false;
+            }
+        }
+        if !run.is_empty() {
+            self.run_fast(sess, run, out).await;
+        }
+        true
+    }
+
+    async fn run_fast(self: &Arc<Self>, sess: &mut Session, run: Vec<Fast>, out: &mut Vec<u8>) {
+        self.stats.commands.fetch_add(run.len() as u64, Ordering::Relaxed);
+        let db = match self.db(sess.db) {
+            Ok(d) => d,
+            Err(e) => {
+                run.iter().for_each(|_| resp::error(out, &e.0));
+                return;
+            }
+        };
+        let mut ops = Vec::with_capacity(run.len());
+        for f in &run {
+            let op = match f {
+                Fast::Get(k) => db::read_meta(&db, k, OpKind::Read),
+                Fast::Set(k, v) => db::write_meta(&db, k, &Meta::string(v)),
+            };
+            match op {
+                Ok(o) => ops.push(o),
+                Err(e) => {
+                    run.iter().for_each(|_| resp::error(out, &RErr::from(e.clone()).0));
+                    return;
+                }
+            }
+        }
+        let results = self
+            .client
+            .run(|mut t| {
+                let ops = ops.clone();
+                async move { t.execute_with(ops, Exec::Commit, AbortOption::IgnoreError).await }
+            })
+            .await;
+        let results = match results {
+            Ok(r) => r,
+            Err(e) => {
+                let e = RErr::from(e);
+                run.iter().for_each(|_| resp::error(out, &e.0));
+                return;
+            }
+        };
+        for (f, r) in run.iter().zip(results) {
+            let meta = match r {
+                OpResult::Row(b) => match Meta::decode(&db, &b) {
+                    Ok(m) => Some(m),
+                    Err(e) => {
+                        resp::error(out, &RErr::from(e).0);
+                        continue;
+                    }
+                },
+                OpResult::Error(e) => {
+                    resp::error(out, &RErr::from(e).0);
+                    continue;
+                }
+                _ => None,
+            };
+            match (f, meta) {
+                (Fast::Set(..), old) => {
+                    if let Some(m) = old {
+                        self.cleanup(&db, &m);
+                    }
+                    resp::simple(out, "OK");
+                }
+                (Fast::Get(_), None) => resp::null(out),
+                (Fast::Get(_), Some(m)) if m.kind != TYPE_STRING => resp::error(out, cmd::WRONGTYPE),
+                (Fast::Get(_), Some(m)) if m.parts == 0 => resp::bulk(out, &m.start),
+                (Fast::Get(k), Some(m)) => match self.get_string(&db, k, Some(m)).await {
+                    Ok(Some(v)) => resp::bulk(out, &v),
+                    Ok(None) => resp::null(out),
+                    Err(e) => resp::error(out, &e.0),
+                },
+            }
+        }
+    }
+
+    /// Deletes expired keys of the open databases, a bounded number per round.
+    async fn purge_loop(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(self.opts.purge_interval).await;
+            let open: Vec<Arc<Db>> = self.dbs.lock().expect("dbs").values().cloned().collect();
+            for db in open {
+                match self.purge(&db, 10_000).await {
+                    Ok(n) => {
+                        self.stats.expired.fetch_add(n, Ordering::Relaxed);
+                    }
+                    Err(e) => tracing::debug!("purging expired keys of redis_{}: {}", db.index, e.0),
+                }
+            }
+        }
+    }
+}
+
+/// Binds the Redis port (a clear error when it is taken) and serves on a runtime of
+/// `opts.threads` workers, blocking this thread until the process ends.
+pub fn run(
+    connect: impl FnOnce() -> Result<Client, String>,
+    opts: RedisOptions,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), String> {
+    tern_client::spinwatch::set_spin(opts.spin);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(opts.threads.max(1))
+        .enable_io()
+        .enable_time()
+        .thread_name("tern-redis")
+        .on_thread_park(|| {
+            tern_client::spinwatch::park_spin();
+        })
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let client = tokio::task::block_in_place(connect)?;
+        let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                format!("cannot listen on {} (Redis): the port is already in use", opts.listen)
+            } else {
+                format!("cannot listen on {} (Redis): {e}", opts.listen)
+            }
+        })?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let server = Server::new(client, opts, addr.port());
+        // Database 0 exists from the start (SQL users see redis_0 at once).
+        let s2 = server.clone();
+        tokio::task::block_in_place(|| s2.db(0)).map_err(|e| e.0)?;
+        ready(addr);
+        server.serve(listener).await;
+        Ok(())
+    })
+}

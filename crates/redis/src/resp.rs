@@ -46,7 +46,7 @@ fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
 }
 
 /// A decimal integer as redis's `string2ll` accepts it (optional '-', digits, no '+', no spaces).
-fn parse_int(s: &[u8]) -> Option<i64> {
+pub fn parse_int(s: &[u8]) -> Option<i64> {
     let (neg, digits) = match s.split_first() {
         Some((b'-', rest)) => (true, rest),
         _ => (false, s),

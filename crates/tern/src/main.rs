@@ -87,6 +87,15 @@ struct ApiArgs {
     /// Microseconds an idle REST worker polls its sockets before it sleeps (0: never).
     #[arg(long, default_value_t = 50)]
     spin_us: u64,
+    /// Redis port (overrides Rondis.ServerPort; default 6379).
+    #[arg(long)]
+    redis_port: Option<u16>,
+    /// Redis address to bind (default: the REST address).
+    #[arg(long)]
+    redis_ip: Option<String>,
+    /// Do not serve the Redis protocol (like Rondis.Enable = false).
+    #[arg(long)]
+    no_redis: bool,
 }
 
 #[derive(Subcommand)]
@@ -290,6 +299,43 @@ fn apikey_create(dbs: &[String], addr: &str) -> Result<()> {
     Ok(())
 }
 
+/// The Redis front end's options: the `Rondis` section of the RonDB config, then the flags.
+fn redis_options(
+    cfg: &tern_rest::config::RonDbConfig,
+    a: &ApiArgs,
+    rest: &tern_rest::config::RestOptions,
+) -> Result<Option<tern_redis::RedisOptions>> {
+    let r = cfg.rondis.clone().unwrap_or_default();
+    if a.no_redis || r.enable == Some(false) {
+        return Ok(None);
+    }
+    let mut o = tern_redis::RedisOptions::default();
+    let ip = a.redis_ip.clone().unwrap_or_else(|| rest.listen.ip().to_string());
+    let port = a.redis_port.or(r.server_port).unwrap_or(6379);
+    o.listen = format!("{ip}:{port}").parse().with_context(|| format!("'{ip}:{port}' is not an address"))?;
+    if let Some(t) = r.num_threads {
+        // RonDB's default config asks for 64 threads; more workers than cores only add switches.
+        o.threads = t.clamp(1, std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    }
+    if let Some(n) = r.num_databases {
+        if n == 0 || n > 1024 {
+            bail!("Rondis.NumDatabases must be 1..1024, not {n}");
+        }
+        o.databases = n;
+    }
+    for d in r.databases.unwrap_or_default() {
+        if d.index >= o.databases {
+            bail!("Rondis.Databases: index {} is not below NumDatabases {}", d.index, o.databases);
+        }
+        if o.dirty_incr.len() <= d.index as usize {
+            o.dirty_incr.resize(d.index as usize + 1, false);
+        }
+        o.dirty_incr[d.index as usize] = d.dirty_incr_decr.unwrap_or(false);
+    }
+    o.spin = rest.spin;
+    Ok(Some(o))
+}
+
 fn api(a: ApiArgs) -> Result<()> {
     let path = a.config.clone().or_else(|| std::env::var_os("RDRS_CONFIG_FILE").map(PathBuf::from));
     let cfg = match &path {
@@ -321,19 +367,39 @@ fn api(a: ApiArgs) -> Result<()> {
             }
         }
     };
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<std::net::SocketAddr, String>>(1);
-    let tx2 = tx.clone();
+    let redis = redis_options(&cfg, &a, &opts)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(&str, std::net::SocketAddr), String>>(4);
+    let (rest_tx, rest_err) = (tx.clone(), tx.clone());
+    let rest_connect = connect.clone();
     std::thread::Builder::new().name("tern-rest-main".into()).spawn(move || {
-        if let Err(e) = tern_rest::run(connect, opts, |addr| {
-            let _ = tx.send(Ok(addr));
+        if let Err(e) = tern_rest::run(rest_connect, opts, |addr| {
+            let _ = rest_tx.send(Ok(("REST API", addr)));
         }) {
-            let _ = tx2.send(Err(e));
+            let _ = rest_err.send(Err(e));
         }
     })?;
-    match rx.recv() {
-        Ok(Ok(addr)) => tracing::info!(%addr, "REST API listening"),
-        Ok(Err(e)) => bail!(e),
-        Err(_) => bail!("the REST server stopped"),
+    let mut waiting = 1;
+    if let Some(ropts) = redis {
+        waiting += 1;
+        let (redis_tx, redis_err) = (tx.clone(), tx.clone());
+        std::thread::Builder::new().name("tern-redis-main".into()).spawn(move || {
+            if let Err(e) = tern_redis::run(connect, ropts, |addr| {
+                let _ = redis_tx.send(Ok(("Redis", addr)));
+            }) {
+                let _ = redis_err.send(Err(e));
+            }
+        })?;
+    }
+    drop(tx);
+    while waiting > 0 {
+        match rx.recv() {
+            Ok(Ok((what, addr))) => {
+                tracing::info!(%addr, "{what} listening");
+                waiting -= 1;
+            }
+            Ok(Err(e)) => bail!(e),
+            Err(_) => bail!("the API server stopped"),
+        }
     }
     while !stop_requested() {
         if let Ok(Err(e)) = rx.try_recv() {

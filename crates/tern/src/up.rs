@@ -31,7 +31,7 @@ pub struct UpArgs {
     /// REST API port (RonDB REST API 0.1.0, served by the `tern api` process that `up` starts).
     #[arg(long, default_value_t = 4406)]
     pub rest_port: u16,
-    /// Redis protocol port (the Redis front end arrives with its issue).
+    /// Redis protocol port (the Redis front end, served by the `tern api` process).
     #[arg(long, default_value_t = 6379)]
     pub redis_port: u16,
     /// MySQL protocol port (the SQL front end arrives with its issue).
@@ -163,6 +163,25 @@ fn rest_ready(addr: &str) -> bool {
     matches!(s.read(&mut buf), Ok(n) if n >= 12 && &buf[9..12] == b"200")
 }
 
+/// The Redis front end answers PING.
+fn redis_ready(addr: &str) -> bool {
+    use std::io::Read;
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 7];
+    matches!(s.read(&mut buf), Ok(7) if &buf == b"+PONG\r\n")
+}
+
+/// The API server is ready when its REST and Redis front ends both answer ("rest redis").
+fn api_ready(addrs: &str) -> bool {
+    let mut it = addrs.split(' ');
+    let (Some(rest), Some(redis)) = (it.next(), it.next()) else { return false };
+    rest_ready(rest) && redis_ready(redis)
+}
+
 fn describe(status: std::process::ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(c), _) => format!("exit code {c}"),
@@ -207,6 +226,7 @@ pub fn run(a: UpArgs) -> Result<()> {
     let dir = a.data_dir.canonicalize()?;
     port_free(a.datanode_port, "data node", "--datanode-port")?;
     port_free(a.rest_port, "REST API", "--rest-port")?;
+    port_free(a.redis_port, "Redis", "--redis-port")?;
     let addr = format!("127.0.0.1:{}", a.datanode_port);
     let rest = format!("127.0.0.1:{}", a.rest_port);
     let config = write_datanode_config(&a, &dir)?;
@@ -220,8 +240,11 @@ pub fn run(a: UpArgs) -> Result<()> {
         "127.0.0.1".into(),
         "--rest-port".into(),
         a.rest_port.to_string(),
+        "--redis-port".into(),
+        a.redis_port.to_string(),
     ];
-    match Supervised::start("API server", api_args, rest.clone(), rest_ready) {
+    let redis = format!("127.0.0.1:{}", a.redis_port);
+    match Supervised::start("API server", api_args, format!("{rest} {redis}"), api_ready) {
         Ok(s) => children.push(s),
         Err(e) => {
             for c in &mut children {
@@ -230,7 +253,7 @@ pub fn run(a: UpArgs) -> Result<()> {
             return Err(e);
         }
     }
-    println!("ready: datanode={addr} rest={rest} data-dir={}", dir.display());
+    println!("ready: datanode={addr} rest={rest} redis={redis} data-dir={}", dir.display());
     std::io::stdout().flush()?;
     loop {
         if crate::stop_requested() {

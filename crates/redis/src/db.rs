@@ -1,0 +1,279 @@
+//! How Redis data is stored: database `n` is the SQL database `redis_<n>` with ordinary tables
+//! (interfaces.md §2, following RonDB's Rondis layout in spirit):
+//!
+//! * `string_keys(redis_key VARBINARY(3000) PRIMARY KEY, rondb_key, value_type, tot_value_len,
+//!   num_rows, value_start VARBINARY(8000), expiry_date DATETIME(3) NULL)` with
+//!   `TTL=0@expiry_date`: one row per key of any type. For a string, `value_start` holds the
+//!   first 8000 bytes and `num_rows` overflow rows hold the rest; for a hash `tot_value_len`
+//!   counts its fields. `rondb_key` (0 when unused) names the key's overflow or field rows; a key
+//!   that is written anew gets a fresh one, so rows left by an expired key never resurface.
+//! * `string_values(rondb_key, ordinal, value BLOB)`: overflow parts of 256 KiB.
+//! * `hset_keys(rondb_key, field VARBINARY(3000), value BLOB)` (values up to 8 MiB), partitioned by `rondb_key`, so a hash is
+//!   read with one pruned scan.
+//!
+//! Expired keys vanish at once because the data node hides rows past their TTL; the purger here
+//! deletes them (and their parts and fields) in the background.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+use tern_client::{Client, Column, ColumnType, DdlReq, ErrorCode, KeyOp, OpKind, Table, TableHandle, TernError, Value};
+use tern_types::schema::Ttl;
+
+pub const KEY_MAX: usize = 3000;
+pub const INLINE_MAX: usize = 8000;
+pub const PART_MAX: usize = 256 * 1024;
+pub const HASH_VALUE_MAX: usize = 8 << 20;
+/// redis-server's `proto-max-bulk-len` and string size limit.
+pub const VALUE_MAX: usize = 512 << 20;
+
+// string_keys columns.
+pub const K_KEY: u16 = 0;
+pub const K_ID: u16 = 1;
+pub const K_TYPE: u16 = 2;
+pub const K_LEN: u16 = 3;
+pub const K_PARTS: u16 = 4;
+pub const K_VALUE: u16 = 5;
+pub const K_EXPIRY: u16 = 6;
+/// Every column but the key, in this order (see `Meta`).
+pub const META: [u16; 6] = [K_ID, K_TYPE, K_LEN, K_PARTS, K_VALUE, K_EXPIRY];
+
+pub const TYPE_STRING: u8 = 0;
+pub const TYPE_HASH: u8 = 1;
+
+/// The tables of one Redis database.
+pub struct Db {
+    pub index: u32,
+    pub keys: TableHandle,
+    pub values: TableHandle,
+    pub hashes: TableHandle,
+}
+
+pub fn db_name(index: u32) -> String {
+    format!("redis_{index}")
+}
+
+fn vb(len: u32) -> ColumnType {
+    ColumnType::VarBinary { len }
+}
+
+fn table(db: &str, name: &str, columns: Vec<Column>, pk: Vec<u16>, partition_key: Vec<u16>) -> Table {
+    Table {
+        id: 0,
+        database: db.into(),
+        name: name.into(),
+        columns,
+        primary_key: pk,
+        partition_key,
+        indexes: vec![],
+        partition_count: 0,
+        ttl: None,
+        comment: String::new(),
+    }
+}
+
+/// The three table definitions of database `redis_<index>`.
+pub fn definitions(index: u32) -> [Table; 3] {
+    let db = db_name(index);
+    let u64c = ColumnType::BigInt { unsigned: true };
+    let mut keys = table(
+        &db,
+        "string_keys",
+        vec![
+            Column::new("redis_key", vb(KEY_MAX as u32)).not_null(),
+            Column::new("rondb_key", u64c).not_null(),
+            Column::new("value_type", ColumnType::TinyInt { unsigned: true }).not_null(),
+            Column::new("tot_value_len", u64c).not_null(),
+            Column::new("num_rows", ColumnType::Int { unsigned: true }).not_null(),
+            Column::new("value_start", vb(INLINE_MAX as u32)).not_null(),
+            Column::new("expiry_date", ColumnType::DateTime { fsp: 3 }),
+        ],
+        vec![0],
+        vec![0],
+    );
+    keys.ttl = Some(Ttl { column: K_EXPIRY, seconds: 0 });
+    keys.comment = "NDB_TABLE=TTL=0@expiry_date".into();
+    let values = table(
+        &db,
+        "string_values",
+        vec![
+            Column::new("rondb_key", u64c).not_null(),
+            Column::new("ordinal", ColumnType::Int { unsigned: true }).not_null(),
+            Column::new("value", ColumnType::Blob).not_null(),
+        ],
+        vec![0, 1],
+        vec![0, 1],
+    );
+    let hashes = table(
+        &db,
+        "hset_keys",
+        vec![
+            Column::new("rondb_key", u64c).not_null(),
+            Column::new("field", vb(KEY_MAX as u32)).not_null(),
+            Column::new("value", ColumnType::Blob).not_null(),
+        ],
+        vec![0, 1],
+        vec![0],
+    );
+    [keys, values, hashes]
+}
+
+/// Opens database `index`, creating its SQL database and tables when missing (blocking).
+pub fn open(client: &Client, index: u32) -> Result<Db, TernError> {
+    let name = db_name(index);
+    let [k, v, h] = definitions(index);
+    let have = |t: &str| client.table(&name, t).ok();
+    if have("string_keys").is_none() || have("string_values").is_none() || have("hset_keys").is_none() {
+        client.ddl(DdlReq::CreateDatabase { name: name.clone(), if_not_exists: true })?;
+        for t in [k, v, h] {
+            match client.ddl(DdlReq::CreateTable { table: t, if_not_exists: true }) {
+                Ok(_) => {}
+                Err(e) if e.code == ErrorCode::TableExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        client.refresh_catalog()?;
+    }
+    Ok(Db {
+        index,
+        keys: client.table(&name, "string_keys")?,
+        values: client.table(&name, "string_values")?,
+        hashes: client.table(&name, "hset_keys")?,
+    })
+}
+
+/// Wall-clock milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// A key row's columns (all but the key).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Meta {
+    pub id: u64,
+    pub kind: u8,
+    pub len: u64,
+    pub parts: u32,
+    pub start: Vec<u8>,
+    /// Expiry in ms since the Unix epoch.
+    pub expiry: Option<i64>,
+}
+
+impl Meta {
+    pub fn string(value: &[u8]) -> Meta {
+        Meta { id: 0, kind: TYPE_STRING, len: value.len() as u64, parts: 0, start: value.to_vec(), expiry: None }
+    }
+
+    pub fn hash(id: u64) -> Meta {
+        Meta { id, kind: TYPE_HASH, len: 0, parts: 0, start: Vec::new(), expiry: None }
+    }
+
+    /// A string's length (an in-node INCR rewrites `value_start` only, so inline strings are
+    /// measured there).
+    pub fn strlen(&self) -> u64 {
+        if self.parts == 0 { self.start.len() as u64 } else { self.len }
+    }
+
+    pub fn decode(db: &Db, bytes: &[u8]) -> Result<Meta, TernError> {
+        let v = db.keys.decode_projection(&META, bytes)?;
+        let u = |x: &Value| x.as_i128().unwrap_or(0);
+        Ok(Meta {
+            id: u(&v[0]) as u64,
+            kind: u(&v[1]) as u8,
+            len: u(&v[2]) as u64,
+            parts: u(&v[3]) as u32,
+            start: match &v[4] {
+                Value::Bytes(b) => b.clone(),
+                _ => Vec::new(),
+            },
+            expiry: match v[5] {
+                Value::DateTime(us) => Some(us.div_euclid(1000)),
+                _ => None,
+            },
+        })
+    }
+
+    /// The whole key row.
+    pub fn row(&self, db: &Db, key: &[u8]) -> Result<Vec<u8>, TernError> {
+        db.keys.row(&[
+            Value::Bytes(key.to_vec()),
+            Value::UInt(self.id),
+            Value::UInt(self.kind as u64),
+            Value::UInt(self.len),
+            Value::UInt(self.parts as u64),
+            Value::Bytes(self.start.clone()),
+            expiry_value(self.expiry),
+        ])
+    }
+}
+
+pub fn expiry_value(ms: Option<i64>) -> Value {
+    match ms {
+        Some(ms) => Value::DateTime(ms.saturating_mul(1000)),
+        None => Value::Null,
+    }
+}
+
+pub fn key_of(db: &Db, key: &[u8]) -> Result<Vec<u8>, TernError> {
+    db.keys.key(&[Value::Bytes(key.to_vec())])
+}
+
+/// Read (committed, or locked) of a key row with its `Meta` columns.
+pub fn read_meta(db: &Db, key: &[u8], kind: OpKind) -> Result<KeyOp, TernError> {
+    let mut op = db.keys.read_columns(&[Value::Bytes(key.to_vec())], &META)?;
+    op.kind = kind;
+    Ok(op)
+}
+
+/// Writes a key row, returning the previous row's `Meta` (NotFound when there was none).
+pub fn write_meta(db: &Db, key: &[u8], meta: &Meta) -> Result<KeyOp, TernError> {
+    Ok(KeyOp {
+        table: db.keys.id(),
+        kind: OpKind::Write,
+        key: key_of(db, key)?,
+        row: meta.row(db, key)?,
+        updates: Vec::new(),
+        projection: Some(META.to_vec()),
+    })
+}
+
+/// The overflow rows of a string value stored under `id` (value bytes past `INLINE_MAX`).
+pub fn part_ops(db: &Db, id: u64, value: &[u8]) -> Result<Vec<KeyOp>, TernError> {
+    value
+        .get(INLINE_MAX..)
+        .unwrap_or(&[])
+        .chunks(PART_MAX)
+        .enumerate()
+        .map(|(i, c)| db.values.write(&[Value::UInt(id), Value::UInt(i as u64), Value::Bytes(c.to_vec())]))
+        .collect()
+}
+
+/// Parts needed past the inline part for a value of `len` bytes.
+pub fn parts_for(len: usize) -> u32 {
+    len.saturating_sub(INLINE_MAX).div_ceil(PART_MAX) as u32
+}
+
+pub fn part_read(db: &Db, id: u64, ordinal: u32) -> Result<KeyOp, TernError> {
+    db.values.read_columns(&[Value::UInt(id), Value::UInt(ordinal as u64)], &[2])
+}
+
+pub fn part_delete(db: &Db, id: u64, ordinal: u32) -> Result<KeyOp, TernError> {
+    db.values.delete(&[Value::UInt(id), Value::UInt(ordinal as u64)])
+}
+
+pub fn field_key(field: &[u8], id: u64) -> [Value; 2] {
+    [Value::UInt(id), Value::Bytes(field.to_vec())]
+}
+
+pub fn bytes_of(v: Value) -> Vec<u8> {
+    match v {
+        Value::Bytes(b) => b,
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a redis key is too long to store.
+pub fn check_key(key: &[u8]) -> Result<(), TernError> {
+    if key.len() > KEY_MAX {
+        return Err(TernError::new(ErrorCode::TooLarge, format!("keys are limited to {KEY_MAX} bytes")));
+    }
+    Ok(())
+}
