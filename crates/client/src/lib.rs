@@ -67,14 +67,17 @@ impl Default for ClientOptions {
 
 struct Inner {
     /// The first connection (whatever worker the node gave it): catalog, DDL, status, scans.
-    conn: Arc<Conn>,
+    /// The first connection and the worker serving it; replaced when it closed (a restarted
+    /// data node) by the next caller that needs it.
+    conn: RwLock<(Arc<Conn>, u16)>,
+    /// When a reconnect was last tried (at most one try per `RECONNECT_EVERY`).
+    reconnect_at: std::sync::Mutex<Option<std::time::Instant>>,
     /// TCP address, for extra per-worker connections (None for an in-process connection).
     addr: Option<String>,
-    /// Worker threads of the node and the one serving `conn`.
+    /// Worker threads of the node.
     workers: u16,
-    first_worker: u16,
     /// Lazily opened connections to each worker (distribution awareness).
-    per_worker: Vec<std::sync::OnceLock<Arc<Conn>>>,
+    per_worker: Vec<RwLock<Option<Arc<Conn>>>>,
     /// Row layout and partition count per table id, for choosing a transaction's worker.
     routing: RwLock<std::collections::HashMap<u32, (Arc<tern_types::RowLayout>, u32)>>,
     opts: ClientOptions,
@@ -126,11 +129,11 @@ impl Client {
         };
         let c = Client {
             inner: Arc::new(Inner {
-                conn,
+                conn: RwLock::new((conn, first_worker)),
+                reconnect_at: std::sync::Mutex::new(None),
                 addr,
                 workers,
-                first_worker,
-                per_worker: (0..workers).map(|_| std::sync::OnceLock::new()).collect(),
+                per_worker: (0..workers).map(|_| RwLock::new(None)).collect(),
                 routing: RwLock::new(Default::default()),
                 opts,
                 catalog: RwLock::new(Arc::new(Catalog::new())),
@@ -144,30 +147,76 @@ impl Client {
         Ok(c)
     }
 
-    /// The connection served by worker `w` (opened on first use; the first connection if that
-    /// fails or the client is in-process).
+    /// The first connection; when it has closed (the data node restarted), a new one.
+    fn main_conn(&self) -> Arc<Conn> {
+        let c = self.inner.conn.read().expect("conn").0.clone();
+        if c.is_closed() && self.inner.addr.is_some() { self.reconnect(c) } else { c }
+    }
+
+    /// Opens a TCP connection and says hello (asking for worker `w` when given).
+    fn open(&self, addr: &str, w: Option<u16>) -> Result<(Arc<Conn>, u16)> {
+        let opts = &self.inner.opts;
+        let c = Conn::tcp(addr, opts.connect_timeout)?;
+        let hello = Request::Hello { client_name: "tern-client".into(), worker: w };
+        match c.send(&hello)?.wait(&c, opts.request_timeout)? {
+            Reply::Welcome { worker, .. } if w.is_none_or(|w| w == worker) => Ok((c, worker)),
+            Reply::Welcome { .. } => Err(TernError::new(ErrorCode::Internal, "node did not move the connection")),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Replaces a closed first connection (one caller at a time, rate-limited); returns the dead
+    /// one when the node cannot be reached yet, so the caller gets its connection error.
+    fn reconnect(&self, dead: Arc<Conn>) -> Arc<Conn> {
+        const RECONNECT_EVERY: Duration = Duration::from_millis(100);
+        let Some(addr) = &self.inner.addr else { return dead };
+        let Ok(mut at) = self.inner.reconnect_at.try_lock() else { return dead };
+        {
+            let cur = self.inner.conn.read().expect("conn");
+            if !Arc::ptr_eq(&cur.0, &dead) {
+                return cur.0.clone();
+            }
+        }
+        if at.is_some_and(|t| t.elapsed() < RECONNECT_EVERY) {
+            return dead;
+        }
+        *at = Some(std::time::Instant::now());
+        match self.open(addr, None) {
+            Ok((c, worker)) => {
+                *self.inner.conn.write().expect("conn") = (c.clone(), worker);
+                for w in &self.inner.per_worker {
+                    *w.write().expect("per_worker") = None;
+                }
+                c
+            }
+            Err(_) => dead,
+        }
+    }
+
+    /// The connection served by worker `w` (opened on first use, and again after it closed;
+    /// the first connection if that fails or the client is in-process).
     fn conn_for_worker(&self, w: u16) -> Arc<Conn> {
         let inner = &self.inner;
-        let Some(addr) = &inner.addr else { return inner.conn.clone() };
-        if w == inner.first_worker || w >= inner.workers {
-            return inner.conn.clone();
+        let Some(addr) = &inner.addr else { return self.main_conn() };
+        let first = inner.conn.read().expect("conn").1;
+        if w == first || w >= inner.workers {
+            return self.main_conn();
         }
-        inner.per_worker[w as usize]
-            .get_or_init(|| {
-                let open = || -> Result<Arc<Conn>> {
-                    let c = Conn::tcp(addr, inner.opts.connect_timeout)?;
-                    let hello = Request::Hello { client_name: "tern-client".into(), worker: Some(w) };
-                    match c.send(&hello)?.wait(&c, inner.opts.request_timeout)? {
-                        Reply::Welcome { worker, .. } if worker == w => Ok(c),
-                        Reply::Welcome { .. } => {
-                            Err(TernError::new(ErrorCode::Internal, "node did not move the connection"))
-                        }
-                        r => Err(unexpected(r)),
-                    }
-                };
-                open().unwrap_or_else(|_| inner.conn.clone())
-            })
-            .clone()
+        if let Some(c) = inner.per_worker[w as usize].read().expect("per_worker").as_ref()
+            && !c.is_closed()
+        {
+            return c.clone();
+        }
+        if self.main_conn().is_closed() {
+            return self.main_conn();
+        }
+        match self.open(addr, Some(w)) {
+            Ok((c, _)) => {
+                *inner.per_worker[w as usize].write().expect("per_worker") = Some(c.clone());
+                c
+            }
+            Err(_) => self.main_conn(),
+        }
     }
 
     /// The connection to run a transaction on. When the first batch's operations all live on one
@@ -177,17 +226,17 @@ impl Client {
     fn conn_for_batch(&self, ops: &[KeyOp]) -> Arc<Conn> {
         const ROUTE_OPS_MAX: usize = 16;
         if self.inner.addr.is_none() || self.inner.workers <= 1 || ops.is_empty() || ops.len() > ROUTE_OPS_MAX {
-            return self.inner.conn.clone();
+            return self.main_conn();
         }
         let mut worker = None;
         {
             let routing = self.inner.routing.read().expect("routing");
             for op in ops {
-                let Some((layout, partitions)) = routing.get(&op.table) else { return self.inner.conn.clone() };
-                let Ok(p) = layout.partition_of_key(&op.key, *partitions) else { return self.inner.conn.clone() };
+                let Some((layout, partitions)) = routing.get(&op.table) else { return self.main_conn() };
+                let Ok(p) = layout.partition_of_key(&op.key, *partitions) else { return self.main_conn() };
                 let w = (p % self.inner.workers as u32) as u16;
                 if worker.is_some_and(|x| x != w) {
-                    return self.inner.conn.clone();
+                    return self.main_conn();
                 }
                 worker = Some(w);
             }
@@ -197,11 +246,12 @@ impl Client {
 
     /// Sends a request and waits for its reply on this thread.
     fn call(&self, req: Request) -> Result<Reply> {
-        self.inner.conn.send(&req)?.wait(&self.inner.conn, self.inner.opts.request_timeout)
+        let c = self.main_conn();
+        c.send(&req)?.wait(&c, self.inner.opts.request_timeout)
     }
 
     async fn call_async(&self, req: Request) -> Result<Reply> {
-        self.inner.conn.request(&req)?.await
+        self.main_conn().request(&req)?.await
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -713,7 +763,7 @@ impl Scanner {
 impl Drop for Scanner {
     fn drop(&mut self) {
         if !self.done && self.spec.is_none() {
-            let _ = self.client.inner.conn.send(&Request::ScanClose { scan: self.id });
+            let _ = self.client.inner.conn.read().expect("conn").0.send(&Request::ScanClose { scan: self.id });
         }
     }
 }

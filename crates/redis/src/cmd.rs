@@ -278,7 +278,7 @@ impl Server {
         let mut value = Vec::with_capacity(meta.len as usize);
         value.extend_from_slice(&meta.start);
         let ords: Vec<u32> = (0..meta.parts).collect();
-        for chunk in ords.chunks(32) {
+        for chunk in ords.chunks(256) {
             let ops = chunk.iter().map(|&i| db::part_read(db, meta.id, i)).collect::<Result<Vec<_>, _>>()?;
             let rs = txn(self, |mut t| {
                 let ops = ops.clone();

@@ -7,8 +7,8 @@
 //!   first 8000 bytes and `num_rows` overflow rows hold the rest; for a hash `tot_value_len`
 //!   counts its fields. `rondb_key` (0 when unused) names the key's overflow or field rows; a key
 //!   that is written anew gets a fresh one, so rows left by an expired key never resurface.
-//! * `string_values(rondb_key, ordinal, value BLOB)`: overflow parts of 256 KiB.
-//! * `hset_keys(rondb_key, field VARBINARY(3000), value BLOB)` (values up to 8 MiB), partitioned by `rondb_key`, so a hash is
+//! * `string_values(rondb_key, ordinal, value BLOB)`: overflow parts of up to 65,535 bytes.
+//! * `hset_keys(rondb_key, field VARBINARY(3000), value BLOB)` (values up to 65,535 bytes), partitioned by `rondb_key`, so a hash is
 //!   read with one pruned scan.
 //!
 //! Expired keys vanish at once because the data node hides rows past their TTL; the purger here
@@ -20,8 +20,9 @@ use tern_types::schema::Ttl;
 
 pub const KEY_MAX: usize = 3000;
 pub const INLINE_MAX: usize = 8000;
-pub const PART_MAX: usize = 256 * 1024;
-pub const HASH_VALUE_MAX: usize = 8 << 20;
+/// A BLOB column holds up to 65,535 bytes (as in MySQL).
+pub const PART_MAX: usize = 65_535;
+pub const HASH_VALUE_MAX: usize = 65_535;
 /// redis-server's `proto-max-bulk-len` and string size limit.
 pub const VALUE_MAX: usize = 512 << 20;
 

@@ -45,7 +45,8 @@ fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
     buf.get(from..)?.windows(2).position(|w| w == b"\r\n").map(|p| from + p)
 }
 
-/// A decimal integer as redis's `string2ll` accepts it (optional '-', digits, no '+', no spaces).
+/// A decimal integer as redis's `string2ll` accepts it (optional '-', digits, no '+', no spaces,
+/// no leading zeros, within the signed 64-bit range).
 pub fn parse_int(s: &[u8]) -> Option<i64> {
     let (neg, digits) = match s.split_first() {
         Some((b'-', rest)) => (true, rest),
@@ -54,11 +55,15 @@ pub fn parse_int(s: &[u8]) -> Option<i64> {
     if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    if digits.len() > 1 && digits[0] == b'0' {
+    if digits[0] == b'0' && (digits.len() > 1 || neg) {
         return None;
     }
-    let v: i64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some(if neg { -v } else { v })
+    let v: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    if neg {
+        if v == 1 << 63 { Some(i64::MIN) } else { i64::try_from(v).ok().map(|v| -v) }
+    } else {
+        i64::try_from(v).ok()
+    }
 }
 
 /// Parses one command from the start of `buf`.

@@ -1,0 +1,190 @@
+//! Helpers for the Redis front-end tests: a data node and a Tern Redis server on 127.0.0.1, a real
+//! redis-server to compare with, and a small RESP client.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tern_client::Client;
+use tern_kernel::NodeConfig;
+use tern_redis::RedisOptions;
+use tern_runtime::{DataNode, DataNodeConfig};
+
+pub fn start_node(data_memory: u64) -> (tempfile::TempDir, DataNode, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = NodeConfig::new(1, 2, data_memory);
+    node.dist.epoch_interval_ms = 20;
+    let cfg = DataNodeConfig {
+        node,
+        data_dir: dir.path().to_path_buf(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        spin_max_us: 10,
+        redo_segment_bytes: 4 << 20,
+        idle_hook: None,
+    };
+    let n = DataNode::start(cfg).unwrap();
+    assert!(n.wait_started(Duration::from_secs(20)));
+    let addr = n.local_addr().to_string();
+    (dir, n, addr)
+}
+
+/// Starts Tern's Redis server for the data node at `addr`; returns its port.
+pub fn start_tern(addr: &str, mut opts: RedisOptions) -> u16 {
+    opts.listen = "127.0.0.1:0".parse().unwrap();
+    let addr = addr.to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        tern_redis::run(move || Client::connect(&addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
+            .unwrap()
+    });
+    rx.recv_timeout(Duration::from_secs(20)).unwrap().port()
+}
+
+/// A redis-server on a free port, stopped when dropped.
+pub struct Peer {
+    child: Child,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts redis-server (installing the Debian package first when it is missing and we may).
+pub fn start_peer() -> Peer {
+    if Command::new("redis-server").arg("--version").output().is_err() {
+        let _ = Command::new("apt-get").args(["install", "-y", "redis-server"]).status();
+    }
+    assert!(
+        Command::new("redis-server").arg("--version").output().is_ok(),
+        "redis-server is needed for the differential tests: apt-get install -y redis-server"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < until, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Peer { child, port, _dir: dir }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reply {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Option<Vec<Reply>>),
+}
+
+impl Reply {
+    pub fn bulk(s: &str) -> Reply {
+        Reply::Bulk(Some(s.as_bytes().to_vec()))
+    }
+}
+
+pub struct Conn {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Conn {
+    pub fn open(port: u16) -> Conn {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_nodelay(true).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        Conn { r: BufReader::new(s.try_clone().unwrap()), w: s }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.w.write_all(bytes).unwrap();
+    }
+
+    pub fn send(&mut self, args: &[&[u8]]) {
+        let mut b = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            b.extend(format!("${}\r\n", a.len()).bytes());
+            b.extend_from_slice(a);
+            b.extend_from_slice(b"\r\n");
+        }
+        self.send_raw(&b);
+    }
+
+    pub fn cmd(&mut self, args: &[&[u8]]) -> Reply {
+        self.send(args);
+        self.read()
+    }
+
+    /// A command given as space-separated words.
+    pub fn q(&mut self, line: &str) -> Reply {
+        let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        self.cmd(&words)
+    }
+
+    fn line(&mut self) -> String {
+        let mut l = Vec::new();
+        self.r.read_until(b'\n', &mut l).unwrap();
+        assert!(l.ends_with(b"\r\n"), "truncated reply line: {l:?}");
+        String::from_utf8(l[..l.len() - 2].to_vec()).unwrap()
+    }
+
+    pub fn read(&mut self) -> Reply {
+        let l = self.line();
+        let (t, rest) = l.split_at(1);
+        match t {
+            "+" => Reply::Simple(rest.into()),
+            "-" => Reply::Error(rest.into()),
+            ":" => Reply::Int(rest.parse().unwrap()),
+            "$" => {
+                let n: i64 = rest.parse().unwrap();
+                if n < 0 {
+                    return Reply::Bulk(None);
+                }
+                let mut b = vec![0; n as usize + 2];
+                self.r.read_exact(&mut b).unwrap();
+                b.truncate(n as usize);
+                Reply::Bulk(Some(b))
+            }
+            "*" => {
+                let n: i64 = rest.parse().unwrap();
+                if n < 0 {
+                    return Reply::Array(None);
+                }
+                Reply::Array(Some((0..n).map(|_| self.read()).collect()))
+            }
+            _ => panic!("bad reply line {l:?}"),
+        }
+    }
+
+    /// Whether the server closed the connection (reads until EOF or a timeout).
+    pub fn closed(&mut self) -> bool {
+        self.w.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut b = [0u8; 64];
+        loop {
+            match self.r.read(&mut b) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! The same command sequences sent to a real redis-server and to Tern's Redis front end; replies
+//! must be equal (after ordering where Redis leaves the order open, e.g. HGETALL and SCAN).
+
+mod common;
+
+use common::{Conn, Reply, start_node, start_peer, start_tern};
+use std::time::Duration;
+use tern_redis::RedisOptions;
+
+/// Replies whose order Redis does not define, put in a canonical order.
+fn canonical(cmd: &str, r: Reply) -> Reply {
+    let name = cmd.split(' ').next().unwrap_or("").to_lowercase();
+    match (name.as_str(), r) {
+        ("hgetall", Reply::Array(Some(v))) => {
+            let mut pairs: Vec<Vec<Reply>> = v.chunks(2).map(|c| c.to_vec()).collect();
+            pairs.sort();
+            Reply::Array(Some(pairs.concat()))
+        }
+        (_, r) => r,
+    }
+}
+
+fn compare(peer: &mut Conn, tern: &mut Conn, script: &[&str]) {
+    for line in script {
+        let want = canonical(line, peer.q(line));
+        let got = canonical(line, tern.q(line));
+        assert_eq!(got, want, "command `{line}`: Tern {got:?}, redis-server {want:?}");
+    }
+}
+
+fn both(peer: &mut Conn, tern: &mut Conn, args: &[&[u8]]) -> Reply {
+    let want = peer.cmd(args);
+    let got = tern.cmd(args);
+    let shown: Vec<String> = args.iter().map(|a| String::from_utf8_lossy(&a[..a.len().min(40)]).into()).collect();
+    assert_eq!(got, want, "command {shown:?}");
+    got
+}
+
+fn setup() -> (tempfile::TempDir, tern_runtime::DataNode, common::Peer, u16) {
+    let (dir, node, addr) = start_node(512 << 20);
+    let opts = RedisOptions { purge_interval: Duration::from_millis(100), ..RedisOptions::default() };
+    let port = start_tern(&addr, opts);
+    (dir, node, start_peer(), port)
+}
+
+#[test]
+fn strings_keys_and_errors_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "PING",
+            "PING hello",
+            "PING a b",
+            "ECHO hi",
+            "SELECT 1",
+            "SET a 1",
+            "GET a",
+            "SELECT 0",
+            "GET a",
+            "SELECT 99",
+            "SELECT x",
+            "SELECT -1",
+            "SET k v",
+            "GET k",
+            "GET missing",
+            "SET k v2 NX",
+            "SET k v3 XX",
+            "GET k",
+            "SET n1 v XX",
+            "GET n1",
+            "SET k v4 GET",
+            "SET nk v GET",
+            "SET nk2 v NX GET",
+            "SET k v NX XX",
+            "SET k v EX 0",
+            "SET k v EX x",
+            "SET k v PX -5",
+            "SET k v EX 10 PX 100",
+            "SET k v KEEPTTL EX 5",
+            "SET k v FOO",
+            "SET k v EX",
+            "set k v ex 100",
+            "TTL k",
+            "SET k v2 KEEPTTL",
+            "TTL k",
+            "SET k v3",
+            "TTL k",
+            "SET k v3 PX 100000",
+            "TTL k",
+            "SET k v3 EXAT 1",
+            "GET k",
+            "EXISTS k",
+            "SETNX k x",
+            "SETNX k x2",
+            "GET k",
+            "SETNX k2",
+            "GETDEL k",
+            "GETDEL k",
+            "INCR c",
+            "INCR c",
+            "INCRBY c 10",
+            "DECR c",
+            "DECRBY c 5",
+            "GET c",
+            "INCRBY c x",
+            "INCRBY c 1.5",
+            "SET s v3",
+            "INCR s",
+            "SET big 9223372036854775807",
+            "INCR big",
+            "INCRBY big -1",
+            "SET small -9223372036854775808",
+            "DECR small",
+            "DECRBY c -9223372036854775808",
+            "INCRBY c 9223372036854775808",
+            "SET neg -5",
+            "INCR neg",
+            "SET z 007",
+            "INCR z",
+            "SET e \"\"",
+            "SET plus +1",
+            "INCR plus",
+            "STRLEN s",
+            "STRLEN missing",
+            "APPEND s abc",
+            "APPEND newk xyz",
+            "GET s",
+            "GET newk",
+            "GETRANGE s 0 2",
+            "GETRANGE s -3 -1",
+            "GETRANGE s 5 1",
+            "GETRANGE s 0 -1",
+            "GETRANGE s -100 100",
+            "GETRANGE missing 0 -1",
+            "GETRANGE s x 1",
+            "SETRANGE s 1 ZZ",
+            "GET s",
+            "SETRANGE sr 5 hi",
+            "GET sr",
+            "STRLEN sr",
+            "SETRANGE sr -1 x",
+            "SETRANGE sr x x",
+            "MSET m1 a m2 b m3 c",
+            "MGET m1 m2 nokey m3",
+            "MSET m1",
+            "MSET m1 a m2",
+            "MSET m1 x m1 y",
+            "GET m1",
+            "DEL m1 m2 nokey",
+            "EXISTS m1 m3 m3",
+            "TYPE m3",
+            "TYPE nokey",
+            "EXPIRE m3 100",
+            "TTL m3",
+            "PTTL nokey",
+            "PERSIST m3",
+            "TTL m3",
+            "PERSIST m3",
+            "PERSIST nokey",
+            "EXPIRE nokey 10",
+            "EXPIRE m3 x",
+            "EXPIRE m3 100 NX",
+            "EXPIRE m3 100 NX",
+            "EXPIRE m3 200 XX",
+            "EXPIRE m3 50 GT",
+            "EXPIRE m3 300 GT",
+            "EXPIRE m3 50 LT",
+            "TTL m3",
+            "EXPIRE m3 10 NX XX",
+            "EXPIRE m3 10 GT LT",
+            "EXPIRE m3 10 FOO",
+            "PEXPIRE m3 100000",
+            "TTL m3",
+            "EXPIREAT m3 1",
+            "EXISTS m3",
+            "SET q v",
+            "PEXPIREAT q 1000",
+            "GET q",
+            "SET p v",
+            "TTL p",
+            "PTTL p",
+            "TTL nokey",
+            "EXPIRE p 9223372036854775807",
+            "FOO a b",
+            "FOO",
+            "GET",
+            "GET a b",
+            "MGET",
+            "DEL",
+            "TTL",
+            "INCR",
+            "AUTH x",
+            "HELLO 4",
+            "HELLO x",
+            "CLIENT SETNAME myname",
+            "CLIENT GETNAME",
+            "CLIENT SETNAME a\nb",
+            "CLIENT FOO",
+        ],
+    );
+    // Binary-safe keys and values, a value with spaces and an empty value.
+    both(&mut p, &mut t, &[b"SET", b"bin\x00\xff", b"\x01\x02 \r\n\x00"]);
+    both(&mut p, &mut t, &[b"GET", b"bin\x00\xff"]);
+    both(&mut p, &mut t, &[b"SET", b"sp", b" 1"]);
+    both(&mut p, &mut t, &[b"INCR", b"sp"]);
+    both(&mut p, &mut t, &[b"SET", b"empty", b""]);
+    both(&mut p, &mut t, &[b"GET", b"empty"]);
+    both(&mut p, &mut t, &[b"STRLEN", b"empty"]);
+    both(&mut p, &mut t, &[b"SETRANGE", b"nothing", b"0", b""]);
+    both(&mut p, &mut t, &[b"EXISTS", b"nothing"]);
+    both(&mut p, &mut t, &[b"DBSIZE"]);
+    both(&mut p, &mut t, &[b"FLUSHDB"]);
+    both(&mut p, &mut t, &[b"DBSIZE"]);
+    both(&mut p, &mut t, &[b"GET", b"s"]);
+    // QUIT answers +OK and closes.
+    assert_eq!(both(&mut p, &mut t, &[b"QUIT"]), Reply::Simple("OK".into()));
+    assert!(t.closed() && p.closed());
+}
+
+#[test]
+fn hashes_and_wrong_types_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "HSET h f1 v1 f2 v2",
+            "HSET h f1 x f3 y",
+            "HSET h dup 1 dup 2",
+            "HGET h dup",
+            "HGET h f1",
+            "HGET h nof",
+            "HGET nokey f",
+            "HMGET h f1 nof f3",
+            "HMGET nokey a b",
+            "HMSET h a 1 b 2",
+            "HLEN h",
+            "HLEN nokey",
+            "HEXISTS h a",
+            "HEXISTS h zz",
+            "HEXISTS nokey a",
+            "HDEL h a zz",
+            "HDEL nokey a",
+            "HLEN h",
+            "HGETALL h",
+            "HGETALL nokey",
+            "HINCRBY h cnt 5",
+            "HINCRBY h cnt -2",
+            "HINCRBY h f1 1",
+            "HINCRBY h cnt x",
+            "HINCRBY h cnt 9223372036854775807",
+            "HINCRBY newh c 3",
+            "HGETALL newh",
+            "HSET h f",
+            "HMSET h f",
+            "HSET h",
+            "HGET h",
+            "HDEL h f1 f2 f3 cnt b dup",
+            "EXISTS h",
+            "HLEN h",
+            "TYPE newh",
+            "HSET hh x 1",
+            "GET hh",
+            "SET hh str",
+            "GET hh",
+            "HGET hh x",
+            "HSET hq a 1",
+            "INCR hq",
+            "DECRBY hq 2",
+            "APPEND hq x",
+            "STRLEN hq",
+            "GETRANGE hq 0 1",
+            "SETRANGE hq 0 x",
+            "GETDEL hq",
+            "SET hq v GET",
+            "MGET hq hh",
+            "HLEN hh",
+            "HGETALL hh",
+            "HINCRBY hh a 1",
+            "HSET hh a 1",
+            "TYPE hq",
+            "EXPIRE hq 100",
+            "TTL hq",
+            "SET hq now-a-string",
+            "TTL hq",
+            "TYPE hq",
+            "DEL hq hh newh",
+            "DBSIZE",
+        ],
+    );
+}
+
+#[test]
+fn scan_inline_protocol_and_protocol_errors_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    for i in 0..40 {
+        both(&mut p, &mut t, &[b"SET", format!("s{i}").as_bytes(), b"v"]);
+    }
+    both(&mut p, &mut t, &[b"HSET", b"s-hash", b"f", b"v"]);
+    let scan_all = |c: &mut Conn, extra: &[&str]| {
+        let mut keys = Vec::new();
+        let mut cursor = "0".to_string();
+        for _ in 0..1000 {
+            let mut args: Vec<&[u8]> = vec![b"SCAN", cursor.as_bytes()];
+            args.extend(extra.iter().map(|s| s.as_bytes()));
+            let Reply::Array(Some(v)) = c.cmd(&args) else { panic!("SCAN reply") };
+            let Reply::Bulk(Some(next)) = &v[0] else { panic!("cursor") };
+            let Reply::Array(Some(ks)) = &v[1] else { panic!("keys") };
+            keys.extend(ks.iter().cloned());
+            cursor = String::from_utf8(next.clone()).unwrap();
+            if cursor == "0" {
+                break;
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        keys
+    };
+    for extra in [&[][..], &["COUNT", "7"][..], &["MATCH", "s1*", "COUNT", "5"][..], &["TYPE", "hash"][..]] {
+        assert_eq!(scan_all(&mut t, extra), scan_all(&mut p, extra), "SCAN {extra:?}");
+    }
+    compare(&mut p, &mut t, &["SCAN x", "SCAN 0 COUNT 0", "SCAN 0 MATCH", "SCAN 0 FOO bar"]);
+    // Inline commands, with quoting.
+    for raw in [&b"PING\r\n"[..], b"SET inl \"a b\\x41\"\r\n", b"GET inl\r\n", b"  \r\nECHO 'x y'\r\n"] {
+        p.send_raw(raw);
+        t.send_raw(raw);
+        if raw.starts_with(b"  ") {
+            // the blank line is skipped; ECHO answers.
+        }
+        assert_eq!(t.read(), p.read(), "inline {raw:?}");
+    }
+    // Protocol errors: the error text, then the connection closes.
+    for raw in [
+        &b"*1\r\n$x\r\n"[..],
+        b"*abc\r\n",
+        b"*1\r\nfoo\r\n",
+        b"*1\r\n$600000000\r\n",
+        b"SET a \"unbalanced\r\n",
+    ] {
+        let (mut p2, mut t2) = (Conn::open(peer.port), Conn::open(port));
+        p2.send_raw(raw);
+        t2.send_raw(raw);
+        assert_eq!(t2.read(), p2.read(), "protocol error for {raw:?}");
+        assert!(t2.closed(), "Tern closes after {raw:?}");
+    }
+    // The server is still fine.
+    assert_eq!(t.q("PING"), Reply::Simple("PONG".into()));
+}
+
+#[test]
+fn large_values_and_expiry_timing_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    let big: Vec<u8> = (0..20_000_000u32).map(|i| (i % 251) as u8).collect();
+    both(&mut p, &mut t, &[b"SET", b"big", &big]);
+    let Reply::Bulk(Some(back)) = t.cmd(&[b"GET", b"big"]) else { panic!("GET big") };
+    assert!(back == big, "20 MB value round trip");
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "STRLEN big",
+            "GETRANGE big 8000 8010",
+            "GETRANGE big 262140 262150",
+            "GETRANGE big -5 -1",
+            "APPEND big tail",
+            "STRLEN big",
+            "GETRANGE big -8 -1",
+            "SETRANGE big 8190 XYZ",
+            "GETRANGE big 8185 8200",
+            "MSET big2 x big3 y",
+        ],
+    );
+    both(&mut p, &mut t, &[b"MSET", b"mbig", &big[..300_000], b"small", b"s"]);
+    both(&mut p, &mut t, &[b"MGET", b"mbig", b"small", b"none"]);
+    both(&mut p, &mut t, &[b"SET", b"big", b"now small"]);
+    both(&mut p, &mut t, &[b"GET", b"big"]);
+    // Expiry: gone at once when the time passes (no purge needed to hide it).
+    compare(&mut p, &mut t, &["SET e1 v PX 300", "SET e2 v EX 100", "HSET e3 f v", "PEXPIRE e3 300", "GET e1", "HGET e3 f"]);
+    std::thread::sleep(Duration::from_millis(450));
+    compare(&mut p, &mut t, &["GET e1", "TTL e1", "EXISTS e1 e3", "HGET e3 f", "HLEN e3", "TYPE e3", "TTL e2", "SET e1 again", "GET e1", "TTL e1"]);
+}
