@@ -407,7 +407,7 @@ impl Server {
         a: &[Vec<u8>],
         out: &mut Vec<u8>,
     ) -> R {
-        if name != "scan" && name != "mset" {
+        if !matches!(name, "scan" | "mset" | "mget" | "del" | "exists") {
             check_key(&a[1])?;
         }
         match name {

@@ -183,7 +183,8 @@ impl Conn {
             match self.r.read(&mut b) {
                 Ok(0) => return true,
                 Ok(_) => continue,
-                Err(_) => return false,
+                // Unread request bytes make the kernel reset rather than close.
+                Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
             }
         }
     }
