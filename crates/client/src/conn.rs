@@ -19,6 +19,27 @@ use std::time::{Duration, Instant};
 use tern_types::{ErrorCode, TernError};
 use tern_wire::{LocalTransport, Reply, Request, begin_frame, decode_frame, finish_frame};
 
+thread_local! {
+    /// Whether `Conn::request` on this thread queues instead of writing at once.
+    static DEFER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Connections with requests this thread queued and has not flushed.
+    static QUEUED: std::cell::RefCell<Vec<Arc<Conn>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Makes `Conn::request` on this thread queue its requests until `flush_deferred` (for executor
+/// threads that call `flush_deferred` before they park, e.g. from tokio's `on_thread_park`).
+pub fn set_defer_sends(on: bool) {
+    DEFER.with(|d| d.set(on));
+}
+
+/// Sends every request this thread queued.
+pub fn flush_deferred() {
+    let conns = QUEUED.with(|q| std::mem::take(&mut *q.borrow_mut()));
+    for c in conns {
+        c.flush();
+    }
+}
+
 /// Requests in flight per connection; more wait for a free slot (backpressure).
 pub const IN_FLIGHT_MAX: usize = 65_536;
 
@@ -132,6 +153,8 @@ impl Future for ReplyFuture {
             s.waker = Some(cx.waker().clone());
             return Poll::Pending;
         }
+        // Our request may still be queued on this thread: send it before waiting for its reply.
+        flush_deferred();
         let budget = if ewma <= POLL_SPIN_MAX_US {
             Duration::from_micros((ewma * 3 / 2).min(POLL_SPIN_MAX_US))
         } else {
@@ -304,6 +327,16 @@ impl Conn {
 
     /// Sends a request; the returned slot receives the reply.
     pub fn send(&self, req: &Request) -> Result<Arc<Slot>, TernError> {
+        self.send_with(req, false)
+    }
+
+    /// Sends a request; with `defer`, a request on a TCP connection is only queued and goes out
+    /// with the others queued by this thread when it calls `flush_deferred` (see `request`).
+    fn send_with(&self, req: &Request, defer: bool) -> Result<Arc<Slot>, TernError> {
+        if !defer {
+            // Whatever this thread queued goes first (a blocking call must not strand it).
+            flush_deferred();
+        }
         if self.is_closed() {
             let why = self.close_reason.lock().expect("reason").clone().unwrap_or_default();
             return Err(conn_error(format!("connection to the data node at {} is closed: {why}", self.peer)));
@@ -319,8 +352,8 @@ impl Conn {
         }
         match &self.transport {
             Transport::Local(t) => t.send(req_id, req.clone()),
-            Transport::Tcp { stream, out } => {
-                let mut buf = {
+            Transport::Tcp { out, .. } => {
+                let buf = {
                     let mut o = out.lock().expect("out");
                     let at = begin_frame(&mut o.0);
                     req.encode(req_id, &mut o.0);
@@ -334,33 +367,70 @@ impl Conn {
                     if o.1 {
                         return Ok(slot); // another caller is writing and will send ours too
                     }
+                    if defer {
+                        return Ok(slot);
+                    }
                     o.1 = true;
                     std::mem::take(&mut o.0)
                 };
-                loop {
-                    let r = stream.lock().expect("stream").write_all(&buf);
-                    if let Err(e) = r {
-                        out.lock().expect("out").1 = false;
-                        self.fail_all(e.to_string());
-                        return Err(conn_error(format!("sending to the data node failed: {e}")));
-                    }
-                    buf.clear();
-                    let mut o = out.lock().expect("out");
-                    if o.0.is_empty() {
-                        o.1 = false;
-                        // Keep the allocation for next time.
-                        std::mem::swap(&mut o.0, &mut buf);
-                        break;
-                    }
-                    std::mem::swap(&mut o.0, &mut buf);
-                }
+                self.write_out(buf)?;
             }
         }
         Ok(slot)
     }
 
+    /// Writes `buf`, then whatever others queued meanwhile, as the connection's current writer.
+    fn write_out(&self, mut buf: Vec<u8>) -> Result<(), TernError> {
+        let Transport::Tcp { stream, out } = &self.transport else { return Ok(()) };
+        loop {
+            let r = stream.lock().expect("stream").write_all(&buf);
+            if let Err(e) = r {
+                out.lock().expect("out").1 = false;
+                self.fail_all(e.to_string());
+                return Err(conn_error(format!("sending to the data node failed: {e}")));
+            }
+            buf.clear();
+            let mut o = out.lock().expect("out");
+            if o.0.is_empty() {
+                o.1 = false;
+                // Keep the allocation for next time.
+                std::mem::swap(&mut o.0, &mut buf);
+                return Ok(());
+            }
+            std::mem::swap(&mut o.0, &mut buf);
+        }
+    }
+
+    /// Sends what is queued, unless another caller is writing (it sends ours too).
+    fn flush(&self) {
+        let Transport::Tcp { out, .. } = &self.transport else { return };
+        let buf = {
+            let mut o = out.lock().expect("out");
+            if o.1 || o.0.is_empty() {
+                return;
+            }
+            o.1 = true;
+            std::mem::take(&mut o.0)
+        };
+        let _ = self.write_out(buf);
+    }
+
+    /// A future for the reply. On a thread that defers sends (`set_defer_sends`), the request is
+    /// queued and leaves together with every other request this thread queued before it next
+    /// flushes (`flush_deferred`, called when the executor runs out of work or before a poll
+    /// spins), so concurrent tasks' requests share one `write` and one data-node wake-up.
     pub fn request(self: &Arc<Self>, req: &Request) -> Result<ReplyFuture, TernError> {
-        Ok(ReplyFuture { slot: self.send(req)?, conn: self.clone(), spun: false })
+        let defer = DEFER.with(|d| d.get()) && matches!(self.transport, Transport::Tcp { .. });
+        let slot = self.send_with(req, defer)?;
+        if defer {
+            QUEUED.with(|q| {
+                let mut q = q.borrow_mut();
+                if !q.iter().any(|c| Arc::ptr_eq(c, self)) {
+                    q.push(self.clone());
+                }
+            });
+        }
+        Ok(ReplyFuture { slot, conn: self.clone(), spun: false })
     }
 
     /// Reads whatever replies have arrived, if no other thread is reading: a waiting thread picks

@@ -20,7 +20,7 @@ mod conn;
 pub mod spinwatch;
 
 use conn::Conn;
-pub use conn::{IN_FLIGHT_MAX, ReplyFuture};
+pub use conn::{IN_FLIGHT_MAX, ReplyFuture, flush_deferred, set_defer_sends};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -216,6 +216,20 @@ impl Client {
                 c
             }
             Err(_) => self.main_conn(),
+        }
+    }
+
+    /// The worker (and ldm instance) whose partition holds the operation's row; 0 when unknown.
+    /// Multi-key writers that lock in (worker, table, key) order, one worker's batch at a time,
+    /// cannot deadlock each other.
+    pub fn worker_of(&self, op: &KeyOp) -> u16 {
+        let routing = self.inner.routing.read().expect("routing");
+        match routing.get(&op.table) {
+            Some((layout, partitions)) => layout
+                .partition_of_key(&op.key, *partitions)
+                .map(|p| (p % self.inner.workers.max(1) as u32) as u16)
+                .unwrap_or(0),
+            None => 0,
         }
     }
 

@@ -51,6 +51,8 @@ pub fn watch(fd: RawFd) {
 /// Polls the watched set without sleeping for up to the spin budget; returns true as soon as a
 /// watched socket turned readable (the caller's runtime will then find it ready without sleeping).
 pub fn park_spin() -> bool {
+    // Requests that tasks of this thread queued leave now, together (see `Conn::request`).
+    crate::conn::flush_deferred();
     let us = SPIN_US.load(Ordering::Relaxed);
     let ep = epfd();
     if us == 0 || ep < 0 {

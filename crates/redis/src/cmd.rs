@@ -193,23 +193,47 @@ fn string_ops(s: &Server, db: &Db, key: &[u8], value: &[u8], expiry: Option<i64>
     Ok(ops)
 }
 
-/// Executes ops in batches of bounded size, the last one committing. Returns all results.
-async fn exec_chunked(t: &mut Transaction, ops: Vec<KeyOp>) -> Result<Vec<OpResult>, TernError> {
+/// Executes a transaction's write operations and commits: in (worker, table, key) order, one
+/// worker's operations per batch (bounded in size), workers in increasing order. Every multi-key
+/// writer of this front end locks this way, so they never deadlock one another. Results come back
+/// in the order of `ops`.
+pub async fn exec_ordered(
+    client: &tern_client::Client,
+    t: &mut Transaction,
+    ops: Vec<KeyOp>,
+) -> Result<Vec<OpResult>, TernError> {
     const BYTES: usize = 16 << 20;
-    let mut results = Vec::with_capacity(ops.len());
-    let mut batch = Vec::new();
-    let mut bytes = 0;
-    let n = ops.len();
-    for (i, op) in ops.into_iter().enumerate() {
-        bytes += op.row.len() + op.key.len();
-        batch.push(op);
-        if i + 1 < n && (bytes >= BYTES || batch.len() >= 4096) {
-            results.extend(exec(t, std::mem::take(&mut batch), Exec::NoCommit).await?);
-            bytes = 0;
+    let workers: Vec<u16> = ops.iter().map(|o| client.worker_of(o)).collect();
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    order.sort_by(|&a, &b| (workers[a], ops[a].table, &ops[a].key).cmp(&(workers[b], ops[b].table, &ops[b].key)));
+    let mut ops: Vec<Option<KeyOp>> = ops.into_iter().map(Some).collect();
+    let mut results: Vec<Option<OpResult>> = (0..ops.len()).map(|_| None).collect();
+    let mut i = 0;
+    loop {
+        let mut batch = Vec::new();
+        let mut idx = Vec::new();
+        let mut bytes = 0;
+        while i < order.len() {
+            let j = order[i];
+            if !batch.is_empty() && (workers[j] != workers[idx[0]] || bytes >= BYTES || batch.len() >= 4096) {
+                break;
+            }
+            let op = ops[j].take().expect("each op once");
+            bytes += op.row.len() + op.key.len();
+            batch.push(op);
+            idx.push(j);
+            i += 1;
+        }
+        let last = i >= order.len();
+        let rs = exec(t, batch, if last { Exec::Commit } else { Exec::NoCommit }).await?;
+        for (j, r) in idx.into_iter().zip(rs) {
+            results[j] = Some(r);
+        }
+        if last {
+            break;
         }
     }
-    results.extend(exec(t, batch, Exec::Commit).await?);
-    Ok(results)
+    Ok(results.into_iter().map(|r| r.unwrap_or(OpResult::Done)).collect())
 }
 
 impl Server {
@@ -626,7 +650,7 @@ impl Server {
                     Ok(o) => o,
                     Err(e) => return Ok(Err(e)),
                 };
-                let rs = exec_chunked(&mut t, ops).await?;
+                let rs = exec_ordered(&me.client, &mut t, ops).await?;
                 if let Some(OpResult::Error(e)) = rs.iter().find(|r| matches!(r, OpResult::Error(_))) {
                     return Err(e.clone());
                 }
@@ -698,7 +722,7 @@ impl Server {
         }
         let rs = txn(self, |mut t| {
             let ops = ops.clone();
-            async move { exec_chunked(&mut t, ops).await.map(Ok) }
+            async move { exec_ordered(&self.client, &mut t, ops).await.map(Ok) }
         })
         .await?;
         for r in rs {
@@ -824,7 +848,7 @@ impl Server {
                     Ok(o) => o,
                     Err(e) => return Ok(Err(e)),
                 };
-                let rs = exec_chunked(&mut t, ops).await?;
+                let rs = exec_ordered(&me.client, &mut t, ops).await?;
                 if let Some(OpResult::Error(e)) = rs.iter().find(|r| matches!(r, OpResult::Error(_))) {
                     return Err(e.clone());
                 }
@@ -849,7 +873,7 @@ impl Server {
         }
         let rs = txn(self, |mut t| {
             let ops = ops.clone();
-            async move { exec(&mut t, ops, Exec::Commit).await.map(Ok) }
+            async move { exec_ordered(&self.client, &mut t, ops).await.map(Ok) }
         })
         .await?;
         let mut n = 0;
@@ -1083,7 +1107,7 @@ impl Server {
                 }
                 txn(self, |mut tx| {
                     let ops = ops.clone();
-                    async move { exec(&mut tx, ops, Exec::Commit).await.map(|_| Ok(())) }
+                    async move { exec_ordered(&self.client, &mut tx, ops).await.map(|_| Ok(())) }
                 })
                 .await?;
             }
@@ -1115,7 +1139,7 @@ impl Server {
             }
             let rs = txn(self, |mut t| {
                 let ops = ops.clone();
-                async move { exec(&mut t, ops, Exec::Commit).await.map(Ok) }
+                async move { exec_ordered(&self.client, &mut t, ops).await.map(Ok) }
             })
             .await?;
             for (r, m) in rs.into_iter().zip(metas) {

@@ -210,15 +210,26 @@ impl Server {
     /// Returns false when the connection is to close (QUIT).
     async fn run_pipeline(self: &Arc<Self>, sess: &mut Session, cmds: Vec<Vec<Vec<u8>>>, out: &mut Vec<u8>) -> bool {
         let mut run: Vec<Fast> = Vec::new();
-        for args in cmds {
-            if let Some(f) = fast(&args) {
+        // Keys SET earlier in the current run: a GET of one starts a new run, so it sees the SET.
+        let mut written: Vec<&[u8]> = Vec::new();
+        for args in &cmds {
+            if let Some(f) = fast(args) {
+                match &f {
+                    Fast::Get(k) if written.contains(&&k[..]) => {
+                        self.run_fast(sess, std::mem::take(&mut run), out).await;
+                        written.clear();
+                    }
+                    Fast::Set(..) => written.push(&args[1]),
+                    Fast::Get(_) => {}
+                }
                 run.push(f);
                 continue;
             }
+            written.clear();
             if !run.is_empty() {
                 self.run_fast(sess, std::mem::take(&mut run), out).await;
             }
-            if !self.command(sess, args, out).await {
+            if !self.command(sess, args.clone(), out).await {
                 return false;
             }
         }
@@ -251,11 +262,20 @@ impl Server {
                 }
             }
         }
+        let reads_only = run.iter().all(|f| matches!(f, Fast::Get(_)));
         let results = self
             .client
             .run(|mut t| {
                 let ops = ops.clone();
-                async move { t.execute_with(ops, Exec::Commit, AbortOption::IgnoreError).await }
+                async move {
+                    if reads_only {
+                        // Reads take no locks: one batch.
+                        t.execute_with(ops, Exec::Commit, AbortOption::IgnoreError).await
+                    } else {
+                        // Writes lock in the order every multi-key writer here uses (no deadlocks).
+                        cmd::exec_ordered(&self.client, &mut t, ops).await
+                    }
+                }
             })
             .await;
         let results = match results {
@@ -330,6 +350,9 @@ pub fn run(
         .enable_io()
         .enable_time()
         .thread_name("tern-redis")
+        // Data-node requests of all connections served in one executor pass leave in one write
+        // when the worker runs out of work (cross-connection batching).
+        .on_thread_start(|| tern_client::set_defer_sends(true))
         .on_thread_park(|| {
             tern_client::spinwatch::park_spin();
         })

@@ -335,13 +335,8 @@ fn scan_inline_protocol_and_protocol_errors_match_redis() {
         assert_eq!(t.read(), p.read(), "inline {raw:?}");
     }
     // Protocol errors: the error text, then the connection closes.
-    for raw in [
-        &b"*1\r\n$x\r\n"[..],
-        b"*abc\r\n",
-        b"*1\r\nfoo\r\n",
-        b"*1\r\n$600000000\r\n",
-        b"SET a \"unbalanced\r\n",
-    ] {
+    for raw in [&b"*1\r\n$x\r\n"[..], b"*abc\r\n", b"*1\r\nfoo\r\n", b"*1\r\n$600000000\r\n", b"SET a \"unbalanced\r\n"]
+    {
         let (mut p2, mut t2) = (Conn::open(peer.port), Conn::open(port));
         p2.send_raw(raw);
         t2.send_raw(raw);
@@ -381,7 +376,26 @@ fn large_values_and_expiry_timing_match_redis() {
     both(&mut p, &mut t, &[b"SET", b"big", b"now small"]);
     both(&mut p, &mut t, &[b"GET", b"big"]);
     // Expiry: gone at once when the time passes (no purge needed to hide it).
-    compare(&mut p, &mut t, &["SET e1 v PX 300", "SET e2 v EX 100", "HSET e3 f v", "PEXPIRE e3 300", "GET e1", "HGET e3 f"]);
+    compare(
+        &mut p,
+        &mut t,
+        &["SET e1 v PX 300", "SET e2 v EX 100", "HSET e3 f v", "PEXPIRE e3 300", "GET e1", "HGET e3 f"],
+    );
     std::thread::sleep(Duration::from_millis(450));
-    compare(&mut p, &mut t, &["GET e1", "TTL e1", "EXISTS e1 e3", "HGET e3 f", "HLEN e3", "TYPE e3", "TTL e2", "SET e1 again", "GET e1", "TTL e1"]);
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "GET e1",
+            "TTL e1",
+            "EXISTS e1 e3",
+            "HGET e3 f",
+            "HLEN e3",
+            "TYPE e3",
+            "TTL e2",
+            "SET e1 again",
+            "GET e1",
+            "TTL e1",
+        ],
+    );
 }

@@ -129,6 +129,30 @@ enum BenchSuite {
         #[arg(long, default_value_t = 0)]
         client_spin_us: u64,
     },
+    /// The seeds' Rondis tables: SET, GET (batch = pipelined commands), MSET, MGET (batch = keys
+    /// per command) against a Redis-protocol server; throughput in keys per second.
+    Redis {
+        /// Redis server address (Tern's front end, or redis-server for comparison).
+        #[arg(long, default_value = "127.0.0.1:6379")]
+        redis: String,
+        /// Distinct keys, written before the run.
+        #[arg(long, default_value_t = 100_000)]
+        keys: u64,
+        #[arg(long, default_value = "1", value_delimiter = ',')]
+        threads: Vec<usize>,
+        #[arg(long, default_value = "1,16,64,256", value_delimiter = ',')]
+        batch: Vec<usize>,
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Value size in bytes.
+        #[arg(long, default_value_t = 100)]
+        value_size: usize,
+        #[arg(long, default_value = "SET,GET,MSET,MGET", value_delimiter = ',')]
+        benchmarks: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// flexAsynch-like batched primary-key operations through the native client.
     Native {
         /// Data node address.
@@ -484,6 +508,31 @@ fn bench(suite: BenchSuite) -> Result<()> {
                 tern_bench::print_header();
             }
             for r in tern_bench::rest::run(&o).map_err(|e| anyhow::anyhow!(e))? {
+                if json {
+                    println!("{}", r.json());
+                } else {
+                    tern_bench::print_row(&r);
+                }
+            }
+            Ok(())
+        }
+        BenchSuite::Redis { redis, keys, threads, batch, seconds, value_size, benchmarks, json } => {
+            if threads.is_empty() || batch.is_empty() || threads.contains(&0) {
+                bail!("--threads and --batch need at least one value, threads at least 1");
+            }
+            let o = tern_bench::redis::RedisOptions {
+                redis,
+                keys: keys.max(1),
+                threads,
+                batches: batch,
+                seconds,
+                value_size,
+                benchmarks,
+            };
+            if !json {
+                tern_bench::print_header();
+            }
+            for r in tern_bench::redis::run(&o).map_err(|e| anyhow::anyhow!(e))? {
                 if json {
                     println!("{}", r.json());
                 } else {
