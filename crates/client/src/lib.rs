@@ -392,6 +392,7 @@ impl Client {
             client: self.clone(),
             id: self.inner.next_txn.fetch_add(1, Ordering::Relaxed),
             durable: false,
+            nowait: false,
             finished: false,
             started: false,
             conn: None,
@@ -633,6 +634,7 @@ pub struct Transaction {
     client: Client,
     id: u64,
     durable: bool,
+    nowait: bool,
     finished: bool,
     started: bool,
     /// Chosen at the first batch; every batch of the transaction goes to the same tc.
@@ -644,6 +646,12 @@ impl Transaction {
     pub fn durable(mut self, yes: bool) -> Transaction {
         self.durable = yes;
         self
+    }
+
+    /// Whether the following batches fail at once (temporary `Deadlock`) on a row lock another
+    /// transaction holds, instead of waiting for it.
+    pub fn set_nowait(&mut self, yes: bool) {
+        self.nowait = yes;
     }
 
     /// Executes a batch (AbortOnError). Returns the per-operation results.
@@ -662,7 +670,7 @@ impl Transaction {
             self.conn = Some(self.client.conn_for_batch(&ops));
         }
         let conn = self.conn.clone().expect("chosen");
-        let req = Request::Txn(TxnReq { txn: self.id, ops, exec, abort, durable: self.durable });
+        let req = Request::Txn(TxnReq { txn: self.id, ops, exec, abort, durable: self.durable, nowait: self.nowait });
         let reply = match conn.request(&req) {
             Ok(f) => f.await,
             Err(e) => Err(e),
@@ -710,6 +718,7 @@ impl Drop for Transaction {
                 exec: Exec::Rollback,
                 abort: AbortOption::AbortOnError,
                 durable: false,
+                nowait: false,
             });
             if let Some(c) = &self.conn {
                 let _ = c.send(&req);

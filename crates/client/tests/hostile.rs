@@ -88,6 +88,7 @@ fn random_request(rng: &mut Rng, tables: &[u32]) -> Request {
             exec: *rng.pick(&[Exec::NoCommit, Exec::Commit, Exec::Rollback]),
             abort: *rng.pick(&[AbortOption::AbortOnError, AbortOption::IgnoreError]),
             durable: rng.chance(10),
+            nowait: rng.chance(20),
         }),
         _ => Request::Scan(ScanReq {
             scan: rng.below(4),

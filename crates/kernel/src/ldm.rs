@@ -448,6 +448,16 @@ impl Ldm {
                 }
             };
             let mode = lock.as_ref().map(|l| l.1);
+            if batch.nowait
+                && let (Some((lock_key, mode)), PrepOp::Exec { idx, .. }) = (&lock, &batch.ops[i])
+                && self.parts.contains_key(&(lock_key.0, lock_key.1))
+                && !self.try_acquire(txn, lock_key, *mode)
+            {
+                let e = TernError::new(ErrorCode::Deadlock, "row lock is busy (no-wait transaction)");
+                batch.results.push((*idx, OpResult::Error(e)));
+                batch.holds_state |= self.txns.contains_key(&txn);
+                continue;
+            }
             if let Some((lock_key, mode)) = lock
                 && self.parts.contains_key(&(lock_key.0, lock_key.1))
                 && !self.acquire(txn, &lock_key, mode)
@@ -537,6 +547,19 @@ impl Ldm {
     }
 
     /// Takes a lock, or queues the request; true when granted now.
+    /// Takes the lock if it is free now; never queues.
+    fn try_acquire(&mut self, txn: TxnRef, key: &LockKey, mode: LockMode) -> bool {
+        let free = match self.locks.get(key) {
+            None => true,
+            Some(e) => {
+                e.exclusive == Some(txn)
+                    || (mode == LockMode::Shared && e.shared.contains(&txn))
+                    || (e.compatible(txn, mode) && e.waiters.is_empty())
+            }
+        };
+        free && self.acquire(txn, key, mode)
+    }
+
     fn acquire(&mut self, txn: TxnRef, key: &LockKey, mode: LockMode) -> bool {
         let entry = self.locks.entry(key.clone()).or_default();
         let owned = entry.exclusive == Some(txn) || (mode == LockMode::Shared && entry.shared.contains(&txn));

@@ -63,6 +63,8 @@ pub struct PrepareBatch {
     pub holds_state: bool,
     /// Index-table operations the primary derived from unique indexes: (origin op, operation).
     pub triggers: Vec<(u32, KeyOp)>,
+    /// A busy row lock fails its operation (temporary Deadlock) instead of waiting.
+    pub nowait: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -71,6 +71,8 @@ struct Txn {
     writes: Vec<bool>,
     exec: Exec,
     abort_option: AbortOption,
+    /// The current batch fails busy locks at once instead of waiting.
+    nowait: bool,
     durable: bool,
     epoch: u64,
     abort_reason: Option<TernError>,
@@ -331,6 +333,7 @@ impl Tc {
                         writes: Vec::new(),
                         exec: req.exec,
                         abort_option: req.abort,
+                        nowait: req.nowait,
                         durable: req.durable,
                         epoch: 0,
                         abort_reason: None,
@@ -354,6 +357,7 @@ impl Tc {
         txn.req_id = req_id;
         txn.exec = req.exec;
         txn.abort_option = req.abort;
+        txn.nowait = req.nowait;
         txn.durable |= req.durable;
         txn.last_active_ms = now_ms;
         txn.results = vec![OpResult::Done; req.ops.len()];
@@ -371,6 +375,7 @@ impl Tc {
     /// result slot of the first operation.
     fn route(&mut self, id: u64, ops: Vec<tern_wire::KeyOp>, base: usize, out: &mut Out) {
         let tref = TxnRef { tc: self.addr, id };
+        let nowait = self.txns.get(&id).is_some_and(|t| t.nowait);
         let mut batches: BTreeMap<u16, Box<PrepareBatch>> = BTreeMap::new();
         let mut routing_errors = Vec::new();
         let n = ops.len();
@@ -388,6 +393,7 @@ impl Tc {
                             results: Vec::with_capacity(n),
                             holds_state: false,
                             triggers: Vec::new(),
+                            nowait,
                         })
                     });
                     b.ops.push(PrepOp::Exec { idx: (base + i) as u32, partition, op });

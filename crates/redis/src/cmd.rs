@@ -193,6 +193,23 @@ fn string_ops(s: &Server, db: &Db, key: &[u8], value: &[u8], expiry: Option<i64>
     Ok(ops)
 }
 
+/// Executes a transaction's write operations and commits. The first attempt sends them all in
+/// one batch that fails at once on a busy row lock (no deadlock can form: nobody waits); a retry
+/// (after such a temporary failure) locks in order with `exec_ordered`.
+pub async fn exec_writes(
+    client: &tern_client::Client,
+    t: &mut Transaction,
+    ops: Vec<KeyOp>,
+    first_attempt: bool,
+) -> Result<Vec<OpResult>, TernError> {
+    let bytes: usize = ops.iter().map(|o| o.row.len() + o.key.len()).sum();
+    if first_attempt && bytes < (16 << 20) && ops.len() <= 4096 {
+        t.set_nowait(true);
+        return exec(t, ops, Exec::Commit).await;
+    }
+    exec_ordered(client, t, ops).await
+}
+
 /// Executes a transaction's write operations and commits: in (worker, table, key) order, one
 /// worker's operations per batch (bounded in size), workers in increasing order. Every multi-key
 /// writer of this front end locks this way, so they never deadlock one another. Results come back
@@ -720,9 +737,12 @@ impl Server {
             }
             ops.extend(string_ops(self, db, &p[0], &p[1], None)?);
         }
+        let mut attempt = 0;
         let rs = txn(self, |mut t| {
             let ops = ops.clone();
-            async move { exec_ordered(&self.client, &mut t, ops).await.map(Ok) }
+            attempt += 1;
+            let first = attempt == 1;
+            async move { exec_writes(&self.client, &mut t, ops, first).await.map(Ok) }
         })
         .await?;
         for r in rs {

@@ -262,30 +262,39 @@ impl Server {
                 }
             }
         }
-        let reads_only = run.iter().all(|f| matches!(f, Fast::Get(_)));
-        let results = self
-            .client
-            .run(|mut t| {
-                let ops = ops.clone();
-                async move {
-                    if reads_only {
-                        // Reads take no locks: one batch.
-                        t.execute_with(ops, Exec::Commit, AbortOption::IgnoreError).await
-                    } else {
-                        // Writes lock in the order every multi-key writer here uses (no deadlocks).
-                        cmd::exec_ordered(&self.client, &mut t, ops).await
+        // A pipeline is not atomic in Redis: each data-node worker's share of the run is its own
+        // transaction (a single-worker transaction needs no cross-thread hand-offs in the data
+        // node), all sent together.
+        let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            let w = self.client.worker_of(op);
+            match groups.iter_mut().find(|g| g.0 == w) {
+                Some(g) => g.1.push(i),
+                None => groups.push((w, vec![i])),
+            }
+        }
+        let futs: Vec<_> = groups
+            .iter()
+            .map(|(_, idx)| {
+                let ops: Vec<tern_client::KeyOp> = idx.iter().map(|&i| ops[i].clone()).collect();
+                self.run_ops(ops)
+            })
+            .collect();
+        let mut results: Vec<OpResult> = vec![OpResult::Done; ops.len()];
+        for ((_, idx), r) in groups.iter().zip(join_all(futs).await) {
+            match r {
+                Ok(rs) => {
+                    for (&i, r) in idx.iter().zip(rs) {
+                        results[i] = r;
                     }
                 }
-            })
-            .await;
-        let results = match results {
-            Ok(r) => r,
-            Err(e) => {
-                let e = RErr::from(e);
-                run.iter().for_each(|_| resp::error(out, &e.0));
-                return;
+                Err(e) => {
+                    for &i in idx {
+                        results[i] = OpResult::Error(e.clone());
+                    }
+                }
             }
-        };
+        }
         for (f, r) in run.iter().zip(results) {
             let meta = match r {
                 OpResult::Row(b) => match Meta::decode(&db, &b) {
@@ -320,6 +329,27 @@ impl Server {
         }
     }
 
+    /// One transaction of fast-path operations: reads in one batch; writes optimistically in one
+    /// no-wait batch, retried in lock order (no deadlocks).
+    async fn run_ops(&self, ops: Vec<tern_client::KeyOp>) -> Result<Vec<OpResult>, tern_client::TernError> {
+        let reads_only = ops.iter().all(|o| o.kind == OpKind::Read);
+        let mut attempt = 0;
+        self.client
+            .run(|mut t| {
+                let ops = ops.clone();
+                attempt += 1;
+                let first = attempt == 1;
+                async move {
+                    if reads_only || ops.len() == 1 {
+                        t.execute_with(ops, Exec::Commit, AbortOption::IgnoreError).await
+                    } else {
+                        cmd::exec_writes(&self.client, &mut t, ops, first).await
+                    }
+                }
+            })
+            .await
+    }
+
     /// Deletes expired keys of the open databases, a bounded number per round.
     async fn purge_loop(self: Arc<Self>) {
         loop {
@@ -335,6 +365,29 @@ impl Server {
             }
         }
     }
+}
+
+/// Polls futures together; their outputs in order.
+async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
+    let mut futs: Vec<Option<std::pin::Pin<Box<F>>>> = futs.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let mut outs: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futs.iter_mut().zip(outs.iter_mut()) {
+            if let Some(fut) = f {
+                match fut.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        *o = Some(v);
+                        *f = None;
+                    }
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending { std::task::Poll::Pending } else { std::task::Poll::Ready(()) }
+    })
+    .await;
+    outs.into_iter().map(|o| o.expect("completed")).collect()
 }
 
 /// Binds the Redis port (a clear error when it is taken) and serves on a runtime of

@@ -714,7 +714,10 @@ impl Sim {
         // Only transactions that write need their epoch on disk before a durable acknowledgement.
         let writes = ops.iter().any(|o| o.kind.is_write());
         self.clients[client as usize - 1].pending = Some((txn, durable && writes));
-        self.client_request(client, Request::Txn(TxnReq { txn, ops, exec, abort: AbortOption::AbortOnError, durable }));
+        self.client_request(
+            client,
+            Request::Txn(TxnReq { txn, ops, exec, abort: AbortOption::AbortOnError, durable, nowait: false }),
+        );
     }
 
     fn create_schema(&mut self) {
@@ -811,6 +814,7 @@ impl Sim {
                         exec,
                         abort: AbortOption::AbortOnError,
                         durable,
+                        nowait: false,
                     }),
                 );
                 return true;

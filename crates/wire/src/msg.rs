@@ -111,6 +111,9 @@ pub struct TxnReq {
     pub abort: AbortOption,
     /// Acknowledge the commit only once its epoch is durable on disk.
     pub durable: bool,
+    /// A row lock held by another transaction fails the operation at once with a temporary
+    /// `Deadlock` error instead of waiting (optimistic multi-key writers retry in lock order).
+    pub nowait: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -418,6 +421,7 @@ impl Request {
                 e.u8(t.exec as u8);
                 e.u8(t.abort as u8);
                 e.bool(t.durable);
+                e.bool(t.nowait);
                 e.u32(t.ops.len() as u32);
                 t.ops.iter().for_each(|op| op.encode(&mut e));
             }
@@ -506,9 +510,10 @@ impl Request {
                     _ => return Err(DecodeError("bad abort option")),
                 };
                 let durable = d.bool()?;
+                let nowait = d.bool()?;
                 let n = d.len(OPS_PER_BATCH_MAX)?;
                 let ops = (0..n).map(|_| KeyOp::decode(&mut d)).collect::<DecodeResult<_>>()?;
-                Request::Txn(TxnReq { txn, ops, exec, abort, durable })
+                Request::Txn(TxnReq { txn, ops, exec, abort, durable, nowait })
             }
             4 => {
                 let scan = d.u64()?;
@@ -801,6 +806,7 @@ mod tests {
                 exec: Exec::Commit,
                 abort: AbortOption::IgnoreError,
                 durable: true,
+                nowait: true,
             }),
             Request::Scan(ScanReq {
                 scan: 1,
