@@ -238,7 +238,8 @@ impl Client {
     /// (NDB's distribution-aware TC choice). A batch spread over workers keeps the client's first
     /// connection: a stable home spreads concurrent clients evenly over the workers.
     fn conn_for_batch(&self, ops: &[KeyOp]) -> Arc<Conn> {
-        const ROUTE_OPS_MAX: usize = 16;
+        // Mixed batches stop at the second worker seen, so looking at many ops costs little.
+        const ROUTE_OPS_MAX: usize = 4096;
         if self.inner.addr.is_none() || self.inner.workers <= 1 || ops.is_empty() || ops.len() > ROUTE_OPS_MAX {
             return self.main_conn();
         }

@@ -707,12 +707,8 @@ impl Server {
             }
         }
         let real: Vec<KeyOp> = ops.iter().flatten().cloned().collect();
-        let rs = txn(self, |mut t| {
-            let real = real.clone();
-            async move { exec(&mut t, real, Exec::Commit).await.map(Ok) }
-        })
-        .await?;
-        let mut rs = rs.into_iter();
+        // Read committed, key by key as in Redis: one transaction per data-node worker.
+        let mut rs = self.run_split(real).await.into_iter();
         resp::array_len(out, keys.len());
         for (k, op) in keys.iter().zip(&ops) {
             let m = if op.is_some() { meta_of(db, rs.next())? } else { None };

@@ -263,38 +263,8 @@ impl Server {
             }
         }
         // A pipeline is not atomic in Redis: each data-node worker's share of the run is its own
-        // transaction (a single-worker transaction needs no cross-thread hand-offs in the data
-        // node), all sent together.
-        let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
-        for (i, op) in ops.iter().enumerate() {
-            let w = self.client.worker_of(op);
-            match groups.iter_mut().find(|g| g.0 == w) {
-                Some(g) => g.1.push(i),
-                None => groups.push((w, vec![i])),
-            }
-        }
-        let futs: Vec<_> = groups
-            .iter()
-            .map(|(_, idx)| {
-                let ops: Vec<tern_client::KeyOp> = idx.iter().map(|&i| ops[i].clone()).collect();
-                self.run_ops(ops)
-            })
-            .collect();
-        let mut results: Vec<OpResult> = vec![OpResult::Done; ops.len()];
-        for ((_, idx), r) in groups.iter().zip(join_all(futs).await) {
-            match r {
-                Ok(rs) => {
-                    for (&i, r) in idx.iter().zip(rs) {
-                        results[i] = r;
-                    }
-                }
-                Err(e) => {
-                    for &i in idx {
-                        results[i] = OpResult::Error(e.clone());
-                    }
-                }
-            }
-        }
+        // transaction (see `run_split`).
+        let results = self.run_split(ops).await;
         for (f, r) in run.iter().zip(results) {
             let meta = match r {
                 OpResult::Row(b) => match Meta::decode(&db, &b) {
@@ -327,6 +297,45 @@ impl Server {
                 },
             }
         }
+    }
+
+    /// Runs independent operations as one transaction per data-node worker (a single-worker
+    /// transaction needs no cross-thread hand-offs in the data node), all sent together; results
+    /// in the order of `ops`, a failed transaction's error in each of its slots.
+    pub async fn run_split(&self, ops: Vec<tern_client::KeyOp>) -> Vec<OpResult> {
+        let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            let w = self.client.worker_of(op);
+            match groups.iter_mut().find(|g| g.0 == w) {
+                Some(g) => g.1.push(i),
+                None => groups.push((w, vec![i])),
+            }
+        }
+        let n = ops.len();
+        let mut ops: Vec<Option<tern_client::KeyOp>> = ops.into_iter().map(Some).collect();
+        let futs: Vec<_> = groups
+            .iter()
+            .map(|(_, idx)| {
+                let group: Vec<tern_client::KeyOp> = idx.iter().map(|&i| ops[i].take().expect("once")).collect();
+                self.run_ops(group)
+            })
+            .collect();
+        let mut results: Vec<OpResult> = vec![OpResult::Done; n];
+        for ((_, idx), r) in groups.iter().zip(join_all(futs).await) {
+            match r {
+                Ok(rs) => {
+                    for (&i, r) in idx.iter().zip(rs) {
+                        results[i] = r;
+                    }
+                }
+                Err(e) => {
+                    for &i in idx {
+                        results[i] = OpResult::Error(e.clone());
+                    }
+                }
+            }
+        }
+        results
     }
 
     /// One transaction of fast-path operations: reads in one batch; writes optimistically in one
