@@ -193,21 +193,25 @@ fn string_ops(s: &Server, db: &Db, key: &[u8], value: &[u8], expiry: Option<i64>
     Ok(ops)
 }
 
-/// Executes a transaction's write operations and commits. The first attempt sends them all in
-/// one batch that fails at once on a busy row lock (no deadlock can form: nobody waits); a retry
-/// (after such a temporary failure) locks in order with `exec_ordered`.
-pub async fn exec_writes(
-    client: &tern_client::Client,
-    t: &mut Transaction,
-    ops: Vec<KeyOp>,
-    first_attempt: bool,
-) -> Result<Vec<OpResult>, TernError> {
+/// Runs write operations as one transaction. First optimistically in one batch that fails at
+/// once on a busy row lock (nobody waits, so no deadlock can form); after such a failure (or any
+/// temporary one) at once again, locking in order with `exec_ordered` (with the client's retries).
+pub async fn write_txn(client: &tern_client::Client, ops: Vec<KeyOp>) -> Result<Vec<OpResult>, TernError> {
     let bytes: usize = ops.iter().map(|o| o.row.len() + o.key.len()).sum();
-    if first_attempt && bytes < (16 << 20) && ops.len() <= 4096 {
+    if bytes < (16 << 20) && ops.len() <= 4096 {
+        let mut t = client.begin();
         t.set_nowait(true);
-        return exec(t, ops, Exec::Commit).await;
+        match exec(&mut t, ops.clone(), Exec::Commit).await {
+            Err(e) if e.is_temporary() => {}
+            other => return other,
+        }
     }
-    exec_ordered(client, t, ops).await
+    client
+        .run(|mut t| {
+            let ops = ops.clone();
+            async move { exec_ordered(client, &mut t, ops).await }
+        })
+        .await
 }
 
 /// Executes a transaction's write operations and commits: in (worker, table, key) order, one
@@ -733,14 +737,7 @@ impl Server {
             }
             ops.extend(string_ops(self, db, &p[0], &p[1], None)?);
         }
-        let mut attempt = 0;
-        let rs = txn(self, |mut t| {
-            let ops = ops.clone();
-            attempt += 1;
-            let first = attempt == 1;
-            async move { exec_writes(&self.client, &mut t, ops, first).await.map(Ok) }
-        })
-        .await?;
+        let rs = write_txn(&self.client, ops).await?;
         for r in rs {
             match r {
                 OpResult::Error(e) => return Err(e.into()),

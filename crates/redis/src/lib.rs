@@ -341,20 +341,14 @@ impl Server {
     /// One transaction of fast-path operations: reads in one batch; writes optimistically in one
     /// no-wait batch, retried in lock order (no deadlocks).
     async fn run_ops(&self, ops: Vec<tern_client::KeyOp>) -> Result<Vec<OpResult>, tern_client::TernError> {
-        let reads_only = ops.iter().all(|o| o.kind == OpKind::Read);
-        let mut attempt = 0;
+        if ops.len() > 1 && ops.iter().any(|o| o.kind != OpKind::Read) {
+            return cmd::write_txn(&self.client, ops).await;
+        }
+        // Reads take no locks and one write cannot deadlock: one batch.
         self.client
             .run(|mut t| {
                 let ops = ops.clone();
-                attempt += 1;
-                let first = attempt == 1;
-                async move {
-                    if reads_only || ops.len() == 1 {
-                        t.execute_with(ops, Exec::Commit, AbortOption::IgnoreError).await
-                    } else {
-                        cmd::exec_writes(&self.client, &mut t, ops, first).await
-                    }
-                }
+                async move { t.execute_with(ops, Exec::Commit, AbortOption::IgnoreError).await }
             })
             .await
     }
