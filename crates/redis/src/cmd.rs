@@ -89,6 +89,12 @@ const COMMANDS: &[(&str, i32)] = &[
     ("flushdb", -1),
     ("flushall", -1),
     ("auth", -2),
+    ("setex", 4),
+    ("psetex", 4),
+    ("getset", 3),
+    ("msetnx", -3),
+    ("unlink", -2),
+    ("keys", 2),
 ];
 
 pub fn command_count() -> usize {
@@ -223,6 +229,16 @@ pub async fn exec_ordered(
     t: &mut Transaction,
     ops: Vec<KeyOp>,
 ) -> Result<Vec<OpResult>, TernError> {
+    exec_ordered_with(client, t, ops, AbortOption::IgnoreError).await
+}
+
+/// `exec_ordered` with a choice of abort option.
+pub async fn exec_ordered_with(
+    client: &tern_client::Client,
+    t: &mut Transaction,
+    ops: Vec<KeyOp>,
+    abort: AbortOption,
+) -> Result<Vec<OpResult>, TernError> {
     const BYTES: usize = 16 << 20;
     let workers: Vec<u16> = ops.iter().map(|o| client.worker_of(o)).collect();
     let mut order: Vec<usize> = (0..ops.len()).collect();
@@ -246,7 +262,7 @@ pub async fn exec_ordered(
             i += 1;
         }
         let last = i >= order.len();
-        let rs = exec(t, batch, if last { Exec::Commit } else { Exec::NoCommit }).await?;
+        let rs = t.execute_with(batch, if last { Exec::Commit } else { Exec::NoCommit }, abort).await?;
         for (j, r) in idx.into_iter().zip(rs) {
             results[j] = Some(r);
         }
@@ -452,7 +468,7 @@ impl Server {
         a: &[Vec<u8>],
         out: &mut Vec<u8>,
     ) -> R {
-        if !matches!(name, "scan" | "mset" | "mget" | "del" | "exists") {
+        if !matches!(name, "scan" | "mset" | "msetnx" | "mget" | "del" | "unlink" | "exists" | "keys") {
             check_key(&a[1])?;
         }
         match name {
@@ -515,7 +531,33 @@ impl Server {
                 let v = self.get_string(db, &a[1], None).await?.unwrap_or_default();
                 resp::bulk(out, range(&v, start, end));
             }
-            "del" => resp::integer(out, self.del(db, &a[1..]).await?),
+            "del" | "unlink" => resp::integer(out, self.del(db, &a[1..]).await?),
+            "setex" | "psetex" => {
+                let v = int_arg(&a[2])?;
+                if v <= 0 {
+                    return Err(err(format!("ERR invalid expire time in '{name}' command")));
+                }
+                let unit: &[u8] = if name == "setex" { b"ex" } else { b"px" };
+                let args = vec![b"set".to_vec(), a[1].clone(), a[3].clone(), unit.to_vec(), a[2].clone()];
+                self.set(db, &args, out).await?;
+            }
+            "getset" => {
+                let args = vec![b"set".to_vec(), a[1].clone(), a[2].clone(), b"get".to_vec()];
+                self.set(db, &args, out).await?;
+            }
+            "msetnx" => {
+                if a.len().is_multiple_of(2) {
+                    return Err(err("ERR wrong number of arguments for 'msetnx' command"));
+                }
+                resp::integer(out, self.msetnx(db, &a[1..]).await?);
+            }
+            "keys" => {
+                let keys = self.keys(db, &a[1]).await?;
+                resp::array_len(out, keys.len());
+                for k in keys {
+                    resp::bulk(out, &k);
+                }
+            }
             "exists" => resp::integer(out, self.exists(db, &a[1..]).await?),
             "type" => {
                 let t = match self.read_meta(db, &a[1]).await? {
@@ -750,6 +792,59 @@ impl Server {
             }
         }
         Ok(())
+    }
+
+    /// MSETNX: all keys are set, atomically, only if none of them exists (1), else nothing (0).
+    async fn msetnx(self: &Arc<Self>, db: &Arc<Db>, pairs: &[Vec<u8>]) -> R<i64> {
+        // A key given twice gets its last value (as in redis-server).
+        let mut last: Vec<(&[u8], &[u8])> = Vec::new();
+        for p in pairs.chunks(2) {
+            check_key(&p[0])?;
+            if p[1].len() > VALUE_MAX {
+                return Err(err(TOO_BIG));
+            }
+            match last.iter_mut().find(|(k, _)| *k == &p[0][..]) {
+                Some(e) => e.1 = &p[1],
+                None => last.push((&p[0], &p[1])),
+            }
+        }
+        let mut ops = Vec::new();
+        for (k, v) in last {
+            let mut o = string_ops(self, db, k, v, None)?;
+            o[0].kind = OpKind::Insert;
+            o[0].projection = None;
+            ops.extend(o);
+        }
+        let r = self
+            .client
+            .run(|mut t| {
+                let ops = ops.clone();
+                async move { exec_ordered_with(&self.client, &mut t, ops, AbortOption::AbortOnError).await }
+            })
+            .await;
+        match r {
+            Ok(_) => Ok(1),
+            Err(e) if e.code == ErrorCode::DuplicateKey => Ok(0),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// KEYS: every live key matching the pattern (a full scan, like redis-server's).
+    async fn keys(&self, db: &Db, pattern: &[u8]) -> R<Vec<Vec<u8>>> {
+        let mut spec = ScanSpec::table(db.keys.id());
+        spec.projection = Some(vec![db::K_KEY]);
+        spec.batch_rows = 4096;
+        let mut sc = self.client.scan(spec);
+        let mut keys = Vec::new();
+        while let Some(rows) = sc.next_batch().await? {
+            for r in rows {
+                let k = db::bytes_of(db.keys.decode_projection(&[db::K_KEY], &r)?.remove(0));
+                if glob(pattern, &k) {
+                    keys.push(k);
+                }
+            }
+        }
+        Ok(keys)
     }
 
     async fn getdel(self: &Arc<Self>, db: &Arc<Db>, key: &[u8]) -> R<Option<Vec<u8>>> {

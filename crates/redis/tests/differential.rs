@@ -149,6 +149,25 @@ fn strings_keys_and_errors_match_redis() {
             "MSET m1 a m2",
             "MSET m1 x m1 y",
             "GET m1",
+            "MSETNX n1 a n2 b",
+            "MSETNX n2 c n3 d",
+            "MGET n1 n2 n3",
+            "MSETNX n4 a n4 b",
+            "GET n4",
+            "MSETNX n5",
+            "SETEX sx 100 v",
+            "TTL sx",
+            "SETEX sx 0 v",
+            "SETEX sx x v",
+            "PSETEX px 100000 v",
+            "TTL px",
+            "PSETEX px -1 v",
+            "GETSET sx new",
+            "GETSET nothing new",
+            "TTL sx",
+            "GETSET",
+            "UNLINK n1 n2 nothing",
+            "UNLINK",
             "DEL m1 m2 nokey",
             "EXISTS m1 m3 m3",
             "TYPE m3",
@@ -321,6 +340,14 @@ fn scan_inline_protocol_and_protocol_errors_match_redis() {
         keys.dedup();
         keys
     };
+    let keys = |c: &mut Conn, pattern: &str| {
+        let Reply::Array(Some(mut v)) = c.cmd(&[b"KEYS", pattern.as_bytes()]) else { panic!("KEYS reply") };
+        v.sort();
+        v
+    };
+    for pattern in ["*", "s1?", "s[23]*", "nothing*", "s-*"] {
+        assert_eq!(keys(&mut t, pattern), keys(&mut p, pattern), "KEYS {pattern}");
+    }
     for extra in [&[][..], &["COUNT", "7"][..], &["MATCH", "s1*", "COUNT", "5"][..], &["TYPE", "hash"][..]] {
         assert_eq!(scan_all(&mut t, extra), scan_all(&mut p, extra), "SCAN {extra:?}");
     }
