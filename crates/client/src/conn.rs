@@ -453,8 +453,9 @@ impl Conn {
                 rx.buf.resize(n, 0);
             }
             let free = &mut rx.buf[rx.filled..];
+            let room = free.len();
             // SAFETY: reads into our own buffer, at most its free length.
-            let n = unsafe { libc::recv(fd, free.as_mut_ptr() as *mut libc::c_void, free.len(), libc::MSG_DONTWAIT) };
+            let n = unsafe { libc::recv(fd, free.as_mut_ptr() as *mut libc::c_void, room, libc::MSG_DONTWAIT) };
             if n == 0 {
                 self.fail_all("the data node closed the connection".into());
                 return;
@@ -493,6 +494,12 @@ impl Conn {
             }
             rx.buf.copy_within(at..rx.filled, 0);
             rx.filled -= at;
+            // A read that left room drained the socket: stop here rather than pay a `recv` that
+            // only says EAGAIN (edge-triggered readers clear their readiness after a pump; data
+            // that arrives later raises a new edge).
+            if (n as usize) < room {
+                return;
+            }
         }
     }
 }

@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tern_client::{AbortOption, Client, Exec, OpKind, OpResult, Scanner};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The redis-server version Tern answers as (HELLO, INFO): the command set of 7.0.
 pub const REDIS_VERSION: &str = "7.0.0";
@@ -148,7 +147,8 @@ impl Server {
         }
     }
 
-    async fn serve_conn(self: Arc<Self>, mut stream: tokio::net::TcpStream, id: u64) {
+    async fn serve_conn(self: Arc<Self>, stream: tokio::net::TcpStream, id: u64) {
+        let Ok(stream) = Sock::new(stream) else { return };
         let mut sess = Session { id, db: 0, name: None, cursors: HashMap::new(), next_cursor: 0 };
         let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
         let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
@@ -199,7 +199,7 @@ impl Server {
                 buf.shrink_to(16 << 10);
             }
             buf.reserve(16 << 10);
-            match stream.read_buf(&mut buf).await {
+            match stream.read_into(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             }
@@ -367,6 +367,69 @@ impl Server {
                 }
             }
         }
+    }
+}
+
+/// A client socket read and written directly: a read that leaves room in the buffer drained the
+/// socket, so its readiness is cleared without the extra `recv` that would only say EAGAIN.
+struct Sock {
+    fd: tokio::io::unix::AsyncFd<std::net::TcpStream>,
+}
+
+impl Sock {
+    fn new(s: tokio::net::TcpStream) -> std::io::Result<Sock> {
+        let s = s.into_std()?;
+        s.set_nonblocking(true)?;
+        // SAFETY: the TcpStream owns its descriptor for the whole life of the AsyncFd.
+        Ok(Sock { fd: unsafe { tokio::io::unix::AsyncFd::register(s)? } })
+    }
+
+    /// Appends what the socket has (at least one byte; 0 = closed) to `buf`'s spare capacity.
+    async fn read_into(&self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        loop {
+            let mut g = self.fd.readable().await?;
+            let spare = buf.spare_capacity_mut();
+            let room = spare.len();
+            let r = g.try_io(|s| {
+                // SAFETY: receives into the vector's spare capacity, at most its length.
+                let n =
+                    unsafe { libc::recv(s.get_ref().as_raw_fd(), spare.as_mut_ptr() as *mut libc::c_void, room, 0) };
+                if n < 0 { Err(std::io::Error::last_os_error()) } else { Ok(n as usize) }
+            });
+            match r {
+                Ok(Ok(n)) => {
+                    // SAFETY: recv initialised the first n spare bytes.
+                    unsafe { buf.set_len(buf.len() + n) };
+                    if n > 0 && n < room {
+                        g.clear_ready();
+                    }
+                    return Ok(n);
+                }
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Ok(Err(e)) => return Err(e),
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
+    async fn write_all(&self, mut data: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        while !data.is_empty() {
+            match (&*self.fd.get_ref()).write(data) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => data = &data[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    let mut g = self.fd.writable().await?;
+                    if let Ok(r) = g.try_io(|s| (&*s.get_ref()).write(data)) {
+                        data = &data[r?..];
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 }
 
