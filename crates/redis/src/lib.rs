@@ -416,13 +416,13 @@ impl Sock {
     async fn write_all(&self, mut data: &[u8]) -> std::io::Result<()> {
         use std::io::Write;
         while !data.is_empty() {
-            match (&*self.fd.get_ref()).write(data) {
+            match self.fd.get_ref().write(data) {
                 Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Ok(n) => data = &data[n..],
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     let mut g = self.fd.writable().await?;
-                    if let Ok(r) = g.try_io(|s| (&*s.get_ref()).write(data)) {
+                    if let Ok(r) = g.try_io(|s| s.get_ref().write(data)) {
                         data = &data[r?..];
                     }
                 }
