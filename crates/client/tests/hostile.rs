@@ -60,6 +60,7 @@ fn random_op(rng: &mut Rng, tables: &[u32]) -> KeyOp {
         OpKind::Write,
         OpKind::Delete,
         OpKind::DeleteExpired,
+        OpKind::UpdateDirty,
     ];
     KeyOp {
         table: if rng.chance(80) { *rng.pick(tables) } else { rng.next_u64() as u32 },

@@ -124,6 +124,9 @@ struct Change {
     /// None = delete.
     row: Option<Vec<u8>>,
     reserved: u64,
+    /// A dirty update (`OpKind::UpdateDirty`): the row to start from when the key is absent at
+    /// commit (empty: none) and the updates to apply at commit to the row committed then.
+    deferred: Option<(Vec<u8>, Vec<ColumnUpdate>)>,
 }
 
 #[derive(Debug, Default)]
@@ -440,6 +443,7 @@ impl Ldm {
             let lock = match &batch.ops[i] {
                 PrepOp::Exec { partition, op, .. } => match op.kind {
                     OpKind::Read => None,
+                    OpKind::UpdateDirty if batch.chain.len() == 1 && !self.uniques.contains_key(&op.table) => None,
                     OpKind::ReadShared => Some(((op.table, *partition, op.key.clone()), LockMode::Shared)),
                     _ => Some(((op.table, *partition, op.key.clone()), LockMode::Exclusive)),
                 },
@@ -473,6 +477,10 @@ impl Ldm {
                 PrepOp::Exec { idx, partition, op } => {
                     let idx = *idx;
                     let mut triggers = Vec::new();
+                    if op.kind == OpKind::UpdateDirty {
+                        // No lock, but a pending change this chain must commit or drop.
+                        batch.holds_state = true;
+                    }
                     let r = self.exec_op(txn, *partition, op, &mut triggers);
                     batch.results.push((idx, r));
                     batch.triggers.extend(triggers.into_iter().map(|t| (idx, t)));
@@ -652,7 +660,10 @@ impl Ldm {
                 let result = previous(&layout, old.as_deref(), op.projection.as_deref());
                 self.stage_with_triggers(txn, lk, old, Some(op.row.clone()), triggers, result)
             }
-            OpKind::Update => {
+            OpKind::UpdateDirty if !self.txns.get(&txn).is_some_and(|t| t.locks.contains(&lk)) => {
+                self.exec_dirty_update(txn, &layout, lk, op)
+            }
+            OpKind::Update | OpKind::UpdateDirty => {
                 let (cur, base) = match self.current_row(txn, &lk) {
                     Some(cur) => (Some(cur.clone()), cur),
                     None if op.row.is_empty() => return OpResult::NotFound,
@@ -690,6 +701,52 @@ impl Ldm {
                 }
                 _ => OpResult::NotFound,
             },
+        }
+    }
+
+    /// A dirty update: computes the row from what this transaction sees now (for the reply and the
+    /// memory reservation) and records the updates to apply again at commit, without a lock.
+    fn exec_dirty_update(&mut self, txn: TxnRef, layout: &Arc<RowLayout>, lk: LockKey, op: &KeyOp) -> OpResult {
+        if self.uniques.contains_key(&op.table) {
+            return err_op(ErrorCode::Internal, "dirty update on a table with unique indexes");
+        }
+        let base = match self.current_row(txn, &lk) {
+            Some(cur) => cur,
+            None if op.row.is_empty() => return OpResult::NotFound,
+            None => {
+                if let Err(e) = layout.check_row(&op.row) {
+                    return OpResult::Error(e);
+                }
+                if layout.key_of(&op.row) != &op.key[..] {
+                    return err_op(ErrorCode::InvalidRequest, "row key differs from the operation key");
+                }
+                op.row.clone()
+            }
+        };
+        let row = match apply_updates(layout, &base, &op.updates) {
+            Ok(r) => r,
+            Err(e) => return OpResult::Error(e),
+        };
+        let result = match &op.projection {
+            Some(cols) => project(layout, &row, Some(cols)),
+            None => OpResult::Done,
+        };
+        let mut updates = self
+            .txns
+            .get(&txn)
+            .and_then(|t| t.changes.get(&lk))
+            .and_then(|c| c.deferred.as_ref())
+            .map(|d| d.1.clone())
+            .unwrap_or_default();
+        updates.extend(op.updates.iter().cloned());
+        match self.stage(txn, lk.clone(), Some(row)) {
+            Ok(()) => {
+                if let Some(c) = self.txns.get_mut(&txn).and_then(|t| t.changes.get_mut(&lk)) {
+                    c.deferred = Some((op.row.clone(), updates));
+                }
+                result
+            }
+            Err(e) => OpResult::Error(e),
         }
     }
 
@@ -785,7 +842,7 @@ impl Ldm {
             self.budget.reserve(reserved)?;
         }
         let t = self.txns.entry(txn).or_default();
-        if let Some(prev) = t.changes.insert(lk, Change { row, reserved }) {
+        if let Some(prev) = t.changes.insert(lk, Change { row, reserved, deferred: None }) {
             self.budget.release(prev.reserved);
         }
         Ok(())
@@ -794,10 +851,11 @@ impl Ldm {
     // ---------------------------------------------------------------- commit / abort
 
     fn commit(&mut self, txn: TxnRef, epoch: u64, chain: Vec<Addr>, pos: u8, out: &mut Out) {
-        let changes = match self.txns.get_mut(&txn) {
+        let mut changes = match self.txns.get_mut(&txn) {
             Some(t) => std::mem::take(&mut t.changes),
             None => BTreeMap::new(),
         };
+        self.apply_deferred(&mut changes);
         if !changes.is_empty() {
             let mut ops: Vec<RedoOpRef<'_>> = Vec::with_capacity(changes.len());
             for (lk, ch) in &changes {
@@ -845,6 +903,36 @@ impl Ldm {
             out.send(txn.tc, Signal::Committed { txn, chain });
         } else {
             out.send(chain[pos as usize - 1], Signal::Commit { txn, epoch, chain: chain.clone(), pos: pos - 1 });
+        }
+    }
+
+    /// Dirty updates take effect on the row as committed now (or their upsert row when there is
+    /// none, or it has expired); one that no longer applies (a guard fails, an overflow) is
+    /// dropped.
+    fn apply_deferred(&mut self, changes: &mut BTreeMap<LockKey, Change>) {
+        let keys: Vec<LockKey> = changes.iter().filter(|(_, c)| c.deferred.is_some()).map(|(k, _)| k.clone()).collect();
+        for lk in keys {
+            let ch = changes.get_mut(&lk).expect("listed");
+            let (upsert, updates) = ch.deferred.take().expect("deferred");
+            let Some(layout) = self.layouts.get(&lk.0).cloned() else { continue };
+            let current = self
+                .parts
+                .get(&(lk.0, lk.1))
+                .and_then(|p| p.lookup(&lk.2).map(|id| p.row(id).to_vec()))
+                .filter(|r| !self.expired(lk.0, r));
+            let row = match current {
+                Some(cur) => apply_updates(&layout, &cur, &updates).ok(),
+                None if !upsert.is_empty() => apply_updates(&layout, &upsert, &updates).ok(),
+                None => None,
+            };
+            match row {
+                Some(r) => ch.row = Some(r),
+                None => {
+                    let reserved = ch.reserved;
+                    changes.remove(&lk);
+                    self.budget.release(reserved);
+                }
+            }
         }
     }
 

@@ -892,6 +892,10 @@ impl Server {
         )?;
         op.row = Meta::string(b"0").row(db, key)?;
         op.projection = Some(vec![db::K_VALUE]);
+        if self.opts.dirty_incr.get(db.index as usize).copied().unwrap_or(false) {
+            // Rondis' DirtyINCRDECR: no row lock; the increment is applied at commit.
+            op.kind = OpKind::UpdateDirty;
+        }
         let r = txn(self, |mut t| {
             let op = op.clone();
             async move { exec(&mut t, vec![op], Exec::Commit).await.map(Ok) }

@@ -39,6 +39,32 @@ fn concurrent_increments_are_atomic() {
 }
 
 #[test]
+fn dirty_increments_lose_nothing() {
+    let (_d, _n, addr) = start_node(128 << 20);
+    let port = start_tern(&addr, RedisOptions { dirty_incr: vec![true], ..opts() });
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = Conn::open(port);
+                for _ in 0..250 {
+                    assert!(matches!(c.q("INCR ctr"), Reply::Int(_)));
+                    assert!(matches!(c.q("DECRBY down 2"), Reply::Int(_)));
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    let mut c = Conn::open(port);
+    assert_eq!(c.q("GET ctr"), Reply::bulk("1000"));
+    assert_eq!(c.q("GET down"), Reply::bulk("-2000"));
+    // Errors are still reported (checked at prepare).
+    assert_eq!(c.q("SET s abc"), Reply::Simple("OK".into()));
+    assert_eq!(c.q("INCR s"), Reply::Error("ERR value is not an integer or out of range".into()));
+    assert_eq!(c.q("HSET h f 1"), Reply::Int(1));
+    assert!(matches!(c.q("INCR h"), Reply::Error(e) if e.starts_with("WRONGTYPE")));
+}
+
+#[test]
 fn expired_keys_are_purged_with_their_rows() {
     let (_d, _n, addr) = start_node(128 << 20);
     let port = start_tern(&addr, opts());

@@ -23,11 +23,25 @@ pub enum OpKind {
     Delete,
     /// Deletes the row only if its TTL has passed (background purgers); NotFound otherwise.
     DeleteExpired,
+    /// An `Update` that takes no row lock ("dirty", RonDB's DirtyINCRDECR): its column updates
+    /// are applied again at commit to the row as committed then, so concurrent dirty increments
+    /// never lose one another; the values it returns are computed at prepare and may be stale.
+    /// An update that no longer applies at commit (a guard fails, an overflow) is dropped. Runs
+    /// as a locked `Update` on tables with unique indexes or more than one replica.
+    UpdateDirty,
 }
 
 impl OpKind {
     pub fn is_write(self) -> bool {
-        matches!(self, OpKind::Insert | OpKind::Update | OpKind::Write | OpKind::Delete | OpKind::DeleteExpired)
+        matches!(
+            self,
+            OpKind::Insert
+                | OpKind::Update
+                | OpKind::Write
+                | OpKind::Delete
+                | OpKind::DeleteExpired
+                | OpKind::UpdateDirty
+        )
     }
     pub fn takes_lock(self) -> bool {
         !matches!(self, OpKind::Read)
@@ -42,6 +56,7 @@ impl OpKind {
             5 => OpKind::Write,
             6 => OpKind::Delete,
             7 => OpKind::DeleteExpired,
+            8 => OpKind::UpdateDirty,
             _ => return Err(DecodeError("bad op kind")),
         })
     }
