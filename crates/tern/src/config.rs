@@ -181,3 +181,99 @@ mod tests {
         assert_eq!(parse_size("2G").unwrap(), 2 << 30);
     }
 }
+
+/// The API server's TOML (`tern api --toml FILE`, `tern up --api-toml FILE`): Tern's own settings
+/// for its front ends, next to RonDB's JSON config. Values here override the JSON's `Rondis`
+/// section. An unknown key is an error that names it.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ApiToml {
+    pub redis: Option<RedisToml>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RedisToml {
+    /// Serve the Redis protocol (default true).
+    pub enable: Option<bool>,
+    /// "127.0.0.1:6379".
+    pub listen: Option<String>,
+    pub threads: Option<usize>,
+    pub databases: Option<u32>,
+    /// Database indexes whose INCR/DECR take no row lock (RonDB's DirtyINCRDECR).
+    pub dirty_incr_decr: Option<Vec<u32>>,
+    /// Bytes of received, unexecuted commands a connection may hold ("1G").
+    pub max_pending: Option<Size>,
+    /// How often expired keys are purged.
+    pub purge_interval_ms: Option<u64>,
+}
+
+impl ApiToml {
+    pub fn load(path: &Path) -> Result<ApiToml> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("{}: invalid API server configuration", path.display()))
+    }
+
+    /// Applies the `[redis]` table to the Redis options; Ok(false) when it switches Redis off.
+    pub fn apply_redis(&self, o: &mut tern_redis::RedisOptions) -> Result<bool> {
+        let Some(r) = &self.redis else { return Ok(true) };
+        if r.enable == Some(false) {
+            return Ok(false);
+        }
+        if let Some(l) = &r.listen {
+            o.listen = l.parse().with_context(|| format!("[redis] listen: '{l}' is not an address"))?;
+        }
+        if let Some(t) = r.threads {
+            o.threads = t.max(1);
+        }
+        if let Some(n) = r.databases {
+            if n == 0 || n > 1024 {
+                bail!("[redis] databases must be 1..1024, not {n}");
+            }
+            o.databases = n;
+        }
+        if let Some(d) = &r.dirty_incr_decr {
+            for &i in d {
+                if i >= o.databases {
+                    bail!("[redis] dirty_incr_decr: database {i} is not below databases = {}", o.databases);
+                }
+                if o.dirty_incr.len() <= i as usize {
+                    o.dirty_incr.resize(i as usize + 1, false);
+                }
+                o.dirty_incr[i as usize] = true;
+            }
+        }
+        if let Some(m) = &r.max_pending {
+            o.max_pending = m.bytes()?.max(1 << 16) as usize;
+        }
+        if let Some(ms) = r.purge_interval_ms {
+            o.purge_interval = std::time::Duration::from_millis(ms.max(10));
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod api_toml_tests {
+    use super::*;
+
+    #[test]
+    fn redis_table_overrides_and_unknown_keys_are_named() {
+        let t: ApiToml = toml::from_str(
+            "[redis]\nlisten = \"127.0.0.1:7000\"\ndatabases = 4\ndirty_incr_decr = [1, 3]\nmax_pending = \"64M\"\n",
+        )
+        .unwrap();
+        let mut o = tern_redis::RedisOptions::default();
+        assert!(t.apply_redis(&mut o).unwrap());
+        assert_eq!(o.listen.port(), 7000);
+        assert_eq!(o.databases, 4);
+        assert_eq!(o.dirty_incr, vec![false, true, false, true]);
+        assert_eq!(o.max_pending, 64 << 20);
+        let bad: ApiToml = toml::from_str("[redis]\ndirty_incr_decr = [99]\n").unwrap();
+        assert!(bad.apply_redis(&mut tern_redis::RedisOptions::default()).is_err());
+        let e = toml::from_str::<ApiToml>("[redis]\nport = 1\n").unwrap_err().to_string();
+        assert!(e.contains("port"), "{e}");
+        let off: ApiToml = toml::from_str("[redis]\nenable = false\n").unwrap();
+        assert!(!off.apply_redis(&mut tern_redis::RedisOptions::default()).unwrap());
+    }
+}

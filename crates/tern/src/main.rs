@@ -96,6 +96,10 @@ struct ApiArgs {
     /// Do not serve the Redis protocol (like Rondis.Enable = false).
     #[arg(long)]
     no_redis: bool,
+    /// Tern's TOML for the front ends (`[redis]`: enable, listen, threads, databases,
+    /// dirty_incr_decr, max_pending, purge_interval_ms); overrides the JSON's Rondis section.
+    #[arg(long)]
+    toml: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -357,6 +361,16 @@ fn redis_options(
         o.dirty_incr[d.index as usize] = d.dirty_incr_decr.unwrap_or(false);
     }
     o.spin = rest.spin;
+    if let Some(path) = &a.toml
+        && !crate::config::ApiToml::load(path)?.apply_redis(&mut o)?
+    {
+        return Ok(None);
+    }
+    if a.redis_port.is_some() || a.redis_ip.is_some() {
+        let ip = a.redis_ip.clone().unwrap_or_else(|| o.listen.ip().to_string());
+        let port = a.redis_port.unwrap_or(o.listen.port());
+        o.listen = format!("{ip}:{port}").parse().with_context(|| format!("'{ip}:{port}' is not an address"))?;
+    }
     Ok(Some(o))
 }
 

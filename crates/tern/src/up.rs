@@ -49,6 +49,9 @@ pub struct UpArgs {
     /// ldm worker threads ("auto" or a number).
     #[arg(long, default_value = "auto")]
     pub ldm_workers: String,
+    /// Tern's TOML for the API server's front ends (`tern api --toml`; ports stay the flags').
+    #[arg(long)]
+    pub api_toml: Option<PathBuf>,
 }
 
 fn write_datanode_config(a: &UpArgs, dir: &Path) -> Result<PathBuf> {
@@ -243,6 +246,12 @@ pub fn run(a: UpArgs) -> Result<()> {
         "--redis-port".into(),
         a.redis_port.to_string(),
     ];
+    let mut api_args = api_args;
+    if let Some(t) = &a.api_toml {
+        let t = t.canonicalize().with_context(|| format!("--api-toml {}", t.display()))?;
+        crate::config::ApiToml::load(&t)?;
+        api_args.extend(["--toml".into(), t.display().to_string()]);
+    }
     let redis = format!("127.0.0.1:{}", a.redis_port);
     match Supervised::start("API server", api_args, format!("{rest} {redis}"), api_ready) {
         Ok(s) => children.push(s),
