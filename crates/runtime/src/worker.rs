@@ -259,10 +259,6 @@ impl Worker {
         let mut inbox = std::mem::take(&mut self.inbox);
         self.mailbox.drain_into(&mut inbox);
         let worked = !inbox.is_empty();
-        if inbox.iter().any(|i| matches!(i, Inbound::Signal(..))) {
-            // Another worker's signal: its next phase (commit after prepare) follows shortly.
-            self.spin_us = self.shared.spin_max_us;
-        }
         for item in inbox.drain(..) {
             match item {
                 Inbound::Signal(b, s) => self.local.push_back((b, s)),
@@ -586,17 +582,10 @@ impl Worker {
     }
 
     fn flush(&mut self) {
-        let mut sent_to_peer = false;
         for (w, items) in self.outboxes.iter_mut().enumerate() {
             if !items.is_empty() {
                 self.peers[w].push_all(items);
-                sent_to_peer = true;
             }
-        }
-        if sent_to_peer {
-            // A signal to another worker is usually answered within microseconds (a prepare, a
-            // commit): spin for the answer rather than pay a sleep and wake-up for it.
-            self.spin_us = self.shared.spin_max_us;
         }
         let mut dirty = std::mem::take(&mut self.dirty);
         let mut resume = Vec::new();
