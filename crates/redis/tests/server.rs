@@ -190,3 +190,126 @@ fn limits_bad_input_and_sql_visibility() {
     assert!(e.starts_with("ERR "), "{e}");
     assert_eq!(c.q("PING"), Reply::Simple("PONG".into()));
 }
+
+/// Hostile clients: random commands with random arguments (known names, wrong arities, huge
+/// numbers, binary junk) and random bytes. Every connection gets replies or a clean close, and the
+/// server keeps answering. Rerun a failure with `TERN_SEED=<n>`.
+#[test]
+fn random_commands_and_garbage_do_not_hurt_the_server() {
+    use tern_types::rng::{Rng, test_seed};
+    let seed = test_seed();
+    println!("seed {seed} (rerun with TERN_SEED={seed})");
+    let (_d, _n, addr) = start_node(256 << 20);
+    let port = start_tern(&addr, opts());
+    let mut rng = Rng::new(seed);
+    let names = [
+        "GET",
+        "SET",
+        "MGET",
+        "MSET",
+        "MSETNX",
+        "SETNX",
+        "SETEX",
+        "PSETEX",
+        "GETSET",
+        "GETDEL",
+        "INCR",
+        "INCRBY",
+        "DECR",
+        "DECRBY",
+        "STRLEN",
+        "APPEND",
+        "GETRANGE",
+        "SETRANGE",
+        "DEL",
+        "UNLINK",
+        "EXISTS",
+        "TYPE",
+        "EXPIRE",
+        "PEXPIRE",
+        "EXPIREAT",
+        "PEXPIREAT",
+        "TTL",
+        "PTTL",
+        "PERSIST",
+        "SCAN",
+        "KEYS",
+        "HSET",
+        "HGET",
+        "HMGET",
+        "HMSET",
+        "HDEL",
+        "HGETALL",
+        "HLEN",
+        "HEXISTS",
+        "HINCRBY",
+        "PING",
+        "ECHO",
+        "SELECT",
+        "HELLO",
+        "CLIENT",
+        "CONFIG",
+        "COMMAND",
+        "INFO",
+        "DBSIZE",
+        "AUTH",
+        "NOPE",
+    ];
+    let words = [
+        "k1",
+        "k2",
+        "h",
+        "0",
+        "-1",
+        "1",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "99999999999999999999",
+        "NX",
+        "XX",
+        "GET",
+        "EX",
+        "PX",
+        "EXAT",
+        "KEEPTTL",
+        "GT",
+        "LT",
+        "MATCH",
+        "COUNT",
+        "TYPE",
+        "*",
+        "[",
+        "\\",
+        "",
+        " ",
+    ];
+    for round in 0..6 {
+        let mut c = Conn::open(port);
+        for _ in 0..150 {
+            let name = *rng.pick(&names);
+            let n = rng.below(6) as usize;
+            let mut args: Vec<Vec<u8>> = vec![name.as_bytes().to_vec()];
+            for _ in 0..n {
+                args.push(if rng.chance(15) {
+                    (0..rng.below(40)).map(|_| rng.below(256) as u8).collect()
+                } else {
+                    rng.pick(&words).as_bytes().to_vec()
+                });
+            }
+            if name == "SELECT" {
+                args.truncate(1);
+                args.push(b"0".to_vec());
+            }
+            let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+            c.send(&refs);
+            let _ = c.read(); // any reply; a hang or a closed connection fails the test
+        }
+        // Raw garbage on a fresh connection: an error and a close, or nothing.
+        let mut g = Conn::open(port);
+        let junk: Vec<u8> = (0..rng.below(200) + 1).map(|_| rng.below(256) as u8).collect();
+        g.send_raw(&junk);
+        g.send_raw(b"\r\n");
+        drop(g);
+        assert_eq!(Conn::open(port).q("PING"), Reply::Simple("PONG".into()), "round {round}");
+    }
+}
