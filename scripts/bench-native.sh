@@ -9,7 +9,7 @@ RUNS=${2:-3}
 PORT=${TERN_BENCH_PORT:-11870}
 cargo build --release -p tern >/dev/null
 DIR=$(mktemp -d)
-target/release/tern up --data-dir "$DIR" --datanode-port "$PORT" --data-memory 4G >"$DIR/up.out" 2>"$DIR/up.err" &
+target/release/tern up --data-dir "$DIR" --datanode-port "$PORT" --rest-port "$((PORT + 1))" --redis-port "$((PORT + 2))" --data-memory 4G >"$DIR/up.out" 2>"$DIR/up.err" &
 UP=$!
 trap 'kill -INT $UP 2>/dev/null; wait $UP 2>/dev/null; rm -rf "$DIR"' EXIT
 for _ in $(seq 100); do grep -q '^ready:' "$DIR/up.out" 2>/dev/null && break; sleep 0.1; done
