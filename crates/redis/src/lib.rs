@@ -38,7 +38,7 @@ pub struct RedisOptions {
     /// Bytes of received, not yet executed commands a connection may hold.
     pub max_pending: usize,
     pub limits: resp::Limits,
-    /// How often expired keys are purged.
+    /// How often expired keys are purged (backing off to 64 intervals while none are found).
     pub purge_interval: Duration,
 }
 
@@ -354,13 +354,28 @@ impl Server {
     }
 
     /// Deletes expired keys of the open databases, a bounded number per round.
+    /// A purge scans the whole `string_keys` table, so a database where it found nothing is
+    /// purged less and less often (up to every 64 intervals) until expired keys turn up again;
+    /// expired keys are invisible meanwhile, only their memory waits.
     async fn purge_loop(self: Arc<Self>) {
+        // Per database: (intervals to skip, current back-off).
+        let mut pace: HashMap<u32, (u32, u32)> = HashMap::new();
         loop {
             tokio::time::sleep(self.opts.purge_interval).await;
             let open: Vec<Arc<Db>> = self.dbs.lock().expect("dbs").values().cloned().collect();
             for db in open {
+                let p = pace.entry(db.index).or_insert((0, 0));
+                if p.0 > 0 {
+                    p.0 -= 1;
+                    continue;
+                }
                 match self.purge(&db, 10_000).await {
+                    Ok(0) => {
+                        p.1 = (p.1 * 2).clamp(1, 64);
+                        p.0 = p.1;
+                    }
                     Ok(n) => {
+                        *p = (0, 0);
                         self.stats.expired.fetch_add(n, Ordering::Relaxed);
                     }
                     Err(e) => tracing::debug!("purging expired keys of redis_{}: {}", db.index, e.0),
