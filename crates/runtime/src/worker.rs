@@ -11,7 +11,7 @@ use crate::mailbox::Mailbox;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -381,25 +381,39 @@ impl Worker {
             if conn.rbuf.capacity() - len < 16 * 1024 {
                 conn.rbuf.reserve(64 * 1024);
             }
-            let cap = conn.rbuf.capacity();
-            conn.rbuf.resize(cap, 0);
-            match conn.stream.read(&mut conn.rbuf[len..]) {
-                Ok(0) => {
-                    conn.rbuf.truncate(len);
-                    closed = true;
-                    break;
+            // Read into the spare capacity (no zeroing of the buffer on every read).
+            let spare = conn.rbuf.spare_capacity_mut();
+            let room = spare.len();
+            // SAFETY: receives into the vector's spare capacity, at most its length, from the
+            // connection's own socket.
+            let n = unsafe {
+                libc::recv(
+                    std::os::fd::AsRawFd::as_raw_fd(&conn.stream),
+                    spare.as_mut_ptr() as *mut libc::c_void,
+                    room,
+                    0,
+                )
+            };
+            if n == 0 {
+                closed = true;
+                break;
+            }
+            if n < 0 {
+                match io::Error::last_os_error().kind() {
+                    io::ErrorKind::WouldBlock => break,
+                    io::ErrorKind::Interrupted => continue,
+                    _ => {
+                        closed = true;
+                        break;
+                    }
                 }
-                Ok(n) => conn.rbuf.truncate(len + n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    conn.rbuf.truncate(len);
-                    break;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => conn.rbuf.truncate(len),
-                Err(_) => {
-                    conn.rbuf.truncate(len);
-                    closed = true;
-                    break;
-                }
+            }
+            // SAFETY: recv initialised the first n spare bytes.
+            unsafe { conn.rbuf.set_len(len + n as usize) };
+            if (n as usize) < room {
+                // The socket is drained: epoll (edge-triggered) reports data that arrives later,
+                // so the `recv` that would only say EAGAIN is skipped.
+                break;
             }
         }
         // Decode every complete frame.
