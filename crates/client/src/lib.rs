@@ -17,6 +17,8 @@
 //! ```
 
 mod conn;
+#[cfg(feature = "tokio")]
+pub mod frontend;
 pub mod spinwatch;
 
 use conn::Conn;

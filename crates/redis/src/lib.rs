@@ -479,28 +479,12 @@ pub fn run(
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String> {
     tern_client::spinwatch::set_spin(opts.spin);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(opts.threads.max(1))
-        .enable_io()
-        .enable_time()
-        .thread_name("tern-redis")
-        // Data-node requests of all connections served in one executor pass leave in one write
-        // when the worker runs out of work (cross-connection batching).
-        .on_thread_start(|| tern_client::set_defer_sends(true))
-        .on_thread_park(|| {
-            tern_client::spinwatch::park_spin();
-        })
-        .build()
-        .map_err(|e| e.to_string())?;
+    // Data-node requests of all connections served in one executor pass leave in one write when
+    // the worker runs out of work (cross-connection batching).
+    let rt = tern_client::frontend::runtime(opts.threads, "tern-redis", true)?;
     rt.block_on(async move {
         let client = tokio::task::block_in_place(connect)?;
-        let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AddrInUse {
-                format!("cannot listen on {} (Redis): the port is already in use", opts.listen)
-            } else {
-                format!("cannot listen on {} (Redis): {e}", opts.listen)
-            }
-        })?;
+        let listener = tern_client::frontend::bind(opts.listen, "Redis").await?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let server = Server::new(client, opts, addr.port());
         // Database 0 exists from the start (SQL users see redis_0 at once).

@@ -293,25 +293,10 @@ pub fn run(
     tern_client::spinwatch::set_spin(opts.spin);
     // Certificate problems are reported before anything starts.
     let acceptor = opts.tls.as_ref().map(tls::acceptor).transpose()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(opts.threads)
-        .enable_io()
-        .enable_time()
-        .thread_name("tern-rest")
-        .on_thread_park(|| {
-            tern_client::spinwatch::park_spin();
-        })
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = tern_client::frontend::runtime(opts.threads, "tern-rest", false)?;
     rt.block_on(async move {
         let client = tokio::task::block_in_place(connect)?;
-        let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AddrInUse {
-                format!("cannot listen on {} (REST): the port is already in use", opts.listen)
-            } else {
-                format!("cannot listen on {} (REST): {e}", opts.listen)
-            }
-        })?;
+        let listener = tern_client::frontend::bind(opts.listen, "REST").await?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         ready(addr);
         RestServer::new(client, opts).serve(listener, acceptor).await;
