@@ -403,8 +403,21 @@ impl Server {
             resp::simple(out, "OK");
             return false;
         }
+        let start = out.len();
         if let Err(e) = self.dispatch(sess, name, &args, out).await {
             resp::error(out, &e.0);
+        }
+        if sess.resp3 {
+            let docs = name == "command" && args.get(1).is_some_and(|a| is(a, "docs"));
+            let shape = match name {
+                "hgetall" | "config" | "hello" => resp::Resp3Shape::Map,
+                "command" if docs => resp::Resp3Shape::Map,
+                "info" => resp::Resp3Shape::Verbatim,
+                _ => resp::Resp3Shape::Plain,
+            };
+            let r3 = resp::to_resp3(&out[start..], shape);
+            out.truncate(start);
+            out.extend(r3);
         }
         true
     }
@@ -1441,11 +1454,13 @@ impl Server {
 
     fn hello(&self, sess: &mut Session, a: &[Vec<u8>], out: &mut Vec<u8>) -> R {
         let mut i = 1;
+        let mut proto = None;
         if let Some(v) = a.get(1) {
             let p = parse_int(v).ok_or_else(|| err("ERR Protocol version is not an integer or out of range"))?;
-            if p != 2 {
+            if p != 2 && p != 3 {
                 return Err(err("NOPROTO unsupported protocol version"));
             }
+            proto = Some(p == 3);
             i = 2;
         }
         while i < a.len() {
@@ -1458,13 +1473,16 @@ impl Server {
                 return Err(err(format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(&a[i]))));
             }
         }
+        if let Some(r3) = proto {
+            sess.resp3 = r3;
+        }
         resp::array_len(out, 14);
         for (k, v) in [("server", "redis"), ("version", crate::REDIS_VERSION)] {
             resp::bulk(out, k.as_bytes());
             resp::bulk(out, v.as_bytes());
         }
         resp::bulk(out, b"proto");
-        resp::integer(out, 2);
+        resp::integer(out, if sess.resp3 { 3 } else { 2 });
         resp::bulk(out, b"id");
         resp::integer(out, sess.id as i64);
         for (k, v) in [("mode", "standalone"), ("role", "master")] {

@@ -82,6 +82,8 @@ pub struct Session {
     /// Open SCAN cursors: cursor -> (database, scan).
     pub cursors: HashMap<u64, (u32, Scanner)>,
     pub next_cursor: u64,
+    /// Replies in RESP3 (after `HELLO 3`).
+    pub resp3: bool,
 }
 
 /// A command the pipeline path merges into one transaction.
@@ -149,7 +151,7 @@ impl Server {
 
     async fn serve_conn(self: Arc<Self>, stream: tokio::net::TcpStream, id: u64) {
         let Ok(stream) = Sock::new(stream) else { return };
-        let mut sess = Session { id, db: 0, name: None, cursors: HashMap::new(), next_cursor: 0 };
+        let mut sess = Session { id, db: 0, name: None, cursors: HashMap::new(), next_cursor: 0, resp3: false };
         let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
         let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
         loop {
@@ -240,6 +242,16 @@ impl Server {
     }
 
     async fn run_fast(self: &Arc<Self>, sess: &mut Session, run: Vec<Fast>, out: &mut Vec<u8>) {
+        let start = out.len();
+        self.run_fast_resp2(sess, run, out).await;
+        if sess.resp3 {
+            let r3 = resp::to_resp3(&out[start..], resp::Resp3Shape::Plain);
+            out.truncate(start);
+            out.extend(r3);
+        }
+    }
+
+    async fn run_fast_resp2(self: &Arc<Self>, sess: &mut Session, run: Vec<Fast>, out: &mut Vec<u8>) {
         self.stats.commands.fetch_add(run.len() as u64, Ordering::Relaxed);
         let db = match self.db(sess.db) {
             Ok(d) => d,

@@ -255,9 +255,111 @@ pub fn array_len(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// How a command's top-level RESP2 reply looks in RESP3 (`HELLO 3`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resp3Shape {
+    /// Only nulls change (`$-1` / `*-1` become `_`).
+    Plain,
+    /// A flat array of key, value, key, value ... becomes a map (HGETALL, CONFIG GET, HELLO).
+    Map,
+    /// A bulk string becomes a verbatim text string (INFO).
+    Verbatim,
+}
+
+/// Rewrites complete RESP2 replies (as this crate encodes them) into RESP3; `shape` applies to
+/// each top-level reply. Bytes that do not parse are copied unchanged.
+pub fn to_resp3(replies: &[u8], shape: Resp3Shape) -> Vec<u8> {
+    let mut out = Vec::with_capacity(replies.len() + 16);
+    let mut pos = 0;
+    while pos < replies.len() {
+        match convert(replies, pos, &mut out, shape) {
+            Some(next) => pos = next,
+            None => {
+                out.extend_from_slice(&replies[pos..]);
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Converts the reply at `pos`; returns the position after it.
+fn convert(b: &[u8], pos: usize, out: &mut Vec<u8>, shape: Resp3Shape) -> Option<usize> {
+    let end = find_crlf(b, pos)?;
+    let line = &b[pos..end];
+    let next = end + 2;
+    match line.first()? {
+        b'$' => {
+            let n = parse_int(&line[1..])?;
+            if n < 0 {
+                out.extend_from_slice(b"_\r\n");
+                return Some(next);
+            }
+            let data = b.get(next..next + n as usize)?;
+            if shape == Resp3Shape::Verbatim {
+                out.push(b'=');
+                out.extend_from_slice((n + 4).to_string().as_bytes());
+                out.extend_from_slice(b"\r\ntxt:");
+            } else {
+                out.extend_from_slice(line);
+                out.extend_from_slice(b"\r\n");
+            }
+            out.extend_from_slice(data);
+            out.extend_from_slice(b"\r\n");
+            Some(next + n as usize + 2)
+        }
+        b'*' => {
+            let n = parse_int(&line[1..])?;
+            if n < 0 {
+                out.extend_from_slice(b"_\r\n");
+                return Some(next);
+            }
+            if shape == Resp3Shape::Map && n % 2 == 0 {
+                out.push(b'%');
+                out.extend_from_slice((n / 2).to_string().as_bytes());
+            } else {
+                out.extend_from_slice(line);
+            }
+            out.extend_from_slice(b"\r\n");
+            let mut p = next;
+            for _ in 0..n {
+                p = convert(b, p, out, Resp3Shape::Plain)?;
+            }
+            Some(p)
+        }
+        _ => {
+            out.extend_from_slice(&b[pos..next]);
+            Some(next)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resp3_rewrites_nulls_maps_and_verbatim() {
+        let mut r = Vec::new();
+        null(&mut r);
+        array_len(&mut r, 3);
+        bulk(&mut r, b"a");
+        null(&mut r);
+        integer(&mut r, 5);
+        assert_eq!(to_resp3(&r, Resp3Shape::Plain), b"_\r\n*3\r\n$1\r\na\r\n_\r\n:5\r\n");
+        let mut m = Vec::new();
+        array_len(&mut m, 4);
+        for x in [&b"f"[..], b"1", b"g", b"2"] {
+            bulk(&mut m, x);
+        }
+        assert_eq!(to_resp3(&m, Resp3Shape::Map), b"%2\r\n$1\r\nf\r\n$1\r\n1\r\n$1\r\ng\r\n$1\r\n2\r\n");
+        let mut v = Vec::new();
+        bulk(&mut v, b"# Server\r\n");
+        assert_eq!(to_resp3(&v, Resp3Shape::Verbatim), b"=14\r\ntxt:# Server\r\n\r\n");
+        let mut e = Vec::new();
+        error(&mut e, "ERR x");
+        assert_eq!(to_resp3(&e, Resp3Shape::Plain), e);
+    }
 
     fn cmd(parts: &[&str]) -> Vec<Vec<u8>> {
         parts.iter().map(|p| p.as_bytes().to_vec()).collect()

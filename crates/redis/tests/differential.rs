@@ -16,6 +16,11 @@ fn canonical(cmd: &str, r: Reply) -> Reply {
             pairs.sort();
             Reply::Array(Some(pairs.concat()))
         }
+        ("hgetall", Reply::Map(v)) => {
+            let mut pairs: Vec<Vec<Reply>> = v.chunks(2).map(|c| c.to_vec()).collect();
+            pairs.sort();
+            Reply::Map(pairs.concat())
+        }
         (_, r) => r,
     }
 }
@@ -425,4 +430,63 @@ fn large_values_and_expiry_timing_match_redis() {
             "TTL e1",
         ],
     );
+}
+
+#[test]
+fn resp3_after_hello_3_matches_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    // HELLO 3 answers a map (server facts differ: compare its keys and the protocol).
+    let shape = |r: Reply| match r {
+        Reply::Map(v) => {
+            let keys: Vec<Reply> = v.iter().step_by(2).cloned().collect();
+            let proto = v.iter().position(|x| *x == Reply::bulk("proto")).map(|i| v[i + 1].clone());
+            (keys, proto)
+        }
+        other => panic!("HELLO 3 answered {other:?}"),
+    };
+    assert_eq!(shape(t.q("HELLO 3")), shape(p.q("HELLO 3")));
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "GET missing",
+            "SET k v",
+            "GET k",
+            "MGET k missing",
+            "HSET h a 1 b 2",
+            "HGETALL h",
+            "HGETALL missing",
+            "HGET h zz",
+            "HMGET h a zz",
+            "SET k v2 GET",
+            "SET new v NX GET",
+            "GETDEL missing",
+            "CLIENT GETNAME",
+            "CONFIG GET save",
+            "TTL k",
+            "SCAN 0 MATCH nothing*",
+            "INCR n",
+            "FOO",
+            "HELLO 4",
+        ],
+    );
+    // INFO is a verbatim text string in RESP3.
+    assert!(matches!(t.q("INFO keyspace"), Reply::Verbatim(v) if v.starts_with(b"txt:# Keyspace")));
+    assert!(matches!(p.q("INFO keyspace"), Reply::Verbatim(v) if v.starts_with(b"txt:# Keyspace")));
+    // Pipelined GETs (the merged path) answer RESP3 nulls too.
+    for c in [&mut p, &mut t] {
+        c.send_raw(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*2\r\n$3\r\nGET\r\n$2\r\nzz\r\n");
+    }
+    assert_eq!((t.read(), t.read()), (p.read(), p.read()));
+    // Back to RESP2.
+    assert_eq!(shape2(t.q("HELLO 2")), shape2(p.q("HELLO 2")));
+    compare(&mut p, &mut t, &["GET missing", "HGETALL h"]);
+}
+
+fn shape2(r: Reply) -> usize {
+    match r {
+        Reply::Array(Some(v)) => v.len(),
+        other => panic!("HELLO 2 answered {other:?}"),
+    }
 }

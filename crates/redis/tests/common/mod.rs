@@ -94,6 +94,12 @@ pub enum Reply {
     Int(i64),
     Bulk(Option<Vec<u8>>),
     Array(Option<Vec<Reply>>),
+    /// RESP3 `_`.
+    Null,
+    /// RESP3 `%`: key, value, key, value ...
+    Map(Vec<Reply>),
+    /// RESP3 `=`: format and text.
+    Verbatim(Vec<u8>),
 }
 
 impl Reply {
@@ -170,6 +176,18 @@ impl Conn {
                     return Reply::Array(None);
                 }
                 Reply::Array(Some((0..n).map(|_| self.read()).collect()))
+            }
+            "_" => Reply::Null,
+            "%" => {
+                let n: usize = rest.parse().unwrap();
+                Reply::Map((0..2 * n).map(|_| self.read()).collect())
+            }
+            "=" => {
+                let n: usize = rest.parse().unwrap();
+                let mut b = vec![0; n + 2];
+                self.r.read_exact(&mut b).unwrap();
+                b.truncate(n);
+                Reply::Verbatim(b)
             }
             _ => panic!("bad reply line {l:?}"),
         }
