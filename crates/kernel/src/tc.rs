@@ -361,7 +361,13 @@ impl Tc {
         txn.durable |= req.durable;
         txn.last_active_ms = now_ms;
         txn.results = vec![OpResult::Done; req.ops.len()];
-        txn.writes = req.ops.iter().map(|o| o.kind.is_write()).collect();
+        // NotFound fails an AbortOnError transaction for writes that need the row; a Write found
+        // no previous row and a DeleteExpired an unexpired one, which are not errors.
+        txn.writes = req
+            .ops
+            .iter()
+            .map(|o| o.kind.is_write() && !matches!(o.kind, OpKind::Write | OpKind::DeleteExpired))
+            .collect();
         txn.client_ops = req.ops.len();
         if req.exec == Exec::Rollback {
             txn.results.clear();

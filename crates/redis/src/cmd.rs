@@ -169,6 +169,11 @@ where
     }
 }
 
+/// The last batch of a transaction; an operation that failed is the transaction's error.
+async fn commit_checked(t: &mut Transaction, ops: Vec<KeyOp>) -> Result<Vec<OpResult>, TernError> {
+    t.execute_with(ops, Exec::Commit, AbortOption::AbortOnError).await
+}
+
 /// One batch of a transaction with per-operation results (IgnoreError).
 async fn exec(t: &mut Transaction, ops: Vec<KeyOp>, exec: Exec) -> Result<Vec<OpResult>, TernError> {
     t.execute_with(ops, exec, AbortOption::IgnoreError).await
@@ -207,7 +212,7 @@ pub async fn write_txn(client: &tern_client::Client, ops: Vec<KeyOp>) -> Result<
     if bytes < (16 << 20) && ops.len() <= 4096 {
         let mut t = client.begin();
         t.set_nowait(true);
-        match exec(&mut t, ops.clone(), Exec::Commit).await {
+        match t.execute_with(ops.clone(), Exec::Commit, AbortOption::AbortOnError).await {
             Err(e) if e.is_temporary() => {}
             other => return other,
         }
@@ -229,7 +234,8 @@ pub async fn exec_ordered(
     t: &mut Transaction,
     ops: Vec<KeyOp>,
 ) -> Result<Vec<OpResult>, TernError> {
-    exec_ordered_with(client, t, ops, AbortOption::IgnoreError).await
+    // Any failed write aborts the whole transaction: a value is never half written.
+    exec_ordered_with(client, t, ops, AbortOption::AbortOnError).await
 }
 
 /// `exec_ordered` with a choice of abort option.
@@ -879,7 +885,7 @@ impl Server {
                     Ok(v) => v,
                     Err(e) => return Ok(Err(e)),
                 };
-                exec(&mut t, vec![db.keys.delete(&[Value::Bytes(key.to_vec())])?], Exec::Commit).await?;
+                commit_checked(&mut t, vec![db.keys.delete(&[Value::Bytes(key.to_vec())])?]).await?;
                 Ok(Ok(Some((m, v))))
             }
         })
@@ -998,7 +1004,7 @@ impl Server {
         }
         let rs = txn(self, |mut t| {
             let ops = ops.clone();
-            async move { exec_ordered(&self.client, &mut t, ops).await.map(Ok) }
+            async move { exec_ordered_with(&self.client, &mut t, ops, AbortOption::IgnoreError).await.map(Ok) }
         })
         .await?;
         let mut n = 0;
@@ -1076,11 +1082,11 @@ impl Server {
                     return Ok(Ok((0, None)));
                 }
                 if at <= db::now_ms() {
-                    exec(&mut t, vec![db.keys.delete(&[Value::Bytes(key.to_vec())])?], Exec::Commit).await?;
+                    commit_checked(&mut t, vec![db.keys.delete(&[Value::Bytes(key.to_vec())])?]).await?;
                     return Ok(Ok((1, Some(m))));
                 }
                 let op = update(&db, key, vec![set_col(db::K_EXPIRY, db::expiry_value(Some(at)))])?;
-                exec(&mut t, vec![op], Exec::Commit).await?;
+                commit_checked(&mut t, vec![op]).await?;
                 Ok(Ok((1, None)))
             }
         })
@@ -1108,7 +1114,7 @@ impl Server {
                 let r = exec(&mut t, vec![read], Exec::NoCommit).await?;
                 match meta_of(db, r.into_iter().next()) {
                     Ok(Some(m)) if m.expiry.is_some() => {
-                        exec(&mut t, vec![op], Exec::Commit).await?;
+                        commit_checked(&mut t, vec![op]).await?;
                         Ok(Ok(1))
                     }
                     Ok(_) => {
@@ -1232,7 +1238,9 @@ impl Server {
                 }
                 txn(self, |mut tx| {
                     let ops = ops.clone();
-                    async move { exec_ordered(&self.client, &mut tx, ops).await.map(|_| Ok(())) }
+                    async move {
+                        exec_ordered_with(&self.client, &mut tx, ops, AbortOption::IgnoreError).await.map(|_| Ok(()))
+                    }
                 })
                 .await?;
             }
@@ -1264,7 +1272,7 @@ impl Server {
             }
             let rs = txn(self, |mut t| {
                 let ops = ops.clone();
-                async move { exec_ordered(&self.client, &mut t, ops).await.map(Ok) }
+                async move { exec_ordered_with(&self.client, &mut t, ops, AbortOption::IgnoreError).await.map(Ok) }
             })
             .await?;
             for (r, m) in rs.into_iter().zip(metas) {
@@ -1389,7 +1397,7 @@ impl Server {
                 } else {
                     update(&db, key, vec![set_col(db::K_LEN, Value::UInt(meta.len))])?
                 };
-                exec(&mut t, vec![op], Exec::Commit).await?;
+                commit_checked(&mut t, vec![op]).await?;
                 Ok(Ok(removed as i64))
             }
         })

@@ -313,3 +313,24 @@ fn random_commands_and_garbage_do_not_hurt_the_server() {
         assert_eq!(Conn::open(port).q("PING"), Reply::Simple("PONG".into()), "round {round}");
     }
 }
+
+/// Data memory runs out in the middle of a big value: the write fails with Redis's OOM error and
+/// nothing of it lands (no half-written value, no partial MSET); the server keeps serving.
+#[test]
+fn full_memory_fails_whole_writes() {
+    let (_d, _n, addr) = start_node(24 << 20);
+    let port = start_tern(&addr, opts());
+    let mut c = Conn::open(port);
+    assert_eq!(c.q("SET k old"), Reply::Simple("OK".into()));
+    let big = vec![b'x'; 40 << 20];
+    let Reply::Error(e) = c.cmd(&[b"SET", b"k", &big]) else { panic!("a 40 MB value fit in 24 MB") };
+    assert!(e.starts_with("OOM "), "{e}");
+    assert_eq!(c.q("GET k"), Reply::bulk("old"));
+    let Reply::Error(e) = c.cmd(&[b"MSET", b"a", b"1", b"b", &big]) else { panic!("MSET fit") };
+    assert!(e.starts_with("OOM "), "{e}");
+    assert_eq!(c.q("EXISTS a b"), Reply::Int(0));
+    let Reply::Error(_) = c.cmd(&[b"APPEND", b"k", &big]) else { panic!("APPEND fit") };
+    assert_eq!(c.q("GET k"), Reply::bulk("old"));
+    assert_eq!(c.q("SET k new"), Reply::Simple("OK".into()));
+    assert_eq!(c.q("GET k"), Reply::bulk("new"));
+}
