@@ -201,6 +201,9 @@ impl Server {
                 buf.shrink_to(16 << 10);
             }
             buf.reserve(16 << 10);
+            // Other connections' queued data-node requests go now rather than when the worker
+            // parks: a worker that always finds work (many busy connections) may not park soon.
+            tern_client::flush_deferred();
             match stream.read_into(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
