@@ -12,6 +12,7 @@ pub mod hash;
 pub mod rng;
 pub mod row;
 pub mod schema;
+pub mod sha1;
 pub mod sha256;
 pub mod time;
 pub mod value;

@@ -1,0 +1,7 @@
+//! The MySQL front end (issue 5, in progress). So far: the wire protocol (`proto`) — packets,
+//! length-encoded values, the v10 handshake and the client's response, `mysql_native_password`,
+//! OK/ERR/EOF packets, column definitions and text result rows — written here rather than taken
+//! from opensrv-mysql, whose mysql_common dependency builds C (zlib, zstd) and runs bindgen
+//! (dependencies.md: "plan to own it later").
+
+pub mod proto;
