@@ -5,3 +5,6 @@
 //! (dependencies.md: "plan to own it later").
 
 pub mod proto;
+pub mod server;
+
+pub use server::{MysqlOptions, run};

@@ -1,0 +1,251 @@
+//! The MySQL front end's session basics over real sockets: handshake (with a database, with an
+//! auth switch), authentication errors, the statements clients send first, DDL of databases,
+//! errors with MySQL's errno/SQLSTATE, and bad packets.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+use tern_client::Client;
+use tern_kernel::NodeConfig;
+use tern_mysql::MysqlOptions;
+use tern_mysql::proto::{self, cap};
+use tern_runtime::{DataNode, DataNodeConfig};
+
+fn start() -> (tempfile::TempDir, DataNode, u16) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = NodeConfig::new(1, 2, 64 << 20);
+    node.dist.epoch_interval_ms = 20;
+    let cfg = DataNodeConfig {
+        node,
+        data_dir: dir.path().to_path_buf(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        spin_max_us: 10,
+        redo_segment_bytes: 1 << 20,
+        idle_hook: None,
+    };
+    let n = DataNode::start(cfg).unwrap();
+    assert!(n.wait_started(Duration::from_secs(20)));
+    let addr = n.local_addr().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let opts = MysqlOptions { listen: "127.0.0.1:0".parse().unwrap(), max_packet: 1 << 20, ..MysqlOptions::default() };
+    std::thread::spawn(move || {
+        tern_mysql::run(move || Client::connect(&addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
+            .unwrap()
+    });
+    let port = rx.recv_timeout(Duration::from_secs(20)).unwrap().port();
+    (dir, n, port)
+}
+
+/// A minimal MySQL client.
+struct My {
+    s: TcpStream,
+    buf: Vec<u8>,
+    eof_deprecated: bool,
+}
+
+#[derive(Debug, PartialEq)]
+enum Res {
+    Ok,
+    Err(u16, String, String),
+    Rows(Vec<String>, Vec<Vec<Option<String>>>),
+}
+
+impl My {
+    fn raw(port: u16) -> My {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        My { s, buf: Vec::new(), eof_deprecated: true }
+    }
+
+    fn packet(&mut self) -> Option<(u8, Vec<u8>)> {
+        loop {
+            if let Some((seq, p, used)) = proto::take_payload(&self.buf, 1 << 30).unwrap() {
+                self.buf.drain(..used);
+                return Some((seq, p));
+            }
+            let mut b = [0u8; 65536];
+            match self.s.read(&mut b) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&b[..n]),
+            }
+        }
+    }
+
+    fn send(&mut self, seq: u8, payload: &[u8]) {
+        let mut out = Vec::new();
+        proto::put_packets(&mut out, seq, payload);
+        self.s.write_all(&out).unwrap();
+    }
+
+    /// Connects as `user` with `plugin`, optionally with a database; returns the server's answer.
+    fn connect(port: u16, user: &str, db: Option<&str>, plugin: &str, eof_deprecated: bool) -> (My, Res) {
+        let mut m = My::raw(port);
+        m.eof_deprecated = eof_deprecated;
+        let (seq, hs) = m.packet().unwrap();
+        assert_eq!((seq, hs[0]), (0, 10), "v10 handshake");
+        let mut caps = cap::PROTOCOL_41 | cap::SECURE_CONNECTION | cap::PLUGIN_AUTH | cap::LONG_PASSWORD;
+        if eof_deprecated {
+            caps |= cap::DEPRECATE_EOF;
+        }
+        if db.is_some() {
+            caps |= cap::CONNECT_WITH_DB;
+        }
+        let mut p = Vec::new();
+        p.extend_from_slice(&caps.to_le_bytes());
+        p.extend_from_slice(&(1u32 << 24).to_le_bytes());
+        p.push(45);
+        p.extend_from_slice(&[0; 23]);
+        p.extend_from_slice(user.as_bytes());
+        p.push(0);
+        p.push(0); // empty auth response
+        if let Some(d) = db {
+            p.extend_from_slice(d.as_bytes());
+            p.push(0);
+        }
+        p.extend_from_slice(plugin.as_bytes());
+        p.push(0);
+        m.send(1, &p);
+        let (seq, mut r) = m.packet().unwrap();
+        if r[0] == 0xFE && r.len() > 1 {
+            // Auth switch to mysql_native_password: answer with an empty password.
+            assert!(r[1..].starts_with(proto::NATIVE_PASSWORD.as_bytes()));
+            m.send(seq + 1, b"");
+            r = m.packet().unwrap().1;
+        }
+        let res = m.result_from(r);
+        (m, res)
+    }
+
+    fn result_from(&mut self, first: Vec<u8>) -> Res {
+        match first[0] {
+            0x00 => Res::Ok,
+            0xFF => {
+                let errno = u16::from_le_bytes([first[1], first[2]]);
+                let state = String::from_utf8_lossy(&first[4..9]).into_owned();
+                Res::Err(errno, state, String::from_utf8_lossy(&first[9..]).into_owned())
+            }
+            _ => {
+                let n = proto::Reader::new(&first).lenenc_int().unwrap().unwrap() as usize;
+                let mut names = Vec::new();
+                for _ in 0..n {
+                    let (_, c) = self.packet().unwrap();
+                    let mut r = proto::Reader::new(&c);
+                    for _ in 0..4 {
+                        r.lenenc_str().unwrap();
+                    }
+                    names.push(String::from_utf8_lossy(r.lenenc_str().unwrap()).into_owned());
+                }
+                if !self.eof_deprecated {
+                    assert_eq!(self.packet().unwrap().1[0], 0xFE, "EOF after the columns");
+                }
+                let mut rows = Vec::new();
+                loop {
+                    let (_, p) = self.packet().unwrap();
+                    if p[0] == 0xFE && p.len() < 9 {
+                        break;
+                    }
+                    let mut r = proto::Reader::new(&p);
+                    let mut row = Vec::new();
+                    for _ in 0..n {
+                        if r.rest()[0] == 0xFB {
+                            r.u8().unwrap();
+                            row.push(None);
+                        } else {
+                            row.push(Some(String::from_utf8_lossy(r.lenenc_str().unwrap()).into_owned()));
+                        }
+                    }
+                    rows.push(row);
+                }
+                Res::Rows(names, rows)
+            }
+        }
+    }
+
+    fn query(&mut self, sql: &str) -> Res {
+        let mut p = vec![proto::com::QUERY];
+        p.extend_from_slice(sql.as_bytes());
+        self.send(0, &p);
+        let (seq, first) = self.packet().expect("an answer");
+        assert_eq!(seq, 1);
+        self.result_from(first)
+    }
+
+    fn command(&mut self, cmd: u8, arg: &[u8]) -> Res {
+        let mut p = vec![cmd];
+        p.extend_from_slice(arg);
+        self.send(0, &p);
+        let first = self.packet().expect("an answer").1;
+        self.result_from(first)
+    }
+}
+
+fn rows(v: &[&[Option<&str>]]) -> Vec<Vec<Option<String>>> {
+    v.iter().map(|r| r.iter().map(|c| c.map(str::to_string)).collect()).collect()
+}
+
+#[test]
+fn handshake_session_statements_and_errors() {
+    let (_d, _n, port) = start();
+    for eof_deprecated in [true, false] {
+        let (mut m, r) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, eof_deprecated);
+        assert_eq!(r, Res::Ok);
+        assert_eq!(
+            m.query("SELECT @@version_comment LIMIT 1"),
+            Res::Rows(vec!["@@version_comment".into()], rows(&[&[Some("Tern")]]))
+        );
+        assert_eq!(m.query("select database()"), Res::Rows(vec!["DATABASE()".into()], rows(&[&[None]])));
+        assert_eq!(m.command(proto::com::PING, b""), Res::Ok);
+    }
+    let (mut m, _) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    assert_eq!(m.query("CREATE DATABASE shop"), Res::Ok);
+    assert!(matches!(m.query("CREATE DATABASE shop"), Res::Err(1007, ..)));
+    assert_eq!(m.query("create database if not exists shop;"), Res::Ok);
+    let Res::Rows(_, dbs) = m.query("SHOW DATABASES") else { panic!("SHOW DATABASES") };
+    assert!(
+        dbs.contains(&vec![Some("shop".to_string())]) && dbs.contains(&vec![Some("information_schema".to_string())])
+    );
+    assert!(matches!(m.query("SHOW TABLES"), Res::Err(1046, ..)));
+    assert_eq!(m.query("USE `shop`"), Res::Ok);
+    assert_eq!(m.query("SELECT DATABASE()"), Res::Rows(vec!["DATABASE()".into()], rows(&[&[Some("shop")]])));
+    assert_eq!(m.query("SHOW TABLES"), Res::Rows(vec!["Tables_in_shop".into()], vec![]));
+    assert_eq!(m.query("SET NAMES utf8mb4"), Res::Ok);
+    assert_eq!(m.query("SET autocommit=1"), Res::Ok);
+    assert_eq!(m.query("SELECT 42"), Res::Rows(vec!["42".into()], rows(&[&[Some("42")]])));
+    let Res::Err(errno, state, msg) = m.query("SELECT * FROM items") else { panic!("unsupported SELECT") };
+    assert_eq!((errno, state.as_str()), (1235, "42000"), "{msg}");
+    assert!(matches!(m.query(""), Res::Err(1065, ..)));
+    assert!(matches!(m.command(proto::com::INIT_DB, b"nope"), Res::Err(1049, ..)));
+    assert!(matches!(m.command(0x77, b""), Res::Err(1047, ..)));
+    // Connecting with a database, unknown or known.
+    let (_, r) = My::connect(port, "root", Some("nope"), proto::NATIVE_PASSWORD, true);
+    assert_eq!(r, Res::Err(1049, "42000".into(), "Unknown database 'nope'".into()));
+    let (mut m2, r) = My::connect(port, "root", Some("shop"), proto::NATIVE_PASSWORD, true);
+    assert_eq!(r, Res::Ok);
+    assert_eq!(m2.query("SELECT DATABASE()"), Res::Rows(vec!["DATABASE()".into()], rows(&[&[Some("shop")]])));
+    // A client that starts with another plugin (MySQL 8's default) is switched to ours.
+    let (_, r) = My::connect(port, "root", None, "caching_sha2_password", true);
+    assert_eq!(r, Res::Ok);
+    // Unknown user.
+    let (_, r) = My::connect(port, "mallory", None, proto::NATIVE_PASSWORD, true);
+    assert!(matches!(r, Res::Err(1045, ref s, _) if s == "28000"), "{r:?}");
+    assert_eq!(m.query("DROP DATABASE shop"), Res::Ok);
+    assert!(matches!(m.query("DROP DATABASE shop"), Res::Err(1008, ..)));
+    assert_eq!(m.query("SELECT DATABASE()"), Res::Rows(vec!["DATABASE()".into()], rows(&[&[None]])));
+    // A packet over max_allowed_packet: an error, then the connection closes.
+    let mut big = vec![proto::com::QUERY];
+    big.resize(2 << 20, b' ');
+    m.send(0, &big);
+    assert!(matches!(m.packet().map(|p| p.1[0]), Some(0xFF) | None));
+    assert!(m.packet().is_none(), "closed after an oversized packet");
+    // Garbage instead of a handshake response.
+    let mut g = My::raw(port);
+    g.packet().unwrap();
+    g.s.write_all(b"\x05\x00\x00\x01hello").unwrap();
+    assert!(matches!(g.packet().map(|p| p.1[0]), Some(0xFF) | None));
+    // The server still serves.
+    let (mut m3, r) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    assert_eq!(r, Res::Ok);
+    // QUIT gets no answer: the connection just closes.
+    m3.send(0, &[proto::com::QUIT]);
+    assert!(m3.packet().is_none());
+}
