@@ -143,11 +143,11 @@ impl MysqlServer {
             db: None,
             status: status::AUTOCOMMIT,
         };
-        if let Some(db) = hr.database {
-            if let Err(e) = self.use_db(&mut sess, &db) {
-                let _ = self.send_err(&mut s, seq, &e).await;
-                return;
-            }
+        if let Some(db) = hr.database
+            && let Err(e) = self.use_db(&mut sess, &db)
+        {
+            let _ = self.send_err(&mut s, seq, &e).await;
+            return;
         }
         let mut out = Vec::new();
         proto::put_packets(&mut out, seq, &proto::ok_packet(0, 0, sess.status, 0, ""));
