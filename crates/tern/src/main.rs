@@ -96,6 +96,12 @@ struct ApiArgs {
     /// Do not serve the Redis protocol (like Rondis.Enable = false).
     #[arg(long)]
     no_redis: bool,
+    /// MySQL protocol port (default 3306).
+    #[arg(long, default_value_t = 3306)]
+    mysql_port: u16,
+    /// Do not serve the MySQL protocol.
+    #[arg(long)]
+    no_mysql: bool,
     /// Tern's TOML for the front ends (`[redis]`: enable, listen, threads, databases,
     /// dirty_incr_decr, max_pending, purge_interval_ms); overrides the JSON's Rondis section.
     #[arg(long)]
@@ -417,6 +423,23 @@ fn api(a: ApiArgs) -> Result<()> {
         }
     })?;
     let mut waiting = 1;
+    if !a.no_mysql {
+        waiting += 1;
+        let ip = a.rest_ip.clone().unwrap_or_else(|| "127.0.0.1".into());
+        let listen: std::net::SocketAddr = format!("{ip}:{}", a.mysql_port)
+            .parse()
+            .with_context(|| format!("'{ip}:{}' is not an address", a.mysql_port))?;
+        let mopts = tern_mysql::MysqlOptions { listen, ..tern_mysql::MysqlOptions::default() };
+        let (my_tx, my_err) = (tx.clone(), tx.clone());
+        let my_connect = connect.clone();
+        std::thread::Builder::new().name("tern-mysql-main".into()).spawn(move || {
+            if let Err(e) = tern_mysql::run(my_connect, mopts, |addr| {
+                let _ = my_tx.send(Ok(("MySQL", addr)));
+            }) {
+                let _ = my_err.send(Err(e));
+            }
+        })?;
+    }
     if let Some(ropts) = redis {
         waiting += 1;
         let (redis_tx, redis_err) = (tx.clone(), tx.clone());

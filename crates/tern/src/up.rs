@@ -34,7 +34,7 @@ pub struct UpArgs {
     /// Redis protocol port (the Redis front end, served by the `tern api` process).
     #[arg(long, default_value_t = 6379)]
     pub redis_port: u16,
-    /// MySQL protocol port (the SQL front end arrives with its issue).
+    /// MySQL protocol port (the SQL front end, served by the `tern api` process; in progress).
     #[arg(long, default_value_t = 3306)]
     pub mysql_port: u16,
     /// Management node port (the management node arrives with the cluster issue).
@@ -178,11 +178,20 @@ fn redis_ready(addr: &str) -> bool {
     matches!(s.read(&mut buf), Ok(7) if &buf == b"+PONG\r\n")
 }
 
-/// The API server is ready when its REST and Redis front ends both answer ("rest redis").
+/// The MySQL front end sends its handshake.
+fn mysql_ready(addr: &str) -> bool {
+    use std::io::Read;
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut buf = [0u8; 5];
+    matches!(s.read(&mut buf), Ok(5) if buf[4] == 10)
+}
+
+/// The API server is ready when its REST, Redis and MySQL front ends answer ("rest redis mysql").
 fn api_ready(addrs: &str) -> bool {
     let mut it = addrs.split(' ');
-    let (Some(rest), Some(redis)) = (it.next(), it.next()) else { return false };
-    rest_ready(rest) && redis_ready(redis)
+    let (Some(rest), Some(redis), Some(mysql)) = (it.next(), it.next(), it.next()) else { return false };
+    rest_ready(rest) && redis_ready(redis) && mysql_ready(mysql)
 }
 
 fn describe(status: std::process::ExitStatus) -> String {
@@ -230,6 +239,7 @@ pub fn run(a: UpArgs) -> Result<()> {
     port_free(a.datanode_port, "data node", "--datanode-port")?;
     port_free(a.rest_port, "REST API", "--rest-port")?;
     port_free(a.redis_port, "Redis", "--redis-port")?;
+    port_free(a.mysql_port, "MySQL", "--mysql-port")?;
     let addr = format!("127.0.0.1:{}", a.datanode_port);
     let rest = format!("127.0.0.1:{}", a.rest_port);
     let config = write_datanode_config(&a, &dir)?;
@@ -245,6 +255,8 @@ pub fn run(a: UpArgs) -> Result<()> {
         a.rest_port.to_string(),
         "--redis-port".into(),
         a.redis_port.to_string(),
+        "--mysql-port".into(),
+        a.mysql_port.to_string(),
     ];
     let mut api_args = api_args;
     if let Some(t) = &a.api_toml {
@@ -253,7 +265,8 @@ pub fn run(a: UpArgs) -> Result<()> {
         api_args.extend(["--toml".into(), t.display().to_string()]);
     }
     let redis = format!("127.0.0.1:{}", a.redis_port);
-    match Supervised::start("API server", api_args, format!("{rest} {redis}"), api_ready) {
+    let mysql = format!("127.0.0.1:{}", a.mysql_port);
+    match Supervised::start("API server", api_args, format!("{rest} {redis} {mysql}"), api_ready) {
         Ok(s) => children.push(s),
         Err(e) => {
             for c in &mut children {
@@ -262,7 +275,7 @@ pub fn run(a: UpArgs) -> Result<()> {
             return Err(e);
         }
     }
-    println!("ready: datanode={addr} rest={rest} redis={redis} data-dir={}", dir.display());
+    println!("ready: datanode={addr} rest={rest} redis={redis} mysql={mysql} data-dir={}", dir.display());
     std::io::stdout().flush()?;
     loop {
         if crate::stop_requested() {

@@ -67,6 +67,7 @@ fn redis_keys_and_ttls_survive_a_killed_data_node() {
         .arg(dir.path())
         .args(["--datanode-port", &port.to_string(), "--rest-port", &free_port().to_string()])
         .args(["--redis-port", &redis.to_string(), "--data-memory", "256M", "--ldm-workers", "2"])
+        .args(["--mysql-port", &free_port().to_string()])
         .env("TERN_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

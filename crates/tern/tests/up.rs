@@ -21,7 +21,7 @@ fn up_with_rest(dir: &std::path::Path, port: u16, rest: u16) -> Child {
         .args(["up", "--data-dir"])
         .arg(dir)
         .args(["--datanode-port", &port.to_string(), "--rest-port", &rest.to_string()])
-        .args(["--redis-port", &free_port().to_string()])
+        .args(["--redis-port", &free_port().to_string(), "--mysql-port", &free_port().to_string()])
         .args(["--data-memory", "128M", "--ldm-workers", "2"])
         .env("TERN_LOG", "warn")
         .stdin(Stdio::null())
