@@ -165,6 +165,19 @@ impl MysqlServer {
                 com::PING => {
                     proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status, 0, ""));
                 }
+                com::FIELD_LIST => {
+                    // Column listing for completion (mysql client without -A): none yet, just the end.
+                    let end = if sess.capabilities & cap::DEPRECATE_EOF != 0 {
+                        proto::eof_ok_packet(sess.status, 0)
+                    } else {
+                        proto::eof_packet(sess.status, 0)
+                    };
+                    proto::put_packets(&mut out, 1, &end);
+                }
+                com::SET_OPTION => {
+                    // Multi-statements on/off: answered with EOF, as MySQL does.
+                    proto::put_packets(&mut out, 1, &proto::eof_packet(sess.status, 0));
+                }
                 com::INIT_DB => {
                     let db = String::from_utf8_lossy(arg).into_owned();
                     match self.use_db(&mut sess, &db) {

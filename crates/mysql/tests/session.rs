@@ -218,6 +218,10 @@ fn handshake_session_statements_and_errors() {
     assert!(matches!(m.query(""), Res::Err(1065, ..)));
     assert!(matches!(m.command(proto::com::INIT_DB, b"nope"), Res::Err(1049, ..)));
     assert!(matches!(m.command(0x77, b""), Res::Err(1047, ..)));
+    m.send(0, &[proto::com::FIELD_LIST, b'x', 0]);
+    assert_eq!(m.packet().unwrap().1[0], 0xFE, "COM_FIELD_LIST ends with EOF");
+    m.send(0, &[proto::com::SET_OPTION, 1, 0]);
+    assert_eq!(m.packet().unwrap().1[0], 0xFE, "COM_SET_OPTION answers EOF");
     // Connecting with a database, unknown or known.
     let (_, r) = My::connect(port, "root", Some("nope"), proto::NATIVE_PASSWORD, true);
     assert_eq!(r, Res::Err(1049, "42000".into(), "Unknown database 'nope'".into()));
