@@ -293,7 +293,7 @@ pub fn run(
     tern_client::spinwatch::set_spin(opts.spin);
     // Certificate problems are reported before anything starts.
     let acceptor = opts.tls.as_ref().map(tls::acceptor).transpose()?;
-    let rt = tern_client::frontend::runtime(opts.threads, "tern-rest", false)?;
+    let rt = tern_client::frontend::runtime(opts.threads, "tern-rest", true)?;
     rt.block_on(async move {
         let client = tokio::task::block_in_place(connect)?;
         let listener = tern_client::frontend::bind(opts.listen, "REST").await?;
