@@ -24,7 +24,14 @@ thread_local! {
     static DEFER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Connections with requests this thread queued and has not flushed.
     static QUEUED: std::cell::RefCell<Vec<Arc<Conn>>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Requests queued since the last flush, and when the first of them was.
+    static QUEUED_SINCE: std::cell::Cell<(u32, Option<Instant>)> = const { std::cell::Cell::new((0, None)) };
 }
+
+/// A worker that keeps finding work may not park for a while: past this many queued requests, or
+/// this long since the first, a new request flushes the queue itself.
+const DEFER_MAX_REQUESTS: u32 = 64;
+const DEFER_MAX_WAIT: Duration = Duration::from_micros(200);
 
 /// Makes `Conn::request` on this thread queue its requests until `flush_deferred` (for executor
 /// threads that call `flush_deferred` before they park, e.g. from tokio's `on_thread_park`).
@@ -34,6 +41,7 @@ pub fn set_defer_sends(on: bool) {
 
 /// Sends every request this thread queued.
 pub fn flush_deferred() {
+    QUEUED_SINCE.with(|s| s.set((0, None)));
     let conns = QUEUED.with(|q| std::mem::take(&mut *q.borrow_mut()));
     for c in conns {
         c.flush();
@@ -429,6 +437,13 @@ impl Conn {
                     q.push(self.clone());
                 }
             });
+            let (n, since) = QUEUED_SINCE.with(|s| s.get());
+            let since = since.unwrap_or_else(Instant::now);
+            if n + 1 >= DEFER_MAX_REQUESTS || since.elapsed() >= DEFER_MAX_WAIT {
+                flush_deferred();
+            } else {
+                QUEUED_SINCE.with(|s| s.set((n + 1, Some(since))));
+            }
         }
         Ok(ReplyFuture { slot, conn: self.clone(), spun: false })
     }
