@@ -121,6 +121,8 @@ impl My {
     fn result_from(&mut self, first: Vec<u8>) -> Res {
         match first[0] {
             0x00 => Res::Ok,
+            // An EOF packet (COM_FIELD_LIST's end, COM_SET_OPTION's answer).
+            0xFE if first.len() < 9 => Res::Ok,
             0xFF => {
                 let errno = u16::from_le_bytes([first[1], first[2]]);
                 let state = String::from_utf8_lossy(&first[4..9]).into_owned();
@@ -254,4 +256,46 @@ fn handshake_session_statements_and_errors() {
     // QUIT gets no answer: the connection just closes.
     m3.send(0, &[proto::com::QUIT]);
     assert!(m3.packet().is_none());
+}
+
+/// Random commands and random queries after a good handshake, and random bytes instead of one:
+/// each gets an answer or a clean close, and the server keeps serving. `TERN_SEED=<n>` reruns.
+#[test]
+fn random_packets_do_not_hurt_the_server() {
+    use tern_types::rng::{Rng, test_seed};
+    let seed = test_seed();
+    println!("seed {seed} (rerun with TERN_SEED={seed})");
+    let (_d, _n, port) = start();
+    let mut rng = Rng::new(seed);
+    let words =
+        ["SELECT", "SHOW", "USE", "CREATE", "DROP", "DATABASE", "TABLES", "@@version_comment", "x", "`", "'", ";", "1"];
+    for _ in 0..4 {
+        let (mut m, r) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, rng.chance(50));
+        assert_eq!(r, Res::Ok);
+        for _ in 0..100 {
+            let cmd = if rng.chance(70) { proto::com::QUERY } else { rng.below(40) as u8 };
+            if cmd == proto::com::QUIT || cmd == proto::com::STMT_EXECUTE || cmd == proto::com::STMT_CLOSE {
+                continue; // QUIT closes; statements answer no-reply codes in MySQL
+            }
+            let mut p = vec![cmd];
+            if rng.chance(50) {
+                let n = rng.below(6);
+                let q: Vec<&str> = (0..n).map(|_| *rng.pick(&words)).collect();
+                p.extend_from_slice(q.join(" ").as_bytes());
+            } else {
+                p.extend((0..rng.below(30)).map(|_| rng.below(256) as u8));
+            }
+            m.send(0, &p);
+            let Some((_, first)) = m.packet() else { break };
+            let _ = m.result_from(first);
+        }
+        let mut g = My::raw(port);
+        g.packet().unwrap();
+        let junk: Vec<u8> = (0..rng.below(100) + 1).map(|_| rng.below(256) as u8).collect();
+        let _ = g.s.write_all(&junk);
+        drop(g);
+        let (mut ok, r) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+        assert_eq!(r, Res::Ok);
+        assert_eq!(ok.command(proto::com::PING, b""), Res::Ok);
+    }
 }
