@@ -580,7 +580,7 @@ fn ttl_string_increment_and_previous_rows() {
     };
     b.execute(vec![
         t.write(&rowv("past", "1", Some(now_us - 1_000_000))).unwrap(),
-        t.write(&rowv("soon", "2", Some(now_us + 400_000))).unwrap(),
+        t.write(&rowv("soon", "2", Some(now_us + 1_500_000))).unwrap(),
         t.write(&rowv("never", "3", None)).unwrap(),
     ])
     .unwrap();
@@ -591,7 +591,7 @@ fn ttl_string_increment_and_previous_rows() {
     let mut expired = ScanSpec::table(t.id());
     expired.expired = true;
     assert_eq!(b.scan_all(expired.clone()).unwrap().len(), 1);
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(1700));
     assert!(!present("soon"));
     assert_eq!(b.scan_all(expired).unwrap().len(), 2);
     // An update of an expired row finds nothing; an insert over it succeeds.

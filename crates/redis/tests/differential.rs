@@ -411,9 +411,9 @@ fn large_values_and_expiry_timing_match_redis() {
     compare(
         &mut p,
         &mut t,
-        &["SET e1 v PX 300", "SET e2 v EX 100", "HSET e3 f v", "PEXPIRE e3 300", "GET e1", "HGET e3 f"],
+        &["SET e1 v PX 1000", "SET e2 v EX 100", "HSET e3 f v", "PEXPIRE e3 1000", "GET e1", "HGET e3 f"],
     );
-    std::thread::sleep(Duration::from_millis(450));
+    std::thread::sleep(Duration::from_millis(1300));
     compare(
         &mut p,
         &mut t,

@@ -70,9 +70,9 @@ fn expired_keys_are_purged_with_their_rows() {
     let port = start_tern(&addr, opts());
     let mut c = Conn::open(port);
     let big = vec![b'x'; 300_000];
-    assert_eq!(c.cmd(&[b"SET", b"big", &big, b"PX", b"200"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&[b"SET", b"big", &big, b"PX", b"1500"]), Reply::Simple("OK".into()));
     assert_eq!(c.q("HSET h a 1 b 2"), Reply::Int(2));
-    assert_eq!(c.q("PEXPIRE h 200"), Reply::Int(1));
+    assert_eq!(c.q("PEXPIRE h 1500"), Reply::Int(1));
     assert_eq!(c.q("SET keep v"), Reply::Simple("OK".into()));
     let client = Client::connect(&addr).unwrap();
     let rows = |table: &str, expired: bool| {
