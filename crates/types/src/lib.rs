@@ -9,6 +9,7 @@ pub mod bin;
 pub mod error;
 pub mod filter;
 pub mod hash;
+pub mod ndb_comment;
 pub mod rng;
 pub mod row;
 pub mod schema;
