@@ -27,3 +27,22 @@ pub async fn bind(addr: SocketAddr, what: &str) -> Result<tokio::net::TcpListene
         }
     })
 }
+
+/// The next client connection, ready for a request/response protocol: TCP_NODELAY on (without it
+/// a client waits for delayed ACKs) and watched by the spin-before-park hook. Accept errors (for
+/// example out of descriptors) are logged and retried after a short pause.
+pub async fn accept(listener: &tokio::net::TcpListener) -> (tokio::net::TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                crate::spinwatch::watch(std::os::fd::AsRawFd::as_raw_fd(&stream));
+                return (stream, peer);
+            }
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}

@@ -77,17 +77,7 @@ impl MysqlServer {
 
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
         loop {
-            let (stream, _) = match listener.accept().await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            // Without TCP_NODELAY a request/response client waits for delayed ACKs.
-            let _ = stream.set_nodelay(true);
-            tern_client::spinwatch::watch(std::os::fd::AsRawFd::as_raw_fd(&stream));
+            let (stream, _) = tern_client::frontend::accept(&listener).await;
             let me = self.clone();
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move { me.serve_conn(stream, id).await });

@@ -128,16 +128,7 @@ impl Server {
         tokio::spawn(async move { me.purge_loop().await });
         let mut next_id = 0u64;
         loop {
-            let (stream, _) = match listener.accept().await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            tern_client::spinwatch::watch(std::os::fd::AsRawFd::as_raw_fd(&stream));
+            let (stream, _) = tern_client::frontend::accept(&listener).await;
             next_id += 1;
             self.stats.connections.fetch_add(1, Ordering::Relaxed);
             self.stats.connected.fetch_add(1, Ordering::Relaxed);

@@ -67,16 +67,7 @@ impl RestServer {
     /// Serves on an already bound listener until the process ends (over TLS with an acceptor).
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
         loop {
-            let (stream, peer) = match listener.accept().await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            tern_client::spinwatch::watch(std::os::fd::AsRawFd::as_raw_fd(&stream));
+            let (stream, peer) = tern_client::frontend::accept(&listener).await;
             let me = self.clone();
             match &tls {
                 None => {
