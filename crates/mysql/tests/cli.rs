@@ -3,36 +3,9 @@
 //! sends itself, database DDL, and errors as the client prints them.
 
 use std::process::Command;
-use std::time::Duration;
-use tern_client::Client;
-use tern_kernel::NodeConfig;
-use tern_mysql::MysqlOptions;
-use tern_runtime::{DataNode, DataNodeConfig};
+mod common;
 
-fn start() -> (tempfile::TempDir, DataNode, u16) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut node = NodeConfig::new(1, 2, 64 << 20);
-    node.dist.epoch_interval_ms = 20;
-    let cfg = DataNodeConfig {
-        node,
-        data_dir: dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        spin_max_us: 10,
-        redo_segment_bytes: 1 << 20,
-        idle_hook: None,
-    };
-    let n = DataNode::start(cfg).unwrap();
-    assert!(n.wait_started(Duration::from_secs(20)));
-    let addr = n.local_addr().to_string();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let opts = MysqlOptions { listen: "127.0.0.1:0".parse().unwrap(), ..MysqlOptions::default() };
-    std::thread::spawn(move || {
-        tern_mysql::run(move || Client::connect(&addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
-            .unwrap()
-    });
-    let port = rx.recv_timeout(Duration::from_secs(20)).unwrap().port();
-    (dir, n, port)
-}
+use common::start;
 
 /// Runs `mariadb` with `args` and `sql`; (exit success, stdout, stderr).
 fn mariadb(port: u16, args: &[&str], sql: &str) -> (bool, String, String) {
@@ -54,7 +27,7 @@ fn mariadb(port: u16, args: &[&str], sql: &str) -> (bool, String, String) {
 
 #[test]
 fn mariadb_client_sessions() {
-    let (_d, _n, port) = start();
+    let (_d, _n, port) = start(64 << 20);
     let (ok, out, err) = mariadb(port, &[], "SELECT @@version_comment LIMIT 1; CREATE DATABASE shop; SHOW DATABASES");
     assert!(ok, "{err}");
     assert_eq!(out, "@@version_comment\nTern\nDatabase\ninformation_schema\nshop\n");

@@ -4,37 +4,11 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
-use tern_client::Client;
-use tern_kernel::NodeConfig;
-use tern_mysql::MysqlOptions;
-use tern_mysql::proto::{self, cap};
-use tern_runtime::{DataNode, DataNodeConfig};
+mod common;
 
-fn start() -> (tempfile::TempDir, DataNode, u16) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut node = NodeConfig::new(1, 2, 64 << 20);
-    node.dist.epoch_interval_ms = 20;
-    let cfg = DataNodeConfig {
-        node,
-        data_dir: dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        spin_max_us: 10,
-        redo_segment_bytes: 1 << 20,
-        idle_hook: None,
-    };
-    let n = DataNode::start(cfg).unwrap();
-    assert!(n.wait_started(Duration::from_secs(20)));
-    let addr = n.local_addr().to_string();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let opts = MysqlOptions { listen: "127.0.0.1:0".parse().unwrap(), max_packet: 1 << 20, ..MysqlOptions::default() };
-    std::thread::spawn(move || {
-        tern_mysql::run(move || Client::connect(&addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
-            .unwrap()
-    });
-    let port = rx.recv_timeout(Duration::from_secs(20)).unwrap().port();
-    (dir, n, port)
-}
+use common::start;
+use std::time::Duration;
+use tern_mysql::proto::{self, cap};
 
 /// A minimal MySQL client.
 struct My {
@@ -189,7 +163,7 @@ fn rows(v: &[&[Option<&str>]]) -> Vec<Vec<Option<String>>> {
 
 #[test]
 fn handshake_session_statements_and_errors() {
-    let (_d, _n, port) = start();
+    let (_d, _n, port) = start(1 << 20);
     for eof_deprecated in [true, false] {
         let (mut m, r) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, eof_deprecated);
         assert_eq!(r, Res::Ok);
@@ -265,7 +239,7 @@ fn random_packets_do_not_hurt_the_server() {
     use tern_types::rng::{Rng, test_seed};
     let seed = test_seed();
     println!("seed {seed} (rerun with TERN_SEED={seed})");
-    let (_d, _n, port) = start();
+    let (_d, _n, port) = start(1 << 20);
     let mut rng = Rng::new(seed);
     let words =
         ["SELECT", "SHOW", "USE", "CREATE", "DROP", "DATABASE", "TABLES", "@@version_comment", "x", "`", "'", ";", "1"];

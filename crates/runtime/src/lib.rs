@@ -37,6 +37,23 @@ pub struct DataNodeConfig {
     pub idle_hook: Option<fn()>,
 }
 
+impl DataNodeConfig {
+    /// A node for tests and embedding: node 1 with 2 ldm workers on 127.0.0.1 (an ephemeral
+    /// port), a 20 ms epoch interval, a short idle spin and 1 MiB redo segments.
+    pub fn local(data_dir: &std::path::Path, data_memory: u64) -> DataNodeConfig {
+        let mut node = NodeConfig::new(1, 2, data_memory);
+        node.dist.epoch_interval_ms = 20;
+        DataNodeConfig {
+            node,
+            data_dir: data_dir.to_path_buf(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            spin_max_us: 10,
+            redo_segment_bytes: 1 << 20,
+            idle_hook: None,
+        }
+    }
+}
+
 /// Longest a graceful shutdown waits for the last epochs to become durable.
 pub const SHUTDOWN_FLUSH_MAX: Duration = Duration::from_secs(10);
 

@@ -8,22 +8,13 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tern_client::Client;
-use tern_kernel::NodeConfig;
 use tern_redis::RedisOptions;
 use tern_runtime::{DataNode, DataNodeConfig};
 
 pub fn start_node(data_memory: u64) -> (tempfile::TempDir, DataNode, String) {
     let dir = tempfile::tempdir().unwrap();
-    let mut node = NodeConfig::new(1, 2, data_memory);
-    node.dist.epoch_interval_ms = 20;
-    let cfg = DataNodeConfig {
-        node,
-        data_dir: dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        spin_max_us: 10,
-        redo_segment_bytes: 4 << 20,
-        idle_hook: None,
-    };
+    let mut cfg = DataNodeConfig::local(dir.path(), data_memory);
+    cfg.redo_segment_bytes = 4 << 20;
     let n = DataNode::start(cfg).unwrap();
     assert!(n.wait_started(Duration::from_secs(20)));
     let addr = n.local_addr().to_string();

@@ -2,23 +2,12 @@
 
 use std::time::Duration;
 use tern_client::Client;
-use tern_kernel::NodeConfig;
 use tern_rest::config::RestOptions;
 use tern_runtime::{DataNode, DataNodeConfig};
 
 pub fn start_node() -> (tempfile::TempDir, DataNode, String) {
     let dir = tempfile::tempdir().unwrap();
-    let mut node = NodeConfig::new(1, 2, 64 << 20);
-    node.dist.epoch_interval_ms = 20;
-    let cfg = DataNodeConfig {
-        node,
-        data_dir: dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        spin_max_us: 10,
-        redo_segment_bytes: 1 << 20,
-        idle_hook: None,
-    };
-    let n = DataNode::start(cfg).unwrap();
+    let n = DataNode::start(DataNodeConfig::local(dir.path(), 64 << 20)).unwrap();
     assert!(n.wait_started(Duration::from_secs(20)));
     let addr = n.local_addr().to_string();
     (dir, n, addr)
