@@ -309,6 +309,13 @@ impl Server {
     /// transaction needs no cross-thread hand-offs in the data node), all sent together; results
     /// in the order of `ops`, a failed transaction's error in each of its slots.
     pub async fn run_split(&self, ops: Vec<tern_client::KeyOp>) -> Vec<OpResult> {
+        if ops.len() == 1 {
+            // The common case (one command per connection): nothing to group.
+            return match self.run_ops(ops).await {
+                Ok(r) => r,
+                Err(e) => vec![OpResult::Error(e)],
+            };
+        }
         let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
         for (i, op) in ops.iter().enumerate() {
             let w = self.client.worker_of(op);
