@@ -6,5 +6,6 @@
 
 pub mod proto;
 pub mod server;
+pub mod sql;
 
 pub use server::{MysqlOptions, run};

@@ -3,7 +3,10 @@
 //! strings, the v10 initial handshake, the client's HandshakeResponse41, `mysql_native_password`,
 //! OK / ERR / EOF packets, column definitions (Protocol::ColumnDefinition41) and text result rows.
 
+use tern_types::Value;
 use tern_types::sha1::sha1;
+use tern_types::time;
+use tern_types::value::{format_decimal, format_g6, rescale};
 
 /// Largest payload of one packet; a longer payload continues in the next packet(s).
 pub const PACKET_MAX: usize = 0xFF_FFFF;
@@ -45,9 +48,11 @@ pub mod com {
     pub const PING: u8 = 0x0e;
     pub const STMT_PREPARE: u8 = 0x16;
     pub const STMT_EXECUTE: u8 = 0x17;
+    pub const STMT_SEND_LONG_DATA: u8 = 0x18;
     pub const STMT_CLOSE: u8 = 0x19;
     pub const STMT_RESET: u8 = 0x1a;
     pub const SET_OPTION: u8 = 0x1b;
+    pub const RESET_CONNECTION: u8 = 0x1f;
 }
 
 /// Column types (`enum_field_types`).
@@ -375,7 +380,11 @@ pub fn ok_packet(affected: u64, last_insert_id: u64, status: u16, warnings: u16,
     put_lenenc_int(&mut p, last_insert_id);
     p.extend_from_slice(&status.to_le_bytes());
     p.extend_from_slice(&warnings.to_le_bytes());
-    p.extend_from_slice(info.as_bytes());
+    // As MariaDB servers send it: a length-encoded string when there is one (MariaDB's client
+    // library reads it so; MySQL's reads the rest of the packet and sees the length byte).
+    if !info.is_empty() {
+        put_lenenc_str(&mut p, info.as_bytes());
+    }
     p
 }
 
@@ -492,6 +501,200 @@ pub fn put_text_resultset(
     }
     let end = if deprecate_eof { eof_ok_packet(status, 0) } else { eof_packet(status, 0) };
     put_packets(out, seq, &end)
+}
+
+/// A value's text-protocol form for a column (None for NULL): BIT as big-endian bytes,
+/// temporal values with the column's fractional digits, doubles in shortest form.
+pub fn text_value(v: &Value, c: &ColumnDef) -> Option<Vec<u8>> {
+    let fsp = if c.decimals <= 6 { c.decimals } else { 6 };
+    Some(match v {
+        Value::Null => return None,
+        Value::Bit(b) => {
+            let n = (c.length as usize).div_ceil(8).clamp(1, 8);
+            b.to_be_bytes()[8 - n..].to_vec()
+        }
+        Value::DateTime(t) | Value::Timestamp(t) => {
+            let fsp = if c.ty == ty::DATETIME || c.ty == ty::TIMESTAMP {
+                fsp
+            } else if t % 1_000_000 != 0 {
+                6
+            } else {
+                0
+            };
+            time::format_datetime(*t, fsp).into_bytes()
+        }
+        Value::Time(t) => {
+            let fsp = if c.ty == ty::TIME {
+                fsp
+            } else if t % 1_000_000 != 0 {
+                6
+            } else {
+                0
+            };
+            time::format_time(*t, fsp).into_bytes()
+        }
+        Value::Float(f) => format_g6(*f as f64).into_bytes(),
+        Value::Double(d) if c.ty == ty::FLOAT => format_g6(*d).into_bytes(),
+        Value::Decimal { v, scale } if c.ty == ty::NEWDECIMAL && c.decimals < 31 && c.decimals > *scale => {
+            format_decimal(rescale(*v, *scale, c.decimals).unwrap_or(*v), c.decimals).into_bytes()
+        }
+        other => crate::sql::eval::text(other).unwrap_or_default(),
+    })
+}
+
+fn put_temporal(p: &mut Vec<u8>, micros: i64, date_only: bool) {
+    let days = micros.div_euclid(time::MICROS_PER_DAY);
+    let rest = micros.rem_euclid(time::MICROS_PER_DAY);
+    let (y, m, d) = time::civil_from_days(days as i32);
+    let secs = rest / 1_000_000;
+    let us = (rest % 1_000_000) as u32;
+    let (h, mi, s) = ((secs / 3600) as u8, (secs / 60 % 60) as u8, (secs % 60) as u8);
+    if date_only || (h == 0 && mi == 0 && s == 0 && us == 0) {
+        p.push(4);
+        p.extend_from_slice(&(y as u16).to_le_bytes());
+        p.extend_from_slice(&[m as u8, d as u8]);
+        if date_only {
+            return;
+        }
+        return;
+    }
+    p.push(if us != 0 { 11 } else { 7 });
+    p.extend_from_slice(&(y as u16).to_le_bytes());
+    p.extend_from_slice(&[m as u8, d as u8, h, mi, s]);
+    if us != 0 {
+        p.extend_from_slice(&us.to_le_bytes());
+    }
+}
+
+/// A binary-protocol result row: a NULL bitmap (offset 2), then each value in its column's
+/// type (integers and floats little-endian, temporal values as length-prefixed fields,
+/// everything else as a length-encoded string).
+pub fn binary_row(p: &mut Vec<u8>, columns: &[ColumnDef], row: &[Value]) {
+    use crate::sql::eval::{text, to_f64, to_i128};
+    p.push(0);
+    let start = p.len();
+    p.resize(start + (columns.len() + 2).div_ceil(8), 0);
+    for (i, (v, c)) in row.iter().zip(columns).enumerate() {
+        if v.is_null() || c.ty == ty::NULL {
+            let bit = i + 2;
+            p[start + bit / 8] |= 1 << (bit % 8);
+            continue;
+        }
+        match c.ty {
+            ty::TINY => p.push(to_i128(v).unwrap_or(0) as u8),
+            ty::SHORT | ty::YEAR => p.extend_from_slice(&(to_i128(v).unwrap_or(0) as u16).to_le_bytes()),
+            ty::LONG | ty::INT24 => p.extend_from_slice(&(to_i128(v).unwrap_or(0) as u32).to_le_bytes()),
+            ty::LONGLONG => p.extend_from_slice(&(to_i128(v).unwrap_or(0) as u64).to_le_bytes()),
+            ty::FLOAT => p.extend_from_slice(&(to_f64(v).unwrap_or(0.0) as f32).to_le_bytes()),
+            ty::DOUBLE => p.extend_from_slice(&to_f64(v).unwrap_or(0.0).to_le_bytes()),
+            ty::DATE | ty::DATETIME | ty::TIMESTAMP => match v {
+                Value::Date(d) => put_temporal(p, *d as i64 * time::MICROS_PER_DAY, true),
+                Value::DateTime(t) | Value::Timestamp(t) => put_temporal(p, *t, c.ty == ty::DATE),
+                other => {
+                    let s = text(other).unwrap_or_default();
+                    let s = String::from_utf8_lossy(&s);
+                    match time::parse_datetime(&s)
+                        .or_else(|| time::parse_date(&s).map(|d| d as i64 * time::MICROS_PER_DAY))
+                    {
+                        Some(t) => put_temporal(p, t, c.ty == ty::DATE),
+                        None => p.push(0),
+                    }
+                }
+            },
+            ty::TIME => {
+                let t = match v {
+                    Value::Time(t) => *t,
+                    other => time::parse_time(&String::from_utf8_lossy(&text(other).unwrap_or_default())).unwrap_or(0),
+                };
+                if t == 0 {
+                    p.push(0);
+                } else {
+                    let neg = t < 0;
+                    let a = t.unsigned_abs();
+                    let us = (a % 1_000_000) as u32;
+                    let secs = a / 1_000_000;
+                    let days = (secs / 86_400) as u32;
+                    let rest = secs % 86_400;
+                    p.push(if us != 0 { 12 } else { 8 });
+                    p.push(neg as u8);
+                    p.extend_from_slice(&days.to_le_bytes());
+                    p.extend_from_slice(&[(rest / 3600) as u8, (rest / 60 % 60) as u8, (rest % 60) as u8]);
+                    if us != 0 {
+                        p.extend_from_slice(&us.to_le_bytes());
+                    }
+                }
+            }
+            _ => put_lenenc_str(p, &text_value(v, c).unwrap_or_default()),
+        }
+    }
+}
+
+/// One COM_STMT_EXECUTE parameter of a type (`unsigned` from the type's flag byte).
+pub fn binary_param(r: &mut Reader, t: u8, unsigned: bool) -> Result<Value, Malformed> {
+    Ok(match t {
+        ty::NULL => Value::Null,
+        ty::TINY => {
+            let b = r.u8()?;
+            if unsigned { Value::UInt(b as u64) } else { Value::Int(b as i8 as i64) }
+        }
+        ty::SHORT | ty::YEAR => {
+            let v = r.u16()?;
+            if unsigned { Value::UInt(v as u64) } else { Value::Int(v as i16 as i64) }
+        }
+        ty::LONG | ty::INT24 => {
+            let v = r.u32()?;
+            if unsigned { Value::UInt(v as u64) } else { Value::Int(v as i32 as i64) }
+        }
+        ty::LONGLONG => {
+            let v = r.u64()?;
+            if unsigned { Value::UInt(v) } else { Value::Int(v as i64) }
+        }
+        ty::FLOAT => Value::Double(f32::from_le_bytes(r.bytes(4)?.try_into().expect("4 bytes")) as f64),
+        ty::DOUBLE => Value::Double(f64::from_le_bytes(r.bytes(8)?.try_into().expect("8 bytes"))),
+        ty::DATE | ty::DATETIME | ty::TIMESTAMP => {
+            let n = r.u8()? as usize;
+            let b = r.bytes(n)?;
+            let get = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
+            let y = if n >= 2 { u16::from_le_bytes([b[0], b[1]]) as i32 } else { 0 };
+            let (m, d) = (get(2), get(3));
+            let (h, mi, s) = (get(4) as i64, get(5) as i64, get(6) as i64);
+            let us = if n >= 11 { u32::from_le_bytes([b[7], b[8], b[9], b[10]]) as i64 } else { 0 };
+            if n == 0 || m == 0 || d == 0 {
+                return Ok(Value::Bytes(b"0000-00-00".to_vec()));
+            }
+            let days = time::days_from_civil(y, m, d) as i64;
+            let t = days * time::MICROS_PER_DAY + ((h * 60 + mi) * 60 + s) * 1_000_000 + us;
+            if t == 0 && false {
+                Value::Null
+            } else if n <= 4 && t.rem_euclid(time::MICROS_PER_DAY) == 0 {
+                Value::Date(days as i32)
+            } else {
+                Value::DateTime(t)
+            }
+        }
+        ty::TIME => {
+            let n = r.u8()? as usize;
+            let b = r.bytes(n)?;
+            if n == 0 {
+                return Ok(Value::Time(0));
+            }
+            if n < 8 {
+                return Err(Malformed("short TIME parameter"));
+            }
+            let neg = b[0] == 1;
+            let days = u32::from_le_bytes([b[1], b[2], b[3], b[4]]) as i64;
+            let secs = days * 86_400 + b[5] as i64 * 3600 + b[6] as i64 * 60 + b[7] as i64;
+            let us = if n >= 12 { u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as i64 } else { 0 };
+            let t = secs * 1_000_000 + us;
+            Value::Time(if neg { -t } else { t })
+        }
+        ty::NEWDECIMAL | ty::DECIMAL => {
+            let s = r.lenenc_str()?;
+            let text = String::from_utf8_lossy(s);
+            crate::sql::parse::number(text.trim()).unwrap_or(Value::Bytes(s.to_vec()))
+        }
+        _ => Value::Bytes(r.lenenc_str()?.to_vec()),
+    })
 }
 
 #[cfg(test)]

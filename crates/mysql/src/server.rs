@@ -6,9 +6,15 @@
 
 use crate::proto::{self, Malformed, cap, com, status};
 use std::net::SocketAddr;
+
+/// Prepared statements one connection may hold (max_prepared_stmt_count).
+pub const STMTS_MAX: usize = 16_382;
+use crate::proto::ColumnDef;
+use crate::sql::session::{Answer, Session, Stmt};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use tern_client::{Client, DdlReq, ErrorCode, TernError};
+use tern_client::{Client, TernError};
+use tern_types::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// What the server says it is (clients parse the leading MySQL version).
@@ -47,27 +53,12 @@ impl SqlError {
     pub fn new(errno: u16, sqlstate: &'static str, message: impl Into<String>) -> SqlError {
         SqlError { errno, sqlstate, message: message.into() }
     }
-    fn unsupported(what: &str) -> SqlError {
-        SqlError::new(1235, "42000", format!("This version of Tern doesn't yet support '{what}'"))
-    }
 }
 
 impl From<TernError> for SqlError {
     fn from(e: TernError) -> SqlError {
         SqlError { errno: e.code.mysql_errno(), sqlstate: e.code.sqlstate(), message: e.message }
     }
-}
-
-/// A statement's answer.
-enum Answer {
-    Ok { affected: u64 },
-    Rows { columns: Vec<proto::ColumnDef>, rows: Vec<Vec<Option<Vec<u8>>>> },
-}
-
-struct Session {
-    capabilities: u32,
-    db: Option<String>,
-    status: u16,
 }
 
 impl MysqlServer {
@@ -114,7 +105,7 @@ impl MysqlServer {
             seq = s2.wrapping_add(1);
             auth = p;
         }
-        // Accounts arrive with issue 5's CREATE USER; until then `root` without a password.
+        // Accounts: `root` without a password (CREATE USER comes with the accounts table).
         if hr.user != "root" || !proto::native_password_ok(None, &scramble, &auth) {
             let e = SqlError::new(
                 1045,
@@ -128,77 +119,180 @@ impl MysqlServer {
             let _ = self.send_err(&mut s, seq, &e).await;
             return;
         }
-        let mut sess = Session {
-            capabilities: hr.capabilities & proto::SERVER_CAPABILITIES,
-            db: None,
-            status: status::AUTOCOMMIT,
-        };
+        let caps = hr.capabilities & proto::SERVER_CAPABILITIES;
+        let deprecate_eof = caps & cap::DEPRECATE_EOF != 0;
+        let mut sess = Session::new(self.client.clone(), id, &hr.user, self.opts.max_packet);
         if let Some(db) = hr.database
-            && let Err(e) = self.use_db(&mut sess, &db)
+            && !db.is_empty()
+            && let Err(e) = sess.use_db(&db)
         {
             let _ = self.send_err(&mut s, seq, &e).await;
             return;
         }
         let mut out = Vec::new();
-        proto::put_packets(&mut out, seq, &proto::ok_packet(0, 0, sess.status, 0, ""));
+        proto::put_packets(&mut out, seq, &proto::ok_packet(0, 0, sess.status(), 0, ""));
         if s.write_all(&out).await.is_err() {
             return;
         }
         // Commands: each starts a new sequence at 0.
         loop {
-            let Some((_, payload)) = self.read_payload(&mut s, &mut buf).await else { return };
-            let Some(&cmd) = payload.first() else { return };
+            let Some((_, payload)) = self.read_payload(&mut s, &mut buf).await else { break };
+            let Some(&cmd) = payload.first() else { break };
             let arg = &payload[1..];
             let mut out = Vec::new();
+            let err = |out: &mut Vec<u8>, e: &SqlError| {
+                proto::put_packets(out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message));
+            };
             match cmd {
-                com::QUIT => return,
+                com::QUIT => break,
                 com::PING => {
-                    proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status, 0, ""));
+                    proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, ""));
                 }
                 com::FIELD_LIST => {
-                    // Column listing for completion (mysql client without -A): none yet, just the end.
-                    let end = if sess.capabilities & cap::DEPRECATE_EOF != 0 {
-                        proto::eof_ok_packet(sess.status, 0)
+                    // Column listing for completion (mysql client without -A).
+                    let table = String::from_utf8_lossy(arg.split(|&b| b == 0).next().unwrap_or(&[])).into_owned();
+                    let mut seq = 1;
+                    if let Ok(h) = sess.table(None, &table) {
+                        for (c, col) in h.table.columns.iter().enumerate().filter(|(_, c)| !c.hidden) {
+                            let mut def = crate::sql::plan::column_def(&h, c, &table, &col.name);
+                            def.schema = h.table.database.clone();
+                            let mut p = def.encode();
+                            p.push(0xFB);
+                            seq = proto::put_packets(&mut out, seq, &p);
+                        }
+                    }
+                    let end = if deprecate_eof {
+                        proto::eof_ok_packet(sess.status(), 0)
                     } else {
-                        proto::eof_packet(sess.status, 0)
+                        proto::eof_packet(sess.status(), 0)
                     };
-                    proto::put_packets(&mut out, 1, &end);
+                    proto::put_packets(&mut out, seq, &end);
                 }
                 com::SET_OPTION => {
                     // Multi-statements on/off: answered with EOF, as MySQL does.
-                    proto::put_packets(&mut out, 1, &proto::eof_packet(sess.status, 0));
+                    proto::put_packets(&mut out, 1, &proto::eof_packet(sess.status(), 0));
                 }
                 com::INIT_DB => {
                     let db = String::from_utf8_lossy(arg).into_owned();
-                    match self.use_db(&mut sess, &db) {
-                        Ok(()) => proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status, 0, "")),
+                    match sess.use_db(&db) {
+                        Ok(()) => proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, "")),
                         Err(e) => proto::put_packets(&mut out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message)),
                     };
                 }
                 com::QUERY => {
                     let sql = String::from_utf8_lossy(arg).into_owned();
-                    match self.query(&mut sess, &sql).await {
-                        Ok(Answer::Ok { affected }) => {
-                            proto::put_packets(&mut out, 1, &proto::ok_packet(affected, 0, sess.status, 0, ""));
+                    match sess.query(&sql).await {
+                        Ok(a) => put_answer(&mut out, &sess, a, deprecate_eof, false),
+                        Err(e) => err(&mut out, &e),
+                    }
+                }
+                com::STMT_PREPARE => {
+                    let sql = String::from_utf8_lossy(arg).into_owned();
+                    match sess.prepare(&sql) {
+                        Ok(prep) => {
+                            let id = sess.next_stmt;
+                            sess.next_stmt = sess.next_stmt.wrapping_add(1).max(1);
+                            let columns = prep.columns();
+                            let mut p = vec![0u8];
+                            p.extend_from_slice(&id.to_le_bytes());
+                            p.extend_from_slice(&(columns.len() as u16).to_le_bytes());
+                            p.extend_from_slice(&(prep.params as u16).to_le_bytes());
+                            p.push(0);
+                            p.extend_from_slice(&0u16.to_le_bytes());
+                            let mut seq = proto::put_packets(&mut out, 1, &p);
+                            if prep.params > 0 {
+                                for _ in 0..prep.params {
+                                    let d = ColumnDef::expr("?", proto::ty::VAR_STRING, 0);
+                                    seq = proto::put_packets(&mut out, seq, &d.encode());
+                                }
+                                if !deprecate_eof {
+                                    seq = proto::put_packets(&mut out, seq, &proto::eof_packet(sess.status(), 0));
+                                }
+                            }
+                            if !columns.is_empty() {
+                                for c in &columns {
+                                    seq = proto::put_packets(&mut out, seq, &c.encode());
+                                }
+                                if !deprecate_eof {
+                                    proto::put_packets(&mut out, seq, &proto::eof_packet(sess.status(), 0));
+                                }
+                            }
+                            if sess.stmts.len() >= STMTS_MAX {
+                                let e = SqlError::new(
+                                    1461,
+                                    "42000",
+                                    format!(
+                                        "Can't create more than max_prepared_stmt_count statements (current value: {STMTS_MAX})"
+                                    ),
+                                );
+                                out.clear();
+                                err(&mut out, &e);
+                            } else {
+                                sess.stmts
+                                    .insert(id, Stmt { prep, sql, types: Vec::new(), long_data: Default::default() });
+                            }
                         }
-                        Ok(Answer::Rows { columns, rows }) => {
-                            let deprecate_eof = sess.capabilities & cap::DEPRECATE_EOF != 0;
-                            proto::put_text_resultset(&mut out, 1, deprecate_eof, sess.status, &columns, &rows);
-                        }
-                        Err(e) => {
-                            proto::put_packets(&mut out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message));
+                        Err(e) => err(&mut out, &e),
+                    }
+                }
+                com::STMT_EXECUTE => match execute_args(&mut sess, arg) {
+                    Ok((prep, params)) => match sess.execute(&prep, &params).await {
+                        Ok(a) => put_answer(&mut out, &sess, a, deprecate_eof, true),
+                        Err(e) => err(&mut out, &e),
+                    },
+                    Err(e) => err(&mut out, &e),
+                },
+                com::STMT_SEND_LONG_DATA => {
+                    if arg.len() >= 6 {
+                        let id = u32::from_le_bytes(arg[0..4].try_into().expect("4 bytes"));
+                        let param = u16::from_le_bytes(arg[4..6].try_into().expect("2 bytes"));
+                        if let Some(st) = sess.stmts.get_mut(&id) {
+                            let d = st.long_data.entry(param).or_default();
+                            if d.len() + arg.len() - 6 <= self.opts.max_packet {
+                                d.extend_from_slice(&arg[6..]);
+                            }
                         }
                     }
+                    continue; // no response
+                }
+                com::STMT_CLOSE => {
+                    if arg.len() >= 4 {
+                        sess.stmts.remove(&u32::from_le_bytes(arg[0..4].try_into().expect("4 bytes")));
+                    }
+                    continue; // no response
+                }
+                com::STMT_RESET => {
+                    let id =
+                        if arg.len() >= 4 { u32::from_le_bytes(arg[0..4].try_into().expect("4 bytes")) } else { 0 };
+                    match sess.stmts.get_mut(&id) {
+                        Some(st) => {
+                            st.long_data.clear();
+                            proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, ""));
+                        }
+                        None => err(&mut out, &unknown_stmt(id, "mysqld_stmt_reset")),
+                    }
+                }
+                com::RESET_CONNECTION => {
+                    let db = sess.db.clone();
+                    sess = Session::new(self.client.clone(), id, &hr.user, self.opts.max_packet);
+                    sess.db = db;
+                    proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, ""));
                 }
                 other => {
                     let e = SqlError::new(1047, "08S01", format!("Unknown command {other:#04x}"));
                     proto::put_packets(&mut out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message));
                 }
             }
+            if out.len() > 64 << 20 {
+                // A result bigger than the client may accept in one go is still sent whole;
+                // the client's max_allowed_packet applies to single rows.
+            }
             if s.write_all(&out).await.is_err() {
-                return;
+                break;
             }
         }
+        // An open transaction of a closed connection rolls back (dropping it sends the rollback).
+        drop(sess);
     }
 
     /// The next whole payload (None: the connection closed or sent an oversized or broken packet).
@@ -233,117 +327,6 @@ impl MysqlServer {
         proto::put_packets(&mut out, seq, &proto::err_packet(e.errno, e.sqlstate, &e.message));
         s.write_all(&out).await
     }
-
-    fn refresh(&self) {
-        tern_client::flush_deferred();
-        let c = self.client.clone();
-        let _ = tokio::task::block_in_place(|| c.refresh_catalog());
-    }
-
-    fn use_db(&self, sess: &mut Session, db: &str) -> Result<(), SqlError> {
-        if !self.client.databases().iter().any(|d| d == db) {
-            self.refresh();
-            if !self.client.databases().iter().any(|d| d == db) {
-                return Err(SqlError::new(1049, "42000", format!("Unknown database '{db}'")));
-            }
-        }
-        sess.db = Some(db.to_string());
-        Ok(())
-    }
-
-    fn ddl(&self, req: DdlReq) -> Result<(), SqlError> {
-        tern_client::flush_deferred();
-        let c = self.client.clone();
-        tokio::task::block_in_place(|| c.ddl(req)).map(|_| ()).map_err(SqlError::from)
-    }
-
-    async fn query(&self, sess: &mut Session, sql: &str) -> Result<Answer, SqlError> {
-        let q = sql.trim().trim_end_matches(';').trim();
-        let words: Vec<&str> = q.split_whitespace().collect();
-        let lower: Vec<String> = words.iter().map(|w| w.to_ascii_lowercase()).collect();
-        let l: Vec<&str> = lower.iter().map(String::as_str).collect();
-        let one = |name: &str, value: Option<&str>| Answer::Rows {
-            columns: vec![proto::ColumnDef::expr(name, proto::ty::VAR_STRING, 256)],
-            rows: vec![vec![value.map(|v| v.as_bytes().to_vec())]],
-        };
-        let ident = |w: &str| w.trim_matches('`').to_string();
-        match l.as_slice() {
-            [] => Err(SqlError::new(1065, "42000", "Query was empty")),
-            ["select", "@@version_comment", rest @ ..] if rest.is_empty() || rest == ["limit", "1"] => {
-                Ok(one("@@version_comment", Some(VERSION_COMMENT)))
-            }
-            ["select", v] if *v == "@@version" || *v == "version()" => Ok(one(words[1], Some(SERVER_VERSION))),
-            ["select", "database()"] => Ok(one("DATABASE()", sess.db.as_deref())),
-            ["select", n] if n.parse::<i64>().is_ok() => Ok(Answer::Rows {
-                columns: vec![proto::ColumnDef::expr(words[1], proto::ty::LONGLONG, 20)],
-                rows: vec![vec![Some(n.as_bytes().to_vec())]],
-            }),
-            ["show", "databases"] | ["show", "schemas"] => {
-                self.refresh();
-                let mut dbs = self.client.databases();
-                dbs.push("information_schema".into());
-                dbs.sort();
-                Ok(Answer::Rows {
-                    columns: vec![proto::ColumnDef::expr("Database", proto::ty::VAR_STRING, 256)],
-                    rows: dbs.into_iter().map(|d| vec![Some(d.into_bytes())]).collect(),
-                })
-            }
-            ["show", "tables"] => {
-                let db = sess.db.clone().ok_or_else(|| SqlError::new(1046, "3D000", "No database selected"))?;
-                self.refresh();
-                let mut tables = self.client.tables(&db);
-                tables.sort();
-                Ok(Answer::Rows {
-                    columns: vec![proto::ColumnDef::expr(&format!("Tables_in_{db}"), proto::ty::VAR_STRING, 256)],
-                    rows: tables.into_iter().map(|t| vec![Some(t.into_bytes())]).collect(),
-                })
-            }
-            ["use", _] => {
-                self.use_db(sess, &ident(words[1]))?;
-                Ok(Answer::Ok { affected: 0 })
-            }
-            ["set", ..] => Ok(Answer::Ok { affected: 0 }),
-            ["begin"] | ["start", "transaction"] | ["commit"] | ["rollback"] => Ok(Answer::Ok { affected: 0 }),
-            ["create", "database" | "schema", rest @ ..] => {
-                let (if_not_exists, name) = match rest {
-                    ["if", "not", "exists", _] => (true, words[5]),
-                    [_] => (false, words[2]),
-                    _ => return Err(SqlError::unsupported(q)),
-                };
-                match self.ddl(DdlReq::CreateDatabase { name: ident(name), if_not_exists }) {
-                    Err(e) if e.errno == ErrorCode::DatabaseExists.mysql_errno() => Err(SqlError::new(
-                        1007,
-                        "HY000",
-                        format!("Can't create database '{}'; database exists", ident(name)),
-                    )),
-                    r => r.map(|_| Answer::Ok { affected: 1 }),
-                }
-            }
-            ["drop", "database" | "schema", rest @ ..] => {
-                let (if_exists, name) = match rest {
-                    ["if", "exists", _] => (true, words[4]),
-                    [_] => (false, words[2]),
-                    _ => return Err(SqlError::unsupported(q)),
-                };
-                let name = ident(name);
-                match self.ddl(DdlReq::DropDatabase { name: name.clone(), if_exists }) {
-                    Err(e) if e.errno == ErrorCode::NoSuchDatabase.mysql_errno() => Err(SqlError::new(
-                        1008,
-                        "HY000",
-                        format!("Can't drop database '{name}'; database doesn't exist"),
-                    )),
-                    r => {
-                        r?;
-                        if sess.db.as_deref() == Some(name.as_str()) {
-                            sess.db = None;
-                        }
-                        Ok(Answer::Ok { affected: 0 })
-                    }
-                }
-            }
-            [first, ..] => Err(SqlError::unsupported(&format!("{} statements", first.to_uppercase()))),
-        }
-    }
 }
 
 /// A per-connection challenge (not secret-grade: it only has to differ between connections).
@@ -372,4 +355,91 @@ pub fn run(
         MysqlServer::new(client, opts).serve(listener).await;
         Ok(())
     })
+}
+
+fn unknown_stmt(id: u32, what: &str) -> SqlError {
+    SqlError::new(1243, "HY000", format!("Unknown prepared statement handler ({id}) given to {what}"))
+}
+
+/// Parses COM_STMT_EXECUTE: the statement and its parameter values (types from this packet
+/// or, when not re-sent, from the previous execution).
+fn execute_args(
+    sess: &mut Session,
+    arg: &[u8],
+) -> Result<(std::sync::Arc<crate::sql::session::Prepared>, Vec<Value>), SqlError> {
+    let bad = || SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute");
+    let mut r = proto::Reader::new(arg);
+    let id = r.u32().map_err(|_| bad())?;
+    let st = sess.stmts.get_mut(&id).ok_or_else(|| unknown_stmt(id, "mysqld_stmt_execute"))?;
+    let _flags = r.u8().map_err(|_| bad())?;
+    let _iterations = r.u32().map_err(|_| bad())?;
+    let n = st.prep.params;
+    let mut params = Vec::with_capacity(n);
+    if n > 0 {
+        let nulls = r.bytes(n.div_ceil(8)).map_err(|_| bad())?.to_vec();
+        let bound = r.u8().map_err(|_| bad())?;
+        if bound == 1 {
+            st.types.clear();
+            for _ in 0..n {
+                let t = r.u8().map_err(|_| bad())?;
+                let f = r.u8().map_err(|_| bad())?;
+                st.types.push((t, f & 0x80 != 0));
+            }
+        }
+        if st.types.len() != n {
+            return Err(bad());
+        }
+        for i in 0..n {
+            if nulls[i / 8] & (1 << (i % 8)) != 0 {
+                params.push(Value::Null);
+                continue;
+            }
+            if let Some(d) = st.long_data.get(&(i as u16)) {
+                params.push(Value::Bytes(d.clone()));
+                continue;
+            }
+            let (t, unsigned) = st.types[i];
+            params.push(proto::binary_param(&mut r, t, unsigned).map_err(|_| bad())?);
+        }
+        st.long_data.clear();
+    }
+    Ok((st.prep.clone(), params))
+}
+
+/// Writes a statement's answer: OK, or a result set in the text or the binary protocol.
+fn put_answer(out: &mut Vec<u8>, sess: &Session, a: Answer, deprecate_eof: bool, binary: bool) {
+    let status = sess.status();
+    match a {
+        Answer::Ok { affected, last_insert_id, info } => {
+            proto::put_packets(out, 1, &proto::ok_packet(affected, last_insert_id, status, 0, &info));
+        }
+        Answer::Rows { columns, rows } => {
+            let mut count = Vec::new();
+            proto::put_lenenc_int(&mut count, columns.len() as u64);
+            let mut seq = proto::put_packets(out, 1, &count);
+            for c in &columns {
+                seq = proto::put_packets(out, seq, &c.encode());
+            }
+            if !deprecate_eof {
+                seq = proto::put_packets(out, seq, &proto::eof_packet(status, 0));
+            }
+            let mut p = Vec::new();
+            for r in &rows {
+                p.clear();
+                if binary {
+                    proto::binary_row(&mut p, &columns, r);
+                } else {
+                    for (v, c) in r.iter().zip(&columns) {
+                        match proto::text_value(v, c) {
+                            None => p.push(0xFB),
+                            Some(b) => proto::put_lenenc_str(&mut p, &b),
+                        }
+                    }
+                }
+                seq = proto::put_packets(out, seq, &p);
+            }
+            let end = if deprecate_eof { proto::eof_ok_packet(status, 0) } else { proto::eof_packet(status, 0) };
+            proto::put_packets(out, seq, &end);
+        }
+    }
 }

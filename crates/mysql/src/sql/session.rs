@@ -1,0 +1,1226 @@
+//! A client session: its database, transaction, variables, prepared statements and cached
+//! plans, and the dispatch of every statement kind to planning and execution.
+
+use super::ast::*;
+use super::parse::{ParseError, parse};
+use super::plan::{self, Catalog as _, InsertPlan, ModifyPlan, SelectPlan};
+use super::run::{self, Env, Runner, Sess, TxnState};
+use super::{ddl, eval, write};
+use crate::proto::{self, ColumnDef, ty};
+use crate::server::{SERVER_VERSION, SqlError, VERSION_COMMENT};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tern_client::{Client, DdlReq, ErrorCode, TableHandle};
+use tern_types::Value;
+
+/// A statement's answer.
+pub enum Answer {
+    Ok { affected: u64, last_insert_id: u64, info: String },
+    Rows { columns: Vec<ColumnDef>, rows: Vec<Vec<Value>> },
+}
+
+impl Answer {
+    fn ok() -> Answer {
+        Answer::Ok { affected: 0, last_insert_id: 0, info: String::new() }
+    }
+    fn affected(n: u64) -> Answer {
+        Answer::Ok { affected: n, last_insert_id: 0, info: String::new() }
+    }
+}
+
+/// A planned statement.
+pub enum Plan {
+    Select(Box<SelectPlan>),
+    Insert(Box<InsertPlan>),
+    Update(Box<ModifyPlan>),
+    Delete(Box<ModifyPlan>),
+    /// Everything else runs from the statement itself.
+    Other,
+}
+
+/// A parsed and planned statement, shared by the caches.
+pub struct Prepared {
+    pub stmt: Statement,
+    pub params: usize,
+    pub plan: Plan,
+    /// The catalog version the plan was made against.
+    pub version: u64,
+    pub db: Option<String>,
+}
+
+impl Prepared {
+    /// Result columns (empty for statements without a result set).
+    pub fn columns(&self) -> Vec<ColumnDef> {
+        match &self.plan {
+            Plan::Select(p) => p.columns.clone(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A COM_STMT_PREPARE statement.
+pub struct Stmt {
+    pub prep: Arc<Prepared>,
+    pub sql: String,
+    /// Parameter types from the last execute that sent them: (type, unsigned).
+    pub types: Vec<(u8, bool)>,
+    pub long_data: HashMap<u16, Vec<u8>>,
+}
+
+pub struct Session {
+    pub client: Client,
+    pub conn_id: u32,
+    pub user: String,
+    pub db: Option<String>,
+    pub ts: TxnState,
+    pub autocommit: bool,
+    pub vars: HashMap<String, Value>,
+    pub user_vars: HashMap<String, Value>,
+    pub stmts: HashMap<u32, Stmt>,
+    pub next_stmt: u32,
+    /// SQL-level PREPARE name → statement text.
+    pub named: HashMap<String, Arc<Prepared>>,
+    pub cache: HashMap<String, Arc<Prepared>>,
+    pub last_insert_id: AtomicU64,
+    pub row_count: i64,
+    pub found_rows: u64,
+    pub max_packet: usize,
+}
+
+const CACHE_MAX: usize = 512;
+
+impl Sess for Session {
+    fn sysvar(&self, global: bool, name: &str) -> Result<Value, SqlError> {
+        if !global && let Some(v) = self.vars.get(name) {
+            return Ok(v.clone());
+        }
+        self.default_var(name).ok_or_else(|| SqlError::new(1193, "HY000", format!("Unknown system variable '{name}'")))
+    }
+    fn uservar(&self, name: &str) -> Value {
+        self.user_vars.get(name).cloned().unwrap_or(Value::Null)
+    }
+}
+
+impl eval::FnCtx for Session {
+    fn now(&self) -> i64 {
+        eval::now_micros()
+    }
+    fn database(&self) -> Option<String> {
+        self.db.clone()
+    }
+    fn user(&self) -> String {
+        format!("{}@localhost", self.user)
+    }
+    fn connection_id(&self) -> u32 {
+        self.conn_id
+    }
+    fn last_insert_id(&self) -> u64 {
+        self.last_insert_id.load(Ordering::Relaxed)
+    }
+    fn set_last_insert_id(&self, v: u64) {
+        self.last_insert_id.store(v, Ordering::Relaxed)
+    }
+    fn row_count(&self) -> i64 {
+        self.row_count
+    }
+    fn found_rows(&self) -> u64 {
+        self.found_rows
+    }
+}
+
+fn s(v: &str) -> Value {
+    Value::Bytes(v.as_bytes().to_vec())
+}
+
+/// The variables clients ask for, with their values (session scope unless SET).
+const VAR_NAMES: &[&str] = &[
+    "autocommit",
+    "version",
+    "version_comment",
+    "max_allowed_packet",
+    "sql_mode",
+    "character_set_client",
+    "character_set_connection",
+    "character_set_results",
+    "character_set_server",
+    "character_set_database",
+    "character_set_system",
+    "collation_connection",
+    "collation_server",
+    "collation_database",
+    "time_zone",
+    "system_time_zone",
+    "transaction_isolation",
+    "tx_isolation",
+    "transaction_read_only",
+    "tx_read_only",
+    "lower_case_table_names",
+    "wait_timeout",
+    "interactive_timeout",
+    "net_write_timeout",
+    "net_read_timeout",
+    "auto_increment_increment",
+    "auto_increment_offset",
+    "license",
+    "init_connect",
+    "performance_schema",
+    "query_cache_size",
+    "query_cache_type",
+    "have_ssl",
+    "hostname",
+    "port",
+    "sql_select_limit",
+    "net_buffer_length",
+    "innodb_lock_wait_timeout",
+    "lock_wait_timeout",
+    "default_storage_engine",
+    "storage_engine",
+    "last_insert_id",
+    "identity",
+    "max_execution_time",
+    "sql_auto_is_null",
+    "foreign_key_checks",
+    "unique_checks",
+    "sql_safe_updates",
+    "group_concat_max_len",
+    "version_compile_os",
+    "version_compile_machine",
+    "protocol_version",
+    "datadir",
+    "socket",
+    "server_id",
+    "sql_notes",
+    "sql_warnings",
+    "names",
+    "sql_log_bin",
+    "session_track_schema",
+    "session_track_system_variables",
+    "session_track_state_change",
+    "session_track_transaction_info",
+    "explicit_defaults_for_timestamp",
+    "div_precision_increment",
+    "default_week_format",
+    "max_connections",
+    "ndb_use_exact_count",
+    "ndb_autoincrement_prefetch_sz",
+    "ndb_batch_size",
+    "transaction_allow_batching",
+    "ndb_read_backup",
+    "optimizer_switch",
+    "big_tables",
+    "long_query_time",
+    "profiling",
+    "sql_big_selects",
+    "table_open_cache",
+    "thread_cache_size",
+    "character_sets_dir",
+    "resultset_metadata",
+    "require_secure_transport",
+    "default_authentication_plugin",
+    "block_encryption_mode",
+    "completion_type",
+    "local_infile",
+    "timestamp",
+    "cte_max_recursion_depth",
+    "information_schema_stats_expiry",
+    "innodb_strict_mode",
+    "max_sort_length",
+    "sort_buffer_size",
+    "join_buffer_size",
+    "sql_require_primary_key",
+    "time_format",
+    "date_format",
+    "datetime_format",
+    "warning_count",
+    "error_count",
+    "event_scheduler",
+    "skip_name_resolve",
+];
+
+impl Session {
+    pub fn new(client: Client, conn_id: u32, user: &str, max_packet: usize) -> Session {
+        Session {
+            client,
+            conn_id,
+            user: user.to_string(),
+            db: None,
+            ts: TxnState::default(),
+            autocommit: true,
+            vars: HashMap::new(),
+            user_vars: HashMap::new(),
+            stmts: HashMap::new(),
+            next_stmt: 1,
+            named: HashMap::new(),
+            cache: HashMap::new(),
+            last_insert_id: AtomicU64::new(0),
+            row_count: -1,
+            found_rows: 0,
+            max_packet,
+        }
+    }
+
+    fn default_var(&self, name: &str) -> Option<Value> {
+        Some(match name {
+            "autocommit" => Value::Int(self.autocommit as i64),
+            "version" => s(SERVER_VERSION),
+            "version_comment" => s(VERSION_COMMENT),
+            "max_allowed_packet" => Value::Int(self.max_packet as i64),
+            "sql_mode" => s(
+                "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION",
+            ),
+            "character_set_client"
+            | "character_set_connection"
+            | "character_set_results"
+            | "character_set_server"
+            | "character_set_database" => s("utf8mb4"),
+            "character_set_system" => s("utf8mb3"),
+            "collation_connection" | "collation_server" | "collation_database" => s("utf8mb4_bin"),
+            "time_zone" => s("+00:00"),
+            "system_time_zone" => s("UTC"),
+            "transaction_isolation" | "tx_isolation" => s("READ-COMMITTED"),
+            "transaction_read_only"
+            | "tx_read_only"
+            | "lower_case_table_names"
+            | "performance_schema"
+            | "query_cache_size"
+            | "max_execution_time"
+            | "sql_auto_is_null"
+            | "sql_safe_updates"
+            | "profiling"
+            | "big_tables"
+            | "innodb_strict_mode"
+            | "sql_require_primary_key"
+            | "warning_count"
+            | "error_count"
+            | "ndb_read_backup"
+            | "skip_name_resolve" => Value::Int(0),
+            "wait_timeout" | "interactive_timeout" => Value::Int(28800),
+            "net_write_timeout" => Value::Int(60),
+            "net_read_timeout" => Value::Int(30),
+            "auto_increment_increment"
+            | "auto_increment_offset"
+            | "foreign_key_checks"
+            | "unique_checks"
+            | "sql_notes"
+            | "sql_warnings"
+            | "sql_log_bin"
+            | "explicit_defaults_for_timestamp"
+            | "ndb_use_exact_count"
+            | "transaction_allow_batching"
+            | "sql_big_selects"
+            | "local_infile"
+            | "server_id"
+            | "protocol_version" => Value::Int(if name == "protocol_version" { 10 } else { 1 }),
+            "license" => s("GPL"),
+            "init_connect"
+            | "session_track_system_variables"
+            | "datadir"
+            | "socket"
+            | "character_sets_dir"
+            | "optimizer_switch"
+            | "block_encryption_mode"
+            | "time_format"
+            | "date_format"
+            | "datetime_format" => s(""),
+            "query_cache_type"
+            | "have_ssl"
+            | "session_track_schema"
+            | "session_track_state_change"
+            | "session_track_transaction_info"
+            | "require_secure_transport"
+            | "event_scheduler" => s("OFF"),
+            "hostname" => s("localhost"),
+            "port" => Value::Int(3306),
+            "sql_select_limit" => Value::UInt(u64::MAX),
+            "net_buffer_length" => Value::Int(16384),
+            "innodb_lock_wait_timeout" | "lock_wait_timeout" => Value::Int(50),
+            "default_storage_engine" | "storage_engine" => s("ndbcluster"),
+            "last_insert_id" | "identity" => Value::UInt(self.last_insert_id.load(Ordering::Relaxed)),
+            "group_concat_max_len" => Value::Int(1024),
+            "version_compile_os" => s("Linux"),
+            "version_compile_machine" => s(std::env::consts::ARCH),
+            "div_precision_increment" => Value::Int(4),
+            "default_week_format" | "completion_type" => Value::Int(0),
+            "max_connections" => Value::Int(4096),
+            "ndb_autoincrement_prefetch_sz" => Value::Int(512),
+            "ndb_batch_size" => Value::Int(32768),
+            "long_query_time" => Value::Double(10.0),
+            "table_open_cache" => Value::Int(4000),
+            "thread_cache_size" => Value::Int(9),
+            "resultset_metadata" => s("FULL"),
+            "default_authentication_plugin" => s("mysql_native_password"),
+            "timestamp" => Value::Double(eval::now_micros() as f64 / 1e6),
+            "cte_max_recursion_depth" => Value::Int(1000),
+            "information_schema_stats_expiry" => Value::Int(86400),
+            "max_sort_length" => Value::Int(1024),
+            "sort_buffer_size" => Value::Int(262144),
+            "join_buffer_size" => Value::Int(262144),
+            _ => return None,
+        })
+    }
+
+    pub fn status(&self) -> u16 {
+        let mut st = 0;
+        if self.autocommit {
+            st |= proto::status::AUTOCOMMIT;
+        }
+        if self.ts.open && (self.ts.txn.is_some() || !self.autocommit || self.explicit_open()) {
+            st |= proto::status::IN_TRANS;
+        }
+        st
+    }
+
+    fn explicit_open(&self) -> bool {
+        self.ts.open && self.autocommit
+    }
+
+    fn catalog_version(&self) -> u64 {
+        self.client.catalog().version
+    }
+
+    fn refresh(&self) {
+        tern_client::flush_deferred();
+        let c = self.client.clone();
+        let _ = tokio::task::block_in_place(|| c.refresh_catalog());
+    }
+
+    fn ddl(&self, req: DdlReq) -> Result<(), SqlError> {
+        tern_client::flush_deferred();
+        let c = self.client.clone();
+        tokio::task::block_in_place(|| c.ddl(req)).map(|_| ()).map_err(SqlError::from)
+    }
+
+    pub fn use_db(&mut self, db: &str) -> Result<(), SqlError> {
+        if db.eq_ignore_ascii_case("information_schema") {
+            self.db = Some("information_schema".into());
+            return Ok(());
+        }
+        if !self.client.databases().iter().any(|d| d == db) {
+            self.refresh();
+            if !self.client.databases().iter().any(|d| d == db) {
+                return Err(SqlError::new(1049, "42000", format!("Unknown database '{db}'")));
+            }
+        }
+        self.db = Some(db.to_string());
+        Ok(())
+    }
+
+    fn need_db(&self, db: Option<&str>) -> Result<String, SqlError> {
+        db.map(str::to_string)
+            .or_else(|| self.db.clone())
+            .ok_or_else(|| SqlError::new(1046, "3D000", "No database selected"))
+    }
+
+    /// Parses and plans (or takes from the cache) a statement text.
+    pub fn prepare(&mut self, sql: &str) -> Result<Arc<Prepared>, SqlError> {
+        let version = self.catalog_version();
+        if let Some(p) = self.cache.get(sql)
+            && p.version == version
+            && p.db == self.db
+        {
+            return Ok(p.clone());
+        }
+        let parsed = parse(sql).map_err(|e| parse_error(e, sql))?;
+        let prep = Arc::new(self.plan(parsed.stmt, parsed.params)?);
+        if matches!(prep.plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_)) {
+            if self.cache.len() >= CACHE_MAX {
+                self.cache.clear();
+            }
+            self.cache.insert(sql.to_string(), prep.clone());
+        }
+        Ok(prep)
+    }
+
+    fn plan(&self, stmt: Statement, params: usize) -> Result<Prepared, SqlError> {
+        let version = self.catalog_version();
+        let cat = CatalogView { sess: self };
+        let db = self.db.as_deref();
+        let plan = match &stmt {
+            Statement::Select(q) => Plan::Select(Box::new(plan::plan_select(q, &cat, db)?)),
+            Statement::Insert(i) => Plan::Insert(Box::new(plan::plan_insert(i, &cat, db)?)),
+            Statement::Update(u) => Plan::Update(Box::new(plan::plan_modify(
+                &u.table,
+                u.filter.as_ref(),
+                &u.sets,
+                &u.order_by,
+                u.limit.as_ref(),
+                &cat,
+                db,
+            )?)),
+            Statement::Delete(d) => Plan::Delete(Box::new(plan::plan_modify(
+                &d.table,
+                d.filter.as_ref(),
+                &[],
+                &d.order_by,
+                d.limit.as_ref(),
+                &cat,
+                db,
+            )?)),
+            _ => Plan::Other,
+        };
+        Ok(Prepared { stmt, params, plan, version, db: self.db.clone() })
+    }
+
+    /// Runs a COM_QUERY text.
+    pub async fn query(&mut self, sql: &str) -> Result<Answer, SqlError> {
+        let prep = self.prepare(sql)?;
+        self.execute(&prep, &[]).await
+    }
+
+    /// Runs a prepared statement with parameter values; a stale plan (the catalog changed) is
+    /// made again first.
+    pub async fn execute(&mut self, prep: &Arc<Prepared>, params: &[Value]) -> Result<Answer, SqlError> {
+        let prep = if prep.version != self.catalog_version() && !matches!(prep.plan, Plan::Other) {
+            Arc::new(self.plan(prep.stmt.clone(), prep.params)?)
+        } else {
+            prep.clone()
+        };
+        let r = self.execute_plan(&prep, params).await;
+        match r {
+            Err(e) if e.errno == 1297 && !self.ts.open => {
+                // The schema changed under us (another API server): refresh and plan again.
+                self.refresh();
+                let again = Arc::new(self.plan(prep.stmt.clone(), prep.params)?);
+                self.execute_plan(&again, params).await
+            }
+            r => r,
+        }
+    }
+
+    async fn execute_plan(&mut self, prep: &Prepared, params: &[Value]) -> Result<Answer, SqlError> {
+        if params.len() < prep.params {
+            return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
+        }
+        // Autocommit off: every statement joins the open transaction.
+        if !self.autocommit {
+            self.ts.open = true;
+        }
+        match &prep.plan {
+            Plan::Select(p) => {
+                let rows = {
+                    let mut ts = std::mem::take(&mut self.ts);
+                    let env = Env { params, subs: Vec::new(), sess: self, newrow: None };
+                    let mut run = Runner { client: &self.client, ts: &mut ts };
+                    let r = run::run_select(&mut run, p, &env, true).await;
+                    let r = match r {
+                        Ok(rows) => run.finish().await.map(|_| rows),
+                        Err(e) => {
+                            run.abandon();
+                            Err(e)
+                        }
+                    };
+                    self.ts = ts;
+                    r
+                };
+                let rows = self.txn_error(rows)?;
+                self.found_rows = rows.len() as u64;
+                self.row_count = -1;
+                Ok(Answer::Rows { columns: p.columns.clone(), rows })
+            }
+            Plan::Insert(p) => {
+                let r = self.run_write(W::Insert(p), params).await?;
+                if let Some(id) = r.last_insert_id {
+                    self.last_insert_id.store(id, Ordering::Relaxed);
+                }
+                self.row_count = r.affected as i64;
+                Ok(Answer::Ok { affected: r.affected, last_insert_id: r.last_insert_id.unwrap_or(0), info: r.info })
+            }
+            Plan::Update(p) => {
+                let r = self.run_write(W::Update(p), params).await?;
+                self.row_count = r.affected as i64;
+                Ok(Answer::Ok { affected: r.affected, last_insert_id: 0, info: r.info })
+            }
+            Plan::Delete(p) => {
+                let r = self.run_write(W::Delete(p), params).await?;
+                self.row_count = r.affected as i64;
+                Ok(Answer::Ok { affected: r.affected, last_insert_id: 0, info: String::new() })
+            }
+            Plan::Other => {
+                let stmt = prep.stmt.clone();
+                let r = self.other(&stmt, params).await;
+                if !matches!(stmt, Statement::Show(_) | Statement::Select(_)) {
+                    self.row_count = match &r {
+                        Ok(Answer::Ok { affected, .. }) => *affected as i64,
+                        _ => -1,
+                    };
+                }
+                r
+            }
+        }
+    }
+
+    /// A transaction that failed in the data node is gone: the session leaves it.
+    fn txn_error<T>(&mut self, r: Result<T, SqlError>) -> Result<T, SqlError> {
+        if let Err(e) = &r
+            && matches!(e.errno, 1213 | 1205 | 1297 | 1296 | 1180)
+            && self.ts.txn.is_none()
+        {
+            self.ts.open = !self.autocommit && false;
+        }
+        r
+    }
+
+    async fn run_write(&mut self, w: W<'_>, params: &[Value]) -> Result<write::WriteResult, SqlError> {
+        let mut ts = std::mem::take(&mut self.ts);
+        let r = {
+            let env = Env { params, subs: Vec::new(), sess: &*self, newrow: None };
+            let mut run = Runner { client: &self.client, ts: &mut ts };
+            let r = match w {
+                W::Insert(p) => write::run_insert(&mut run, p, &env).await,
+                W::Update(p) => write::run_update(&mut run, p, &env).await,
+                W::Delete(p) => write::run_delete(&mut run, p, &env).await,
+            };
+            match r {
+                Ok(w) => run.finish().await.map(|_| w),
+                Err(e) => {
+                    run.abandon();
+                    Err(e)
+                }
+            }
+        };
+        self.ts = ts;
+        self.txn_error(r)
+    }
+
+    async fn commit(&mut self) -> Result<(), SqlError> {
+        self.ts.open = false;
+        if let Some(t) = self.ts.txn.take() {
+            t.commit().await.map_err(SqlError::from)?;
+        }
+        Ok(())
+    }
+
+    async fn rollback(&mut self) -> Result<(), SqlError> {
+        self.ts.open = false;
+        if let Some(t) = self.ts.txn.take() {
+            t.rollback().await.map_err(SqlError::from)?;
+        }
+        Ok(())
+    }
+
+    async fn other(&mut self, stmt: &Statement, params: &[Value]) -> Result<Answer, SqlError> {
+        match stmt {
+            Statement::Begin => {
+                self.commit().await?;
+                self.ts.open = true;
+                Ok(Answer::ok())
+            }
+            Statement::Commit => {
+                self.commit().await?;
+                Ok(Answer::ok())
+            }
+            Statement::Rollback => {
+                self.rollback().await?;
+                Ok(Answer::ok())
+            }
+            Statement::Use(db) => {
+                self.use_db(db)?;
+                Ok(Answer::ok())
+            }
+            Statement::SetNames | Statement::SetTransaction | Statement::Noop => Ok(Answer::ok()),
+            Statement::Set(list) => {
+                for (target, e) in list {
+                    let v = {
+                        let x = plan_const(e, self)?;
+                        let env = Env { params, subs: Vec::new(), sess: self, newrow: None };
+                        run::ev(&x, &[], &[], &env)?
+                    };
+                    match target {
+                        SetTarget::User(n) => {
+                            self.user_vars.insert(n.clone(), v);
+                        }
+                        SetTarget::Sys { name, .. } => self.set_var(name, v).await?,
+                    }
+                }
+                Ok(Answer::ok())
+            }
+            Statement::CreateDatabase { name, if_not_exists } => {
+                match self.ddl(DdlReq::CreateDatabase { name: name.clone(), if_not_exists: *if_not_exists }) {
+                    Err(e) if e.errno == ErrorCode::DatabaseExists.mysql_errno() => {
+                        Err(SqlError::new(1007, "HY000", format!("Can't create database '{name}'; database exists")))
+                    }
+                    r => r.map(|_| Answer::affected(1)),
+                }
+            }
+            Statement::DropDatabase { name, if_exists } => {
+                match self.ddl(DdlReq::DropDatabase { name: name.clone(), if_exists: *if_exists }) {
+                    Err(e) if e.errno == ErrorCode::NoSuchDatabase.mysql_errno() => Err(SqlError::new(
+                        1008,
+                        "HY000",
+                        format!("Can't drop database '{name}'; database doesn't exist"),
+                    )),
+                    r => {
+                        r?;
+                        if self.db.as_deref() == Some(name.as_str()) {
+                            self.db = None;
+                        }
+                        Ok(Answer::ok())
+                    }
+                }
+            }
+            Statement::CreateTable(ct) => {
+                let db = self.need_db(ct.table.db.as_deref())?;
+                self.known_db(&db)?;
+                let table = match &ct.like {
+                    Some(other) => {
+                        let src = self.table(Some(other.db.as_deref().unwrap_or(&db)), &other.name)?;
+                        let mut t = (*src.table).clone();
+                        t.id = 0;
+                        t.database = db.clone();
+                        t.name = ct.table.name.clone();
+                        t.partition_count = 0;
+                        t.columns.retain(|c| !c.hidden);
+                        if t.columns.len() < src.table.columns.len() {
+                            t.primary_key.clear();
+                            t.partition_key.clear();
+                        }
+                        t
+                    }
+                    None => ddl::table_of(ct, &db)?,
+                };
+                match self.ddl(DdlReq::CreateTable { table, if_not_exists: ct.if_not_exists }) {
+                    Err(e) if e.errno == 1050 => {
+                        Err(SqlError::new(1050, "42S01", format!("Table '{}' already exists", ct.table.name)))
+                    }
+                    r => r.map(|_| Answer::ok()),
+                }
+            }
+            Statement::DropTable { tables, if_exists } => {
+                let mut missing = Vec::new();
+                for t in tables {
+                    let db = self.need_db(t.db.as_deref())?;
+                    match self.ddl(DdlReq::DropTable {
+                        database: db.clone(),
+                        name: t.name.clone(),
+                        if_exists: *if_exists,
+                    }) {
+                        Err(e) if e.errno == 1146 => missing.push(format!("{db}.{}", t.name)),
+                        r => r?,
+                    }
+                }
+                if !missing.is_empty() {
+                    return Err(SqlError::new(1051, "42S02", format!("Unknown table '{}'", missing.join(","))));
+                }
+                Ok(Answer::ok())
+            }
+            Statement::CreateIndex { table, index } => {
+                let db = self.need_db(table.db.as_deref())?;
+                let h = self.table(Some(&db), &table.name)?;
+                let idx = ddl::index_of(&h.table, index)?;
+                self.ddl(DdlReq::CreateIndex { database: db, table: table.name.clone(), index: idx })?;
+                Ok(Answer::ok())
+            }
+            Statement::DropIndex { table, name } => {
+                let db = self.need_db(table.db.as_deref())?;
+                self.table(Some(&db), &table.name)?;
+                self.ddl(DdlReq::DropIndex { database: db, table: table.name.clone(), name: name.clone() })?;
+                Ok(Answer::ok())
+            }
+            Statement::AlterTable { table, ops } => {
+                let db = self.need_db(table.db.as_deref())?;
+                let h = self.table(Some(&db), &table.name)?;
+                for op in ops {
+                    match op {
+                        AlterOp::AddIndex(spec) => {
+                            let idx = ddl::index_of(&h.table, spec)?;
+                            self.ddl(DdlReq::CreateIndex {
+                                database: db.clone(),
+                                table: table.name.clone(),
+                                index: idx,
+                            })?;
+                        }
+                        AlterOp::DropIndex(name) => {
+                            self.ddl(DdlReq::DropIndex {
+                                database: db.clone(),
+                                table: table.name.clone(),
+                                name: name.clone(),
+                            })?;
+                        }
+                        AlterOp::AddColumn(_) | AlterOp::DropColumn(_) => {
+                            return Err(SqlError::new(
+                                1235,
+                                "42000",
+                                "This version of Tern doesn't yet support 'ALTER TABLE ADD/DROP COLUMN'",
+                            ));
+                        }
+                    }
+                }
+                Ok(Answer::ok())
+            }
+            Statement::Truncate(t) => {
+                let db = self.need_db(t.db.as_deref())?;
+                let h = self.table(Some(&db), &t.name)?;
+                self.truncate(&h).await?;
+                Ok(Answer::ok())
+            }
+            Statement::Show(kind) => self.show(kind).await,
+            Statement::Prepare { name, sql } => {
+                let text = {
+                    let x = plan_const(sql, self)?;
+                    let env = Env { params, subs: Vec::new(), sess: self, newrow: None };
+                    eval::text(&run::ev(&x, &[], &[], &env)?).unwrap_or_default()
+                };
+                let text = String::from_utf8_lossy(&text).into_owned();
+                let prep = self.prepare(&text)?;
+                self.named.insert(name.clone(), prep);
+                Ok(Answer::ok())
+            }
+            Statement::Execute { name, using } => {
+                let prep = self.named.get(name).cloned().ok_or_else(|| {
+                    SqlError::new(
+                        1243,
+                        "HY000",
+                        format!("Unknown prepared statement handler ({name}) given to EXECUTE"),
+                    )
+                })?;
+                if using.len() != prep.params {
+                    return Err(SqlError::new(1210, "HY000", "Incorrect arguments to EXECUTE"));
+                }
+                let vals: Vec<Value> = using.iter().map(|u| self.uservar(u)).collect();
+                Box::pin(self.execute(&prep, &vals)).await
+            }
+            Statement::Deallocate(name) => {
+                if self.named.remove(name).is_none() {
+                    return Err(SqlError::new(
+                        1243,
+                        "HY000",
+                        format!("Unknown prepared statement handler ({name}) given to DEALLOCATE PREPARE"),
+                    ));
+                }
+                Ok(Answer::ok())
+            }
+            Statement::CreateUser { .. }
+            | Statement::DropUser { .. }
+            | Statement::Grant { .. }
+            | Statement::AlterUser { .. } => {
+                Err(SqlError::new(1235, "42000", "This version of Tern doesn't yet support 'user accounts'"))
+            }
+            Statement::LoadData(_) => {
+                Err(SqlError::new(1235, "42000", "This version of Tern doesn't yet support 'LOAD DATA'"))
+            }
+            Statement::Select(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
+                unreachable!("planned statements")
+            }
+        }
+    }
+
+    fn known_db(&self, db: &str) -> Result<(), SqlError> {
+        if self.client.databases().iter().any(|d| d == db) {
+            return Ok(());
+        }
+        self.refresh();
+        if self.client.databases().iter().any(|d| d == db) {
+            Ok(())
+        } else {
+            Err(SqlError::new(1049, "42000", format!("Unknown database '{db}'")))
+        }
+    }
+
+    async fn set_var(&mut self, name: &str, v: Value) -> Result<(), SqlError> {
+        if !VAR_NAMES.contains(&name) {
+            return Err(SqlError::new(1193, "HY000", format!("Unknown system variable '{name}'")));
+        }
+        if name == "autocommit" {
+            let on = match &v {
+                Value::Bytes(b) => {
+                    let t = String::from_utf8_lossy(b).to_ascii_uppercase();
+                    match t.as_str() {
+                        "ON" | "1" | "TRUE" => true,
+                        "OFF" | "0" | "FALSE" => false,
+                        _ => {
+                            return Err(SqlError::new(
+                                1231,
+                                "42000",
+                                format!("Variable 'autocommit' can't be set to the value of '{t}'"),
+                            ));
+                        }
+                    }
+                }
+                o => eval::truth(o).unwrap_or(false),
+            };
+            if on && !self.autocommit {
+                // Turning autocommit on commits the open transaction.
+                self.commit().await?;
+            }
+            self.autocommit = on;
+            if on {
+                self.ts.open = self.ts.open && self.explicit_open();
+            }
+            return Ok(());
+        }
+        self.vars.insert(name.to_string(), v);
+        Ok(())
+    }
+
+    pub fn table(&self, db: Option<&str>, name: &str) -> Result<TableHandle, SqlError> {
+        CatalogView { sess: self }.table(db, name)
+    }
+
+    async fn truncate(&mut self, h: &TableHandle) -> Result<(), SqlError> {
+        let mut spec = tern_client::ScanSpec::table(h.id());
+        spec.projection = Some(h.table.primary_key.clone());
+        let mut sc = self.client.scan(spec);
+        let mut keys = Vec::new();
+        while let Some(batch) = sc.next_batch().await.map_err(SqlError::from)? {
+            for r in batch {
+                keys.push(h.decode_projection(&h.table.primary_key, &r).map_err(SqlError::from)?);
+            }
+        }
+        for chunk in keys.chunks(1000) {
+            let ops = chunk.iter().map(|k| h.delete(k)).collect::<Result<Vec<_>, _>>().map_err(SqlError::from)?;
+            let mut t = self.client.begin();
+            t.execute_with(ops, tern_client::Exec::Commit, tern_client::AbortOption::IgnoreError)
+                .await
+                .map_err(SqlError::from)?;
+        }
+        Ok(())
+    }
+
+    async fn show(&mut self, kind: &ShowKind) -> Result<Answer, SqlError> {
+        let col = |n: &str| ColumnDef::expr(n, ty::VAR_STRING, 256);
+        let strs = |v: Vec<Vec<String>>| -> Vec<Vec<Value>> {
+            v.into_iter().map(|r| r.into_iter().map(|x| Value::Bytes(x.into_bytes())).collect()).collect()
+        };
+        let like_ok =
+            |pat: &Option<String>, v: &str| pat.as_ref().is_none_or(|p| eval::like(v.as_bytes(), p.as_bytes()));
+        match kind {
+            ShowKind::Databases { like } => {
+                self.refresh();
+                let mut dbs = self.client.databases();
+                dbs.push("information_schema".into());
+                dbs.sort();
+                dbs.retain(|d| like_ok(like, d));
+                Ok(Answer::Rows {
+                    columns: vec![col("Database")],
+                    rows: strs(dbs.into_iter().map(|d| vec![d]).collect()),
+                })
+            }
+            ShowKind::Tables { db, like, full } => {
+                let db = self.need_db(db.as_deref())?;
+                self.refresh();
+                if db != "information_schema" {
+                    self.known_db(&db)?;
+                }
+                let mut tables = self.client.tables(&db);
+                tables.sort();
+                tables.retain(|t| like_ok(like, t));
+                let mut columns = vec![col(&format!("Tables_in_{db}"))];
+                if *full {
+                    columns.push(col("Table_type"));
+                }
+                let rows =
+                    tables.into_iter().map(|t| if *full { vec![t, "BASE TABLE".into()] } else { vec![t] }).collect();
+                Ok(Answer::Rows { columns, rows: strs(rows) })
+            }
+            ShowKind::Columns { table, full, like } => {
+                let h = self.table(table.db.as_deref(), &table.name)?;
+                let t = &h.table;
+                let mut rows = Vec::new();
+                for (i, c) in t.columns.iter().enumerate().filter(|(_, c)| !c.hidden) {
+                    if !like_ok(like, &c.name) {
+                        continue;
+                    }
+                    let key = if t.primary_key.contains(&(i as u16)) {
+                        "PRI"
+                    } else if t.indexes.iter().any(|x| x.unique && x.columns.first() == Some(&(i as u16))) {
+                        "UNI"
+                    } else if t.indexes.iter().any(|x| x.columns.first() == Some(&(i as u16))) {
+                        "MUL"
+                    } else {
+                        ""
+                    };
+                    let mut r = vec![
+                        Value::Bytes(c.name.clone().into_bytes()),
+                        Value::Bytes(ddl::type_text(c.ty).into_bytes()),
+                    ];
+                    if *full {
+                        r.push(if c.ty.is_text() { s("utf8mb4_bin") } else { Value::Null });
+                    }
+                    r.push(s(if c.nullable { "YES" } else { "NO" }));
+                    r.push(s(key));
+                    r.push(ddl::default_text(c).map(|d| Value::Bytes(d.into_bytes())).unwrap_or(Value::Null));
+                    r.push(s(if c.auto_increment { "auto_increment" } else { "" }));
+                    if *full {
+                        r.push(s("select,insert,update,references"));
+                        r.push(s(""));
+                    }
+                    rows.push(r);
+                }
+                let mut names = vec!["Field", "Type"];
+                if *full {
+                    names.push("Collation");
+                }
+                names.extend(["Null", "Key", "Default", "Extra"]);
+                if *full {
+                    names.extend(["Privileges", "Comment"]);
+                }
+                Ok(Answer::Rows { columns: names.into_iter().map(col).collect(), rows })
+            }
+            ShowKind::CreateTable(t) => {
+                let h = self.table(t.db.as_deref(), &t.name)?;
+                Ok(Answer::Rows {
+                    columns: vec![col("Table"), col("Create Table")],
+                    rows: strs(vec![vec![h.table.name.clone(), ddl::show_create(&h.table)]]),
+                })
+            }
+            ShowKind::CreateDatabase(d) => {
+                self.known_db(d)?;
+                Ok(Answer::Rows {
+                    columns: vec![col("Database"), col("Create Database")],
+                    rows: strs(vec![vec![
+                        d.clone(),
+                        format!("CREATE DATABASE `{d}` /*!40100 DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin */"),
+                    ]]),
+                })
+            }
+            ShowKind::Index(t) => {
+                let h = self.table(t.db.as_deref(), &t.name)?;
+                let mut rows = Vec::new();
+                for i in &h.table.indexes {
+                    for (seq, &c) in i.columns.iter().enumerate() {
+                        rows.push(vec![
+                            s(&h.table.name),
+                            Value::Int((!(i.unique || i.name == "PRIMARY")) as i64),
+                            s(&i.name),
+                            Value::Int(seq as i64 + 1),
+                            s(&h.table.columns[c as usize].name),
+                            s("A"),
+                            Value::Null,
+                            Value::Null,
+                            Value::Null,
+                            s(if h.table.columns[c as usize].nullable { "YES" } else { "" }),
+                            s("BTREE"),
+                            s(""),
+                            s(""),
+                        ]);
+                    }
+                }
+                let names = [
+                    "Table",
+                    "Non_unique",
+                    "Key_name",
+                    "Seq_in_index",
+                    "Column_name",
+                    "Collation",
+                    "Cardinality",
+                    "Sub_part",
+                    "Packed",
+                    "Null",
+                    "Index_type",
+                    "Comment",
+                    "Index_comment",
+                ];
+                Ok(Answer::Rows { columns: names.into_iter().map(col).collect(), rows })
+            }
+            ShowKind::Variables { like, filter, global } => {
+                let mut rows = Vec::new();
+                let mut names: Vec<&str> = VAR_NAMES.to_vec();
+                names.sort();
+                for n in names {
+                    if !like_ok(like, n) {
+                        continue;
+                    }
+                    let v = self.sysvar(*global, n)?;
+                    rows.push(vec![s(n), Value::Bytes(eval::text(&v).unwrap_or_default())]);
+                }
+                if let Some(f) = filter {
+                    // WHERE on Variable_name / Value.
+                    let mut kept = Vec::new();
+                    for r in rows {
+                        let e = substitute_show(f, &r);
+                        let x = plan_const(&e, self)?;
+                        let env = Env { params: &[], subs: Vec::new(), sess: self, newrow: None };
+                        if eval::truth(&run::ev(&x, &[], &[], &env)?) == Some(true) {
+                            kept.push(r);
+                        }
+                    }
+                    rows = kept;
+                }
+                Ok(Answer::Rows { columns: vec![col("Variable_name"), col("Value")], rows })
+            }
+            ShowKind::Status { like } => {
+                let st = {
+                    let c = self.client.clone();
+                    tokio::task::block_in_place(|| c.status()).map_err(SqlError::from)?
+                };
+                let all = vec![
+                    ("Uptime".to_string(), "1".to_string()),
+                    ("Threads_connected".into(), "1".into()),
+                    ("Ndb_cluster_node_id".into(), st.node_id.to_string()),
+                    ("Ndb_number_of_data_nodes".into(), "1".into()),
+                    ("Ndb_memory_used".into(), st.memory_used.to_string()),
+                    ("Ndb_memory_total".into(), st.memory_total.to_string()),
+                    ("Ndb_rows".into(), st.rows.to_string()),
+                    ("Ndb_durable_epoch".into(), st.durable_epoch.to_string()),
+                ];
+                let rows = all.into_iter().filter(|(n, _)| like_ok(like, n)).map(|(n, v)| vec![n, v]).collect();
+                Ok(Answer::Rows { columns: vec![col("Variable_name"), col("Value")], rows: strs(rows) })
+            }
+            ShowKind::Warnings | ShowKind::Errors => Ok(Answer::Rows {
+                columns: vec![col("Level"), ColumnDef::expr("Code", ty::LONG, 4), col("Message")],
+                rows: Vec::new(),
+            }),
+            ShowKind::Engines => Ok(Answer::Rows {
+                columns: ["Engine", "Support", "Comment", "Transactions", "XA", "Savepoints"]
+                    .into_iter()
+                    .map(col)
+                    .collect(),
+                rows: strs(vec![vec![
+                    "ndbcluster".into(),
+                    "DEFAULT".into(),
+                    "Tern: in-memory, synchronously replicated".into(),
+                    "YES".into(),
+                    "NO".into(),
+                    "NO".into(),
+                ]]),
+            }),
+            ShowKind::Collation { like } => {
+                let rows: Vec<Vec<Value>> = [
+                    ("utf8mb4_bin", "utf8mb4", 46),
+                    ("utf8mb4_general_ci", "utf8mb4", 45),
+                    ("latin1_general_cs", "latin1", 49),
+                    ("binary", "binary", 63),
+                ]
+                .into_iter()
+                .filter(|(n, _, _)| like_ok(like, n))
+                .map(|(n, c, id)| vec![s(n), s(c), Value::Int(id), s(""), s("Yes"), Value::Int(1), s("PAD SPACE")])
+                .collect();
+                Ok(Answer::Rows {
+                    columns: ["Collation", "Charset", "Id", "Default", "Compiled", "Sortlen", "Pad_attribute"]
+                        .into_iter()
+                        .map(col)
+                        .collect(),
+                    rows,
+                })
+            }
+            ShowKind::CharacterSet { like } => {
+                let rows: Vec<Vec<Value>> = [
+                    ("utf8mb4", "UTF-8 Unicode", "utf8mb4_bin", 4),
+                    ("latin1", "cp1252 West European", "latin1_swedish_ci", 1),
+                    ("binary", "Binary pseudo charset", "binary", 1),
+                ]
+                .into_iter()
+                .filter(|(n, ..)| like_ok(like, n))
+                .map(|(n, d, c, l)| vec![s(n), s(d), s(c), Value::Int(l)])
+                .collect();
+                Ok(Answer::Rows {
+                    columns: ["Charset", "Description", "Default collation", "Maxlen"].into_iter().map(col).collect(),
+                    rows,
+                })
+            }
+            ShowKind::Processlist => Ok(Answer::Rows {
+                columns: ["Id", "User", "Host", "db", "Command", "Time", "State", "Info"]
+                    .into_iter()
+                    .map(col)
+                    .collect(),
+                rows: vec![vec![
+                    Value::Int(self.conn_id as i64),
+                    s(&self.user),
+                    s("localhost"),
+                    self.db.clone().map(|d| Value::Bytes(d.into_bytes())).unwrap_or(Value::Null),
+                    s("Query"),
+                    Value::Int(0),
+                    s(""),
+                    s("SHOW PROCESSLIST"),
+                ]],
+            }),
+            ShowKind::TableStatus { like } => {
+                let db = self.need_db(None)?;
+                let mut tables = self.client.tables(&db);
+                tables.sort();
+                let rows = tables
+                    .into_iter()
+                    .filter(|t| like_ok(like, t))
+                    .map(|t| vec![s(&t), s("ndbcluster"), Value::Int(10), s("Dynamic")])
+                    .collect();
+                Ok(Answer::Rows {
+                    columns: ["Name", "Engine", "Version", "Row_format"].into_iter().map(col).collect(),
+                    rows,
+                })
+            }
+            ShowKind::Grants(_) => Ok(Answer::Rows {
+                columns: vec![col(&format!("Grants for {}@localhost", self.user))],
+                rows: vec![vec![s(&format!(
+                    "GRANT ALL PRIVILEGES ON *.* TO `{}`@`localhost` WITH GRANT OPTION",
+                    self.user
+                ))]],
+            }),
+        }
+    }
+}
+
+fn substitute_show(e: &Expr, row: &[Value]) -> Expr {
+    match e {
+        Expr::Column { name, .. } if name.eq_ignore_ascii_case("Variable_name") => Expr::Lit(row[0].clone()),
+        Expr::Column { name, .. } if name.eq_ignore_ascii_case("Value") => Expr::Lit(row[1].clone()),
+        Expr::Binary(op, a, b) => Expr::bin(*op, substitute_show(a, row), substitute_show(b, row)),
+        Expr::Like { e, pat, neg } => {
+            Expr::Like { e: Box::new(substitute_show(e, row)), pat: Box::new(substitute_show(pat, row)), neg: *neg }
+        }
+        Expr::In { e, list, neg } => Expr::In {
+            e: Box::new(substitute_show(e, row)),
+            list: list.iter().map(|x| substitute_show(x, row)).collect(),
+            neg: *neg,
+        },
+        other => other.clone(),
+    }
+}
+
+/// Compiles an expression that reads no table.
+fn plan_const(e: &Expr, sess: &Session) -> Result<plan::X, SqlError> {
+    let q = Select {
+        items: vec![SelectItem::Expr { e: e.clone(), alias: None, text: String::new() }],
+        ..Select::default()
+    };
+    let p = plan::plan_select(&q, &CatalogView { sess }, sess.db.as_deref())?;
+    Ok(p.items.into_iter().next().expect("one item"))
+}
+
+enum W<'p> {
+    Insert(&'p InsertPlan),
+    Update(&'p ModifyPlan),
+    Delete(&'p ModifyPlan),
+}
+
+/// Table lookups for the planner (refreshing the catalog once for unknown tables).
+pub struct CatalogView<'a> {
+    pub sess: &'a Session,
+}
+
+impl plan::Catalog for CatalogView<'_> {
+    fn table(&self, db: Option<&str>, name: &str) -> Result<TableHandle, SqlError> {
+        let db = db
+            .map(str::to_string)
+            .or_else(|| self.sess.db.clone())
+            .ok_or_else(|| SqlError::new(1046, "3D000", "No database selected"))?;
+        if let Some(h) = self.sess.client.cached_table(&db, name) {
+            return Ok(h);
+        }
+        self.sess.refresh();
+        self.sess
+            .client
+            .cached_table(&db, name)
+            .ok_or_else(|| SqlError::new(1146, "42S02", format!("Table '{db}.{name}' doesn't exist")))
+    }
+}
+
+/// MySQL's 1064 text for a parse error; 1235 for statements Tern does not serve.
+pub fn parse_error(e: ParseError, sql: &str) -> SqlError {
+    match e {
+        ParseError::Syntax(near) if sql.trim().is_empty() => {
+            let _ = near;
+            SqlError::new(1065, "42000", "Query was empty")
+        }
+        ParseError::Syntax(near) => SqlError::new(
+            1064,
+            "42000",
+            format!(
+                "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server version for the right syntax to use near '{near}' at line 1"
+            ),
+        ),
+        ParseError::Unsupported(what) => {
+            SqlError::new(1235, "42000", format!("This version of Tern doesn't yet support '{what}'"))
+        }
+    }
+}
