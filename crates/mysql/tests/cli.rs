@@ -2,28 +2,9 @@
 //! package when it is missing and it may): connect with and without a database, the statements it
 //! sends itself, database DDL, and errors as the client prints them.
 
-use std::process::Command;
 mod common;
 
-use common::start;
-
-/// Runs `mariadb` with `args` and `sql`; (exit success, stdout, stderr).
-fn mariadb(port: u16, args: &[&str], sql: &str) -> (bool, String, String) {
-    if Command::new("mariadb").arg("--version").output().is_err() {
-        let _ = Command::new("apt-get").args(["install", "-y", "mariadb-client"]).status();
-    }
-    let out = Command::new("mariadb")
-        .args(["-h", "127.0.0.1", "-P", &port.to_string(), "-u", "root", "--batch", "--connect-timeout=10"])
-        .args(args)
-        .args(["-e", sql])
-        .output()
-        .expect("the mariadb client is needed: apt-get install -y mariadb-client");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::{mariadb, start};
 
 #[test]
 fn mariadb_client_sessions() {
@@ -39,11 +20,88 @@ fn mariadb_client_sessions() {
     assert!(err.contains("ERROR 1049 (42000)") && err.contains("Unknown database 'nope'"), "{err}");
     let (ok, _, err) = mariadb(port, &[], "SELECT * FROM shop.items");
     assert!(!ok);
-    assert!(err.contains("ERROR 1235 (42000)"), "{err}");
+    assert!(err.contains("ERROR 1146 (42S02)") && err.contains("Table 'shop.items' doesn't exist"), "{err}");
+    let (ok, _, err) = mariadb(port, &[], "CREATE VIEW v AS SELECT 1");
+    assert!(!ok);
+    assert!(err.contains("ERROR 1235 (42000)") && err.contains("CREATE VIEW"), "{err}");
     let (ok, _, err) = mariadb(port, &["-u", "mallory"], "SELECT 1");
     assert!(!ok);
     assert!(err.contains("ERROR 1045 (28000)"), "{err}");
     let (ok, _, err) = mariadb(port, &[], "DROP DATABASE shop; DROP DATABASE shop");
     assert!(!ok);
     assert!(err.contains("ERROR 1008"), "{err}");
+}
+
+/// DDL, DML, transactions, SQL-level prepared statements and errors through the real client.
+#[test]
+fn mariadb_client_sql() {
+    let (_d, _n, port) = start(64 << 20);
+    let run = |sql: &str| {
+        let (ok, out, err) = mariadb(port, &["shop"], sql);
+        assert!(ok, "{sql}: {err}");
+        out
+    };
+    let (ok, _, err) = mariadb(port, &[], "CREATE DATABASE shop");
+    assert!(ok, "{err}");
+    run("CREATE TABLE items (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, name VARCHAR(40) NOT NULL, \
+         price DECIMAL(10,2), qty INT DEFAULT 0, added DATE, KEY by_name (name)) ENGINE=ndbcluster");
+    assert_eq!(
+        run(
+            "INSERT INTO items (name, price, added) VALUES ('apple', 1.50, '2024-03-01'), ('pear', 2.25, NULL), ('fig', 10, '2024-01-31'); SELECT LAST_INSERT_ID(), ROW_COUNT()"
+        ),
+        "LAST_INSERT_ID()\tROW_COUNT()\n1\t3\n"
+    );
+    assert_eq!(
+        run("SELECT id, name, price, qty, added FROM items ORDER BY id"),
+        "id\tname\tprice\tqty\tadded\n1\tapple\t1.50\t0\t2024-03-01\n2\tpear\t2.25\t0\tNULL\n3\tfig\t10.00\t0\t2024-01-31\n"
+    );
+    assert_eq!(run("SELECT name FROM items WHERE name LIKE 'p%' OR price > 5 ORDER BY name DESC"), "name\npear\nfig\n");
+    assert_eq!(
+        run("SELECT COUNT(*), SUM(price), MIN(name), MAX(added) FROM items"),
+        "COUNT(*)\tSUM(price)\tMIN(name)\tMAX(added)\n3\t13.75\tapple\t2024-03-01\n"
+    );
+    // A transaction rolled back leaves nothing; a committed one stays.
+    run("BEGIN; UPDATE items SET qty = qty + 5 WHERE id = 1; DELETE FROM items WHERE id = 2; ROLLBACK");
+    assert_eq!(run("SELECT id, qty FROM items ORDER BY id"), "id\tqty\n1\t0\n2\t0\n3\t0\n");
+    run("SET autocommit = 0; UPDATE items SET qty = 7 WHERE name = 'fig'; COMMIT; SET autocommit = 1");
+    assert_eq!(run("SELECT qty FROM items WHERE id = 3"), "qty\n7\n");
+    // SQL-level prepared statements.
+    assert_eq!(
+        run(
+            "PREPARE s FROM 'SELECT name FROM items WHERE id = ?'; SET @i = 2; EXECUTE s USING @i; DEALLOCATE PREPARE s"
+        ),
+        "name\npear\n"
+    );
+    // Errors: duplicate key, unknown column, syntax, statement rollback inside a transaction.
+    let (ok, _, err) = mariadb(port, &["shop"], "INSERT INTO items (id, name) VALUES (1, 'dup')");
+    assert!(!ok && err.contains("ERROR 1062 (23000)") && err.contains("Duplicate entry '1'"), "{err}");
+    let (ok, _, err) = mariadb(port, &["shop"], "SELECT nope FROM items");
+    assert!(!ok && err.contains("ERROR 1054 (42S22)") && err.contains("Unknown column 'nope'"), "{err}");
+    let (ok, _, err) = mariadb(port, &["shop"], "SELECT * FROM items WHERE");
+    assert!(!ok && err.contains("ERROR 1064 (42000)"), "{err}");
+    let (ok, _, err) = mariadb(
+        port,
+        &["shop"],
+        "BEGIN; INSERT INTO items (id, name) VALUES (10, 'ten'); INSERT INTO items (id, name) VALUES (11, 'x'), (1, 'dup')",
+    );
+    assert!(!ok && err.contains("ERROR 1062"), "{err}");
+    assert_eq!(run("SELECT COUNT(*) FROM items WHERE id >= 10"), "COUNT(*)\n0\n");
+    let (ok, _, err) = mariadb(port, &["shop"], "INSERT INTO items (name) VALUES (NULL)");
+    assert!(!ok && err.contains("ERROR 1048 (23000)"), "{err}");
+    // Secondary index, DDL round trip.
+    run("CREATE TABLE u (a INT PRIMARY KEY, b INT); CREATE UNIQUE INDEX ub ON u (b); INSERT INTO u VALUES (1, 10)");
+    let (ok, _, err) = mariadb(port, &["shop"], "INSERT INTO u VALUES (2, 10)");
+    assert!(!ok && err.contains("ERROR 1062"), "{err}");
+    assert_eq!(run("SELECT a FROM u WHERE b = 10"), "a\n1\n");
+    run("DROP INDEX ub ON u; INSERT INTO u VALUES (2, 10); DROP TABLE u");
+    run("CREATE INDEX by_qty ON items (qty); DROP INDEX by_qty ON items");
+    assert!(run("SHOW CREATE TABLE items").contains("KEY `by_name` (`name`)"));
+    assert_eq!(
+        run("SHOW COLUMNS FROM items LIKE 'qty'"),
+        "Field\tType\tNull\tKey\tDefault\tExtra\nqty\tint\tYES\t\t0\t\n"
+    );
+    run("TRUNCATE TABLE items");
+    assert_eq!(run("SELECT COUNT(*) FROM items"), "COUNT(*)\n0\n");
+    run("DROP TABLE items");
+    assert_eq!(run("SHOW TABLES"), "");
 }

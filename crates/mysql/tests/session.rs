@@ -171,7 +171,7 @@ fn handshake_session_statements_and_errors() {
             m.query("SELECT @@version_comment LIMIT 1"),
             Res::Rows(vec!["@@version_comment".into()], rows(&[&[Some("Tern")]]))
         );
-        assert_eq!(m.query("select database()"), Res::Rows(vec!["DATABASE()".into()], rows(&[&[None]])));
+        assert_eq!(m.query("select database()"), Res::Rows(vec!["database()".into()], rows(&[&[None]])));
         assert_eq!(m.command(proto::com::PING, b""), Res::Ok);
     }
     let (mut m, _) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
@@ -189,8 +189,15 @@ fn handshake_session_statements_and_errors() {
     assert_eq!(m.query("SET NAMES utf8mb4"), Res::Ok);
     assert_eq!(m.query("SET autocommit=1"), Res::Ok);
     assert_eq!(m.query("SELECT 42"), Res::Rows(vec!["42".into()], rows(&[&[Some("42")]])));
-    let Res::Err(errno, state, msg) = m.query("SELECT * FROM items") else { panic!("unsupported SELECT") };
-    assert_eq!((errno, state.as_str()), (1235, "42000"), "{msg}");
+    let Res::Err(errno, state, msg) = m.query("SELECT * FROM items") else { panic!("unknown table") };
+    assert_eq!((errno, state.as_str(), msg.as_str()), (1146, "42S02", "Table 'shop.items' doesn't exist"));
+    let Res::Err(errno, state, msg) = m.query("CREATE TRIGGER t BEFORE INSERT ON x FOR EACH ROW SET @a = 1") else {
+        panic!("unsupported statement")
+    };
+    assert_eq!(
+        (errno, state.as_str(), msg.as_str()),
+        (1235, "42000", "This version of Tern doesn't yet support 'CREATE TRIGGER'")
+    );
     assert!(matches!(m.query(""), Res::Err(1065, ..)));
     assert!(matches!(m.command(proto::com::INIT_DB, b"nope"), Res::Err(1049, ..)));
     assert!(matches!(m.command(0x77, b""), Res::Err(1047, ..)));
@@ -272,4 +279,100 @@ fn random_packets_do_not_hurt_the_server() {
         assert_eq!(r, Res::Ok);
         assert_eq!(ok.command(proto::com::PING, b""), Res::Ok);
     }
+}
+
+/// COM_STMT_PREPARE / EXECUTE (types sent once, then re-executed without them) / RESET /
+/// CLOSE, with binary result rows.
+#[test]
+fn binary_protocol_prepared_statements() {
+    let (_d, _n, port) = start(1 << 20);
+    let (mut m, _) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    assert_eq!(m.query("CREATE DATABASE shop"), Res::Ok);
+    assert_eq!(m.query("USE shop"), Res::Ok);
+    assert_eq!(m.query("CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR(10), d DATE, x DOUBLE)"), Res::Ok);
+    assert_eq!(m.query("INSERT INTO t VALUES (1, 'one', '2024-02-29', 1.5), (2, NULL, NULL, NULL)"), Res::Ok);
+    let mut p = vec![proto::com::STMT_PREPARE];
+    p.extend_from_slice(b"SELECT id, name, d, x FROM t WHERE id = ?");
+    m.send(0, &p);
+    let (_, ok) = m.packet().unwrap();
+    assert_eq!(ok[0], 0);
+    let id = u32::from_le_bytes(ok[1..5].try_into().unwrap());
+    assert_eq!(u16::from_le_bytes([ok[5], ok[6]]), 4, "columns");
+    assert_eq!(u16::from_le_bytes([ok[7], ok[8]]), 1, "params");
+    // One parameter definition and four columns (DEPRECATE_EOF: no EOF packets).
+    for _ in 0..5 {
+        m.packet().unwrap();
+    }
+    let exec = |m: &mut My, key: i64, with_types: bool| -> Vec<Vec<u8>> {
+        let mut e = vec![proto::com::STMT_EXECUTE];
+        e.extend_from_slice(&id.to_le_bytes());
+        e.push(0);
+        e.extend_from_slice(&1u32.to_le_bytes());
+        e.push(0); // null bitmap
+        e.push(with_types as u8);
+        if with_types {
+            e.extend_from_slice(&[proto::ty::LONGLONG, 0]);
+        }
+        e.extend_from_slice(&key.to_le_bytes());
+        m.send(0, &e);
+        let (_, count) = m.packet().unwrap();
+        assert_eq!(count, vec![4], "column count");
+        for _ in 0..4 {
+            m.packet().unwrap();
+        }
+        let mut rows = Vec::new();
+        loop {
+            let (_, r) = m.packet().unwrap();
+            if r[0] == 0xFE && r.len() < 0xFFFFFF {
+                return rows;
+            }
+            rows.push(r);
+        }
+    };
+    let r = exec(&mut m, 1, true);
+    assert_eq!(r.len(), 1);
+    // header, null bitmap (4 columns + 2 bits = 1 byte), id (8 bytes), name, date, double
+    let row = &r[0];
+    assert_eq!(row[0], 0);
+    assert_eq!(row[1], 0, "no NULLs");
+    assert_eq!(i64::from_le_bytes(row[2..10].try_into().unwrap()), 1);
+    assert_eq!(&row[10..14], &[3, b'o', b'n', b'e']);
+    assert_eq!(&row[14..19], &[4, 0xE8, 0x07, 2, 29]);
+    assert_eq!(f64::from_le_bytes(row[19..27].try_into().unwrap()), 1.5);
+    // Re-executed without the types: the previous ones apply.
+    let r = exec(&mut m, 2, false);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0][1], 0b0011_1000, "name, d and x are NULL (bits 3..5)");
+    assert!(exec(&mut m, 3, false).is_empty());
+    let mut reset = vec![proto::com::STMT_RESET];
+    reset.extend_from_slice(&id.to_le_bytes());
+    assert_eq!(m.command(proto::com::STMT_RESET, &id.to_le_bytes()), Res::Ok);
+    let _ = reset;
+    let mut close = vec![proto::com::STMT_CLOSE];
+    close.extend_from_slice(&id.to_le_bytes());
+    m.send(0, &close);
+    // No answer to CLOSE; the next command is answered normally, the closed id is unknown.
+    assert!(matches!(m.command(proto::com::STMT_RESET, &id.to_le_bytes()), Res::Err(1243, ..)));
+    // Writes through prepared statements.
+    let mut p = vec![proto::com::STMT_PREPARE];
+    p.extend_from_slice(b"UPDATE t SET name = ? WHERE id = ?");
+    m.send(0, &p);
+    let (_, ok) = m.packet().unwrap();
+    let uid = u32::from_le_bytes(ok[1..5].try_into().unwrap());
+    for _ in 0..2 {
+        m.packet().unwrap();
+    }
+    let mut e = vec![proto::com::STMT_EXECUTE];
+    e.extend_from_slice(&uid.to_le_bytes());
+    e.push(0);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e.push(0);
+    e.push(1);
+    e.extend_from_slice(&[proto::ty::VAR_STRING, 0, proto::ty::LONG, 0]);
+    e.extend_from_slice(&[3, b't', b'w', b'o']);
+    e.extend_from_slice(&2i32.to_le_bytes());
+    m.send(0, &e);
+    let (_, ok) = m.packet().unwrap();
+    assert_eq!(&ok[..2], &[0, 1], "one row changed");
+    assert_eq!(m.query("SELECT name FROM t WHERE id = 2"), Res::Rows(vec!["name".into()], rows(&[&[Some("two")]])));
 }

@@ -21,3 +21,24 @@ pub fn start(max_packet: usize) -> (tempfile::TempDir, DataNode, u16) {
     let port = rx.recv_timeout(Duration::from_secs(20)).unwrap().port();
     (dir, n, port)
 }
+
+/// Runs `mariadb` against `port` with `args` and `sql` (installing the Debian client when it is
+/// missing and this user may); (exit success, stdout, stderr).
+#[allow(dead_code)]
+pub fn mariadb(port: u16, args: &[&str], sql: &str) -> (bool, String, String) {
+    use std::process::Command;
+    if Command::new("mariadb").arg("--version").output().is_err() {
+        let _ = Command::new("apt-get").args(["install", "-y", "mariadb-client"]).status();
+    }
+    let out = Command::new("mariadb")
+        .args(["-h", "127.0.0.1", "-P", &port.to_string(), "-u", "root", "--batch", "--connect-timeout=10"])
+        .args(args)
+        .args(["-e", sql])
+        .output()
+        .expect("the mariadb client is needed: apt-get install -y mariadb-client");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
