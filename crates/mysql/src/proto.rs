@@ -6,7 +6,7 @@
 use tern_types::Value;
 use tern_types::sha1::sha1;
 use tern_types::time;
-use tern_types::value::{format_decimal, format_g6, rescale};
+use tern_types::value::format_g6;
 
 /// Largest payload of one packet; a longer payload continues in the next packet(s).
 pub const PACKET_MAX: usize = 0xFF_FFFF;
@@ -535,9 +535,6 @@ pub fn text_value(v: &Value, c: &ColumnDef) -> Option<Vec<u8>> {
         }
         Value::Float(f) => format_g6(*f as f64).into_bytes(),
         Value::Double(d) if c.ty == ty::FLOAT => format_g6(*d).into_bytes(),
-        Value::Decimal { v, scale } if c.ty == ty::NEWDECIMAL && c.decimals < 31 && c.decimals > *scale => {
-            format_decimal(rescale(*v, *scale, c.decimals).unwrap_or(*v), c.decimals).into_bytes()
-        }
         other => crate::sql::eval::text(other).unwrap_or_default(),
     })
 }
@@ -664,9 +661,7 @@ pub fn binary_param(r: &mut Reader, t: u8, unsigned: bool) -> Result<Value, Malf
             }
             let days = time::days_from_civil(y, m, d) as i64;
             let t = days * time::MICROS_PER_DAY + ((h * 60 + mi) * 60 + s) * 1_000_000 + us;
-            if t == 0 && false {
-                Value::Null
-            } else if n <= 4 && t.rem_euclid(time::MICROS_PER_DAY) == 0 {
+            if n <= 4 && t.rem_euclid(time::MICROS_PER_DAY) == 0 {
                 Value::Date(days as i32)
             } else {
                 Value::DateTime(t)

@@ -78,7 +78,7 @@ pub fn column_type(t: &TypeName) -> Result<ColumnType, SqlError> {
         "BIT" => {
             let b = arg(t, 0)?.unwrap_or(1);
             if !(1..=64).contains(&b) {
-                return Err(SqlError::new(1439, "42000", format!("Display width out of range for column (max = 64)")));
+                return Err(SqlError::new(1439, "42000", "Display width out of range for column (max = 64)"));
             }
             C::Bit { bits: b as u8 }
         }
@@ -119,11 +119,10 @@ pub fn column(c: &ColumnSpec) -> Result<Column, SqlError> {
     }
     if let Some(d) = &c.default {
         match default_value(d)? {
-            Some(Value::Null) => {
-                if !col.nullable {
-                    return Err(SqlError::new(1067, "42000", format!("Invalid default value for '{}'", c.name)));
-                }
+            Some(Value::Null) if !col.nullable => {
+                return Err(SqlError::new(1067, "42000", format!("Invalid default value for '{}'", c.name)));
             }
+            Some(Value::Null) => {}
             Some(v) => {
                 let v = coerce(ty, v)
                     .map_err(|_| SqlError::new(1067, "42000", format!("Invalid default value for '{}'", c.name)))?;

@@ -281,10 +281,17 @@ pub fn arith(op: BinOp, a: &Value, b: &Value) -> EResult<Value> {
                 }
                 _ => unreachable!("arith on {op:?}"),
             };
-            if unsigned && r < 0 {
-                return Err(out_of_range("BIGINT UNSIGNED"));
+            if unsigned {
+                if r < 0 || r > u64::MAX as i128 {
+                    return Err(out_of_range("BIGINT UNSIGNED"));
+                }
+                return Ok(if r <= i64::MAX as i128 { Value::Int(r as i64) } else { Value::UInt(r as u64) });
             }
-            int_result(r)
+            // Signed arithmetic stays in BIGINT.
+            match i64::try_from(r) {
+                Ok(i) => Ok(Value::Int(i)),
+                Err(_) => Err(out_of_range("BIGINT")),
+            }
         }
         Num::Dec => {
             let (Some((x, sx)), Some((y, sy))) = (as_dec(&a), as_dec(&b)) else { return Ok(Value::Null) };
@@ -382,10 +389,7 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
             }?;
             Some(if flip { o } else { o.reverse() })
         }
-        (Timestamp(x), DateTime(y)) | (DateTime(x), Timestamp(y)) => {
-            let o = x.cmp(y);
-            Some(if matches!(a, Timestamp(_)) { o } else { o })
-        }
+        (Timestamp(x), DateTime(y)) | (DateTime(x), Timestamp(y)) => Some(x.cmp(y)),
         (Double(_) | Float(_), _) | (_, Double(_) | Float(_)) => to_f64(a)?.partial_cmp(&to_f64(b)?),
         _ => a.cmp_sql(b).or_else(|| to_f64(a)?.partial_cmp(&to_f64(b)?)),
     }
@@ -583,14 +587,7 @@ fn arg_int(args: &[Value], i: usize) -> Option<i64> {
 fn chars(b: &[u8]) -> Vec<&str> {
     // Character positions for UTF-8 text (invalid bytes count one each).
     match std::str::from_utf8(b) {
-        Ok(s) => {
-            let mut out = Vec::new();
-            let mut it = s.char_indices().peekable();
-            while let Some((i, c)) = it.next() {
-                out.push(&s[i..i + c.len_utf8()]);
-            }
-            out
-        }
+        Ok(s) => s.char_indices().map(|(i, c)| &s[i..i + c.len_utf8()]).collect(),
         Err(_) => Vec::new(),
     }
 }

@@ -298,7 +298,7 @@ fn string(b: &[u8], i: usize) -> Result<(Vec<u8>, usize), LexError> {
 }
 
 fn hex(d: &str) -> Result<Vec<u8>, LexError> {
-    if d.len() % 2 != 0 || !d.bytes().all(|c| c.is_ascii_hexdigit()) {
+    if !d.len().is_multiple_of(2) || !d.bytes().all(|c| c.is_ascii_hexdigit()) {
         return Err(LexError(format!("invalid hexadecimal literal X'{d}'")));
     }
     Ok((0..d.len()).step_by(2).map(|k| u8::from_str_radix(&d[k..k + 2], 16).expect("hex digits")).collect())

@@ -448,7 +448,7 @@ impl<'a> Parser<'a> {
         if self.eat_kw("FROM") {
             if self.eat_kw("DUAL") {
             } else {
-                s.from = self.from_list()?;
+                s.from = self.table_list()?;
             }
         }
         if self.eat_kw("WHERE") {
@@ -540,6 +540,8 @@ impl<'a> Parser<'a> {
         let text = self.sql[start..end].trim().to_string();
         let text = match &e {
             Expr::Column { name, .. } => name.clone(),
+            // A string literal's column is named by its value.
+            Expr::Lit(Value::Bytes(b)) if text.starts_with(['\'', '"']) => String::from_utf8_lossy(b).into_owned(),
             _ => text,
         };
         let alias = self.alias()?;
@@ -586,7 +588,7 @@ impl<'a> Parser<'a> {
         Ok(TableRef { db: n.db, name: n.name, alias, join })
     }
 
-    fn from_list(&mut self) -> Result<Vec<TableRef>, ParseError> {
+    fn table_list(&mut self) -> Result<Vec<TableRef>, ParseError> {
         let mut out = vec![self.table_ref(None)?];
         loop {
             if self.eat_sym(",") {
@@ -1065,8 +1067,12 @@ impl<'a> Parser<'a> {
         loop {
             if self.eat_kw("UNSIGNED") {
                 unsigned = true;
-            } else if self.eat_kw("SIGNED") || self.eat_kw("ZEROFILL") {
-            } else if self.eat_kw("BINARY") && (name == "CHAR" || name == "VARCHAR" || name.ends_with("TEXT")) {
+            } else if self.eat_kw("SIGNED")
+                || self.eat_kw("ZEROFILL")
+                || (self.at_kw("BINARY")
+                    && (name == "CHAR" || name == "VARCHAR" || name.ends_with("TEXT"))
+                    && self.eat_kw("BINARY"))
+            {
             } else if self.at_kw("CHARACTER") && self.at_kw_at(1, "SET") {
                 self.pos += 2;
                 self.ident_or_string()?;

@@ -304,27 +304,26 @@ impl Compiler<'_, '_> {
                     aggs.push(Agg { func: f, arg, distinct: *distinct });
                     return Ok(X::Agg(aggs.len() - 1));
                 }
-                if name == "VALUES" && args.len() == 1 {
-                    if let (Some(t), Expr::Column { name: c, .. }) = (self.insert_target, &args[0]) {
-                        let i = t.table.column_index(c).ok_or_else(|| {
-                            SqlError::new(1054, "42S22", format!("Unknown column '{c}' in 'field list'"))
-                        })?;
-                        return Ok(X::NewCol(i));
-                    }
+                if name == "VALUES"
+                    && args.len() == 1
+                    && let (Some(t), Expr::Column { name: c, .. }) = (self.insert_target, &args[0])
+                {
+                    let i = t
+                        .table
+                        .column_index(c)
+                        .ok_or_else(|| SqlError::new(1054, "42S22", format!("Unknown column '{c}' in 'field list'")))?;
+                    return Ok(X::NewCol(i));
                 }
-                let mut xs: Vec<X> = args.iter().map(|a| self.x(a)).collect::<Result<_, _>>()?;
-                match name.as_str() {
-                    "DATE_ADD" | "DATE_SUB" | "ADDDATE" | "SUBDATE" if args.len() == 2 => {
-                        let sign = if name.contains("SUB") { -1 } else { 1 };
-                        let (n, unit) = match &args[1] {
-                            Expr::Interval { e, unit } => (self.x(e)?, unit.clone()),
-                            other => (self.x(other)?, "DAY".to_string()),
-                        };
-                        let d = xs.remove(0);
-                        return Ok(X::DateAdd(Box::new(d), Box::new(n), unit, sign));
-                    }
-                    _ => {}
+                if matches!(name.as_str(), "DATE_ADD" | "DATE_SUB" | "ADDDATE" | "SUBDATE") && args.len() == 2 {
+                    let sign = if name.contains("SUB") { -1 } else { 1 };
+                    let (n, unit) = match &args[1] {
+                        Expr::Interval { e, unit } => (self.x(e)?, unit.clone()),
+                        other => (self.x(other)?, "DAY".to_string()),
+                    };
+                    let d = self.x(&args[0])?;
+                    return Ok(X::DateAdd(Box::new(d), Box::new(n), unit, sign));
                 }
+                let xs: Vec<X> = args.iter().map(|a| self.x(a)).collect::<Result<_, _>>()?;
                 // Unknown functions fail at compile time, not per row.
                 check_function(name, xs.len())?;
                 X::Func(name.clone(), xs)
@@ -936,7 +935,7 @@ fn expr_type(x: &X, src: &[(usize, ColumnType)], aggs: &[Agg]) -> (u8, u32, u8) 
             CastTy::Time => (ty::TIME, 17, 6),
             CastTy::Char | CastTy::Binary => (ty::VAR_STRING, 255, 31),
         },
-        X::DateAdd(..) => (ty::DATETIME, 26, 6),
+        X::DateAdd(..) => (ty::DATETIME, 19, 0),
         X::Func(name, args) => match name.as_str() {
             "LENGTH" | "OCTET_LENGTH" | "CHAR_LENGTH" | "CHARACTER_LENGTH" | "LOCATE" | "INSTR" | "POSITION"
             | "ASCII" | "ORD" | "ISNULL" | "SIGN" | "CONNECTION_ID" | "LAST_INSERT_ID" | "ROW_COUNT" | "FOUND_ROWS"
@@ -957,6 +956,15 @@ fn expr_type(x: &X, src: &[(usize, ColumnType)], aggs: &[Agg]) -> (u8, u32, u8) 
                 } else {
                     t
                 }
+            }
+            "ROUND" | "TRUNCATE" => {
+                let (t, l, d) = args.first().map(|a| expr_type(a, src, aggs)).unwrap_or((ty::NEWDECIMAL, 10, 0));
+                let want = match args.get(1) {
+                    Some(X::Lit(v)) => eval::to_i128(v).unwrap_or(0).clamp(0, 30) as u8,
+                    Some(_) => d,
+                    None => 0,
+                };
+                if t == ty::NEWDECIMAL { (t, l, want.min(d)) } else { (t, l, d) }
             }
             "POW" | "POWER" | "SQRT" | "RAND" => (ty::DOUBLE, 23, 31),
             _ => (ty::VAR_STRING, 255, 31),

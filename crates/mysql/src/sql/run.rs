@@ -121,7 +121,7 @@ pub fn ev(x: &X, row: &[Value], aggs: &[Value], env: &Env) -> EResult<Value> {
             let vals: Vec<Value> = env.subs[*i].iter().map(|r| r.first().cloned().unwrap_or(Value::Null)).collect();
             in_list(&v, &vals, *neg)
         }
-        X::Exists(i, neg) => Value::Int((!env.subs[*i].is_empty() != *neg) as i64),
+        X::Exists(i, neg) => Value::Int((env.subs[*i].is_empty() == *neg) as i64),
         X::Sub(i) => match env.subs[*i].len() {
             0 => Value::Null,
             1 => env.subs[*i][0].first().cloned().unwrap_or(Value::Null),
@@ -209,6 +209,16 @@ pub struct TxnState {
     pub open: bool,
 }
 
+/// How `Runner::fetch` reads: locks, a row limit it may push (0: none), index order (Some:
+/// descending?), and whether the read ends the statement.
+#[derive(Clone, Copy, Default)]
+pub struct How {
+    pub lock: Option<Lock>,
+    pub limit: u64,
+    pub scan_order: Option<bool>,
+    pub last: bool,
+}
+
 /// Executes plans for one statement.
 pub struct Runner<'a> {
     pub client: &'a Client,
@@ -233,7 +243,7 @@ impl Runner<'_> {
             // Committed, or aborted by the data node (a failed transaction is gone).
             self.ts.txn = None;
             if r.is_err() {
-                self.ts.open = self.ts.open && false;
+                self.ts.open = false;
             }
         }
         r.map_err(tern_err)
@@ -279,11 +289,9 @@ impl Runner<'_> {
         src: &Src,
         prefix: &[Value],
         env: &Env<'_>,
-        lock: Option<Lock>,
-        limit: u64,
-        scan_order: Option<bool>,
-        last: bool,
+        how: How,
     ) -> Result<Vec<Vec<Value>>, SqlError> {
+        let How { lock, limit, scan_order, last } = how;
         let h = &src.handle;
         let key_op = |vals: &[Value]| -> Result<Option<KeyOp>, SqlError> {
             let op = match lock {
@@ -589,10 +597,8 @@ pub async fn run_select(
     let offset = limit_of(&p.offset, env)?.unwrap_or(0);
     // Rows of the join.
     let mut rows: Vec<Vec<Value>> = vec![vec![Value::Null; p.width]];
-    if p.srcs.is_empty() {
-        if !passes(&p.filter, &rows[0], env)? {
-            rows.clear();
-        }
+    if p.srcs.is_empty() && !passes(&p.filter, &rows[0], env)? {
+        rows.clear();
     }
     let single_last = last && p.srcs.len() == 1 && p.unions.is_empty();
     for (i, src) in p.srcs.iter().enumerate() {
@@ -604,11 +610,19 @@ pub async fn run_select(
         for prefix in &rows {
             let matches = if independent {
                 if cache.is_none() {
-                    cache = Some(run.fetch(src, prefix, env, p.lock, pushed_limit, p.scan_order, single_last).await?);
+                    cache = Some(
+                        run.fetch(
+                            src,
+                            prefix,
+                            env,
+                            How { lock: p.lock, limit: pushed_limit, scan_order: p.scan_order, last: single_last },
+                        )
+                        .await?,
+                    );
                 }
                 cache.clone().expect("fetched")
             } else {
-                run.fetch(src, prefix, env, p.lock, 0, None, false).await?
+                run.fetch(src, prefix, env, How { lock: p.lock, ..How::default() }).await?
             };
             let mut any = false;
             for m in matches {
@@ -700,7 +714,7 @@ pub async fn run_select(
     if p.distinct {
         dedup(&mut out);
     }
-    if !p.order.is_empty() && !(p.scan_order.is_some() && p.push_limit) {
+    if !p.order.is_empty() && (p.scan_order.is_none() || !p.push_limit) {
         if !p.unions.is_empty() {
             // ORDER BY after a union sorts by the result columns it names.
             for (items, keys) in out.iter_mut() {

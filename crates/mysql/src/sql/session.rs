@@ -556,7 +556,7 @@ impl Session {
             && matches!(e.errno, 1213 | 1205 | 1297 | 1296 | 1180)
             && self.ts.txn.is_none()
         {
-            self.ts.open = !self.autocommit && false;
+            self.ts.open = false;
         }
         r
     }

@@ -10,7 +10,7 @@ use crate::server::SqlError;
 use std::cmp::Ordering;
 use tern_client::{AbortOption, ColumnUpdate, KeyOp, OpResult, TableHandle, UpdateExpr};
 use tern_types::value::coerce;
-use tern_types::{ErrorCode, Value};
+use tern_types::{ColumnType, ErrorCode, Value};
 
 pub struct WriteResult {
     pub affected: u64,
@@ -51,6 +51,17 @@ pub fn store_value(h: &TableHandle, c: usize, v: Value, explicit: bool) -> Resul
             }
             _ => e.message.clone(),
         };
+        let temporal = matches!(
+            col.ty,
+            ColumnType::Date
+                | ColumnType::DateTime { .. }
+                | ColumnType::Timestamp { .. }
+                | ColumnType::Time { .. }
+                | ColumnType::Year
+        );
+        if e.code == ErrorCode::InvalidValue && temporal {
+            return SqlError::new(1292, "22007", msg);
+        }
         SqlError::new(e.code.mysql_errno(), e.code.sqlstate(), msg)
     })
 }
@@ -154,9 +165,9 @@ pub async fn run_insert(run: &mut Runner<'_>, p: &InsertPlan, env: &Env<'_>) -> 
         }
     }
     for (ri, r) in rows.iter_mut().enumerate() {
-        for c in 0..ncol {
-            let v = std::mem::replace(&mut r[c], Value::Null);
-            r[c] = store_value(h, c, v, p.explicit[c]).map_err(|mut e| {
+        for (c, slot) in r.iter_mut().enumerate().take(ncol) {
+            let v = std::mem::replace(slot, Value::Null);
+            *slot = store_value(h, c, v, p.explicit[c]).map_err(|mut e| {
                 e.message = e.message.replace("at row 1", &format!("at row {}", ri + 1));
                 e
             })?;
@@ -275,7 +286,8 @@ async fn insert_on_dup(
 
 /// Rows an UPDATE/DELETE touches, locked, filtered, ordered and limited.
 async fn target_rows(run: &mut Runner<'_>, p: &ModifyPlan, env: &Env<'_>) -> Result<Vec<Vec<Value>>, SqlError> {
-    let mut rows = run.fetch(&p.src, &[], env, Some(super::ast::Lock::Exclusive), 0, None, false).await?;
+    let mut rows =
+        run.fetch(&p.src, &[], env, How { lock: Some(super::ast::Lock::Exclusive), ..How::default() }).await?;
     let mut kept = Vec::with_capacity(rows.len());
     for r in rows.drain(..) {
         let mut ok = true;
@@ -371,9 +383,19 @@ pub async fn run_update(run: &mut Runner<'_>, p: &ModifyPlan, env: &Env<'_>) -> 
                 }
                 Err(e) => return Err(SqlError::from(e)),
             };
+            // Like NDB's read-before-write removal, a blind update reports the row it found as
+            // changed (it cannot tell whether the value was already there).
             let res = run.batch(vec![op], AbortOption::IgnoreError, true).await?;
             return match res.into_iter().next() {
                 Some(OpResult::Done) | Some(OpResult::Row(_)) => Ok(matched_info(1, 1)),
+                Some(OpResult::Error(e)) if e.code == ErrorCode::ValueOutOfRange => {
+                    // col = col ± k beyond BIGINT is MySQL's expression overflow (1690).
+                    let big = p
+                        .sets
+                        .iter()
+                        .any(|(c, _)| matches!(h.table.columns[*c as usize].ty, ColumnType::BigInt { .. }));
+                    Err(if big { eval::out_of_range("BIGINT") } else { out_of_range_col(h, p) })
+                }
                 Some(OpResult::Error(e)) => Err(SqlError::from(e)),
                 _ => Ok(matched_info(0, 0)),
             };
@@ -459,4 +481,9 @@ pub async fn run_delete(run: &mut Runner<'_>, p: &ModifyPlan, env: &Env<'_>) -> 
     statement_batch(run, ops, true).await?;
     run.finish().await?;
     Ok(WriteResult { affected: n, last_insert_id: None, info: String::new() })
+}
+
+fn out_of_range_col(h: &TableHandle, p: &ModifyPlan) -> SqlError {
+    let name = p.sets.first().map(|(c, _)| h.table.columns[*c as usize].name.clone()).unwrap_or_default();
+    SqlError::new(1264, "22003", format!("Out of range value for column '{name}' at row 1"))
 }

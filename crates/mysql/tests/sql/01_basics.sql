@@ -1,0 +1,33 @@
+-- Tables, inserts, point and range reads, NULLs, ordering and limits.
+CREATE TABLE t (id INT NOT NULL PRIMARY KEY, name VARCHAR(20), price DECIMAL(10,2), qty INT DEFAULT 0, k INT, KEY k_idx (k)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+INSERT INTO t (id, name, price, qty, k) VALUES (1, 'apple', 1.50, 10, 5), (2, 'pear', 2.25, 0, 7), (3, 'fig', NULL, 3, 5), (4, 'kiwi', 0.99, NULL, NULL), (5, 'date', 12.00, 1, 9);
+INSERT INTO t (id, name) VALUES (6, 'lime');
+SELECT * FROM t ORDER BY id;
+SELECT name, price FROM t WHERE id = 3;
+SELECT name FROM t WHERE id = 99;
+SELECT id FROM t WHERE id IN (5, 1, 3, 42) ORDER BY id;
+SELECT id, name FROM t WHERE id BETWEEN 2 AND 4 ORDER BY id DESC;
+SELECT id FROM t WHERE id > 3 ORDER BY id;
+SELECT id FROM t WHERE id >= 3 AND id < 5 ORDER BY id;
+SELECT id FROM t WHERE k = 5 ORDER BY id;
+SELECT id, k FROM t WHERE k IN (7, 9) ORDER BY k;
+SELECT id FROM t WHERE k BETWEEN 6 AND 9 OR k < 6 ORDER BY id;
+SELECT id FROM t WHERE price IS NULL ORDER BY id;
+SELECT id FROM t WHERE price IS NOT NULL AND qty > 0 ORDER BY id;
+SELECT id FROM t WHERE NOT (qty > 2) ORDER BY id;
+SELECT id FROM t WHERE qty <> 1 ORDER BY id;
+SELECT id FROM t WHERE k <=> NULL ORDER BY id;
+SELECT name FROM t WHERE name LIKE '%i%' ORDER BY name;
+SELECT name FROM t WHERE name NOT LIKE '_i%' ORDER BY name;
+SELECT id FROM t ORDER BY price DESC, id LIMIT 3;
+SELECT id FROM t ORDER BY id LIMIT 2 OFFSET 3;
+SELECT id FROM t ORDER BY id LIMIT 4, 1;
+SELECT id, name FROM t ORDER BY name LIMIT 0;
+SELECT DISTINCT k FROM t ORDER BY k;
+SELECT COUNT(*) FROM t;
+SELECT COUNT(price), COUNT(k), COUNT(DISTINCT k) FROM t;
+-- sort
+SELECT id FROM t WHERE id < 4;
+SELECT t.id, t.name AS n FROM t WHERE t.id = 1;
+SELECT id AS x FROM t ORDER BY x DESC LIMIT 2;
+SELECT name FROM t ORDER BY 1 LIMIT 2;
