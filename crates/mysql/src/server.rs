@@ -180,14 +180,14 @@ impl MysqlServer {
                     };
                 }
                 com::QUERY => {
-                    let sql = String::from_utf8_lossy(arg).into_owned();
+                    let sql = crate::sql::lex::decode_statement(arg);
                     match sess.query(&sql).await {
                         Ok(a) => put_answer(&mut out, &sess, a, deprecate_eof, false),
                         Err(e) => err(&mut out, &e),
                     }
                 }
                 com::STMT_PREPARE => {
-                    let sql = String::from_utf8_lossy(arg).into_owned();
+                    let sql = crate::sql::lex::decode_statement(arg);
                     match sess.prepare(&sql) {
                         Ok(prep) => {
                             let id = sess.next_stmt;

@@ -35,6 +35,61 @@ impl Tok {
 #[derive(Debug, Clone, PartialEq)]
 pub struct LexError(pub String);
 
+/// First of the private-use characters that stand for raw (non-UTF-8) bytes 0x80..=0xFF of a
+/// statement (binary string literals), so that statements can be handled as text.
+const RAW_BASE: u32 = 0xF780;
+
+/// A statement's bytes as text: invalid UTF-8 bytes become private-use characters that string
+/// literals turn back into the bytes.
+pub fn decode_statement(b: &[u8]) -> String {
+    match std::str::from_utf8(b) {
+        Ok(s) => s.to_string(),
+        Err(_) => {
+            let mut out = String::with_capacity(b.len() + 16);
+            let mut rest = b;
+            loop {
+                match std::str::from_utf8(rest) {
+                    Ok(s) => {
+                        out.push_str(s);
+                        return out;
+                    }
+                    Err(e) => {
+                        let (good, bad) = rest.split_at(e.valid_up_to());
+                        out.push_str(std::str::from_utf8(good).expect("valid prefix"));
+                        let n = e.error_len().unwrap_or(bad.len()).max(1);
+                        for &x in &bad[..n] {
+                            out.push(char::from_u32(RAW_BASE + (x as u32 - 0x80)).expect("private use"));
+                        }
+                        rest = &bad[n..];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Turns the stand-in characters of `decode_statement` back into raw bytes.
+fn raw_bytes(s: Vec<u8>) -> Vec<u8> {
+    if !s.windows(2).any(|w| w[0] == 0xEF && (w[1] == 0x9E || w[1] == 0x9F)) {
+        return s;
+    }
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == 0xEF && i + 2 < s.len() && (s[i + 1] == 0x9E || s[i + 1] == 0x9F) {
+            let c = 0xF000 | ((s[i + 1] as u32 & 0x3F) << 6) | (s[i + 2] as u32 & 0x3F);
+            if c >= RAW_BASE {
+                out.push((c - RAW_BASE + 0x80) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(s[i]);
+        i += 1;
+    }
+    out
+}
+
 const SYMS: [&str; 27] = [
     "<=>", "<<", ">>", "<=", ">=", "<>", "!=", ":=", "||", "&&", "(", ")", ",", ".", ";", "=", "<", ">", "+", "-", "*",
     "/", "%", "!", "~", "|", "&",
@@ -151,6 +206,11 @@ pub fn tokenize(sql: &str) -> Result<Vec<(Tok, usize)>, LexError> {
             let mut j = i;
             while j < b.len() && is_ident_byte(b[j]) {
                 j += 1;
+            }
+            // A character set introducer before a string (`_binary'...'`, `_utf8mb4'...'`).
+            if c == b'_' && matches!(b.get(j), Some(b'\'') | Some(b'"')) {
+                i = j;
+                continue;
             }
             out.push((Tok::Word(sql[i..j].to_string()), start));
             i = j;
@@ -271,7 +331,7 @@ fn string(b: &[u8], i: usize) -> Result<(Vec<u8>, usize), LexError> {
                     s.push(q);
                     j += 2;
                 } else {
-                    return Ok((s, j + 1));
+                    return Ok((raw_bytes(s), j + 1));
                 }
             }
             Some(b'\\') => {
@@ -374,6 +434,9 @@ mod tests {
             ]
         );
         assert_eq!(toks("'a' 'b'"), vec![Tok::Str(b"ab".to_vec())]);
+        assert_eq!(toks("_binary'x'"), vec![Tok::Str(b"x".to_vec())]);
+        let raw = decode_statement(b"SELECT '\x00\xff\xc3(' ");
+        assert_eq!(tokenize(&raw).unwrap()[1].0, Tok::Str(vec![0, 0xff, 0xc3, b'(']));
     }
 
     #[test]

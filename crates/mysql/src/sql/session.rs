@@ -516,7 +516,7 @@ impl Session {
                 let rows = self.txn_error(rows)?;
                 self.found_rows = rows.len() as u64;
                 self.row_count = -1;
-                Ok(Answer::Rows { columns: p.columns.clone(), rows })
+                Ok(Answer::Rows { columns: typed_columns(p, &rows), rows })
             }
             Plan::Insert(p) => {
                 let r = self.run_write(W::Insert(p), params).await?;
@@ -1223,4 +1223,38 @@ pub fn parse_error(e: ParseError, sql: &str) -> SqlError {
             SqlError::new(1235, "42000", format!("This version of Tern doesn't yet support '{what}'"))
         }
     }
+}
+
+/// Result columns with the types of variables, parameters and subqueries taken from the values
+/// (their types are not known when the statement is planned).
+fn typed_columns(p: &SelectPlan, rows: &[Vec<Value>]) -> Vec<ColumnDef> {
+    let mut cols = p.columns.clone();
+    for (i, x) in p.items.iter().enumerate() {
+        if !matches!(x, plan::X::Sys(..) | plan::X::User(_) | plan::X::Param(_) | plan::X::Sub(_)) {
+            continue;
+        }
+        let mut kind = None;
+        for r in rows {
+            let k = match &r[i] {
+                Value::Null => continue,
+                Value::Int(_) | Value::UInt(_) => (ty::LONGLONG, 21, 0),
+                Value::Decimal { scale, .. } => (ty::NEWDECIMAL, 40, *scale),
+                Value::Double(_) | Value::Float(_) => (ty::DOUBLE, 23, 31),
+                _ => (ty::VAR_STRING, 255, 31),
+            };
+            if kind.is_some_and(|x| x != k) {
+                kind = Some((ty::VAR_STRING, 255, 31));
+                break;
+            }
+            kind = Some(k);
+        }
+        if let Some((t, len, dec)) = kind
+            && t != ty::VAR_STRING
+        {
+            let name = cols[i].name.clone();
+            cols[i] = ColumnDef::expr(&name, t, len);
+            cols[i].decimals = dec;
+        }
+    }
+    cols
 }
