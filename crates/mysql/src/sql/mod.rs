@@ -7,6 +7,7 @@
 pub mod ast;
 pub mod ddl;
 pub mod eval;
+pub mod infoschema;
 pub mod lex;
 pub mod parse;
 pub mod plan;

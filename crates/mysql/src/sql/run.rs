@@ -293,6 +293,10 @@ impl Runner<'_> {
     ) -> Result<Vec<Vec<Value>>, SqlError> {
         let How { lock, limit, scan_order, last } = how;
         let h = &src.handle;
+        if h.table.database == super::infoschema::DB {
+            // Virtual tables: every row (the query's conditions are applied by the caller).
+            return Ok(super::infoschema::rows(&self.client.catalog(), &h.table.name));
+        }
         let key_op = |vals: &[Value]| -> Result<Option<KeyOp>, SqlError> {
             let op = match lock {
                 Some(l) => h.read_locked(vals, l == Lock::Exclusive),

@@ -902,7 +902,11 @@ impl Session {
                 if db != "information_schema" {
                     self.known_db(&db)?;
                 }
-                let mut tables = self.client.tables(&db);
+                let mut tables = if db.eq_ignore_ascii_case(super::infoschema::DB) {
+                    super::infoschema::TABLES.iter().map(|t| t.to_string()).collect()
+                } else {
+                    self.client.tables(&db)
+                };
                 tables.sort();
                 tables.retain(|t| like_ok(like, t));
                 let mut columns = vec![col(&format!("Tables_in_{db}"))];
@@ -1194,6 +1198,11 @@ impl plan::Catalog for CatalogView<'_> {
             .map(str::to_string)
             .or_else(|| self.sess.db.clone())
             .ok_or_else(|| SqlError::new(1046, "3D000", "No database selected"))?;
+        if db.eq_ignore_ascii_case(super::infoschema::DB) {
+            return super::infoschema::table(name).ok_or_else(|| {
+                SqlError::new(1109, "42S02", format!("Unknown table '{}' in information_schema", name.to_ascii_uppercase()))
+            });
+        }
         if let Some(h) = self.sess.client.cached_table(&db, name) {
             return Ok(h);
         }
