@@ -182,6 +182,12 @@ impl MysqlServer {
                 com::QUERY => {
                     let sql = crate::sql::lex::decode_statement(arg);
                     match sess.query(&sql).await {
+                        Ok(Answer::LocalInfile(job)) => {
+                            match self.local_infile(&mut s, &mut buf, &mut sess, *job, caps).await {
+                                Some(o) => out = o,
+                                None => break,
+                            }
+                        }
                         Ok(a) => put_answer(&mut out, &sess, a, deprecate_eof, false),
                         Err(e) => err(&mut out, &e),
                     }
@@ -293,6 +299,55 @@ impl MysqlServer {
         }
         // An open transaction of a closed connection rolls back (dropping it sends the rollback).
         drop(sess);
+    }
+
+    /// LOAD DATA LOCAL INFILE: asks for the file, loads what arrives, answers OK or the error
+    /// (after the client has sent the whole file). None: the connection is gone.
+    async fn local_infile(
+        &self,
+        s: &mut tokio::net::TcpStream,
+        buf: &mut Vec<u8>,
+        sess: &mut Session,
+        mut job: crate::sql::load::LoadJob,
+        caps: u32,
+    ) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        if caps & cap::LOCAL_FILES == 0 {
+            let e = SqlError::new(1148, "42000", "The used command is not allowed with this MySQL version");
+            proto::put_packets(&mut out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message));
+            return Some(out);
+        }
+        let mut req = vec![0xFB];
+        req.extend_from_slice(job.file.as_bytes());
+        proto::put_packets(&mut out, 1, &req);
+        s.write_all(&out).await.ok()?;
+        let mut seq = 2u8;
+        loop {
+            let (sq, chunk) = self.read_payload(s, buf).await?;
+            seq = sq.wrapping_add(1);
+            if chunk.is_empty() {
+                break;
+            }
+            job.feed(&self.client, &chunk).await;
+        }
+        job.finish(&self.client).await;
+        let mut out = Vec::new();
+        match job.error {
+            Some(e) => proto::put_packets(&mut out, seq, &proto::err_packet(e.errno, e.sqlstate, &e.message)),
+            None => {
+                sess.row_count = job.inserted as i64;
+                let info = format!(
+                    "Records: {}  Deleted: 0  Skipped: {}  Warnings: {}",
+                    job.records, job.skipped, job.warnings
+                );
+                proto::put_packets(
+                    &mut out,
+                    seq,
+                    &proto::ok_packet(job.inserted, 0, sess.status(), job.warnings.min(u16::MAX as u64) as u16, &info),
+                )
+            }
+        };
+        Some(out)
     }
 
     /// The next whole payload (None: the connection closed or sent an oversized or broken packet).
@@ -412,6 +467,11 @@ fn put_answer(out: &mut Vec<u8>, sess: &Session, a: Answer, deprecate_eof: bool,
     match a {
         Answer::Ok { affected, last_insert_id, info } => {
             proto::put_packets(out, 1, &proto::ok_packet(affected, last_insert_id, status, 0, &info));
+        }
+        Answer::LocalInfile(_) => {
+            let e =
+                SqlError::new(1295, "HY000", "This command is not supported in the prepared statement protocol yet");
+            proto::put_packets(out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message));
         }
         Answer::Rows { columns, rows } => {
             let mut count = Vec::new();

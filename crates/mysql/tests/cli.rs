@@ -105,3 +105,45 @@ fn mariadb_client_sql() {
     run("DROP TABLE items");
     assert_eq!(run("SHOW TABLES"), "");
 }
+
+/// LOAD DATA LOCAL INFILE through the real client: a CSV with a header, quoted fields, NULLs,
+/// more rows than one batch, and keys that exist already (skipped, as LOCAL loads do).
+#[test]
+fn mariadb_client_load_data_local() {
+    let (_d, _n, port) = start(64 << 20);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("items.csv");
+    let mut csv = String::from("id,name,price\n");
+    for i in 1..=2500 {
+        let name = if i % 7 == 0 { format!("\"item, \"\"{i}\"\"\"") } else { format!("item{i}") };
+        let price = if i % 10 == 0 { "\\N".to_string() } else { format!("{}.{:02}", i, i % 100) };
+        csv.push_str(&format!("{i},{name},{price}\n"));
+    }
+    csv.push_str("1,dup,0\n");
+    std::fs::write(&path, csv).unwrap();
+    let run = |sql: &str| {
+        let (ok, out, err) = mariadb(port, &["--local-infile=1", "shop"], sql);
+        assert!(ok, "{sql}: {err}");
+        out
+    };
+    let (ok, _, err) = mariadb(port, &[], "CREATE DATABASE shop");
+    assert!(ok, "{err}");
+    run("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(40) NOT NULL, price DECIMAL(10,2))");
+    let load = format!(
+        "LOAD DATA LOCAL INFILE '{}' INTO TABLE items FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' IGNORE 1 LINES; SELECT ROW_COUNT()",
+        path.display()
+    );
+    let out = run(&load);
+    assert!(out.contains("2500"), "{out}");
+    assert_eq!(
+        run("SELECT COUNT(*), COUNT(price), SUM(id) FROM items"),
+        "COUNT(*)\tCOUNT(price)\tSUM(id)\n2500\t2250\t3126250\n"
+    );
+    assert_eq!(
+        run("SELECT name, price FROM items WHERE id IN (1, 7, 10) ORDER BY id"),
+        "name\tprice\nitem1\t1.01\nitem, \"7\"\t7.07\nitem10\tNULL\n"
+    );
+    // Without --local-infile the client refuses; a server-side file is not served.
+    let (ok, _, err) = mariadb(port, &["shop"], "LOAD DATA INFILE '/etc/passwd' INTO TABLE items");
+    assert!(!ok && err.contains("1235"), "{err}");
+}

@@ -23,7 +23,13 @@ pub fn table(name: &str) -> Option<TableHandle> {
     let (id, cols): (u32, Vec<Column>) = match upper.as_str() {
         "SCHEMATA" => (
             u32::MAX - 1,
-            vec![vc("CATALOG_NAME"), vc("SCHEMA_NAME"), vc("DEFAULT_CHARACTER_SET_NAME"), vc("DEFAULT_COLLATION_NAME"), vc("SQL_PATH")],
+            vec![
+                vc("CATALOG_NAME"),
+                vc("SCHEMA_NAME"),
+                vc("DEFAULT_CHARACTER_SET_NAME"),
+                vc("DEFAULT_COLLATION_NAME"),
+                vc("SQL_PATH"),
+            ],
         ),
         "TABLES" => (
             u32::MAX - 2,

@@ -16,8 +16,17 @@ use tern_types::Value;
 
 /// A statement's answer.
 pub enum Answer {
-    Ok { affected: u64, last_insert_id: u64, info: String },
-    Rows { columns: Vec<ColumnDef>, rows: Vec<Vec<Value>> },
+    Ok {
+        affected: u64,
+        last_insert_id: u64,
+        info: String,
+    },
+    Rows {
+        columns: Vec<ColumnDef>,
+        rows: Vec<Vec<Value>>,
+    },
+    /// LOAD DATA LOCAL INFILE: the server asks the client for the file and feeds the job.
+    LocalInfile(Box<super::load::LoadJob>),
 }
 
 impl Answer {
@@ -796,8 +805,16 @@ impl Session {
             | Statement::AlterUser { .. } => {
                 Err(SqlError::new(1235, "42000", "This version of Tern doesn't yet support 'user accounts'"))
             }
-            Statement::LoadData(_) => {
-                Err(SqlError::new(1235, "42000", "This version of Tern doesn't yet support 'LOAD DATA'"))
+            Statement::LoadData(ld) => {
+                if !ld.local {
+                    return Err(SqlError::new(
+                        1235,
+                        "42000",
+                        "This version of Tern doesn't yet support 'LOAD DATA INFILE of server files'; use LOAD DATA LOCAL INFILE",
+                    ));
+                }
+                let h = self.table(ld.table.db.as_deref(), &ld.table.name)?;
+                Ok(Answer::LocalInfile(Box::new(super::load::LoadJob::new((**ld).clone(), h)?)))
             }
             Statement::Select(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
                 unreachable!("planned statements")
@@ -1200,7 +1217,11 @@ impl plan::Catalog for CatalogView<'_> {
             .ok_or_else(|| SqlError::new(1046, "3D000", "No database selected"))?;
         if db.eq_ignore_ascii_case(super::infoschema::DB) {
             return super::infoschema::table(name).ok_or_else(|| {
-                SqlError::new(1109, "42S02", format!("Unknown table '{}' in information_schema", name.to_ascii_uppercase()))
+                SqlError::new(
+                    1109,
+                    "42S02",
+                    format!("Unknown table '{}' in information_schema", name.to_ascii_uppercase()),
+                )
             });
         }
         if let Some(h) = self.sess.client.cached_table(&db, name) {
