@@ -321,15 +321,13 @@ impl MysqlServer {
         req.extend_from_slice(job.file.as_bytes());
         proto::put_packets(&mut out, 1, &req);
         s.write_all(&out).await.ok()?;
-        let mut seq = 2u8;
-        loop {
+        let seq = loop {
             let (sq, chunk) = self.read_payload(s, buf).await?;
-            seq = sq.wrapping_add(1);
             if chunk.is_empty() {
-                break;
+                break sq.wrapping_add(1);
             }
             job.feed(&self.client, &chunk).await;
-        }
+        };
         job.finish(&self.client).await;
         let mut out = Vec::new();
         match job.error {
