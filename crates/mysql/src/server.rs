@@ -105,8 +105,17 @@ impl MysqlServer {
             seq = s2.wrapping_add(1);
             auth = p;
         }
-        // Accounts: `root` without a password (CREATE USER comes with the accounts table).
-        if hr.user != "root" || !proto::native_password_ok(None, &scramble, &auth) {
+        // Accounts: `mysql.user` rows; `root` has no password until its row gives one.
+        let stored = match crate::sql::users::lookup(&self.client, &hr.user, "localhost").await {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = self.send_err(&mut s, seq, &e).await;
+                return;
+            }
+        };
+        let known = stored.is_some() || hr.user == "root";
+        let hash = stored.flatten();
+        if !known || !proto::native_password_ok(hash.as_ref(), &scramble, &auth) {
             let e = SqlError::new(
                 1045,
                 "28000",
@@ -122,6 +131,13 @@ impl MysqlServer {
         let caps = hr.capabilities & proto::SERVER_CAPABILITIES;
         let deprecate_eof = caps & cap::DEPRECATE_EOF != 0;
         let mut sess = Session::new(self.client.clone(), id, &hr.user, self.opts.max_packet);
+        sess.grants = match crate::sql::users::grants(&self.client, &hr.user, "localhost").await {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = self.send_err(&mut s, seq, &e).await;
+                return;
+            }
+        };
         if let Some(db) = hr.database
             && !db.is_empty()
             && let Err(e) = sess.use_db(&db)

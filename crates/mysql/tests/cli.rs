@@ -147,3 +147,59 @@ fn mariadb_client_load_data_local() {
     let (ok, _, err) = mariadb(port, &["shop"], "LOAD DATA INFILE '/etc/passwd' INTO TABLE items");
     assert!(!ok && err.contains("1235"), "{err}");
 }
+
+/// Accounts: CREATE USER with a password (stored hashed in `mysql.user`), GRANT on a database,
+/// what the user can and cannot reach, REVOKE, ALTER USER (root too), DROP USER.
+#[test]
+fn mariadb_client_accounts() {
+    let (_d, _n, port) = start(64 << 20);
+    let root = |sql: &str| {
+        let (ok, out, err) = mariadb(port, &[], sql);
+        assert!(ok, "{sql}: {err}");
+        out
+    };
+    root("CREATE DATABASE shop; CREATE DATABASE secret; CREATE USER 'bob'@'%' IDENTIFIED BY 'pw1'");
+    root("GRANT ALL PRIVILEGES ON shop.* TO 'bob'@'%'");
+    // The hash is stored, not the password (mysql_native_password's SHA1(SHA1(pw))).
+    let stored = root("SELECT HEX(authentication_string) FROM mysql.user WHERE User = 'bob'");
+    let hex: String = tern_mysql::proto::native_password_hash(b"pw1").iter().map(|b| format!("{b:02X}")).collect();
+    assert!(stored.contains(&hex), "{stored}");
+    let bob = |args: &[&str], sql: &str| mariadb(port, &[&["-u", "bob"], args].concat(), sql);
+    let (ok, _, err) = bob(&["--password=wrong"], "SELECT 1");
+    assert!(!ok && err.contains("ERROR 1045 (28000)") && err.contains("'bob'"), "{err}");
+    let (ok, _, err) = bob(&[], "SELECT 1");
+    assert!(!ok && err.contains("ERROR 1045"), "{err}");
+    let (ok, out, err) = bob(
+        &["--password=pw1", "shop"],
+        "CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t VALUES (1); SELECT id FROM t; SHOW DATABASES",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "id\n1\nDatabase\ninformation_schema\nshop\n");
+    let (ok, _, err) = bob(&["--password=pw1"], "USE secret");
+    assert!(!ok && err.contains("ERROR 1044 (42000)"), "{err}");
+    let (ok, _, err) = bob(&["--password=pw1"], "SELECT * FROM secret.x");
+    assert!(!ok && err.contains("ERROR 1044"), "{err}");
+    let (ok, _, err) = bob(&["--password=pw1"], "CREATE USER eve");
+    assert!(!ok && err.contains("ERROR 1227"), "{err}");
+    let (ok, _, err) = bob(&["--password=pw1"], "DROP DATABASE secret");
+    assert!(!ok && err.contains("ERROR 1044"), "{err}");
+    // Revoked: the next connection cannot use the database.
+    root("REVOKE ALL PRIVILEGES ON shop.* FROM 'bob'@'%'");
+    let (ok, _, err) = bob(&["--password=pw1", "shop"], "SELECT 1");
+    assert!(!ok && err.contains("ERROR 1044"), "{err}");
+    root("ALTER USER 'bob'@'%' IDENTIFIED BY 'pw2'");
+    let (ok, _, _) = bob(&["--password=pw2"], "SELECT 1");
+    assert!(ok);
+    let (ok, _, err) = mariadb(port, &[], "CREATE USER 'bob'@'%'");
+    assert!(!ok && err.contains("ERROR 1396"), "{err}");
+    root("DROP USER 'bob'@'%'");
+    let (ok, _, err) = bob(&["--password=pw2"], "SELECT 1");
+    assert!(!ok && err.contains("ERROR 1045"), "{err}");
+    // root gets a password, then none again.
+    root("ALTER USER 'root'@'localhost' IDENTIFIED BY 'rootpw'");
+    let (ok, _, err) = mariadb(port, &[], "SELECT 1");
+    assert!(!ok && err.contains("ERROR 1045"), "{err}");
+    let (ok, _, err) = mariadb(port, &["--password=rootpw"], "ALTER USER 'root'@'localhost' IDENTIFIED BY ''");
+    assert!(ok, "{err}");
+    root("SELECT 1");
+}

@@ -14,4 +14,5 @@ pub mod parse;
 pub mod plan;
 pub mod run;
 pub mod session;
+pub mod users;
 pub mod write;

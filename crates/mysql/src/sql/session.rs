@@ -81,6 +81,9 @@ pub struct Session {
     pub client: Client,
     pub conn_id: u32,
     pub user: String,
+    pub host: String,
+    /// Databases this user may use (None: all).
+    pub grants: super::users::Grants,
     pub db: Option<String>,
     pub ts: TxnState,
     pub autocommit: bool,
@@ -253,6 +256,8 @@ impl Session {
             client,
             conn_id,
             user: user.to_string(),
+            host: "localhost".into(),
+            grants: None,
             db: None,
             ts: TxnState::default(),
             autocommit: true,
@@ -400,7 +405,34 @@ impl Session {
         tokio::task::block_in_place(|| c.ddl(req)).map(|_| ()).map_err(SqlError::from)
     }
 
+    /// Whether this user may use database `db` (1044 otherwise).
+    pub fn check_db(&self, db: &str) -> Result<(), SqlError> {
+        match &self.grants {
+            Some(list) if !db.eq_ignore_ascii_case(super::infoschema::DB) && !list.iter().any(|d| d == db) => {
+                Err(SqlError::new(
+                    1044,
+                    "42000",
+                    format!("Access denied for user '{}'@'{}' to database '{db}'", self.user, self.host),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Account statements need a global grant.
+    fn check_admin(&self, what: &str) -> Result<(), SqlError> {
+        if self.grants.is_some() {
+            return Err(SqlError::new(
+                1227,
+                "42000",
+                format!("Access denied; you need (at least one of) the {what} privilege(s) for this operation"),
+            ));
+        }
+        Ok(())
+    }
+
     pub fn use_db(&mut self, db: &str) -> Result<(), SqlError> {
+        self.check_db(db)?;
         if db.eq_ignore_ascii_case("information_schema") {
             self.db = Some("information_schema".into());
             return Ok(());
@@ -645,6 +677,7 @@ impl Session {
                 Ok(Answer::ok())
             }
             Statement::CreateDatabase { name, if_not_exists } => {
+                self.check_db(name)?;
                 match self.ddl(DdlReq::CreateDatabase { name: name.clone(), if_not_exists: *if_not_exists }) {
                     Err(e) if e.errno == ErrorCode::DatabaseExists.mysql_errno() => {
                         Err(SqlError::new(1007, "HY000", format!("Can't create database '{name}'; database exists")))
@@ -653,6 +686,7 @@ impl Session {
                 }
             }
             Statement::DropDatabase { name, if_exists } => {
+                self.check_db(name)?;
                 match self.ddl(DdlReq::DropDatabase { name: name.clone(), if_exists: *if_exists }) {
                     Err(e) if e.errno == ErrorCode::NoSuchDatabase.mysql_errno() => Err(SqlError::new(
                         1008,
@@ -670,6 +704,7 @@ impl Session {
             }
             Statement::CreateTable(ct) => {
                 let db = self.need_db(ct.table.db.as_deref())?;
+                self.check_db(&db)?;
                 self.known_db(&db)?;
                 let table = match &ct.like {
                     Some(other) => {
@@ -699,6 +734,7 @@ impl Session {
                 let mut missing = Vec::new();
                 for t in tables {
                     let db = self.need_db(t.db.as_deref())?;
+                    self.check_db(&db)?;
                     match self.ddl(DdlReq::DropTable {
                         database: db.clone(),
                         name: t.name.clone(),
@@ -799,11 +835,31 @@ impl Session {
                 }
                 Ok(Answer::ok())
             }
-            Statement::CreateUser { .. }
-            | Statement::DropUser { .. }
-            | Statement::Grant { .. }
-            | Statement::AlterUser { .. } => {
-                Err(SqlError::new(1235, "42000", "This version of Tern doesn't yet support 'user accounts'"))
+            Statement::CreateUser { users, if_not_exists } => {
+                self.check_admin("CREATE USER")?;
+                for (u, h, pw) in users {
+                    super::users::create_user(&self.client, u, h, pw.as_deref(), *if_not_exists).await?;
+                }
+                Ok(Answer::ok())
+            }
+            Statement::DropUser { users, if_exists } => {
+                self.check_admin("CREATE USER")?;
+                for (u, h) in users {
+                    super::users::drop_user(&self.client, u, h, *if_exists).await?;
+                }
+                Ok(Answer::ok())
+            }
+            Statement::Grant { db, user, host, revoke } => {
+                self.check_admin("GRANT OPTION")?;
+                super::users::grant(&self.client, db, user, host, *revoke).await?;
+                Ok(Answer::ok())
+            }
+            Statement::AlterUser { user, host, password } => {
+                if *user != self.user {
+                    self.check_admin("CREATE USER")?;
+                }
+                super::users::alter_user(&self.client, user, host, password).await?;
+                Ok(Answer::ok())
             }
             Statement::LoadData(ld) => {
                 if !ld.local {
@@ -907,7 +963,7 @@ impl Session {
                 let mut dbs = self.client.databases();
                 dbs.push("information_schema".into());
                 dbs.sort();
-                dbs.retain(|d| like_ok(like, d));
+                dbs.retain(|d| like_ok(like, d) && self.check_db(d).is_ok());
                 Ok(Answer::Rows {
                     columns: vec![col("Database")],
                     rows: strs(dbs.into_iter().map(|d| vec![d]).collect()),
@@ -1215,6 +1271,7 @@ impl plan::Catalog for CatalogView<'_> {
             .map(str::to_string)
             .or_else(|| self.sess.db.clone())
             .ok_or_else(|| SqlError::new(1046, "3D000", "No database selected"))?;
+        self.sess.check_db(&db)?;
         if db.eq_ignore_ascii_case(super::infoschema::DB) {
             return super::infoschema::table(name).ok_or_else(|| {
                 SqlError::new(

@@ -1,0 +1,221 @@
+//! Accounts: `mysql.user` (User, Host, authentication_string = SHA1(SHA1(password)) as
+//! mysql_native_password stores it, NULL for no password) and `mysql.db` (database grants; Db `*`
+//! is a global grant), ordinary Tern tables created by the first CREATE USER. `root` has every
+//! privilege and no password until an account row for it says otherwise.
+
+use crate::server::SqlError;
+use tern_client::{AbortOption, Client, DdlReq, Exec, OpResult, TableHandle};
+use tern_types::{Column, ColumnType, Table, Value};
+
+pub const DB: &str = "mysql";
+
+/// What a signed-in user may reach: None = everything, else these databases.
+pub type Grants = Option<Vec<String>>;
+
+fn user_table() -> Table {
+    let cols = vec![
+        Column::new("User", ColumnType::VarChar { len: 32 }).not_null(),
+        Column::new("Host", ColumnType::VarChar { len: 255 }).not_null(),
+        Column::new("authentication_string", ColumnType::VarBinary { len: 20 }),
+    ];
+    Table::new(DB, "user", cols, vec![0, 1])
+}
+
+fn db_table() -> Table {
+    let cols = vec![
+        Column::new("User", ColumnType::VarChar { len: 32 }).not_null(),
+        Column::new("Host", ColumnType::VarChar { len: 255 }).not_null(),
+        Column::new("Db", ColumnType::VarChar { len: 64 }).not_null(),
+    ];
+    let mut t = Table::new(DB, "db", cols, vec![0, 1, 2]);
+    // All grants of a user sit in one partition: one pruned scan reads them.
+    t.partition_key = vec![0];
+    t
+}
+
+fn blocking<T>(f: impl FnOnce() -> Result<T, tern_client::TernError>) -> Result<T, SqlError> {
+    tern_client::flush_deferred();
+    tokio::task::block_in_place(f).map_err(SqlError::from)
+}
+
+/// The account tables, created when missing.
+pub fn ensure_tables(client: &Client) -> Result<(TableHandle, TableHandle), SqlError> {
+    if let (Some(u), Some(d)) = (client.cached_table(DB, "user"), client.cached_table(DB, "db")) {
+        return Ok((u, d));
+    }
+    let c = client.clone();
+    blocking(move || {
+        c.ddl(DdlReq::CreateDatabase { name: DB.into(), if_not_exists: true })?;
+        c.ddl(DdlReq::CreateTable { table: user_table(), if_not_exists: true })?;
+        c.ddl(DdlReq::CreateTable { table: db_table(), if_not_exists: true })?;
+        Ok((c.table(DB, "user")?, c.table(DB, "db")?))
+    })
+}
+
+fn hosts_for(host: &str) -> Vec<String> {
+    let mut v = vec![host.to_string(), "%".into(), "localhost".into(), "127.0.0.1".into(), "::1".into()];
+    v.dedup();
+    v
+}
+
+/// The stored password hash of `user` connecting from `host`: Ok(None) = no account row,
+/// Ok(Some(None)) = an account without a password.
+pub async fn lookup(client: &Client, user: &str, host: &str) -> Result<Option<Option<[u8; 20]>>, SqlError> {
+    let Some(h) = client.cached_table(DB, "user").or_else(|| {
+        let c = client.clone();
+        blocking(move || c.refresh_catalog().map(|_| ())).ok()?;
+        client.cached_table(DB, "user")
+    }) else {
+        return Ok(None);
+    };
+    let mut ops = Vec::new();
+    for hst in hosts_for(host) {
+        ops.push(h.read(&[Value::str(user), Value::str(&hst)]).map_err(SqlError::from)?);
+    }
+    let mut t = client.begin();
+    let res = t.execute_with(ops, Exec::Commit, AbortOption::IgnoreError).await.map_err(SqlError::from)?;
+    for r in res {
+        if let OpResult::Row(b) = r {
+            let row = h.decode_row(&b).map_err(SqlError::from)?;
+            return Ok(Some(match &row[2] {
+                Value::Bytes(b) if b.len() == 20 => Some(b[..].try_into().expect("20 bytes")),
+                _ => None,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// The databases `user` may use (None: all — root, or a global grant).
+pub async fn grants(client: &Client, user: &str, host: &str) -> Result<Grants, SqlError> {
+    if user == "root" {
+        return Ok(None);
+    }
+    let Some(d) = client.cached_table(DB, "db") else { return Ok(Some(Vec::new())) };
+    let mut spec = tern_client::ScanSpec::table(d.id());
+    spec.filter = tern_client::Filter::Cmp { col: 0, op: tern_client::CmpOp::Eq, value: Value::str(user) };
+    let rows = client.scan(spec).collect().await.map_err(SqlError::from)?;
+    let hosts = hosts_for(host);
+    let mut dbs = Vec::new();
+    for r in rows {
+        let v = d.decode_row(&r).map_err(SqlError::from)?;
+        let (Value::Bytes(h), Value::Bytes(db)) = (&v[1], &v[2]) else { continue };
+        if !hosts.iter().any(|x| x.as_bytes() == &h[..]) {
+            continue;
+        }
+        if db == b"*" {
+            return Ok(None);
+        }
+        dbs.push(String::from_utf8_lossy(db).into_owned());
+    }
+    Ok(Some(dbs))
+}
+
+async fn write(client: &Client, ops: Vec<tern_client::KeyOp>, abort: AbortOption) -> Result<Vec<OpResult>, SqlError> {
+    let mut t = client.begin();
+    t.execute_with(ops, Exec::Commit, abort).await.map_err(SqlError::from)
+}
+
+fn failed(op: &str, user: &str, host: &str) -> SqlError {
+    SqlError::new(1396, "HY000", format!("Operation {op} failed for '{user}'@'{host}'"))
+}
+
+pub async fn create_user(
+    client: &Client,
+    user: &str,
+    host: &str,
+    password: Option<&str>,
+    if_not_exists: bool,
+) -> Result<(), SqlError> {
+    let (u, _) = ensure_tables(client)?;
+    let hash = match password {
+        Some(p) if !p.is_empty() => Value::Bytes(crate::proto::native_password_hash(p.as_bytes()).to_vec()),
+        _ => Value::Null,
+    };
+    let op = u.insert(&[Value::str(user), Value::str(host), hash]).map_err(SqlError::from)?;
+    match write(client, vec![op], AbortOption::IgnoreError).await?.into_iter().next() {
+        Some(OpResult::Error(e)) if e.code == tern_types::ErrorCode::DuplicateKey => {
+            if if_not_exists {
+                Ok(())
+            } else {
+                Err(failed("CREATE USER", user, host))
+            }
+        }
+        Some(OpResult::Error(e)) => Err(SqlError::from(e)),
+        _ => Ok(()),
+    }
+}
+
+pub async fn alter_user(client: &Client, user: &str, host: &str, password: &str) -> Result<(), SqlError> {
+    let (u, _) = ensure_tables(client)?;
+    let hash = if password.is_empty() {
+        Value::Null
+    } else {
+        Value::Bytes(crate::proto::native_password_hash(password.as_bytes()).to_vec())
+    };
+    // root may set a password without an account row yet.
+    let op = if user == "root" {
+        u.write(&[Value::str(user), Value::str(host), hash]).map_err(SqlError::from)?
+    } else {
+        u.update(
+            &[Value::str(user), Value::str(host)],
+            vec![tern_client::ColumnUpdate { col: 2, expr: tern_client::UpdateExpr::Set(hash) }],
+        )
+        .map_err(SqlError::from)?
+    };
+    match write(client, vec![op], AbortOption::IgnoreError).await?.into_iter().next() {
+        Some(OpResult::NotFound) => Err(failed("ALTER USER", user, host)),
+        Some(OpResult::Error(e)) => Err(SqlError::from(e)),
+        _ => Ok(()),
+    }
+}
+
+pub async fn drop_user(client: &Client, user: &str, host: &str, if_exists: bool) -> Result<(), SqlError> {
+    let (u, d) = ensure_tables(client)?;
+    let op = u.delete(&[Value::str(user), Value::str(host)]).map_err(SqlError::from)?;
+    let res = write(client, vec![op], AbortOption::IgnoreError).await?;
+    if matches!(res.first(), Some(OpResult::NotFound)) && !if_exists {
+        return Err(failed("DROP USER", user, host));
+    }
+    // Its grants go too.
+    let mut spec = tern_client::ScanSpec::table(d.id());
+    spec.filter = tern_client::Filter::Cmp { col: 0, op: tern_client::CmpOp::Eq, value: Value::str(user) };
+    let rows = client.scan(spec).collect().await.map_err(SqlError::from)?;
+    let mut ops = Vec::new();
+    for r in rows {
+        let v = d.decode_row(&r).map_err(SqlError::from)?;
+        if v[1] == Value::str(host) {
+            ops.push(d.delete(&v).map_err(SqlError::from)?);
+        }
+    }
+    if !ops.is_empty() {
+        write(client, ops, AbortOption::IgnoreError).await?;
+    }
+    Ok(())
+}
+
+pub async fn grant(client: &Client, db: &str, user: &str, host: &str, revoke: bool) -> Result<(), SqlError> {
+    let (u, d) = ensure_tables(client)?;
+    let exists = {
+        let op = u.read(&[Value::str(user), Value::str(host)]).map_err(SqlError::from)?;
+        matches!(write(client, vec![op], AbortOption::IgnoreError).await?.first(), Some(OpResult::Row(_)))
+    };
+    if !exists && user != "root" {
+        return Err(SqlError::new(
+            1410,
+            "42000",
+            format!("You are not allowed to create a user with GRANT ('{user}'@'{host}' does not exist)"),
+        ));
+    }
+    let key = [Value::str(user), Value::str(host), Value::str(db)];
+    let op = if revoke { d.delete(&key) } else { d.write(&key) }.map_err(SqlError::from)?;
+    match write(client, vec![op], AbortOption::IgnoreError).await?.into_iter().next() {
+        Some(OpResult::NotFound) if revoke => Err(SqlError::new(
+            1141,
+            "42000",
+            format!("There is no such grant defined for user '{user}' on host '{host}'"),
+        )),
+        Some(OpResult::Error(e)) => Err(SqlError::from(e)),
+        _ => Ok(()),
+    }
+}
