@@ -10,6 +10,7 @@
 
 pub mod redis;
 pub mod rest;
+pub mod sql;
 
 use hdrhistogram::Histogram;
 use std::time::{Duration, Instant};

@@ -43,7 +43,8 @@ fn every_type_reads_back_the_same_through_sql_rest_and_native() {
         let a = addr.clone();
         let opts = tern_rest::config::RestOptions { listen: "127.0.0.1:0".parse().unwrap(), ..Default::default() };
         std::thread::spawn(move || {
-            tern_rest::run(move || Client::connect(&a).map_err(|e| e.to_string()), opts, |x| tx.send(x).unwrap()).unwrap()
+            tern_rest::run(move || Client::connect(&a).map_err(|e| e.to_string()), opts, |x| tx.send(x).unwrap())
+                .unwrap()
         });
         rx.recv_timeout(Duration::from_secs(20)).unwrap().port()
     };

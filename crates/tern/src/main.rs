@@ -99,6 +99,9 @@ struct ApiArgs {
     /// MySQL protocol port (default 3306).
     #[arg(long, default_value_t = 3306)]
     mysql_port: u16,
+    /// Worker threads of the MySQL front end (default: the number of cores).
+    #[arg(long)]
+    mysql_threads: Option<usize>,
     /// Do not serve the MySQL protocol.
     #[arg(long)]
     no_mysql: bool,
@@ -159,6 +162,28 @@ enum BenchSuite {
         #[arg(long, default_value_t = 100)]
         value_size: usize,
         #[arg(long, default_value = "SET,GET,MSET,MGET", value_delimiter = ',')]
+        benchmarks: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Primary-key reads through the MySQL protocol: `point` (prepared `WHERE id = ?`) and `in`
+    /// (prepared `WHERE id IN (batch keys)`); throughput in rows per second.
+    Sql {
+        /// MySQL server address (Tern's front end, or MariaDB/MySQL for comparison).
+        #[arg(long, default_value = "127.0.0.1:3306")]
+        addr: String,
+        /// Rows of `bench_sql.t`, written before the run.
+        #[arg(long, default_value_t = 100_000)]
+        rows: u64,
+        #[arg(long, default_value = "1", value_delimiter = ',')]
+        threads: Vec<usize>,
+        /// Keys per IN-list (the `in` benchmark).
+        #[arg(long, default_value = "100", value_delimiter = ',')]
+        batch: Vec<usize>,
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        #[arg(long, default_value = "point,in", value_delimiter = ',')]
         benchmarks: Vec<String>,
         #[arg(long)]
         json: bool,
@@ -429,7 +454,9 @@ fn api(a: ApiArgs) -> Result<()> {
         let listen: std::net::SocketAddr = format!("{ip}:{}", a.mysql_port)
             .parse()
             .with_context(|| format!("'{ip}:{}' is not an address", a.mysql_port))?;
-        let mopts = tern_mysql::MysqlOptions { listen, ..tern_mysql::MysqlOptions::default() };
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let threads = a.mysql_threads.unwrap_or(cores).clamp(1, 256);
+        let mopts = tern_mysql::MysqlOptions { listen, threads, ..tern_mysql::MysqlOptions::default() };
         let (my_tx, my_err) = (tx.clone(), tx.clone());
         let my_connect = connect.clone();
         std::thread::Builder::new().name("tern-mysql-main".into()).spawn(move || {
@@ -570,6 +597,24 @@ fn bench(suite: BenchSuite) -> Result<()> {
                 tern_bench::print_header();
             }
             for r in tern_bench::redis::run(&o).map_err(|e| anyhow::anyhow!(e))? {
+                if json {
+                    println!("{}", r.json());
+                } else {
+                    tern_bench::print_row(&r);
+                }
+            }
+            Ok(())
+        }
+        BenchSuite::Sql { addr, rows, threads, batch, seconds, benchmarks, json } => {
+            if threads.is_empty() || batch.is_empty() || threads.contains(&0) {
+                bail!("--threads and --batch need at least one value, threads at least 1");
+            }
+            let o =
+                tern_bench::sql::SqlOptions { addr, rows: rows.max(1), threads, batches: batch, seconds, benchmarks };
+            if !json {
+                tern_bench::print_header();
+            }
+            for r in tern_bench::sql::run(&o).map_err(|e| anyhow::anyhow!(e))? {
                 if json {
                     println!("{}", r.json());
                 } else {

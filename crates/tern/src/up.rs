@@ -34,9 +34,12 @@ pub struct UpArgs {
     /// Redis protocol port (the Redis front end, served by the `tern api` process).
     #[arg(long, default_value_t = 6379)]
     pub redis_port: u16,
-    /// MySQL protocol port (the SQL front end, served by the `tern api` process; in progress).
+    /// MySQL protocol port (the SQL front end, served by the `tern api` process).
     #[arg(long, default_value_t = 3306)]
     pub mysql_port: u16,
+    /// Worker threads of the MySQL front end (default: the number of cores).
+    #[arg(long)]
+    pub mysql_threads: Option<usize>,
     /// Management node port (the management node arrives with the cluster issue).
     #[arg(long, default_value_t = 1186)]
     pub mgmd_port: u16,
@@ -259,6 +262,9 @@ pub fn run(a: UpArgs) -> Result<()> {
         a.mysql_port.to_string(),
     ];
     let mut api_args = api_args;
+    if let Some(t) = a.mysql_threads {
+        api_args.extend(["--mysql-threads".into(), t.to_string()]);
+    }
     if let Some(t) = &a.api_toml {
         let t = t.canonicalize().with_context(|| format!("--api-toml {}", t.display()))?;
         crate::config::ApiToml::load(&t)?;

@@ -1138,6 +1138,11 @@ pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<Se
             filter.iter().filter(|x| cols_below(x, off + n)).cloned().collect()
         };
         let (access, push) = choose_access(h, off, &usable);
+        if handles.len() == 1 && matches!(access, Access::Key(_) | Access::Keys(_)) {
+            // The key lookup answers its own conditions exactly: no need to re-check them per row
+            // (an IN-list of 100 keys would otherwise cost 100 comparisons per row).
+            filter.retain(|x| !key_condition(h, x));
+        }
         let mut needed = Vec::new();
         for x in items.iter().chain(filter.iter()).chain(order.iter().map(|(x, _)| x)).chain(group_by.iter()) {
             collect_cols(x, off, n, &mut needed);
@@ -1253,6 +1258,16 @@ pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<Se
         subs,
         unions,
     })
+}
+
+/// `pk_col = constant` or `pk_col IN (constants)` on a single-table query's key column.
+fn key_condition(h: &TableHandle, x: &X) -> bool {
+    let n = h.table.columns.len();
+    match col_cond(x, 0, n) {
+        Some(ColCond::Cmp(c, BinOp::Eq, v)) => h.table.is_key_column(c) && is_const(&v),
+        Some(ColCond::In(c, l)) => h.table.is_key_column(c) && l.iter().all(is_const),
+        _ => false,
+    }
 }
 
 fn cond_is_const(c: &ColCond) -> bool {

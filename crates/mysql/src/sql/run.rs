@@ -327,17 +327,16 @@ impl Runner<'_> {
         match keys {
             Some(keys) => {
                 let mut ops = Vec::with_capacity(keys.len());
-                let mut seen: Vec<Vec<u8>> = Vec::new();
+                let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
                 for k in keys {
                     let vals: Vec<Value> = k.iter().map(|x| ev(x, prefix, &[], env)).collect::<Result<_, _>>()?;
                     if vals.iter().any(Value::is_null) {
                         continue;
                     }
                     if let Some(op) = key_op(&vals)? {
-                        if seen.contains(&op.key) {
+                        if !seen.insert(op.key.clone()) {
                             continue;
                         }
-                        seen.push(op.key.clone());
                         ops.push(op);
                     }
                 }
@@ -630,8 +629,13 @@ pub async fn run_select(
             };
             let mut any = false;
             for m in matches {
-                let mut r = prefix.clone();
-                r[src.offset..src.offset + n].clone_from_slice(&m);
+                let r = if p.srcs.len() == 1 && m.len() == p.width {
+                    m
+                } else {
+                    let mut r = prefix.clone();
+                    r[src.offset..src.offset + n].clone_from_slice(&m);
+                    r
+                };
                 if src.left_join && !passes(&src.on, &r, env)? {
                     continue;
                 }
