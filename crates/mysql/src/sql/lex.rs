@@ -97,12 +97,22 @@ const SYMS: [&str; 27] = [
 
 /// Tokens of `sql` with the byte offset where each starts.
 pub fn tokenize(sql: &str) -> Result<Vec<(Tok, usize)>, LexError> {
+    Ok(tokenize_spans(sql)?.into_iter().map(|(t, s, _)| (t, s)).collect())
+}
+
+/// Tokens with the byte range each covers (start, end).
+pub fn tokenize_spans(sql: &str) -> Result<Vec<(Tok, usize, usize)>, LexError> {
     let b = sql.as_bytes();
-    let mut out = Vec::new();
+    let mut out: Vec<(Tok, usize)> = Vec::new();
+    let mut ends: Vec<usize> = Vec::new();
     let mut i = 0;
     // Depth of executable comments `/*! ... */` we are inside (their `*/` is skipped).
     let mut exec_comment = 0usize;
     while i < b.len() {
+        // A token pushed by the previous step ends where this one starts.
+        while ends.len() < out.len() {
+            ends.push(i);
+        }
         let c = b[i];
         if c.is_ascii_whitespace() {
             i += 1;
@@ -302,7 +312,10 @@ pub fn tokenize(sql: &str) -> Result<Vec<(Tok, usize)>, LexError> {
             }
         }
     }
-    Ok(out)
+    while ends.len() < out.len() {
+        ends.push(i);
+    }
+    Ok(out.into_iter().zip(ends).map(|((t, s), e)| (t, s, e)).collect())
 }
 
 fn prev_is_string_end(b: &[u8], i: usize) -> bool {

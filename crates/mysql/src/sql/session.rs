@@ -505,8 +505,41 @@ impl Session {
 
     /// Runs a COM_QUERY text.
     pub async fn query(&mut self, sql: &str) -> Result<Answer, SqlError> {
+        let version = self.catalog_version();
+        let exact = self.cache.get(sql).is_some_and(|p| p.version == version && p.db == self.db);
+        if !exact
+            && let Some((norm, params)) = super::normalize::normalize(sql)
+            && let Some(prep) = self.prepare_normalized(&norm, params.len())
+        {
+            return self.execute(&prep, &params).await;
+        }
         let prep = self.prepare(sql)?;
         self.execute(&prep, &[]).await
+    }
+
+    /// The cached plan of a normalised text (None: it does not plan; the caller uses the text
+    /// as written, so errors speak of what the client sent).
+    fn prepare_normalized(&mut self, norm: &str, params: usize) -> Option<Arc<Prepared>> {
+        let version = self.catalog_version();
+        if let Some(p) = self.cache.get(norm)
+            && p.version == version
+            && p.db == self.db
+        {
+            return Some(p.clone());
+        }
+        let parsed = parse(norm).ok()?;
+        if parsed.params != params {
+            return None;
+        }
+        let prep = Arc::new(self.plan(parsed.stmt, parsed.params).ok()?);
+        if !matches!(prep.plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_)) {
+            return None;
+        }
+        if self.cache.len() >= CACHE_MAX {
+            self.cache.clear();
+        }
+        self.cache.insert(norm.to_string(), prep.clone());
+        Some(prep)
     }
 
     /// Runs a prepared statement with parameter values; a stale plan (the catalog changed) is
