@@ -363,6 +363,43 @@ impl Client {
         Ok(start)
     }
 
+    /// Whether this client's next AUTO_INCREMENT value of a table already exceeds `used` (no
+    /// round trip).
+    pub fn auto_increment_past(&self, table: u32, used: u64) -> bool {
+        let m = self.inner.auto_inc.lock().expect("auto_inc");
+        m.get(&table).is_some_and(|(next, _)| *next > used)
+    }
+
+    /// Makes the following AUTO_INCREMENT values of a table exceed `used` (a row was written
+    /// with that value explicitly, as MySQL and NDB do): drops cached values up to it and, when
+    /// the data node's counter is not past it, reserves the values up to it.
+    pub fn bump_auto_increment(&self, table: u32, used: u64) -> Result<()> {
+        {
+            let mut m = self.inner.auto_inc.lock().expect("auto_inc");
+            if let Some((next, end)) = m.get_mut(&table) {
+                if *next > used {
+                    return Ok(());
+                }
+                if *end > used + 1 {
+                    *next = used + 1;
+                    return Ok(());
+                }
+                m.remove(&table);
+            }
+        }
+        loop {
+            let (start, count) = self.auto_increment(table, 1)?;
+            let past = start + count as u64;
+            if past > used {
+                let mut m = self.inner.auto_inc.lock().expect("auto_inc");
+                m.insert(table, (start, past));
+                return Ok(());
+            }
+            let gap = (used + 1 - past).min(u32::MAX as u64) as u32;
+            self.auto_increment(table, gap)?;
+        }
+    }
+
     /// Fills generated values of a full row: an AUTO_INCREMENT column (or the hidden primary key
     /// of a table declared without one) given as NULL or 0 gets the next value, which is returned.
     pub fn fill_generated(&self, t: &TableHandle, values: &mut [Value]) -> Result<Option<u64>> {

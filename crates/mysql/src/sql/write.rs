@@ -164,6 +164,25 @@ pub async fn run_insert(run: &mut Runner<'_>, p: &InsertPlan, env: &Env<'_>) -> 
             }
         }
     }
+    // Explicit AUTO_INCREMENT values move the counter past them (as MySQL does).
+    if let Some(a) = auto
+        && !h.table.columns[a].hidden
+    {
+        let max = rows
+            .iter()
+            .filter(|r| !r[a].is_null())
+            .filter_map(|r| eval::to_i128(&r[a]))
+            .filter(|v| *v > 0)
+            .max();
+        if let Some(m) = max {
+            let used = m.min(u64::MAX as i128) as u64;
+            if !run.client.auto_increment_past(h.id(), used) {
+                let client = run.client.clone();
+                let id = h.id();
+                tokio::task::block_in_place(|| client.bump_auto_increment(id, used)).map_err(SqlError::from)?;
+            }
+        }
+    }
     for (ri, r) in rows.iter_mut().enumerate() {
         for (c, slot) in r.iter_mut().enumerate().take(ncol) {
             let v = std::mem::replace(slot, Value::Null);

@@ -32,3 +32,10 @@ INSERT INTO c SET name = 'f', n = 9;
 SELECT name, n FROM c WHERE name = 'f';
 DELETE FROM c;
 SELECT COUNT(*) FROM c;
+-- Explicit AUTO_INCREMENT values move the counter past them.
+CREATE TABLE ai (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, v INT) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+INSERT INTO ai (v) VALUES (1);
+INSERT INTO ai (id, v) VALUES (1000, 2);
+INSERT INTO ai (v) VALUES (3);
+SELECT id, v FROM ai ORDER BY id;
+SELECT LAST_INSERT_ID() > 1000;
