@@ -9,9 +9,8 @@ use super::lex::{Tok, tokenize_spans};
 use super::parse::number;
 use tern_types::Value;
 
-const TYPE_WORDS: &[&str] = &[
-    "DECIMAL", "NUMERIC", "DEC", "CHAR", "VARCHAR", "BINARY", "DATETIME", "TIME", "TIMESTAMP", "FLOAT", "DOUBLE",
-];
+const TYPE_WORDS: &[&str] =
+    &["DECIMAL", "NUMERIC", "DEC", "CHAR", "VARCHAR", "BINARY", "DATETIME", "TIME", "TIMESTAMP", "FLOAT", "DOUBLE"];
 
 /// (normalised text, literal values in order), or None when the statement is not normalised.
 pub fn normalize(sql: &str) -> Option<(String, Vec<Value>)> {
@@ -110,7 +109,9 @@ mod tests {
         assert_eq!(p, vec![Value::Int(1), Value::Int(2), Value::str("it's")]);
         let (t, _) = normalize("SELECT 'a', 1 + 2 AS x FROM t WHERE k IN (1, 2) ORDER BY 1 LIMIT 5").unwrap();
         assert_eq!(t, "SELECT 'a', 1 + 2 AS x FROM t WHERE k IN (?, ?) ORDER BY 1 LIMIT ?");
-        let (t, _) = normalize("SELECT id FROM t WHERE d = CAST('1.5' AS DECIMAL(10,2)) AND x IN (SELECT 3 FROM u WHERE y = 4)").unwrap();
+        let (t, _) =
+            normalize("SELECT id FROM t WHERE d = CAST('1.5' AS DECIMAL(10,2)) AND x IN (SELECT 3 FROM u WHERE y = 4)")
+                .unwrap();
         assert_eq!(t, "SELECT id FROM t WHERE d = CAST(? AS DECIMAL(10,2)) AND x IN (SELECT 3 FROM u WHERE y = ?)");
         assert!(normalize("CREATE TABLE t (id INT)").is_none());
         assert!(normalize("SELECT 1").is_none());

@@ -815,14 +815,15 @@ impl Session {
                                 name: name.clone(),
                             })?;
                         }
-                        AlterOp::AddColumn(_) | AlterOp::DropColumn(_) => {
-                            return Err(SqlError::new(
-                                1235,
-                                "42000",
-                                "This version of Tern doesn't yet support 'ALTER TABLE ADD/DROP COLUMN'",
-                            ));
-                        }
+                        AlterOp::AddColumn(_) | AlterOp::DropColumn(_) => {}
                     }
+                }
+                let column_ops: Vec<&AlterOp> =
+                    ops.iter().filter(|o| matches!(o, AlterOp::AddColumn(_) | AlterOp::DropColumn(_))).collect();
+                if !column_ops.is_empty() {
+                    self.refresh();
+                    let h = self.table(Some(&db), &table.name)?;
+                    self.alter_columns(&h, &column_ops).await?;
                 }
                 Ok(Answer::ok())
             }
@@ -961,6 +962,177 @@ impl Session {
 
     pub fn table(&self, db: Option<&str>, name: &str) -> Result<TableHandle, SqlError> {
         CatalogView { sess: self }.table(db, name)
+    }
+
+    /// ALTER TABLE ADD/DROP COLUMN by copying (MySQL's ALGORITHM=COPY without its table lock):
+    /// the rows go to a table with the new definition under a temporary name, the original is
+    /// dropped and created again with the new definition, and the rows come back. Writes by other
+    /// sessions while this runs may be lost.
+    async fn alter_columns(&mut self, h: &TableHandle, ops: &[&AlterOp]) -> Result<(), SqlError> {
+        use tern_types::schema::HIDDEN_ROWID;
+        let old = &h.table;
+        let mut def = (**old).clone();
+        // A hidden primary key is made again by the new table.
+        if let Some(p) = def.columns.iter().position(|c| c.hidden && c.name == HIDDEN_ROWID) {
+            def.columns.remove(p);
+            def.primary_key.clear();
+            def.partition_key.clear();
+        }
+        for op in ops {
+            match op {
+                AlterOp::AddColumn(spec) => {
+                    if spec.primary_key || spec.unique || spec.auto_increment {
+                        return Err(SqlError::new(
+                            1235,
+                            "42000",
+                            "This version of Tern doesn't yet support 'ADD COLUMN with a key or AUTO_INCREMENT'",
+                        ));
+                    }
+                    if def.column_index(&spec.name).is_some() {
+                        return Err(SqlError::new(1060, "42S21", format!("Duplicate column name '{}'", spec.name)));
+                    }
+                    let c = ddl::column(spec)?;
+                    if !c.nullable && c.default.is_none() && implicit_default(c.ty).is_none() {
+                        return Err(SqlError::new(1138, "22004", "Invalid use of NULL value"));
+                    }
+                    def.columns.push(c);
+                }
+                AlterOp::DropColumn(name) => {
+                    let Some(c) = def.column_index(name) else {
+                        return Err(SqlError::new(
+                            1091,
+                            "42000",
+                            format!("Can't DROP '{name}'; check that column/key exists"),
+                        ));
+                    };
+                    if def.primary_key.contains(&(c as u16)) {
+                        return Err(SqlError::new(
+                            1235,
+                            "42000",
+                            "This version of Tern doesn't yet support 'dropping a primary key column'",
+                        ));
+                    }
+                    if def.columns.len() == 1 {
+                        return Err(SqlError::new(
+                            1090,
+                            "42000",
+                            "You can't delete all columns with ALTER TABLE; use DROP TABLE instead",
+                        ));
+                    }
+                    def.columns.remove(c);
+                    let fix = |v: &mut Vec<u16>| {
+                        v.retain(|&x| x as usize != c);
+                        for x in v.iter_mut() {
+                            if *x as usize > c {
+                                *x -= 1;
+                            }
+                        }
+                    };
+                    fix(&mut def.primary_key);
+                    fix(&mut def.partition_key);
+                    for idx in def.indexes.iter_mut() {
+                        fix(&mut idx.columns);
+                    }
+                    def.indexes.retain(|i| !i.columns.is_empty());
+                    def.ttl = match def.ttl {
+                        Some(t) if t.column as usize == c => None,
+                        Some(mut t) => {
+                            if t.column as usize > c {
+                                t.column -= 1;
+                            }
+                            Some(t)
+                        }
+                        None => None,
+                    };
+                }
+                _ => {}
+            }
+        }
+        def.id = 0;
+        for i in def.indexes.iter_mut() {
+            i.id = 0;
+        }
+        // New row from an old row: columns by name, new ones their default.
+        let from_old: Vec<Option<usize>> = def.columns.iter().map(|c| old.column_index(&c.name)).collect();
+        let fill: Vec<Value> = def
+            .columns
+            .iter()
+            .map(|c| {
+                c.default
+                    .clone()
+                    .or_else(|| if c.nullable { None } else { implicit_default(c.ty) })
+                    .unwrap_or(Value::Null)
+            })
+            .collect();
+        let db = old.database.clone();
+        let tmp_name: String = format!("#alter#{}", old.name).chars().take(64).collect();
+        let _ = self.ddl(DdlReq::DropTable { database: db.clone(), name: tmp_name.clone(), if_exists: true });
+        let mut tmp_def = def.clone();
+        tmp_def.name = tmp_name.clone();
+        self.ddl(DdlReq::CreateTable { table: tmp_def, if_not_exists: false })?;
+        let tmp = self.table(Some(&db), &tmp_name)?;
+        let map = |r: &[Value]| -> Vec<Value> {
+            from_old.iter().zip(&fill).map(|(o, f)| o.map(|i| r[i].clone()).unwrap_or_else(|| f.clone())).collect()
+        };
+        self.copy_rows(h, &tmp, &map).await?;
+        self.ddl(DdlReq::DropTable { database: db.clone(), name: old.name.clone(), if_exists: false })?;
+        self.ddl(DdlReq::CreateTable { table: def, if_not_exists: false })?;
+        let fresh = self.table(Some(&db), &old.name)?;
+        self.copy_rows(&tmp, &fresh, &|r: &[Value]| r.to_vec()).await?;
+        self.ddl(DdlReq::DropTable { database: db, name: tmp_name, if_exists: false })?;
+        Ok(())
+    }
+
+    /// Copies every row of `from` into `to` (rows mapped by `map`; a hidden key is made anew).
+    async fn copy_rows(
+        &self,
+        from: &TableHandle,
+        to: &TableHandle,
+        map: &(dyn Fn(&[Value]) -> Vec<Value> + Sync),
+    ) -> Result<(), SqlError> {
+        let visible: Vec<usize> = (0..from.table.columns.len()).filter(|&c| !from.table.columns[c].hidden).collect();
+        let mut sc = self.client.scan(tern_client::ScanSpec::table(from.id()));
+        let auto = to.table.columns.iter().position(|c| c.auto_increment && !c.hidden);
+        let mut max_auto = 0u64;
+        while let Some(batch) = sc.next_batch().await.map_err(SqlError::from)? {
+            let mut ops = Vec::with_capacity(batch.len());
+            let mut rows = Vec::with_capacity(batch.len());
+            for b in batch {
+                let full = from.decode_row(&b).map_err(SqlError::from)?;
+                let vis: Vec<Value> = visible.iter().map(|&c| full[c].clone()).collect();
+                let mut r = map(&vis);
+                if to.table.columns.len() > r.len() {
+                    r.resize(to.table.columns.len(), Value::Null);
+                }
+                if let Some(a) = auto {
+                    max_auto = max_auto.max(super::eval::to_i128(&r[a]).unwrap_or(0).max(0) as u64);
+                }
+                rows.push(r);
+            }
+            let c = self.client.clone();
+            let to2 = to.clone();
+            let rows = tokio::task::block_in_place(move || {
+                let mut rows = rows;
+                for r in rows.iter_mut() {
+                    c.fill_generated(&to2, r)?;
+                }
+                Ok::<_, tern_client::TernError>(rows)
+            })
+            .map_err(SqlError::from)?;
+            for r in &rows {
+                ops.push(to.insert(r).map_err(SqlError::from)?);
+            }
+            let mut t = self.client.begin();
+            t.execute_with(ops, tern_client::Exec::Commit, tern_client::AbortOption::AbortOnError)
+                .await
+                .map_err(SqlError::from)?;
+        }
+        if auto.is_some() && max_auto > 0 {
+            let c = self.client.clone();
+            let id = to.id();
+            tokio::task::block_in_place(|| c.bump_auto_increment(id, max_auto)).map_err(SqlError::from)?;
+        }
+        Ok(())
     }
 
     async fn truncate(&mut self, h: &TableHandle) -> Result<(), SqlError> {
@@ -1377,4 +1549,27 @@ fn typed_columns(p: &SelectPlan, rows: &[Vec<Value>]) -> Vec<ColumnDef> {
         }
     }
     cols
+}
+
+/// The value MySQL gives existing rows for a new NOT NULL column without a default.
+fn implicit_default(t: tern_types::ColumnType) -> Option<Value> {
+    use tern_types::ColumnType as C;
+    Some(match t {
+        t if t.is_integer() => {
+            if t.is_unsigned() {
+                Value::UInt(0)
+            } else {
+                Value::Int(0)
+            }
+        }
+        C::Float => Value::Float(0.0),
+        C::Double => Value::Double(0.0),
+        C::Decimal { scale, .. } => Value::Decimal { v: 0, scale },
+        C::Char { .. } | C::VarChar { .. } | C::Text | C::VarBinary { .. } | C::Blob => Value::Bytes(Vec::new()),
+        C::Binary { len } => Value::Bytes(vec![0; len as usize]),
+        C::Year => Value::Year(0),
+        C::Bit { .. } => Value::Bit(0),
+        C::Time { .. } => Value::Time(0),
+        _ => return None,
+    })
 }

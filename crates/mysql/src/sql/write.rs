@@ -168,12 +168,7 @@ pub async fn run_insert(run: &mut Runner<'_>, p: &InsertPlan, env: &Env<'_>) -> 
     if let Some(a) = auto
         && !h.table.columns[a].hidden
     {
-        let max = rows
-            .iter()
-            .filter(|r| !r[a].is_null())
-            .filter_map(|r| eval::to_i128(&r[a]))
-            .filter(|v| *v > 0)
-            .max();
+        let max = rows.iter().filter(|r| !r[a].is_null()).filter_map(|r| eval::to_i128(&r[a])).filter(|v| *v > 0).max();
         if let Some(m) = max {
             let used = m.min(u64::MAX as i128) as u64;
             if !run.client.auto_increment_past(h.id(), used) {
