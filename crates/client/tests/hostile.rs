@@ -105,6 +105,20 @@ fn random_request(rng: &mut Rng, tables: &[u32]) -> Request {
             batch_rows: rng.below(10) as u32,
             partition: if rng.chance(30) { Some(rng.below(4) as u32) } else { None },
             expired: rng.chance(10),
+            aggregate: rng.chance(20).then(|| tern_types::agg::Aggregation {
+                group_by: (0..rng.below(3)).map(|_| rng.below(8) as u16).collect(),
+                aggs: (0..rng.below(4))
+                    .map(|_| {
+                        let op = *rng.pick(&[
+                            tern_types::agg::AggOp::Count,
+                            tern_types::agg::AggOp::Sum,
+                            tern_types::agg::AggOp::Min,
+                            tern_types::agg::AggOp::Max,
+                        ]);
+                        (op, rng.chance(70).then(|| rng.below(8) as u16))
+                    })
+                    .collect(),
+            }),
         }),
     }
 }

@@ -1039,10 +1039,27 @@ impl Ldm {
         let mut error = None;
         let ttl = self.ttls.get(&req.table).copied();
         let now_us = self.now_us;
+        // Aggregating scans fold up to 16 batches' worth of rows into partial groups per step.
+        let agg = req.aggregate.clone();
+        if let Some(a) = &agg
+            && a.max_column().is_some_and(|c| c as usize >= layout.column_count())
+        {
+            let e = TernError::new(ErrorCode::InvalidRequest, "aggregate names a missing column");
+            out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, Some(e))));
+            return;
+        }
+        let mut partial = tern_types::agg::Partial::default();
+        let mut folded = 0usize;
+        let agg_max = max.saturating_mul(16);
         let mut emit = |row: &[u8], key: Option<&[u8]>, rows: &mut Vec<Vec<u8>>, keys: &mut Vec<Vec<u8>>| -> bool {
             let expired = ttl.is_some_and(|t| row_expired(layout, t, row, now_us));
             if expired != req.expired || !req.filter.passes(layout, row) {
                 return true;
+            }
+            if let Some(a) = &agg {
+                partial.add(a, layout, row);
+                folded += 1;
+                return folded < agg_max && partial.len() < tern_types::agg::GROUPS_MAX;
             }
             match project(layout, row, req.projection.as_deref().map(|v| &v[..])) {
                 OpResult::Row(r) => rows.push(r),
@@ -1092,6 +1109,10 @@ impl Ldm {
             },
         };
         let next = if error.is_some() { ScanPos::Done } else { next };
+        if agg.is_some() {
+            rows = partial.finish();
+            keys.clear();
+        }
         out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, next, error)));
     }
 

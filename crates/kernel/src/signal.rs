@@ -86,6 +86,8 @@ pub struct ScanFrag {
     pub with_keys: bool,
     /// Return only rows whose TTL has passed (purgers) instead of only live ones.
     pub expired: bool,
+    /// Return partial aggregate groups of the rows scanned instead of the rows.
+    pub aggregate: Option<Arc<tern_types::agg::Aggregation>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -854,6 +854,7 @@ impl Tc {
                     resume: p.pos.clone(),
                     with_keys,
                     expired: s.req.expired,
+                    aggregate: s.req.aggregate.clone().map(Arc::new),
                 };
                 out.send(
                     Addr::new(tc.node, Block::Ldm(ldm_of(partition, ldm_count))),

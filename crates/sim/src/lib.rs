@@ -460,6 +460,7 @@ impl Sim {
             batch_rows: 7,
             partition: None,
             expired: false,
+            aggregate: None,
         });
         let inc = self.incarnation;
         self.push(

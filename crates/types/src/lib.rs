@@ -4,6 +4,7 @@
 //! This crate does no I/O, reads no clock and owns no threads: every other crate depends on it, so
 //! it must stay cheap to build and safe to use from the deterministic simulator.
 
+pub mod agg;
 pub mod base64;
 pub mod bin;
 pub mod error;

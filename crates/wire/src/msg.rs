@@ -185,6 +185,9 @@ pub struct ScanReq {
     pub partition: Option<u32>,
     /// Return only rows whose TTL has passed (for purgers); normally expired rows are invisible.
     pub expired: bool,
+    /// Fold the rows into partial groups in the data node (`tern_types::agg`); the rows returned
+    /// are partial group rows then.
+    pub aggregate: Option<tern_types::agg::Aggregation>,
 }
 
 impl ScanReq {
@@ -204,6 +207,7 @@ impl ScanReq {
             batch_rows: 256,
             partition: None,
             expired: false,
+            aggregate: None,
         }
     }
 }
@@ -468,6 +472,13 @@ impl Request {
                     }
                 }
                 e.bool(s.expired);
+                match &s.aggregate {
+                    None => e.u8(0),
+                    Some(a) => {
+                        e.u8(1);
+                        a.encode(&mut e);
+                    }
+                }
             }
             Request::ScanNext { scan } => {
                 e.u8(5);
@@ -552,6 +563,11 @@ impl Request {
                     _ => return Err(DecodeError("bad partition tag")),
                 };
                 let expired = d.bool()?;
+                let aggregate = match d.u8()? {
+                    0 => None,
+                    1 => Some(tern_types::agg::Aggregation::decode(&mut d)?),
+                    _ => return Err(DecodeError("bad aggregate tag")),
+                };
                 Request::Scan(ScanReq {
                     scan,
                     table,
@@ -566,6 +582,7 @@ impl Request {
                     batch_rows,
                     partition,
                     expired,
+                    aggregate,
                 })
             }
             5 => Request::ScanNext { scan: d.u64()? },
@@ -837,6 +854,10 @@ mod tests {
                 batch_rows: 100,
                 partition: Some(1),
                 expired: true,
+                aggregate: Some(tern_types::agg::Aggregation {
+                    group_by: vec![1],
+                    aggs: vec![(tern_types::agg::AggOp::Count, None), (tern_types::agg::AggOp::Sum, Some(2))],
+                }),
             }),
             Request::Ddl(DdlReq::DropTable { database: "d".into(), name: "t".into(), if_exists: true }),
             Request::Status,

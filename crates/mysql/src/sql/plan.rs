@@ -131,6 +131,9 @@ pub struct SelectPlan {
     /// (Some(descending)) or any order (None).
     pub push_limit: bool,
     pub scan_order: Option<bool>,
+    /// Aggregation the data node can do (single table, plain columns): the scan returns partial
+    /// groups, aggregates in the order of `aggs`.
+    pub agg_push: Option<tern_types::agg::Aggregation>,
     /// Subqueries, executed before this plan (uncorrelated).
     pub subs: Vec<SelectPlan>,
     pub unions: Vec<(bool, SelectPlan)>,
@@ -1236,7 +1239,11 @@ pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<Se
         }
         unions.push((*all, p));
     }
-    let _ = eval::truth;
+    let agg_push = if srcs.len() == 1 && grouped && q.unions.is_empty() && q.lock.is_none() {
+        pushable_aggregation(&srcs[0], &filter, &aggs, &group_by, &items, having.as_ref(), &order)
+    } else {
+        None
+    };
     subs.shrink_to_fit();
     Ok(SelectPlan {
         srcs,
@@ -1255,9 +1262,83 @@ pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<Se
         lock: q.lock,
         push_limit,
         scan_order,
+        agg_push,
         subs,
         unions,
     })
+}
+
+/// The aggregation a single-table grouped query can leave to the data node: COUNT/SUM/MIN/MAX
+/// of plain columns (SUM of numeric ones), grouped by plain columns, with every other column the
+/// query shows being a grouping column.
+fn pushable_aggregation(
+    src: &Src,
+    filter: &[X],
+    aggs: &[Agg],
+    group_by: &[X],
+    items: &[X],
+    having: Option<&X>,
+    order: &[(X, bool)],
+) -> Option<tern_types::agg::Aggregation> {
+    use tern_types::agg::AggOp;
+    let t = &src.handle.table;
+    if t.database == super::infoschema::DB || matches!(src.access, Access::Key(_) | Access::Keys(_)) {
+        return None;
+    }
+    // Every condition must be one the data node applies (a pushed comparison).
+    let n = t.columns.len();
+    if !filter.iter().all(|x| col_cond(x, 0, n).is_some_and(|c| cond_is_const(&c))) {
+        return None;
+    }
+    if let Access::Index { ranges, .. } = &src.access
+        && ranges.len() > 1
+    {
+        return None;
+    }
+    let group: Vec<u16> =
+        group_by.iter().map(|g| if let X::Col(c) = g { Some(*c as u16) } else { None }).collect::<Option<_>>()?;
+    let mut spec = Vec::new();
+    for a in aggs {
+        if a.distinct {
+            return None;
+        }
+        let col = match &a.arg {
+            None => None,
+            Some(X::Col(c)) => Some(*c as u16),
+            Some(_) => return None,
+        };
+        let op = match a.func {
+            AggFn::Count => AggOp::Count,
+            AggFn::Sum => {
+                let ty = t.columns[col? as usize].ty;
+                if !(ty.is_integer()
+                    || matches!(ty, ColumnType::Decimal { .. } | ColumnType::Float | ColumnType::Double))
+                {
+                    return None;
+                }
+                AggOp::Sum
+            }
+            AggFn::Min => AggOp::Min,
+            AggFn::Max => AggOp::Max,
+            _ => return None,
+        };
+        if op != AggOp::Count && col.is_none() {
+            return None;
+        }
+        spec.push((op, col));
+    }
+    // Columns shown outside aggregates must be grouping columns.
+    let mut ok = true;
+    for x in items.iter().chain(having).chain(order.iter().map(|(x, _)| x)) {
+        walk(x, &mut |n| {
+            if let X::Col(c) = n
+                && !group.contains(&(*c as u16))
+            {
+                ok = false;
+            }
+        });
+    }
+    ok.then_some(tern_types::agg::Aggregation { group_by: group, aggs: spec })
 }
 
 /// `pk_col = constant` or `pk_col IN (constants)` on a single-table query's key column.
@@ -1440,4 +1521,78 @@ pub fn plan_insert(ins: &Insert, cat: &dyn Catalog, db: Option<&str>) -> Result<
         ));
     }
     Ok(InsertPlan { handle: h, rows, select, replace: ins.replace, ignore: ins.ignore, on_dup, explicit })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::ast::Statement;
+    use crate::sql::parse::parse;
+    use tern_types::{Column, Table};
+
+    struct Cat(TableHandle);
+    impl Catalog for Cat {
+        fn table(&self, _db: Option<&str>, name: &str) -> Result<TableHandle, SqlError> {
+            if name == "t" { Ok(self.0.clone()) } else { Err(SqlError::new(1146, "42S02", "no")) }
+        }
+    }
+
+    fn cat() -> Cat {
+        let mut t = Table::new(
+            "d",
+            "t",
+            vec![
+                Column::new("id", ColumnType::Int { unsigned: false }).not_null(),
+                Column::new("k", ColumnType::Int { unsigned: false }),
+                Column::new("c", ColumnType::VarChar { len: 10 }),
+            ],
+            vec![0],
+        );
+        t.indexes = vec![
+            Index { id: 1, name: "PRIMARY".into(), columns: vec![0], unique: false },
+            Index { id: 2, name: "k_1".into(), columns: vec![1], unique: false },
+        ];
+        t.partition_count = 2;
+        Cat(TableHandle::new(t))
+    }
+
+    fn plan(sql: &str) -> SelectPlan {
+        let Statement::Select(q) = parse(sql).unwrap().stmt else { panic!() };
+        plan_select(&q, &cat(), Some("d")).unwrap()
+    }
+
+    #[test]
+    fn access_paths() {
+        assert!(matches!(plan("SELECT c FROM t WHERE id = ?").srcs[0].access, Access::Key(_)));
+        assert!(
+            matches!(plan("SELECT c FROM t WHERE id IN (1, 2, 3)").srcs[0].access, Access::Keys(ref k) if k.len() == 3)
+        );
+        let p = plan("SELECT c FROM t WHERE id BETWEEN 1 AND 5 ORDER BY id LIMIT 3");
+        assert!(matches!(p.srcs[0].access, Access::Index { ref index, .. } if index.name == "PRIMARY"));
+        assert!(p.push_limit && p.scan_order == Some(false));
+        assert!(
+            matches!(plan("SELECT c FROM t WHERE k IN (1, 2)").srcs[0].access, Access::Index { ref ranges, .. } if ranges.len() == 2)
+        );
+        assert!(
+            matches!(plan("SELECT c FROM t WHERE k BETWEEN 1 AND 2 OR k BETWEEN 5 AND 6").srcs[0].access, Access::Index { ref ranges, .. } if ranges.len() == 2)
+        );
+        assert!(matches!(plan("SELECT c FROM t WHERE c = 'x'").srcs[0].access, Access::Scan));
+        // Key lookups answer their own condition.
+        assert!(plan("SELECT c FROM t WHERE id IN (1, 2)").filter.is_empty());
+    }
+
+    #[test]
+    fn aggregation_pushdown_when_the_data_node_can() {
+        let a = plan("SELECT SUM(k) FROM t WHERE id BETWEEN ? AND ?").agg_push.expect("pushed");
+        assert_eq!(a.aggs, vec![(tern_types::agg::AggOp::Sum, Some(1))]);
+        assert!(plan("SELECT k, COUNT(*), MIN(c) FROM t GROUP BY k").agg_push.is_some());
+        // Not: AVG, DISTINCT, expressions, unpushable conditions, SUM of text, key lookups.
+        assert!(plan("SELECT AVG(k) FROM t").agg_push.is_none());
+        assert!(plan("SELECT COUNT(DISTINCT k) FROM t").agg_push.is_none());
+        assert!(plan("SELECT SUM(k + 1) FROM t").agg_push.is_none());
+        assert!(plan("SELECT COUNT(*) FROM t WHERE c LIKE 'a%'").agg_push.is_none());
+        assert!(plan("SELECT SUM(c) FROM t").agg_push.is_none());
+        assert!(plan("SELECT COUNT(*) FROM t WHERE id = 1").agg_push.is_none());
+        assert!(plan("SELECT c, COUNT(*) FROM t GROUP BY k").agg_push.is_none());
+    }
 }

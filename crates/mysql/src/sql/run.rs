@@ -427,6 +427,56 @@ fn dedup_by_key(h: &TableHandle, rows: &mut Vec<Vec<Value>>) {
     });
 }
 
+impl Runner<'_> {
+    /// Partial groups of a pushed aggregation, merged: (group values, accumulators) per group.
+    /// None when some condition cannot be pushed exactly (the caller then aggregates rows).
+    pub async fn fetch_aggregate(
+        &mut self,
+        src: &Src,
+        env: &Env<'_>,
+        a: &tern_types::agg::Aggregation,
+    ) -> Result<Option<Vec<(Vec<Value>, Vec<Value>)>>, SqlError> {
+        let h = &src.handle;
+        let (filter, exact) = pushed_filter(src, &[], env)?;
+        if !exact {
+            return Ok(None);
+        }
+        let mut spec = tern_client::ScanSpec::table(h.id());
+        if let Access::Index { index, ranges } = &src.access {
+            let Some(r) = ranges.first() else { return Ok(Some(Vec::new())) };
+            let Some((lo, hi)) = bounds(h, index, r, &[], env)? else { return Ok(Some(Vec::new())) };
+            spec.index = Some(index.id);
+            spec.lo = lo;
+            spec.hi = hi;
+        }
+        spec.filter = filter;
+        spec.aggregate = Some(a.clone());
+        let mut sc = self.client.scan(spec);
+        let mut groups: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
+        let mut index: std::collections::HashMap<Vec<u8>, Vec<usize>> = std::collections::HashMap::new();
+        while let Some(batch) = sc.next_batch().await.map_err(tern_err)? {
+            for b in batch {
+                let (g, accs) = tern_types::agg::decode_partial(a, &b)
+                    .map_err(|e| SqlError::new(1105, "HY000", format!("bad aggregate from the data node: {e:?}")))?;
+                let hk = group_hash(&g);
+                let slot = index.get(&hk).and_then(|c| c.iter().copied().find(|&i| key_eq(&groups[i].0, &g)));
+                match slot {
+                    Some(i) => {
+                        for ((op, _), (m, v)) in a.aggs.iter().zip(groups[i].1.iter_mut().zip(&accs)) {
+                            tern_types::agg::fold(*op, m, v, true);
+                        }
+                    }
+                    None => {
+                        index.entry(hk).or_default().push(groups.len());
+                        groups.push((g, accs));
+                    }
+                }
+            }
+        }
+        Ok(Some(groups))
+    }
+}
+
 /// Decodes a projected row into a table-width row.
 fn place(h: &TableHandle, needed: &[u16], bytes: &[u8]) -> Result<Vec<Value>, SqlError> {
     let vals = h.decode_projection(needed, bytes).map_err(tern_err)?;
@@ -598,20 +648,32 @@ pub async fn run_select(
     };
     let limit = limit_of(&p.limit, env)?;
     let offset = limit_of(&p.offset, env)?.unwrap_or(0);
+    // Aggregation done by the data node: groups come back instead of rows.
+    let mut pushed_groups = None;
+    if let Some(a) = &p.agg_push {
+        pushed_groups = run.fetch_aggregate(&p.srcs[0], env, a).await?;
+    }
     // Rows of the join.
     let mut rows: Vec<Vec<Value>> = vec![vec![Value::Null; p.width]];
     if p.srcs.is_empty() && !passes(&p.filter, &rows[0], env)? {
         rows.clear();
     }
     let single_last = last && p.srcs.len() == 1 && p.unions.is_empty();
-    for (i, src) in p.srcs.iter().enumerate() {
+    let srcs = if pushed_groups.is_some() { &p.srcs[..0] } else { &p.srcs[..] };
+    for (i, src) in srcs.iter().enumerate() {
         let pushed_limit = if p.push_limit { limit.map(|l| l.saturating_add(offset)).unwrap_or(0) } else { 0 };
         let n = src.handle.table.columns.len();
         let mut next = Vec::new();
         let independent = i == 0 || is_independent(src);
         let mut cache: Option<Vec<Vec<Value>>> = None;
         for prefix in &rows {
-            let matches = if independent {
+            let matches = if rows.len() == 1 {
+                // One prefix (always so for the first table): no cache to keep.
+                let lim = if independent { pushed_limit } else { 0 };
+                let order = if independent { p.scan_order } else { None };
+                run.fetch(src, prefix, env, How { lock: p.lock, limit: lim, scan_order: order, last: single_last })
+                    .await?
+            } else if independent {
                 if cache.is_none() {
                     cache = Some(
                         run.fetch(
@@ -652,7 +714,7 @@ pub async fn run_select(
             break;
         }
     }
-    if !p.srcs.is_empty() {
+    if !srcs.is_empty() {
         let mut kept = Vec::with_capacity(rows.len());
         for r in rows {
             if passes(&p.filter, &r, env)? {
@@ -663,7 +725,33 @@ pub async fn run_select(
     }
     // Project (grouping first).
     let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
-    if p.grouped {
+    if let (Some(a), Some(pg)) = (&p.agg_push, pushed_groups) {
+        let off = p.srcs[0].offset;
+        let mut groups: Vec<(Vec<Value>, Vec<Value>)> = pg
+            .into_iter()
+            .map(|(g, accs)| {
+                let mut first = vec![Value::Null; p.width];
+                for (&c, v) in a.group_by.iter().zip(g) {
+                    first[off + c as usize] = v;
+                }
+                (first, accs)
+            })
+            .collect();
+        if groups.is_empty() && p.group_by.is_empty() {
+            groups
+                .push((vec![Value::Null; p.width], a.aggs.iter().map(|(op, _)| tern_types::agg::start(*op)).collect()));
+        }
+        for (first, aggv) in groups {
+            if let Some(hv) = &p.having
+                && eval::truth(&ev(hv, &first, &aggv, env)?) != Some(true)
+            {
+                continue;
+            }
+            let items = p.items.iter().map(|x| ev(x, &first, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
+            let keys = p.order.iter().map(|(x, _)| ev(x, &first, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
+            out.push((items, keys));
+        }
+    } else if p.grouped {
         let mut groups: Vec<(Vec<Value>, Vec<Value>, Vec<AggState>)> = Vec::new();
         let mut index: std::collections::HashMap<Vec<u8>, Vec<usize>> = std::collections::HashMap::new();
         for r in &rows {

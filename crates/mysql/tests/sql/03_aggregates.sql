@@ -13,3 +13,14 @@ SELECT MIN(id), MAX(id) FROM sales WHERE region = 'north';
 SELECT units, COUNT(*) FROM sales GROUP BY units ORDER BY units;
 SELECT region FROM sales GROUP BY region ORDER BY SUM(amount) DESC;
 SELECT COUNT(*) + 1, SUM(units) * 2 FROM sales;
+-- Shapes the data node aggregates itself (single table, plain columns) and ones it does not.
+CREATE TABLE m (id INT PRIMARY KEY, g INT, s VARCHAR(10), d DOUBLE, KEY by_g (g)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+INSERT INTO m VALUES (1, 1, 'b', 0.5), (2, 1, 'a', 1.25), (3, 2, NULL, NULL), (4, NULL, 'z', 2), (5, NULL, 'y', -1), (6, 2, 'c', 4);
+SELECT g, COUNT(*), COUNT(s), MIN(s), MAX(s), SUM(d), MIN(d), MAX(id) FROM m GROUP BY g ORDER BY g;
+SELECT COUNT(*), SUM(id), MAX(d) FROM m WHERE id BETWEEN 2 AND 5;
+SELECT COUNT(*) FROM m WHERE g = 2;
+SELECT g, SUM(id) FROM m WHERE d > 0 GROUP BY g HAVING SUM(id) > 2 ORDER BY g;
+SELECT COUNT(*), SUM(d) FROM m WHERE s LIKE 'b%' OR d < 0;
+SELECT COUNT(*), MIN(id) FROM m WHERE id > 100;
+SELECT g, COUNT(*) FROM m WHERE g IN (1, 2) GROUP BY g ORDER BY g;
+SELECT g + 1 AS h, COUNT(*) FROM m GROUP BY g ORDER BY h;
