@@ -223,3 +223,65 @@ fn binary_protocol_prepared_statements() {
     assert_eq!(&ok[..2], &[0, 1], "one row changed");
     assert_eq!(m.query("SELECT name FROM t WHERE id = 2"), Res::Rows(vec!["name".into()], rows(&[&[Some("two")]])));
 }
+
+/// Random SQL from a vocabulary of keywords, names, literals and operators, over a database with
+/// tables: every statement gets an answer (rows, OK or an error) and the server keeps serving.
+/// `TERN_SEED=<n>` reruns a failure.
+#[test]
+fn random_sql_gets_answers() {
+    use tern_types::rng::{Rng, test_seed};
+    let seed = test_seed();
+    println!("seed {seed} (rerun with TERN_SEED={seed})");
+    let (_d, _n, port) = start(1 << 20);
+    let mut rng = Rng::new(seed);
+    let (mut m, _) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    for s in [
+        "CREATE DATABASE f",
+        "USE f",
+        "CREATE TABLE t (id INT PRIMARY KEY, k INT, s VARCHAR(20), d DECIMAL(8,2), KEY (k))",
+        "CREATE TABLE u (a INT PRIMARY KEY, b VARCHAR(5))",
+        "INSERT INTO t VALUES (1, 1, 'a', 1.5), (2, NULL, NULL, NULL), (3, 3, 'c', -2)",
+        "INSERT INTO u VALUES (1, 'x'), (3, 'y')",
+    ] {
+        assert_eq!(m.query(s), Res::Ok, "{s}");
+    }
+    let words = [
+        "SELECT", "FROM", "WHERE", "AND", "OR", "NOT", "IN", "BETWEEN", "LIKE", "IS", "NULL", "GROUP", "BY", "ORDER",
+        "HAVING", "LIMIT", "OFFSET", "JOIN", "LEFT", "ON", "AS", "DISTINCT", "COUNT(*)", "SUM(k)", "MAX(s)", "t", "u",
+        "t.id", "u.a", "id", "k", "s", "d", "a", "b", "*", ",", "(", ")", "=", "<", ">", "<=>", "+", "-", "/", "1", "0",
+        "-1", "2.5", "'x'", "'%a%'", "NULL", "UPDATE", "SET", "DELETE", "INSERT", "INTO", "VALUES", "REPLACE", "UNION",
+        "EXISTS", "CASE", "WHEN", "THEN", "ELSE", "END", "CAST", "CONCAT(", "IF(", "DATE_ADD(", "INTERVAL", "DAY",
+        "FOR", "UPDATE", "BEGIN", "COMMIT", "ROLLBACK", "?", "@x", "@@autocommit", "9223372036854775807", "X'00'",
+    ];
+    let templates = [
+        "SELECT {} FROM t WHERE {}",
+        "SELECT {} FROM t JOIN u ON {} WHERE {}",
+        "SELECT {} FROM t GROUP BY {} ORDER BY {}",
+        "UPDATE t SET k = {} WHERE {}",
+        "DELETE FROM t WHERE {}",
+        "INSERT INTO t (id, k, s) VALUES ({}, {}, {})",
+        "{} {} {} {}",
+    ];
+    for _ in 0..400 {
+        let tpl = *rng.pick(&templates);
+        let mut sql = String::new();
+        for (i, part) in tpl.split("{}").enumerate() {
+            if i > 0 {
+                let n = rng.below(4) as usize + 1;
+                let fill: Vec<&str> = (0..n).map(|_| *rng.pick(&words)).collect();
+                sql.push_str(&fill.join(" "));
+            }
+            sql.push_str(part);
+        }
+        // Any answer will do; a closed connection or no answer is the failure.
+        let mut p = vec![proto::com::QUERY];
+        p.extend_from_slice(sql.as_bytes());
+        m.send(0, &p);
+        let first = m.packet().unwrap_or_else(|| panic!("no answer to {sql:?} (seed {seed})")).1;
+        let _ = m.result_from(first);
+    }
+    assert_eq!(m.query("ROLLBACK"), Res::Ok);
+    let (mut m2, r) = My::connect(port, "root", Some("f"), proto::NATIVE_PASSWORD, true);
+    assert_eq!(r, Res::Ok);
+    assert!(matches!(m2.query("SELECT COUNT(*) FROM u"), Res::Rows(..)));
+}

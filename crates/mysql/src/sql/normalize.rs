@@ -52,7 +52,11 @@ pub fn normalize(sql: &str) -> Option<(String, Vec<Value>)> {
                 continue;
             }
             Tok::Sym(")") => {
-                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    // Unbalanced: not normalised (the parser will say what is wrong).
+                    return None;
+                }
+                depth -= 1;
                 select_list.pop();
                 positional.pop();
                 if type_args == Some(depth) {
