@@ -37,6 +37,7 @@ impl Default for MysqlOptions {
 
 pub struct MysqlServer {
     pub client: Client,
+    globals: crate::sql::session::Globals,
     pub opts: MysqlOptions,
     next_id: AtomicU32,
 }
@@ -63,7 +64,7 @@ impl From<TernError> for SqlError {
 
 impl MysqlServer {
     pub fn new(client: Client, opts: MysqlOptions) -> Arc<MysqlServer> {
-        Arc::new(MysqlServer { client, opts, next_id: AtomicU32::new(1) })
+        Arc::new(MysqlServer { client, opts, next_id: AtomicU32::new(1), globals: Default::default() })
     }
 
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
@@ -131,6 +132,8 @@ impl MysqlServer {
         let caps = hr.capabilities & proto::SERVER_CAPABILITIES;
         let deprecate_eof = caps & cap::DEPRECATE_EOF != 0;
         let mut sess = Session::new(self.client.clone(), id, &hr.user, self.opts.max_packet);
+        sess.globals = self.globals.clone();
+        sess.start_from_globals();
         sess.grants = match crate::sql::users::grants(&self.client, &hr.user, "localhost").await {
             Ok(g) => g,
             Err(e) => {
@@ -296,7 +299,11 @@ impl MysqlServer {
                 }
                 com::RESET_CONNECTION => {
                     let db = sess.db.clone();
+                    let grants = sess.grants.take();
                     sess = Session::new(self.client.clone(), id, &hr.user, self.opts.max_packet);
+                    sess.globals = self.globals.clone();
+                    sess.start_from_globals();
+                    sess.grants = grants;
                     sess.db = db;
                     proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, ""));
                 }

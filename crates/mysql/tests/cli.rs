@@ -216,7 +216,9 @@ fn mariadb_client_ttl_table() {
     };
     let (ok, _, err) = mariadb(port, &[], "CREATE DATABASE shop");
     assert!(ok, "{err}");
-    run("CREATE TABLE s (id INT PRIMARY KEY, ts DATETIME NOT NULL, v VARCHAR(10)) ENGINE=ndbcluster COMMENT=\"NDB_TABLE=TTL=2@ts\"");
+    run(
+        "CREATE TABLE s (id INT PRIMARY KEY, ts DATETIME NOT NULL, v VARCHAR(10)) ENGINE=ndbcluster COMMENT=\"NDB_TABLE=TTL=2@ts\"",
+    );
     assert!(run("SHOW CREATE TABLE s").contains("TTL=2@ts"));
     run("INSERT INTO s VALUES (1, NOW(), 'fresh'), (2, NOW() - INTERVAL 1 HOUR, 'old')");
     assert_eq!(run("SELECT id, v FROM s ORDER BY id"), "id\tv\n1\tfresh\n");
@@ -225,6 +227,7 @@ fn mariadb_client_ttl_table() {
     assert_eq!(run("SELECT COUNT(*) FROM s"), "COUNT(*)\n0\n");
     run("INSERT INTO s VALUES (1, NOW(), 'again')");
     assert_eq!(run("SELECT v FROM s WHERE id = 1"), "v\nagain\n");
-    let (ok, _, err) = mariadb(port, &["shop"], "CREATE TABLE bad (id INT PRIMARY KEY) COMMENT='NDB_TABLE=TTL=5000000000@id'");
+    let (ok, _, err) =
+        mariadb(port, &["shop"], "CREATE TABLE bad (id INT PRIMARY KEY) COMMENT='NDB_TABLE=TTL=5000000000@id'");
     assert!(!ok && err.contains("The maximum ttl is 4294967039 seconds"), "{err}");
 }

@@ -88,6 +88,8 @@ pub struct Session {
     pub ts: TxnState,
     pub autocommit: bool,
     pub vars: HashMap<String, Value>,
+    /// Global variable values set with SET GLOBAL, shared by the server's sessions.
+    pub globals: Globals,
     pub user_vars: HashMap<String, Value>,
     pub stmts: HashMap<u32, Stmt>,
     pub next_stmt: u32,
@@ -102,9 +104,15 @@ pub struct Session {
 
 const CACHE_MAX: usize = 512;
 
+/// Global system variables set at run time (shared by every session of a server).
+pub type Globals = Arc<std::sync::RwLock<HashMap<String, Value>>>;
+
 impl Sess for Session {
     fn sysvar(&self, global: bool, name: &str) -> Result<Value, SqlError> {
         if !global && let Some(v) = self.vars.get(name) {
+            return Ok(v.clone());
+        }
+        if global && let Some(v) = self.globals.read().expect("globals").get(name) {
             return Ok(v.clone());
         }
         self.default_var(name).ok_or_else(|| SqlError::new(1193, "HY000", format!("Unknown system variable '{name}'")))
@@ -262,6 +270,7 @@ impl Session {
             ts: TxnState::default(),
             autocommit: true,
             vars: HashMap::new(),
+            globals: Globals::default(),
             user_vars: HashMap::new(),
             stmts: HashMap::new(),
             next_stmt: 1,
@@ -271,6 +280,19 @@ impl Session {
             row_count: -1,
             found_rows: 0,
             max_packet,
+        }
+    }
+
+    /// A new session takes the global values set so far (autocommit among them).
+    pub fn start_from_globals(&mut self) {
+        let g = self.globals.read().expect("globals").clone();
+        for (k, v) in g {
+            if k == "autocommit" {
+                self.autocommit =
+                    eval::truth(&v).unwrap_or(true) || matches!(&v, Value::Bytes(b) if b.eq_ignore_ascii_case(b"ON"));
+            } else {
+                self.vars.insert(k, v);
+            }
         }
     }
 
@@ -703,6 +725,14 @@ impl Session {
                     match target {
                         SetTarget::User(n) => {
                             self.user_vars.insert(n.clone(), v);
+                        }
+                        SetTarget::Sys { global: true, name } => {
+                            // Global values: new sessions start from them (this one keeps its own).
+                            self.check_admin("SUPER or SYSTEM_VARIABLES_ADMIN")?;
+                            if !VAR_NAMES.contains(&name.as_str()) {
+                                return Err(SqlError::new(1193, "HY000", format!("Unknown system variable '{name}'")));
+                            }
+                            self.globals.write().expect("globals").insert(name.clone(), v);
                         }
                         SetTarget::Sys { name, .. } => self.set_var(name, v).await?,
                     }
