@@ -330,6 +330,20 @@ pub fn type_text(t: ColumnType) -> String {
     }
 }
 
+/// The key a column is first in, as SHOW COLUMNS and information_schema say: PRI, UNI, MUL or "".
+pub fn column_key(t: &Table, i: usize) -> &'static str {
+    let first = |x: &Index| x.columns.first() == Some(&(i as u16));
+    if t.primary_key.contains(&(i as u16)) {
+        "PRI"
+    } else if t.indexes.iter().any(|x| x.unique && first(x)) {
+        "UNI"
+    } else if t.indexes.iter().any(first) {
+        "MUL"
+    } else {
+        ""
+    }
+}
+
 /// A default as SHOW prints it (None: no default).
 pub fn default_text(c: &Column) -> Option<String> {
     c.default.as_ref().and_then(|v| match v {

@@ -179,15 +179,7 @@ pub fn rows(cat: &Catalog, name: &str) -> Vec<Vec<Value>> {
             for t in tables() {
                 for (i, c) in t.columns.iter().enumerate().filter(|(_, c)| !c.hidden) {
                     let (len, prec, scale) = sizes(c.ty);
-                    let key = if t.primary_key.contains(&(i as u16)) {
-                        "PRI"
-                    } else if t.indexes.iter().any(|x| x.unique && x.columns.first() == Some(&(i as u16))) {
-                        "UNI"
-                    } else if t.indexes.iter().any(|x| x.columns.first() == Some(&(i as u16))) {
-                        "MUL"
-                    } else {
-                        ""
-                    };
+                    let key = ddl::column_key(t, i);
                     let text = c.ty.is_text();
                     out.push(vec![
                         s("def"),

@@ -1233,15 +1233,7 @@ impl Session {
                     if !like_ok(like, &c.name) {
                         continue;
                     }
-                    let key = if t.primary_key.contains(&(i as u16)) {
-                        "PRI"
-                    } else if t.indexes.iter().any(|x| x.unique && x.columns.first() == Some(&(i as u16))) {
-                        "UNI"
-                    } else if t.indexes.iter().any(|x| x.columns.first() == Some(&(i as u16))) {
-                        "MUL"
-                    } else {
-                        ""
-                    };
+                    let key = ddl::column_key(t, i);
                     let mut r = vec![
                         Value::Bytes(c.name.clone().into_bytes()),
                         Value::Bytes(ddl::type_text(c.ty).into_bytes()),
