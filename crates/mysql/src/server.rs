@@ -131,6 +131,8 @@ impl MysqlServer {
         }
         let caps = hr.capabilities & proto::SERVER_CAPABILITIES;
         let deprecate_eof = caps & cap::DEPRECATE_EOF != 0;
+        // Several statements in one COM_QUERY only when the client asks (off by default).
+        let mut multi = caps & cap::MULTI_STATEMENTS != 0;
         let mut sess = Session::new(self.client.clone(), id, &hr.user, self.opts.max_packet);
         sess.globals = self.globals.clone();
         sess.start_from_globals();
@@ -188,7 +190,12 @@ impl MysqlServer {
                     proto::put_packets(&mut out, seq, &end);
                 }
                 com::SET_OPTION => {
-                    // Multi-statements on/off: answered with EOF, as MySQL does.
+                    // Multi-statements on (0) / off (1): answered with EOF, as MySQL does.
+                    match arg.first() {
+                        Some(0) => multi = true,
+                        Some(1) => multi = false,
+                        _ => {}
+                    }
                     proto::put_packets(&mut out, 1, &proto::eof_packet(sess.status(), 0));
                 }
                 com::INIT_DB => {
@@ -199,16 +206,54 @@ impl MysqlServer {
                     };
                 }
                 com::QUERY => {
-                    let sql = crate::sql::lex::decode_statement(arg);
-                    match sess.query(&sql).await {
-                        Ok(Answer::LocalInfile(job)) => {
-                            match self.local_infile(&mut s, &mut buf, &mut sess, *job, caps).await {
-                                Some(o) => out = o,
-                                None => break,
+                    let text = crate::sql::lex::decode_statement(arg);
+                    // CLIENT_MULTI_STATEMENTS (off unless the client asks): each statement's
+                    // result in turn, all but the last with MORE_RESULTS_EXISTS; an error ends
+                    // the run.
+                    let parts =
+                        if multi && text.contains(';') { crate::sql::lex::split_statements(&text) } else { Vec::new() };
+                    if parts.len() > 1 {
+                        let mut seq = 1u8;
+                        let n = parts.len();
+                        for (i, part) in parts.into_iter().enumerate() {
+                            let more = if i + 1 < n { proto::status::MORE_RESULTS_EXISTS } else { 0 };
+                            match sess.query(&part).await {
+                                Ok(Answer::LocalInfile(_)) => {
+                                    let e = SqlError::new(
+                                        1295,
+                                        "HY000",
+                                        "LOAD DATA LOCAL is not allowed among multiple statements",
+                                    );
+                                    proto::put_packets(
+                                        &mut out,
+                                        seq,
+                                        &proto::err_packet(e.errno, e.sqlstate, &e.message),
+                                    );
+                                    break;
+                                }
+                                Ok(a) => seq = put_answer_at(&mut out, seq, more, &sess, a, deprecate_eof, false),
+                                Err(e) => {
+                                    proto::put_packets(
+                                        &mut out,
+                                        seq,
+                                        &proto::err_packet(e.errno, e.sqlstate, &e.message),
+                                    );
+                                    break;
+                                }
                             }
                         }
-                        Ok(a) => put_answer(&mut out, &sess, a, deprecate_eof, false),
-                        Err(e) => err(&mut out, &e),
+                    } else {
+                        let sql = parts.into_iter().next().unwrap_or(text);
+                        match sess.query(&sql).await {
+                            Ok(Answer::LocalInfile(job)) => {
+                                match self.local_infile(&mut s, &mut buf, &mut sess, *job, caps).await {
+                                    Some(o) => out = o,
+                                    None => break,
+                                }
+                            }
+                            Ok(a) => put_answer(&mut out, &sess, a, deprecate_eof, false),
+                            Err(e) => err(&mut out, &e),
+                        }
                     }
                 }
                 com::STMT_PREPARE => {
@@ -484,20 +529,33 @@ fn execute_args(
 
 /// Writes a statement's answer: OK, or a result set in the text or the binary protocol.
 fn put_answer(out: &mut Vec<u8>, sess: &Session, a: Answer, deprecate_eof: bool, binary: bool) {
-    let status = sess.status();
+    put_answer_at(out, 1, 0, sess, a, deprecate_eof, binary);
+}
+
+/// Writes an answer from sequence id `seq` with `more` added to its final status (the
+/// MORE_RESULTS_EXISTS flag of multi-statement results); returns the next sequence id.
+fn put_answer_at(
+    out: &mut Vec<u8>,
+    seq: u8,
+    more: u16,
+    sess: &Session,
+    a: Answer,
+    deprecate_eof: bool,
+    binary: bool,
+) -> u8 {
+    let status = sess.status() | more;
     match a {
         Answer::Ok { affected, last_insert_id, info } => {
-            proto::put_packets(out, 1, &proto::ok_packet(affected, last_insert_id, status, 0, &info));
+            proto::put_packets(out, seq, &proto::ok_packet(affected, last_insert_id, status, 0, &info))
         }
         Answer::LocalInfile(_) => {
-            let e =
-                SqlError::new(1295, "HY000", "This command is not supported in the prepared statement protocol yet");
-            proto::put_packets(out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message));
+            let e = SqlError::new(1295, "HY000", "This command is not supported in this protocol yet");
+            proto::put_packets(out, seq, &proto::err_packet(e.errno, e.sqlstate, &e.message))
         }
         Answer::Rows { columns, rows } => {
             let mut count = Vec::new();
             proto::put_lenenc_int(&mut count, columns.len() as u64);
-            let mut seq = proto::put_packets(out, 1, &count);
+            let mut seq = proto::put_packets(out, seq, &count);
             for c in &columns {
                 seq = proto::put_packets(out, seq, &c.encode());
             }
@@ -520,7 +578,7 @@ fn put_answer(out: &mut Vec<u8>, sess: &Session, a: Answer, deprecate_eof: bool,
                 seq = proto::put_packets(out, seq, &p);
             }
             let end = if deprecate_eof { proto::eof_ok_packet(status, 0) } else { proto::eof_packet(status, 0) };
-            proto::put_packets(out, seq, &end);
+            proto::put_packets(out, seq, &end)
         }
     }
 }

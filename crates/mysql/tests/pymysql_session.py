@@ -70,4 +70,31 @@ cur.execute("SHOW COLUMNS FROM items")
 assert [r[0] for r in cur.fetchall()] == ["id", "name", "price", "added", "data"]
 cur.execute("DROP TABLE items")
 conn.close()
+
+# Several statements in one query, when the client asks for it (off by default).
+multi = pymysql.connect(
+    host="127.0.0.1", port=port, user="root", password="", database="pyshop",
+    client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS,
+)
+mc = multi.cursor()
+mc.execute("SELECT 1; SELECT 'two', 3; CREATE TABLE m (id INT PRIMARY KEY); INSERT INTO m VALUES (1), (2)")
+assert mc.fetchall() == ((1,),)
+assert mc.nextset() and mc.fetchall() == (("two", 3),)
+assert mc.nextset()
+assert mc.nextset() and mc.rowcount == 2
+assert not mc.nextset()
+try:
+    mc.execute("SELECT 1; SELECT nope FROM m; SELECT 3")
+    while mc.nextset():
+        pass
+    raise AssertionError("expected an error in the second statement")
+except pymysql.err.OperationalError as e:
+    assert e.args[0] == 1054, e.args
+multi.close()
+plain = pymysql.connect(host="127.0.0.1", port=port, user="root", password="", database="pyshop")
+try:
+    plain.cursor().execute("SELECT 1; SELECT 2")
+    raise AssertionError("multi-statements must be off by default")
+except pymysql.err.ProgrammingError as e:
+    assert e.args[0] == 1064, e.args
 print("pymysql ok")

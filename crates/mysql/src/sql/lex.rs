@@ -318,6 +318,28 @@ pub fn tokenize_spans(sql: &str) -> Result<Vec<(Tok, usize, usize)>, LexError> {
     Ok(out.into_iter().zip(ends).map(|((t, s), e)| (t, s, e)).collect())
 }
 
+/// Splits a text at its top-level `;` (outside strings, identifiers and comments) into
+/// statements; empty ones are dropped, one text without `;` is one statement.
+pub fn split_statements(sql: &str) -> Vec<String> {
+    let Ok(toks) = tokenize_spans(sql) else { return vec![sql.to_string()] };
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (t, s, e) in &toks {
+        if *t == Tok::Sym(";") {
+            let part = sql[start..*s].trim();
+            if !part.is_empty() {
+                out.push(part.to_string());
+            }
+            start = *e;
+        }
+    }
+    let rest = sql[start..].trim();
+    if !rest.is_empty() || out.is_empty() {
+        out.push(rest.to_string());
+    }
+    out
+}
+
 fn prev_is_string_end(b: &[u8], i: usize) -> bool {
     // Only when whitespace separates this string from a closing quote.
     let mut j = i;
@@ -447,6 +469,8 @@ mod tests {
             ]
         );
         assert_eq!(toks("'a' 'b'"), vec![Tok::Str(b"ab".to_vec())]);
+        assert_eq!(split_statements("SELECT 1; SELECT ';' ;; SELECT 2"), vec!["SELECT 1", "SELECT ';'", "SELECT 2"]);
+        assert_eq!(split_statements("SELECT 1;"), vec!["SELECT 1"]);
         assert_eq!(toks("_binary'x'"), vec![Tok::Str(b"x".to_vec())]);
         let raw = decode_statement(b"SELECT '\x00\xff\xc3(' ");
         assert_eq!(tokenize(&raw).unwrap()[1].0, Tok::Str(vec![0, 0xff, 0xc3, b'(']));

@@ -534,7 +534,7 @@ impl<'a> Parser<'a> {
             self.pos += 2;
             return Ok(SelectItem::Star(Some(t)));
         }
-        let start = self.toks[self.pos].1;
+        let Some(&(_, start)) = self.toks.get(self.pos) else { return Err(self.error()) };
         let e = self.expr()?;
         let end = self.toks.get(self.pos).map(|t| t.1).unwrap_or(self.sql.len());
         let text = self.sql[start..end].trim().to_string();
@@ -2004,6 +2004,21 @@ mod tests {
         assert!(matches!(parse("SELECT FROM"), Err(ParseError::Syntax(_))));
         assert!(matches!(parse("SELECT 1; SELECT 2"), Err(ParseError::Syntax(_))));
         assert!(matches!(parse("SELECT (1"), Err(ParseError::Syntax(_))));
+        // Statements that end early are errors, not panics.
+        for s in [
+            "SELECT",
+            "SELECT a,",
+            "SELECT * FROM",
+            "INSERT INTO t VALUES",
+            "UPDATE t SET",
+            "CREATE TABLE t (",
+            "SHOW",
+            "SET",
+            "(",
+            ")",
+        ] {
+            assert!(parse(s).is_err(), "{s}");
+        }
         let Err(ParseError::Syntax(near)) = parse("SELECT * FROM t WHERE") else { panic!() };
         assert_eq!(near, "");
         let Err(ParseError::Syntax(near)) = parse("SELECT * FROM t WHERE a = = 1") else { panic!() };
