@@ -339,7 +339,7 @@ fn random_sql_gets_answers() {
         "INSERT INTO t (id, k, s) VALUES ({}, {}, {})",
         "{} {} {} {}",
     ];
-    for _ in 0..400 {
+    for _ in 0..3000 {
         let tpl = *rng.pick(&templates);
         let mut sql = String::new();
         for (i, part) in tpl.split("{}").enumerate() {
