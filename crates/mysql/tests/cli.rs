@@ -175,6 +175,9 @@ fn mariadb_client_accounts() {
     );
     assert!(ok, "{err}");
     assert_eq!(out, "id\n1\nDatabase\ninformation_schema\nshop\n");
+    let (ok, out, err) = bob(&["--password=pw1"], "SHOW GRANTS");
+    assert!(ok, "{err}");
+    assert!(out.contains("GRANT USAGE ON *.*") && out.contains("ON `shop`.*"), "{out}");
     let (ok, _, err) = bob(&["--password=pw1"], "USE secret");
     assert!(!ok && err.contains("ERROR 1044 (42000)"), "{err}");
     let (ok, _, err) = bob(&["--password=pw1"], "SELECT * FROM secret.x");

@@ -1443,13 +1443,27 @@ impl Session {
                     rows,
                 })
             }
-            ShowKind::Grants(_) => Ok(Answer::Rows {
-                columns: vec![col(&format!("Grants for {}@localhost", self.user))],
-                rows: vec![vec![s(&format!(
-                    "GRANT ALL PRIVILEGES ON *.* TO `{}`@`localhost` WITH GRANT OPTION",
-                    self.user
-                ))]],
-            }),
+            ShowKind::Grants(who) => {
+                let user = who.clone().unwrap_or_else(|| self.user.clone());
+                if user != self.user {
+                    self.check_admin("SELECT on mysql")?;
+                }
+                let grants = if user == self.user {
+                    self.grants.clone()
+                } else {
+                    super::users::grants(&self.client, &user, "localhost").await?
+                };
+                let rows = match grants {
+                    None => vec![format!("GRANT ALL PRIVILEGES ON *.* TO `{user}`@`%` WITH GRANT OPTION")],
+                    Some(dbs) => std::iter::once(format!("GRANT USAGE ON *.* TO `{user}`@`%`"))
+                        .chain(dbs.iter().map(|d| format!("GRANT ALL PRIVILEGES ON `{d}`.* TO `{user}`@`%`")))
+                        .collect(),
+                };
+                Ok(Answer::Rows {
+                    columns: vec![col(&format!("Grants for {user}@%"))],
+                    rows: rows.into_iter().map(|r| vec![Value::Bytes(r.into_bytes())]).collect(),
+                })
+            }
         }
     }
 }
