@@ -46,3 +46,25 @@ pub async fn accept(listener: &tokio::net::TcpListener) -> (tokio::net::TcpStrea
         }
     }
 }
+
+/// Closes a connection after a final error reply without losing the reply: closing with unread
+/// input makes the kernel send a reset, which can destroy the reply in flight, so the write side
+/// shuts first and input is read and dropped until the client closes (at most 2 s or 64 MB).
+pub async fn linger_close(s: &mut tokio::net::TcpStream) {
+    // SAFETY: shuts down the write half of a descriptor the stream owns.
+    unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(&*s), libc::SHUT_WR) };
+    let mut scratch = vec![0u8; 64 << 10];
+    let mut dropped = 0usize;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+        while dropped < 64 << 20 {
+            let _ = s.readable().await;
+            match s.try_read(&mut scratch) {
+                Ok(0) => return,
+                Ok(n) => dropped += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => return,
+            }
+        }
+    })
+    .await;
+}

@@ -431,7 +431,9 @@ impl MysqlServer {
                         "08S01",
                         format!("Got a packet bigger than 'max_allowed_packet' bytes ({why})"),
                     );
-                    let _ = self.send_err(s, 1, &e).await;
+                    if self.send_err(s, 1, &e).await.is_ok() {
+                        tern_client::frontend::linger_close(s).await;
+                    }
                     return None;
                 }
             }

@@ -185,7 +185,11 @@ impl Server {
                     out.shrink_to(16 << 10);
                 }
             }
-            if !open || fatal.is_some() {
+            if fatal.is_some() {
+                stream.linger_close().await;
+                return;
+            }
+            if !open {
                 return;
             }
             if buf.len() < used.max(1) && buf.capacity() > 4 << 20 {
@@ -410,6 +414,27 @@ impl Sock {
         s.set_nonblocking(true)?;
         // SAFETY: the TcpStream owns its descriptor for the whole life of the AsyncFd.
         Ok(Sock { fd: unsafe { tokio::io::unix::AsyncFd::register(s)? } })
+    }
+
+    /// Closes after an error reply without losing it: closing with unread input makes the kernel
+    /// send a reset, which can destroy the reply in flight. So the write side shuts first and
+    /// input is read and dropped until the client closes (at most 2 s or 64 MB).
+    async fn linger_close(&self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: shuts down the write half of a descriptor this socket owns.
+        unsafe { libc::shutdown(self.fd.get_ref().as_raw_fd(), libc::SHUT_WR) };
+        let mut scratch = Vec::with_capacity(64 << 10);
+        let mut dropped = 0usize;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+            while dropped < 64 << 20 {
+                scratch.clear();
+                match self.read_into(&mut scratch).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => dropped += n,
+                }
+            }
+        })
+        .await;
     }
 
     /// Appends what the socket has (at least one byte; 0 = closed) to `buf`'s spare capacity.
