@@ -329,7 +329,17 @@ impl Runner<'_> {
                 let mut ops = Vec::with_capacity(keys.len());
                 let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
                 for k in keys {
-                    let vals: Vec<Value> = k.iter().map(|x| ev(x, prefix, &[], env)).collect::<Result<_, _>>()?;
+                    let mut vals: Vec<Value> = k.iter().map(|x| ev(x, prefix, &[], env)).collect::<Result<_, _>>()?;
+                    // A string against a numeric key compares as its numeric prefix ('3abc' = 3).
+                    for (v, &c) in vals.iter_mut().zip(&h.table.primary_key) {
+                        let ty = h.table.columns[c as usize].ty;
+                        if let Value::Bytes(b) = v
+                            && (ty.is_integer() || matches!(ty, tern_types::ColumnType::Decimal { .. }))
+                            && std::str::from_utf8(b).map(|t| t.trim().parse::<f64>().is_err()).unwrap_or(true)
+                        {
+                            *v = Value::Double(eval::str_to_f64(b));
+                        }
+                    }
                     if vals.iter().any(Value::is_null) {
                         continue;
                     }
@@ -494,7 +504,7 @@ fn pushed_filter(src: &Src, prefix: &[Value], env: &Env) -> Result<(Filter, bool
     let mut parts = Vec::new();
     let mut exact = true;
     let conv = |c: u16, v: Value| -> Option<Value> {
-        if v.is_null() {
+        if v.is_null() || !same_kind(cols[c as usize].ty, &v) {
             return None;
         }
         coerce(cols[c as usize].ty, v).ok()
@@ -546,6 +556,18 @@ fn pushed_filter(src: &Src, prefix: &[Value], env: &Env) -> Result<(Filter, bool
     Ok((f, exact))
 }
 
+/// Whether comparing column values of type `ty` with `v` in stored order is what SQL means: a
+/// string column compares with strings only (MySQL compares it with a number numerically).
+fn same_kind(ty: tern_types::ColumnType, v: &Value) -> bool {
+    use tern_types::ColumnType as C;
+    match ty {
+        C::Char { .. } | C::VarChar { .. } | C::Text | C::Binary { .. } | C::VarBinary { .. } | C::Blob => {
+            matches!(v, Value::Bytes(_))
+        }
+        _ => true,
+    }
+}
+
 /// Encoded bounds of one range (None: the range is empty, e.g. compares with NULL).
 #[allow(clippy::type_complexity)]
 fn bounds(
@@ -568,8 +590,10 @@ fn bounds(
     // filter keeps the result exact) or an empty range for equality.
     for (k, v) in eq.iter_mut().enumerate() {
         match coerce(col_ty(k), v.clone()) {
-            Ok(c) if eval::compare(&c, v) == Some(Ordering::Equal) => *v = c,
-            _ => return Ok(None),
+            Ok(c) if same_kind(col_ty(k), v) && eval::compare(&c, v) == Some(Ordering::Equal) => *v = c,
+            // Not comparable the way the index orders (a number against a string column, a
+            // string that is not a number): the whole index, and the local filter decides.
+            _ => return Ok(Some((None, None))),
         }
     }
     let side = |b: &Option<(X, bool)>| -> Result<Option<(Value, bool)>, SqlError> {
@@ -579,6 +603,9 @@ fn bounds(
                 let v = ev(x, prefix, &[], env)?;
                 if v.is_null() {
                     return Ok(Some((Value::Null, *incl)));
+                }
+                if !same_kind(col_ty(eq.len()), &v) {
+                    return Ok(Some((Value::Null, true)));
                 }
                 match coerce(col_ty(eq.len()), v.clone()) {
                     Ok(c) if eval::compare(&c, &v) == Some(Ordering::Equal) => Ok(Some((c, *incl))),

@@ -31,3 +31,11 @@ SELECT id FROM t WHERE id < 4;
 SELECT t.id, t.name AS n FROM t WHERE t.id = 1;
 SELECT id AS x FROM t ORDER BY x DESC LIMIT 2;
 SELECT name FROM t ORDER BY 1 LIMIT 2;
+-- A string column compared with numbers compares numerically (no index or pushed shortcut).
+CREATE TABLE sn (id INT PRIMARY KEY, code VARCHAR(10), KEY by_code (code)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+INSERT INTO sn VALUES (1, '5'), (2, '05'), (3, '5.0'), (4, 'x'), (5, '10');
+SELECT id FROM sn WHERE code = 5 ORDER BY id;
+SELECT id FROM sn WHERE code > 6 ORDER BY id;
+SELECT id FROM sn WHERE code = '5' ORDER BY id;
+SELECT id FROM sn WHERE id = '3abc';
+SELECT id FROM sn WHERE code IN (5, 'x') ORDER BY id;
