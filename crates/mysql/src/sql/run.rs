@@ -118,13 +118,14 @@ pub fn ev(x: &X, row: &[Value], aggs: &[Value], env: &Env) -> EResult<Value> {
         }
         X::InSub(a, i, neg) => {
             let v = ev(a, row, aggs, env)?;
-            let vals: Vec<Value> = env.subs[*i].iter().map(|r| r.first().cloned().unwrap_or(Value::Null)).collect();
+            let vals: Vec<Value> =
+                sub_rows(env, *i)?.iter().map(|r| r.first().cloned().unwrap_or(Value::Null)).collect();
             in_list(&v, &vals, *neg)
         }
-        X::Exists(i, neg) => Value::Int((env.subs[*i].is_empty() == *neg) as i64),
-        X::Sub(i) => match env.subs[*i].len() {
+        X::Exists(i, neg) => Value::Int((sub_rows(env, *i)?.is_empty() == *neg) as i64),
+        X::Sub(i) => match sub_rows(env, *i)?.len() {
             0 => Value::Null,
-            1 => env.subs[*i][0].first().cloned().unwrap_or(Value::Null),
+            1 => sub_rows(env, *i)?[0].first().cloned().unwrap_or(Value::Null),
             _ => return Err(SqlError::new(1242, "21000", "Subquery returns more than 1 row")),
         },
         X::Between(a, lo, hi, neg) => {
@@ -175,6 +176,13 @@ pub fn ev(x: &X, row: &[Value], aggs: &[Value], env: &Env) -> EResult<Value> {
         X::Cast(a, t) => eval::cast(ev(a, row, aggs, env)?, *t)?,
         X::DateAdd(d, n, unit, sign) => eval::date_add(&ev(d, row, aggs, env)?, &ev(n, row, aggs, env)?, unit, *sign)?,
     })
+}
+
+/// A subquery's rows (run before the statement).
+fn sub_rows<'e>(env: &'e Env, i: usize) -> Result<&'e Vec<Vec<Value>>, SqlError> {
+    env.subs
+        .get(i)
+        .ok_or_else(|| SqlError::new(1235, "42000", "This version of Tern doesn't yet support 'a subquery here'"))
 }
 
 fn in_list(v: &Value, vals: &[Value], neg: bool) -> Value {

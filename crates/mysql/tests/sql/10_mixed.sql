@@ -1,0 +1,30 @@
+-- Mixed shapes: NULL ordering and grouping, ON vs WHERE in left joins, INSERT ... SELECT,
+-- DELETE/UPDATE with subqueries, expressions in ORDER BY, CASE in WHERE, string functions on columns.
+CREATE TABLE p (id INT PRIMARY KEY, name VARCHAR(20), cat VARCHAR(10), price DECIMAL(8,2), qty INT) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+CREATE TABLE q (pid INT, note VARCHAR(20), KEY by_pid (pid)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+INSERT INTO p VALUES (1, 'Apple', 'fruit', 1.20, 10), (2, 'banana', 'fruit', 0.50, NULL), (3, 'Carrot', 'veg', 0.80, 5), (4, 'date', NULL, 3.00, 0), (5, 'egg', 'other', NULL, 12);
+INSERT INTO q VALUES (1, 'fresh'), (1, 'red'), (3, 'orange'), (9, 'orphan');
+SELECT cat, COUNT(*) FROM p GROUP BY cat ORDER BY cat;
+SELECT id, qty FROM p ORDER BY qty, id;
+SELECT id, qty FROM p ORDER BY qty DESC, id;
+SELECT p.id, q.note FROM p LEFT JOIN q ON q.pid = p.id AND q.note <> 'red' ORDER BY p.id, q.note;
+SELECT p.id, q.note FROM p LEFT JOIN q ON q.pid = p.id WHERE q.note <> 'red' ORDER BY p.id, q.note;
+SELECT id FROM p WHERE CASE WHEN qty IS NULL THEN 0 ELSE qty END > 4 ORDER BY id;
+SELECT UPPER(name), LENGTH(name), SUBSTRING(name, 2, 3), CONCAT(name, '-', cat) FROM p ORDER BY id;
+SELECT id, price * qty AS total FROM p ORDER BY total DESC, id;
+SELECT id FROM p ORDER BY price IS NULL, price DESC;
+SELECT COUNT(*), SUM(qty), AVG(price) FROM p HAVING COUNT(*) > 3;
+SELECT COUNT(DISTINCT cat), COUNT(DISTINCT qty > 0) FROM p;
+SELECT name FROM p WHERE id IN (SELECT pid FROM q WHERE note LIKE '%r%') ORDER BY name;
+CREATE TABLE arch (id INT PRIMARY KEY, name VARCHAR(20)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+INSERT INTO arch (id, name) SELECT id, name FROM p WHERE price < 1;
+SELECT * FROM arch ORDER BY id;
+UPDATE p SET qty = id * 2 WHERE cat = 'fruit';
+UPDATE p SET price = price + 1, name = LOWER(name) WHERE id IN (SELECT id FROM arch);
+SELECT id, name, price, qty FROM p ORDER BY id;
+DELETE FROM p WHERE id NOT IN (SELECT pid FROM q WHERE pid IS NOT NULL);
+SELECT id FROM p ORDER BY id;
+SELECT id FROM p LIMIT 10 OFFSET 5;
+SELECT name LIKE 'a%', name LIKE 'A%' FROM p ORDER BY id;
+SELECT 'a\_b' LIKE 'a\_b', 'axb' LIKE 'a\_b', 'a%b' LIKE 'a\%b';
+SELECT IFNULL(cat, 'none'), COALESCE(qty, -1) FROM p ORDER BY id;
