@@ -784,3 +784,32 @@ fn aggregating_scans_return_mergeable_partial_groups() {
     bad.aggregate = Some(Aggregation { group_by: vec![9], aggs: vec![] });
     assert!(c.blocking().scan_all(bad).is_err());
 }
+
+/// Two transactions that both read a row shared and then both write it wait for each other:
+/// the ldm finds the cycle at once (temporary Deadlock, MySQL 1213) instead of waiting for the
+/// lock-wait timeout, and the other transaction goes on.
+#[test]
+fn local_deadlock_is_found_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 64 << 20);
+    let a = Client::connect(&node.local_addr().to_string()).unwrap();
+    let b = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = setup(&a, "dl");
+    a.blocking().execute(vec![t.insert(&row(1, 1)).unwrap()]).unwrap();
+    let mut ta = a.begin();
+    let mut tb = b.begin();
+    block_on(ta.execute(vec![t.read_locked(&[Value::Int(1)], false).unwrap()], Exec::NoCommit)).unwrap();
+    block_on(tb.execute(vec![t.read_locked(&[Value::Int(1)], false).unwrap()], Exec::NoCommit)).unwrap();
+    let t2 = t.clone();
+    let first = std::thread::spawn(move || {
+        block_on(ta.execute(vec![t2.write(&row(1, 10)).unwrap()], Exec::Commit)).map(|_| ())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let e = block_on(tb.execute(vec![t.write(&row(1, 20)).unwrap()], Exec::Commit)).unwrap_err();
+    assert_eq!(e.code, ErrorCode::Deadlock, "{e:?}");
+    assert_eq!(e.code.mysql_errno(), 1213);
+    assert!(started.elapsed() < Duration::from_millis(900), "found before the lock-wait timeout");
+    first.join().unwrap().unwrap();
+    assert_eq!(read_v(&a, &t, 1), Some(10));
+}

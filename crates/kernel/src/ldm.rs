@@ -466,6 +466,24 @@ impl Ldm {
                 && self.parts.contains_key(&(lock_key.0, lock_key.1))
                 && !self.acquire(txn, &lock_key, mode)
             {
+                if self.waits_for_itself(txn, &lock_key) {
+                    // A cycle of waits within this ldm: fail now instead of at the timeout
+                    // (cycles through other ldms still end at the lock-wait timeout, as in NDB).
+                    if let Some(e) = self.locks.get_mut(&lock_key) {
+                        e.waiters.retain(|(t, _)| *t != txn);
+                        if e.is_free() {
+                            self.locks.remove(&lock_key);
+                        }
+                    }
+                    self.fail_rest(
+                        &mut batch,
+                        i,
+                        ErrorCode::Deadlock,
+                        "Deadlock found when trying to get lock; try restarting transaction",
+                    );
+                    self.finish_batch(batch, out);
+                    return;
+                }
                 let deadline_ms = now_ms + self.cfg.lock_wait_timeout_ms;
                 self.blocked.insert(txn, Blocked { batch, next_op: i, lock: lock_key, deadline_ms });
                 return;
@@ -991,6 +1009,50 @@ impl Ldm {
                 self.exec_batch(now_ms, batch, b.next_op, out);
             }
         }
+    }
+
+    /// Whether `txn`, now queued on `lock`, waits (through holders blocked at this ldm) for a lock
+    /// it holds itself. Only waits known here count, so a cycle found is a real deadlock.
+    fn waits_for_itself(&self, txn: TxnRef, lock: &LockKey) -> bool {
+        // (lock, reached through another transaction's wait)
+        let mut todo: Vec<(&LockKey, bool)> = vec![(lock, false)];
+        let mut seen: Vec<TxnRef> = Vec::new();
+        while let Some((l, through)) = todo.pop() {
+            let Some(e) = self.locks.get(l) else { continue };
+            for h in e.exclusive.iter().chain(e.shared.iter()) {
+                if *h == txn {
+                    // Holding the lock it waits for (a shared lock it upgrades) is no cycle;
+                    // holding one another waiter needs is.
+                    if through {
+                        return true;
+                    }
+                    continue;
+                }
+                if seen.contains(h) || seen.len() >= 64 {
+                    continue;
+                }
+                seen.push(*h);
+                if let Some(b) = self.blocked.get(h) {
+                    todo.push((&b.lock, true));
+                }
+            }
+        }
+        false
+    }
+
+    /// Fails operation `from` of a batch with `code` and the ones after it as not executed.
+    fn fail_rest(&self, batch: &mut PrepareBatch, from: usize, code: ErrorCode, msg: &str) {
+        for (i, op) in batch.ops.iter().enumerate().skip(from) {
+            if let PrepOp::Exec { idx, .. } = op {
+                let r = if i == from {
+                    err_op(code, msg)
+                } else {
+                    err_op(ErrorCode::TransactionAborted, "operation not executed: an earlier operation failed")
+                };
+                batch.results.push((*idx, r));
+            }
+        }
+        batch.ops.truncate(from);
     }
 
     fn expire_waits(&mut self, now_ms: u64, out: &mut Out) {
