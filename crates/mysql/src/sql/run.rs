@@ -653,6 +653,20 @@ pub async fn run_subs(run: &mut Runner<'_>, subs: &[SelectPlan], env: &mut Env<'
     Ok(())
 }
 
+/// The environment with a statement's subqueries run (None: it has none; use the caller's).
+pub async fn with_subs<'a>(
+    run: &mut Runner<'_>,
+    subs: &[SelectPlan],
+    env: &Env<'a>,
+) -> Result<Option<Env<'a>>, SqlError> {
+    if subs.is_empty() {
+        return Ok(None);
+    }
+    let mut own = Env { params: env.params, subs: Vec::new(), sess: env.sess, newrow: None };
+    run_subs(run, subs, &mut own).await?;
+    Ok(Some(own))
+}
+
 fn limit_of(x: &Option<X>, env: &Env) -> Result<Option<u64>, SqlError> {
     match x {
         None => Ok(None),
@@ -673,14 +687,8 @@ pub async fn run_select(
     env: &Env<'_>,
     last: bool,
 ) -> Result<Vec<Vec<Value>>, SqlError> {
-    let mut own_env;
-    let env = if p.subs.is_empty() {
-        env
-    } else {
-        own_env = Env { params: env.params, subs: Vec::new(), sess: env.sess, newrow: None };
-        run_subs(run, &p.subs, &mut own_env).await?;
-        &own_env
-    };
+    let own = with_subs(run, &p.subs, env).await?;
+    let env = own.as_ref().unwrap_or(env);
     let limit = limit_of(&p.limit, env)?;
     let offset = limit_of(&p.offset, env)?.unwrap_or(0);
     // Aggregation done by the data node: groups come back instead of rows.

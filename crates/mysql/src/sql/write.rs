@@ -358,14 +358,8 @@ fn key_values(p: &ModifyPlan, env: &Env) -> Result<Option<Vec<Value>>, SqlError>
 }
 
 pub async fn run_update(run: &mut Runner<'_>, p: &ModifyPlan, env: &Env<'_>) -> Result<WriteResult, SqlError> {
-    let mut own;
-    let env = if p.subs.is_empty() {
-        env
-    } else {
-        own = Env { params: env.params, subs: Vec::new(), sess: env.sess, newrow: None };
-        run_subs(run, &p.subs, &mut own).await?;
-        &own
-    };
+    let own = with_subs(run, &p.subs, env).await?;
+    let env = own.as_ref().unwrap_or(env);
     let h = &p.src.handle;
     if key_only(p) {
         // Blind update by key when every assignment can be applied by the data node.
@@ -464,14 +458,8 @@ fn matched_info(matched: u64, changed: u64) -> WriteResult {
 }
 
 pub async fn run_delete(run: &mut Runner<'_>, p: &ModifyPlan, env: &Env<'_>) -> Result<WriteResult, SqlError> {
-    let mut own;
-    let env = if p.subs.is_empty() {
-        env
-    } else {
-        own = Env { params: env.params, subs: Vec::new(), sess: env.sess, newrow: None };
-        run_subs(run, &p.subs, &mut own).await?;
-        &own
-    };
+    let own = with_subs(run, &p.subs, env).await?;
+    let env = own.as_ref().unwrap_or(env);
     let h = &p.src.handle;
     if key_only(p) {
         let Some(key) = key_values(p, env)? else { unreachable!("key access") };
