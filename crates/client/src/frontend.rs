@@ -1,14 +1,22 @@
 //! What the async front ends (REST, Redis) share around the client: their tokio runtime, whose
 //! workers spin before they park (`spinwatch`) and may queue data-node requests until they run
-//! out of work (`set_defer_sends`), and binding their port with a clear error.
+//! out of work (`set_defer_sends`), binding their port with a clear error, the cap on open
+//! connections (`ConnLimit`) and closing after a final error (`linger_close`).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Stack of every front-end worker thread. Parsers and evaluators bound their recursion depth
+/// (see each front end's limits); this leaves room for those bounds in debug builds too.
+pub const WORKER_STACK_BYTES: usize = 16 << 20;
 
 /// A multi-thread runtime of `threads` workers named `name`. With `defer_sends`, data-node
 /// requests of every task a worker runs in one pass leave in one write when it runs out of work.
 pub fn runtime(threads: usize, name: &str, defer_sends: bool) -> Result<tokio::runtime::Runtime, String> {
     let mut b = tokio::runtime::Builder::new_multi_thread();
-    b.worker_threads(threads.max(1)).enable_io().enable_time().thread_name(name).on_thread_park(|| {
+    b.worker_threads(threads.max(1)).enable_io().enable_time().thread_name(name).thread_stack_size(WORKER_STACK_BYTES);
+    b.on_thread_park(|| {
         crate::spinwatch::park_spin();
     });
     if defer_sends {
@@ -26,6 +34,60 @@ pub async fn bind(addr: SocketAddr, what: &str) -> Result<tokio::net::TcpListene
             format!("cannot listen on {addr} ({what}): {e}")
         }
     })
+}
+
+/// The number of open connections of one front end against its cap (`max_connections`,
+/// `maxclients`, REST's connection cap). The cap can change while serving (SET GLOBAL, CONFIG
+/// SET); connections already open stay.
+#[derive(Clone, Debug)]
+pub struct ConnLimit {
+    open: Arc<AtomicUsize>,
+    max: Arc<AtomicUsize>,
+}
+
+/// One open connection's place under a `ConnLimit`, given back when dropped.
+#[derive(Debug)]
+pub struct ConnSlot(Arc<AtomicUsize>);
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl ConnLimit {
+    pub fn new(max: usize) -> ConnLimit {
+        ConnLimit { open: Arc::new(AtomicUsize::new(0)), max: Arc::new(AtomicUsize::new(max)) }
+    }
+
+    pub fn max(&self) -> usize {
+        self.max.load(Ordering::Relaxed)
+    }
+
+    pub fn set_max(&self, max: usize) {
+        self.max.store(max, Ordering::Relaxed);
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// A place for one more connection, or `None` when `max` are open (the caller answers with
+    /// its protocol's "too many connections" error and closes).
+    pub fn try_acquire(&self) -> Option<ConnSlot> {
+        let max = self.max();
+        let mut cur = self.open.load(Ordering::Relaxed);
+        loop {
+            if cur >= max {
+                return None;
+            }
+            match self.open.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return Some(ConnSlot(self.open.clone())),
+                Err(now) => cur = now,
+            }
+        }
+    }
 }
 
 /// The next client connection, ready for a request/response protocol: TCP_NODELAY on (without it
@@ -67,4 +129,26 @@ pub async fn linger_close(s: &mut tokio::net::TcpStream) {
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ConnLimit;
+
+    #[test]
+    fn conn_limit_counts_and_frees() {
+        let l = ConnLimit::new(2);
+        let a = l.try_acquire().expect("first");
+        let b = l.try_acquire().expect("second");
+        assert!(l.try_acquire().is_none());
+        assert_eq!(l.open(), 2);
+        drop(a);
+        let c = l.try_acquire().expect("freed place");
+        l.set_max(1);
+        assert!(l.try_acquire().is_none());
+        drop(b);
+        drop(c);
+        assert_eq!(l.open(), 0);
+        assert!(l.try_acquire().is_some());
+    }
 }
