@@ -10,6 +10,7 @@
 
 pub mod cmd;
 pub mod db;
+pub mod glob;
 pub mod resp;
 
 use crate::cmd::RErr;

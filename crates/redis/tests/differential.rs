@@ -490,3 +490,91 @@ fn shape2(r: Reply) -> usize {
         other => panic!("HELLO 2 answered {other:?}"),
     }
 }
+
+/// KEYS and SCAN MATCH with redis-server's glob quirks (`[a-]`, `[]`, trailing `\`, `[^...]`,
+/// reversed ranges, high bytes), then seeded random patterns: the same keys come back. A pattern
+/// of many stars against long keys answers promptly (a backtracking matcher never would).
+/// Rerun a failure with `TERN_SEED=<n>`.
+#[test]
+fn glob_patterns_match_redis() {
+    use tern_types::rng::{Rng, test_seed};
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    let mut names: Vec<Vec<u8>> = [
+        "", "a", "b", "ab", "ba", "aab", "abc", "]", "^", "-", "\\", "*", "?", "[", "a]", "a-", "x\\", "z", "m", "A",
+        "hello", "hallo", "hxllo", "h]llo", "a*b", "a?b",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    names.extend([b"\x80".to_vec(), b"\xff".to_vec(), b"a\x00b".to_vec()]);
+    for k in &names {
+        both(&mut p, &mut t, &[b"SET", k, b"v"]);
+    }
+    let keys = |c: &mut Conn, pattern: &[u8]| {
+        let Reply::Array(Some(mut v)) = c.cmd(&[b"KEYS", pattern]) else { panic!("KEYS reply") };
+        v.sort();
+        v
+    };
+    let fixed: [&[u8]; 24] = [
+        b"*",
+        b"**",
+        b"?",
+        b"[a-]",
+        b"[a-]x",
+        b"[]",
+        b"[]a]",
+        b"[",
+        b"[^",
+        b"[^]",
+        b"x\\",
+        b"\\",
+        b"[z-a]",
+        b"[^a-c]*",
+        b"[\\]]",
+        b"[\\-]",
+        b"a\\*b",
+        b"h[^e]llo",
+        b"[a-\xff]",
+        b"[\x80-\xff]",
+        b"a*",
+        b"*b",
+        b"?*",
+        b"[]-a]",
+    ];
+    for pat in fixed {
+        assert_eq!(keys(&mut t, pat), keys(&mut p, pat), "KEYS {:?}", String::from_utf8_lossy(pat));
+    }
+    let seed = test_seed();
+    println!("seed {seed} (rerun with TERN_SEED={seed})");
+    let mut rng = Rng::new(seed);
+    let alphabet = b"ab*?[]^-\\";
+    for _ in 0..300 {
+        let pat: Vec<u8> = (0..rng.below(7) + 1).map(|_| alphabet[rng.below(alphabet.len() as u64) as usize]).collect();
+        assert_eq!(keys(&mut t, &pat), keys(&mut p, &pat), "KEYS {:?} (seed {seed})", String::from_utf8_lossy(&pat));
+    }
+    // SCAN MATCH uses the same matcher.
+    let scan = |c: &mut Conn, pat: &[u8]| {
+        let Reply::Array(Some(v)) = c.cmd(&[b"SCAN", b"0", b"MATCH", pat, b"COUNT", b"1000"]) else { panic!("SCAN") };
+        let Reply::Array(Some(mut ks)) = v[1].clone() else { panic!("SCAN keys") };
+        ks.sort();
+        ks
+    };
+    for pat in [&b"[a-]*"[..], b"*\\", b"[^ab]"] {
+        assert_eq!(scan(&mut t, pat), scan(&mut p, pat), "SCAN MATCH {:?}", String::from_utf8_lossy(pat));
+    }
+    // Long keys and a pattern of 25 stars: prompt, and the same answer (redis's recursion bound
+    // of 1,000 star groups included).
+    for i in 0..20u8 {
+        let mut k = vec![b'a'; 2990];
+        k.push(b'0' + i % 10);
+        both(&mut p, &mut t, &[b"SET", &k, b"v"]);
+    }
+    let start = std::time::Instant::now();
+    for pat in
+        [b"a*".repeat(25), [b"a*".repeat(25), b"b".to_vec()].concat(), [b"a*".repeat(1001), b"5".to_vec()].concat()]
+    {
+        assert_eq!(keys(&mut t, &pat), keys(&mut p, &pat), "KEYS of {} bytes", pat.len());
+    }
+    assert!(start.elapsed() < Duration::from_secs(30), "KEYS with many stars took {:?}", start.elapsed());
+}

@@ -4,6 +4,7 @@
 use super::transactions::{commit_checked, exec, exec_ordered_with, txn};
 use super::{R, SYNTAX, err, int_arg, is, meta_of, row_of, set_col, update};
 use crate::db::{self, Db, KEY_MAX, META, Meta, TYPE_HASH};
+use crate::glob::Glob;
 use crate::resp;
 use crate::{Server, Session};
 use std::sync::Arc;
@@ -17,10 +18,11 @@ impl Server {
         spec.batch_rows = 4096;
         let mut sc = self.client.scan(spec);
         let mut keys = Vec::new();
+        let pattern = Glob::new(pattern, false);
         while let Some(rows) = sc.next_batch().await? {
             for r in rows {
                 let k = db::bytes_of(db.keys.decode_projection(&[db::K_KEY], &r)?.remove(0));
-                if glob(pattern, &k) {
+                if pattern.matches(&k) {
                     keys.push(k);
                 }
             }
@@ -171,7 +173,7 @@ impl Server {
         while i < a.len() {
             let val = a.get(i + 1).ok_or_else(|| err(SYNTAX))?;
             if is(&a[i], "match") {
-                pattern = Some(val.clone());
+                pattern = Some(Glob::new(val, false));
             } else if is(&a[i], "count") {
                 count = int_arg(val)?;
                 if count < 1 {
@@ -200,7 +202,7 @@ impl Server {
                 let v = db.keys.decode_projection(&[db::K_KEY, db::K_TYPE], &r)?;
                 let key = db::bytes_of(v[0].clone());
                 let t = if v[1].as_i128() == Some(TYPE_HASH as i128) { "hash" } else { "string" };
-                if pattern.as_ref().is_some_and(|p| !glob(p, &key)) || kind.as_ref().is_some_and(|k| k != t) {
+                if pattern.as_ref().is_some_and(|p| !p.matches(&key)) || kind.as_ref().is_some_and(|k| k != t) {
                     continue;
                 }
                 keys.push(key);
@@ -316,63 +318,5 @@ impl Server {
             }
         }
         Ok(purged)
-    }
-}
-
-/// Glob matching as redis's `stringmatchlen` (*, ?, [abc], [^a-z], \x), case-sensitive.
-pub fn glob(p: &[u8], s: &[u8]) -> bool {
-    match p.first() {
-        None => s.is_empty(),
-        Some(b'*') => {
-            let rest = &p[1..];
-            (0..=s.len()).any(|i| glob(rest, &s[i..]))
-        }
-        Some(b'?') => !s.is_empty() && glob(&p[1..], &s[1..]),
-        Some(b'[') => {
-            let Some(&c) = s.first() else { return false };
-            let mut i = 1;
-            let not = p.get(1) == Some(&b'^');
-            if not {
-                i += 1;
-            }
-            let mut matched = false;
-            while i < p.len() && p[i] != b']' {
-                if p[i] == b'\\' && i + 1 < p.len() {
-                    matched |= p[i + 1] == c;
-                    i += 2;
-                } else if i + 2 < p.len() && p[i + 1] == b'-' && p[i + 2] != b']' {
-                    let (lo, hi) = if p[i] <= p[i + 2] { (p[i], p[i + 2]) } else { (p[i + 2], p[i]) };
-                    matched |= (lo..=hi).contains(&c);
-                    i += 3;
-                } else {
-                    matched |= p[i] == c;
-                    i += 1;
-                }
-            }
-            if matched == not {
-                return false;
-            }
-            let rest = if i < p.len() { &p[i + 1..] } else { &p[i..] };
-            glob(rest, &s[1..])
-        }
-        Some(b'\\') if p.len() > 1 => s.first() == Some(&p[1]) && glob(&p[2..], &s[1..]),
-        Some(&c) => s.first() == Some(&c) && glob(&p[1..], &s[1..]),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn globs_like_redis() {
-        assert!(glob(b"*", b"anything"));
-        assert!(glob(b"user:*", b"user:1"));
-        assert!(!glob(b"user:*", b"usr:1"));
-        assert!(glob(b"h?llo", b"hello") && !glob(b"h?llo", b"hllo"));
-        assert!(glob(b"h[ae]llo", b"hallo") && !glob(b"h[ae]llo", b"hillo"));
-        assert!(glob(b"h[^e]llo", b"hallo") && !glob(b"h[^e]llo", b"hello"));
-        assert!(glob(b"h[a-c]llo", b"hbllo") && !glob(b"h[a-c]llo", b"hdllo"));
-        assert!(glob(b"a\\*b", b"a*b") && !glob(b"a\\*b", b"axb"));
     }
 }

@@ -11,7 +11,6 @@ mod server;
 mod strings;
 mod transactions;
 
-pub use keys::glob;
 pub use transactions::{exec_ordered, exec_ordered_with, write_txn};
 
 use crate::db::{self, Db, INLINE_MAX, KEY_MAX, Meta, TYPE_HASH, TYPE_STRING, VALUE_MAX};

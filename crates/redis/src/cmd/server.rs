@@ -1,7 +1,7 @@
 //! Connection and server commands: HELLO, CLIENT, CONFIG, COMMAND and INFO.
 
 use super::{COMMANDS, R, err, is};
-use crate::cmd::glob;
+use crate::glob::Glob;
 use crate::resp::{self, parse_int};
 use crate::{Server, Session};
 use std::sync::atomic::Ordering;
@@ -86,7 +86,9 @@ impl Server {
                 let mut pairs = Vec::new();
                 for p in &a[2..] {
                     for (k, v) in known {
-                        if glob(p, k.as_bytes()) && !pairs.iter().any(|(x, _): &(String, String)| x == k) {
+                        if Glob::new(p, true).matches(k.as_bytes())
+                            && !pairs.iter().any(|(x, _): &(String, String)| x == k)
+                        {
                             let v = if k == "databases" { self.opts.databases.to_string() } else { v.to_string() };
                             pairs.push((k.to_string(), v));
                         }
