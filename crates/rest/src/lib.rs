@@ -1,7 +1,10 @@
-//! RonDB-compatible REST API (rdrs2, API version 0.1.0) over the native client: pk-read, batch,
-//! batchwrite, batchdelete, health, ping and Prometheus metrics. A thin adapter: parse, validate
-//! in RonDB's order, build one batch of key operations, execute, encode. It never reaches into
-//! data-node internals (architecture.md §9).
+//! RonDB-compatible REST API (rdrs2, API versions 0.1.0 and 0.2.0) over the native client:
+//! pk-read, batch, batchwrite, batchdelete, health, ping and Prometheus metrics. A thin adapter:
+//! parse, validate in RonDB's order (`request`), build one batch of key operations, execute,
+//! encode (`api`). It never reaches into data-node internals (architecture.md §9).
+//!
+//! The two API versions serve the same endpoints; errors are plain text under 0.1.0 and JSON
+//! under 0.2.0 (`RestError::to_json`).
 //!
 //! HTTP/1.1 with keep-alive and pipelining (hyper); TCP_NODELAY on every accepted socket; request
 //! bodies are bounded by `Internal.ReqBufferSize`. Concurrent requests share the client's
@@ -13,6 +16,7 @@ pub mod config;
 pub mod error;
 pub mod json;
 mod metrics;
+pub mod request;
 pub mod tls;
 
 use crate::config::RestOptions;
@@ -28,12 +32,22 @@ use tern_client::Client;
 
 /// The API version in every data path.
 pub const API_VERSION: &str = "0.1.0";
+/// The second API version rdrs2 serves: the same endpoints, errors as JSON.
+pub const API_VERSION_2: &str = "0.2.0";
+
+/// Which API version a request used: it decides how errors are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V2,
+}
 
 pub struct RestServer {
     pub client: Client,
     pub opts: RestOptions,
     metrics: Metrics,
     keys: Option<apikey::ApiKeys>,
+    misses: api::MissRefresh,
 }
 
 type Resp = Response<Full<Bytes>>;
@@ -54,14 +68,17 @@ fn json(status: u16, body: String) -> Resp {
         .expect("valid response")
 }
 
-fn error(e: RestError) -> Resp {
-    text(e.status, e.message)
+fn error(v: Version, e: RestError) -> Resp {
+    match v {
+        Version::V1 => text(e.status, e.message),
+        Version::V2 => json(e.status, e.to_json()),
+    }
 }
 
 impl RestServer {
     pub fn new(client: Client, opts: RestOptions) -> Arc<RestServer> {
         let keys = opts.api_keys.then(|| apikey::ApiKeys::new(client.clone(), opts.api_key_refresh));
-        Arc::new(RestServer { client, opts, metrics: Metrics::default(), keys })
+        Arc::new(RestServer { client, opts, metrics: Metrics::default(), keys, misses: api::MissRefresh::default() })
     }
 
     /// Serves on an already bound listener until the process ends (over TLS with an acceptor).
@@ -151,40 +168,49 @@ impl RestServer {
         key: Option<&str>,
         req: Request<Incoming>,
     ) -> (&'static str, Resp) {
-        if path == "/metrics" && method == Method::GET {
-            return ("metrics", text(200, self.metrics.render()));
+        if path == "/metrics" {
+            return match method {
+                Method::GET => ("metrics", text(200, self.metrics.render())),
+                _ => ("unknown", text(405, "Method Not Allowed")),
+            };
         }
-        let Some(rest) = path.strip_prefix("/0.1.0/") else {
+        let (v, rest) = if let Some(r) = path.strip_prefix("/0.1.0/") {
+            (Version::V1, r)
+        } else if let Some(r) = path.strip_prefix("/0.2.0/") {
+            (Version::V2, r)
+        } else {
             return ("unknown", text(404, "Not Found"));
         };
         let parts: Vec<&str> = rest.split('/').collect();
-        match (method.clone(), parts.as_slice()) {
-            (Method::GET, ["health"]) => ("health", self.empty_body_check(req, "Health", "1").await),
-            (Method::GET, ["ping"]) => ("ping", self.empty_body_check(req, "Ping", "").await),
-            (Method::POST, ["batch"]) => ("batch", self.batch(key, req).await.unwrap_or_else(error)),
-            (Method::POST, ["batchwrite"]) => {
-                ("batchwrite", self.batch_write(key, req, false).await.unwrap_or_else(error))
-            }
-            (Method::POST, ["batchdelete"]) => {
-                ("batchdelete", self.batch_write(key, req, true).await.unwrap_or_else(error))
-            }
-            (Method::POST, [db, table, "pk-read"]) => {
-                let r = async {
-                    let db = api::percent_decode(db)?;
-                    let table = api::percent_decode(table)?;
-                    self.pk_read(&db, &table, key, req).await
-                };
-                ("pk-read", r.await.unwrap_or_else(error))
-            }
-            _ => ("unknown", text(404, "Not Found")),
+        let (endpoint, allowed): (&'static str, &[Method]) = match parts.as_slice() {
+            ["health"] => ("health", &[Method::GET]),
+            ["ping"] => ("ping", &[Method::GET]),
+            ["batch"] => ("batch", &[Method::POST]),
+            ["batchwrite"] => ("batchwrite", &[Method::POST]),
+            // rdrs2 registers DELETE; Tern also keeps POST, which it documented first.
+            ["batchdelete"] => ("batchdelete", &[Method::DELETE, Method::POST]),
+            [_, _, "pk-read"] => ("pk-read", &[Method::POST]),
+            _ => return ("unknown", text(404, "Not Found")),
+        };
+        if !allowed.contains(&method) {
+            return ("unknown", text(405, "Method Not Allowed"));
         }
+        let r = match endpoint {
+            "health" => return (endpoint, self.empty_body_check(v, req, "Health", "1").await),
+            "ping" => return (endpoint, self.empty_body_check(v, req, "Ping", "").await),
+            "batch" => self.batch(key, req).await,
+            "batchwrite" => self.batch_write(key, req, request::Batch::Write).await,
+            "batchdelete" => self.batch_write(key, req, request::Batch::Delete).await,
+            _ => self.pk_read(parts[0], parts[1], key, req).await,
+        };
+        (endpoint, r.unwrap_or_else(|e| error(v, e)))
     }
 
-    async fn empty_body_check(&self, req: Request<Incoming>, what: &str, ok: &'static str) -> Resp {
+    async fn empty_body_check(&self, v: Version, req: Request<Incoming>, what: &str, ok: &'static str) -> Resp {
         match self.body(req).await {
             Ok(b) if b.is_empty() => text(200, ok),
-            Ok(_) => text(400, format!("{what} Request should be empty")),
-            Err(e) => error(e),
+            Ok(_) => error(v, RestError::bad_request(format!("{what} Request should be empty"))),
+            Err(e) => error(v, e),
         }
     }
 
@@ -195,11 +221,12 @@ impl RestServer {
         key: Option<&str>,
         req: Request<Incoming>,
     ) -> Result<Resp, RestError> {
+        let db = api::percent_decode(db)?;
+        let table = api::percent_decode(table)?;
         let text = self.text_body(req).await?;
-        let body = api::parse_read_body(&text)?;
-        let spec = api::validate_read(db, table, &body, &self.opts)?;
-        self.authorize(key, &[db]).await?;
-        let read = api::resolve_read(&self.client, spec)?;
+        let spec = request::pk_read(&db, &table, &text, &self.opts)?;
+        self.authorize(key, &[&db]).await?;
+        let read = api::resolve_read(&self.client, &self.misses, spec)?;
         let mut txn = self.client.begin();
         let r = txn.execute(vec![read.op.clone()], tern_client::Exec::Commit).await.map_err(RestError::from)?;
         match r.into_iter().next() {
@@ -216,26 +243,16 @@ impl RestServer {
 
     async fn batch(&self, key: Option<&str>, req: Request<Incoming>) -> Result<Resp, RestError> {
         let text = self.text_body(req).await?;
-        let ops = api::parse_envelope(&text, &self.opts)?;
-        // Whole-request validation first (RonDB fails the request on any body error) ...
-        let mut specs = Vec::with_capacity(ops.len());
-        for (db, table, kind, raw) in &ops {
-            let body = api::parse_read_body(raw.get())?;
-            if kind != "pk-read" {
-                return Err(RestError::bad_request(format!(
-                    "Error: Field validation for 'RelativeURL' failed: '{kind}' is not pk-read"
-                )));
-            }
-            specs.push(api::validate_read(db, table, &body, &self.opts)?);
-        }
-        let dbs: Vec<&str> = ops.iter().map(|o| o.0.as_str()).collect();
+        // Whole-request parsing and validation first (rdrs2 fails the request on any of it) ...
+        let specs = request::batch_read(&text, &self.opts)?;
+        let dbs: Vec<&str> = specs.iter().map(|s| s.db.as_str()).collect();
         self.authorize(key, &dbs).await?;
         // ... then per-operation schema checks, which fail only their operation.
         let subs = specs
             .into_iter()
             .map(|s| {
                 let id = s.operation_id.clone();
-                match api::resolve_read(&self.client, s) {
+                match api::resolve_read(&self.client, &self.misses, s) {
                     Ok(r) => api::SubOp::Read(r),
                     Err(e) => api::SubOp::Failed(e, id),
                 }
@@ -246,27 +263,17 @@ impl RestServer {
         Ok(json(200, out))
     }
 
-    async fn batch_write(&self, key: Option<&str>, req: Request<Incoming>, delete: bool) -> Result<Resp, RestError> {
+    async fn batch_write(
+        &self,
+        key: Option<&str>,
+        req: Request<Incoming>,
+        batch: request::Batch,
+    ) -> Result<Resp, RestError> {
         let text = self.text_body(req).await?;
-        let ops = api::parse_envelope(&text, &self.opts)?;
-        let dbs: Vec<&str> = ops.iter().map(|o| o.0.as_str()).collect();
+        let specs = request::batch_write(&text, batch, &self.opts)?;
+        let dbs: Vec<&str> = specs.iter().map(|s| s.db.as_str()).collect();
         self.authorize(key, &dbs).await?;
-        let mut subs = Vec::with_capacity(ops.len());
-        for (db, table, kind, body) in &ops {
-            let allowed = if delete {
-                kind == "pk-delete"
-            } else {
-                matches!(kind.as_str(), "pk-write" | "pk-update" | "pk-insert" | "pk-delete")
-            };
-            if !allowed {
-                return Err(RestError::bad_request(format!(
-                    "Error: Field validation for 'RelativeURL' failed: '{kind}' is not allowed here"
-                )));
-            }
-            let body: serde_json::Value = serde_json::from_str(body.get())
-                .map_err(|e| RestError::bad_request(format!("Error: the request body is not valid JSON: {e}")))?;
-            subs.push(api::resolve_write(&self.client, db, table, kind, &body, &self.opts)?);
-        }
+        let subs = specs.into_iter().map(|s| api::resolve_write(&self.client, &self.misses, s)).collect();
         let mut out = String::with_capacity(256);
         api::run_batch(&self.client, subs, &mut out).await?;
         Ok(json(200, out))

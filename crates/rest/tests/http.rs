@@ -148,43 +148,39 @@ fn pk_read_and_its_errors() {
             400,
             "Invalid column data. Data length is greater than column length",
         ),
-        (json!({}), "/0.1.0/db/t/pk-read", 400, "Field validation for 'Filters' failed"),
-        (json!({"filters": []}), "/0.1.0/db/t/pk-read", 400, "Field validation for 'Filters' failed"),
+        (json!({}), "/0.1.0/db/t/pk-read", 400, "The JSON field referenced does not exist in this object."),
+        (json!({"filters": []}), "/0.1.0/db/t/pk-read", 400, "the Field section is empty"),
+        (json!({"filters": null}), "/0.1.0/db/t/pk-read", 400, "the Field section is null"),
         (
             json!({"filters": [{"value": 1}]}),
             "/0.1.0/db/t/pk-read",
             400,
-            "Field validation for 'Column' failed on the 'required' tag",
+            "The JSON field referenced does not exist in this object.",
         ),
-        (
-            json!({"filters": [{"column": "id0"}]}),
-            "/0.1.0/db/t/pk-read",
-            400,
-            "Field validation for 'Value' failed on the 'required' tag",
-        ),
+        (json!({"filters": [{"column": "id0"}]}), "/0.1.0/db/t/pk-read", 400, "a Column in the Field section is null"),
         (
             json!({"filters": [{"column": "id0", "value": null}]}),
             "/0.1.0/db/t/pk-read",
             400,
-            "Field validation for 'Value' failed on the 'required' tag",
+            "a Column in the Field section is null",
         ),
         (
             json!({"filters": [{"column": "x".repeat(65), "value": 1}]}),
             "/0.1.0/db/t/pk-read",
             400,
-            "Field validation for 'Column' failed on the 'max' tag",
+            "identifier is too large: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
         ),
         (
             json!({"filters": [{"column": "id0", "value": 1}, {"column": "id0", "value": 2}]}),
             "/0.1.0/db/t/pk-read",
             400,
-            "field validation for filter failed on the 'unique' tag",
+            "field validation for filter failed on the 'unique' tag: id0",
         ),
         (
             json!({"filters": key(1), "readColumns": [{"column": "id0"}]}),
             "/0.1.0/db/t/pk-read",
             400,
-            "field validation for read columns failed",
+            "field validation for read columns failed. 'id0' already included in filter",
         ),
         (
             json!({"filters": key(1), "readColumns": [{"column": "col0"}, {"column": "col0"}]}),
@@ -201,8 +197,8 @@ fn pk_read_and_its_errors() {
         (
             json!({"filters": key(1), "readColumns": [{"column": "col0", "dataReturnType": "other"}]}),
             "/0.1.0/db/t/pk-read",
-            500,
-            "Data return type is not supported.",
+            400,
+            "default dataReturnType is the only supported",
         ),
         (json!({"filters": key(1)}), &long_db, 400, "Field validation for 'DB' failed on the 'max' tag"),
         (json!({"filters": key(1)}), &long_table, 400, "Field validation for 'Table' failed on the 'max' tag"),
@@ -236,7 +232,7 @@ fn batches_read_write_delete() {
     let r = v["result"].as_array().unwrap();
     assert_eq!(r.len(), 4);
     assert_eq!(r[0], json!({"code": 200, "body": {"operationId": "a", "data": {"col0": "v1", "col1": 10}}}));
-    assert_eq!(r[1], json!({"code": 404, "body": {"operationId": "b"}}));
+    assert_eq!(r[1], json!({"code": 404, "message": "Not Found", "body": {"operationId": "b"}}));
     assert_eq!(r[2]["code"], 404);
     assert_eq!(r[3]["body"]["data"]["col1"], 40);
     let (st, body) = post(
@@ -247,8 +243,11 @@ fn batches_read_write_delete() {
     assert_eq!(st, 400);
     assert!(body.contains("Batch size exceeds maximum allowed size: 4"), "{body}");
     for (bad, msg) in [
-        (json!({"relative-url": "db/t/pk-read", "body": {"filters": key(1)}}), "Field validation for 'Method' failed"),
-        (json!({"method": "POST", "body": {"filters": key(1)}}), "Field validation for 'RelativeURL' failed"),
+        (
+            json!({"method": null, "relative-url": "db/t/pk-read", "body": {"filters": key(1)}}),
+            "the Method section should be POST",
+        ),
+        (json!({"method": "POST", "body": {"filters": key(1)}}), "the relativeUrl section is required"),
         (json!({"method": "POST", "relative-url": "db/t/pk-read"}), "Field validation for 'Body' failed"),
     ] {
         let (st, body) = post(p, "/0.1.0/batch", json!({"operations": [bad]}));
@@ -594,7 +593,7 @@ fn every_key_type_and_edge_value_through_filters() {
     let (st, body) = post(e.port, "/0.1.0//k0/pk-read", json!({"filters": [{"column": "k", "value": 1}]}));
     assert_eq!((st, body.contains("Field validation for 'DB' failed on the 'min' tag")), (400, true), "{body}");
     let (st, body) = post(e.port, "/0.1.0/keys/k%00/pk-read", json!({"filters": [{"column": "k", "value": 1}]}));
-    assert_eq!((st, body.contains("identifier carries an invalid character")), (400, true), "{body}");
+    assert_eq!((st, body.as_str()), (400, "table name contains invalid characters"));
     // 40 two-byte characters: within the 64-character field limit, over the 64-byte identifier limit.
     let wide = "\u{e9}".repeat(40);
     let (st, body) = post(e.port, "/0.1.0/keys/k0/pk-read", json!({"filters": [{"column": wide, "value": 1}]}));
@@ -604,7 +603,7 @@ fn every_key_type_and_edge_value_through_filters() {
         "/0.1.0/keys/k0/pk-read",
         json!({"filters": [{"column": "k", "value": 1}], "readColumns": [{"column": "\u{e9}".repeat(65)}]}),
     );
-    assert_eq!((st, body.contains("Field validation for 'Column' failed on the 'max' tag")), (400, true), "{body}");
+    assert_eq!((st, body.contains("identifier is too large: \u{e9}")), (400, true), "{body}");
 }
 
 #[test]
@@ -661,4 +660,199 @@ fn data_node_gone_is_a_server_error_not_a_crash() {
     assert!(body.contains("data node"), "{body}");
     // The REST server itself still answers.
     assert_eq!(http(port, "GET", "/0.1.0/ping", ""), (200, "".into()));
+}
+
+/// One-key table `db.name` whose key column `k` has type `ty`, plus an INT column `v`.
+fn key_table(e: &Env, db: &str, name: &str, ty: ColumnType) -> tern_client::TableHandle {
+    e.client.ddl(DdlReq::CreateDatabase { name: db.into(), if_not_exists: true }).unwrap();
+    let t = Table {
+        id: 0,
+        database: db.into(),
+        name: name.into(),
+        columns: vec![Column::new("k", ty).not_null(), Column::new("v", ColumnType::Int { unsigned: false })],
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: vec![],
+        partition_count: 0,
+        ttl: None,
+        comment: String::new(),
+    };
+    e.client.ddl(DdlReq::CreateTable { table: t, if_not_exists: false }).unwrap();
+    e.client.table(db, name).unwrap()
+}
+
+/// Behaviours where RonDB's own REST test suite found Tern different from rdrs2 (issue 10); the
+/// texts are rdrs2's (`json_parser.cpp`, `pk_data_structs.cpp`, `db_operations/pk/common.cpp`).
+#[test]
+fn rondb_compatibility() {
+    let e = env();
+    setup_simple(&e);
+    let p = e.port;
+    // An empty, null or missing operations list.
+    for path in ["/0.1.0/batch", "/0.1.0/batchwrite", "/0.1.0/batchdelete"] {
+        for body in [json!({"operations": []}), json!({"operations": null}), json!({})] {
+            assert_eq!(post(p, path, body), (400, "No operations defined".into()), "{path}");
+        }
+    }
+    // Missing and null sections.
+    let w = |op: Json| json!({"operations": [op]});
+    let cases: Vec<(&str, Json, &str)> = vec![
+        ("/0.1.0/db/t/pk-read", json!({"filters": null}), "the Field section is null"),
+        ("/0.1.0/db/t/pk-read", json!({"filters": []}), "the Field section is empty"),
+        (
+            "/0.1.0/batchwrite",
+            w(json!({"method": null, "relative-url": "db/t/pk-write", "body": {}})),
+            "the Method section should be POST",
+        ),
+        ("/0.1.0/batchdelete", w(json!({"method": "POST", "body": {}})), "the relativeUrl section is required"),
+        (
+            "/0.1.0/batch",
+            w(json!({"method": "POST", "relative-url": null, "body": {}})),
+            "the relativeUrl section is required",
+        ),
+        (
+            "/0.1.0/batch",
+            w(json!({"method": "POST", "relative-url": "db/t/pk-read"})),
+            "Field validation for 'Body' failed",
+        ),
+        (
+            "/0.1.0/batch",
+            w(json!({"method": "POST", "relative-url": "db/t/pk-read", "body": {"filters": null}})),
+            "the Field section is null",
+        ),
+        (
+            "/0.1.0/batchwrite",
+            w(json!({"method": "POST", "relative-url": "db/t/pk-write", "body": {"filters": null}})),
+            "the filters section is null",
+        ),
+        (
+            "/0.1.0/batchwrite",
+            w(
+                json!({"method": "POST", "relative-url": "db/t/pk-write", "body": {"filters": key(1), "writeColumns": null}}),
+            ),
+            "the writeColumns section is null",
+        ),
+        (
+            "/0.1.0/batchdelete",
+            w(json!({"method": "POST", "relative-url": "db/t/pk-delete", "body": {"filters": null}})),
+            "the Field section is null",
+        ),
+        (
+            "/0.1.0/batchdelete",
+            w(json!({"method": "POST", "relative-url": "db/t/pk-read", "body": {"filters": key(1)}})),
+            "Field validation for 'RelativeURL' failed",
+        ),
+        (
+            "/0.1.0/batch",
+            w(json!({"method": "POST", "relative-url": "t/pk-read", "body": {}})),
+            "Field validation for 'RelativeURL' failed",
+        ),
+        (
+            "/0.1.0/db/t/pk-read",
+            json!({"filters": [{"column": format!("col{}", "1234567890".repeat(6) + "12"), "value": 1}]}),
+            "identifier is too large: col12345678901234567890123456789012345678901234567890123456789012",
+        ),
+        (
+            "/0.1.0/db/t/pk-read",
+            json!({"filters": key(1), "readColumns": [{"column": "id1"}]}),
+            "field validation for read columns failed. 'id1' already included in filter",
+        ),
+    ];
+    for (path, body, msg) in cases {
+        assert_eq!(post(p, path, body.clone()), (400, msg.to_string()), "{path} {body}");
+    }
+    // A wrong operation inside batchwrite names the allowed ones.
+    let (st, body) = post(
+        p,
+        "/0.1.0/batchwrite",
+        w(json!({"method": "POST", "relative-url": "db/t/pk-read", "body": {"filters": key(1), "writeColumns": []}})),
+    );
+    assert_eq!(st, 400);
+    assert!(body.contains("pk-write, pk-update, or pk-insert"), "{body}");
+    // A DATETIME string for a DATE key: 400 unless its time part is zero.
+    let d = key_table(&e, "compat", "dates", ColumnType::Date);
+    e.client.blocking().execute(vec![d.write(&[Value::str("1111-11-11"), Value::Int(1)]).unwrap()]).unwrap();
+    let read = |table: &str, k: &str| {
+        post(p, &format!("/0.1.0/compat/{table}/pk-read"), json!({"filters": [{"column": "k", "value": k}]}))
+    };
+    assert_eq!(read("dates", "1111-11-11 00:00:00").0, 200);
+    assert_eq!(
+        read("dates", "1111-11-11 11:11:11"),
+        (400, "Invalid column data. Expecting only date data. Column: k".into())
+    );
+    // A '-' before the time part of a DATETIME(6) / TIMESTAMP(6) is skipped.
+    for (name, ty, stored) in [
+        ("dt6", ColumnType::DateTime { fsp: 6 }, "1111-11-11 11:11:11.123456"),
+        ("ts6", ColumnType::Timestamp { fsp: 6 }, "2011-11-11 11:11:11.123456"),
+    ] {
+        let h = key_table(&e, "compat", name, ty);
+        e.client.blocking().execute(vec![h.write(&[Value::str(stored), Value::Int(7)]).unwrap()]).unwrap();
+        let dashed = stored.replacen(' ', " -", 1);
+        let (st, body) = read(name, &dashed);
+        assert_eq!(st, 200, "{name} {dashed}: {body}");
+        assert_eq!(serde_json::from_str::<Json>(&body).unwrap()["data"]["v"], 7);
+    }
+    // Failed sub-operations carry a message beside their code.
+    let op = |t: &str, id: i64| json!({"method": "POST", "relative-url": format!("db/{t}/pk-read"), "body": {"filters": key(id)}});
+    let (st, body) = post(p, "/0.1.0/batch", json!({"operations": [op("t", 1), op("t", 99), op("missing", 1)]}));
+    assert_eq!(st, 200, "{body}");
+    let v: Json = serde_json::from_str(&body).unwrap();
+    assert!(v["result"][0].get("message").is_none(), "{body}");
+    for r in &v["result"].as_array().unwrap()[1..] {
+        assert!(r["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    }
+    assert_eq!(v["result"][2]["message"], "Database/Table does not exist. Database: db Table: missing");
+    let (_, body) = post(
+        p,
+        "/0.1.0/batchwrite",
+        w(
+            json!({"method": "POST", "relative-url": "db/t/pk-update", "body": {"filters": key(77), "writeColumns": [{"column": "col1", "value": 1}]}}),
+        ),
+    );
+    let v: Json = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["result"][0]["code"], 404, "{body}");
+    assert_eq!(v["result"][0]["message"], "Not Found", "{body}");
+    // batchdelete with rdrs2's method, DELETE.
+    let (st, body) = http(
+        p,
+        "DELETE",
+        "/0.1.0/batchdelete",
+        &w(json!({"method": "POST", "relative-url": "db/t/pk-delete", "body": {"filters": key(4)}})).to_string(),
+    );
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Json>(&body).unwrap()["result"][0]["code"], 200);
+    assert_eq!(http(p, "GET", "/0.1.0/batch", "").0, 405);
+}
+
+/// API version 0.2.0: the same endpoints, errors as JSON.
+#[test]
+fn api_version_0_2_0() {
+    let e = env();
+    setup_simple(&e);
+    let p = e.port;
+    assert_eq!(http(p, "GET", "/0.2.0/ping", ""), (200, "".into()));
+    assert_eq!(http(p, "GET", "/0.2.0/health", ""), (200, "1".into()));
+    let (st, body) = post(p, "/0.2.0/db/t/pk-read", json!({"filters": key(2)}));
+    assert_eq!((st, serde_json::from_str::<Json>(&body).unwrap()["data"]["col1"].clone()), (200, json!(20)));
+    let (st, body) = post(p, "/0.2.0/db/t/pk-read", json!({"filters": null}));
+    assert_eq!(st, 400);
+    assert_eq!(
+        serde_json::from_str::<Json>(&body).unwrap(),
+        json!({"error": {"code": 400, "message": "the Field section is null", "status": -1, "classification": -1, "ndbCode": -1, "mysqlCode": -1}})
+    );
+    let (st, body) = post(p, "/0.2.0/db/t/pk-read", json!({"filters": key(99)}));
+    assert_eq!(st, 404);
+    assert_eq!(serde_json::from_str::<Json>(&body).unwrap()["error"]["message"], "Not Found");
+    let op = json!({"method": "POST", "relative-url": "db/t/pk-read", "body": {"filters": key(1)}});
+    assert_eq!(
+        serde_json::from_str::<Json>(&post(p, "/0.2.0/batch", json!({"operations": [op]})).1).unwrap()["result"][0]["code"],
+        200
+    );
+    let (st, body) = post(p, "/0.2.0/batchwrite", json!({"operations": []}));
+    assert_eq!(
+        (st, serde_json::from_str::<Json>(&body).unwrap()["error"]["message"].clone()),
+        (400, json!("No operations defined"))
+    );
+    let (st, body) = http(p, "DELETE", "/0.2.0/batchdelete", &json!({"operations": []}).to_string());
+    assert_eq!((st, serde_json::from_str::<Json>(&body).unwrap()["error"]["code"].clone()), (400, json!(400)));
 }
