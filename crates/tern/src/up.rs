@@ -1,5 +1,7 @@
 //! `tern up`: a local cluster as child processes, supervised like NDB's angel process: a data
-//! node that dies is started again and recovers from its data directory. Runs in the foreground,
+//! node that dies is started again and recovers from its data directory; an API server that
+//! dies is started again too. Restarts back off (0.1 s doubling to 30 s, reset after a minute of
+//! service) and never end, except for a data node that cannot start (`EXIT_STARTUP`). Runs in the foreground,
 //! prints one `ready:` line when every endpoint accepts connections, and stops everything on
 //! SIGINT/SIGTERM.
 
@@ -12,11 +14,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Exit code of a process that could not start (bad configuration, busy port, locked or foreign
-/// data directory). The supervisor does not restart such a process.
+/// data directory). A data node that exits so is not restarted: it needs the operator.
 pub const EXIT_STARTUP: i32 = 3;
-const RESTARTS_MAX: usize = 5;
-const RESTART_WINDOW: Duration = Duration::from_secs(60);
-
+/// First pause before a restart; it doubles after each death up to `BACKOFF_MAX`.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// A child serving this long counts as healthy again: its next death restarts it at once.
+const HEALTHY_AFTER: Duration = Duration::from_secs(60);
+/// How long a (re)started child may take to serve before it is killed and started again.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(clap::Args)]
 pub struct UpArgs {
     /// Where data lives; it persists across runs.
@@ -91,31 +97,70 @@ fn spawn_tern(args: &[String]) -> Result<Child> {
     cmd.spawn().context("cannot start a tern process")
 }
 
-/// One supervised child process: how to start it and how to tell it is serving.
+/// Where a supervised child is in its life.
+#[derive(Debug, Clone, Copy)]
+enum Life {
+    /// Started at `since`; not serving yet.
+    Starting { since: Instant },
+    /// Serving since `since`.
+    Serving { since: Instant },
+    /// Dead; to be started again at `at`.
+    Waiting { at: Instant },
+}
+
+/// One supervised child process (NDB's angel): how to start it, how to tell it is serving, and
+/// its restarts. The supervisor never blocks on one child, so a crash-looping API server never
+/// stops the data node from being watched (or a healthy one from serving).
 struct Supervised {
     name: &'static str,
     args: Vec<String>,
-    child: Child,
+    child: Option<Child>,
     ready: fn(&str) -> bool,
     addr: String,
-    restarts: Vec<Instant>,
+    life: Life,
+    /// Pause before the next restart.
+    backoff: Duration,
+    /// Whether an `EXIT_STARTUP` after the first start ends `tern up` (the data node: its data
+    /// directory or configuration needs the operator) or is retried like a crash (the API
+    /// server: a port taken for a while, a data node restarting).
+    startup_error_is_fatal: bool,
 }
 
 impl Supervised {
-    fn start(name: &'static str, args: Vec<String>, addr: String, ready: fn(&str) -> bool) -> Result<Supervised> {
+    /// Starts the child and waits until it serves: a first start that fails is an error.
+    fn start(
+        name: &'static str,
+        args: Vec<String>,
+        addr: String,
+        ready: fn(&str) -> bool,
+        startup_error_is_fatal: bool,
+    ) -> Result<Supervised> {
         let child = spawn_tern(&args)?;
-        let mut s = Supervised { name, args, child, ready, addr, restarts: Vec::new() };
-        if let Err(e) = s.wait_ready(Duration::from_secs(120)) {
-            stop_child(&mut s.child);
+        let life = Life::Starting { since: Instant::now() };
+        let mut s = Supervised {
+            name,
+            args,
+            child: Some(child),
+            ready,
+            addr,
+            life,
+            backoff: BACKOFF_MIN,
+            startup_error_is_fatal,
+        };
+        if let Err(e) = s.wait_ready(START_TIMEOUT) {
+            s.stop();
             return Err(e);
         }
+        s.life = Life::Serving { since: Instant::now() };
         Ok(s)
     }
 
     fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
         let until = Instant::now() + timeout;
         while Instant::now() < until {
-            if let Some(st) = self.child.try_wait()? {
+            if let Some(c) = &mut self.child
+                && let Some(st) = c.try_wait()?
+            {
                 bail!("the {} stopped during start-up ({})", self.name, describe(st));
             }
             if crate::stop_requested() {
@@ -129,27 +174,66 @@ impl Supervised {
         bail!("the {} did not start within {} s", self.name, timeout.as_secs())
     }
 
-    /// Restarts the child if it died (NDB's angel). Err when it cannot be kept running.
+    /// One look at the child: notices a death, restarts after the back-off, tells when it
+    /// serves again. Err only when it must not be restarted.
     fn supervise(&mut self) -> Result<()> {
-        let Some(st) = self.child.try_wait()? else { return Ok(()) };
-        if crate::stop_requested() {
+        let now = Instant::now();
+        if let Life::Waiting { at } = self.life {
+            if now >= at {
+                match spawn_tern(&self.args) {
+                    Ok(c) => {
+                        self.child = Some(c);
+                        self.life = Life::Starting { since: now };
+                    }
+                    Err(e) => self.died(&format!("could not be started: {e:#}"), false)?,
+                }
+            }
             return Ok(());
         }
-        if st.code() == Some(EXIT_STARTUP) {
-            bail!("the {} cannot start ({}); see its message above", self.name, describe(st));
+        let exited = match &mut self.child {
+            Some(c) => c.try_wait()?,
+            None => None,
+        };
+        if let Some(st) = exited {
+            self.child = None;
+            if crate::stop_requested() {
+                return Ok(());
+            }
+            return self.died(&format!("stopped ({})", describe(st)), st.code() == Some(EXIT_STARTUP));
         }
-        self.restarts.retain(|t| t.elapsed() < RESTART_WINDOW);
-        if self.restarts.len() >= RESTARTS_MAX {
-            bail!("the {} died {} times within {} s; giving up", self.name, RESTARTS_MAX, RESTART_WINDOW.as_secs());
-        }
-        self.restarts.push(Instant::now());
-        eprintln!("tern up: {} stopped ({}); restarting it", self.name, describe(st));
-        self.child = spawn_tern(&self.args)?;
-        match self.wait_ready(Duration::from_secs(120)) {
-            Ok(()) => eprintln!("tern up: {} is serving again", self.name),
-            Err(e) => eprintln!("tern up: {} restart: {e:#}", self.name),
+        match self.life {
+            Life::Starting { .. } if (self.ready)(&self.addr) => {
+                eprintln!("tern up: the {} is serving again", self.name);
+                self.life = Life::Serving { since: now };
+            }
+            Life::Starting { since } if now.duration_since(since) > START_TIMEOUT => {
+                self.stop();
+                self.died(&format!("did not serve within {} s of its restart", START_TIMEOUT.as_secs()), false)?;
+            }
+            Life::Serving { since } if now.duration_since(since) > HEALTHY_AFTER => self.backoff = BACKOFF_MIN,
+            _ => {}
         }
         Ok(())
+    }
+
+    /// The child is gone for `why`: schedule its restart after the back-off (which doubles), or
+    /// give up when it cannot start and that needs the operator.
+    fn died(&mut self, why: &str, startup_error: bool) -> Result<()> {
+        if startup_error && self.startup_error_is_fatal {
+            bail!("the {} cannot start ({why}); see its message above", self.name);
+        }
+        let wait = self.backoff;
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        eprintln!("tern up: the {} {why}; restarting it in {:.1} s", self.name, wait.as_secs_f64());
+        self.life = Life::Waiting { at: Instant::now() + wait };
+        Ok(())
+    }
+
+    fn stop(&mut self) {
+        if let Some(c) = &mut self.child {
+            stop_child(c);
+        }
+        self.child = None;
     }
 }
 
@@ -247,7 +331,7 @@ pub fn run(a: UpArgs) -> Result<()> {
     let rest = format!("127.0.0.1:{}", a.rest_port);
     let config = write_datanode_config(&a, &dir)?;
     let datanode_args = vec!["datanode".into(), "--config".into(), config.display().to_string()];
-    let mut children = vec![Supervised::start("data node 1", datanode_args, addr.clone(), datanode_ready)?];
+    let mut children = vec![Supervised::start("data node 1", datanode_args, addr.clone(), datanode_ready, true)?];
     let api_args = vec![
         "api".into(),
         "--datanode".into(),
@@ -272,11 +356,11 @@ pub fn run(a: UpArgs) -> Result<()> {
     }
     let redis = format!("127.0.0.1:{}", a.redis_port);
     let mysql = format!("127.0.0.1:{}", a.mysql_port);
-    match Supervised::start("API server", api_args, format!("{rest} {redis} {mysql}"), api_ready) {
+    match Supervised::start("API server", api_args, format!("{rest} {redis} {mysql}"), api_ready, false) {
         Ok(s) => children.push(s),
         Err(e) => {
             for c in &mut children {
-                stop_child(&mut c.child);
+                c.stop();
             }
             return Err(e);
         }
@@ -288,14 +372,14 @@ pub fn run(a: UpArgs) -> Result<()> {
             eprintln!("tern up: stopping");
             // Front ends first, then the data node (which makes its last epochs durable).
             for c in children.iter_mut().rev() {
-                stop_child(&mut c.child);
+                c.stop();
             }
             return Ok(());
         }
         for i in 0..children.len() {
             if let Err(e) = children[i].supervise() {
                 for c in children.iter_mut().rev() {
-                    stop_child(&mut c.child);
+                    c.stop();
                 }
                 return Err(e);
             }

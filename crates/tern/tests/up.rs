@@ -127,6 +127,80 @@ fn up_serves_restarts_a_killed_datanode_and_stops_cleanly() {
     assert!(!std::path::Path::new(&format!("/proc/{new_pid}")).exists(), "data node stopped with tern up");
 }
 
+/// The pid of `parent`'s child process whose command line contains `word`.
+fn child_pid(parent: u32, word: &str) -> Option<u32> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // The parent pid is the second field after the parenthesised command name.
+        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && cmd.split(|&b| b == 0).any(|a| a == word.as_bytes()) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// The MySQL front end answers with its handshake.
+fn mysql_serves(port: u16) -> bool {
+    use std::io::Read;
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut b = [0u8; 5];
+    matches!(s.read(&mut b), Ok(5) if b[4] == 10)
+}
+
+/// An API server that keeps crashing (before issue 10, five deaths within a minute made `tern up`
+/// give up and stop the healthy data node) is restarted every time, with back-off, while the
+/// data node keeps serving untouched.
+#[test]
+fn a_crash_looping_api_server_never_stops_the_datanode() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, mysql) = (free_port(), free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["up", "--data-dir"])
+        .arg(dir.path())
+        .args(["--datanode-port", &port.to_string(), "--rest-port", &free_port().to_string()])
+        .args(["--redis-port", &free_port().to_string(), "--mysql-port", &mysql.to_string()])
+        .args(["--data-memory", "128M", "--ldm-workers", "2"])
+        .env("TERN_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("ready: "), "first line: {line:?}");
+    let addr = format!("127.0.0.1:{port}");
+    let datanode = Client::connect(&addr).unwrap().status().unwrap().pid;
+    for round in 0..7 {
+        let api = child_pid(child.id(), "api").expect("the API server process");
+        // SAFETY: kill(2) on a process this test's child started.
+        unsafe {
+            libc::kill(api as i32, libc::SIGKILL);
+        }
+        let until = Instant::now() + Duration::from_secs(60);
+        while child_pid(child.id(), "api").is_none_or(|p| p == api) || !mysql_serves(mysql) {
+            assert!(Instant::now() < until, "round {round}: the API server was not restarted");
+            assert!(child.try_wait().unwrap().is_none(), "round {round}: tern up gave up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let c = Client::connect(&addr).unwrap();
+        assert_eq!(c.status().unwrap().pid, datanode, "round {round}: the data node was never restarted");
+    }
+    // SAFETY: kill(2) on this test's child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let st = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(st.success(), "tern up exits 0 on SIGINT: {st}");
+    let log = stderr_of(&mut child);
+    assert!(log.contains("the API server stopped (signal 9); restarting it in"), "{log}");
+    assert!(log.contains("the API server is serving again"), "{log}");
+}
+
 #[test]
 fn busy_port_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();

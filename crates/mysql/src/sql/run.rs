@@ -506,7 +506,9 @@ fn place(h: &TableHandle, needed: &[u16], bytes: &[u8]) -> Result<Vec<Value>, Sq
 }
 
 /// The pushed filter with its constants evaluated and coerced; `exact` is false when some
-/// condition could not be pushed (then no limit may be pushed either).
+/// condition could not be pushed (then no limit may be pushed either). A filter stays within the
+/// data node's `FILTER_TERMS_MAX` terms (and values per IN-list); conditions beyond are left to
+/// the API server's check of every condition.
 fn pushed_filter(src: &Src, prefix: &[Value], env: &Env) -> Result<(Filter, bool), SqlError> {
     let cols = &src.handle.table.columns;
     let mut parts = Vec::new();
@@ -518,6 +520,10 @@ fn pushed_filter(src: &Src, prefix: &[Value], env: &Env) -> Result<(Filter, bool
         coerce(cols[c as usize].ty, v).ok()
     };
     for p in &src.push {
+        if parts.len() >= tern_types::filter::FILTER_TERMS_MAX {
+            exact = false;
+            break;
+        }
         match p {
             Push::Cmp(c, op, x) => {
                 let v = ev(x, prefix, &[], env)?;
@@ -548,7 +554,7 @@ fn pushed_filter(src: &Src, prefix: &[Value], env: &Env) -> Result<(Filter, bool
                         _ => ok = false,
                     }
                 }
-                if ok {
+                if ok && values.len() <= tern_types::filter::FILTER_TERMS_MAX {
                     parts.push(Filter::In { col: *c, values });
                 } else {
                     exact = false;

@@ -1550,6 +1550,18 @@ pub fn parse_error(e: ParseError, sql: &str) -> SqlError {
         ParseError::Unsupported(what) => {
             SqlError::new(1235, "42000", format!("This version of Tern doesn't yet support '{what}'"))
         }
+        ParseError::Exhausted(near) => {
+            SqlError::new(1064, "42000", format!("memory exhausted near '{near}' at line 1"))
+        }
+        ParseError::TooDeep => SqlError::new(
+            1436,
+            "HY000",
+            format!(
+                "Thread stack overrun: the expression is nested more than {} levels deep",
+                crate::sql::parse::EXPR_DEPTH_MAX
+            ),
+        ),
+        ParseError::SelectNesting => SqlError::new(1473, "HY000", "Too high level of nesting for select"),
     }
 }
 

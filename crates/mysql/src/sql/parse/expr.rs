@@ -1,56 +1,102 @@
 //! Expressions, by MySQL's operator precedence (lowest first): OR, XOR, AND, NOT, predicates
 //! (comparisons, IS, IN, BETWEEN, LIKE), |, &, shifts, + -, * / DIV MOD, ^, unary operators,
 //! primaries (literals, columns, variables, functions, CASE, CAST, subqueries).
+//!
+//! Depth is bounded while parsing, so no later stage (planning, evaluation, dropping the tree)
+//! can run out of stack: recursion of the parser itself (`Parser::nested`, `NESTING_MAX`) and
+//! the depth of the tree built (`Parser::depth`, `EXPR_DEPTH_MAX`), which left-associative
+//! operator chains grow without recursion. AND, OR and XOR chains are built as balanced trees
+//! (they are associative, and evaluation still visits the operands left to right), so a
+//! generated `a = 1 OR a = 2 OR ...` of any length stays shallow; other chains count one level
+//! per operator.
 
-use super::{ParseError, Parser};
+use super::{EXPR_DEPTH_MAX, ParseError, Parser, balanced};
 use super::{RESERVED, number};
 use crate::sql::ast::*;
 use crate::sql::lex::Tok;
 use tern_types::Value;
 
 impl Parser<'_> {
+    /// A whole expression; its tree depth is left in `self.depth` and counted into
+    /// `self.kid_max` for the node that contains it.
     pub fn expr(&mut self) -> Result<Expr, ParseError> {
-        self.or_expr()
+        let e = self.nested(Self::or_expr)?;
+        self.kid_max = self.kid_max.max(self.depth);
+        Ok(e)
+    }
+
+    /// The depth `d` of a node being built, or the error when it is too deep.
+    fn deeper(&self, d: usize) -> Result<usize, ParseError> {
+        if d > EXPR_DEPTH_MAX { Err(ParseError::TooDeep) } else { Ok(d) }
+    }
+
+    /// Operands separated by any of `ops` (keywords or symbols), combined by `op` as a balanced
+    /// tree in their order.
+    fn assoc_chain(
+        &mut self,
+        ops: &[&str],
+        op: BinOp,
+        operand: fn(&mut Self) -> Result<Expr, ParseError>,
+    ) -> Result<Expr, ParseError> {
+        let first = operand(self)?;
+        let at_op = |p: &Self| ops.iter().any(|o| p.at_kw(o) || p.at_sym(o));
+        if !at_op(self) {
+            return Ok(first);
+        }
+        let mut terms = vec![(first, self.depth)];
+        while at_op(self) {
+            self.pos += 1;
+            let e = operand(self)?;
+            terms.push((e, self.depth));
+        }
+        let (e, d) = balanced(op, terms);
+        self.depth = self.deeper(d)?;
+        Ok(e)
     }
 
     pub(super) fn or_expr(&mut self) -> Result<Expr, ParseError> {
-        let mut l = self.xor_expr()?;
-        while self.eat_kw("OR") || self.eat_sym("||") {
-            let r = self.xor_expr()?;
-            l = Expr::bin(BinOp::Or, l, r);
-        }
-        Ok(l)
+        self.assoc_chain(&["OR", "||"], BinOp::Or, Self::xor_expr)
     }
 
     pub(super) fn xor_expr(&mut self) -> Result<Expr, ParseError> {
-        let mut l = self.and_expr()?;
-        while self.eat_kw("XOR") {
-            let r = self.and_expr()?;
-            l = Expr::bin(BinOp::Xor, l, r);
-        }
-        Ok(l)
+        self.assoc_chain(&["XOR"], BinOp::Xor, Self::and_expr)
     }
 
     pub(super) fn and_expr(&mut self) -> Result<Expr, ParseError> {
-        let mut l = self.not_expr()?;
-        while self.eat_kw("AND") || self.eat_sym("&&") {
-            let r = self.not_expr()?;
-            l = Expr::bin(BinOp::And, l, r);
-        }
-        Ok(l)
+        self.assoc_chain(&["AND", "&&"], BinOp::And, Self::not_expr)
     }
 
     pub(super) fn not_expr(&mut self) -> Result<Expr, ParseError> {
         if self.at_kw("NOT") && !self.at_kw_at(1, "EXISTS") {
             self.pos += 1;
-            let e = self.not_expr()?;
+            let e = self.nested(Self::not_expr)?;
+            self.depth = self.deeper(self.depth + 1)?;
             return Ok(Expr::Unary(UnOp::Not, Box::new(e)));
         }
         self.predicate()
     }
 
+    /// A left-associative chain of binary operators: `next` gives the operator ahead (and
+    /// consumes it), `operand` parses each side.
+    fn left_chain(
+        &mut self,
+        next: fn(&mut Self) -> Option<BinOp>,
+        operand: fn(&mut Self) -> Result<Expr, ParseError>,
+    ) -> Result<Expr, ParseError> {
+        let mut l = operand(self)?;
+        let mut d = self.depth;
+        while let Some(op) = next(self) {
+            let r = operand(self)?;
+            d = self.deeper(d.max(self.depth) + 1)?;
+            l = Expr::bin(op, l, r);
+        }
+        self.depth = d;
+        Ok(l)
+    }
+
     pub(super) fn predicate(&mut self) -> Result<Expr, ParseError> {
         let mut l = self.bit_or()?;
+        let mut d = self.depth;
         loop {
             let op = match self.peek() {
                 Some(Tok::Sym("=")) => Some(BinOp::Eq),
@@ -68,6 +114,7 @@ impl Parser<'_> {
                     return Err(ParseError::Unsupported("ANY/ALL subqueries".into()));
                 }
                 let r = self.bit_or()?;
+                d = self.deeper(d.max(self.depth) + 1)?;
                 l = Expr::bin(op, l, r);
                 continue;
             }
@@ -82,6 +129,7 @@ impl Parser<'_> {
                 } else {
                     return Err(self.error());
                 }
+                d = self.deeper(d + 1)?;
                 continue;
             }
             let neg = self.at_kw("NOT")
@@ -99,8 +147,10 @@ impl Parser<'_> {
                     let q = self.select_stmt()?;
                     self.expect_sym(")")?;
                     l = Expr::InSelect { e: Box::new(l), q: Box::new(q), neg };
+                    d = self.deeper(d + 1)?;
                     continue;
                 }
+                let outer = std::mem::take(&mut self.kid_max);
                 let mut list = Vec::new();
                 loop {
                     list.push(self.expr()?);
@@ -108,15 +158,20 @@ impl Parser<'_> {
                         break;
                     }
                 }
+                let inner = std::mem::replace(&mut self.kid_max, outer);
+                d = self.deeper(d.max(inner) + 1)?;
                 self.expect_sym(")")?;
                 l = Expr::In { e: Box::new(l), list, neg };
             } else if self.eat_kw("BETWEEN") {
                 let lo = self.bit_or()?;
+                let d_lo = self.depth;
                 self.expect_kw("AND")?;
                 let hi = self.bit_or()?;
+                d = self.deeper(d.max(d_lo).max(self.depth) + 1)?;
                 l = Expr::Between { e: Box::new(l), lo: Box::new(lo), hi: Box::new(hi), neg };
             } else if self.eat_kw("LIKE") {
                 let pat = self.bit_or()?;
+                d = self.deeper(d.max(self.depth) + 1)?;
                 if self.eat_kw("ESCAPE") {
                     return Err(ParseError::Unsupported("LIKE ... ESCAPE".into()));
                 }
@@ -126,90 +181,83 @@ impl Parser<'_> {
             } else if neg {
                 return Err(self.error());
             } else {
+                self.depth = d;
                 return Ok(l);
             }
         }
     }
 
     pub(super) fn bit_or(&mut self) -> Result<Expr, ParseError> {
-        let mut l = self.bit_and()?;
-        while self.eat_sym("|") {
-            let r = self.bit_and()?;
-            l = Expr::bin(BinOp::BitOr, l, r);
-        }
-        Ok(l)
+        self.left_chain(|p| p.eat_sym("|").then_some(BinOp::BitOr), Self::bit_and)
     }
 
     pub(super) fn bit_and(&mut self) -> Result<Expr, ParseError> {
-        let mut l = self.shift()?;
-        while self.eat_sym("&") {
-            let r = self.shift()?;
-            l = Expr::bin(BinOp::BitAnd, l, r);
-        }
-        Ok(l)
+        self.left_chain(|p| p.eat_sym("&").then_some(BinOp::BitAnd), Self::shift)
     }
 
     pub(super) fn shift(&mut self) -> Result<Expr, ParseError> {
-        let mut l = self.additive()?;
-        loop {
-            let op = if self.eat_sym("<<") {
-                BinOp::Shl
-            } else if self.eat_sym(">>") {
-                BinOp::Shr
-            } else {
-                return Ok(l);
-            };
-            let r = self.additive()?;
-            l = Expr::bin(op, l, r);
-        }
+        self.left_chain(
+            |p| {
+                if p.eat_sym("<<") {
+                    Some(BinOp::Shl)
+                } else if p.eat_sym(">>") {
+                    Some(BinOp::Shr)
+                } else {
+                    None
+                }
+            },
+            Self::additive,
+        )
     }
 
     pub(super) fn additive(&mut self) -> Result<Expr, ParseError> {
-        let mut l = self.multiplicative()?;
-        loop {
-            let op = if self.eat_sym("+") {
-                BinOp::Add
-            } else if self.eat_sym("-") {
-                BinOp::Sub
-            } else {
-                return Ok(l);
-            };
-            let r = self.multiplicative()?;
-            l = Expr::bin(op, l, r);
-        }
+        self.left_chain(
+            |p| {
+                if p.eat_sym("+") {
+                    Some(BinOp::Add)
+                } else if p.eat_sym("-") {
+                    Some(BinOp::Sub)
+                } else {
+                    None
+                }
+            },
+            Self::multiplicative,
+        )
     }
 
     pub(super) fn multiplicative(&mut self) -> Result<Expr, ParseError> {
-        let mut l = self.bit_xor()?;
-        loop {
-            let op = if self.eat_sym("*") {
-                BinOp::Mul
-            } else if self.eat_sym("/") {
-                BinOp::Div
-            } else if self.eat_sym("%") || self.eat_kw("MOD") {
-                BinOp::Mod
-            } else if self.eat_kw("DIV") {
-                BinOp::IntDiv
-            } else {
-                return Ok(l);
-            };
-            let r = self.bit_xor()?;
-            l = Expr::bin(op, l, r);
-        }
+        self.left_chain(
+            |p| {
+                if p.eat_sym("*") {
+                    Some(BinOp::Mul)
+                } else if p.eat_sym("/") {
+                    Some(BinOp::Div)
+                } else if p.eat_sym("%") || p.eat_kw("MOD") {
+                    Some(BinOp::Mod)
+                } else if p.eat_kw("DIV") {
+                    Some(BinOp::IntDiv)
+                } else {
+                    None
+                }
+            },
+            Self::bit_xor,
+        )
     }
 
     pub(super) fn bit_xor(&mut self) -> Result<Expr, ParseError> {
-        let mut l = self.unary()?;
-        while self.eat_sym("^") {
-            let r = self.unary()?;
-            l = Expr::bin(BinOp::BitXor, l, r);
-        }
-        Ok(l)
+        self.left_chain(|p| p.eat_sym("^").then_some(BinOp::BitXor), Self::unary)
+    }
+
+    /// An operand under a prefix operator: one level deeper in both counts.
+    fn prefixed(&mut self) -> Result<Expr, ParseError> {
+        let e = self.nested(Self::unary)?;
+        self.depth = self.deeper(self.depth + 1)?;
+        Ok(e)
     }
 
     pub(super) fn unary(&mut self) -> Result<Expr, ParseError> {
         if self.eat_sym("-") {
-            let e = self.unary()?;
+            let e = self.prefixed()?;
             return Ok(match e {
                 Expr::Lit(Value::Int(v)) => Expr::Lit(Value::Int(-v)),
                 Expr::Lit(Value::UInt(v)) if v == 1u64 << 63 => Expr::Lit(Value::Int(i64::MIN)),
@@ -219,16 +267,16 @@ impl Parser<'_> {
             });
         }
         if self.eat_sym("+") {
-            return self.unary();
+            return self.prefixed();
         }
         if self.eat_sym("~") {
-            return Ok(Expr::Unary(UnOp::BitNot, Box::new(self.unary()?)));
+            return Ok(Expr::Unary(UnOp::BitNot, Box::new(self.prefixed()?)));
         }
         if self.eat_sym("!") {
-            return Ok(Expr::Unary(UnOp::Not, Box::new(self.unary()?)));
+            return Ok(Expr::Unary(UnOp::Not, Box::new(self.prefixed()?)));
         }
         if self.eat_kw("BINARY") {
-            return Ok(Expr::Cast { e: Box::new(self.unary()?), ty: CastTy::Binary });
+            return Ok(Expr::Cast { e: Box::new(self.prefixed()?), ty: CastTy::Binary });
         }
         let e = self.primary()?;
         if self.eat_kw("COLLATE") {
@@ -237,7 +285,18 @@ impl Parser<'_> {
         Ok(e)
     }
 
+    /// A primary; its depth is one more than the deepest expression inside it.
     pub(super) fn primary(&mut self) -> Result<Expr, ParseError> {
+        let outer = std::mem::take(&mut self.kid_max);
+        let e = self.primary_node();
+        let d = self.kid_max + 1;
+        self.kid_max = outer;
+        let e = e?;
+        self.depth = self.deeper(d)?;
+        Ok(e)
+    }
+
+    fn primary_node(&mut self) -> Result<Expr, ParseError> {
         let Some(t) = self.next() else { return Err(self.error()) };
         match t {
             Tok::Num(n) => number(&n).map(Expr::Lit).ok_or_else(|| {

@@ -17,7 +17,26 @@ pub enum ParseError {
     Syntax(String),
     /// A statement kind Tern does not serve (1235): its leading words.
     Unsupported(String),
+    /// The parser's recursion passed `NESTING_MAX` (1064 "memory exhausted near ...", as
+    /// MySQL's parser says when its stack runs out), with the text near the failure.
+    Exhausted(String),
+    /// An expression tree deeper than `EXPR_DEPTH_MAX` (1436 "Thread stack overrun", what
+    /// MySQL answers when evaluating it would need more stack).
+    TooDeep,
+    /// SELECTs nested deeper than `SELECT_NESTING_MAX` (1473).
+    SelectNesting,
 }
+
+/// Deepest recursion of the parser: nested parentheses, function calls, prefix operators, CASE,
+/// subqueries. One level is a chain of ~27 frames through the precedence ladder, up to 12 KiB in
+/// a debug build; front-end workers have 16 MiB of stack, and this limit keeps parsing within a
+/// quarter of it. (MariaDB 10.11 with its default stack takes 300 nested `ABS(` but not 1,000.)
+pub const NESTING_MAX: usize = 256;
+/// Deepest expression tree accepted; planning and evaluation recurse once per level.
+/// (MariaDB 10.11 with its default stack fails near 1,000 levels of `1+1+...` or `ABS(ABS(...))`.)
+pub const EXPR_DEPTH_MAX: usize = 2000;
+/// Deepest nesting of SELECTs (MySQL's MAX_SELECT_NESTING).
+pub const SELECT_NESTING_MAX: usize = 63;
 
 pub struct Parsed {
     pub stmt: Statement,
@@ -27,7 +46,7 @@ pub struct Parsed {
 /// Parses one statement (a trailing `;` is allowed; more statements after it are an error).
 pub fn parse(sql: &str) -> Result<Parsed, ParseError> {
     let toks = tokenize(sql).map_err(|e| ParseError::Syntax(format!("{} near '{}'", e.0, clip(sql))))?;
-    let mut p = Parser { sql, toks, pos: 0, params: 0 };
+    let mut p = Parser::new(sql, toks);
     if p.toks.is_empty() {
         return Err(ParseError::Syntax(String::new()));
     }
@@ -42,12 +61,30 @@ pub fn parse(sql: &str) -> Result<Parsed, ParseError> {
 /// Parses a standalone expression (for `PREPARE ... FROM` tests and defaults).
 pub fn parse_expr(sql: &str) -> Result<Expr, ParseError> {
     let toks = tokenize(sql).map_err(|e| ParseError::Syntax(e.0))?;
-    let mut p = Parser { sql, toks, pos: 0, params: 0 };
+    let mut p = Parser::new(sql, toks);
     let e = p.expr()?;
     if p.pos < p.toks.len() {
         return Err(p.error());
     }
     Ok(e)
+}
+
+/// `terms` (each with its tree depth) combined by the associative `op` into a balanced tree that
+/// keeps their order, and its depth: a chain of n terms is log2(n) levels deep, not n.
+fn balanced(op: BinOp, terms: Vec<(Expr, usize)>) -> (Expr, usize) {
+    let mut level = terms;
+    while level.len() > 1 {
+        let mut next = Vec::with_capacity(level.len().div_ceil(2));
+        let mut it = level.into_iter();
+        while let Some((a, da)) = it.next() {
+            match it.next() {
+                Some((b, db)) => next.push((Expr::bin(op, a, b), da.max(db) + 1)),
+                None => next.push((a, da)),
+            }
+        }
+        level = next;
+    }
+    level.pop().expect("at least one term")
 }
 
 fn clip(s: &str) -> String {
@@ -87,6 +124,14 @@ struct Parser<'a> {
     toks: Vec<(Tok, usize)>,
     pos: usize,
     params: usize,
+    /// Recursion depth now (bounded by `NESTING_MAX`).
+    nesting: usize,
+    /// SELECTs open now (bounded by `SELECT_NESTING_MAX`).
+    selects: usize,
+    /// Tree depth of the expression parsed last (bounded by `EXPR_DEPTH_MAX`).
+    depth: usize,
+    /// The deepest of the whole expressions parsed since the enclosing node began.
+    kid_max: usize,
 }
 
 /// Words that end an expression or a select item (cannot be implicit aliases).
@@ -145,6 +190,25 @@ const RESERVED: &[&str] = &[
 ];
 
 impl<'a> Parser<'a> {
+    fn new(sql: &'a str, toks: Vec<(Tok, usize)>) -> Parser<'a> {
+        Parser { sql, toks, pos: 0, params: 0, nesting: 0, selects: 0, depth: 0, kid_max: 0 }
+    }
+
+    /// Runs `f` one recursion level deeper, or fails once `NESTING_MAX` levels are open.
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, ParseError>) -> Result<T, ParseError> {
+        if self.nesting >= NESTING_MAX {
+            let near = match self.toks.get(self.pos) {
+                Some((_, off)) => clip(&self.sql[*off..]),
+                None => String::new(),
+            };
+            return Err(ParseError::Exhausted(near));
+        }
+        self.nesting += 1;
+        let r = f(self);
+        self.nesting -= 1;
+        r
+    }
+
     fn peek(&self) -> Option<&Tok> {
         self.toks.get(self.pos).map(|(t, _)| t)
     }

@@ -1,13 +1,24 @@
 //! Queries and data changes: SELECT (with UNION, joins, ORDER BY, LIMIT, locking clauses),
 //! INSERT/REPLACE, UPDATE, DELETE and LOAD DATA.
 
-use super::{ParseError, Parser, RESERVED};
+use super::{ParseError, Parser, RESERVED, SELECT_NESTING_MAX, balanced};
 use crate::sql::ast::*;
 use crate::sql::lex::Tok;
 use tern_types::Value;
 
 impl Parser<'_> {
+    /// A SELECT (with UNIONs), at most `SELECT_NESTING_MAX` deep.
     pub(super) fn select_stmt(&mut self) -> Result<Select, ParseError> {
+        if self.selects >= SELECT_NESTING_MAX {
+            return Err(ParseError::SelectNesting);
+        }
+        self.selects += 1;
+        let s = self.nested(Self::select_union);
+        self.selects -= 1;
+        s
+    }
+
+    fn select_union(&mut self) -> Result<Select, ParseError> {
         let mut s = if self.eat_sym("(") {
             let s = self.select_stmt()?;
             self.expect_sym(")")?;
@@ -239,7 +250,7 @@ impl Parser<'_> {
                 t.join = Some((kind, Some(on)));
             } else if self.eat_kw("USING") {
                 self.expect_sym("(")?;
-                let mut on: Option<Expr> = None;
+                let mut on = Vec::new();
                 let prev = out.last().map(|p: &TableRef| p.alias.clone().unwrap_or(p.name.clone()));
                 let me = t.alias.clone().unwrap_or(t.name.clone());
                 loop {
@@ -249,16 +260,13 @@ impl Parser<'_> {
                         Expr::Column { table: prev.clone(), name: c.clone() },
                         Expr::Column { table: Some(me.clone()), name: c },
                     );
-                    on = Some(match on {
-                        None => eq,
-                        Some(o) => Expr::bin(BinOp::And, o, eq),
-                    });
+                    on.push((eq, 1));
                     if !self.eat_sym(",") {
                         break;
                     }
                 }
                 self.expect_sym(")")?;
-                t.join = Some((kind, on));
+                t.join = Some((kind, Some(balanced(BinOp::And, on).0)));
             }
             out.push(t);
         }
