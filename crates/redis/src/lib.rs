@@ -6,20 +6,24 @@
 //! GET and plain SET among them become one transaction of batched key operations, and the client
 //! batches the frames of concurrent connections onto its data-node sockets, so pipelining and many
 //! connections both turn into batches at the data node. A connection's unparsed bytes are bounded
-//! (`RedisOptions::max_pending`, redis-server's `client-query-buffer-limit`, 1 GB).
+//! (`RedisOptions::max_pending`, redis-server's `client-query-buffer-limit`, 1 GB), and so are the
+//! open connections (`maxclients`) and how long one may sit idle (`timeout`); see `clients`.
 
+pub mod clients;
 pub mod cmd;
 pub mod db;
 pub mod glob;
 pub mod resp;
 
+use crate::clients::{ClientInfo, Registry, lock};
 use crate::cmd::RErr;
 use crate::db::{Db, INLINE_MAX, KEY_MAX, Meta, TYPE_STRING};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tern_client::frontend::{ConnLimit, ConnSlot};
 use tern_client::{AbortOption, Client, Exec, OpKind, OpResult, Scanner};
 
 /// The redis-server version Tern answers as (HELLO, INFO): the command set of 7.0.
@@ -41,6 +45,11 @@ pub struct RedisOptions {
     pub limits: resp::Limits,
     /// How often expired keys are purged (backing off to 64 intervals while none are found).
     pub purge_interval: Duration,
+    /// Open connections at most (redis-server's `maxclients`, 10,000); more are refused with
+    /// `-ERR max number of clients reached`.
+    pub max_clients: usize,
+    /// A connection idle this long is closed (redis-server's `timeout`; zero: never).
+    pub timeout: Duration,
 }
 
 impl Default for RedisOptions {
@@ -54,6 +63,8 @@ impl Default for RedisOptions {
             max_pending: 1 << 30,
             limits: resp::Limits::default(),
             purge_interval: Duration::from_secs(1),
+            max_clients: 10_000,
+            timeout: Duration::ZERO,
         }
     }
 }
@@ -62,9 +73,33 @@ impl Default for RedisOptions {
 pub struct Stats {
     pub commands: AtomicU64,
     pub connections: AtomicU64,
-    pub connected: AtomicU64,
+    /// Connections refused at `maxclients`.
+    pub rejected: AtomicU64,
     pub expired: AtomicU64,
 }
+
+impl Stats {
+    /// CONFIG RESETSTAT.
+    pub fn reset(&self) {
+        for c in [&self.commands, &self.connections, &self.rejected, &self.expired] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Settings `CONFIG SET` changes while serving.
+pub struct Live {
+    pub conns: ConnLimit,
+    pub timeout_s: AtomicU64,
+    pub max_bulk: AtomicUsize,
+    pub max_pending: AtomicUsize,
+}
+
+/// How often a waiting connection looks at its idle time and at a changed `timeout`.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+
+/// Commands parsed from one read before they run (the rest waits in the buffer).
+const PIPELINE_MAX: usize = 1024;
 
 pub struct Server {
     pub client: Client,
@@ -72,6 +107,8 @@ pub struct Server {
     pub stats: Stats,
     pub started: Instant,
     pub port: u16,
+    pub live: Live,
+    pub clients: Registry,
     dbs: Mutex<HashMap<u32, Arc<Db>>>,
 }
 
@@ -79,7 +116,8 @@ pub struct Server {
 pub struct Session {
     pub id: u64,
     pub db: u32,
-    pub name: Option<Vec<u8>>,
+    /// What other connections see of this one (CLIENT LIST) and its kill switch.
+    pub info: Arc<ClientInfo>,
     /// Open SCAN cursors: cursor -> (database, scan).
     pub cursors: HashMap<u64, (u32, Scanner)>,
     pub next_cursor: u64,
@@ -105,22 +143,42 @@ fn fast(args: &[Vec<u8>]) -> Option<Fast> {
 
 impl Server {
     pub fn new(client: Client, opts: RedisOptions, port: u16) -> Arc<Server> {
-        Arc::new(Server { client, opts, stats: Stats::default(), started: Instant::now(), port, dbs: Mutex::default() })
+        let live = Live {
+            conns: ConnLimit::new(opts.max_clients),
+            timeout_s: AtomicU64::new(opts.timeout.as_secs()),
+            max_bulk: AtomicUsize::new(opts.limits.max_bulk),
+            max_pending: AtomicUsize::new(opts.max_pending),
+        };
+        Arc::new(Server {
+            client,
+            opts,
+            stats: Stats::default(),
+            started: Instant::now(),
+            port,
+            live,
+            clients: Registry::default(),
+            dbs: Mutex::default(),
+        })
+    }
+
+    /// The parser's limits as configured now.
+    pub fn limits(&self) -> resp::Limits {
+        resp::Limits { max_bulk: self.live.max_bulk.load(Ordering::Relaxed), ..self.opts.limits }
     }
 
     /// Database `index`, created on first use.
     pub fn db(&self, index: u32) -> Result<Arc<Db>, RErr> {
-        if let Some(d) = self.dbs.lock().expect("dbs").get(&index) {
+        if let Some(d) = lock(&self.dbs).get(&index) {
             return Ok(d.clone());
         }
         let c = self.client.clone();
         let d = Arc::new(tokio::task::block_in_place(|| db::open(&c, index))?);
-        self.dbs.lock().expect("dbs").insert(index, d.clone());
+        lock(&self.dbs).insert(index, d.clone());
         Ok(d)
     }
 
     pub fn is_open(&self, index: u32) -> bool {
-        self.dbs.lock().expect("dbs").contains_key(&index)
+        lock(&self.dbs).contains_key(&index)
     }
 
     /// Serves on a bound listener until the process ends.
@@ -129,30 +187,41 @@ impl Server {
         tokio::spawn(async move { me.purge_loop().await });
         let mut next_id = 0u64;
         loop {
-            let (stream, _) = tern_client::frontend::accept(&listener).await;
-            next_id += 1;
+            let (stream, peer) = tern_client::frontend::accept(&listener).await;
             self.stats.connections.fetch_add(1, Ordering::Relaxed);
-            self.stats.connected.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = self.live.conns.try_acquire() else {
+                self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(refuse(stream));
+                continue;
+            };
+            next_id += 1;
             let me = self.clone();
-            tokio::spawn(async move {
-                me.clone().serve_conn(stream, next_id).await;
-                me.stats.connected.fetch_sub(1, Ordering::Relaxed);
-            });
+            tokio::spawn(me.serve_conn(stream, peer, next_id, slot));
         }
     }
 
-    async fn serve_conn(self: Arc<Self>, stream: tokio::net::TcpStream, id: u64) {
+    /// Serves one connection. `_slot` holds its place under `maxclients` until the task ends
+    /// (also by a panic, which fails this connection only).
+    async fn serve_conn(self: Arc<Self>, stream: tokio::net::TcpStream, peer: SocketAddr, id: u64, _slot: ConnSlot) {
+        let laddr = stream.local_addr().unwrap_or(self.opts.listen);
         let Ok(stream) = Sock::new(stream) else { return };
-        let mut sess = Session { id, db: 0, name: None, cursors: HashMap::new(), next_cursor: 0, resp3: false };
+        let reg = self.clients.add(ClientInfo::new(id, peer, laddr));
+        let info = reg.info.clone();
+        let mut sess = Session { id, db: 0, info: info.clone(), cursors: HashMap::new(), next_cursor: 0, resp3: false };
+        let mut parser = resp::Parser::default();
         let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
         let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
         loop {
+            let limits = self.limits();
             let mut cmds = Vec::new();
             let mut used = 0;
             let mut fatal = None;
-            while cmds.len() < 1024 {
-                match resp::parse(&buf[used..], &self.opts.limits) {
-                    Ok(resp::Parsed::Incomplete) => break,
+            while cmds.len() < PIPELINE_MAX {
+                match parser.next(&buf[used..], &limits) {
+                    Ok(resp::Parsed::Incomplete { used: u }) => {
+                        used += u;
+                        break;
+                    }
                     Ok(resp::Parsed::Empty { used: u }) => used += u,
                     Ok(resp::Parsed::Command { args, used: u }) => {
                         cmds.push(args);
@@ -165,11 +234,13 @@ impl Server {
                 }
             }
             buf.drain(..used);
+            // A full pipeline leaves complete commands in the buffer: run them before reading.
+            let more_ready = cmds.len() == PIPELINE_MAX;
             let mut open = true;
             if !cmds.is_empty() {
                 open = self.run_pipeline(&mut sess, cmds, &mut out).await;
             }
-            if open && fatal.is_none() && buf.len() > self.opts.max_pending {
+            if open && fatal.is_none() && buf.len() + parser.held() > self.live.max_pending.load(Ordering::Relaxed) {
                 fatal = Some(
                     "ERR Protocol error: the connection's pending commands are over the query buffer limit".into(),
                 );
@@ -190,8 +261,11 @@ impl Server {
                 stream.linger_close().await;
                 return;
             }
-            if !open {
+            if !open || info.is_killed() {
                 return;
+            }
+            if more_ready {
+                continue;
             }
             if buf.len() < used.max(1) && buf.capacity() > 4 << 20 {
                 buf.shrink_to(16 << 10);
@@ -200,9 +274,34 @@ impl Server {
             // Other connections' queued data-node requests go now rather than when the worker
             // parks: a worker that always finds work (many busy connections) may not park soon.
             tern_client::flush_deferred();
-            match stream.read_into(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
+            if !self.wait_input(&stream, &mut buf, &info).await {
+                return;
+            }
+        }
+    }
+
+    /// Waits for more bytes from the client. False when the connection is to close: the client
+    /// closed it, CLIENT KILL, or it was idle past `timeout` (closed without a reply, as
+    /// redis-server does). `timeout` is read again every `IDLE_CHECK`, so CONFIG SET reaches
+    /// connections that are already waiting.
+    async fn wait_input(&self, stream: &Sock, buf: &mut Vec<u8>, info: &ClientInfo) -> bool {
+        loop {
+            let timeout_ms = self.live.timeout_s.load(Ordering::Relaxed).saturating_mul(1000);
+            let idle_ms = info.idle_ms();
+            if timeout_ms > 0 && idle_ms >= timeout_ms {
+                return false;
+            }
+            let mut slice = IDLE_CHECK;
+            if timeout_ms > 0 {
+                slice = slice.min(Duration::from_millis(timeout_ms - idle_ms));
+            }
+            match first_of(stream.read_into(buf), info.killed(), tokio::time::sleep(slice)).await {
+                First::A(Ok(0) | Err(_)) | First::B(()) => return false,
+                First::A(Ok(_)) => {
+                    info.touch();
+                    return true;
+                }
+                First::C(()) => {}
             }
         }
     }
@@ -362,11 +461,11 @@ impl Server {
         if ops.len() > 1 && ops.iter().any(|o| o.kind != OpKind::Read) {
             return cmd::write_txn(&self.client, ops).await;
         }
-        // Reads take no locks and one write cannot deadlock: one batch.
+        // Reads take no locks and one write cannot deadlock: one transaction.
         self.client
             .run(|mut t| {
                 let ops = ops.clone();
-                async move { t.execute_with(ops, Exec::Commit, AbortOption::IgnoreError).await }
+                async move { cmd::exec_batched(&mut t, ops, Exec::Commit, AbortOption::IgnoreError).await }
             })
             .await
     }
@@ -380,7 +479,7 @@ impl Server {
         let mut pace: HashMap<u32, (u32, u32)> = HashMap::new();
         loop {
             tokio::time::sleep(self.opts.purge_interval).await;
-            let open: Vec<Arc<Db>> = self.dbs.lock().expect("dbs").values().cloned().collect();
+            let open: Vec<Arc<Db>> = lock(&self.dbs).values().cloned().collect();
             for db in open {
                 let p = pace.entry(db.index).or_insert((0, 0));
                 if p.0 > 0 {
@@ -485,6 +584,44 @@ impl Sock {
         }
         Ok(())
     }
+}
+
+/// Answers a connection over `maxclients` with redis-server's error and closes it.
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    if stream.write_all(b"-ERR max number of clients reached\r\n").await.is_ok() {
+        tern_client::frontend::linger_close(&mut stream).await;
+    }
+}
+
+/// Which of three futures finished first.
+enum First<A, B, C> {
+    A(A),
+    B(B),
+    C(C),
+}
+
+/// Polls three futures until one finishes (in order a, b, c); the others are dropped.
+async fn first_of<A: std::future::Future, B: std::future::Future, C: std::future::Future>(
+    a: A,
+    b: B,
+    c: C,
+) -> First<A::Output, B::Output, C::Output> {
+    let (mut a, mut b, mut c) = (std::pin::pin!(a), std::pin::pin!(b), std::pin::pin!(c));
+    std::future::poll_fn(|cx| {
+        use std::task::Poll;
+        if let Poll::Ready(v) = a.as_mut().poll(cx) {
+            return Poll::Ready(First::A(v));
+        }
+        if let Poll::Ready(v) = b.as_mut().poll(cx) {
+            return Poll::Ready(First::B(v));
+        }
+        if let Poll::Ready(v) = c.as_mut().poll(cx) {
+            return Poll::Ready(First::C(v));
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// Polls futures together; their outputs in order.

@@ -7,8 +7,9 @@
 //! connection (redis `networking.c`: "Protocol error: invalid multibulk length", "expected '$', got
 //! 'x'", "invalid bulk length", "too big inline request", "unbalanced quotes in request").
 
-/// Size limits; the defaults are redis-server's (`proto-max-bulk-len` 512 MB, 64 KB inline lines,
-/// at most 1,048,576 arguments per command).
+/// Size limits; the defaults are redis-server 7's (`proto-max-bulk-len` 512 MB, 64 KB inline lines
+/// and count strings, at most `INT_MAX` arguments per command; memory is bounded by the pending
+/// limit the caller applies to `Parser::held` plus its unparsed bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub max_bulk: usize,
@@ -18,16 +19,17 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_bulk: 512 << 20, max_inline: 64 << 10, max_args: 1 << 20 }
+        Limits { max_bulk: 512 << 20, max_inline: 64 << 10, max_args: i32::MAX as usize }
     }
 }
 
 /// What the bytes so far hold.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parsed {
-    /// More bytes are needed (nothing consumed).
-    Incomplete,
-    /// A command and how many bytes it took.
+    /// More bytes are needed; the first `used` bytes were taken into the parser's state (whole
+    /// arguments of a command still arriving) and are to be dropped by the caller.
+    Incomplete { used: usize },
+    /// A command and how many bytes it took (since the last `Incomplete`).
     Command { args: Vec<Vec<u8>>, used: usize },
     /// An empty line or a multibulk of zero (or negative) length: nothing to run, `used` bytes go.
     Empty { used: usize },
@@ -66,60 +68,112 @@ pub fn parse_int(s: &[u8]) -> Option<i64> {
     }
 }
 
-/// Parses one command from the start of `buf`.
-pub fn parse(buf: &[u8], lim: &Limits) -> Result<Parsed, ProtocolError> {
-    match buf.first() {
-        None => Ok(Parsed::Incomplete),
-        Some(b'*') => parse_multibulk(buf, lim),
-        Some(_) => parse_inline(buf, lim),
+/// Per-argument bookkeeping counted with its bytes against the pending limit.
+pub const ARG_OVERHEAD: usize = 32;
+
+/// One connection's parser. Like redis-server it keeps a multibulk command's complete arguments
+/// between reads, so bytes are looked at once however slowly a command arrives (re-parsing from
+/// the start would make a command of a million small arguments cost quadratic time).
+#[derive(Debug, Default)]
+pub struct Parser {
+    args: Vec<Vec<u8>>,
+    /// Arguments still to come of the multibulk being read (0: between commands).
+    left: usize,
+    /// Bytes (plus `ARG_OVERHEAD` each) of the arguments held.
+    held: usize,
+}
+
+impl Parser {
+    /// Memory held for the command being received.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Parses from the start of `buf` (the bytes after those already used).
+    pub fn next(&mut self, buf: &[u8], lim: &Limits) -> Result<Parsed, ProtocolError> {
+        if self.left > 0 {
+            return self.bulks(buf, 0, lim);
+        }
+        match buf.first() {
+            None => Ok(Parsed::Incomplete { used: 0 }),
+            Some(b'*') => self.multibulk(buf, lim),
+            Some(_) => parse_inline(buf, lim),
+        }
+    }
+
+    fn multibulk(&mut self, buf: &[u8], lim: &Limits) -> Result<Parsed, ProtocolError> {
+        let Some(end) = find_crlf(buf, 1) else {
+            return if buf.len() > lim.max_inline {
+                Err(perr("too big mbulk count string"))
+            } else {
+                Ok(Parsed::Incomplete { used: 0 })
+            };
+        };
+        let n = parse_int(&buf[1..end])
+            .filter(|&n| n <= lim.max_args as i64)
+            .ok_or_else(|| perr("invalid multibulk length"))?;
+        if n <= 0 {
+            return Ok(Parsed::Empty { used: end + 2 });
+        }
+        self.left = n as usize;
+        self.args = Vec::with_capacity(self.left.min(1024));
+        self.held = 0;
+        self.bulks(buf, end + 2, lim)
+    }
+
+    /// Reads bulk arguments from `pos` while they are complete.
+    fn bulks(&mut self, buf: &[u8], mut pos: usize, lim: &Limits) -> Result<Parsed, ProtocolError> {
+        while self.left > 0 {
+            let Some(&c) = buf.get(pos) else { return Ok(Parsed::Incomplete { used: pos }) };
+            if c != b'$' {
+                self.reset();
+                return Err(perr(format_args!("expected '$', got '{}'", c as char)));
+            }
+            let Some(end) = find_crlf(buf, pos + 1) else {
+                if buf.len() - pos > lim.max_inline {
+                    self.reset();
+                    return Err(perr("too big bulk count string"));
+                }
+                return Ok(Parsed::Incomplete { used: pos });
+            };
+            let Some(len) = parse_int(&buf[pos + 1..end]).filter(|&l| l >= 0 && l as u64 <= lim.max_bulk as u64) else {
+                self.reset();
+                return Err(perr("invalid bulk length"));
+            };
+            let (start, len) = (end + 2, len as usize);
+            if buf.len() < start + len + 2 {
+                return Ok(Parsed::Incomplete { used: pos });
+            }
+            self.args.push(buf[start..start + len].to_vec());
+            self.held += len + ARG_OVERHEAD;
+            self.left -= 1;
+            // As redis-server does, the two bytes after the payload are skipped unchecked.
+            pos = start + len + 2;
+        }
+        self.held = 0;
+        Ok(Parsed::Command { args: std::mem::take(&mut self.args), used: pos })
+    }
+
+    fn reset(&mut self) {
+        *self = Parser::default();
     }
 }
 
-fn parse_multibulk(buf: &[u8], lim: &Limits) -> Result<Parsed, ProtocolError> {
-    let Some(end) = find_crlf(buf, 1) else {
-        return if buf.len() > lim.max_inline {
-            Err(perr("too big mbulk count string"))
-        } else {
-            Ok(Parsed::Incomplete)
-        };
-    };
-    let n = parse_int(&buf[1..end])
-        .filter(|&n| n <= lim.max_args as i64)
-        .ok_or_else(|| perr("invalid multibulk length"))?;
-    let mut pos = end + 2;
-    if n <= 0 {
-        return Ok(Parsed::Empty { used: pos });
+/// Parses one command from the start of `buf` with a fresh parser (tests, one-shot callers).
+pub fn parse(buf: &[u8], lim: &Limits) -> Result<Parsed, ProtocolError> {
+    match Parser::default().next(buf, lim)? {
+        Parsed::Incomplete { .. } => Ok(Parsed::Incomplete { used: 0 }),
+        other => Ok(other),
     }
-    let mut args = Vec::with_capacity((n as usize).min(1024));
-    for _ in 0..n {
-        let Some(&c) = buf.get(pos) else { return Ok(Parsed::Incomplete) };
-        if c != b'$' {
-            return Err(perr(format_args!("expected '$', got '{}'", c as char)));
-        }
-        let Some(end) = find_crlf(buf, pos + 1) else {
-            return if buf.len() - pos > lim.max_inline {
-                Err(perr("too big bulk count string"))
-            } else {
-                Ok(Parsed::Incomplete)
-            };
-        };
-        let len = parse_int(&buf[pos + 1..end])
-            .filter(|&l| l >= 0 && l as u64 <= lim.max_bulk as u64)
-            .ok_or_else(|| perr("invalid bulk length"))? as usize;
-        let start = end + 2;
-        if buf.len() < start + len + 2 {
-            return Ok(Parsed::Incomplete);
-        }
-        args.push(buf[start..start + len].to_vec());
-        // As redis-server does, the two bytes after the payload are skipped unchecked.
-        pos = start + len + 2;
-    }
-    Ok(Parsed::Command { args, used: pos })
 }
 
 fn parse_inline(buf: &[u8], lim: &Limits) -> Result<Parsed, ProtocolError> {
-    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
-        return if buf.len() > lim.max_inline { Err(perr("too big inline request")) } else { Ok(Parsed::Incomplete) };
+    let Some(nl) = buf.iter().take(lim.max_inline + 2).position(|&b| b == b'\n') else {
+        return if buf.len() > lim.max_inline {
+            Err(perr("too big inline request"))
+        } else {
+            Ok(Parsed::Incomplete { used: 0 })
+        };
     };
     let mut line = &buf[..nl];
     if line.last() == Some(&b'\r') {
@@ -267,24 +321,36 @@ pub enum Resp3Shape {
 }
 
 /// Rewrites complete RESP2 replies (as this crate encodes them) into RESP3; `shape` applies to
-/// each top-level reply. Bytes that do not parse are copied unchanged.
+/// each top-level reply. Bytes that do not parse are copied unchanged. Iterative (an explicit
+/// count of what each open array still holds), so no nesting depth can exhaust the stack.
 pub fn to_resp3(replies: &[u8], shape: Resp3Shape) -> Vec<u8> {
     let mut out = Vec::with_capacity(replies.len() + 16);
     let mut pos = 0;
+    // Elements still to come of each array being rewritten, innermost last.
+    let mut open: Vec<i64> = Vec::new();
     while pos < replies.len() {
-        match convert(replies, pos, &mut out, shape) {
-            Some(next) => pos = next,
-            None => {
-                out.extend_from_slice(&replies[pos..]);
-                break;
-            }
+        let here = if open.is_empty() { shape } else { Resp3Shape::Plain };
+        let Some((next, children)) = convert(replies, pos, &mut out, here) else {
+            out.extend_from_slice(&replies[pos..]);
+            break;
+        };
+        pos = next;
+        if let Some(left) = open.last_mut() {
+            *left -= 1;
+        }
+        if children > 0 {
+            open.push(children);
+        }
+        while open.last() == Some(&0) {
+            open.pop();
         }
     }
     out
 }
 
-/// Converts the reply at `pos`; returns the position after it.
-fn convert(b: &[u8], pos: usize, out: &mut Vec<u8>, shape: Resp3Shape) -> Option<usize> {
+/// Converts the one reply header (with a bulk's payload) at `pos`; returns the position after it
+/// and, for an array, how many elements follow.
+fn convert(b: &[u8], pos: usize, out: &mut Vec<u8>, shape: Resp3Shape) -> Option<(usize, i64)> {
     let end = find_crlf(b, pos)?;
     let line = &b[pos..end];
     let next = end + 2;
@@ -293,7 +359,7 @@ fn convert(b: &[u8], pos: usize, out: &mut Vec<u8>, shape: Resp3Shape) -> Option
             let n = parse_int(&line[1..])?;
             if n < 0 {
                 out.extend_from_slice(b"_\r\n");
-                return Some(next);
+                return Some((next, 0));
             }
             let data = b.get(next..next + n as usize)?;
             if shape == Resp3Shape::Verbatim {
@@ -306,13 +372,13 @@ fn convert(b: &[u8], pos: usize, out: &mut Vec<u8>, shape: Resp3Shape) -> Option
             }
             out.extend_from_slice(data);
             out.extend_from_slice(b"\r\n");
-            Some(next + n as usize + 2)
+            Some((next + n as usize + 2, 0))
         }
         b'*' => {
             let n = parse_int(&line[1..])?;
             if n < 0 {
                 out.extend_from_slice(b"_\r\n");
-                return Some(next);
+                return Some((next, 0));
             }
             if shape == Resp3Shape::Map && n % 2 == 0 {
                 out.push(b'%');
@@ -321,15 +387,11 @@ fn convert(b: &[u8], pos: usize, out: &mut Vec<u8>, shape: Resp3Shape) -> Option
                 out.extend_from_slice(line);
             }
             out.extend_from_slice(b"\r\n");
-            let mut p = next;
-            for _ in 0..n {
-                p = convert(b, p, out, Resp3Shape::Plain)?;
-            }
-            Some(p)
+            Some((next, n))
         }
         _ => {
             out.extend_from_slice(&b[pos..next]);
-            Some(next)
+            Some((next, 0))
         }
     }
 }
@@ -359,6 +421,16 @@ mod tests {
         let mut e = Vec::new();
         error(&mut e, "ERR x");
         assert_eq!(to_resp3(&e, Resp3Shape::Plain), e);
+        // Nested arrays: only the top level takes the shape; a deep nesting needs no stack.
+        let mut n = Vec::new();
+        array_len(&mut n, 2);
+        array_len(&mut n, 2);
+        bulk(&mut n, b"a");
+        null(&mut n);
+        integer(&mut n, 1);
+        assert_eq!(to_resp3(&n, Resp3Shape::Map), b"%1\r\n*2\r\n$1\r\na\r\n_\r\n:1\r\n");
+        let deep = [b"*1\r\n".repeat(1_000_000), b"$-1\r\n".to_vec()].concat();
+        assert_eq!(to_resp3(&deep, Resp3Shape::Plain), [b"*1\r\n".repeat(1_000_000), b"_\r\n".to_vec()].concat());
     }
 
     fn cmd(parts: &[&str]) -> Vec<Vec<u8>> {
@@ -372,7 +444,7 @@ mod tests {
         let first = 31;
         // Every proper prefix of the first command is incomplete.
         for cut in 0..first {
-            assert_eq!(parse(&wire[..cut], &lim), Ok(Parsed::Incomplete), "cut {cut}");
+            assert_eq!(parse(&wire[..cut], &lim), Ok(Parsed::Incomplete { used: 0 }), "cut {cut}");
         }
         assert_eq!(parse(wire, &lim), Ok(Parsed::Command { args: cmd(&["SET", "k", "hello"]), used: first }));
         assert_eq!(
@@ -393,7 +465,8 @@ mod tests {
         let lim = Limits::default();
         let e = |b: &[u8]| parse(b, &lim).unwrap_err().0;
         assert_eq!(e(b"*x\r\n"), "ERR Protocol error: invalid multibulk length");
-        assert_eq!(e(b"*1048577\r\n"), "ERR Protocol error: invalid multibulk length");
+        assert_eq!(e(b"*2147483648\r\n"), "ERR Protocol error: invalid multibulk length");
+        assert_eq!(parse(b"*2147483647\r\n", &lim), Ok(Parsed::Incomplete { used: 0 }));
         assert_eq!(e(b"*+1\r\n"), "ERR Protocol error: invalid multibulk length");
         assert_eq!(e(b"*1\r\n:1\r\n"), "ERR Protocol error: expected '$', got ':'");
         assert_eq!(e(b"*1\r\n$-1\r\n"), "ERR Protocol error: invalid bulk length");
@@ -403,7 +476,7 @@ mod tests {
         assert_eq!(parse(b"*1234567890", &small).unwrap_err().0, "ERR Protocol error: too big mbulk count string");
         assert_eq!(parse(b"*1\r\n$1234567890", &small).unwrap_err().0, "ERR Protocol error: too big bulk count string");
         // A declared bulk within the limit just waits for its bytes.
-        assert_eq!(parse(b"*1\r\n$536870912\r\nabc", &lim), Ok(Parsed::Incomplete));
+        assert_eq!(parse(b"*1\r\n$536870912\r\nabc", &lim), Ok(Parsed::Incomplete { used: 0 }));
     }
 
     #[test]
@@ -412,7 +485,7 @@ mod tests {
         assert_eq!(parse(b"PING\r\n", &lim), Ok(Parsed::Command { args: cmd(&["PING"]), used: 6 }));
         assert_eq!(parse(b"  GET   k \n", &lim), Ok(Parsed::Command { args: cmd(&["GET", "k"]), used: 11 }));
         assert_eq!(parse(b"\r\n", &lim), Ok(Parsed::Empty { used: 2 }));
-        assert_eq!(parse(b"GET k", &lim), Ok(Parsed::Incomplete));
+        assert_eq!(parse(b"GET k", &lim), Ok(Parsed::Incomplete { used: 0 }));
         assert_eq!(split_args(br#"SET "a b" 'c d'"#), Some(cmd(&["SET", "a b", "c d"])));
         assert_eq!(split_args(br#""\x41\n\"" '\'x'"#), Some(vec![b"A\n\"".to_vec(), b"'x".to_vec()]));
         assert_eq!(split_args(br#""\xZZ""#), Some(vec![b"xZZ".to_vec()]));

@@ -2,7 +2,7 @@
 //! them and is locked by every writer of the hash.
 
 use super::transactions::{commit_checked, exec, txn};
-use super::{OVERFLOW, R, WRONGTYPE, check_key, err, meta_of, row_of, set_col, update};
+use super::{OVERFLOW, Pace, R, WRONGTYPE, check_key, err, meta_of, row_of, set_col, update};
 use crate::Server;
 use crate::db::{self, Db, HASH_VALUE_MAX, KEY_MAX, Meta, TYPE_HASH};
 use crate::resp::parse_int;
@@ -19,12 +19,16 @@ impl Server {
         let cols: Vec<u16> = if values { vec![1, 2] } else { vec![1] };
         spec.projection = Some(cols.clone());
         spec.batch_rows = 1024;
-        let rows = self.client.scan(spec).collect().await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let mut v = db.hashes.decode_projection(&cols, &r)?.into_iter();
-            let f = db::bytes_of(v.next().unwrap_or(Value::Null));
-            out.push((f, v.next().map(db::bytes_of).unwrap_or_default()));
+        let mut sc = self.client.scan(spec);
+        let mut out = Vec::new();
+        let mut pace = Pace::default();
+        while let Some(rows) = sc.next_batch().await? {
+            for r in rows {
+                let mut v = db.hashes.decode_projection(&cols, &r)?.into_iter();
+                let f = db::bytes_of(v.next().unwrap_or(Value::Null));
+                out.push((f, v.next().map(db::bytes_of).unwrap_or_default()));
+            }
+            pace.batch_done().await;
         }
         Ok(out)
     }

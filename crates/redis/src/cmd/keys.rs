@@ -2,7 +2,7 @@
 //! redis-server's glob patterns), DBSIZE's count, FLUSHDB and the purge of expired keys.
 
 use super::transactions::{commit_checked, exec, exec_ordered_with, txn};
-use super::{R, SYNTAX, err, int_arg, is, meta_of, row_of, set_col, update};
+use super::{Pace, R, SYNTAX, err, int_arg, is, meta_of, row_of, set_col, update};
 use crate::db::{self, Db, KEY_MAX, META, Meta, TYPE_HASH};
 use crate::glob::Glob;
 use crate::resp;
@@ -18,14 +18,20 @@ impl Server {
         spec.batch_rows = 4096;
         let mut sc = self.client.scan(spec);
         let mut keys = Vec::new();
+        let plen = pattern.len() as u64;
         let pattern = Glob::new(pattern, false);
+        let mut pace = Pace::default();
         while let Some(rows) = sc.next_batch().await? {
             for r in rows {
                 let k = db::bytes_of(db.keys.decode_projection(&[db::K_KEY], &r)?.remove(0));
+                // What matching may cost at most (see `glob`).
+                let n = k.len() as u64;
+                pace.charge((n + 1) * (plen.min(n) + 1)).await;
                 if pattern.matches(&k) {
                     keys.push(k);
                 }
             }
+            pace.batch_done().await;
         }
         Ok(keys)
     }
@@ -234,7 +240,9 @@ impl Server {
         spec.batch_rows = 4096;
         let mut sc = self.client.scan(spec);
         let (mut n, mut e) = (0, 0);
+        let mut pace = Pace::default();
         while let Some(rows) = sc.next_batch().await? {
+            pace.batch_done().await;
             for r in rows {
                 n += 1;
                 if !db.keys.decode_projection(&[db::K_EXPIRY], &r)?[0].is_null() {
@@ -248,12 +256,14 @@ impl Server {
     /// Deletes every row of database `index`'s tables.
     pub(super) async fn flush(&self, index: u32) -> R {
         let db = self.db(index)?;
+        let mut pace = Pace::default();
         for (t, key_cols) in [(&db.keys, vec![0u16]), (&db.values, vec![0, 1]), (&db.hashes, vec![0, 1])] {
             loop {
                 let mut spec = ScanSpec::table(t.id());
                 spec.projection = Some(key_cols.clone());
                 spec.batch_rows = 1024;
                 spec.limit = 4096;
+                pace.batch_done().await;
                 let rows = self.client.scan(spec.clone()).collect().await?;
                 let mut spec_exp = spec.clone();
                 spec_exp.expired = true;

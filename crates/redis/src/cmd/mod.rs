@@ -5,13 +5,14 @@
 //! `Server::run_pipeline`). The families live in `strings`, `keys`, `hashes`, `server` and
 //! `transactions`.
 
+mod config;
 mod hashes;
 mod keys;
 mod server;
 mod strings;
 mod transactions;
 
-pub use transactions::{exec_ordered, exec_ordered_with, write_txn};
+pub use transactions::{exec_batched, exec_ordered, exec_ordered_with, write_txn};
 
 use crate::db::{self, Db, INLINE_MAX, KEY_MAX, Meta, TYPE_HASH, TYPE_STRING, VALUE_MAX};
 use crate::resp::{self, parse_int};
@@ -45,6 +46,30 @@ impl From<TernError> for RErr {
             ErrorCode::ConditionFailed => err(WRONGTYPE),
             _ => err(format!("ERR {}", e.message.replace(['\r', '\n'], " "))),
         }
+    }
+}
+
+/// Work a long command (KEYS, SCAN, DBSIZE, FLUSHDB, HGETALL of a big hash ...) did since it
+/// last let the worker serve other connections; past `PACE_BUDGET` units (about a millisecond
+/// of work) it yields. Every batch of rows from the data node also ends with a yield.
+#[derive(Debug, Default)]
+pub(crate) struct Pace(u64);
+
+const PACE_BUDGET: u64 = 1 << 20;
+
+impl Pace {
+    pub(crate) async fn charge(&mut self, units: u64) {
+        self.0 += units;
+        if self.0 >= PACE_BUDGET {
+            self.0 = 0;
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// A batch is done: let others run.
+    pub(crate) async fn batch_done(&mut self) {
+        self.0 = 0;
+        tokio::task::yield_now().await;
     }
 }
 
@@ -305,6 +330,8 @@ impl Server {
         }
         let start = out.len();
         if let Err(e) = self.dispatch(sess, name, &args, out).await {
+            // Whatever the command wrote before it failed (an array's start) goes.
+            out.truncate(start);
             resp::error(out, &e.0);
         }
         if sess.resp3 {
@@ -337,6 +364,7 @@ impl Server {
                 }
                 self.db(n as u32)?;
                 sess.db = n as u32;
+                sess.info.db.store(sess.db, Ordering::Relaxed);
                 resp::simple(out, "OK");
             }
             "hello" => self.hello(sess, a, out)?,

@@ -1,7 +1,6 @@
 //! Connection and server commands: HELLO, CLIENT, CONFIG, COMMAND and INFO.
 
 use super::{COMMANDS, R, err, is};
-use crate::glob::Glob;
 use crate::resp::{self, parse_int};
 use crate::{Server, Session};
 use std::sync::atomic::Ordering;
@@ -20,7 +19,7 @@ impl Server {
         }
         while i < a.len() {
             if is(&a[i], "setname") && i + 1 < a.len() {
-                sess.name = Some(a[i + 1].clone());
+                sess.info.set_name(Some(a[i + 1].clone()));
                 i += 2;
             } else if is(&a[i], "auth") && i + 2 < a.len() {
                 i += 3;
@@ -30,6 +29,7 @@ impl Server {
         }
         if let Some(r3) = proto {
             sess.resp3 = r3;
+            sess.info.resp.store(if r3 { 3 } else { 2 }, Ordering::Relaxed);
         }
         resp::array_len(out, 14);
         for (k, v) in [("server", "redis"), ("version", crate::REDIS_VERSION)] {
@@ -56,10 +56,10 @@ impl Server {
                 if a[2].iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
                     return Err(err("ERR Client names cannot contain spaces, newlines or special characters."));
                 }
-                sess.name = if a[2].is_empty() { None } else { Some(a[2].clone()) };
+                sess.info.set_name(if a[2].is_empty() { None } else { Some(a[2].clone()) });
                 resp::simple(out, "OK");
             }
-            ("getname", 2) => match &sess.name {
+            ("getname", 2) => match &sess.info.name() {
                 Some(n) => resp::bulk(out, n),
                 None => resp::null(out),
             },
@@ -71,42 +71,6 @@ impl Server {
             _ => {
                 return Err(err(format!(
                     "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-                    String::from_utf8_lossy(&a[1])
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) fn config_cmd(&self, a: &[Vec<u8>], out: &mut Vec<u8>) -> R {
-        let sub = String::from_utf8_lossy(&a[1]).to_lowercase();
-        match sub.as_str() {
-            "get" if a.len() >= 3 => {
-                let known = [("save", ""), ("appendonly", "no"), ("databases", "")];
-                let mut pairs = Vec::new();
-                for p in &a[2..] {
-                    for (k, v) in known {
-                        if Glob::new(p, true).matches(k.as_bytes())
-                            && !pairs.iter().any(|(x, _): &(String, String)| x == k)
-                        {
-                            let v = if k == "databases" { self.opts.databases.to_string() } else { v.to_string() };
-                            pairs.push((k.to_string(), v));
-                        }
-                    }
-                }
-                resp::array_len(out, pairs.len() * 2);
-                for (k, v) in pairs {
-                    resp::bulk(out, k.as_bytes());
-                    resp::bulk(out, v.as_bytes());
-                }
-            }
-            "get" => return Err(err("ERR wrong number of arguments for 'config|get' command")),
-            "set" | "resetstat" | "rewrite" => {
-                return Err(err(format!("ERR CONFIG {} is not supported by Tern", sub.to_uppercase())));
-            }
-            _ => {
-                return Err(err(format!(
-                    "ERR unknown subcommand '{}'. Try CONFIG HELP.",
                     String::from_utf8_lossy(&a[1])
                 )));
             }
@@ -184,8 +148,9 @@ impl Server {
         }
         if want("clients") {
             t.push_str(&format!(
-                "# Clients\r\nconnected_clients:{}\r\n\r\n",
-                self.stats.connected.load(Ordering::Relaxed)
+                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
+                self.live.conns.open(),
+                self.live.conns.max()
             ));
         }
         if want("stats") {

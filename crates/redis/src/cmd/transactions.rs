@@ -23,9 +23,39 @@ pub(super) async fn commit_checked(t: &mut Transaction, ops: Vec<KeyOp>) -> Resu
     t.execute_with(ops, Exec::Commit, AbortOption::AbortOnError).await
 }
 
-/// One batch of a transaction with per-operation results (IgnoreError).
+/// Operations per data-node batch at most (the wire allows 16,384).
+pub const BATCH_OPS_MAX: usize = 4096;
+/// Row and key bytes per data-node batch at most.
+pub const BATCH_BYTES_MAX: usize = 16 << 20;
+
+/// Operations of a transaction with per-operation results (IgnoreError), in batches bounded by
+/// `BATCH_OPS_MAX` and `BATCH_BYTES_MAX` (a command may carry any number of keys); `exec`
+/// applies to the last batch, the others leave the transaction open.
 pub(super) async fn exec(t: &mut Transaction, ops: Vec<KeyOp>, exec: Exec) -> Result<Vec<OpResult>, TernError> {
-    t.execute_with(ops, exec, AbortOption::IgnoreError).await
+    exec_batched(t, ops, exec, AbortOption::IgnoreError).await
+}
+
+pub async fn exec_batched(
+    t: &mut Transaction,
+    mut ops: Vec<KeyOp>,
+    exec: Exec,
+    abort: AbortOption,
+) -> Result<Vec<OpResult>, TernError> {
+    let mut results = Vec::with_capacity(ops.len());
+    loop {
+        let (mut n, mut bytes) = (0, 0);
+        while n < ops.len() && n < BATCH_OPS_MAX && (n == 0 || bytes < BATCH_BYTES_MAX) {
+            bytes += ops[n].row.len() + ops[n].key.len();
+            n += 1;
+        }
+        let rest = ops.split_off(n);
+        let last = rest.is_empty();
+        results.extend(t.execute_with(ops, if last { exec } else { Exec::NoCommit }, abort).await?);
+        if last {
+            return Ok(results);
+        }
+        ops = rest;
+    }
 }
 
 /// Runs write operations as one transaction. First optimistically in one batch that fails at
@@ -33,7 +63,7 @@ pub(super) async fn exec(t: &mut Transaction, ops: Vec<KeyOp>, exec: Exec) -> Re
 /// temporary one) at once again, locking in order with `exec_ordered` (with the client's retries).
 pub async fn write_txn(client: &tern_client::Client, ops: Vec<KeyOp>) -> Result<Vec<OpResult>, TernError> {
     let bytes: usize = ops.iter().map(|o| o.row.len() + o.key.len()).sum();
-    if bytes < (16 << 20) && ops.len() <= 4096 {
+    if bytes < BATCH_BYTES_MAX && ops.len() <= BATCH_OPS_MAX {
         let mut t = client.begin();
         t.set_nowait(true);
         match t.execute_with(ops.clone(), Exec::Commit, AbortOption::AbortOnError).await {
@@ -69,7 +99,6 @@ pub async fn exec_ordered_with(
     ops: Vec<KeyOp>,
     abort: AbortOption,
 ) -> Result<Vec<OpResult>, TernError> {
-    const BYTES: usize = 16 << 20;
     let workers: Vec<u16> = ops.iter().map(|o| client.worker_of(o)).collect();
     let mut order: Vec<usize> = (0..ops.len()).collect();
     order.sort_by(|&a, &b| (workers[a], ops[a].table, &ops[a].key).cmp(&(workers[b], ops[b].table, &ops[b].key)));
@@ -82,7 +111,9 @@ pub async fn exec_ordered_with(
         let mut bytes = 0;
         while i < order.len() {
             let j = order[i];
-            if !batch.is_empty() && (workers[j] != workers[idx[0]] || bytes >= BYTES || batch.len() >= 4096) {
+            if !batch.is_empty()
+                && (workers[j] != workers[idx[0]] || bytes >= BATCH_BYTES_MAX || batch.len() >= BATCH_OPS_MAX)
+            {
                 break;
             }
             let op = ops[j].take().expect("each op once");

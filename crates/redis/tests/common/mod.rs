@@ -215,16 +215,58 @@ impl Conn {
         }
     }
 
+    /// The next reply, or None once the server has closed the connection (an EOF, or a reset
+    /// because request bytes were left unread) before it.
+    pub fn read_or_closed(&mut self) -> Option<Reply> {
+        self.w.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        match self.r.fill_buf() {
+            Ok([]) => None,
+            Ok(_) => Some(self.read()),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => None,
+            Err(e) => panic!("no reply and no close: {e}"),
+        }
+    }
+
+    /// Closes the sending side (the server sees end of input after what was sent).
+    pub fn shutdown_write(&mut self) {
+        let _ = self.w.shutdown(std::net::Shutdown::Write);
+    }
+
+    /// Whether a reply (or its start) has arrived, without waiting.
+    pub fn has_reply(&mut self) -> bool {
+        if !self.r.buffer().is_empty() {
+            return true;
+        }
+        self.w.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        let r = self.w.peek(&mut b);
+        self.w.set_nonblocking(false).unwrap();
+        matches!(r, Ok(n) if n > 0)
+    }
+
     /// Whether the server closed the connection (reads until EOF or a timeout).
     pub fn closed(&mut self) -> bool {
-        self.w.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut b = [0u8; 64];
+        self.drain().is_some()
+    }
+
+    /// Reads until the server closes: how many bytes came and the first 100 of them, or None
+    /// when it did not close within 60 s.
+    pub fn drain(&mut self) -> Option<(usize, String)> {
+        self.w.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut b = [0u8; 64 << 10];
+        let (mut n, mut head) = (0, Vec::new());
         loop {
             match self.r.read(&mut b) {
-                Ok(0) => return true,
-                Ok(_) => continue,
+                Ok(0) => return Some((n, String::from_utf8_lossy(&head).into())),
+                Ok(k) => {
+                    head.extend_from_slice(&b[..k.min(100 - head.len())]);
+                    n += k;
+                }
                 // Unread request bytes make the kernel reset rather than close.
-                Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
+                Err(e) => {
+                    return (e.kind() == std::io::ErrorKind::ConnectionReset)
+                        .then(|| (n, String::from_utf8_lossy(&head).into()));
+                }
             }
         }
     }

@@ -1,0 +1,353 @@
+//! CONFIG GET / SET / RESETSTAT / REWRITE. GET answers every parameter redis-server 7.0 has (names
+//! and defaults as `CONFIG GET *` of redis-server 7.0.15 lists them), with Tern's values where a
+//! parameter maps to a Tern setting; SET changes the settings Tern has (`maxclients`, `timeout`,
+//! `proto-max-bulk-len`, `client-query-buffer-limit`) and answers any other parameter with
+//! redis-server's unknown-parameter error. Several pairs are validated first and then applied
+//! together, as redis-server does.
+
+use super::{R, err};
+use crate::Server;
+use crate::glob::Glob;
+use crate::resp::{self, parse_int};
+use std::sync::atomic::Ordering;
+
+/// Parameters whose values are redis-server's defaults (Tern has no such setting).
+const DEFAULTS: &[(&str, &str)] = &[
+    ("acl-pubsub-default", "resetchannels"),
+    ("aclfile", ""),
+    ("acllog-max-len", "128"),
+    ("active-defrag-cycle-max", "25"),
+    ("active-defrag-cycle-min", "1"),
+    ("active-defrag-ignore-bytes", "104857600"),
+    ("active-defrag-max-scan-fields", "1000"),
+    ("active-defrag-threshold-lower", "10"),
+    ("active-defrag-threshold-upper", "100"),
+    ("active-expire-effort", "1"),
+    ("activedefrag", "no"),
+    ("activerehashing", "yes"),
+    ("always-show-logo", "no"),
+    ("aof-disable-auto-gc", "no"),
+    ("aof-load-truncated", "yes"),
+    ("aof-rewrite-incremental-fsync", "yes"),
+    ("aof-timestamp-enabled", "no"),
+    ("aof-use-rdb-preamble", "yes"),
+    ("aof_rewrite_cpulist", ""),
+    ("appenddirname", "appendonlydir"),
+    ("appendfilename", "appendonly.aof"),
+    ("appendfsync", "everysec"),
+    ("auto-aof-rewrite-min-size", "67108864"),
+    ("auto-aof-rewrite-percentage", "100"),
+    ("bgsave_cpulist", ""),
+    ("bind-source-addr", ""),
+    ("bio_cpulist", ""),
+    ("busy-reply-threshold", "5000"),
+    ("client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"),
+    ("cluster-allow-pubsubshard-when-down", "yes"),
+    ("cluster-allow-reads-when-down", "no"),
+    ("cluster-allow-replica-migration", "yes"),
+    ("cluster-announce-bus-port", "0"),
+    ("cluster-announce-hostname", ""),
+    ("cluster-announce-ip", ""),
+    ("cluster-announce-port", "0"),
+    ("cluster-announce-tls-port", "0"),
+    ("cluster-config-file", "nodes.conf"),
+    ("cluster-enabled", "no"),
+    ("cluster-link-sendbuf-limit", "0"),
+    ("cluster-migration-barrier", "1"),
+    ("cluster-node-timeout", "15000"),
+    ("cluster-port", "0"),
+    ("cluster-preferred-endpoint-type", "ip"),
+    ("cluster-replica-no-failover", "no"),
+    ("cluster-replica-validity-factor", "10"),
+    ("cluster-require-full-coverage", "yes"),
+    ("cluster-slave-no-failover", "no"),
+    ("cluster-slave-validity-factor", "10"),
+    ("crash-log-enabled", "yes"),
+    ("crash-memcheck-enabled", "yes"),
+    ("daemonize", "no"),
+    ("dbfilename", "dump.rdb"),
+    ("disable-thp", "yes"),
+    ("dynamic-hz", "yes"),
+    ("enable-debug-command", "no"),
+    ("enable-module-command", "no"),
+    ("enable-protected-configs", "no"),
+    ("hash-max-listpack-entries", "512"),
+    ("hash-max-listpack-value", "64"),
+    ("hash-max-ziplist-entries", "512"),
+    ("hash-max-ziplist-value", "64"),
+    ("hll-sparse-max-bytes", "3000"),
+    ("hz", "10"),
+    ("ignore-warnings", ""),
+    ("io-threads-do-reads", "no"),
+    ("jemalloc-bg-thread", "yes"),
+    ("latency-monitor-threshold", "0"),
+    ("latency-tracking", "yes"),
+    ("latency-tracking-info-percentiles", "50 99 99.9"),
+    ("lazyfree-lazy-eviction", "no"),
+    ("lazyfree-lazy-expire", "no"),
+    ("lazyfree-lazy-server-del", "no"),
+    ("lazyfree-lazy-user-del", "no"),
+    ("lazyfree-lazy-user-flush", "no"),
+    ("lfu-decay-time", "1"),
+    ("lfu-log-factor", "10"),
+    ("list-compress-depth", "0"),
+    ("list-max-listpack-size", "-2"),
+    ("list-max-ziplist-size", "-2"),
+    ("logfile", ""),
+    ("loglevel", "notice"),
+    ("lua-time-limit", "5000"),
+    ("masterauth", ""),
+    ("masteruser", ""),
+    ("maxmemory", "0"),
+    ("maxmemory-clients", "0"),
+    ("maxmemory-eviction-tenacity", "10"),
+    ("maxmemory-policy", "noeviction"),
+    ("maxmemory-samples", "5"),
+    ("min-replicas-max-lag", "10"),
+    ("min-replicas-to-write", "0"),
+    ("min-slaves-max-lag", "10"),
+    ("min-slaves-to-write", "0"),
+    ("no-appendfsync-on-rewrite", "no"),
+    ("notify-keyspace-events", ""),
+    ("oom-score-adj", "no"),
+    ("oom-score-adj-values", "0 200 800"),
+    ("pidfile", ""),
+    ("proc-title-template", "{title} {listen-addr} {server-mode}"),
+    ("propagation-error-behavior", "ignore"),
+    ("protected-mode", "yes"),
+    ("rdb-del-sync-files", "no"),
+    ("rdb-save-incremental-fsync", "yes"),
+    ("rdbchecksum", "yes"),
+    ("rdbcompression", "yes"),
+    ("repl-backlog-size", "1048576"),
+    ("repl-backlog-ttl", "3600"),
+    ("repl-disable-tcp-nodelay", "no"),
+    ("repl-diskless-load", "disabled"),
+    ("repl-diskless-sync", "yes"),
+    ("repl-diskless-sync-delay", "5"),
+    ("repl-diskless-sync-max-replicas", "0"),
+    ("repl-ping-replica-period", "10"),
+    ("repl-ping-slave-period", "10"),
+    ("repl-timeout", "60"),
+    ("replica-announce-ip", ""),
+    ("replica-announce-port", "0"),
+    ("replica-announced", "yes"),
+    ("replica-ignore-disk-write-errors", "no"),
+    ("replica-ignore-maxmemory", "yes"),
+    ("replica-lazy-flush", "no"),
+    ("replica-priority", "100"),
+    ("replica-read-only", "yes"),
+    ("replica-serve-stale-data", "yes"),
+    ("replicaof", ""),
+    ("requirepass", ""),
+    ("sanitize-dump-payload", "no"),
+    ("server_cpulist", ""),
+    ("set-max-intset-entries", "512"),
+    ("set-proc-title", "yes"),
+    ("shutdown-on-sigint", "default"),
+    ("shutdown-on-sigterm", "default"),
+    ("shutdown-timeout", "10"),
+    ("slave-announce-ip", ""),
+    ("slave-announce-port", "0"),
+    ("slave-ignore-maxmemory", "yes"),
+    ("slave-lazy-flush", "no"),
+    ("slave-priority", "100"),
+    ("slave-read-only", "yes"),
+    ("slave-serve-stale-data", "yes"),
+    ("slaveof", ""),
+    ("slowlog-log-slower-than", "10000"),
+    ("slowlog-max-len", "128"),
+    ("socket-mark-id", "0"),
+    ("stop-writes-on-bgsave-error", "yes"),
+    ("stream-node-max-bytes", "4096"),
+    ("stream-node-max-entries", "100"),
+    ("supervised", "no"),
+    ("syslog-enabled", "no"),
+    ("syslog-facility", "local0"),
+    ("syslog-ident", "redis"),
+    ("tcp-backlog", "511"),
+    ("tcp-keepalive", "300"),
+    ("tls-auth-clients", "yes"),
+    ("tls-ca-cert-dir", ""),
+    ("tls-ca-cert-file", ""),
+    ("tls-cert-file", ""),
+    ("tls-ciphers", ""),
+    ("tls-ciphersuites", ""),
+    ("tls-client-cert-file", ""),
+    ("tls-client-key-file", ""),
+    ("tls-client-key-file-pass", ""),
+    ("tls-cluster", "no"),
+    ("tls-dh-params-file", ""),
+    ("tls-key-file", ""),
+    ("tls-key-file-pass", ""),
+    ("tls-port", "0"),
+    ("tls-prefer-server-ciphers", "no"),
+    ("tls-protocols", ""),
+    ("tls-replication", "no"),
+    ("tls-session-cache-size", "20480"),
+    ("tls-session-cache-timeout", "300"),
+    ("tls-session-caching", "yes"),
+    ("tracking-table-max-keys", "1000000"),
+    ("unixsocket", ""),
+    ("unixsocketperm", "0"),
+    ("zset-max-listpack-entries", "128"),
+    ("zset-max-listpack-value", "64"),
+    ("zset-max-ziplist-entries", "128"),
+    ("zset-max-ziplist-value", "64"),
+];
+
+/// The parameters CONFIG SET changes, with redis-server's bounds.
+const SETTABLE: &[(&str, Kind, i64, i64)] = &[
+    ("maxclients", Kind::Int, 1, u32::MAX as i64),
+    ("timeout", Kind::Int, 0, i32::MAX as i64),
+    ("proto-max-bulk-len", Kind::Memory, 1 << 20, i64::MAX),
+    ("client-query-buffer-limit", Kind::Memory, 1 << 20, i64::MAX),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Int,
+    /// A byte count with an optional unit (`b`, `k`, `kb`, `m`, `mb`, `g`, `gb`).
+    Memory,
+}
+
+/// A memory value as redis's `memtoll` reads it: `k`, `m`, `g` are powers of 1000, `kb`, `mb`,
+/// `gb` powers of 1024.
+fn memory(v: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(v).ok()?.to_ascii_lowercase();
+    let units: [(&str, i64); 7] = [
+        ("kb", 1 << 10),
+        ("mb", 1 << 20),
+        ("gb", 1 << 30),
+        ("k", 1000),
+        ("m", 1_000_000),
+        ("g", 1_000_000_000),
+        ("b", 1),
+    ];
+    let (digits, mul) =
+        units.iter().find(|(u, _)| s.ends_with(u)).map(|(u, m)| (&s[..s.len() - u.len()], *m)).unwrap_or((&s, 1));
+    parse_int(digits.as_bytes())?.checked_mul(mul)
+}
+
+impl Server {
+    /// Every parameter with its current value.
+    fn config_values(&self) -> Vec<(&'static str, String)> {
+        let mut v: Vec<(&'static str, String)> = DEFAULTS.iter().map(|(k, d)| (*k, d.to_string())).collect();
+        let ip = self.opts.listen.ip().to_string();
+        v.extend([
+            ("maxclients", self.live.conns.max().to_string()),
+            ("timeout", self.live.timeout_s.load(Ordering::Relaxed).to_string()),
+            ("proto-max-bulk-len", self.live.max_bulk.load(Ordering::Relaxed).to_string()),
+            ("client-query-buffer-limit", self.live.max_pending.load(Ordering::Relaxed).to_string()),
+            ("databases", self.opts.databases.to_string()),
+            ("port", self.port.to_string()),
+            ("bind", ip),
+            // Tern's durability is its redo log and checkpoints, not RDB or AOF files.
+            ("save", String::new()),
+            ("appendonly", "no".to_string()),
+            ("dir", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
+            ("io-threads", self.opts.threads.to_string()),
+        ]);
+        v
+    }
+
+    pub(super) fn config_cmd(&self, a: &[Vec<u8>], out: &mut Vec<u8>) -> R {
+        let sub = String::from_utf8_lossy(&a[1]).to_lowercase();
+        match sub.as_str() {
+            "get" if a.len() >= 3 => {
+                let globs: Vec<Glob> = a[2..].iter().map(|p| Glob::new(p, true)).collect();
+                let pairs: Vec<_> = self
+                    .config_values()
+                    .into_iter()
+                    .filter(|(k, _)| globs.iter().any(|g| g.matches(k.as_bytes())))
+                    .collect();
+                resp::array_len(out, pairs.len() * 2);
+                for (k, v) in pairs {
+                    resp::bulk(out, k.as_bytes());
+                    resp::bulk(out, v.as_bytes());
+                }
+            }
+            "set" if a.len() >= 4 => {
+                self.config_set(&a[2..])?;
+                resp::simple(out, "OK");
+            }
+            "get" | "set" => return Err(err(format!("ERR wrong number of arguments for 'config|{sub}' command"))),
+            "resetstat" if a.len() == 2 => {
+                self.stats.reset();
+                resp::simple(out, "OK");
+            }
+            "rewrite" if a.len() == 2 => return Err(err("ERR The server is running without a config file")),
+            "resetstat" | "rewrite" => {
+                return Err(err(format!("ERR wrong number of arguments for 'config|{sub}' command")));
+            }
+            _ => {
+                return Err(err(format!(
+                    "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+                    String::from_utf8_lossy(&a[1])
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// CONFIG SET param value [param value ...]: all validated, then all applied.
+    fn config_set(&self, pairs: &[Vec<u8>]) -> R {
+        if !pairs.len().is_multiple_of(2) {
+            return Err(err("ERR syntax error"));
+        }
+        let mut new: Vec<(&str, i64)> = Vec::new();
+        for p in pairs.chunks(2) {
+            let name = String::from_utf8_lossy(&p[0]).to_lowercase();
+            let Some(&(param, kind, lo, hi)) = SETTABLE.iter().find(|s| s.0 == name) else {
+                return Err(err(format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
+                    String::from_utf8_lossy(&p[0])
+                )));
+            };
+            let failed =
+                |why: &str| err(format!("ERR CONFIG SET failed (possibly related to argument '{param}') - {why}"));
+            if new.iter().any(|(n, _)| *n == param) {
+                return Err(failed("duplicate parameter"));
+            }
+            let v = match kind {
+                Kind::Int => parse_int(&p[1]).ok_or_else(|| failed("argument couldn't be parsed into an integer"))?,
+                Kind::Memory => memory(&p[1]).ok_or_else(|| failed("argument must be a memory value"))?,
+            };
+            if v < lo || v > hi {
+                return Err(failed(&format!("argument must be between {lo} and {hi} inclusive")));
+            }
+            new.push((param, v));
+        }
+        for (param, v) in new {
+            let v = v as u64;
+            match param {
+                "maxclients" => self.live.conns.set_max(v as usize),
+                "timeout" => self.live.timeout_s.store(v, Ordering::Relaxed),
+                "proto-max-bulk-len" => self.live.max_bulk.store(v as usize, Ordering::Relaxed),
+                _ => self.live.max_pending.store(v as usize, Ordering::Relaxed),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_values_like_redis() {
+        assert_eq!(memory(b"2KB"), Some(2048));
+        assert_eq!(memory(b"1k"), Some(1000));
+        assert_eq!(memory(b"1gb"), Some(1 << 30));
+        assert_eq!(memory(b"5"), Some(5));
+        assert_eq!(memory(b"abc"), None);
+        assert_eq!(memory(b"1.5mb"), None);
+    }
+
+    #[test]
+    fn defaults_are_sorted_and_unique() {
+        assert!(DEFAULTS.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(DEFAULTS.len() + 11, 192, "redis-server 7.0 has 192 parameters");
+    }
+}
