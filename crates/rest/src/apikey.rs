@@ -74,7 +74,7 @@ impl ApiKeys {
     }
 
     async fn entry(&self, prefix: &str) -> Result<Option<Entry>, RestError> {
-        if let Some((at, e)) = self.cache.lock().expect("cache").get(prefix)
+        if let Some((at, e)) = self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(prefix)
             && at.elapsed() < self.refresh
         {
             return Ok(e.clone());
@@ -101,7 +101,7 @@ impl ApiKeys {
             }
             _ => None,
         };
-        let mut cache = self.cache.lock().expect("cache");
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if cache.len() > 100_000 {
             cache.clear();
         }

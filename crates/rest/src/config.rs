@@ -171,7 +171,20 @@ pub struct RestOptions {
     pub spin: std::time::Duration,
     /// TLS on the REST port (`Security.TLS.EnableTLS`).
     pub tls: Option<crate::tls::TlsFiles>,
+    /// Open connections at most; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// A connection with no request in progress and nothing received for this long is closed.
+    pub idle_timeout: std::time::Duration,
+    /// Time allowed to receive a request's head (from its first byte), and again its body.
+    pub header_read_timeout: std::time::Duration,
 }
+
+/// Default cap on open REST connections.
+pub const MAX_CONNECTIONS_DEFAULT: usize = 10_000;
+/// Default keep-alive idle timeout.
+pub const IDLE_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Default time to receive a request's head (and, separately, its body).
+pub const HEADER_READ_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Default for RestOptions {
     fn default() -> Self {
@@ -187,6 +200,9 @@ impl Default for RestOptions {
             api_key_refresh: std::time::Duration::from_secs(10),
             spin: std::time::Duration::from_micros(50),
             tls: None,
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+            idle_timeout: IDLE_TIMEOUT_DEFAULT,
+            header_read_timeout: HEADER_READ_TIMEOUT_DEFAULT,
         }
     }
 }

@@ -9,10 +9,17 @@
 //! HTTP/1.1 with keep-alive and pipelining (hyper); TCP_NODELAY on every accepted socket; request
 //! bodies are bounded by `Internal.ReqBufferSize`. Concurrent requests share the client's
 //! connections, whose writes are batched across callers.
+//!
+//! Whatever a client sends, the server stays up (`conn`): at most `max_connections` are open
+//! (one more is answered 503), idle and slow connections are closed by deadlines, a panic in a
+//! handler answers that request 500, and malformed requests get hyper's 4xx answer. hyper's
+//! `pipeline_flush` is off: with it, hyper drops its own error answer when unread input follows
+//! (and with it the answers to earlier pipelined requests still buffered).
 
 pub mod api;
 pub mod apikey;
 pub mod config;
+pub mod conn;
 pub mod error;
 pub mod json;
 mod metrics;
@@ -30,6 +37,9 @@ use std::sync::Arc;
 use std::time::Instant;
 use tern_client::Client;
 
+/// Time allowed for a TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The API version in every data path.
 pub const API_VERSION: &str = "0.1.0";
 /// The second API version rdrs2 serves: the same endpoints, errors as JSON.
@@ -45,7 +55,10 @@ enum Version {
 pub struct RestServer {
     pub client: Client,
     pub opts: RestOptions,
-    metrics: Metrics,
+    metrics: Arc<Metrics>,
+    conns: tern_client::frontend::ConnLimit,
+    rejecting: tern_client::frontend::ConnLimit,
+    over_cap: Arc<Vec<u8>>,
     keys: Option<apikey::ApiKeys>,
     misses: api::MissRefresh,
 }
@@ -78,7 +91,19 @@ fn error(v: Version, e: RestError) -> Resp {
 impl RestServer {
     pub fn new(client: Client, opts: RestOptions) -> Arc<RestServer> {
         let keys = opts.api_keys.then(|| apikey::ApiKeys::new(client.clone(), opts.api_key_refresh));
-        Arc::new(RestServer { client, opts, metrics: Metrics::default(), keys, misses: api::MissRefresh::default() })
+        let conns = tern_client::frontend::ConnLimit::new(opts.max_connections);
+        let rejecting = tern_client::frontend::ConnLimit::new(conn::REJECTING_MAX);
+        let over_cap = Arc::new(conn::over_cap_response(opts.max_connections));
+        Arc::new(RestServer {
+            client,
+            opts,
+            metrics: Arc::default(),
+            conns,
+            rejecting,
+            over_cap,
+            keys,
+            misses: api::MissRefresh::default(),
+        })
     }
 
     /// Serves on an already bound listener until the process ends (over TLS with an acceptor).
@@ -86,38 +111,86 @@ impl RestServer {
         loop {
             let (stream, peer) = tern_client::frontend::accept(&listener).await;
             let me = self.clone();
+            let Some(slot) = self.conns.try_acquire() else {
+                self.metrics.conn_rejected();
+                me.reject(stream, tls.clone());
+                continue;
+            };
             match &tls {
                 None => {
-                    tokio::spawn(me.serve_conn(stream));
+                    tokio::spawn(async move {
+                        me.serve_conn(stream).await;
+                        drop(slot);
+                    });
                 }
                 Some(acceptor) => {
                     let accept = acceptor.accept(stream);
                     tokio::spawn(async move {
                         // A client that never finishes its handshake does not hold a task forever.
-                        match tokio::time::timeout(std::time::Duration::from_secs(10), accept).await {
+                        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
                             Ok(Ok(s)) => me.serve_conn(s).await,
                             Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
                             Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                         }
+                        drop(slot);
                     });
                 }
             }
         }
     }
 
-    /// One HTTP/1.1 connection (keep-alive, pipelined requests answered in order).
+    /// Answers a connection over the cap with 503 (over TLS when the port speaks TLS). Only
+    /// `conn::REJECTING_MAX` answers linger at once; beyond that the answer is written without
+    /// waiting (plain TCP) or the connection is closed (TLS, which would need a handshake).
+    fn reject(self: Arc<Self>, stream: tokio::net::TcpStream, tls: Option<tokio_rustls::TlsAcceptor>) {
+        let Some(slot) = self.rejecting.try_acquire() else {
+            if tls.is_none() {
+                let _ = stream.try_write(&self.over_cap);
+            }
+            return;
+        };
+        let answer = self.over_cap.clone();
+        tokio::spawn(async move {
+            match tls {
+                None => conn::reject(stream, answer).await,
+                Some(acceptor) => {
+                    if let Ok(Ok(s)) = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        conn::reject(s, answer).await;
+                    }
+                }
+            }
+            drop(slot);
+        });
+    }
+
+    /// One HTTP/1.1 connection (keep-alive, pipelined requests answered in order) under its
+    /// deadlines.
     async fn serve_conn<S>(self: Arc<Self>, stream: S)
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
+        let clock = Arc::new(conn::ConnClock::new(self.opts.idle_timeout, self.opts.header_read_timeout));
+        let io = hyper_util::rt::TokioIo::new(conn::Watched::new(stream, clock.clone(), self.metrics.clone()));
         let svc = hyper::service::service_fn(move |req| {
             let me = self.clone();
-            async move { Ok::<_, std::convert::Infallible>(me.handle(req).await) }
+            let in_flight = clock.request();
+            async move {
+                let resp = match conn::CatchPanic::new(me.handle(req)).await {
+                    Ok(r) => r,
+                    Err(msg) => {
+                        me.metrics.handler_panicked();
+                        tracing::error!("REST request handler panicked: {msg}");
+                        conn::panic_response()
+                    }
+                };
+                drop(in_flight);
+                Ok::<_, std::convert::Infallible>(resp)
+            }
         });
-        let io = hyper_util::rt::TokioIo::new(stream);
+        // half_close: a client that shuts its write side after a request still gets the answer.
         let _ = hyper::server::conn::http1::Builder::new()
             .keep_alive(true)
-            .pipeline_flush(true)
+            .half_close(true)
             .serve_connection(io, svc)
             .await;
     }
@@ -140,9 +213,14 @@ impl RestServer {
         {
             return Err(RestError::bad_request("Request too large"));
         }
-        match Limited::new(req.into_body(), limit).collect().await {
-            Ok(b) => Ok(b.to_bytes()),
-            Err(_) => Err(RestError::bad_request("Request too large")),
+        let collect = Limited::new(req.into_body(), limit).collect();
+        match tokio::time::timeout(self.opts.header_read_timeout, collect).await {
+            Ok(Ok(b)) => Ok(b.to_bytes()),
+            Ok(Err(_)) => Err(RestError::bad_request("Request too large")),
+            Err(_) => {
+                self.metrics.conn_timed_out();
+                Err(RestError::new(408, "Request Timeout: the request body did not arrive in time"))
+            }
         }
     }
 
@@ -170,7 +248,7 @@ impl RestServer {
     ) -> (&'static str, Resp) {
         if path == "/metrics" {
             return match method {
-                Method::GET => ("metrics", text(200, self.metrics.render())),
+                Method::GET => ("metrics", text(200, self.metrics.render(self.conns.open()))),
                 _ => ("unknown", text(405, "Method Not Allowed")),
             };
         }

@@ -20,6 +20,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value as Json;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
+use std::collections::HashSet;
 use tern_types::schema::IDENT_MAX_BYTES;
 
 /// simdjson's message for INCORRECT_TYPE (a section of the wrong JSON type).
@@ -532,25 +533,29 @@ fn validate_read(s: &ReadSpec, opts: &RestOptions) -> Result<(), RestError> {
     for (c, _) in &s.filters {
         validate_column(c)?;
     }
-    unique_filters(&s.filters)?;
-    for (i, c) in reads.iter().enumerate() {
-        if s.filters.iter().any(|(f, _)| f == c) {
+    let filter_names = unique_filters(&s.filters)?;
+    let mut seen = HashSet::with_capacity(reads.len());
+    for c in reads {
+        if filter_names.contains(c.as_str()) {
             return Err(bad(format!("field validation for read columns failed. '{c}' already included in filter")));
         }
-        if reads[..i].contains(c) {
+        if !seen.insert(c.as_str()) {
             return Err(bad(format!("field validation for 'ReadColumns' failed on the 'unique' tag: {c}")));
         }
     }
     Ok(())
 }
 
-fn unique_filters(filters: &[(String, Json)]) -> Result<(), RestError> {
-    for (i, (c, _)) in filters.iter().enumerate() {
-        if filters[..i].iter().any(|(o, _)| o == c) {
+/// The filter columns, or the first one given twice. Hashed: a body may carry tens of thousands
+/// of filters, and a quadratic check would hold the worker.
+fn unique_filters(filters: &[(String, Json)]) -> Result<HashSet<&str>, RestError> {
+    let mut seen = HashSet::with_capacity(filters.len());
+    for (c, _) in filters {
+        if !seen.insert(c.as_str()) {
             return Err(bad(format!("field validation for filter failed on the 'unique' tag: {c}")));
         }
     }
-    Ok(())
+    Ok(seen)
 }
 
 /// rdrs2's batchwrite checks: every database, table and column identifier, then per operation the
