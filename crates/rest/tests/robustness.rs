@@ -398,3 +398,52 @@ fn hostile_requests_never_take_the_server_down() {
     assert!(r.contains("tern_rest_handler_panics_total 0\n"), "{r}");
     assert_healthy(port);
 }
+
+/// A client that asks for large rows and never reads the answers is disconnected once a write
+/// has waited for the idle timeout.
+#[test]
+fn a_client_that_never_reads_is_disconnected() {
+    let (_dir, _node, addr) = start_node();
+    let client = Client::connect(&addr).unwrap();
+    client.ddl(DdlReq::CreateDatabase { name: "big".into(), if_not_exists: true }).unwrap();
+    let t = Table {
+        id: 0,
+        database: "big".into(),
+        name: "rows".into(),
+        columns: vec![
+            Column::new("k", ColumnType::Int { unsigned: false }).not_null(),
+            Column::new("b", ColumnType::Blob),
+        ],
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: vec![],
+        partition_count: 0,
+        ttl: None,
+        comment: String::new(),
+    };
+    client.ddl(DdlReq::CreateTable { table: t, if_not_exists: false }).unwrap();
+    let h = client.table("big", "rows").unwrap();
+    client.blocking().execute(vec![h.write(&[Value::Int(1), Value::Bytes(vec![7; 60_000])]).unwrap()]).unwrap();
+    let port = start_rest(&addr, RestOptions { idle_timeout: Duration::from_millis(800), ..Default::default() });
+    let body = r#"{"filters": [{"column": "k", "value": 1}]}"#;
+    let one =
+        format!("POST /0.1.0/big/rows/pk-read HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    let mut s = connect(port);
+    s.write_all(one.repeat(400).as_bytes()).unwrap();
+    // 400 answers of 80 kB each are far more than the socket buffers hold.
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    let t = Instant::now();
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n,
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "the connection was not closed");
+    }
+    assert!(total < 400 * 80_000, "all {total} bytes arrived: the stalled connection was not cut");
+    let m = raw(port, b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+    assert!(!m.contains("tern_rest_connections_timed_out_total 0\n"), "{m}");
+    assert_healthy(port);
+}
