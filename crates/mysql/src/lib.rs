@@ -4,6 +4,7 @@
 //! from opensrv-mysql, whose mysql_common dependency builds C (zlib, zstd) and runs bindgen
 //! (dependencies.md: "plan to own it later").
 
+pub mod conns;
 pub mod proto;
 pub mod server;
 pub mod sql;

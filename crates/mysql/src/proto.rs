@@ -45,6 +45,7 @@ pub mod com {
     pub const INIT_DB: u8 = 0x02;
     pub const QUERY: u8 = 0x03;
     pub const FIELD_LIST: u8 = 0x04;
+    pub const PROCESS_KILL: u8 = 0x0c;
     pub const PING: u8 = 0x0e;
     pub const STMT_PREPARE: u8 = 0x16;
     pub const STMT_EXECUTE: u8 = 0x17;

@@ -1,20 +1,23 @@
-//! The MySQL server loop: handshake, authentication, and the commands a client sends first
-//! (COM_QUERY, COM_INIT_DB, COM_PING, COM_QUIT). Issue 5 is in progress: statements beyond the
-//! session basics (`SELECT @@version_comment`, `SELECT DATABASE()`, `SHOW DATABASES/TABLES`,
-//! `USE`, `SET`, `CREATE/DROP DATABASE`, `BEGIN`/`COMMIT`/`ROLLBACK` outside a transaction) answer
-//! error 1235 naming what is not supported yet.
+//! The MySQL server loop: handshake, authentication, and the commands of a connection
+//! (COM_QUERY, the prepared-statement commands, COM_INIT_DB, COM_PING, COM_FIELD_LIST,
+//! COM_PROCESS_KILL, COM_QUIT, ...), with the connection limits MySQL has: `max_connections`
+//! (1040 before the handshake), `connect_timeout` for the handshake, `wait_timeout` /
+//! `interactive_timeout` for idle connections (4031 then close), and `KILL`.
 
 use crate::proto::{self, Malformed, cap, com, status};
 use std::net::SocketAddr;
 
 /// Prepared statements one connection may hold (max_prepared_stmt_count).
 pub const STMTS_MAX: usize = 16_382;
+use crate::conns::{Conn, Conns};
 use crate::proto::ColumnDef;
 use crate::sql::session::{Answer, Session, Stmt};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use tern_client::{Client, TernError};
+use tern_types::ErrorCode;
 use tern_types::Value;
+use tern_types::error::ErrorClass;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// What the server says it is (clients parse the leading MySQL version).
@@ -27,11 +30,25 @@ pub struct MysqlOptions {
     pub threads: usize,
     /// Largest request payload (`max_allowed_packet`).
     pub max_packet: usize,
+    /// Open connections at most (`max_connections`; SET GLOBAL changes it while serving).
+    pub max_connections: usize,
+    /// Initial global values of system variables (`wait_timeout`, `max_query_memory`,
+    /// `max_execution_time`, ...), as if set with SET GLOBAL at start.
+    pub globals: Vec<(String, Value)>,
+    /// How long a new connection may take to authenticate (MySQL's `connect_timeout`, 10 s).
+    pub connect_timeout: std::time::Duration,
 }
 
 impl Default for MysqlOptions {
     fn default() -> Self {
-        MysqlOptions { listen: "127.0.0.1:3306".parse().expect("address"), threads: 1, max_packet: 64 << 20 }
+        MysqlOptions {
+            listen: "127.0.0.1:3306".parse().expect("address"),
+            threads: 1,
+            max_packet: 64 << 20,
+            max_connections: crate::conns::MAX_CONNECTIONS_DEFAULT,
+            globals: Vec::new(),
+            connect_timeout: std::time::Duration::from_secs(10),
+        }
     }
 }
 
@@ -40,53 +57,93 @@ pub struct MysqlServer {
     globals: crate::sql::session::Globals,
     pub opts: MysqlOptions,
     next_id: AtomicU32,
+    pub conns: Arc<Conns>,
 }
 
-/// An error for the client: errno, SQLSTATE, message.
+/// An error for the client: errno, SQLSTATE, message, and the Tern error it came from (if it
+/// did). Code that decides what an error means (retry, transaction gone, duplicate) branches on
+/// `code` / `class()`, never on errno: one errno stands for several causes (1297 is overload,
+/// node failure, a schema change and shutdown alike).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqlError {
     pub errno: u16,
     pub sqlstate: &'static str,
     pub message: String,
+    pub code: Option<ErrorCode>,
 }
 
 impl SqlError {
     pub fn new(errno: u16, sqlstate: &'static str, message: impl Into<String>) -> SqlError {
-        SqlError { errno, sqlstate, message: message.into() }
+        SqlError { errno, sqlstate, message: message.into(), code: None }
+    }
+
+    /// The same error, marked as caused by `code`.
+    pub fn with_code(mut self, code: ErrorCode) -> SqlError {
+        self.code = Some(code);
+        self
+    }
+
+    /// Whether the data node's error `code` caused it.
+    pub fn is(&self, code: ErrorCode) -> bool {
+        self.code == Some(code)
+    }
+
+    pub fn class(&self) -> Option<ErrorClass> {
+        self.code.map(ErrorCode::class)
     }
 }
 
 impl From<TernError> for SqlError {
     fn from(e: TernError) -> SqlError {
-        SqlError { errno: e.code.mysql_errno(), sqlstate: e.code.sqlstate(), message: e.message }
+        SqlError { errno: e.code.mysql_errno(), sqlstate: e.code.sqlstate(), message: e.message, code: Some(e.code) }
     }
 }
 
 impl MysqlServer {
     pub fn new(client: Client, opts: MysqlOptions) -> Arc<MysqlServer> {
-        Arc::new(MysqlServer { client, opts, next_id: AtomicU32::new(1), globals: Default::default() })
+        let globals: crate::sql::session::Globals = Default::default();
+        globals.write().unwrap_or_else(|e| e.into_inner()).extend(opts.globals.iter().cloned());
+        let conns = Arc::new(Conns::new(opts.max_connections));
+        Arc::new(MysqlServer { client, opts, next_id: AtomicU32::new(1), globals, conns })
     }
 
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
         loop {
-            let (stream, _) = tern_client::frontend::accept(&listener).await;
+            let (mut stream, peer) = tern_client::frontend::accept(&listener).await;
             let me = self.clone();
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            tokio::spawn(async move { me.serve_conn(stream, id).await });
+            let host = peer.ip().to_string();
+            tokio::spawn(async move {
+                let Some(reg) = me.conns.register(id, &host) else {
+                    // MySQL answers an over-the-limit connection with 1040 in place of the
+                    // handshake.
+                    let e = SqlError::new(1040, "08004", "Too many connections");
+                    if me.send_err(&mut stream, 0, &e).await.is_ok() {
+                        tern_client::frontend::linger_close(&mut stream).await;
+                    }
+                    return;
+                };
+                me.serve_conn(stream, &reg.conn).await;
+            });
         }
     }
 
-    async fn serve_conn(self: Arc<Self>, mut s: tokio::net::TcpStream, id: u32) {
+    async fn serve_conn(self: Arc<Self>, mut s: tokio::net::TcpStream, conn: &Arc<Conn>) {
+        let id = conn.id;
         let mut buf = Vec::with_capacity(16 << 10);
         let mut scramble = [0u8; 20];
-        fill_scramble(&mut scramble, id);
+        fill_scramble(&mut scramble);
         let mut out = Vec::new();
         proto::put_packets(&mut out, 0, &proto::handshake_v10(SERVER_VERSION, id, &scramble, status::AUTOCOMMIT));
         if s.write_all(&out).await.is_err() {
             return;
         }
-        // Handshake response (sequence 1), maybe an auth switch.
-        let Some((seq, payload)) = self.read_payload(&mut s, &mut buf).await else { return };
+        // Handshake response (sequence 1), maybe an auth switch, within connect_timeout.
+        let Ok(Some((seq, payload))) =
+            tokio::time::timeout(self.opts.connect_timeout, self.read_payload(&mut s, &mut buf)).await
+        else {
+            return;
+        };
         let hr = match proto::parse_handshake_response(&payload) {
             Ok(h) => h,
             Err(Malformed(why)) => {
@@ -102,7 +159,11 @@ impl MysqlServer {
             if s.write_all(&out).await.is_err() {
                 return;
             }
-            let Some((s2, p)) = self.read_payload(&mut s, &mut buf).await else { return };
+            let Ok(Some((s2, p))) =
+                tokio::time::timeout(self.opts.connect_timeout, self.read_payload(&mut s, &mut buf)).await
+            else {
+                return;
+            };
             seq = s2.wrapping_add(1);
             auth = p;
         }
@@ -133,9 +194,9 @@ impl MysqlServer {
         let deprecate_eof = caps & cap::DEPRECATE_EOF != 0;
         // Several statements in one COM_QUERY only when the client asks (off by default).
         let mut multi = caps & cap::MULTI_STATEMENTS != 0;
-        let mut sess = Session::new(self.client.clone(), id, &hr.user, self.opts.max_packet);
-        sess.globals = self.globals.clone();
-        sess.start_from_globals();
+        let interactive = hr.capabilities & cap::INTERACTIVE != 0;
+        let mut sess = self.session(id, &hr.user, conn);
+        conn.set_user(&hr.user);
         sess.grants = match crate::sql::users::grants(&self.client, &hr.user, "localhost").await {
             Ok(g) => g,
             Err(e) => {
@@ -157,9 +218,34 @@ impl MysqlServer {
         }
         // Commands: each starts a new sequence at 0.
         loop {
-            let Some((_, payload)) = self.read_payload(&mut s, &mut buf).await else { break };
+            conn.idle(sess.db.as_deref());
+            let idle = sess.idle_timeout(interactive);
+            let next = tokio::select! {
+                p = tokio::time::timeout(idle, self.read_payload(&mut s, &mut buf)) => p,
+                _ = conn.wake.notified() => Ok(None),
+            };
+            let payload = match next {
+                Ok(Some((_, p))) => p,
+                Ok(None) => break,
+                Err(_) => {
+                    // MySQL 8.0.24+ says why before it closes an idle connection.
+                    let e = SqlError::new(
+                        4031,
+                        "HY000",
+                        "The client was disconnected by the server because of inactivity. See wait_timeout and interactive_timeout for configuring this behavior.",
+                    );
+                    if self.send_err(&mut s, 0, &e).await.is_ok() {
+                        tern_client::frontend::linger_close(&mut s).await;
+                    }
+                    break;
+                }
+            };
+            if conn.interrupt.connection_killed() {
+                break;
+            }
             let Some(&cmd) = payload.first() else { break };
             let arg = &payload[1..];
+            conn.begin(command_name(cmd), (cmd == com::QUERY).then(|| process_info(arg)));
             let mut out = Vec::new();
             let err = |out: &mut Vec<u8>, e: &SqlError| {
                 proto::put_packets(out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message));
@@ -342,12 +428,25 @@ impl MysqlServer {
                         None => err(&mut out, &unknown_stmt(id, "mysqld_stmt_reset")),
                     }
                 }
+                com::PROCESS_KILL => {
+                    // The old protocol's KILL <id>: a connection kill.
+                    match arg.get(..4) {
+                        Some(b) => {
+                            let target = u32::from_le_bytes(b.try_into().expect("4 bytes"));
+                            match sess.kill(target, false) {
+                                Ok(()) => {
+                                    proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, ""));
+                                }
+                                Err(e) => err(&mut out, &e),
+                            }
+                        }
+                        None => err(&mut out, &SqlError::new(1047, "08S01", "Unknown command")),
+                    }
+                }
                 com::RESET_CONNECTION => {
                     let db = sess.db.clone();
                     let grants = sess.grants.take();
-                    sess = Session::new(self.client.clone(), id, &hr.user, self.opts.max_packet);
-                    sess.globals = self.globals.clone();
-                    sess.start_from_globals();
+                    sess = self.session(id, &hr.user, conn);
                     sess.grants = grants;
                     sess.db = db;
                     proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, ""));
@@ -361,12 +460,29 @@ impl MysqlServer {
                 // A result bigger than the client may accept in one go is still sent whole;
                 // the client's max_allowed_packet applies to single rows.
             }
+            if conn.interrupt.connection_killed() {
+                // KILL CONNECTION: the statement that ran was interrupted; say why, then close.
+                out.clear();
+                proto::put_packets(&mut out, 1, &proto::err_packet(1927, "70100", "Connection was killed"));
+                let _ = s.write_all(&out).await;
+                break;
+            }
             if s.write_all(&out).await.is_err() {
                 break;
             }
         }
         // An open transaction of a closed connection rolls back (dropping it sends the rollback).
         drop(sess);
+    }
+
+    /// A fresh session of connection `conn` for `user`, starting from the global variables.
+    fn session(&self, id: u32, user: &str, conn: &Arc<Conn>) -> Session {
+        let mut sess = Session::new(self.client.clone(), id, user, self.opts.max_packet);
+        sess.globals = self.globals.clone();
+        sess.start_from_globals();
+        sess.interrupt = conn.interrupt.clone();
+        sess.conns = self.conns.clone();
+        sess
     }
 
     /// LOAD DATA LOCAL INFILE: asks for the file, loads what arrives, answers OK or the error
@@ -452,13 +568,45 @@ impl MysqlServer {
     }
 }
 
-/// A per-connection challenge (not secret-grade: it only has to differ between connections).
-fn fill_scramble(s: &mut [u8; 20], id: u32) {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    let mut rng = tern_types::rng::Rng::new(t as u64 ^ ((id as u64) << 32) ^ std::process::id() as u64);
-    for b in s.iter_mut() {
+/// A per-connection challenge from the OS's random source (getrandom(2)): an attacker who knew
+/// it ahead could replay a recorded `mysql_native_password` answer.
+fn fill_scramble(s: &mut [u8; 20]) {
+    let mut raw = [0u8; 20];
+    let mut got = 0;
+    while got < raw.len() {
+        // SAFETY: writes at most the remaining bytes of `raw`.
+        let n = unsafe { libc::getrandom(raw[got..].as_mut_ptr().cast(), raw.len() - got, 0) };
+        if n > 0 {
+            got += n as usize;
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            panic!("the OS random source failed: {}", std::io::Error::last_os_error());
+        }
+    }
+    for (b, r) in s.iter_mut().zip(raw) {
         // Printable, non-NUL bytes, as MySQL servers send.
-        *b = 0x21 + rng.below(0x5e) as u8;
+        *b = 0x21 + r % 0x5e;
+    }
+}
+
+/// The statement text the process list shows: its first `INFO_MAX` bytes.
+fn process_info(sql: &[u8]) -> String {
+    const INFO_MAX: usize = 4096;
+    String::from_utf8_lossy(&sql[..sql.len().min(INFO_MAX)]).into_owned()
+}
+
+/// The process-list name of command byte `cmd`.
+fn command_name(cmd: u8) -> &'static str {
+    match cmd {
+        com::QUERY => "Query",
+        com::STMT_PREPARE => "Prepare",
+        com::STMT_EXECUTE => "Execute",
+        com::STMT_CLOSE | com::STMT_RESET => "Reset stmt",
+        com::PING => "Ping",
+        com::INIT_DB => "Init DB",
+        com::FIELD_LIST => "Field List",
+        com::PROCESS_KILL => "Kill",
+        com::QUIT => "Quit",
+        _ => "Command",
     }
 }
 

@@ -138,3 +138,204 @@ fn nesting_of_every_shape_hits_a_limit_not_the_server() {
     assert_eq!(r, Res::Ok);
     assert_eq!(other.command(proto::com::PING, b""), Res::Ok);
 }
+
+/// A table `lim.t` of `n` rows `(id, v = id % 10, pad)` for the limit tests.
+fn table(m: &mut My, n: usize) {
+    assert_eq!(m.query("CREATE DATABASE IF NOT EXISTS lim"), Res::Ok);
+    assert_eq!(m.query("CREATE TABLE lim.t (id INT PRIMARY KEY, v INT, pad VARCHAR(100))"), Res::Ok);
+    let values: Vec<String> = (0..n).map(|i| format!("({i}, {}, '{}')", i % 10, "x".repeat(50))).collect();
+    for chunk in values.chunks(500) {
+        assert_eq!(m.query(&format!("INSERT INTO lim.t VALUES {}", chunk.join(","))), Res::Ok);
+    }
+}
+
+/// A join that reads the table once per row of the outer tables (no index on `v`): many round
+/// trips to the data node, little memory; far longer than any test waits.
+const SLOW_JOIN: &str =
+    "SELECT COUNT(*) FROM lim.t a JOIN lim.t b ON b.v = a.v JOIN lim.t c ON c.v = b.v JOIN lim.t d ON d.v = c.v";
+
+fn count(r: Res) -> String {
+    match r {
+        Res::Rows(_, rows) => rows[0][0].clone().unwrap_or_default(),
+        other => panic!("expected a count, got {other:?}"),
+    }
+}
+
+#[test]
+fn memory_limit_and_huge_values_fail_the_statement_only() {
+    let (_d, _n, port) = start(1 << 20);
+    let (mut m, _) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    table(&mut m, 2000);
+    // A cross join of 4 M rows does not fit in 4 MB of intermediate results.
+    assert_eq!(m.query("SET max_query_memory = 4000000"), Res::Ok);
+    let Res::Err(3170, state, msg) = m.query("SELECT a.id, b.id FROM lim.t a, lim.t b ORDER BY 1") else {
+        panic!("memory limit")
+    };
+    assert_eq!(state, "HY000");
+    assert!(msg.contains("max_query_memory"), "{msg}");
+    let Res::Err(3170, ..) = m.query("SELECT a.v, COUNT(*) FROM lim.t a, lim.t b GROUP BY a.id, b.id") else {
+        panic!("memory limit for groups")
+    };
+    // The session goes on; narrower queries run.
+    assert_eq!(count(m.query("SELECT COUNT(*) FROM lim.t a JOIN lim.t b ON b.id = a.id")), "2000");
+    assert_eq!(
+        m.query("SELECT @@max_query_memory"),
+        Res::Rows(vec!["@@max_query_memory".into()], rows(&[&[Some("4000000")]]))
+    );
+    // Values: one result is at most max_allowed_packet, and nested calls cannot multiply memory.
+    for sql in [
+        "SELECT REPEAT('a', 100000000)",
+        "SELECT LPAD('a', 1000000000000, 'b')",
+        "SELECT RPAD('a', 100000000, 'bc')",
+        "SELECT REPLACE(REPEAT('a', 1000000), 'a', REPEAT('b', 100))",
+        "SELECT CONCAT(REPEAT('a', 40000000), REPEAT('a', 40000000))",
+    ] {
+        let Res::Err(1301, ..) = m.query(sql) else { panic!("{sql}") };
+    }
+    let mut nested = String::from("SELECT LENGTH(");
+    for _ in 0..10 {
+        nested.push_str("CONCAT(REPEAT('a', 60000000), ");
+    }
+    nested.push_str("'b'");
+    nested.push_str(&")".repeat(11));
+    let Res::Err(e, ..) = m.query(&nested) else { panic!("nested values") };
+    assert!(e == 3170 || e == 1301, "{e}");
+    assert_eq!(
+        m.query("SELECT LENGTH(REPEAT('a', 1000000))"),
+        Res::Rows(vec!["LENGTH(REPEAT('a', 1000000))".into()], rows(&[&[Some("1000000")]]))
+    );
+}
+
+#[test]
+fn execution_time_limits_and_kill() {
+    let (_d, _n, port) = start(1 << 20);
+    let (mut m, _) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    table(&mut m, 300);
+    let started = std::time::Instant::now();
+    assert_eq!(m.query("SET max_execution_time = 300"), Res::Ok);
+    let Res::Err(3024, state, msg) = m.query(SLOW_JOIN) else { panic!("max_execution_time") };
+    assert_eq!(
+        (state.as_str(), msg.as_str()),
+        ("HY000", "Query execution was interrupted, maximum statement execution time exceeded")
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    // Only SELECTs (as MySQL); MariaDB's max_statement_time covers every statement.
+    assert_eq!(m.query("UPDATE lim.t SET v = v WHERE id < 0"), Res::Ok);
+    assert_eq!(m.query("SET max_execution_time = 0"), Res::Ok);
+    assert_eq!(m.query("SET max_statement_time = 0.3"), Res::Ok);
+    let Res::Err(1969, ..) = m.query(SLOW_JOIN) else { panic!("max_statement_time") };
+    assert_eq!(m.query("SET max_statement_time = 0"), Res::Ok);
+
+    // KILL QUERY from another connection stops the statement; the connection stays.
+    let Res::Rows(_, me) = m.query("SELECT CONNECTION_ID()") else { panic!("id") };
+    let id = me[0][0].clone().unwrap();
+    let runner = std::thread::spawn(move || {
+        let r = m.query(SLOW_JOIN);
+        (m, r)
+    });
+    let (mut admin, _) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    wait_running(&mut admin, &id);
+    assert_eq!(admin.query(&format!("KILL QUERY {id}")), Res::Ok);
+    let (mut m, r) = runner.join().unwrap();
+    let Res::Err(1317, state, msg) = r else { panic!("KILL QUERY: {r:?}") };
+    assert_eq!((state.as_str(), msg.as_str()), ("70100", "Query execution was interrupted"));
+    assert_eq!(count(m.query("SELECT COUNT(*) FROM lim.t")), "300");
+    // A KILL QUERY that finds nothing running is forgotten.
+    assert_eq!(admin.query(&format!("KILL QUERY {id}")), Res::Ok);
+    assert_eq!(count(m.query("SELECT COUNT(*) FROM lim.t")), "300");
+
+    // KILL [CONNECTION] stops the statement and closes the connection.
+    let runner = std::thread::spawn(move || m.query(SLOW_JOIN));
+    wait_running(&mut admin, &id);
+    assert_eq!(admin.query(&format!("KILL {id}")), Res::Ok);
+    let Res::Err(1927, ..) = runner.join().unwrap() else { panic!("KILL CONNECTION") };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while list(&mut admin).iter().any(|r| r[0].as_deref() == Some(&id)) {
+        assert!(std::time::Instant::now() < until, "the killed connection stays listed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // An idle connection killed gets the error, then the end.
+    let (mut idle, _) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    let Res::Rows(_, r) = idle.query("SELECT CONNECTION_ID()") else { panic!("id") };
+    assert_eq!(admin.query(&format!("KILL CONNECTION {}", r[0][0].as_deref().unwrap())), Res::Ok);
+    assert!(idle.packet().is_none(), "an idle killed connection is closed");
+    let Res::Err(1094, _, msg) = admin.query("KILL 999999") else { panic!("unknown id") };
+    assert_eq!(msg, "Unknown thread id: 999999");
+    // Another user may not kill root's connection.
+    assert_eq!(admin.query("CREATE USER 'eve'@'%' IDENTIFIED BY ''"), Res::Ok);
+    let (mut eve, r) = My::connect(port, "eve", None, proto::NATIVE_PASSWORD, true);
+    assert_eq!(r, Res::Ok);
+    let Res::Rows(_, r) = admin.query("SELECT CONNECTION_ID()") else { panic!("id") };
+    let Res::Err(1095, ..) = eve.query(&format!("KILL {}", r[0][0].as_deref().unwrap())) else { panic!("owner") };
+    assert_eq!(list(&mut eve).len(), 1, "eve sees only her own connection");
+}
+
+/// SHOW FULL PROCESSLIST rows.
+fn list(m: &mut My) -> Vec<Vec<Option<String>>> {
+    let Res::Rows(cols, r) = m.query("SHOW FULL PROCESSLIST") else { panic!("processlist") };
+    assert_eq!(cols, ["Id", "User", "Host", "db", "Command", "Time", "State", "Info"]);
+    r
+}
+
+/// Waits until connection `id` is running the slow join.
+fn wait_running(admin: &mut My, id: &str) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let rows = list(admin);
+        if rows.iter().any(|r| {
+            r[0].as_deref() == Some(id) && r[4].as_deref() == Some("Query") && r[7].as_deref() == Some(SLOW_JOIN)
+        }) {
+            return;
+        }
+        assert!(std::time::Instant::now() < until, "connection {id} never ran the query: {rows:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn connection_cap_and_timeouts() {
+    let opts = tern_mysql::MysqlOptions {
+        max_connections: 3,
+        connect_timeout: std::time::Duration::from_secs(1),
+        ..Default::default()
+    };
+    let (_d, _n, port) = common::start_with(opts);
+    let mut open: Vec<My> = (0..3).map(|_| My::connect(port, "root", None, proto::NATIVE_PASSWORD, true).0).collect();
+    // The fourth gets MySQL's 1040 in place of the handshake.
+    let mut over = My::raw(port);
+    let (seq, p) = over.packet().expect("an answer");
+    assert_eq!(seq, 0);
+    assert_eq!(over.result_from(p), Res::Err(1040, "08004".into(), "Too many connections".into()));
+    assert!(over.packet().is_none());
+    open.pop();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut again = loop {
+        let (m, r) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+        if r == Res::Ok {
+            break m;
+        }
+        assert!(std::time::Instant::now() < until, "a freed place is not taken: {r:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(again.query("SET GLOBAL max_connections = 4"), Res::Ok);
+    assert_eq!(
+        again.query("SELECT @@max_connections"),
+        Res::Rows(vec!["@@max_connections".into()], rows(&[&[Some("4")]]))
+    );
+    let (_fourth, r) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    assert_eq!(r, Res::Ok);
+    drop(open);
+    // wait_timeout: an idle session is told why, then closed.
+    assert_eq!(again.query("SET wait_timeout = 1"), Res::Ok);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (_, p) = again.packet().expect("the timeout error");
+    let Res::Err(4031, _, msg) = again.result_from(p) else { panic!("wait_timeout") };
+    assert!(msg.contains("inactivity"), "{msg}");
+    assert!(again.packet().is_none());
+    // connect_timeout: a client that never answers the handshake is dropped.
+    let mut silent = My::raw(port);
+    silent.packet().expect("handshake");
+    let t = std::time::Instant::now();
+    assert!(silent.packet().is_none(), "closed without an answer");
+    assert!(t.elapsed() < std::time::Duration::from_secs(10));
+}

@@ -280,7 +280,7 @@ pub enum ShowKind {
     Engines,
     Collation { like: Option<String> },
     CharacterSet { like: Option<String> },
-    Processlist,
+    Processlist { full: bool },
     TableStatus { like: Option<String> },
     Grants(Option<String>),
 }
@@ -341,6 +341,11 @@ pub enum Statement {
         using: Vec<String>,
     },
     Deallocate(String),
+    /// `KILL [CONNECTION | QUERY] id`
+    Kill {
+        id: Expr,
+        query: bool,
+    },
     CreateUser {
         users: Vec<(String, String, Option<String>)>,
         if_not_exists: bool,

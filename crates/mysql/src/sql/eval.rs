@@ -12,6 +12,24 @@ use tern_types::{ColumnType, Value};
 
 pub type EResult<T> = Result<T, SqlError>;
 
+/// Longest string a function may return (MySQL's default max_allowed_packet).
+pub const VALUE_BYTES_MAX: usize = 64 << 20;
+
+/// Error 1301 when function `name` would return `n` bytes, more than `VALUE_BYTES_MAX`.
+fn fits(name: &str, n: usize) -> Result<(), SqlError> {
+    if n > VALUE_BYTES_MAX {
+        return Err(SqlError::new(
+            1301,
+            "HY000",
+            format!(
+                "Result of {}() was larger than max_allowed_packet ({VALUE_BYTES_MAX}) - truncated",
+                name.to_ascii_lowercase()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub fn out_of_range(what: &str) -> SqlError {
     SqlError::new(1690, "22003", format!("{what} value is out of range"))
 }
@@ -634,12 +652,15 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
             if null_in {
                 return Ok(Value::Null);
             }
-            bytes(args.iter().filter_map(text).flatten().collect())
+            let parts: Vec<Vec<u8>> = args.iter().filter_map(text).collect();
+            fits(name, parts.iter().map(Vec::len).sum())?;
+            bytes(parts.concat())
         }
         "CONCAT_WS" => {
             need(1)?;
             let Some(sep) = t(0) else { return Ok(Value::Null) };
             let parts: Vec<Vec<u8>> = args[1..].iter().filter_map(text).collect();
+            fits(name, parts.iter().map(|p| p.len() + sep.len()).sum())?;
             bytes(parts.join(&sep[..]))
         }
         "LENGTH" | "OCTET_LENGTH" => {
@@ -683,13 +704,7 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
             }
             let n = arg_int(args, 1).unwrap_or(0).max(0) as usize;
             let s = t(0).unwrap_or_default();
-            if s.len().saturating_mul(n) > 64 << 20 {
-                return Err(SqlError::new(
-                    1301,
-                    "HY000",
-                    "Result of repeat() was larger than max_allowed_packet (67108864) - truncated",
-                ));
-            }
+            fits(name, s.len().saturating_mul(n))?;
             bytes(s.repeat(n))
         }
         "SPACE" => bytes(vec![b' '; arg_int(args, 0).unwrap_or(0).clamp(0, 1 << 20) as usize]),
@@ -706,6 +721,7 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
             let mut i = 0;
             while i < s.len() {
                 if s[i..].starts_with(&from) {
+                    fits(name, out.len() + to.len())?;
                     out.extend_from_slice(&to);
                     i += from.len();
                 } else {
@@ -745,6 +761,8 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
             if pc.is_empty() {
                 return Ok(Value::Null);
             }
+            let widest = pc.iter().map(|c| c.len()).max().unwrap_or(1);
+            fits(name, s.len().saturating_add((n - cs.len()).saturating_mul(widest)))?;
             let fill: String = (0..n - cs.len()).map(|i| pc[i % pc.len()]).collect();
             let s = String::from_utf8_lossy(&s).into_owned();
             bytes(if name == "LPAD" { fill + &s } else { s + &fill }.into_bytes())

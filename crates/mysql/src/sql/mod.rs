@@ -9,6 +9,7 @@ pub mod ddl;
 pub mod eval;
 pub mod infoschema;
 pub mod lex;
+pub mod limits;
 pub mod load;
 pub mod normalize;
 pub mod parse;

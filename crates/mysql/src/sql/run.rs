@@ -5,6 +5,7 @@
 
 use super::ast::{BinOp, Lock, UnOp};
 use super::eval::{self, EResult};
+use super::limits;
 use super::plan::*;
 use crate::server::SqlError;
 use std::cmp::Ordering;
@@ -148,8 +149,11 @@ pub fn ev(x: &X, row: &[Value], aggs: &[Value], env: &Env) -> EResult<Value> {
         }
         X::Func(name, args) => {
             let mut vals = Vec::with_capacity(args.len());
+            let mut live = limits::Live::default();
             for a in args {
-                vals.push(ev(a, row, aggs, env)?);
+                let v = ev(a, row, aggs, env)?;
+                live.hold(&v)?;
+                vals.push(v);
             }
             eval::call(name, &vals, env.sess)?
         }
@@ -231,6 +235,8 @@ pub struct How {
 pub struct Runner<'a> {
     pub client: &'a Client,
     pub ts: &'a mut TxnState,
+    /// The statement's memory and time, and its kill switch.
+    pub budget: super::limits::Budget,
 }
 
 pub fn tern_err(e: TernError) -> SqlError {
@@ -241,6 +247,7 @@ impl Runner<'_> {
     /// One batch of key operations in the session's transaction. `last`: the statement ends
     /// with this batch (under autocommit the batch commits).
     pub async fn batch(&mut self, ops: Vec<KeyOp>, abort: AbortOption, last: bool) -> Result<Vec<OpResult>, SqlError> {
+        self.budget.check()?;
         if ops.is_empty() && !(last && !self.ts.open && self.ts.txn.is_some()) {
             return Ok(Vec::new());
         }
@@ -282,9 +289,13 @@ impl Runner<'_> {
     ) -> Result<Vec<Vec<Value>>, SqlError> {
         let mut sc = self.client.scan(spec);
         let mut out = Vec::new();
-        while let Some(batch) = sc.next_batch().await.map_err(tern_err)? {
+        loop {
+            self.budget.check()?;
+            let Some(batch) = sc.next_batch().await.map_err(tern_err)? else { break };
             for r in batch {
-                out.push(place(h, needed, &r)?);
+                let row = place(h, needed, &r)?;
+                self.budget.charge_row(&row)?;
+                out.push(row);
             }
         }
         Ok(out)
@@ -303,7 +314,11 @@ impl Runner<'_> {
         let h = &src.handle;
         if h.table.database == super::infoschema::DB {
             // Virtual tables: every row (the query's conditions are applied by the caller).
-            return Ok(super::infoschema::rows(&self.client.catalog(), &h.table.name));
+            let rows = super::infoschema::rows(&self.client.catalog(), &h.table.name);
+            for r in &rows {
+                self.budget.charge_row(r)?;
+            }
+            return Ok(rows);
         }
         let key_op = |vals: &[Value]| -> Result<Option<KeyOp>, SqlError> {
             let op = match lock {
@@ -365,7 +380,11 @@ impl Runner<'_> {
                 let mut out = Vec::with_capacity(res.len());
                 for r in res {
                     match r {
-                        OpResult::Row(b) => out.push(place(h, &src.needed, &b)?),
+                        OpResult::Row(b) => {
+                            let row = place(h, &src.needed, &b)?;
+                            self.budget.charge_row(&row)?;
+                            out.push(row);
+                        }
                         OpResult::NotFound | OpResult::Done => {}
                         OpResult::Error(e) => return Err(tern_err(e)),
                     }
@@ -734,7 +753,11 @@ pub async fn run_select(
                         .await?,
                     );
                 }
-                cache.clone().expect("fetched")
+                let c = cache.clone().expect("fetched");
+                for r in &c {
+                    run.budget.charge_row(r)?;
+                }
+                c
             } else {
                 run.fetch(src, prefix, env, How { lock: p.lock, ..How::default() }).await?
             };
@@ -752,6 +775,7 @@ pub async fn run_select(
                 }
                 // Conditions that only involve tables up to this one prune early.
                 any = true;
+                run.budget.charge_row(&r)?;
                 next.push(r);
             }
             if !any && src.left_join {
@@ -810,6 +834,7 @@ pub async fn run_select(
             let g = match slot {
                 Some(g) => g,
                 None => {
+                    run.budget.charge(limits::row_bytes(&key) + limits::row_bytes(r))?;
                     groups.push((key, r.clone(), p.aggs.iter().map(AggState::new).collect()));
                     index.entry(hk).or_default().push(groups.len() - 1);
                     groups.len() - 1
@@ -840,6 +865,7 @@ pub async fn run_select(
     } else {
         for r in &rows {
             let items = p.items.iter().map(|x| ev(x, r, &[], env)).collect::<Result<Vec<_>, _>>()?;
+            run.budget.charge_row(&items)?;
             let keys = if p.scan_order.is_some() && p.push_limit {
                 Vec::new()
             } else {
@@ -851,6 +877,9 @@ pub async fn run_select(
     // UNION parts.
     for (all, u) in &p.unions {
         let rows = Box::pin(run_select(run, u, env, false)).await?;
+        for r in &rows {
+            run.budget.charge_row(r)?;
+        }
         out.extend(rows.into_iter().map(|r| (r, Vec::new())));
         if !*all {
             dedup(&mut out);

@@ -2,6 +2,7 @@
 //! plans, and the dispatch of every statement kind to planning and execution.
 
 use super::ast::*;
+use super::limits::{self, Budget, DeadlineKind, Interrupt};
 use super::parse::{ParseError, parse};
 use super::plan::{self, Catalog as _, InsertPlan, ModifyPlan, SelectPlan};
 use super::run::{self, Env, Runner, Sess, TxnState};
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tern_client::{Client, DdlReq, ErrorCode, TableHandle};
 use tern_types::Value;
+use tern_types::error::ErrorClass;
 
 /// A statement's answer.
 pub enum Answer {
@@ -100,6 +102,10 @@ pub struct Session {
     pub row_count: i64,
     pub found_rows: u64,
     pub max_packet: usize,
+    /// Set by `KILL` from another connection (shared with the server's connection list).
+    pub interrupt: Arc<Interrupt>,
+    /// The server's open connections (SHOW PROCESSLIST, KILL, max_connections).
+    pub conns: Arc<crate::conns::Conns>,
 }
 
 const CACHE_MAX: usize = 512;
@@ -112,7 +118,7 @@ impl Sess for Session {
         if !global && let Some(v) = self.vars.get(name) {
             return Ok(v.clone());
         }
-        if global && let Some(v) = self.globals.read().expect("globals").get(name) {
+        if global && let Some(v) = self.globals.read().unwrap_or_else(|e| e.into_inner()).get(name) {
             return Ok(v.clone());
         }
         self.default_var(name).ok_or_else(|| SqlError::new(1193, "HY000", format!("Unknown system variable '{name}'")))
@@ -199,6 +205,8 @@ const VAR_NAMES: &[&str] = &[
     "last_insert_id",
     "identity",
     "max_execution_time",
+    "max_statement_time",
+    "max_query_memory",
     "sql_auto_is_null",
     "foreign_key_checks",
     "unique_checks",
@@ -280,12 +288,14 @@ impl Session {
             row_count: -1,
             found_rows: 0,
             max_packet,
+            interrupt: Arc::default(),
+            conns: Arc::default(),
         }
     }
 
     /// A new session takes the global values set so far (autocommit among them).
     pub fn start_from_globals(&mut self) {
-        let g = self.globals.read().expect("globals").clone();
+        let g = self.globals.read().unwrap_or_else(|e| e.into_inner()).clone();
         for (k, v) in g {
             if k == "autocommit" {
                 self.autocommit =
@@ -332,6 +342,8 @@ impl Session {
             | "ndb_read_backup"
             | "skip_name_resolve" => Value::Int(0),
             "wait_timeout" | "interactive_timeout" => Value::Int(28800),
+            "max_query_memory" => Value::UInt(limits::QUERY_MEMORY_DEFAULT),
+            "max_statement_time" => Value::Double(0.0),
             "net_write_timeout" => Value::Int(60),
             "net_read_timeout" => Value::Int(30),
             "auto_increment_increment"
@@ -378,7 +390,7 @@ impl Session {
             "version_compile_machine" => s(std::env::consts::ARCH),
             "div_precision_increment" => Value::Int(4),
             "default_week_format" | "completion_type" => Value::Int(0),
-            "max_connections" => Value::Int(4096),
+            "max_connections" => Value::Int(self.conns.limit.max() as i64),
             "ndb_autoincrement_prefetch_sz" => Value::Int(512),
             "ndb_batch_size" => Value::Int(32768),
             "long_query_time" => Value::Double(10.0),
@@ -394,6 +406,79 @@ impl Session {
             "join_buffer_size" => Value::Int(262144),
             _ => return None,
         })
+    }
+
+    /// A numeric system variable of this session (SET value, else the default), or `dflt`.
+    fn var_f64(&self, name: &str, dflt: f64) -> f64 {
+        let v = self.vars.get(name).cloned().or_else(|| self.default_var(name));
+        v.and_then(|v| eval::to_f64(&v)).unwrap_or(dflt)
+    }
+
+    /// The allowance of the statement about to run: `max_query_memory`, and its deadline from
+    /// `max_execution_time` (milliseconds, SELECT only, as MySQL) or `max_statement_time`
+    /// (seconds, every statement, as MariaDB), whichever comes first.
+    fn budget(&self, select: bool) -> Budget {
+        let memory = self.var_f64("max_query_memory", limits::QUERY_MEMORY_DEFAULT as f64);
+        let memory = if memory <= 0.0 { u64::MAX } else { memory as u64 };
+        let now = std::time::Instant::now();
+        let mut deadline = None;
+        let ms = self.var_f64("max_execution_time", 0.0);
+        if select && ms > 0.0 {
+            deadline = Some((now + std::time::Duration::from_millis(ms as u64), DeadlineKind::ExecutionTime));
+        }
+        let secs = self.var_f64("max_statement_time", 0.0);
+        if secs > 0.0 {
+            let at = now + std::time::Duration::from_secs_f64(secs.min(1e9));
+            if deadline.is_none_or(|(d, _)| at < d) {
+                deadline = Some((at, DeadlineKind::StatementTime));
+            }
+        }
+        Budget::new(memory, deadline, self.interrupt.clone())
+    }
+
+    /// How long the connection may wait for its next command: `interactive_timeout` for
+    /// clients that said they are interactive, else `wait_timeout` (seconds; MySQL's 28800).
+    pub fn idle_timeout(&self, interactive: bool) -> std::time::Duration {
+        let name = if interactive { "interactive_timeout" } else { "wait_timeout" };
+        std::time::Duration::from_secs_f64(self.var_f64(name, 28800.0).clamp(1.0, 31_536_000.0))
+    }
+
+    /// `KILL [QUERY] id`: stops connection `id`'s statement (`query`) or the connection. Others'
+    /// connections need the administrator (MySQL's CONNECTION_ADMIN / SUPER).
+    pub fn kill(&self, id: u32, query: bool) -> Result<(), SqlError> {
+        let Some(c) = self.conns.get(id) else {
+            return Err(SqlError::new(1094, "HY000", format!("Unknown thread id: {id}")));
+        };
+        if c.activity().user != self.user && self.grants.is_some() {
+            return Err(SqlError::new(1095, "HY000", format!("You are not owner of thread {id}")));
+        }
+        c.kill(!query);
+        Ok(())
+    }
+
+    /// SHOW [FULL] PROCESSLIST: the connections this user may see (all for the administrator).
+    fn process_list(&self, full: bool) -> Vec<Vec<Value>> {
+        let opt = |v: Option<String>| v.map(|t| Value::Bytes(t.into_bytes())).unwrap_or(Value::Null);
+        let mut rows = Vec::new();
+        for c in self.conns.list() {
+            let a = c.activity();
+            if self.grants.is_some() && a.user != self.user {
+                continue;
+            }
+            let info = a.info.map(|i| if full { i } else { i.chars().take(crate::conns::INFO_SHORT).collect() });
+            let state = if a.command == "Sleep" { "" } else { "executing" };
+            rows.push(vec![
+                Value::Int(c.id as i64),
+                s(&a.user),
+                s(&a.host),
+                opt(a.db),
+                s(a.command),
+                Value::Int(a.since.elapsed().as_secs() as i64),
+                s(state),
+                opt(info),
+            ]);
+        }
+        rows
     }
 
     pub fn status(&self) -> u16 {
@@ -574,7 +659,7 @@ impl Session {
         };
         let r = self.execute_plan(&prep, params).await;
         match r {
-            Err(e) if e.errno == 1297 && !self.ts.open => {
+            Err(e) if e.is(ErrorCode::SchemaChanged) && !self.ts.open => {
                 // The schema changed under us (another API server): refresh and plan again.
                 self.refresh();
                 let again = Arc::new(self.plan(prep.stmt.clone(), prep.params)?);
@@ -588,6 +673,7 @@ impl Session {
         if params.len() < prep.params {
             return Err(SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"));
         }
+        self.interrupt.statement_starts();
         // Autocommit off: every statement joins the open transaction.
         if !self.autocommit {
             self.ts.open = true;
@@ -597,7 +683,7 @@ impl Session {
                 let rows = {
                     let mut ts = std::mem::take(&mut self.ts);
                     let env = Env { params, subs: Vec::new(), sess: self, newrow: None };
-                    let mut run = Runner { client: &self.client, ts: &mut ts };
+                    let mut run = Runner { client: &self.client, ts: &mut ts, budget: self.budget(true) };
                     let r = run::run_select(&mut run, p, &env, true).await;
                     let r = match r {
                         Ok(rows) => run.finish().await.map(|_| rows),
@@ -649,7 +735,8 @@ impl Session {
     /// A transaction that failed in the data node is gone: the session leaves it.
     fn txn_error<T>(&mut self, r: Result<T, SqlError>) -> Result<T, SqlError> {
         if let Err(e) = &r
-            && matches!(e.errno, 1213 | 1205 | 1297 | 1296 | 1180)
+            && (matches!(e.class(), Some(ErrorClass::Temporary | ErrorClass::UnknownResult))
+                || e.is(ErrorCode::TransactionAborted))
             && self.ts.txn.is_none()
         {
             self.ts.open = false;
@@ -661,7 +748,7 @@ impl Session {
         let mut ts = std::mem::take(&mut self.ts);
         let r = {
             let env = Env { params, subs: Vec::new(), sess: &*self, newrow: None };
-            let mut run = Runner { client: &self.client, ts: &mut ts };
+            let mut run = Runner { client: &self.client, ts: &mut ts, budget: self.budget(false) };
             let r = match w {
                 W::Insert(p) => write::run_insert(&mut run, p, &env).await,
                 W::Update(p) => write::run_update(&mut run, p, &env).await,
@@ -732,7 +819,17 @@ impl Session {
                             if !VAR_NAMES.contains(&name.as_str()) {
                                 return Err(SqlError::new(1193, "HY000", format!("Unknown system variable '{name}'")));
                             }
-                            self.globals.write().expect("globals").insert(name.clone(), v);
+                            if name == "max_connections" {
+                                let n = eval::to_i128(&v).filter(|n| (1..=100_000).contains(n)).ok_or_else(|| {
+                                    SqlError::new(
+                                        1231,
+                                        "42000",
+                                        "Variable 'max_connections' can't be set to this value",
+                                    )
+                                })?;
+                                self.conns.limit.set_max(n as usize);
+                            }
+                            self.globals.write().unwrap_or_else(|e| e.into_inner()).insert(name.clone(), v);
                         }
                         SetTarget::Sys { name, .. } => self.set_var(name, v).await?,
                     }
@@ -742,7 +839,7 @@ impl Session {
             Statement::CreateDatabase { name, if_not_exists } => {
                 self.check_db(name)?;
                 match self.ddl(DdlReq::CreateDatabase { name: name.clone(), if_not_exists: *if_not_exists }) {
-                    Err(e) if e.errno == ErrorCode::DatabaseExists.mysql_errno() => {
+                    Err(e) if e.is(ErrorCode::DatabaseExists) => {
                         Err(SqlError::new(1007, "HY000", format!("Can't create database '{name}'; database exists")))
                     }
                     r => r.map(|_| Answer::affected(1)),
@@ -751,7 +848,7 @@ impl Session {
             Statement::DropDatabase { name, if_exists } => {
                 self.check_db(name)?;
                 match self.ddl(DdlReq::DropDatabase { name: name.clone(), if_exists: *if_exists }) {
-                    Err(e) if e.errno == ErrorCode::NoSuchDatabase.mysql_errno() => Err(SqlError::new(
+                    Err(e) if e.is(ErrorCode::NoSuchDatabase) => Err(SqlError::new(
                         1008,
                         "HY000",
                         format!("Can't drop database '{name}'; database doesn't exist"),
@@ -787,7 +884,7 @@ impl Session {
                     None => ddl::table_of(ct, &db)?,
                 };
                 match self.ddl(DdlReq::CreateTable { table, if_not_exists: ct.if_not_exists }) {
-                    Err(e) if e.errno == 1050 => {
+                    Err(e) if e.is(ErrorCode::TableExists) => {
                         Err(SqlError::new(1050, "42S01", format!("Table '{}' already exists", ct.table.name)))
                     }
                     r => r.map(|_| Answer::ok()),
@@ -803,7 +900,7 @@ impl Session {
                         name: t.name.clone(),
                         if_exists: *if_exists,
                     }) {
-                        Err(e) if e.errno == 1146 => missing.push(format!("{db}.{}", t.name)),
+                        Err(e) if e.is(ErrorCode::NoSuchTable) => missing.push(format!("{db}.{}", t.name)),
                         r => r?,
                     }
                 }
@@ -888,6 +985,26 @@ impl Session {
                 }
                 let vals: Vec<Value> = using.iter().map(|u| self.uservar(u)).collect();
                 Box::pin(self.execute(&prep, &vals)).await
+            }
+            Statement::Kill { id, query } => {
+                let v = {
+                    let x = plan_const(id, self)?;
+                    let env = Env { params, subs: Vec::new(), sess: self, newrow: None };
+                    run::ev(&x, &[], &[], &env)?
+                };
+                let id = eval::to_i128(&v).and_then(|n| u32::try_from(n).ok()).ok_or_else(|| {
+                    SqlError::new(
+                        1094,
+                        "HY000",
+                        format!("Unknown thread id: {}", String::from_utf8_lossy(&eval::text(&v).unwrap_or_default())),
+                    )
+                })?;
+                self.kill(id, *query)?;
+                if id == self.conn_id {
+                    // Killing oneself interrupts this very statement (as in MySQL).
+                    return Err(SqlError::new(1317, "70100", "Query execution was interrupted"));
+                }
+                Ok(Answer::ok())
             }
             Statement::Deallocate(name) => {
                 if self.named.remove(name).is_none() {
@@ -1413,21 +1530,12 @@ impl Session {
                     rows,
                 })
             }
-            ShowKind::Processlist => Ok(Answer::Rows {
+            ShowKind::Processlist { full } => Ok(Answer::Rows {
                 columns: ["Id", "User", "Host", "db", "Command", "Time", "State", "Info"]
                     .into_iter()
                     .map(col)
                     .collect(),
-                rows: vec![vec![
-                    Value::Int(self.conn_id as i64),
-                    s(&self.user),
-                    s("localhost"),
-                    self.db.clone().map(|d| Value::Bytes(d.into_bytes())).unwrap_or(Value::Null),
-                    s("Query"),
-                    Value::Int(0),
-                    s(""),
-                    s("SHOW PROCESSLIST"),
-                ]],
+                rows: self.process_list(*full),
             }),
             ShowKind::TableStatus { like } => {
                 let db = self.need_db(None)?;

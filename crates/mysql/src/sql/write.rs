@@ -87,12 +87,11 @@ fn dup_error(h: &TableHandle, e: &tern_client::TernError, row: Option<&[Value]>)
             .map(|n| format!("{}.{}", h.table.name, n))
             .unwrap_or_else(|| format!("{}.PRIMARY", h.table.name))
     };
-    match key {
-        Some(k) if e.message.contains("PRIMARY") => {
-            SqlError::new(1062, "23000", format!("Duplicate entry '{k}' for key '{which}'"))
-        }
-        _ => SqlError::new(1062, "23000", format!("Duplicate entry for key '{which}'")),
-    }
+    let message = match key {
+        Some(k) if e.message.contains("PRIMARY") => format!("Duplicate entry '{k}' for key '{which}'"),
+        _ => format!("Duplicate entry for key '{which}'"),
+    };
+    SqlError::new(1062, "23000", message).with_code(ErrorCode::DuplicateKey)
 }
 
 /// Runs a batch of writes as one statement: all or nothing.
@@ -231,7 +230,7 @@ pub async fn run_insert(run: &mut Runner<'_>, p: &InsertPlan, env: &Env<'_>) -> 
             let info = if n > 1 { format!("Records: {n}  Duplicates: 0  Warnings: 0") } else { String::new() };
             Ok(WriteResult { affected: n, last_insert_id: first_id, info })
         }
-        Err(e) if e.errno == 1062 => {
+        Err(e) if e.is(ErrorCode::DuplicateKey) => {
             // Name the duplicate: the first row whose key exists.
             let row = if rows.len() == 1 { Some(&rows[0][..]) } else { None };
             Err(dup_error(h, &tern_client::TernError::new(ErrorCode::DuplicateKey, e.message.clone()), row))
@@ -280,7 +279,7 @@ async fn insert_on_dup(
             _ => {
                 let op = h.insert(&row).map_err(SqlError::from)?;
                 statement_batch(run, vec![op], false).await.map_err(|e| {
-                    if e.errno == 1062 {
+                    if e.is(ErrorCode::DuplicateKey) {
                         dup_error(
                             h,
                             &tern_client::TernError::new(ErrorCode::DuplicateKey, e.message.clone()),
@@ -439,7 +438,7 @@ pub async fn run_update(run: &mut Runner<'_>, p: &ModifyPlan, env: &Env<'_>) -> 
         }
     }
     statement_batch(run, ops, true).await.map_err(|e| {
-        if e.errno == 1062 {
+        if e.is(ErrorCode::DuplicateKey) {
             dup_error(h, &tern_client::TernError::new(ErrorCode::DuplicateKey, e.message.clone()), None)
         } else {
             e

@@ -11,12 +11,18 @@ use tern_runtime::{DataNode, DataNodeConfig};
 /// Starts a data node and a MySQL server for it (`max_packet` = max_allowed_packet); returns the
 /// server's port.
 pub fn start(max_packet: usize) -> (tempfile::TempDir, DataNode, u16) {
+    start_with(MysqlOptions { max_packet, ..MysqlOptions::default() })
+}
+
+/// Starts a data node and a MySQL server with `opts` (its listen address is replaced by a free
+/// port on 127.0.0.1).
+pub fn start_with(opts: MysqlOptions) -> (tempfile::TempDir, DataNode, u16) {
     let dir = tempfile::tempdir().unwrap();
     let n = DataNode::start(DataNodeConfig::local(dir.path(), 64 << 20)).unwrap();
     assert!(n.wait_started(Duration::from_secs(20)));
     let addr = n.local_addr().to_string();
     let (tx, rx) = std::sync::mpsc::channel();
-    let opts = MysqlOptions { listen: "127.0.0.1:0".parse().unwrap(), max_packet, ..MysqlOptions::default() };
+    let opts = MysqlOptions { listen: "127.0.0.1:0".parse().unwrap(), ..opts };
     std::thread::spawn(move || {
         tern_mysql::run(move || Client::connect(&addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
             .unwrap()
@@ -97,6 +103,11 @@ impl My {
         let mut m = My::raw(port);
         m.eof_deprecated = eof_deprecated;
         let (seq, hs) = m.packet().unwrap();
+        if hs[0] == 0xFF {
+            // Refused before the handshake (max_connections).
+            let r = m.result_from(hs);
+            return (m, r);
+        }
         assert_eq!((seq, hs[0]), (0, 10), "v10 handshake");
         // The server's capabilities: DEPRECATE_EOF only when both sides have it.
         let mut r = proto::Reader::new(&hs[1..]);

@@ -6,6 +6,16 @@ use crate::sql::lex::Tok;
 use tern_types::Value;
 
 impl Parser<'_> {
+    /// `KILL [CONNECTION | QUERY] id`
+    pub(super) fn kill(&mut self) -> Result<Statement, ParseError> {
+        self.pos += 1;
+        let query = self.eat_kw("QUERY");
+        if !query {
+            self.eat_kw("CONNECTION");
+        }
+        Ok(Statement::Kill { id: self.expr()?, query })
+    }
+
     pub(super) fn set(&mut self) -> Result<Statement, ParseError> {
         self.pos += 1;
         if self.eat_kw("NAMES") || (self.at_kw("CHARACTER") && self.at_kw_at(1, "SET")) || self.eat_kw("CHARSET") {
@@ -127,7 +137,7 @@ impl Parser<'_> {
         } else if self.eat_kws(&["CHARACTER", "SET"]) || self.eat_kw("CHARSET") {
             ShowKind::CharacterSet { like: self.like_or_where()?.0 }
         } else if self.eat_kw("PROCESSLIST") {
-            ShowKind::Processlist
+            ShowKind::Processlist { full }
         } else if self.eat_kws(&["TABLE", "STATUS"]) {
             if self.eat_kw("FROM") || self.eat_kw("IN") {
                 self.ident()?;

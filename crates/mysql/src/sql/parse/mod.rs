@@ -431,6 +431,7 @@ impl<'a> Parser<'a> {
                 Ok(Statement::Deallocate(self.ident()?.to_ascii_lowercase()))
             }
             "GRANT" | "REVOKE" => self.grant(),
+            "KILL" => self.kill(),
             "LOAD" => self.load_data(),
             "LOCK" | "UNLOCK" | "FLUSH" | "ANALYZE" | "OPTIMIZE" | "CHECKSUM" => {
                 self.skip_rest();
