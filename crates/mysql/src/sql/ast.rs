@@ -382,6 +382,8 @@ pub struct LoadData {
     pub enclosed: Option<u8>,
     pub escaped: Option<u8>,
     pub lines_terminated: Vec<u8>,
+    /// `LINES STARTING BY`: each record begins after this prefix (empty: none).
+    pub lines_starting: Vec<u8>,
     pub ignore_lines: u64,
     pub columns: Option<Vec<String>>,
 }

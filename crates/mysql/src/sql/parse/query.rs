@@ -413,6 +413,7 @@ impl Parser<'_> {
             enclosed: None,
             escaped: Some(b'\\'),
             lines_terminated: b"\n".to_vec(),
+            lines_starting: Vec::new(),
             ignore_lines: 0,
             columns: None,
         };
@@ -438,7 +439,7 @@ impl Parser<'_> {
                 if self.eat_kws(&["TERMINATED", "BY"]) {
                     ld.lines_terminated = self.string()?.into_bytes();
                 } else if self.eat_kws(&["STARTING", "BY"]) {
-                    return Err(ParseError::Unsupported("LINES STARTING BY".into()));
+                    ld.lines_starting = self.string()?.into_bytes();
                 } else {
                     break;
                 }
