@@ -10,9 +10,11 @@
 //! open connections (`maxclients`) and how long one may sit idle (`timeout`); see `clients`.
 
 pub mod clients;
+#[macro_use]
 pub mod cmd;
 pub mod db;
 pub mod glob;
+pub mod ldouble;
 pub mod resp;
 
 use crate::clients::{ClientInfo, Registry, lock};
@@ -50,6 +52,8 @@ pub struct RedisOptions {
     pub max_clients: usize,
     /// A connection idle this long is closed (redis-server's `timeout`; zero: never).
     pub timeout: Duration,
+    /// The process's memory allocator, for INFO memory's `mem_allocator` (`tern` uses mimalloc).
+    pub allocator: &'static str,
 }
 
 impl Default for RedisOptions {
@@ -65,17 +69,35 @@ impl Default for RedisOptions {
             purge_interval: Duration::from_secs(1),
             max_clients: 10_000,
             timeout: Duration::ZERO,
+            allocator: "libc",
         }
     }
 }
 
-#[derive(Default)]
+/// Counters for INFO stats, commandstats and errorstats.
 pub struct Stats {
     pub commands: AtomicU64,
     pub connections: AtomicU64,
     /// Connections refused at `maxclients`.
     pub rejected: AtomicU64,
     pub expired: AtomicU64,
+    /// Per command of `cmd::COMMANDS`: calls, microseconds, rejected calls, failed calls.
+    per_command: Vec<[AtomicU64; 4]>,
+    /// Error replies by their code (the first word: ERR, WRONGTYPE ...).
+    errors: Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            commands: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
+            per_command: (0..cmd::command_count()).map(|_| Default::default()).collect(),
+            errors: Mutex::default(),
+        }
+    }
 }
 
 impl Stats {
@@ -84,6 +106,52 @@ impl Stats {
         for c in [&self.commands, &self.connections, &self.rejected, &self.expired] {
             c.store(0, Ordering::Relaxed);
         }
+        self.per_command.iter().flatten().for_each(|c| c.store(0, Ordering::Relaxed));
+        lock(&self.errors).clear();
+    }
+
+    /// A command that ran, its time and its reply.
+    pub fn record(&self, spec: &cmd::Spec, took: Duration, reply: &[u8]) {
+        let c = &self.per_command[cmd::index_of_spec(spec)];
+        c[0].fetch_add(1, Ordering::Relaxed);
+        c[1].fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        if reply.first() == Some(&b'-') {
+            c[3].fetch_add(1, Ordering::Relaxed);
+            self.error(&String::from_utf8_lossy(&reply[1..reply.len().min(64)]));
+        }
+    }
+
+    /// Calls of the fast GET/SET path.
+    fn record_fast(&self, index: usize, calls: u64, took: Duration) {
+        let c = &self.per_command[index];
+        c[0].fetch_add(calls, Ordering::Relaxed);
+        c[1].fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// A call refused before it ran (wrong arity, unknown subcommand).
+    pub fn reject(&self, index: usize) {
+        self.per_command[index][2].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An error reply, counted by its code.
+    pub fn error(&self, text: &str) {
+        let code: String = text.split([' ', '\r']).next().unwrap_or("ERR").chars().take(32).collect();
+        *lock(&self.errors).entry(code).or_default() += 1;
+    }
+
+    /// (calls, microseconds, rejected, failed) of command `index`.
+    pub fn command(&self, index: usize) -> (u64, u64, u64, u64) {
+        let c = &self.per_command[index];
+        let l = |i: usize| c[i].load(Ordering::Relaxed);
+        (l(0), l(1), l(2), l(3))
+    }
+
+    pub fn errors(&self) -> Vec<(String, u64)> {
+        lock(&self.errors).iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+
+    pub fn error_total(&self) -> u64 {
+        lock(&self.errors).values().sum()
     }
 }
 
@@ -109,7 +177,11 @@ pub struct Server {
     pub port: u16,
     pub live: Live,
     pub clients: Registry,
+    /// Keys connections WATCH.
+    pub watches: Arc<cmd::Watches>,
     dbs: Mutex<HashMap<u32, Arc<Db>>>,
+    /// This server, for tasks it spawns.
+    me: std::sync::Weak<Server>,
 }
 
 /// Per-connection state.
@@ -118,11 +190,14 @@ pub struct Session {
     pub db: u32,
     /// What other connections see of this one (CLIENT LIST) and its kill switch.
     pub info: Arc<ClientInfo>,
-    /// Open SCAN cursors: cursor -> (database, scan).
-    pub cursors: HashMap<u64, (u32, Scanner)>,
+    /// Open SCAN and HSCAN cursors: cursor -> (database, the hash's `rondb_key` or 0, scan).
+    pub cursors: HashMap<u64, (u32, u64, Scanner)>,
     pub next_cursor: u64,
     /// Replies in RESP3 (after `HELLO 3`).
     pub resp3: bool,
+    /// Between MULTI and EXEC.
+    pub multi: Option<cmd::Multi>,
+    pub watch: Option<cmd::Watched>,
 }
 
 /// A command the pipeline path merges into one transaction.
@@ -149,7 +224,7 @@ impl Server {
             max_bulk: AtomicUsize::new(opts.limits.max_bulk),
             max_pending: AtomicUsize::new(opts.max_pending),
         };
-        Arc::new(Server {
+        Arc::new_cyclic(|me| Server {
             client,
             opts,
             stats: Stats::default(),
@@ -157,8 +232,20 @@ impl Server {
             port,
             live,
             clients: Registry::default(),
+            watches: Arc::default(),
             dbs: Mutex::default(),
+            me: me.clone(),
         })
+    }
+
+    /// This server as an `Arc` (None while it is being dropped).
+    pub fn me(&self) -> Option<Arc<Server>> {
+        self.me.upgrade()
+    }
+
+    /// A write to `key` of database `db` (WATCH).
+    pub fn touch(&self, db: u32, key: &[u8]) {
+        self.watches.touch(db, key);
     }
 
     /// The parser's limits as configured now.
@@ -207,7 +294,16 @@ impl Server {
         let Ok(stream) = Sock::new(stream) else { return };
         let reg = self.clients.add(ClientInfo::new(id, peer, laddr));
         let info = reg.info.clone();
-        let mut sess = Session { id, db: 0, info: info.clone(), cursors: HashMap::new(), next_cursor: 0, resp3: false };
+        let mut sess = Session {
+            id,
+            db: 0,
+            info: info.clone(),
+            cursors: HashMap::new(),
+            next_cursor: 0,
+            resp3: false,
+            multi: None,
+            watch: None,
+        };
         let mut parser = resp::Parser::default();
         let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
         let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
@@ -313,7 +409,7 @@ impl Server {
         // Keys SET earlier in the current run: a GET of one starts a new run, so it sees the SET.
         let mut written: Vec<&[u8]> = Vec::new();
         for args in &cmds {
-            if let Some(f) = fast(args) {
+            if let Some(f) = fast(args).filter(|_| sess.multi.is_none()) {
                 match &f {
                     Fast::Get(k) if written.contains(&&k[..]) => {
                         self.run_fast(sess, std::mem::take(&mut run), out).await;
@@ -351,6 +447,10 @@ impl Server {
 
     async fn run_fast_resp2(self: &Arc<Self>, sess: &mut Session, run: Vec<Fast>, out: &mut Vec<u8>) {
         self.stats.commands.fetch_add(run.len() as u64, Ordering::Relaxed);
+        let t0 = Instant::now();
+        let gets = run.iter().filter(|f| matches!(f, Fast::Get(_))).count() as u64;
+        let (get_i, set_i) = (cmd::index_of("get").expect("get"), cmd::index_of("set").expect("set"));
+        sess.info.last_cmd.store(if gets > 0 { get_i } else { set_i } as u32, Ordering::Relaxed);
         let db = match self.db(sess.db) {
             Ok(d) => d,
             Err(e) => {
@@ -391,22 +491,31 @@ impl Server {
                 _ => None,
             };
             match (f, meta) {
-                (Fast::Set(..), old) => {
-                    if let Some(m) = old {
-                        self.cleanup(&db, &m);
+                (Fast::Set(k, _), old) => {
+                    if let Some(m) = old
+                        && m.id != 0
+                    {
+                        self.collect(vec![(db.clone(), m)]);
                     }
+                    self.touch(db.index, k);
                     resp::simple(out, "OK");
                 }
                 (Fast::Get(_), None) => resp::null(out),
                 (Fast::Get(_), Some(m)) if m.kind != TYPE_STRING => resp::error(out, cmd::WRONGTYPE),
                 (Fast::Get(_), Some(m)) if m.parts == 0 => resp::bulk(out, &m.start),
-                (Fast::Get(k), Some(m)) => match self.get_string(&db, k, Some(m)).await {
-                    Ok(Some(v)) => resp::bulk(out, &v),
-                    Ok(None) => resp::null(out),
-                    Err(e) => resp::error(out, &e.0),
-                },
+                (Fast::Get(k), Some(m)) => {
+                    let r = standalone!(self, |cx| self.get_string(cx, &db, k, Some(m.clone()), false).await);
+                    match r {
+                        Ok(Some(v)) => resp::bulk(out, &v),
+                        Ok(None) => resp::null(out),
+                        Err(e) => resp::error(out, &e.0),
+                    }
+                }
             }
         }
+        let took = t0.elapsed() / run.len().max(1) as u32;
+        self.stats.record_fast(get_i, gets, took * gets as u32);
+        self.stats.record_fast(set_i, run.len() as u64 - gets, took * (run.len() as u64 - gets) as u32);
     }
 
     /// Runs independent operations as one transaction per data-node worker (a single-worker

@@ -303,6 +303,11 @@ pub fn null(out: &mut Vec<u8>) {
     out.extend_from_slice(b"$-1\r\n");
 }
 
+/// The nil array (`*-1`), e.g. EXEC after a watched key changed.
+pub fn null_array(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"*-1\r\n");
+}
+
 pub fn array_len(out: &mut Vec<u8>, n: usize) {
     out.push(b'*');
     out.extend_from_slice(n.to_string().as_bytes());
@@ -318,6 +323,9 @@ pub enum Resp3Shape {
     Map,
     /// A bulk string becomes a verbatim text string (INFO).
     Verbatim,
+    /// A flat array of field, value, field, value ... becomes an array of [field, value] pairs
+    /// (HRANDFIELD WITHVALUES).
+    Pairs,
 }
 
 /// Rewrites complete RESP2 replies (as this crate encodes them) into RESP3; `shape` applies to
@@ -325,6 +333,11 @@ pub enum Resp3Shape {
 /// count of what each open array still holds), so no nesting depth can exhaust the stack.
 pub fn to_resp3(replies: &[u8], shape: Resp3Shape) -> Vec<u8> {
     let mut out = Vec::with_capacity(replies.len() + 16);
+    if shape == Resp3Shape::Pairs
+        && let Some(done) = pairs(replies, &mut out)
+    {
+        return done;
+    }
     let mut pos = 0;
     // Elements still to come of each array being rewritten, innermost last.
     let mut open: Vec<i64> = Vec::new();
@@ -346,6 +359,34 @@ pub fn to_resp3(replies: &[u8], shape: Resp3Shape) -> Vec<u8> {
         }
     }
     out
+}
+
+/// A top-level flat array of 2n elements as n two-element arrays; None (nothing written) when
+/// the reply is not such an array.
+fn pairs(b: &[u8], out: &mut Vec<u8>) -> Option<Vec<u8>> {
+    let end = find_crlf(b, 0)?;
+    let n = if b[0] == b'*' { parse_int(&b[1..end])? } else { return None };
+    if n < 0 || n % 2 != 0 {
+        return None;
+    }
+    let mut body = Vec::new();
+    let mut pos = end + 2;
+    for i in 0..n {
+        if i % 2 == 0 {
+            body.extend_from_slice(b"*2\r\n");
+        }
+        let (next, children) = convert(b, pos, &mut body, Resp3Shape::Plain)?;
+        if children != 0 {
+            return None;
+        }
+        pos = next;
+    }
+    out.push(b'*');
+    out.extend_from_slice((n / 2).to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend(body);
+    out.extend_from_slice(&b[pos..]);
+    Some(std::mem::take(out))
 }
 
 /// Converts the one reply header (with a bulk's payload) at `pos`; returns the position after it

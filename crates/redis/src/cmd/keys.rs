@@ -1,18 +1,328 @@
-//! Key commands over every type: DEL, EXISTS, the EXPIRE family, PERSIST, KEYS and SCAN (with
-//! redis-server's glob patterns), DBSIZE's count, FLUSHDB and the purge of expired keys.
+//! Key commands over every type: DEL, EXISTS, TYPE, the EXPIRE and TTL families, PERSIST,
+//! RENAME(NX), COPY, MOVE, KEYS, SCAN and RANDOMKEY (scans of `string_keys`, with redis-server's
+//! glob patterns), DBSIZE's count, FLUSHDB/FLUSHALL, MEMORY USAGE's estimate and the purge of
+//! expired keys.
+//!
+//! Scans read committed rows: inside EXEC they do not see the transaction's own writes.
 
-use super::transactions::{commit_checked, exec, exec_ordered_with, txn};
-use super::{Pace, R, SYNTAX, err, int_arg, is, meta_of, row_of, set_col, update};
-use crate::db::{self, Db, KEY_MAX, META, Meta, TYPE_HASH};
+use super::{
+    CR, Cx, Fail, NO_SUCH_KEY, NOT_INT, Pace, R, SYNTAX, delete_key, err, fail, int_arg, is, meta_of, set_col, update,
+};
+use crate::db::{self, Db, KEY_MAX, Meta, TYPE_HASH, TYPE_STRING};
 use crate::glob::Glob;
 use crate::resp;
 use crate::{Server, Session};
 use std::sync::Arc;
-use tern_client::{AbortOption, ColumnUpdate, Exec, OpKind, OpResult, ScanSpec, UpdateExpr, Value};
+use tern_client::{AbortOption, KeyOp, OpKind, OpResult, ScanSpec, Value};
+
+/// Rows of `string_keys` one SCAN call reads at most (COUNT is a hint, as in redis).
+const SCAN_BATCH_MAX: i64 = 4096;
+/// Open SCAN/HSCAN cursors per connection; the oldest goes beyond.
+const CURSORS_MAX: usize = 64;
+/// Rows RANDOMKEY reads from the partition it picks.
+const RANDOM_SAMPLE: u64 = 64;
+
+fn type_name(kind: u8) -> &'static str {
+    if kind == TYPE_HASH { "hash" } else { "string" }
+}
+
+/// The expiry-family reply for a key row: -2 no key, -1 no expiry, else `f(expiry ms)`.
+fn ttl_reply(m: Option<Meta>, f: impl Fn(i64) -> i64) -> i64 {
+    match m {
+        None => -2,
+        Some(Meta { expiry: None, .. }) => -1,
+        Some(Meta { expiry: Some(e), .. }) => f(e),
+    }
+}
 
 impl Server {
+    /// The key commands; false when `name` is not one.
+    pub(super) async fn key_command(
+        &self,
+        cx: &mut Cx,
+        sess: &mut Session,
+        db: &Arc<Db>,
+        name: &str,
+        a: &[Vec<u8>],
+        out: &mut Vec<u8>,
+    ) -> CR<bool> {
+        match name {
+            "del" | "unlink" => resp::integer(out, self.del(cx, db, &a[1..]).await?),
+            "exists" => resp::integer(out, self.exists(cx, db, &a[1..]).await?),
+            "type" => {
+                let m = self.read_meta(cx, db, &a[1], false).await?;
+                resp::simple(out, m.map_or("none", |m| type_name(m.kind)));
+            }
+            "expire" | "pexpire" | "expireat" | "pexpireat" => resp::integer(out, self.expire(cx, db, name, a).await?),
+            "ttl" | "pttl" | "expiretime" | "pexpiretime" => {
+                let m = self.read_meta(cx, db, &a[1], false).await?;
+                let now = db::now_ms();
+                resp::integer(
+                    out,
+                    ttl_reply(m, |e| match name {
+                        "ttl" => ((e - now).max(0) + 500) / 1000,
+                        "pttl" => (e - now).max(0),
+                        "expiretime" => e / 1000,
+                        _ => e,
+                    }),
+                );
+            }
+            "persist" => resp::integer(out, self.persist(cx, db, &a[1]).await?),
+            "keys" => {
+                let keys = self.keys(db, &a[1]).await?;
+                resp::array_len(out, keys.len());
+                keys.iter().for_each(|k| resp::bulk(out, k));
+            }
+            "scan" => self.scan(sess, db, a, out).await?,
+            "randomkey" => match self.random_key(db).await? {
+                Some(k) => resp::bulk(out, &k),
+                None => resp::null(out),
+            },
+            "rename" | "renamenx" => {
+                let done = self.rename(cx, db, &a[1], &a[2], name == "renamenx").await?;
+                if name == "rename" {
+                    resp::simple(out, "OK");
+                } else {
+                    resp::integer(out, done as i64);
+                }
+            }
+            "copy" => resp::integer(out, self.copy(cx, sess, db, a).await? as i64),
+            "move" => resp::integer(out, self.move_key(cx, db, &a[1], &a[2]).await? as i64),
+            "dbsize" => resp::integer(out, self.count_keys(db).await?.0 as i64),
+            "flushdb" | "flushall" => {
+                if let Some(o) = a.get(1)
+                    && (a.len() > 2 || !(is(o, "sync") || is(o, "async")))
+                {
+                    return fail(SYNTAX);
+                }
+                if name == "flushdb" {
+                    self.flush_in(cx, db.index).await?;
+                } else {
+                    for i in 0..self.opts.databases {
+                        if self.is_open(i) {
+                            self.flush_in(cx, i).await?;
+                        }
+                    }
+                }
+                resp::simple(out, "OK");
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    async fn del(&self, cx: &mut Cx, db: &Arc<Db>, keys: &[Vec<u8>]) -> CR<i64> {
+        let mut ops = Vec::new();
+        for k in keys.iter().filter(|k| k.len() <= KEY_MAX) {
+            ops.push(delete_key(db, k)?);
+        }
+        let rs = cx.write_ordered(ops, AbortOption::IgnoreError, true).await?;
+        let mut n = 0;
+        for (k, r) in keys.iter().filter(|k| k.len() <= KEY_MAX).zip(rs) {
+            if let Some(m) = meta_of(db, Some(r))? {
+                n += 1;
+                cx.garbage(db, m);
+                self.touch(db.index, k);
+            }
+        }
+        Ok(n)
+    }
+
+    async fn exists(&self, cx: &mut Cx, db: &Db, keys: &[Vec<u8>]) -> CR<i64> {
+        let mut ops = Vec::new();
+        for k in keys.iter().filter(|k| k.len() <= KEY_MAX) {
+            ops.push(db.keys.read_columns(&[Value::Bytes(k.clone())], &[db::K_TYPE])?);
+        }
+        let rs = cx.last(ops).await?;
+        Ok(rs.iter().filter(|r| matches!(r, OpResult::Row(_))).count() as i64)
+    }
+
+    async fn expire(&self, cx: &mut Cx, db: &Arc<Db>, name: &str, a: &[Vec<u8>]) -> CR<i64> {
+        let v = int_arg(&a[2])?;
+        let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+        for o in &a[3..] {
+            if is(o, "nx") {
+                nx = true;
+            } else if is(o, "xx") {
+                xx = true;
+            } else if is(o, "gt") {
+                gt = true;
+            } else if is(o, "lt") {
+                lt = true;
+            } else {
+                return fail(format!("ERR Unsupported option {}", String::from_utf8_lossy(o)));
+            }
+        }
+        if nx && (xx || gt || lt) {
+            return fail("ERR NX and XX, GT or LT options at the same time are not compatible");
+        }
+        if gt && lt {
+            return fail("ERR GT and LT options at the same time are not compatible");
+        }
+        let bad = || err(format!("ERR invalid expire time in '{name}' command"));
+        let ms = if name == "expire" || name == "expireat" { v.checked_mul(1000).ok_or_else(bad)? } else { v };
+        let at = if name.ends_with("at") { ms } else { ms.checked_add(db::now_ms()).ok_or_else(bad)? };
+        let key = &a[1];
+        let Some(m) = self.read_meta(cx, db, key, true).await? else { return Ok(0) };
+        let cur = m.expiry;
+        let skip = (nx && cur.is_some())
+            || (xx && cur.is_none())
+            || (gt && cur.is_none_or(|c| at <= c))
+            || (lt && cur.is_some_and(|c| at >= c));
+        if skip {
+            return Ok(0);
+        }
+        if at <= db::now_ms() {
+            cx.write(vec![db.keys.delete(&[Value::Bytes(key.to_vec())])?], true).await?;
+            cx.garbage(db, m);
+        } else {
+            cx.write(vec![update(db, key, vec![set_col(db::K_EXPIRY, db::expiry_value(Some(at)))])?], true).await?;
+        }
+        self.touch(db.index, key);
+        Ok(1)
+    }
+
+    async fn persist(&self, cx: &mut Cx, db: &Db, key: &[u8]) -> CR<i64> {
+        match self.read_meta(cx, db, key, true).await? {
+            Some(m) if m.expiry.is_some() => {
+                cx.write(vec![update(db, key, vec![set_col(db::K_EXPIRY, Value::Null)])?], true).await?;
+                self.touch(db.index, key);
+                Ok(1)
+            }
+            _ => Ok(0),
+        }
+    }
+
+    /// Locks the key rows of `keys` (database, key) in the front end's lock order; their rows.
+    async fn lock_keys(&self, cx: &mut Cx, keys: &[(&Db, &[u8])]) -> CR<Vec<Option<Meta>>> {
+        let ops = keys.iter().map(|(d, k)| db::read_meta(d, k, OpKind::ReadExclusive)).collect::<Result<_, _>>()?;
+        let rs = cx.write_ordered(ops, AbortOption::IgnoreError, false).await?;
+        let mut metas = Vec::new();
+        for ((d, _), r) in keys.iter().zip(rs) {
+            metas.push(meta_of(d, Some(r))?);
+        }
+        Ok(metas)
+    }
+
+    /// RENAME / RENAMENX: the key row moves (its parts or fields stay under its `rondb_key`,
+    /// its expiry with it); a replaced destination's rows go. False: RENAMENX found the
+    /// destination.
+    async fn rename(&self, cx: &mut Cx, db: &Arc<Db>, src: &[u8], dst: &[u8], nx: bool) -> CR<bool> {
+        let metas = self.lock_keys(cx, &[(db, src), (db, dst)]).await?;
+        let Some(m) = metas[0].clone() else { return fail(NO_SUCH_KEY) };
+        if src == dst {
+            return Ok(!nx);
+        }
+        if nx && metas[1].is_some() {
+            return Ok(false);
+        }
+        let ops = vec![db.keys.delete(&[Value::Bytes(src.to_vec())])?, db::write_meta(db, dst, &m)?];
+        let rs = cx.write(ops, true).await?;
+        if let Some(old) = meta_of(db, rs.into_iter().nth(1))? {
+            cx.garbage(db, old);
+        }
+        self.touch(db.index, src);
+        self.touch(db.index, dst);
+        Ok(true)
+    }
+
+    /// COPY src dst [DB n] [REPLACE]: a new value (fresh `rondb_key`, parts or fields copied)
+    /// with the source's expiry.
+    async fn copy(&self, cx: &mut Cx, sess: &Session, db: &Arc<Db>, a: &[Vec<u8>]) -> CR<bool> {
+        let (mut to, mut replace) = (db.index, false);
+        let mut i = 3;
+        while i < a.len() {
+            if is(&a[i], "replace") {
+                replace = true;
+            } else if is(&a[i], "db") && i + 1 < a.len() {
+                to = self.db_index(&a[i + 1])?;
+                i += 1;
+            } else {
+                return fail(SYNTAX);
+            }
+            i += 1;
+        }
+        let _ = sess;
+        let (src, dst) = (&a[1], &a[2]);
+        if to == db.index && src == dst {
+            return fail("ERR source and destination objects are the same");
+        }
+        let tdb = self.db(to)?;
+        let metas = self.lock_keys(cx, &[(db, src), (&tdb, dst)]).await?;
+        let Some(m) = metas[0].clone() else { return Ok(false) };
+        if metas[1].is_some() && !replace {
+            return Ok(false);
+        }
+        self.copy_value(cx, db, &m, &tdb, dst).await?;
+        self.touch(to, dst);
+        Ok(true)
+    }
+
+    /// MOVE key db: the value is copied to the other database and deleted here, unless the key is
+    /// missing here or present there.
+    async fn move_key(&self, cx: &mut Cx, db: &Arc<Db>, key: &[u8], to: &[u8]) -> CR<bool> {
+        let to = self.db_index(to)?;
+        if to == db.index {
+            return fail("ERR source and destination objects are the same");
+        }
+        let tdb = self.db(to)?;
+        let metas = self.lock_keys(cx, &[(db, key), (&tdb, key)]).await?;
+        let Some(m) = metas[0].clone() else { return Ok(false) };
+        if metas[1].is_some() {
+            return Ok(false);
+        }
+        self.copy_value(cx, db, &m, &tdb, key).await?;
+        cx.write(vec![db.keys.delete(&[Value::Bytes(key.to_vec())])?], true).await?;
+        cx.garbage(db, m);
+        self.touch(db.index, key);
+        self.touch(to, key);
+        Ok(true)
+    }
+
+    /// A database index argument of COPY/MOVE.
+    fn db_index(&self, a: &[u8]) -> CR<u32> {
+        let n = int_arg(a).map_err(|_| err(NOT_INT))?;
+        if n < 0 || n >= self.opts.databases as i64 || n > i32::MAX as i64 {
+            return fail("ERR DB index is out of range");
+        }
+        Ok(n as u32)
+    }
+
+    /// Writes a copy of the value whose key row is `m` (in `from`) under `key` in `to`, with
+    /// its expiry; the destination's previous rows go after the commit.
+    async fn copy_value(&self, cx: &mut Cx, from: &Arc<Db>, m: &Meta, to: &Arc<Db>, key: &[u8]) -> CR {
+        if m.kind == TYPE_STRING {
+            let v = self.assemble(cx, from, m).await?.ok_or_else(super::transactions::changed)?;
+            let ops = self.string_ops(to, key, &v, m.expiry)?;
+            let rs = cx.write(ops, false).await?;
+            if let Some(old) = meta_of(to, rs.into_iter().next())? {
+                cx.garbage(to, old);
+            }
+            return Ok(());
+        }
+        let fields = self.hash_fields(cx, from, m.id, true).await?;
+        let mut meta = Meta::hash(self.new_id(to)?);
+        meta.len = fields.len() as u64;
+        meta.expiry = m.expiry;
+        meta.start = m.start.clone();
+        let mut ops: Vec<KeyOp> = Vec::with_capacity(fields.len() + 1);
+        for (f, v) in &fields {
+            ops.push(to.hashes.write(&[Value::UInt(meta.id), Value::Bytes(f.clone()), Value::Bytes(v.clone())])?);
+        }
+        cx.write(ops, false).await?;
+        if cx.multi {
+            let changes = cx.fields.entry((to.index, meta.id)).or_default();
+            fields.into_iter().for_each(|(f, v)| _ = changes.insert(f, Some(v)));
+        }
+        let rs = cx.write(vec![db::write_meta(to, key, &meta)?], false).await?;
+        if let Some(old) = meta_of(to, rs.into_iter().next())? {
+            cx.garbage(to, old);
+        }
+        Ok(())
+    }
+
     /// KEYS: every live key matching the pattern (a full scan, like redis-server's).
-    pub(super) async fn keys(&self, db: &Db, pattern: &[u8]) -> R<Vec<Vec<u8>>> {
+    async fn keys(&self, db: &Db, pattern: &[u8]) -> R<Vec<Vec<u8>>> {
         let mut spec = ScanSpec::table(db.keys.id());
         spec.projection = Some(vec![db::K_KEY]);
         spec.batch_rows = 4096;
@@ -36,201 +346,58 @@ impl Server {
         Ok(keys)
     }
 
-    pub(super) async fn del(self: &Arc<Self>, db: &Arc<Db>, keys: &[Vec<u8>]) -> R<i64> {
-        let mut ops = Vec::new();
-        for k in keys.iter().filter(|k| k.len() <= KEY_MAX) {
-            let mut op = db.keys.delete(&[Value::Bytes(k.clone())])?;
-            op.projection = Some(META.to_vec());
-            ops.push(op);
-        }
-        let rs = txn(self, |mut t| {
-            let ops = ops.clone();
-            async move { exec_ordered_with(&self.client, &mut t, ops, AbortOption::IgnoreError).await.map(Ok) }
-        })
-        .await?;
-        let mut n = 0;
-        for r in rs {
-            if let Some(m) = meta_of(db, Some(r))? {
-                n += 1;
-                self.cleanup(db, &m);
-            }
-        }
-        Ok(n)
-    }
-
-    pub(super) async fn exists(&self, db: &Db, keys: &[Vec<u8>]) -> R<i64> {
-        let mut ops = Vec::new();
-        for k in keys.iter().filter(|k| k.len() <= KEY_MAX) {
-            ops.push(db.keys.read_columns(&[Value::Bytes(k.clone())], &[db::K_TYPE])?);
-        }
-        let rs = txn(self, |mut t| {
-            let ops = ops.clone();
-            async move { exec(&mut t, ops, Exec::Commit).await.map(Ok) }
-        })
-        .await?;
-        let mut n = 0;
-        for r in rs {
-            if row_of(Some(r))?.is_some() {
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-
-    pub(super) async fn expire(self: &Arc<Self>, db: &Arc<Db>, name: &str, a: &[Vec<u8>]) -> R<i64> {
-        let v = int_arg(&a[2])?;
-        let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
-        for o in &a[3..] {
-            if is(o, "nx") {
-                nx = true;
-            } else if is(o, "xx") {
-                xx = true;
-            } else if is(o, "gt") {
-                gt = true;
-            } else if is(o, "lt") {
-                lt = true;
-            } else {
-                return Err(err(format!("ERR Unsupported option {}", String::from_utf8_lossy(o))));
-            }
-        }
-        if nx && (xx || gt || lt) {
-            return Err(err("ERR NX and XX, GT or LT options at the same time are not compatible"));
-        }
-        if gt && lt {
-            return Err(err("ERR GT and LT options at the same time are not compatible"));
-        }
-        let bad = || err(format!("ERR invalid expire time in '{name}' command"));
-        let ms = if name == "expire" || name == "expireat" { v.checked_mul(1000).ok_or_else(bad)? } else { v };
-        let at = if name.ends_with("at") { ms } else { ms.checked_add(db::now_ms()).ok_or_else(bad)? };
-        let dbc = db.clone();
-        let key = &a[1];
-        let (n, deleted) = txn(self, |mut t| {
-            let db = dbc.clone();
-            async move {
-                let r = exec(&mut t, vec![db::read_meta(&db, key, OpKind::ReadExclusive)?], Exec::NoCommit).await?;
-                let m = match meta_of(&db, r.into_iter().next()) {
-                    Ok(Some(m)) => m,
-                    Ok(None) => return Ok(Ok((0, None))),
-                    Err(e) => return Ok(Err(e)),
-                };
-                let cur = m.expiry;
-                let skip = (nx && cur.is_some())
-                    || (xx && cur.is_none())
-                    || (gt && cur.is_none_or(|c| at <= c))
-                    || (lt && cur.is_some_and(|c| at >= c));
-                if skip {
-                    t.rollback().await?;
-                    return Ok(Ok((0, None)));
-                }
-                if at <= db::now_ms() {
-                    commit_checked(&mut t, vec![db.keys.delete(&[Value::Bytes(key.to_vec())])?]).await?;
-                    return Ok(Ok((1, Some(m))));
-                }
-                let op = update(&db, key, vec![set_col(db::K_EXPIRY, db::expiry_value(Some(at)))])?;
-                commit_checked(&mut t, vec![op]).await?;
-                Ok(Ok((1, None)))
-            }
-        })
-        .await?;
-        if let Some(m) = deleted {
-            self.cleanup(db, &m);
-        }
-        Ok(n)
-    }
-
-    pub(super) async fn persist(&self, db: &Db, key: &[u8]) -> R<i64> {
-        let mut op = update(
-            db,
-            key,
-            vec![
-                // Fails (per operation) when the key has no expiry: nothing to change then.
-                ColumnUpdate { col: db::K_EXPIRY, expr: UpdateExpr::Set(Value::Null) },
-            ],
-        )?;
-        op.projection = None;
-        let read = db::read_meta(db, key, OpKind::ReadExclusive)?;
-        txn(self, |mut t| {
-            let (op, read) = (op.clone(), read.clone());
-            async move {
-                let r = exec(&mut t, vec![read], Exec::NoCommit).await?;
-                match meta_of(db, r.into_iter().next()) {
-                    Ok(Some(m)) if m.expiry.is_some() => {
-                        commit_checked(&mut t, vec![op]).await?;
-                        Ok(Ok(1))
-                    }
-                    Ok(_) => {
-                        t.rollback().await?;
-                        Ok(Ok(0))
-                    }
-                    Err(e) => Ok(Err(e)),
-                }
-            }
-        })
-        .await
-    }
-
-    pub(super) async fn scan(&self, sess: &mut Session, db: &Arc<Db>, a: &[Vec<u8>], out: &mut Vec<u8>) -> R {
-        let cursor = std::str::from_utf8(&a[1])
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-            .ok_or_else(|| err("ERR invalid cursor"))?;
-        let (mut pattern, mut count, mut kind) = (None, 10i64, None);
-        let mut i = 2;
-        while i < a.len() {
-            let val = a.get(i + 1).ok_or_else(|| err(SYNTAX))?;
-            if is(&a[i], "match") {
-                pattern = Some(Glob::new(val, false));
-            } else if is(&a[i], "count") {
-                count = int_arg(val)?;
-                if count < 1 {
-                    return Err(err(SYNTAX));
-                }
-            } else if is(&a[i], "type") {
-                kind = Some(String::from_utf8_lossy(val).to_lowercase());
-            } else {
-                return Err(err(SYNTAX));
-            }
-            i += 2;
-        }
+    /// SCAN cursor [MATCH p] [COUNT n] [TYPE t]: a cursor is a scan this connection keeps open.
+    async fn scan(&self, sess: &mut Session, db: &Arc<Db>, a: &[Vec<u8>], out: &mut Vec<u8>) -> CR {
+        let cursor = cursor_arg(&a[1])?;
+        let (pattern, count, kind) = scan_options(&a[2..], true)?;
         let scanner = if cursor == 0 {
             let mut spec = ScanSpec::table(db.keys.id());
             spec.projection = Some(vec![db::K_KEY, db::K_TYPE]);
-            spec.batch_rows = count.min(4096) as u32;
+            spec.batch_rows = count.min(SCAN_BATCH_MAX) as u32;
             Some(self.client.scan(spec))
         } else {
-            sess.cursors.remove(&cursor).filter(|(d, _)| *d == db.index).map(|(_, s)| s)
+            sess.cursors.remove(&cursor).filter(|c| c.0 == db.index && c.1 == 0).map(|c| c.2)
         };
         let mut keys = Vec::new();
         let mut next = 0;
         if let Some(mut sc) = scanner {
-            let batch = sc.next_batch().await?;
-            for r in batch.unwrap_or_default() {
+            for r in sc.next_batch().await?.unwrap_or_default() {
                 let v = db.keys.decode_projection(&[db::K_KEY, db::K_TYPE], &r)?;
                 let key = db::bytes_of(v[0].clone());
-                let t = if v[1].as_i128() == Some(TYPE_HASH as i128) { "hash" } else { "string" };
+                let t = type_name(v[1].as_i128().unwrap_or(0) as u8);
                 if pattern.as_ref().is_some_and(|p| !p.matches(&key)) || kind.as_ref().is_some_and(|k| k != t) {
                     continue;
                 }
                 keys.push(key);
             }
             if !sc.is_done() {
-                sess.next_cursor += 1;
-                next = sess.next_cursor;
-                if sess.cursors.len() >= 64
-                    && let Some(&old) = sess.cursors.keys().min()
-                {
-                    sess.cursors.remove(&old);
-                }
-                sess.cursors.insert(next, (db.index, sc));
+                next = keep_cursor(sess, (db.index, 0, sc));
             }
         }
         resp::array_len(out, 2);
         resp::bulk(out, next.to_string().as_bytes());
         resp::array_len(out, keys.len());
-        for k in keys {
-            resp::bulk(out, &k);
-        }
+        keys.iter().for_each(|k| resp::bulk(out, k));
         Ok(())
+    }
+
+    /// RANDOMKEY: a key from a sample of a randomly chosen partition (the next non-empty one).
+    async fn random_key(&self, db: &Db) -> R<Option<Vec<u8>>> {
+        let parts = db.keys.table.partition_count.max(1);
+        let mut rng = tern_types::rng::Rng::new(random_seed());
+        let first = rng.below(parts as u64) as u32;
+        for i in 0..parts {
+            let mut spec = ScanSpec::table(db.keys.id());
+            spec.projection = Some(vec![db::K_KEY]);
+            spec.partition = Some((first + i) % parts);
+            spec.limit = RANDOM_SAMPLE;
+            let rows = self.client.scan(spec).collect().await?;
+            if !rows.is_empty() {
+                let r = &rows[rng.below(rows.len() as u64) as usize];
+                return Ok(Some(db::bytes_of(db.keys.decode_projection(&[db::K_KEY], r)?.remove(0))));
+            }
+        }
+        Ok(None)
     }
 
     /// (keys, keys with an expiry) of a database.
@@ -253,7 +420,35 @@ impl Server {
         Ok((n, e))
     }
 
-    /// Deletes every row of database `index`'s tables.
+    /// FLUSHDB of one database: alone, every row of its tables in batches; inside EXEC, in the
+    /// transaction, the key rows it can see (committed ones and the keys the queued commands
+    /// name), their parts and fields after the commit.
+    async fn flush_in(&self, cx: &mut Cx, index: u32) -> CR {
+        if !cx.multi {
+            return Ok(self.flush(index).await?);
+        }
+        let db = self.db(index)?;
+        let mut spec = ScanSpec::table(db.keys.id());
+        spec.projection = Some(vec![db::K_KEY]);
+        spec.batch_rows = 4096;
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for r in self.client.scan(spec).collect().await? {
+            keys.push(db::bytes_of(db.keys.decode_projection(&[db::K_KEY], &r)?.remove(0)));
+        }
+        keys.extend(cx.named.iter().filter(|(d, _)| *d == index).map(|(_, k)| k.clone()));
+        keys.sort();
+        keys.dedup();
+        let ops = keys.iter().map(|k| delete_key(&db, k)).collect::<Result<Vec<_>, _>>()?;
+        for (k, r) in keys.iter().zip(cx.run(ops).await?) {
+            if let Some(m) = meta_of(&db, Some(r))? {
+                cx.garbage(&db, m);
+                self.touch(index, k);
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every row of database `index`'s tables, in batches of their own transactions.
     pub(super) async fn flush(&self, index: u32) -> R {
         let db = self.db(index)?;
         let mut pace = Pace::default();
@@ -274,20 +469,24 @@ impl Server {
                 }
                 let mut ops = Vec::new();
                 for r in &rows {
-                    ops.push(t.delete(&t.decode_projection(&key_cols, r)?)?);
+                    let key = t.decode_projection(&key_cols, r)?;
+                    if t.id() == db.keys.id()
+                        && let Some(Value::Bytes(k)) = key.first()
+                    {
+                        self.touch(index, k);
+                    }
+                    ops.push(t.delete(&key)?);
                 }
                 for r in &expired {
                     let mut op = t.delete(&t.decode_projection(&key_cols, r)?)?;
                     op.kind = OpKind::DeleteExpired;
                     ops.push(op);
                 }
-                txn(self, |mut tx| {
-                    let ops = ops.clone();
-                    async move {
-                        exec_ordered_with(&self.client, &mut tx, ops, AbortOption::IgnoreError).await.map(|_| Ok(()))
-                    }
-                })
-                .await?;
+                standalone!(self, |cx| cx
+                    .write_ordered(ops.clone(), AbortOption::IgnoreError, true)
+                    .await
+                    .map(|_| ())
+                    .map_err(Fail::Txn))?;
             }
         }
         Ok(())
@@ -315,11 +514,10 @@ impl Server {
                 m.parts = v[3].as_i128().unwrap_or(0) as u32;
                 metas.push(m);
             }
-            let rs = txn(self, |mut t| {
-                let ops = ops.clone();
-                async move { exec_ordered_with(&self.client, &mut t, ops, AbortOption::IgnoreError).await.map(Ok) }
-            })
-            .await?;
+            let rs = standalone!(self, |cx| cx
+                .write_ordered(ops.clone(), AbortOption::IgnoreError, true)
+                .await
+                .map_err(Fail::Txn))?;
             for (r, m) in rs.into_iter().zip(metas) {
                 if r == OpResult::Done {
                     purged += 1;
@@ -329,4 +527,70 @@ impl Server {
         }
         Ok(purged)
     }
+
+    /// MEMORY USAGE: bytes the key's rows take, estimated from their sizes (None: no key).
+    pub(super) async fn memory_usage(&self, cx: &mut Cx, db: &Db, key: &[u8]) -> CR<Option<i64>> {
+        /// Per-row bookkeeping (row header, hash index slot) in the data node, roughly.
+        const ROW_OVERHEAD: i64 = 48;
+        let Some(m) = self.read_meta(cx, db, key, false).await? else { return Ok(None) };
+        let base = ROW_OVERHEAD + key.len() as i64 + m.start.len() as i64 + 40;
+        let rest = if m.kind == TYPE_HASH {
+            let fields = self.hash_fields(cx, db, m.id, true).await?;
+            fields.iter().map(|(f, v)| ROW_OVERHEAD + 8 + f.len() as i64 + v.len() as i64).sum()
+        } else {
+            (m.len as i64 - m.start.len() as i64).max(0) + m.parts as i64 * (ROW_OVERHEAD + 12)
+        };
+        Ok(Some(base + rest))
+    }
+}
+
+/// A SCAN/HSCAN cursor argument.
+pub(super) fn cursor_arg(a: &[u8]) -> CR<u64> {
+    std::str::from_utf8(a).ok().and_then(|s| s.parse::<u64>().ok()).ok_or_else(|| err("ERR invalid cursor").into())
+}
+
+/// MATCH, COUNT (and for SCAN, TYPE) options.
+pub(super) fn scan_options(a: &[Vec<u8>], with_type: bool) -> CR<(Option<Glob>, i64, Option<String>)> {
+    let (mut pattern, mut count, mut kind) = (None, 10i64, None);
+    let mut i = 0;
+    while i < a.len() {
+        let Some(val) = a.get(i + 1) else { return fail(SYNTAX) };
+        if is(&a[i], "match") {
+            pattern = Some(Glob::new(val, false));
+        } else if is(&a[i], "count") {
+            count = int_arg(val)?;
+            if count < 1 {
+                return fail(SYNTAX);
+            }
+        } else if with_type && is(&a[i], "type") {
+            kind = Some(String::from_utf8_lossy(val).to_lowercase());
+        } else {
+            return fail(SYNTAX);
+        }
+        i += 2;
+    }
+    Ok((pattern, count, kind))
+}
+
+/// Keeps an open scan for the next call; its cursor number.
+pub(super) fn keep_cursor(sess: &mut Session, c: (u32, u64, tern_client::Scanner)) -> u64 {
+    sess.next_cursor += 1;
+    if sess.cursors.len() >= CURSORS_MAX
+        && let Some(&old) = sess.cursors.keys().min()
+    {
+        sess.cursors.remove(&old);
+    }
+    sess.cursors.insert(sess.next_cursor, c);
+    sess.next_cursor
+}
+
+fn random_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    t ^ CALLS.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+}
+
+pub(super) fn random_rng() -> tern_types::rng::Rng {
+    tern_types::rng::Rng::new(random_seed())
 }

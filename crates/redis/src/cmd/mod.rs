@@ -1,27 +1,29 @@
-//! The commands (interfaces.md §2) with redis-server's replies and error texts: the command table
-//! with arities, the dispatcher, and what every family shares (error replies, argument parsing,
-//! reading a key row and a string's overflow parts). Each command is one transaction of batched
-//! key operations; GET and plain SET runs from a pipeline are merged into one transaction (see
-//! `Server::run_pipeline`). The families live in `strings`, `keys`, `hashes`, `server` and
-//! `transactions`.
+//! The commands (interfaces.md §2) with redis-server 7's replies and error texts: the command
+//! table (arity, key positions, subcommands), the dispatcher, and what every family shares
+//! (error replies, argument parsing, reading and writing a key row and a string's overflow
+//! parts). Every data command runs against a `Cx` (see `transactions`): alone in its own
+//! transaction, or queued by MULTI and run with the others in EXEC's one transaction. GET and
+//! plain SET runs from a pipeline are merged into one transaction (`Server::run_pipeline`).
+//! The families live in `strings`, `keys`, `hashes`, `server`, `config` and `transactions`.
 
+#[macro_use]
+mod transactions;
 mod config;
 mod hashes;
 mod keys;
 mod server;
 mod strings;
-mod transactions;
 
-pub use transactions::{exec_batched, exec_ordered, exec_ordered_with, write_txn};
+pub(crate) use transactions::{CR, Cx, Fail, Retry};
+pub use transactions::{Multi, Watched, Watches, exec_batched, exec_ordered, exec_ordered_with, write_txn};
 
-use crate::db::{self, Db, INLINE_MAX, KEY_MAX, Meta, TYPE_HASH, TYPE_STRING, VALUE_MAX};
+use crate::db::{self, Db, INLINE_MAX, KEY_MAX, Meta, TYPE_HASH, TYPE_STRING};
 use crate::resp::{self, parse_int};
 use crate::{Server, Session};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use strings::range;
-use tern_client::{ColumnUpdate, ErrorCode, Exec, KeyOp, OpKind, OpResult, TernError, UpdateExpr, Value};
-use transactions::{exec, txn};
+use std::time::Instant;
+use tern_client::{ColumnUpdate, ErrorCode, KeyOp, OpKind, OpResult, TernError, UpdateExpr, Value};
 
 /// An error reply (the text after '-').
 #[derive(Debug, Clone, PartialEq)]
@@ -31,12 +33,19 @@ pub type R<T = ()> = Result<T, RErr>;
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const NOT_INT: &str = "ERR value is not an integer or out of range";
+pub const NOT_FLOAT: &str = "ERR value is not a valid float";
 pub const OVERFLOW: &str = "ERR increment or decrement would overflow";
 pub const SYNTAX: &str = "ERR syntax error";
 const TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+const NO_SUCH_KEY: &str = "ERR no such key";
 
 fn err(s: impl Into<String>) -> RErr {
     RErr(s.into())
+}
+
+/// A Redis error reply as a command failure.
+fn fail<T>(s: impl Into<String>) -> CR<T> {
+    Err(Fail::Reply(err(s)))
 }
 
 impl From<TernError> for RErr {
@@ -73,92 +82,222 @@ impl Pace {
     }
 }
 
-/// Lower-case command name and arity (redis-server's convention: n = exactly n arguments including
-/// the name, -n = at least n).
-const COMMANDS: &[(&str, i32)] = &[
-    ("get", 2),
-    ("set", -3),
-    ("mget", -2),
-    ("mset", -3),
-    ("setnx", 3),
-    ("getdel", 2),
-    ("incr", 2),
-    ("incrby", 3),
-    ("decr", 2),
-    ("decrby", 3),
-    ("strlen", 2),
-    ("append", 3),
-    ("getrange", 4),
-    ("setrange", 4),
-    ("del", -2),
-    ("exists", -2),
-    ("type", 2),
-    ("expire", -3),
-    ("pexpire", -3),
-    ("expireat", -3),
-    ("pexpireat", -3),
-    ("ttl", 2),
-    ("pttl", 2),
-    ("persist", 2),
-    ("scan", -2),
-    ("hset", -4),
-    ("hget", 3),
-    ("hmget", -3),
-    ("hmset", -4),
-    ("hdel", -3),
-    ("hgetall", 2),
-    ("hlen", 2),
-    ("hexists", 3),
-    ("hincrby", 4),
-    ("ping", -1),
-    ("echo", 2),
-    ("select", 2),
-    ("quit", -1),
-    ("hello", -1),
-    ("client", -2),
-    ("config", -2),
-    ("command", -1),
-    ("info", -1),
-    ("dbsize", 1),
-    ("flushdb", -1),
-    ("flushall", -1),
-    ("auth", -2),
-    ("setex", 4),
-    ("psetex", 4),
-    ("getset", 3),
-    ("msetnx", -3),
-    ("unlink", -2),
-    ("keys", 2),
+/// What kind of command: how it runs and whether MULTI queues it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Reads keys: runs in a transaction (its own, or EXEC's).
+    Read,
+    /// Changes keys: runs in a transaction.
+    Write,
+    /// Connection and server commands: no transaction.
+    Server,
+    /// MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, QUIT: never queued.
+    Control,
+}
+
+/// A command: lower-case name, arity (redis-server's convention: n = exactly n arguments
+/// including the name, -n = at least n), the positions of its keys (first, last — negative
+/// counts from the end — and step; 0 = none) and its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    pub name: &'static str,
+    pub arity: i32,
+    pub first: i32,
+    pub last: i32,
+    pub step: i32,
+    pub kind: Kind,
+}
+
+const fn c(name: &'static str, arity: i32, first: i32, last: i32, step: i32, kind: Kind) -> Spec {
+    Spec { name, arity, first, last, step, kind }
+}
+
+use Kind::{Control, Read, Server as Srv, Write};
+
+pub const COMMANDS: &[Spec] = &[
+    // strings
+    c("get", 2, 1, 1, 1, Read),
+    c("set", -3, 1, 1, 1, Write),
+    c("setnx", 3, 1, 1, 1, Write),
+    c("setex", 4, 1, 1, 1, Write),
+    c("psetex", 4, 1, 1, 1, Write),
+    c("getset", 3, 1, 1, 1, Write),
+    c("getdel", 2, 1, 1, 1, Write),
+    c("getex", -2, 1, 1, 1, Write),
+    c("mget", -2, 1, -1, 1, Read),
+    c("mset", -3, 1, -1, 2, Write),
+    c("msetnx", -3, 1, -1, 2, Write),
+    c("incr", 2, 1, 1, 1, Write),
+    c("incrby", 3, 1, 1, 1, Write),
+    c("decr", 2, 1, 1, 1, Write),
+    c("decrby", 3, 1, 1, 1, Write),
+    c("incrbyfloat", 3, 1, 1, 1, Write),
+    c("strlen", 2, 1, 1, 1, Read),
+    c("append", 3, 1, 1, 1, Write),
+    c("getrange", 4, 1, 1, 1, Read),
+    c("setrange", 4, 1, 1, 1, Write),
+    c("setbit", 4, 1, 1, 1, Write),
+    c("getbit", 3, 1, 1, 1, Read),
+    c("bitcount", -2, 1, 1, 1, Read),
+    c("lcs", -3, 1, 2, 1, Read),
+    // keys
+    c("del", -2, 1, -1, 1, Write),
+    c("unlink", -2, 1, -1, 1, Write),
+    c("exists", -2, 1, -1, 1, Read),
+    c("type", 2, 1, 1, 1, Read),
+    c("expire", -3, 1, 1, 1, Write),
+    c("pexpire", -3, 1, 1, 1, Write),
+    c("expireat", -3, 1, 1, 1, Write),
+    c("pexpireat", -3, 1, 1, 1, Write),
+    c("ttl", 2, 1, 1, 1, Read),
+    c("pttl", 2, 1, 1, 1, Read),
+    c("expiretime", 2, 1, 1, 1, Read),
+    c("pexpiretime", 2, 1, 1, 1, Read),
+    c("persist", 2, 1, 1, 1, Write),
+    c("keys", 2, 0, 0, 0, Read),
+    c("scan", -2, 0, 0, 0, Read),
+    c("randomkey", 1, 0, 0, 0, Read),
+    c("rename", 3, 1, 2, 1, Write),
+    c("renamenx", 3, 1, 2, 1, Write),
+    c("copy", -3, 1, 2, 1, Write),
+    c("move", 3, 1, 1, 1, Write),
+    c("dbsize", 1, 0, 0, 0, Read),
+    c("flushdb", -1, 0, 0, 0, Write),
+    c("flushall", -1, 0, 0, 0, Write),
+    // hashes
+    c("hset", -4, 1, 1, 1, Write),
+    c("hmset", -4, 1, 1, 1, Write),
+    c("hsetnx", 4, 1, 1, 1, Write),
+    c("hget", 3, 1, 1, 1, Read),
+    c("hmget", -3, 1, 1, 1, Read),
+    c("hexists", 3, 1, 1, 1, Read),
+    c("hdel", -3, 1, 1, 1, Write),
+    c("hlen", 2, 1, 1, 1, Read),
+    c("hstrlen", 3, 1, 1, 1, Read),
+    c("hgetall", 2, 1, 1, 1, Read),
+    c("hkeys", 2, 1, 1, 1, Read),
+    c("hvals", 2, 1, 1, 1, Read),
+    c("hincrby", 4, 1, 1, 1, Write),
+    c("hincrbyfloat", 4, 1, 1, 1, Write),
+    c("hrandfield", -2, 1, 1, 1, Read),
+    c("hscan", -3, 1, 1, 1, Read),
+    // connection and server
+    c("ping", -1, 0, 0, 0, Srv),
+    c("echo", 2, 0, 0, 0, Srv),
+    c("select", 2, 0, 0, 0, Srv),
+    c("hello", -1, 0, 0, 0, Srv),
+    c("auth", -2, 0, 0, 0, Srv),
+    c("client", -2, 0, 0, 0, Srv),
+    c("config", -2, 0, 0, 0, Srv),
+    c("command", -1, 0, 0, 0, Srv),
+    c("info", -1, 0, 0, 0, Srv),
+    c("time", 1, 0, 0, 0, Srv),
+    c("memory", -2, 0, 0, 0, Srv),
+    // transactions and the connection's state
+    c("multi", 1, 0, 0, 0, Control),
+    c("exec", 1, 0, 0, 0, Control),
+    c("discard", 1, 0, 0, 0, Control),
+    c("watch", -2, 1, -1, 1, Control),
+    c("unwatch", 1, 0, 0, 0, Control),
+    c("reset", 1, 0, 0, 0, Control),
+    c("quit", -1, 0, 0, 0, Control),
+];
+
+/// Subcommands of container commands with their arities (redis-server 7 checks these before
+/// running or queueing, like a command's own arity).
+const SUBCOMMANDS: &[(&str, &str, i32)] = &[
+    ("client", "id", 2),
+    ("client", "info", 2),
+    ("client", "list", -2),
+    ("client", "kill", -3),
+    ("client", "setname", 3),
+    ("client", "getname", 2),
+    ("client", "setinfo", 4),
+    ("client", "no-evict", 3),
+    ("client", "help", 2),
+    ("config", "get", -3),
+    ("config", "set", -4),
+    ("config", "resetstat", 2),
+    ("config", "rewrite", 2),
+    ("config", "help", 2),
+    ("command", "count", 2),
+    ("command", "docs", -2),
+    ("command", "info", -2),
+    ("command", "list", -2),
+    ("command", "help", 2),
+    ("memory", "usage", -3),
+    ("memory", "doctor", 2),
+    ("memory", "stats", 2),
+    ("memory", "malloc-stats", 2),
+    ("memory", "purge", 2),
+    ("memory", "help", 2),
 ];
 
 pub fn command_count() -> usize {
     COMMANDS.len()
 }
 
-/// The command's table name, or the unknown-command / arity error.
-pub fn lookup(args: &[Vec<u8>]) -> R<&'static str> {
+/// The index of a command in `COMMANDS`.
+pub fn index_of(name: &str) -> Option<usize> {
+    COMMANDS.iter().position(|s| s.name == name)
+}
+
+/// The index in `COMMANDS` of one of its entries.
+pub fn index_of_spec(spec: &Spec) -> usize {
+    (spec as *const Spec as usize - COMMANDS.as_ptr() as usize) / std::mem::size_of::<Spec>()
+}
+
+fn arity_ok(arity: i32, n: usize) -> bool {
+    if arity >= 0 { n == arity as usize } else { n >= (-arity) as usize }
+}
+
+/// The command's spec, or the unknown-command / arity / unknown-subcommand error.
+pub fn lookup(args: &[Vec<u8>]) -> R<&'static Spec> {
     let name = String::from_utf8_lossy(&args[0]).to_lowercase();
-    match COMMANDS.iter().find(|(n, _)| *n == name) {
-        None => {
-            let mut rest = String::new();
-            for a in &args[1..] {
-                if rest.len() >= 128 {
-                    break;
-                }
-                let a = String::from_utf8_lossy(a);
-                let room = 128 - rest.len();
-                rest.push('\'');
-                rest.extend(a.chars().take(room));
-                rest.push_str("' ");
+    let Some(spec) = COMMANDS.iter().find(|s| s.name == name) else {
+        let mut rest = String::new();
+        for a in &args[1..] {
+            if rest.len() >= 128 {
+                break;
             }
-            let cmd: String = String::from_utf8_lossy(&args[0]).chars().take(128).collect();
-            Err(err(format!("ERR unknown command '{cmd}', with args beginning with: {rest}")))
+            let a = String::from_utf8_lossy(a);
+            let room = 128 - rest.len();
+            rest.push('\'');
+            rest.extend(a.chars().take(room));
+            rest.push_str("' ");
         }
-        Some(&(n, arity)) => {
-            let ok = if arity >= 0 { args.len() == arity as usize } else { args.len() >= (-arity) as usize };
-            if ok { Ok(n) } else { Err(err(format!("ERR wrong number of arguments for '{n}' command"))) }
+        let cmd: String = String::from_utf8_lossy(&args[0]).chars().take(128).collect();
+        return Err(err(format!("ERR unknown command '{cmd}', with args beginning with: {rest}")));
+    };
+    if !arity_ok(spec.arity, args.len()) {
+        return Err(err(format!("ERR wrong number of arguments for '{}' command", spec.name)));
+    }
+    if args.len() > 1 && SUBCOMMANDS.iter().any(|s| s.0 == spec.name) {
+        let sub = String::from_utf8_lossy(&args[1]).to_lowercase();
+        match SUBCOMMANDS.iter().find(|s| s.0 == spec.name && s.1 == sub) {
+            None => {
+                return Err(err(format!(
+                    "ERR unknown subcommand '{}'. Try {} HELP.",
+                    String::from_utf8_lossy(&args[1]).chars().take(128).collect::<String>(),
+                    spec.name.to_uppercase()
+                )));
+            }
+            Some(s) if !arity_ok(s.2, args.len()) => {
+                return Err(err(format!("ERR wrong number of arguments for '{}|{}' command", s.0, s.1)));
+            }
+            Some(_) => {}
         }
     }
+    Ok(spec)
+}
+
+/// The keys a command names, by its spec's positions.
+pub fn keys_of<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+    if spec.first <= 0 || args.len() <= spec.first as usize {
+        return Vec::new();
+    }
+    let last = if spec.last < 0 { args.len() as i32 + spec.last } else { spec.last.min(args.len() as i32 - 1) };
+    (spec.first..=last).step_by(spec.step.max(1) as usize).map(|i| &args[i as usize][..]).collect()
 }
 
 fn int_arg(a: &[u8]) -> R<i64> {
@@ -199,21 +338,17 @@ fn set_col(col: u16, v: Value) -> ColumnUpdate {
     ColumnUpdate { col, expr: UpdateExpr::Set(v) }
 }
 
-/// Operations that write a string value under a key (key row plus overflow parts).
-fn string_ops(s: &Server, db: &Db, key: &[u8], value: &[u8], expiry: Option<i64>) -> R<Vec<KeyOp>> {
-    let mut meta = Meta::string(&value[..value.len().min(INLINE_MAX)]);
-    meta.len = value.len() as u64;
-    meta.expiry = expiry;
-    let mut ops = Vec::new();
-    if value.len() > INLINE_MAX {
-        meta.id = s.new_id(db)?;
-        meta.parts = db::parts_for(value.len());
-        ops.push(db::write_meta(db, key, &meta)?);
-        ops.extend(db::part_ops(db, meta.id, value)?);
-    } else {
-        ops.push(db::write_meta(db, key, &meta)?);
-    }
-    Ok(ops)
+fn delete_key(db: &Db, key: &[u8]) -> Result<KeyOp, TernError> {
+    let mut op = db.keys.delete(&[Value::Bytes(key.to_vec())])?;
+    op.projection = Some(db::META.to_vec());
+    Ok(op)
+}
+
+/// A hash key row's change counter (kept in `value_start`, unused by hashes otherwise), so that
+/// every change of a hash changes its key row (WATCH compares key rows).
+fn bump(meta: &mut Meta) {
+    let n = parse_int(&meta.start).unwrap_or(0);
+    meta.start = n.wrapping_add(1).to_string().into_bytes();
 }
 
 impl Server {
@@ -224,40 +359,63 @@ impl Server {
         Ok(tokio::task::block_in_place(|| c.next_auto_increment(table))?)
     }
 
-    /// Deletes the overflow or field rows a replaced or deleted key left behind (in the background;
-    /// nothing can reach them any more because the key row no longer names them).
-    pub fn cleanup(self: &Arc<Self>, db: &Arc<Db>, old: &Meta) {
-        if old.id == 0 {
-            return;
+    /// Operations that write a string value under a key (key row plus overflow parts).
+    fn string_ops(&self, db: &Db, key: &[u8], value: &[u8], expiry: Option<i64>) -> R<Vec<KeyOp>> {
+        let mut meta = Meta::string(&value[..value.len().min(INLINE_MAX)]);
+        meta.len = value.len() as u64;
+        meta.expiry = expiry;
+        let mut ops = Vec::new();
+        if value.len() > INLINE_MAX {
+            meta.id = self.new_id(db)?;
+            meta.parts = db::parts_for(value.len());
+            ops.push(db::write_meta(db, key, &meta)?);
+            ops.extend(db::part_ops(db, meta.id, value)?);
+        } else {
+            ops.push(db::write_meta(db, key, &meta)?);
         }
-        let (me, db, old) = (self.clone(), db.clone(), old.clone());
-        tokio::spawn(async move {
-            if let Err(e) = me.cleanup_now(&db, &old).await {
-                tracing::warn!("cleaning up rows of an old value failed: {}", e.0);
-            }
-        });
+        Ok(ops)
     }
 
+    /// Writes a string value under `key` (the key locked or about to be), replacing what was
+    /// there; the replaced row's parts or fields go after the commit.
+    pub(crate) async fn put_string(
+        &self,
+        cx: &mut Cx,
+        db: &Arc<Db>,
+        key: &[u8],
+        value: &[u8],
+        expiry: Option<i64>,
+        last: bool,
+    ) -> CR {
+        let ops = self.string_ops(db, key, value, expiry)?;
+        let rs = cx.write(ops, last).await?;
+        if let Some(old) = meta_of(db, rs.into_iter().next())? {
+            cx.garbage(db, old);
+        }
+        self.touch(db.index, key);
+        Ok(())
+    }
+
+    /// Deletes the overflow or field rows a replaced or deleted key left behind (nothing can
+    /// reach them any more because no key row names them).
     pub async fn cleanup_now(&self, db: &Db, old: &Meta) -> R {
         let ops: Vec<KeyOp> = if old.kind == TYPE_HASH {
-            let fields = self.hash_fields(db, old.id, false).await?;
+            let mut cx = Cx::new(&self.client, false, false);
+            let fields = self.hash_fields(&mut cx, db, old.id, false).await.map_err(fail_text)?;
             fields.into_iter().map(|(f, _)| db.hashes.delete(&db::field_key(&f, old.id))).collect::<Result<_, _>>()?
         } else {
             (0..old.parts).map(|i| db::part_delete(db, old.id, i)).collect::<Result<_, _>>()?
         };
         for chunk in ops.chunks(1024) {
-            txn(self, |mut t| {
-                let c = chunk.to_vec();
-                async move { exec(&mut t, c, Exec::Commit).await.map(|_| Ok(())) }
-            })
-            .await?;
+            standalone!(self, |cx| cx.last(chunk.to_vec()).await.map(|_| ()).map_err(Fail::Txn))?;
         }
         Ok(())
     }
 
-    /// The full value of a string whose key row is `meta` (reads its overflow parts). None when a
-    /// concurrent writer replaced the value meanwhile (the caller retries).
-    async fn assemble(&self, db: &Db, meta: &Meta) -> R<Option<Vec<u8>>> {
+    /// The full value of a string whose key row is `meta` (reads its overflow parts, 256 at a
+    /// time). None when a concurrent writer replaced the value meanwhile (the caller reads the key
+    /// row again).
+    async fn assemble(&self, cx: &mut Cx, db: &Db, meta: &Meta) -> CR<Option<Vec<u8>>> {
         if meta.parts == 0 {
             return Ok(Some(meta.start.clone()));
         }
@@ -266,12 +424,7 @@ impl Server {
         let ords: Vec<u32> = (0..meta.parts).collect();
         for chunk in ords.chunks(256) {
             let ops = chunk.iter().map(|&i| db::part_read(db, meta.id, i)).collect::<Result<Vec<_>, _>>()?;
-            let rs = txn(self, |mut t| {
-                let ops = ops.clone();
-                async move { exec(&mut t, ops, Exec::Commit).await.map(Ok) }
-            })
-            .await?;
-            for r in rs {
+            for r in cx.run(ops).await? {
                 match row_of(Some(r))? {
                     Some(b) => value.extend(db::bytes_of(db.values.decode_projection(&[2], &b)?.remove(0))),
                     None => return Ok(None),
@@ -281,35 +434,56 @@ impl Server {
         Ok(Some(value))
     }
 
-    /// A string's value (None: no such key), WRONGTYPE for a hash.
-    pub async fn get_string(&self, db: &Db, key: &[u8], first: Option<Meta>) -> R<Option<Vec<u8>>> {
+    /// A string's value (None: no such key), WRONGTYPE for a hash. `first` is the key row when
+    /// the caller has read it; `lock` reads it exclusively (the caller is about to change it).
+    pub(crate) async fn get_string(
+        &self,
+        cx: &mut Cx,
+        db: &Db,
+        key: &[u8],
+        first: Option<Meta>,
+        lock: bool,
+    ) -> CR<Option<Vec<u8>>> {
         let mut meta = first;
         for _ in 0..100 {
             let m = match meta.take() {
                 Some(m) => m,
-                None => match self.read_meta(db, key).await? {
+                None => match self.read_meta(cx, db, key, lock).await? {
                     Some(m) => m,
                     None => return Ok(None),
                 },
             };
             if m.kind != TYPE_STRING {
-                return Err(err(WRONGTYPE));
+                return fail(WRONGTYPE);
             }
-            if let Some(v) = self.assemble(db, &m).await? {
+            if let Some(v) = self.assemble(cx, db, &m).await? {
                 return Ok(Some(v));
             }
         }
-        Err(err("ERR the value kept changing while it was read; try again"))
+        fail("ERR the value kept changing while it was read; try again")
     }
 
-    async fn read_meta(&self, db: &Db, key: &[u8]) -> R<Option<Meta>> {
-        let op = db::read_meta(db, key, OpKind::Read)?;
-        let r = txn(self, |mut t| {
-            let op = op.clone();
-            async move { exec(&mut t, vec![op], Exec::Commit).await.map(Ok) }
-        })
-        .await?;
-        meta_of(db, r.into_iter().next())
+    /// A key row (read committed, or locked exclusively when `lock`).
+    async fn read_meta(&self, cx: &mut Cx, db: &Db, key: &[u8], lock: bool) -> CR<Option<Meta>> {
+        let op = db::read_meta(db, key, if lock { OpKind::ReadExclusive } else { OpKind::Read })?;
+        let r = cx.run(vec![op]).await?;
+        Ok(meta_of(db, r.into_iter().next())?)
+    }
+
+    /// A key row that must be a string or absent (WRONGTYPE otherwise).
+    async fn string_meta(&self, cx: &mut Cx, db: &Db, key: &[u8], lock: bool) -> CR<Option<Meta>> {
+        match self.read_meta(cx, db, key, lock).await? {
+            Some(m) if m.kind != TYPE_STRING => fail(WRONGTYPE),
+            m => Ok(m),
+        }
+    }
+
+    /// A key row that must be a hash or absent.
+    async fn hash_meta(&self, cx: &mut Cx, db: &Db, key: &[u8], lock: bool) -> CR<Option<Meta>> {
+        match self.read_meta(cx, db, key, lock).await? {
+            Some(m) if m.kind != TYPE_HASH => fail(WRONGTYPE),
+            m => Ok(m),
+        }
     }
 
     // ------------------------------------------------------------------ dispatch
@@ -317,39 +491,90 @@ impl Server {
     /// Runs one command, appending its reply. Returns false when the connection is to close.
     pub async fn command(self: &Arc<Self>, sess: &mut Session, args: Vec<Vec<u8>>, out: &mut Vec<u8>) -> bool {
         self.stats.commands.fetch_add(1, Ordering::Relaxed);
-        let name = match lookup(&args) {
-            Ok(n) => n,
-            Err(e) => {
-                resp::error(out, &e.0);
-                return true;
-            }
+        let spec = match lookup(&args) {
+            Ok(s) => s,
+            Err(e) => return self.rejected(sess, &args, e, out),
         };
-        if name == "quit" {
-            resp::simple(out, "OK");
-            return false;
+        sess.info.last_cmd.store(index_of_spec(spec) as u32, Ordering::Relaxed);
+        if spec.kind == Kind::Control {
+            return self.control(sess, spec, args, out).await;
         }
+        if sess.multi.is_some() {
+            self.queue(sess, args, out);
+            return true;
+        }
+        let t0 = Instant::now();
         let start = out.len();
-        if let Err(e) = self.dispatch(sess, name, &args, out).await {
+        self.one(sess, spec, &args, out).await;
+        self.stats.record(spec, t0.elapsed(), out.get(start..).unwrap_or(&[]));
+        true
+    }
+
+    /// A command refused before it ran (unknown, wrong arity): inside MULTI it also fails the
+    /// transaction, as in redis-server.
+    fn rejected(&self, sess: &mut Session, args: &[Vec<u8>], e: RErr, out: &mut Vec<u8>) -> bool {
+        let name = String::from_utf8_lossy(&args[0]).to_lowercase();
+        if let Some(i) = index_of(&name) {
+            self.stats.reject(i);
+        }
+        self.stats.error(&e.0);
+        if name == "exec" {
+            // EXEC's own arity error ends the transaction with EXECABORT's wording.
+            sess.multi = None;
+            self.unwatch(sess);
+            let why = e.0.strip_prefix("ERR ").unwrap_or(&e.0);
+            resp::error(out, &format!("EXECABORT Transaction discarded because of: {why}"));
+            return true;
+        }
+        if let Some(m) = sess.multi.as_mut() {
+            m.failed = true;
+        }
+        resp::error(out, &e.0);
+        true
+    }
+
+    /// One command outside EXEC, its reply appended (in RESP3 when the session speaks it).
+    async fn one(self: &Arc<Self>, sess: &mut Session, spec: &Spec, a: &[Vec<u8>], out: &mut Vec<u8>) {
+        let start = out.len();
+        let r = match spec.kind {
+            Kind::Read | Kind::Write => match self.db(sess.db) {
+                Ok(db) => standalone!(self, |cx| {
+                    out.truncate(start);
+                    self.data_command(cx, sess, &db, spec.name, a, out).await
+                }),
+                Err(e) => Err(e),
+            },
+            _ => self.dispatch(sess, spec.name, a, out).await,
+        };
+        if let Err(e) = r {
             // Whatever the command wrote before it failed (an array's start) goes.
             out.truncate(start);
             resp::error(out, &e.0);
         }
-        if sess.resp3 {
-            let docs = name == "command" && args.get(1).is_some_and(|a| is(a, "docs"));
-            let shape = match name {
-                "hgetall" | "config" | "hello" => resp::Resp3Shape::Map,
-                "command" if docs => resp::Resp3Shape::Map,
-                "info" => resp::Resp3Shape::Verbatim,
-                _ => resp::Resp3Shape::Plain,
-            };
-            let r3 = resp::to_resp3(&out[start..], shape);
-            out.truncate(start);
-            out.extend(r3);
-        }
-        true
+        self.resp3(sess, spec, a, out, start);
     }
 
-    async fn dispatch(self: &Arc<Self>, sess: &mut Session, name: &str, a: &[Vec<u8>], out: &mut Vec<u8>) -> R {
+    /// Rewrites the reply from `start` into RESP3 when the session speaks it.
+    fn resp3(&self, sess: &Session, spec: &Spec, a: &[Vec<u8>], out: &mut Vec<u8>, start: usize) {
+        if !sess.resp3 {
+            return;
+        }
+        let shape = match spec.name {
+            "hgetall" | "config" | "hello" => resp::Resp3Shape::Map,
+            "hrandfield" if a.len() == 4 => resp::Resp3Shape::Pairs,
+            "command" if a.get(1).is_some_and(|x| is(x, "docs")) => resp::Resp3Shape::Map,
+            "info" => resp::Resp3Shape::Verbatim,
+            "client" if a.get(1).is_some_and(|x| is(x, "list") || is(x, "info")) => resp::Resp3Shape::Verbatim,
+            "lcs" if a.iter().any(|x| is(x, "idx")) => resp::Resp3Shape::Map,
+            _ => resp::Resp3Shape::Plain,
+        };
+        let r3 = resp::to_resp3(&out[start..], shape);
+        out.truncate(start);
+        out.extend(r3);
+    }
+
+    /// Connection and server commands (no transaction).
+    async fn dispatch(&self, sess: &mut Session, name: &str, a: &[Vec<u8>], out: &mut Vec<u8>) -> R {
         match name {
             "ping" => match a.len() {
                 1 => resp::simple(out, "PONG"),
@@ -372,213 +597,57 @@ impl Server {
             "config" => self.config_cmd(a, out)?,
             "command" => self.command_cmd(a, out)?,
             "info" => self.info(sess, a, out).await?,
+            "time" => {
+                let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+                resp::array_len(out, 2);
+                resp::bulk(out, d.as_secs().to_string().as_bytes());
+                resp::bulk(out, d.subsec_micros().to_string().as_bytes());
+            }
+            "memory" => self.memory_cmd(sess, a, out).await?,
             "auth" => {
                 return Err(err(
                     "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
                 ));
             }
-            "dbsize" => {
-                let db = self.db(sess.db)?;
-                resp::integer(out, self.count_keys(&db).await?.0 as i64);
-            }
-            "flushdb" => {
-                self.flush(sess.db).await?;
-                resp::simple(out, "OK");
-            }
-            "flushall" => {
-                for i in 0..self.opts.databases {
-                    if self.is_open(i) {
-                        self.flush(i).await?;
-                    }
-                }
-                resp::simple(out, "OK");
-            }
-            _ => {
-                let db = self.db(sess.db)?;
-                self.data_command(sess, &db, name, a, out).await?;
-            }
+            other => return Err(err(format!("ERR unknown command '{other}'"))),
         }
         Ok(())
     }
 
-    async fn data_command(
-        self: &Arc<Self>,
+    /// A data command against `cx`, its RESP2 reply appended.
+    pub(crate) async fn data_command(
+        &self,
+        cx: &mut Cx,
         sess: &mut Session,
         db: &Arc<Db>,
         name: &str,
         a: &[Vec<u8>],
         out: &mut Vec<u8>,
-    ) -> R {
-        if !matches!(name, "scan" | "mset" | "msetnx" | "mget" | "del" | "unlink" | "exists" | "keys") {
-            check_key(&a[1])?;
+    ) -> CR {
+        let spec = &COMMANDS[index_of(name).expect("a data command of the table")];
+        for k in keys_of(spec, a) {
+            if !matches!(name, "mget" | "del" | "unlink" | "exists") {
+                check_key(k)?;
+            }
         }
-        match name {
-            "get" => match self.get_string(db, &a[1], None).await? {
-                Some(v) => resp::bulk(out, &v),
-                None => resp::null(out),
-            },
-            "set" => self.set(db, a, out).await?,
-            "setnx" => {
-                let args = vec![b"set".to_vec(), a[1].clone(), a[2].clone(), b"nx".to_vec()];
-                let mut o = Vec::new();
-                self.set(db, &args, &mut o).await?;
-                resp::integer(out, if o.starts_with(b"+OK") { 1 } else { 0 });
-            }
-            "mget" => self.mget(db, &a[1..], out).await?,
-            "mset" => {
-                if a.len().is_multiple_of(2) {
-                    return Err(err("ERR wrong number of arguments for 'mset' command"));
-                }
-                self.mset(db, &a[1..]).await?;
-                resp::simple(out, "OK");
-            }
-            "getdel" => match self.getdel(db, &a[1]).await? {
-                Some(v) => resp::bulk(out, &v),
-                None => resp::null(out),
-            },
-            "incr" | "decr" | "incrby" | "decrby" => {
-                let by = match name {
-                    "incr" => 1,
-                    "decr" => -1,
-                    "incrby" => int_arg(&a[2])?,
-                    _ => {
-                        let d = int_arg(&a[2])?;
-                        d.checked_neg().ok_or_else(|| err("ERR decrement would overflow"))?
-                    }
-                };
-                resp::integer(out, self.incr(sess, db, &a[1], by).await?);
-            }
-            "strlen" => {
-                let n = match self.read_meta(db, &a[1]).await? {
-                    None => 0,
-                    Some(m) if m.kind != TYPE_STRING => return Err(err(WRONGTYPE)),
-                    Some(m) => m.strlen(),
-                };
-                resp::integer(out, n as i64);
-            }
-            "append" => resp::integer(out, self.append_or_setrange(db, &a[1], None, &a[2]).await? as i64),
-            "setrange" => {
-                let off = int_arg(&a[2])?;
-                if off < 0 {
-                    return Err(err("ERR offset is out of range"));
-                }
-                if off as u64 + a[3].len() as u64 > VALUE_MAX as u64 {
-                    return Err(err(TOO_BIG));
-                }
-                resp::integer(out, self.append_or_setrange(db, &a[1], Some(off as usize), &a[3]).await? as i64);
-            }
-            "getrange" => {
-                let (start, end) = (int_arg(&a[2])?, int_arg(&a[3])?);
-                let v = self.get_string(db, &a[1], None).await?.unwrap_or_default();
-                resp::bulk(out, range(&v, start, end));
-            }
-            "del" | "unlink" => resp::integer(out, self.del(db, &a[1..]).await?),
-            "setex" | "psetex" => {
-                let v = int_arg(&a[2])?;
-                if v <= 0 {
-                    return Err(err(format!("ERR invalid expire time in '{name}' command")));
-                }
-                let unit: &[u8] = if name == "setex" { b"ex" } else { b"px" };
-                let args = vec![b"set".to_vec(), a[1].clone(), a[3].clone(), unit.to_vec(), a[2].clone()];
-                self.set(db, &args, out).await?;
-            }
-            "getset" => {
-                let args = vec![b"set".to_vec(), a[1].clone(), a[2].clone(), b"get".to_vec()];
-                self.set(db, &args, out).await?;
-            }
-            "msetnx" => {
-                if a.len().is_multiple_of(2) {
-                    return Err(err("ERR wrong number of arguments for 'msetnx' command"));
-                }
-                resp::integer(out, self.msetnx(db, &a[1..]).await?);
-            }
-            "keys" => {
-                let keys = self.keys(db, &a[1]).await?;
-                resp::array_len(out, keys.len());
-                for k in keys {
-                    resp::bulk(out, &k);
-                }
-            }
-            "exists" => resp::integer(out, self.exists(db, &a[1..]).await?),
-            "type" => {
-                let t = match self.read_meta(db, &a[1]).await? {
-                    None => "none",
-                    Some(m) if m.kind == TYPE_HASH => "hash",
-                    Some(_) => "string",
-                };
-                resp::simple(out, t);
-            }
-            "expire" | "pexpire" | "expireat" | "pexpireat" => resp::integer(out, self.expire(db, name, a).await?),
-            "ttl" | "pttl" => {
-                let v = match self.read_meta(db, &a[1]).await? {
-                    None => -2,
-                    Some(Meta { expiry: None, .. }) => -1,
-                    Some(Meta { expiry: Some(e), .. }) => {
-                        let left = (e - db::now_ms()).max(0);
-                        if name == "ttl" { (left + 500) / 1000 } else { left }
-                    }
-                };
-                resp::integer(out, v);
-            }
-            "persist" => resp::integer(out, self.persist(db, &a[1]).await?),
-            "scan" => self.scan(sess, db, a, out).await?,
-            "hset" | "hmset" => {
-                if !a.len().is_multiple_of(2) {
-                    return Err(err(format!("ERR wrong number of arguments for '{name}' command")));
-                }
-                let added = self.hset(db, &a[1], &a[2..]).await?;
-                if name == "hset" {
-                    resp::integer(out, added);
-                } else {
-                    resp::simple(out, "OK");
-                }
-            }
-            "hget" => match self.hget(db, &a[1], &a[2..3]).await?.pop().flatten() {
-                Some(v) => resp::bulk(out, &v),
-                None => resp::null(out),
-            },
-            "hmget" => {
-                let vs = self.hget(db, &a[1], &a[2..]).await?;
-                resp::array_len(out, vs.len());
-                for v in vs {
-                    match v {
-                        Some(v) => resp::bulk(out, &v),
-                        None => resp::null(out),
-                    }
-                }
-            }
-            "hexists" => {
-                let v = self.hget(db, &a[1], &a[2..3]).await?.pop().flatten();
-                resp::integer(out, v.is_some() as i64);
-            }
-            "hdel" => resp::integer(out, self.hdel(db, &a[1], &a[2..]).await?),
-            "hlen" => {
-                let n = match self.read_meta(db, &a[1]).await? {
-                    None => 0,
-                    Some(m) if m.kind != TYPE_HASH => return Err(err(WRONGTYPE)),
-                    Some(m) => m.len as i64,
-                };
-                resp::integer(out, n);
-            }
-            "hgetall" => {
-                let pairs = match self.read_meta(db, &a[1]).await? {
-                    None => Vec::new(),
-                    Some(m) if m.kind != TYPE_HASH => return Err(err(WRONGTYPE)),
-                    Some(m) => self.hash_fields(db, m.id, true).await?,
-                };
-                resp::array_len(out, pairs.len() * 2);
-                for (f, v) in pairs {
-                    resp::bulk(out, &f);
-                    resp::bulk(out, &v);
-                }
-            }
-            "hincrby" => {
-                let by = int_arg(&a[3])?;
-                resp::integer(out, self.hincrby(db, &a[1], &a[2], by).await?);
-            }
-            other => return Err(err(format!("ERR unknown command '{other}'"))),
+        if self.string_command(cx, db, name, a, out).await? {
+            return Ok(());
         }
-        Ok(())
+        if self.key_command(cx, sess, db, name, a, out).await? {
+            return Ok(());
+        }
+        if self.hash_command(cx, sess, db, name, a, out).await? {
+            return Ok(());
+        }
+        fail(format!("ERR unknown command '{name}'"))
+    }
+}
+
+/// A command failure as a plain error reply (outside a transaction).
+fn fail_text(f: Fail) -> RErr {
+    match f {
+        Fail::Reply(e) => e,
+        Fail::Txn(e) => e.into(),
     }
 }
 
@@ -594,6 +663,22 @@ mod tests {
             "ERR unknown command 'foo', with args beginning with: 'a' 'b' "
         );
         assert_eq!(lookup(&a(&["GET"])).unwrap_err().0, "ERR wrong number of arguments for 'get' command");
-        assert_eq!(lookup(&a(&["Set", "k", "v"])).unwrap(), "set");
+        assert_eq!(lookup(&a(&["Set", "k", "v"])).unwrap().name, "set");
+        assert_eq!(
+            lookup(&a(&["CONFIG", "GET"])).unwrap_err().0,
+            "ERR wrong number of arguments for 'config|get' command"
+        );
+        assert_eq!(lookup(&a(&["client", "foo"])).unwrap_err().0, "ERR unknown subcommand 'foo'. Try CLIENT HELP.");
+    }
+
+    #[test]
+    fn key_positions() {
+        let a = |v: &[&str]| v.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
+        let spec = |n: &str| &COMMANDS[index_of(n).unwrap()];
+        assert_eq!(keys_of(spec("mset"), &a(&["mset", "a", "1", "b", "2"])), vec![&b"a"[..], b"b"]);
+        assert_eq!(keys_of(spec("del"), &a(&["del", "a", "b"])), vec![&b"a"[..], b"b"]);
+        assert_eq!(keys_of(spec("copy"), &a(&["copy", "a", "b", "db", "1"])), vec![&b"a"[..], b"b"]);
+        assert!(keys_of(spec("ping"), &a(&["ping"])).is_empty());
+        assert!(COMMANDS.iter().all(|s| s.first == 0 || s.step > 0));
     }
 }
