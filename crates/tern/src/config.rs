@@ -189,6 +189,20 @@ mod tests {
 #[serde(deny_unknown_fields)]
 pub struct ApiToml {
     pub redis: Option<RedisToml>,
+    pub rest: Option<RestToml>,
+}
+
+/// `[rest]`: Tern's own REST settings (RonDB's JSON config has no keys for them).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RestToml {
+    /// Open connections at most; one more is answered 503 (default 10000).
+    pub max_connections: Option<usize>,
+    /// Milliseconds a connection may wait for its next request (default 60000).
+    pub idle_timeout_ms: Option<u64>,
+    /// Milliseconds to receive a request's head from its first byte, and again its body
+    /// (default 30000).
+    pub header_read_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -209,6 +223,30 @@ pub struct RedisToml {
 }
 
 impl ApiToml {
+    /// Applies the `[rest]` table to the REST options.
+    pub fn apply_rest(&self, o: &mut tern_rest::config::RestOptions) -> Result<()> {
+        let Some(r) = &self.rest else { return Ok(()) };
+        if let Some(n) = r.max_connections {
+            if n == 0 {
+                bail!("[rest] max_connections must be at least 1");
+            }
+            o.max_connections = n;
+        }
+        let ms = |key: &str, v: u64| -> Result<std::time::Duration> {
+            if v == 0 {
+                bail!("[rest] {key} must be at least 1");
+            }
+            Ok(std::time::Duration::from_millis(v))
+        };
+        if let Some(v) = r.idle_timeout_ms {
+            o.idle_timeout = ms("idle_timeout_ms", v)?;
+        }
+        if let Some(v) = r.header_read_timeout_ms {
+            o.header_read_timeout = ms("header_read_timeout_ms", v)?;
+        }
+        Ok(())
+    }
+
     pub fn load(path: &Path) -> Result<ApiToml> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         toml::from_str(&text).with_context(|| format!("{}: invalid API server configuration", path.display()))
@@ -256,6 +294,24 @@ impl ApiToml {
 #[cfg(test)]
 mod api_toml_tests {
     use super::*;
+
+    #[test]
+    fn rest_table_overrides_and_checks() {
+        let t: ApiToml =
+            toml::from_str("[rest]\nmax_connections = 5\nidle_timeout_ms = 1500\nheader_read_timeout_ms = 700\n")
+                .unwrap();
+        let mut o = tern_rest::config::RestOptions::default();
+        t.apply_rest(&mut o).unwrap();
+        assert_eq!(o.max_connections, 5);
+        assert_eq!(o.idle_timeout, std::time::Duration::from_millis(1500));
+        assert_eq!(o.header_read_timeout, std::time::Duration::from_millis(700));
+        let d = tern_rest::config::RestOptions::default();
+        assert_eq!((d.max_connections, d.idle_timeout.as_secs(), d.header_read_timeout.as_secs()), (10_000, 60, 30));
+        let zero: ApiToml = toml::from_str("[rest]\nmax_connections = 0\n").unwrap();
+        assert!(zero.apply_rest(&mut o).is_err());
+        let e = toml::from_str::<ApiToml>("[rest]\nmax_conns = 1\n").unwrap_err().to_string();
+        assert!(e.contains("max_conns"), "{e}");
+    }
 
     #[test]
     fn redis_table_overrides_and_unknown_keys_are_named() {
