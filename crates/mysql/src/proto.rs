@@ -90,7 +90,9 @@ pub mod flag {
     pub const UNSIGNED: u16 = 32;
     pub const ZEROFILL: u16 = 64;
     pub const BINARY: u16 = 128;
+    pub const ENUM: u16 = 256;
     pub const AUTO_INCREMENT: u16 = 512;
+    pub const SET: u16 = 2048;
     pub const NUM: u16 = 32768;
 }
 

@@ -339,3 +339,24 @@ fn connection_cap_and_timeouts() {
     assert!(silent.packet().is_none(), "closed without an answer");
     assert!(t.elapsed() < std::time::Duration::from_secs(10));
 }
+
+/// What Tern does not serve yet is refused with 1235 naming it (and the session goes on).
+#[test]
+fn unsupported_features_are_refused_by_name() {
+    let (_d, _n, port) = start(1 << 20);
+    let (mut m, _) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    assert_eq!(m.query("CREATE DATABASE u"), Res::Ok);
+    assert_eq!(m.query("CREATE TABLE u.t (id INT PRIMARY KEY, v INT)"), Res::Ok);
+    for (sql, what) in [
+        ("CREATE TABLE u.g (id INT PRIMARY KEY, g GEOMETRY)", "GEOMETRY columns"),
+        ("CREATE TABLE u.g (id INT PRIMARY KEY, g POINT)", "POINT columns"),
+        ("SELECT * FROM (SELECT 1) AS d", "derived tables"),
+        ("SELECT id FROM u.t a WHERE EXISTS (SELECT 1 FROM u.t b WHERE b.v = a.id)", "correlated subqueries"),
+    ] {
+        let Res::Err(1235, _, msg) = m.query(sql) else { panic!("{sql}") };
+        assert!(msg.contains(what), "{sql}: {msg}");
+    }
+    let Res::Err(e, ..) = m.query("WITH c AS (SELECT 1 AS x) SELECT x FROM c") else { panic!("WITH") };
+    assert_eq!(e, 1235);
+    assert_eq!(m.query("SELECT 1"), Res::Rows(vec!["1".into()], rows(&[&[Some("1")]])));
+}

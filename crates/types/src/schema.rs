@@ -282,11 +282,33 @@ pub struct Column {
     pub default: Option<Value>,
     pub auto_increment: bool,
     pub hidden: bool,
+    /// The members of an SQL ENUM or SET column. Such a column is stored as text (its `ty` is a
+    /// VARCHAR of the longest value), so the data node, REST and the native client see the
+    /// member names; the SQL front end checks and normalises values against the members.
+    pub members: Option<Members>,
 }
+
+/// Members of an ENUM (one of them) or a SET (any of them, comma-separated, in member order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Members {
+    pub set: bool,
+    pub values: Vec<String>,
+}
+
+/// Members one ENUM may have (MySQL's limit); a SET has at most 64.
+pub const ENUM_MEMBERS_MAX: usize = 65_535;
 
 impl Column {
     pub fn new(name: &str, ty: ColumnType) -> Column {
-        Column { name: name.to_string(), ty, nullable: true, default: None, auto_increment: false, hidden: false }
+        Column {
+            name: name.to_string(),
+            ty,
+            nullable: true,
+            default: None,
+            auto_increment: false,
+            hidden: false,
+            members: None,
+        }
     }
     pub fn not_null(mut self) -> Column {
         self.nullable = false;
@@ -432,6 +454,14 @@ impl Table {
                     v.encode(e);
                 }
             }
+            match &c.members {
+                None => e.u8(0),
+                Some(m) => {
+                    e.u8(if m.set { 2 } else { 1 });
+                    e.u32(m.values.len() as u32);
+                    m.values.iter().for_each(|v| e.str(v));
+                }
+            }
         }
         encode_u16s(e, &self.primary_key);
         encode_u16s(e, &self.partition_key);
@@ -455,6 +485,11 @@ impl Table {
     }
 
     pub fn decode(d: &mut Dec) -> DecodeResult<Table> {
+        Self::decode_format(d, CATALOG_FORMAT)
+    }
+
+    /// A table as written by catalog format `format` (1 had no ENUM/SET members).
+    fn decode_format(d: &mut Dec, format: u16) -> DecodeResult<Table> {
         let id = d.u32()?;
         let database = d.string()?;
         let name = d.string()?;
@@ -471,7 +506,15 @@ impl Table {
                 1 => Some(Value::decode(d)?),
                 _ => return Err(DecodeError("bad default tag")),
             };
-            columns.push(Column { name, ty, nullable, default, auto_increment, hidden });
+            let members = match if format >= 2 { d.u8()? } else { 0 } {
+                0 => None,
+                t @ (1 | 2) => {
+                    let n = d.len(ENUM_MEMBERS_MAX)?;
+                    Some(Members { set: t == 2, values: (0..n).map(|_| d.string()).collect::<DecodeResult<_>>()? })
+                }
+                _ => return Err(DecodeError("bad members tag")),
+            };
+            columns.push(Column { name, ty, nullable, default, auto_increment, hidden, members });
         }
         let primary_key = decode_u16s(d)?;
         let partition_key = decode_u16s(d)?;
@@ -549,7 +592,8 @@ pub struct Catalog {
 }
 
 const CATALOG_MAGIC: u32 = 0x5445_5243; // "TERC"
-const CATALOG_FORMAT: u16 = 1;
+/// Format 2 added ENUM/SET members to columns; format 1 catalogs are still read.
+const CATALOG_FORMAT: u16 = 2;
 
 impl Catalog {
     pub fn new() -> Catalog {
@@ -638,7 +682,8 @@ impl Catalog {
         if d.u32()? != CATALOG_MAGIC {
             return Err(DecodeError("not a Tern catalog"));
         }
-        if d.u16()? != CATALOG_FORMAT {
+        let format = d.u16()?;
+        if !(1..=CATALOG_FORMAT).contains(&format) {
             return Err(DecodeError("unknown catalog format version"));
         }
         let mut c =
@@ -650,7 +695,7 @@ impl Catalog {
         }
         let nt = d.len(1 << 20)?;
         for _ in 0..nt {
-            let t = Table::decode(&mut d)?;
+            let t = Table::decode_format(&mut d, format)?;
             c.tables.insert(t.id, t);
         }
         let na = d.len(1 << 20)?;
@@ -705,6 +750,52 @@ mod tests {
         assert_eq!(Catalog::decode(&buf).unwrap(), c);
         assert!(Catalog::decode(&buf[..buf.len() - 1]).is_err());
         assert!(Catalog::decode(b"garbage!").is_err());
+    }
+
+    /// ENUM/SET members survive the catalog, and a catalog of format 1 (written before
+    /// members existed) is still read.
+    #[test]
+    fn members_and_format_1_catalogs() {
+        let mut c = Catalog::new();
+        c.databases.insert("db".into(), Database { name: "db".into() });
+        let mut t = sample_table();
+        t.columns.push(Column {
+            members: Some(Members { set: true, values: vec!["a".into(), "b c".into()] }),
+            ..Column::new("s", ColumnType::VarChar { len: 5 })
+        });
+        c.tables.insert(t.id, t);
+        let mut buf = Vec::new();
+        c.encode(&mut buf);
+        assert_eq!(Catalog::decode(&buf).unwrap(), c);
+        // Format 1: no member tag after each column's default.
+        let mut c1 = Catalog::new();
+        c1.tables.insert(7, sample_table());
+        let mut v2 = Vec::new();
+        c1.encode(&mut v2);
+        let mut v1 = Vec::new();
+        let mut pos = 0;
+        for col in &sample_table().columns {
+            let name = v2[pos..].windows(col.name.len() + 1).position(|w| &w[1..] == col.name.as_bytes()).unwrap()
+                + pos
+                + 1
+                + col.name.len();
+            // type (9), nullable, auto_increment, hidden, default (tag and value)
+            let mut after = name + 9 + 3;
+            after += match &col.default {
+                None => 1,
+                Some(v) => {
+                    let mut b = Vec::new();
+                    v.encode(&mut Enc::new(&mut b));
+                    1 + b.len()
+                }
+            };
+            assert_eq!(v2[after], 0, "no members");
+            v1.extend_from_slice(&v2[pos..after]);
+            pos = after + 1;
+        }
+        v1.extend_from_slice(&v2[pos..]);
+        v1[4..6].copy_from_slice(&1u16.to_le_bytes());
+        assert_eq!(Catalog::decode(&v1).unwrap(), c1);
     }
 
     #[test]

@@ -193,7 +193,8 @@ impl Value {
             Value::Date(d) => time::format_date(d),
             Value::Time(t) => time::format_time(t, fsp_of(ty)),
             Value::DateTime(t) | Value::Timestamp(t) => time::format_datetime(t, fsp_of(ty)),
-            Value::Year(y) => y.to_string(),
+            // MySQL prints YEAR with four digits (0000 for the zero year).
+            Value::Year(y) => format!("{y:04}"),
             Value::Bit(b) => b.to_string(),
         })
     }

@@ -6,7 +6,7 @@
 
 use super::ast::{ColumnSpec, CreateTable, Expr, IndexSpec, TypeName};
 use crate::server::SqlError;
-use tern_types::schema::{HIDDEN_ROWID, Index, Ttl};
+use tern_types::schema::{HIDDEN_ROWID, Index, Members, Ttl};
 use tern_types::value::coerce;
 use tern_types::{Column, ColumnType, Table, Value};
 
@@ -82,7 +82,13 @@ pub fn column_type(t: &TypeName) -> Result<ColumnType, SqlError> {
             }
             C::Bit { bits: b as u8 }
         }
-        "ENUM" | "SET" | "GEOMETRY" | "POINT" => {
+        // Stored as text of the longest value (see `members`).
+        "ENUM" => C::VarChar { len: t.args.iter().map(|a| a.chars().count() as u32).max().unwrap_or(0).max(1) },
+        "SET" => C::VarChar {
+            len: (t.args.iter().map(|a| a.chars().count() as u32 + 1).sum::<u32>()).saturating_sub(1).max(1),
+        },
+        "GEOMETRY" | "POINT" | "LINESTRING" | "POLYGON" | "MULTIPOINT" | "MULTILINESTRING" | "MULTIPOLYGON"
+        | "GEOMETRYCOLLECTION" => {
             return Err(SqlError::new(
                 1235,
                 "42000",
@@ -102,10 +108,56 @@ fn default_value(e: &Expr) -> Result<Option<Value>, SqlError> {
     })
 }
 
+/// The members of an ENUM or SET type, checked as MySQL does (1291 for a duplicate, 1097 for a
+/// SET of more than 64, 1234 for a comma in a SET member).
+fn members(c: &ColumnSpec) -> Result<Option<Members>, SqlError> {
+    let set = match c.ty.name.as_str() {
+        "ENUM" => false,
+        "SET" => true,
+        _ => return Ok(None),
+    };
+    let values = c.ty.args.clone();
+    if values.is_empty() {
+        return Err(bad_type(&c.ty));
+    }
+    for (i, v) in values.iter().enumerate() {
+        if values[..i].iter().any(|w| w.eq_ignore_ascii_case(v)) {
+            return Err(SqlError::new(
+                1291,
+                "HY000",
+                format!("Column '{}' has duplicated value '{v}' in {}", c.name, c.ty.name),
+            ));
+        }
+        if set && v.contains(',') {
+            return Err(SqlError::new(1367, "22007", format!("Illegal set '{v}' value found during parsing")));
+        }
+    }
+    if set && values.len() > 64 {
+        return Err(SqlError::new(1097, "HY000", format!("Too many strings for column {} and SET", c.name)));
+    }
+    if values.len() > tern_types::schema::ENUM_MEMBERS_MAX {
+        return Err(SqlError::new(1097, "HY000", format!("Too many strings for column {} and ENUM", c.name)));
+    }
+    Ok(Some(Members { set, values }))
+}
+
+/// The type as SHOW CREATE TABLE / SHOW COLUMNS print it, ENUM and SET with their members.
+pub fn column_type_text(c: &Column) -> String {
+    match &c.members {
+        Some(m) => format!(
+            "{}({})",
+            if m.set { "set" } else { "enum" },
+            m.values.iter().map(|v| format!("'{}'", v.replace('\'', "''"))).collect::<Vec<_>>().join(",")
+        ),
+        None => type_text(c.ty),
+    }
+}
+
 /// A column definition as Tern stores it.
 pub fn column(c: &ColumnSpec) -> Result<Column, SqlError> {
     let ty = column_type(&c.ty)?;
     let mut col = Column::new(&c.name, ty);
+    col.members = members(c)?;
     if c.ty.name == "SERIAL" {
         col.nullable = false;
         col.auto_increment = true;
@@ -124,8 +176,12 @@ pub fn column(c: &ColumnSpec) -> Result<Column, SqlError> {
             }
             Some(Value::Null) => {}
             Some(v) => {
-                let v = coerce(ty, v)
-                    .map_err(|_| SqlError::new(1067, "42000", format!("Invalid default value for '{}'", c.name)))?;
+                let v = match &col.members {
+                    Some(m) => super::write::member_value(m, v),
+                    None => coerce(ty, v).ok(),
+                };
+                let v =
+                    v.ok_or_else(|| SqlError::new(1067, "42000", format!("Invalid default value for '{}'", c.name)))?;
                 col.default = Some(v);
             }
             None => {}
@@ -360,7 +416,7 @@ pub fn default_text(c: &Column) -> Option<String> {
 pub fn show_create(t: &Table) -> String {
     let mut lines = Vec::new();
     for c in t.columns.iter().filter(|c| !c.hidden) {
-        let mut l = format!("  {} {}", quote(&c.name), type_text(c.ty));
+        let mut l = format!("  {} {}", quote(&c.name), column_type_text(c));
         if !c.nullable {
             l.push_str(" NOT NULL");
         }

@@ -12,6 +12,44 @@ use tern_types::{ColumnType, Value};
 
 pub type EResult<T> = Result<T, SqlError>;
 
+/// MySQL's relaxed date and time syntax: any punctuation character may separate the parts of a
+/// date or a time ('2012^12^31 11*30*45', '1111:11:11'); the result uses '-' and ':' (and keeps
+/// a fraction after '.'). None when `b` is not of that shape (the caller then uses it as is).
+pub fn relaxed_datetime(b: &[u8]) -> Option<Vec<u8>> {
+    let s = std::str::from_utf8(b).ok()?.trim();
+    let (date, time) = match s.find([' ', 'T']) {
+        Some(i) => (&s[..i], Some(s[i + 1..].trim_start())),
+        None => (s, None),
+    };
+    let parts = |t: &str| -> Option<Vec<String>> {
+        let v: Vec<String> =
+            t.split(|c: char| c.is_ascii_punctuation()).filter(|p| !p.is_empty()).map(str::to_string).collect();
+        (v.iter().all(|p| p.bytes().all(|c| c.is_ascii_digit()))).then_some(v)
+    };
+    let d = parts(date)?;
+    if d.len() != 3 || !date.contains(|c: char| c.is_ascii_punctuation()) {
+        return None;
+    }
+    let mut out = format!("{}-{}-{}", d[0], d[1], d[2]);
+    if let Some(t) = time {
+        let (hms, frac) = match t.rfind('.') {
+            Some(i) if t[..i].matches(|c: char| c.is_ascii_punctuation()).count() >= 2 => (&t[..i], Some(&t[i + 1..])),
+            _ => (t, None),
+        };
+        let p = parts(hms)?;
+        if p.is_empty() || p.len() > 3 {
+            return None;
+        }
+        out.push(' ');
+        out.push_str(&p.join(":"));
+        if let Some(f) = frac {
+            out.push('.');
+            out.push_str(f);
+        }
+    }
+    Some(out.into_bytes())
+}
+
 /// Longest string a function may return (MySQL's default max_allowed_packet).
 pub const VALUE_BYTES_MAX: usize = 64 << 20;
 
@@ -648,6 +686,33 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
     };
     let bytes = |b: Vec<u8>| Ok(Value::Bytes(b));
     match name {
+        // Planner-made (not callable from SQL): the sort value of an ENUM (member number) or a
+        // SET (bit mask of members) column: MEMBER_INDEX(value, is_set, member...).
+        // Planner-made: the `n` big-endian bytes of a BIT value: BIT_BYTES(value, n).
+        "BIT_BYTES" => {
+            let n = arg_int(args, 1).unwrap_or(8).clamp(1, 8) as usize;
+            match &args[0] {
+                Value::Null => Ok(Value::Null),
+                v => {
+                    let x = to_i128(v).unwrap_or(0) as u64;
+                    bytes(x.to_be_bytes()[8 - n..].to_vec())
+                }
+            }
+        }
+        "MEMBER_INDEX" => {
+            let Some(v) = t(0) else { return Ok(Value::Null) };
+            let members = &args[2..];
+            let pos = |p: &[u8]| members.iter().position(|m| matches!(m, Value::Bytes(b) if b == p));
+            if arg_int(args, 1) == Some(1) {
+                let mut mask = 0u64;
+                for part in v.split(|&c| c == b',').filter(|p| !p.is_empty()) {
+                    mask |= pos(part).map(|i| 1u64 << i.min(63)).unwrap_or(0);
+                }
+                Ok(Value::UInt(mask))
+            } else {
+                Ok(Value::Int(pos(&v).map(|i| i as i64 + 1).unwrap_or(0)))
+            }
+        }
         "CONCAT" => {
             if null_in {
                 return Ok(Value::Null);

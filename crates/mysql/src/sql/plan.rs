@@ -199,8 +199,51 @@ impl Scope<'_> {
         })
     }
 
+    /// The table column at row position `c`.
+    fn column(&self, c: usize) -> Option<&tern_types::Column> {
+        self.tables.iter().rev().find(|(_, _, off)| *off <= c).and_then(|(_, h, off)| h.table.columns.get(c - off))
+    }
+
     fn width(&self) -> usize {
         self.tables.last().map(|(_, h, off)| off + h.table.columns.len()).unwrap_or(0)
+    }
+}
+
+/// String functions whose BIT(n) column arguments are their bytes (not their number).
+const BIT_AS_BYTES: &[&str] = &[
+    "TO_BASE64",
+    "LENGTH",
+    "OCTET_LENGTH",
+    "CONCAT",
+    "CONCAT_WS",
+    "SUBSTRING",
+    "SUBSTR",
+    "MID",
+    "LEFT",
+    "RIGHT",
+    "REVERSE",
+    "LPAD",
+    "RPAD",
+    "MD5",
+    "SHA1",
+    "SHA",
+    "SHA2",
+    "REPEAT",
+    "INSTR",
+    "LOCATE",
+];
+
+/// ORDER BY an ENUM or SET column sorts by member number (or bit mask), as MySQL does, not by
+/// the stored text.
+fn member_order(scope: &Scope, x: X) -> X {
+    let X::Col(c) = x else { return x };
+    match scope.column(c).and_then(|col| col.members.as_ref()) {
+        Some(m) => {
+            let mut args = vec![X::Col(c), X::Lit(Value::Int(m.set as i64))];
+            args.extend(m.values.iter().map(|v| X::Lit(Value::Bytes(v.clone().into_bytes()))));
+            X::Func("MEMBER_INDEX".into(), args)
+        }
+        None => x,
     }
 }
 
@@ -326,9 +369,12 @@ impl Compiler<'_, '_> {
                     let d = self.x(&args[0])?;
                     return Ok(X::DateAdd(Box::new(d), Box::new(n), unit, sign));
                 }
-                let xs: Vec<X> = args.iter().map(|a| self.x(a)).collect::<Result<_, _>>()?;
+                let mut xs: Vec<X> = args.iter().map(|a| self.x(a)).collect::<Result<_, _>>()?;
                 // Unknown functions fail at compile time, not per row.
                 check_function(name, xs.len())?;
+                if BIT_AS_BYTES.contains(&name.as_str()) {
+                    xs = xs.into_iter().map(|x| self.bit_bytes(x)).collect();
+                }
                 X::Func(name.clone(), xs)
             }
             Expr::Case { operand, whens, else_ } => X::Case(
@@ -342,12 +388,28 @@ impl Compiler<'_, '_> {
                     None => None,
                 },
             ),
-            Expr::Cast { e, ty } => X::Cast(Box::new(self.x(e)?), *ty),
+            Expr::Cast { e, ty } => {
+                let x = self.x(e)?;
+                let x = if matches!(ty, CastTy::Binary | CastTy::Char) { self.bit_bytes(x) } else { x };
+                X::Cast(Box::new(x), *ty)
+            }
             Expr::Interval { .. } => {
                 return Err(SqlError::new(1064, "42000", "You have an error in your SQL syntax near 'INTERVAL'"));
             }
             Expr::Default => return Err(SqlError::new(1064, "42000", "DEFAULT is only allowed in VALUES and SET")),
         })
+    }
+
+    /// A BIT(n) column read as a string: its ceil(n/8) bytes, big-endian (MariaDB does so for
+    /// TO_BASE64, LENGTH, CONCAT, CAST AS BINARY...; HEX and arithmetic see the number).
+    fn bit_bytes(&self, x: X) -> X {
+        let X::Col(c) = x else { return x };
+        match self.scope.column(c).map(|col| col.ty) {
+            Some(tern_types::ColumnType::Bit { bits }) => {
+                X::Func("BIT_BYTES".into(), vec![X::Col(c), X::Lit(Value::Int((bits as i64 + 7) / 8))])
+            }
+            _ => x,
+        }
     }
 
     fn sub(&mut self, q: &Select) -> Result<usize, SqlError> {
@@ -786,8 +848,13 @@ fn or_ranges(x: &X, off: usize, n: usize) -> Option<(usize, Vec<Range>)> {
 /// Column metadata of a table column.
 pub fn column_def(h: &TableHandle, c: usize, alias: &str, name: &str) -> ColumnDef {
     let col = &h.table.columns[c];
-    let (t, len, dec, binary) = proto_type(col.ty);
+    let (mut t, len, dec, binary) = proto_type(col.ty);
     let mut flags = 0;
+    if let Some(m) = &col.members {
+        // MySQL sends ENUM and SET columns as MYSQL_TYPE_STRING with ENUM_FLAG / SET_FLAG.
+        t = proto::ty::STRING;
+        flags |= if m.set { flag::SET } else { flag::ENUM };
+    }
     if !col.nullable {
         flags |= flag::NOT_NULL;
     }
@@ -1099,7 +1166,7 @@ pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<Se
             Ok(x) => x,
             Err(err) => return Err(err),
         };
-        order.push((x, *desc));
+        order.push((member_order(&scope, x), *desc));
     }
     cx.clause = "group statement";
     let saved = cx.aggs.take();
@@ -1408,7 +1475,7 @@ pub fn plan_modify(
             .column_index(c)
             .ok_or_else(|| SqlError::new(1054, "42S22", format!("Unknown column '{c}' in 'field list'")))?;
         let x = match e {
-            Expr::Default => X::Lit(h.table.columns[col].default.clone().unwrap_or(Value::Null)),
+            Expr::Default => X::Lit(super::write::default_of(&h.table.columns[col])),
             e => cx.x(e)?,
         };
         set_x.push((col as u16, x));
@@ -1463,7 +1530,7 @@ pub fn plan_insert(ins: &Insert, cat: &dyn Catalog, db: Option<&str>) -> Result<
     let empty = Scope { tables: Vec::new() };
     let mut cx =
         Compiler { scope: &empty, cat, db, aggs: None, subs: Vec::new(), clause: "field list", insert_target: None };
-    let default_of = |c: usize| X::Lit(h.table.columns[c].default.clone().unwrap_or(Value::Null));
+    let default_of = |c: usize| X::Lit(super::write::default_of(&h.table.columns[c]));
     let mut rows = Vec::new();
     let mut select = None;
     match &ins.source {

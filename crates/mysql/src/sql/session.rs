@@ -1139,7 +1139,7 @@ impl Session {
                         return Err(SqlError::new(1060, "42S21", format!("Duplicate column name '{}'", spec.name)));
                     }
                     let c = ddl::column(spec)?;
-                    if !c.nullable && c.default.is_none() && implicit_default(c.ty).is_none() {
+                    if !c.nullable && c.default.is_none() && c.members.is_none() && implicit_default(c.ty).is_none() {
                         return Err(SqlError::new(1138, "22004", "Invalid use of NULL value"));
                     }
                     def.columns.push(c);
@@ -1205,6 +1205,9 @@ impl Session {
             .columns
             .iter()
             .map(|c| {
+                if c.members.is_some() {
+                    return write::default_of(c);
+                }
                 c.default
                     .clone()
                     .or_else(|| if c.nullable { None } else { implicit_default(c.ty) })
@@ -1353,7 +1356,7 @@ impl Session {
                     let key = ddl::column_key(t, i);
                     let mut r = vec![
                         Value::Bytes(c.name.clone().into_bytes()),
-                        Value::Bytes(ddl::type_text(c.ty).into_bytes()),
+                        Value::Bytes(ddl::column_type_text(c).into_bytes()),
                     ];
                     if *full {
                         r.push(if c.ty.is_text() { s("utf8mb4_bin") } else { Value::Null });
