@@ -189,10 +189,10 @@ pub fn rows(cat: &Catalog, name: &str) -> Vec<Vec<Value>> {
                         Value::UInt(i as u64 + 1),
                         ddl::default_text(c).map(|d| Value::Bytes(d.into_bytes())).unwrap_or(Value::Null),
                         s(if c.nullable { "YES" } else { "NO" }),
-                        s(match &c.members {
-                            Some(m) if m.set => "set",
-                            Some(_) => "enum",
-                            None => &data_type(c.ty),
+                        s(&match &c.members {
+                            Some(m) if m.set => "set".to_string(),
+                            Some(_) => "enum".to_string(),
+                            None => data_type(c.ty),
                         }),
                         len,
                         prec,
