@@ -89,7 +89,7 @@ pub fn parse_value(col: &Column, v: &Json, key: bool) -> Result<Value, RestError
         T::Decimal { .. } => match v {
             Json::Number(n) => Value::Bytes(n.to_string().into_bytes()),
             Json::String(s) => Value::Bytes(s.clone().into_bytes()),
-            _ => return Err(wrong_decimal(ty)),
+            _ => return Err(wrong_decimal(ty, col)),
         },
         T::Char { len } | T::VarChar { len } => {
             let s = v.as_str().ok_or_else(|| wrong_type(col))?;
@@ -125,15 +125,20 @@ pub fn parse_value(col: &Column, v: &Json, key: bool) -> Result<Value, RestError
         T::Char { .. } | T::VarChar { .. } | T::Text => {
             RestError::bad_request(format!("Invalid column data. {}. Column: {}", e.message, col.name))
         }
-        T::Decimal { .. } => wrong_decimal(ty),
+        T::Decimal { .. } => wrong_decimal(ty, col),
         T::Year if key => year_error(col),
         _ => wrong_type(col),
     })
 }
 
-fn wrong_decimal(ty: ColumnType) -> RestError {
-    let ColumnType::Decimal { precision, scale } = ty else { unreachable!("decimal column") };
-    RestError::bad_request(format!("Wrong data type. Expecting Decimal with Precision: {precision} and Scale: {scale}"))
+/// rdrs2 names a DECIMAL's precision and scale, not the column.
+fn wrong_decimal(ty: ColumnType, col: &Column) -> RestError {
+    match ty {
+        ColumnType::Decimal { precision, scale } => RestError::bad_request(format!(
+            "Wrong data type. Expecting Decimal with Precision: {precision} and Scale: {scale}"
+        )),
+        _ => wrong_type(col),
+    }
 }
 
 /// An integer (or YEAR) from a JSON number or a decimal string.
