@@ -177,12 +177,16 @@ pub struct RestOptions {
     pub idle_timeout: std::time::Duration,
     /// Time allowed to receive a request's head (from its first byte), and again its body.
     pub header_read_timeout: std::time::Duration,
+    /// Bytes of request bodies all connections may hold at once; a request beyond it is 503.
+    pub body_memory_max: usize,
 }
 
 /// Default cap on open REST connections.
 pub const MAX_CONNECTIONS_DEFAULT: usize = 10_000;
 /// Default keep-alive idle timeout.
 pub const IDLE_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Default memory for request bodies in flight (256 MiB: 256 bodies of the default 1 MiB limit).
+pub const BODY_MEMORY_MAX_DEFAULT: usize = 256 << 20;
 /// Default time to receive a request's head (and, separately, its body).
 pub const HEADER_READ_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -203,6 +207,7 @@ impl Default for RestOptions {
             max_connections: MAX_CONNECTIONS_DEFAULT,
             idle_timeout: IDLE_TIMEOUT_DEFAULT,
             header_read_timeout: HEADER_READ_TIMEOUT_DEFAULT,
+            body_memory_max: BODY_MEMORY_MAX_DEFAULT,
         }
     }
 }

@@ -14,6 +14,10 @@
 //! make it `Sync`). hyper's own `header_read_timeout` is not used: its clock starts when hyper
 //! begins waiting for a head, so it cannot tell a quiet keep-alive connection from a slow head.
 //!
+//! Request bodies in flight share one memory budget (`BodyBudget`): a request whose body would
+//! exceed it is answered 503 at once, so the open connections cannot together hold more than the
+//! budget in bodies (without it: `max_connections` × `ReqBufferSize`).
+//!
 //! A connection over the cap gets `503 Service Unavailable` with a short text and is closed
 //! after its input is drained (closing with unread input would reset the connection and could
 //! destroy the answer). At most `REJECTING_MAX` such answers linger at once; beyond that the
@@ -230,6 +234,50 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 }
 
+/// Bytes of request bodies in flight, against a budget.
+pub struct BodyBudget {
+    used: AtomicU64,
+    max: u64,
+}
+
+/// One request's share of the body budget, given back when dropped.
+pub struct BodyShare<'a> {
+    budget: &'a BodyBudget,
+    n: u64,
+}
+
+impl Drop for BodyShare<'_> {
+    fn drop(&mut self) {
+        if self.n > 0 {
+            self.budget.used.fetch_sub(self.n, Ordering::AcqRel);
+        }
+    }
+}
+
+impl BodyBudget {
+    pub fn new(max: usize) -> BodyBudget {
+        BodyBudget { used: AtomicU64::new(0), max: max as u64 }
+    }
+
+    /// Reserves `n` bytes, or `None` when that would pass the budget.
+    pub fn reserve(&self, n: usize) -> Option<BodyShare<'_>> {
+        let n = n as u64;
+        if n == 0 {
+            return Some(BodyShare { budget: self, n });
+        }
+        let mut cur = self.used.load(Ordering::Relaxed);
+        loop {
+            if cur + n > self.max {
+                return None;
+            }
+            match self.used.compare_exchange_weak(cur, cur + n, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return Some(BodyShare { budget: self, n }),
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
 /// The answer to a connection over the cap.
 pub fn over_cap_response(max: usize) -> Vec<u8> {
     let body = format!("Too many connections: the REST server serves at most {max} at once\n");
@@ -339,6 +387,19 @@ mod tests {
         }));
         assert_eq!(r, Err::<(), _>("boom".to_string()));
         assert_eq!(rt.block_on(CatchPanic::new(async { 7 })), Ok(7));
+    }
+
+    #[test]
+    fn body_budget_reserves_and_frees() {
+        let b = BodyBudget::new(10);
+        let a = b.reserve(6).expect("room");
+        assert!(b.reserve(5).is_none());
+        let c = b.reserve(4).expect("room");
+        assert!(b.reserve(0).is_some());
+        drop(a);
+        assert!(b.reserve(6).is_some());
+        drop(c);
+        assert!(b.reserve(10).is_some());
     }
 
     #[test]

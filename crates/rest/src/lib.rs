@@ -58,6 +58,7 @@ pub struct RestServer {
     metrics: Arc<Metrics>,
     conns: tern_client::frontend::ConnLimit,
     rejecting: tern_client::frontend::ConnLimit,
+    bodies: conn::BodyBudget,
     over_cap: Arc<Vec<u8>>,
     keys: Option<apikey::ApiKeys>,
     misses: api::MissRefresh,
@@ -81,6 +82,15 @@ fn json(status: u16, body: String) -> Resp {
         .expect("valid response")
 }
 
+/// The bytes a request's body may take: its announced length, the size limit when chunked, and
+/// nothing when announced over the limit (it is refused without being read).
+fn body_share(req: &Request<Incoming>, limit: usize) -> usize {
+    match hyper::body::Body::size_hint(req.body()).exact() {
+        Some(n) => usize::try_from(n).ok().filter(|&n| n <= limit).unwrap_or(0),
+        None => limit,
+    }
+}
+
 fn error(v: Version, e: RestError) -> Resp {
     match v {
         Version::V1 => text(e.status, e.message),
@@ -94,12 +104,14 @@ impl RestServer {
         let conns = tern_client::frontend::ConnLimit::new(opts.max_connections);
         let rejecting = tern_client::frontend::ConnLimit::new(conn::REJECTING_MAX);
         let over_cap = Arc::new(conn::over_cap_response(opts.max_connections));
+        let bodies = conn::BodyBudget::new(opts.body_memory_max.max(opts.req_buffer_size));
         Arc::new(RestServer {
             client,
             opts,
             metrics: Arc::default(),
             conns,
             rejecting,
+            bodies,
             over_cap,
             keys,
             misses: api::MissRefresh::default(),
@@ -197,6 +209,12 @@ impl RestServer {
 
     async fn handle(&self, req: Request<Incoming>) -> Resp {
         let started = Instant::now();
+        // The body's share of the memory budget is held until the answer is made.
+        let Some(_share) = self.bodies.reserve(body_share(&req, self.opts.req_buffer_size)) else {
+            let resp = text(503, "Service Unavailable: too many request bodies in flight, retry later");
+            self.metrics.record("busy", 503, started.elapsed());
+            return resp;
+        };
         let method = req.method().clone();
         let path = req.uri().path().to_string();
         let key = req.headers().get("x-api-key").and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -227,7 +245,7 @@ impl RestServer {
     /// The request body as UTF-8 text (JSON is parsed where its shape is known).
     async fn text_body(&self, req: Request<Incoming>) -> Result<String, RestError> {
         let b = self.body(req).await?;
-        String::from_utf8(b.to_vec())
+        String::from_utf8(Vec::from(b))
             .map_err(|_| RestError::bad_request("Error: the request body is not valid JSON: invalid UTF-8"))
     }
 

@@ -449,3 +449,53 @@ fn a_client_that_never_reads_is_disconnected() {
     assert!(!m.contains("tern_rest_connections_timed_out_total 0\n"), "{m}");
     assert_healthy(port);
 }
+
+/// Request bodies in flight share a memory budget: past it a request is answered 503 at once,
+/// small ones still fit, and the budget frees when the bodies are done.
+#[test]
+fn request_bodies_share_a_memory_budget() {
+    let (_dir, _node, addr) = node_with_table();
+    let port = start_rest(&addr, RestOptions { body_memory_max: (5 << 20) / 2, ..Default::default() });
+    let announce = |n: usize| format!("POST /0.1.0/batch HTTP/1.1\r\nHost: x\r\nContent-Length: {n}\r\n\r\n{{");
+    // Two uploads of 1 MiB that stall after their first byte hold 2 MiB of the 2.5 MiB.
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let mut s = connect(port);
+        s.write_all(announce(1 << 20).as_bytes()).unwrap();
+        slow.push(s);
+    }
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut s = connect(port);
+        s.write_all(announce(1 << 20).as_bytes()).unwrap();
+        let mut r = String::new();
+        let _ = s.read_to_string(&mut r);
+        if r.starts_with("HTTP/1.1 503") {
+            assert!(r.contains("too many request bodies in flight"), "{r}");
+            break;
+        }
+        // The stalled uploads may not have reached the server yet.
+        assert!(Instant::now() < until, "no 503: {r}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let small = r#"{"operations": [{"method": "POST", "relative-url": "db/t/pk-read", "body": {"filters": [{"column": "id0", "value": 1}, {"column": "id1", "value": "k"}]}}]}"#;
+    let req = |body: &str| {
+        format!(
+            "POST /0.1.0/batch HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    assert!(raw(port, req(small).as_bytes()).starts_with("HTTP/1.1 200"));
+    drop(slow);
+    let big = format!("{}{}", &small[..small.len() - 1], " ".repeat(900_000) + "}");
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = raw(port, req(&big).as_bytes());
+        if r.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(r.starts_with("HTTP/1.1 503") && Instant::now() < until, "{}", &r[..r.len().min(200)]);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_healthy(port);
+}
