@@ -11,7 +11,7 @@ use tern_redis::RedisOptions;
 fn canonical(cmd: &str, r: Reply) -> Reply {
     let name = cmd.split(' ').next().unwrap_or("").to_lowercase();
     match (name.as_str(), r) {
-        ("hgetall", Reply::Array(Some(v))) => {
+        ("hgetall" | "config", Reply::Array(Some(v))) => {
             let mut pairs: Vec<Vec<Reply>> = v.chunks(2).map(|c| c.to_vec()).collect();
             pairs.sort();
             Reply::Array(Some(pairs.concat()))
@@ -20,6 +20,10 @@ fn canonical(cmd: &str, r: Reply) -> Reply {
             let mut pairs: Vec<Vec<Reply>> = v.chunks(2).map(|c| c.to_vec()).collect();
             pairs.sort();
             Reply::Map(pairs.concat())
+        }
+        ("hkeys" | "hvals" | "keys", Reply::Array(Some(mut v))) => {
+            v.sort();
+            Reply::Array(Some(v))
         }
         (_, r) => r,
     }
@@ -577,4 +581,769 @@ fn glob_patterns_match_redis() {
         assert_eq!(keys(&mut t, &pat), keys(&mut p, &pat), "KEYS of {} bytes", pat.len());
     }
     assert!(start.elapsed() < Duration::from_secs(30), "KEYS with many stars took {:?}", start.elapsed());
+}
+
+#[test]
+fn new_string_commands_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "SET g v",
+            "GETEX g",
+            "GETEX g EX 100",
+            "TTL g",
+            "GETEX g PX 200000",
+            "TTL g",
+            "GETEX g PERSIST",
+            "TTL g",
+            "GETEX g EXAT 99999999999",
+            "TTL g",
+            "GETEX g PXAT 1",
+            "EXISTS g",
+            "GETEX nokey EX 10",
+            "GETEX nokey EX 0",
+            "SET g v",
+            "GETEX g EX 0",
+            "GETEX g EX -1",
+            "GETEX g EX x",
+            "GETEX g EX 10 PX 10",
+            "GETEX g PERSIST EX 10",
+            "GETEX g FOO",
+            "GETEX g EX",
+            "HSET gh f v",
+            "GETEX gh",
+            "INCRBYFLOAT f 10.5",
+            "INCRBYFLOAT f 0.1",
+            "INCRBYFLOAT f -5",
+            "SET f 1000",
+            "INCRBYFLOAT f 0.1",
+            "SET f 5.0e3",
+            "INCRBYFLOAT f 2.0e2",
+            "INCRBYFLOAT f 1e300",
+            "INCRBYFLOAT f abc",
+            "INCRBYFLOAT f inf",
+            "INCRBYFLOAT f 1e5000",
+            "INCRBYFLOAT f 0x10",
+            "INCRBYFLOAT f2 -0",
+            "INCRBYFLOAT f3 1e-30",
+            "SET f4 abc",
+            "INCRBYFLOAT f4 1",
+            "INCRBYFLOAT gh 1",
+            "SET f5 3 EX 100",
+            "INCRBYFLOAT f5 1.5",
+            "TTL f5",
+            "SETBIT b 7 1",
+            "SETBIT b 7 0",
+            "SETBIT b 100 1",
+            "GET b",
+            "GETBIT b 100",
+            "GETBIT b 101",
+            "GETBIT b 100000",
+            "GETBIT nokey 5",
+            "SETBIT b -1 1",
+            "SETBIT b x 1",
+            "SETBIT b 4294967296 1",
+            "SETBIT b 1 2",
+            "SETBIT b 1 x",
+            "GETBIT b -1",
+            "SETBIT gh 1 1",
+            "GETBIT gh 1",
+            "SET bc foobar",
+            "BITCOUNT bc",
+            "BITCOUNT bc 0 0",
+            "BITCOUNT bc 1 1",
+            "BITCOUNT bc 1 1 BYTE",
+            "BITCOUNT bc 5 30 BIT",
+            "BITCOUNT bc -3 -1",
+            "BITCOUNT bc -1 -3",
+            "BITCOUNT bc 0 -1 BIT",
+            "BITCOUNT bc 3 1",
+            "BITCOUNT bc 0",
+            "BITCOUNT bc 0 1 FOO",
+            "BITCOUNT bc x 1",
+            "BITCOUNT nokey",
+            "BITCOUNT nokey 0 x",
+            "BITCOUNT gh",
+            "SET l1 ohmytext",
+            "SET l2 mynewtext",
+            "LCS l1 l2",
+            "LCS l1 l2 LEN",
+            "LCS l1 l2 IDX",
+            "LCS l1 l2 IDX MINMATCHLEN 4",
+            "LCS l1 l2 IDX MINMATCHLEN 4 WITHMATCHLEN",
+            "LCS l1 l2 IDX WITHMATCHLEN",
+            "LCS l1 l2 LEN IDX",
+            "LCS l1 l2 FOO",
+            "LCS l1 l2 MINMATCHLEN x",
+            "LCS l1 nokey",
+            "LCS nokey nokey2 IDX",
+            "LCS l1 gh",
+            "LCS l1",
+        ],
+    );
+    // Values past the inline part (8,000 bytes) with the bit commands, LCS and INCRBYFLOAT.
+    let big: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
+    both(&mut p, &mut t, &[b"SET", b"big", &big]);
+    for args in [
+        &[&b"GETBIT"[..], b"big", b"80000"][..],
+        &[b"GETBIT", b"big", b"559999"],
+        &[b"SETBIT", b"big", b"559999", b"1"],
+        &[b"SETBIT", b"big", b"600000", b"1"],
+        &[b"STRLEN", b"big"],
+        &[b"BITCOUNT", b"big"],
+        &[b"BITCOUNT", b"big", b"7000", b"9000"],
+        &[b"BITCOUNT", b"big", b"64000", b"560000", b"BIT"],
+        &[b"GETRANGE", b"big", b"69990", b"70010"],
+        &[b"GETEX", b"big", b"EX", b"100"],
+    ] {
+        both(&mut p, &mut t, args);
+    }
+    let a: Vec<u8> = (0..9000u32).map(|i| b"abcd"[(i % 4) as usize]).collect();
+    let b: Vec<u8> = (0..300u32).map(|i| b"xbdz"[(i % 4) as usize]).collect();
+    both(&mut p, &mut t, &[b"SET", b"la", &a]);
+    both(&mut p, &mut t, &[b"SET", b"lb", &b]);
+    both(&mut p, &mut t, &[b"LCS", b"la", b"lb"]);
+    both(&mut p, &mut t, &[b"LCS", b"la", b"lb", b"IDX", b"MINMATCHLEN", b"2", b"WITHMATCHLEN"]);
+    let num = [b"1".repeat(8100), b".5".to_vec()].concat();
+    both(&mut p, &mut t, &[b"SET", b"fbig", &num]);
+    both(&mut p, &mut t, &[b"INCRBYFLOAT", b"fbig", b"1"]);
+    let num = [b"1".repeat(4000), b".5".to_vec()].concat();
+    both(&mut p, &mut t, &[b"SET", b"fbig", &num]);
+    both(&mut p, &mut t, &[b"INCRBYFLOAT", b"fbig", b"1"]);
+    // LCS's table is bounded by proto-max-bulk-len, as in redis.
+    compare(&mut p, &mut t, &["CONFIG SET proto-max-bulk-len 1048576", "LCS la lb LEN"]);
+}
+
+/// INCRBYFLOAT over many random operands: redis's x87 `long double` digits exactly.
+#[test]
+fn incrbyfloat_digits_match_redis() {
+    use tern_types::rng::{Rng, test_seed};
+    let seed = test_seed();
+    println!("seed {seed} (rerun with TERN_SEED={seed})");
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    let mut rng = Rng::new(seed);
+    for i in 0..300 {
+        let mant = rng.below(1_000_000_000);
+        let frac = rng.below(1000);
+        let exp = rng.below(40) as i64 - 20;
+        let sign = if rng.chance(30) { "-" } else { "" };
+        let v = match i % 3 {
+            0 => format!("{sign}{mant}.{frac}"),
+            1 => format!("{sign}{mant}e{exp}"),
+            _ => format!("{sign}0.{frac:03}{mant}"),
+        };
+        both(&mut p, &mut t, &[b"INCRBYFLOAT", b"acc", v.as_bytes()]);
+        if i % 50 == 0 {
+            both(&mut p, &mut t, &[b"SET", b"acc", b"0"]);
+        }
+    }
+}
+
+#[test]
+fn new_key_commands_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "SET a 1 EX 100",
+            "RENAME a b",
+            "GET a",
+            "GET b",
+            "TTL b",
+            "RENAME nokey x",
+            "RENAME b b",
+            "RENAMENX b b",
+            "SET c 2",
+            "RENAMENX b c",
+            "RENAMENX b d",
+            "RENAME d c",
+            "GET c",
+            "HSET h f v g w",
+            "RENAME h h2",
+            "HGETALL h2",
+            "TYPE h2",
+            "COPY c c2",
+            "GET c2",
+            "COPY c c2",
+            "COPY c c2 REPLACE",
+            "COPY c c",
+            "COPY nokey c3",
+            "COPY c c3 DB 1",
+            "SELECT 1",
+            "GET c3",
+            "SELECT 0",
+            "COPY c c3 DB 99",
+            "COPY c c3 DB x",
+            "COPY c c3 FOO",
+            "COPY h2 h3",
+            "HGETALL h3",
+            "HSET h3 z 1",
+            "HLEN h2",
+            "HLEN h3",
+            "MOVE c 1",
+            "EXISTS c",
+            "SELECT 1",
+            "GET c",
+            "MOVE c 0",
+            "SELECT 0",
+            "GET c",
+            "MOVE c 0",
+            "MOVE nokey 1",
+            "MOVE c 99",
+            "MOVE c x",
+            "SET c again",
+            "SELECT 1",
+            "SET c there",
+            "SELECT 0",
+            "MOVE c 1",
+            "GET c",
+            "MOVE h3 2",
+            "SELECT 2",
+            "HGETALL h3",
+            "SELECT 0",
+            "SET e v",
+            "EXPIRETIME e",
+            "PEXPIRETIME e",
+            "EXPIRETIME nokey",
+            "EXPIREAT e 4000000000",
+            "EXPIRETIME e",
+            "PEXPIRETIME e",
+            "PEXPIREAT e 4000000000123",
+            "PEXPIRETIME e",
+            "EXPIRETIME e",
+            "TYPE e",
+            "RENAME",
+            "COPY c",
+            "MOVE c",
+            "FLUSHDB",
+            "RANDOMKEY",
+            "SET only v",
+            "RANDOMKEY",
+            "FLUSHDB FOO",
+            "FLUSHDB ASYNC",
+            "DBSIZE",
+        ],
+    );
+    // Big values move, copy and rename whole.
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+    both(&mut p, &mut t, &[b"SET", b"big", &big]);
+    for args in [
+        &[&b"COPY"[..], b"big", b"big2"][..],
+        &[b"RENAME", b"big", b"big3"],
+        &[b"MOVE", b"big3", b"1"],
+        &[b"GET", b"big2"],
+        &[b"SELECT", b"1"],
+        &[b"GET", b"big3"],
+        &[b"STRLEN", b"big3"],
+        &[b"COPY", b"big3", b"big4", b"DB", b"0"],
+        &[b"SELECT", b"0"],
+        &[b"GET", b"big4"],
+        &[b"EXISTS", b"big", b"big2", b"big3", b"big4"],
+    ] {
+        both(&mut p, &mut t, args);
+    }
+    // MEMORY USAGE: an integer for a key, nil without one (the sizes differ).
+    let shape = |r: Reply| match r {
+        Reply::Int(n) => n > 0,
+        Reply::Bulk(None) => false,
+        other => panic!("MEMORY USAGE answered {other:?}"),
+    };
+    assert_eq!(shape(t.q("MEMORY USAGE big2")), shape(p.q("MEMORY USAGE big2")));
+    assert_eq!(shape(t.q("MEMORY USAGE nokey")), shape(p.q("MEMORY USAGE nokey")));
+    compare(&mut p, &mut t, &["MEMORY USAGE big2 SAMPLES x", "MEMORY USAGE big2 FOO", "MEMORY FOO"]);
+}
+
+#[test]
+fn new_hash_commands_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "HSETNX h f v",
+            "HSETNX h f w",
+            "HGET h f",
+            "HSETNX h g w",
+            "HSTRLEN h f",
+            "HSTRLEN h nof",
+            "HSTRLEN nokey f",
+            "HKEYS h",
+            "HVALS h",
+            "HKEYS nokey",
+            "HVALS nokey",
+            "HINCRBYFLOAT h n 10.5",
+            "HINCRBYFLOAT h n 0.1",
+            "HINCRBYFLOAT h n -5",
+            "HINCRBYFLOAT h f 1",
+            "HINCRBYFLOAT h n abc",
+            "HINCRBYFLOAT h n inf",
+            "HSET h big 1000",
+            "HINCRBYFLOAT h big 0.1",
+            "HINCRBYFLOAT newh x 3",
+            "HGETALL newh",
+            "SET s v",
+            "HSETNX s f v",
+            "HSTRLEN s f",
+            "HKEYS s",
+            "HVALS s",
+            "HINCRBYFLOAT s f 1",
+            "HRANDFIELD s",
+            "HSCAN s 0",
+            "HRANDFIELD nokey",
+            "HRANDFIELD nokey 5",
+            "HRANDFIELD nokey -5 WITHVALUES",
+            "HRANDFIELD h 0",
+            "HRANDFIELD h x",
+            "HRANDFIELD h 1 FOO",
+            "HRANDFIELD h 1 WITHVALUES x",
+            "HRANDFIELD h -9223372036854775807 WITHVALUES",
+            "HSCAN nokey 0",
+            "HSCAN h x",
+            "HSCAN h 0 COUNT 0",
+            "HSCAN h 0 MATCH",
+            "HSCAN h 0 FOO bar",
+            "HSCAN h 0 TYPE string",
+        ],
+    );
+    // HRANDFIELD: the same shapes and sets, not the same random picks.
+    for c in [&mut p, &mut t] {
+        c.q("HSET r a 1 b 2 c 3 d 4 e 5");
+    }
+    let fields = |c: &mut Conn, cmd: &str| -> Vec<Reply> {
+        let Reply::Array(Some(v)) = c.q(cmd) else { panic!("{cmd}") };
+        v
+    };
+    for c in [&mut p, &mut t] {
+        let one = c.q("HRANDFIELD r");
+        assert!(matches!(&one, Reply::Bulk(Some(f)) if b"abcde".contains(&f[0])), "{one:?}");
+        let mut three = fields(c, "HRANDFIELD r 3");
+        three.sort();
+        three.dedup();
+        assert_eq!(three.len(), 3, "distinct fields");
+        assert_eq!(fields(c, "HRANDFIELD r 10").len(), 5, "at most all fields");
+        assert_eq!(fields(c, "HRANDFIELD r -10").len(), 10, "repeats allowed");
+        let pairs = fields(c, "HRANDFIELD r -7 WITHVALUES");
+        assert_eq!(pairs.len(), 14);
+        for pair in pairs.chunks(2) {
+            let (Reply::Bulk(Some(f)), Reply::Bulk(Some(v))) = (&pair[0], &pair[1]) else { panic!("{pair:?}") };
+            assert_eq!(v[0] - b'0', f[0] - b'a' + 1, "value of its field");
+        }
+        let mut all = fields(c, "HRANDFIELD r 5 WITHVALUES");
+        all.sort();
+        assert_eq!(all.len(), 10);
+    }
+    // HSCAN: the union of the pages equals HGETALL (a hash of 300 fields spans pages in Tern).
+    let mut args: Vec<Vec<u8>> = vec![b"HSET".to_vec(), b"many".to_vec()];
+    for i in 0..300 {
+        args.push(format!("f{i}").into_bytes());
+        args.push(format!("v{i}").into_bytes());
+    }
+    let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+    both(&mut p, &mut t, &refs);
+    let hscan_all = |c: &mut Conn, extra: &[&str]| {
+        let mut pairs = Vec::new();
+        let mut cursor = "0".to_string();
+        for _ in 0..1000 {
+            let mut a: Vec<&[u8]> = vec![b"HSCAN", b"many", cursor.as_bytes()];
+            a.extend(extra.iter().map(|s| s.as_bytes()));
+            let Reply::Array(Some(v)) = c.cmd(&a) else { panic!("HSCAN reply") };
+            let Reply::Bulk(Some(next)) = &v[0] else { panic!("cursor") };
+            let Reply::Array(Some(fv)) = &v[1] else { panic!("fields") };
+            pairs.extend(fv.chunks(2).map(|c| c.to_vec()));
+            cursor = String::from_utf8(next.clone()).unwrap();
+            if cursor == "0" {
+                break;
+            }
+        }
+        pairs.sort();
+        pairs.dedup();
+        pairs
+    };
+    for extra in [&[][..], &["COUNT", "7"][..], &["MATCH", "f1*", "COUNT", "50"][..]] {
+        assert_eq!(hscan_all(&mut t, extra), hscan_all(&mut p, extra), "HSCAN {extra:?}");
+    }
+    // RESP3: HRANDFIELD WITHVALUES answers [field, value] pairs.
+    for c in [&mut p, &mut t] {
+        c.q("HELLO 3");
+    }
+    let pairs = |c: &mut Conn| match c.q("HRANDFIELD r 2 WITHVALUES") {
+        Reply::Array(Some(v)) => {
+            v.iter().map(|x| matches!(x, Reply::Array(Some(p)) if p.len() == 2)).collect::<Vec<_>>()
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(pairs(&mut t), pairs(&mut p));
+}
+
+#[test]
+fn server_commands_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "CONFIG GET maxclients",
+            "CONFIG GET timeout",
+            "CONFIG GET maxmemory",
+            "CONFIG GET appendonly",
+            "CONFIG GET databases",
+            "CONFIG GET MAXMEM*",
+            "CONFIG GET maxmemory-policy hz",
+            "CONFIG SET maxclients 0",
+            "CONFIG SET maxclients abc",
+            "CONFIG SET timeout -1",
+            "CONFIG SET foo 1",
+            "CONFIG SET maxclients 5 maxclients 6",
+            "CONFIG SET maxclients 10 timeout",
+            "CONFIG SET proto-max-bulk-len 100",
+            "CONFIG SET client-query-buffer-limit abc",
+            "CONFIG SET maxclients 500 timeout 7",
+            "CONFIG GET maxclients",
+            "CONFIG GET timeout",
+            "CONFIG SET maxclients 10000 timeout 0",
+            "CONFIG SET client-query-buffer-limit 2mb",
+            "CONFIG GET client-query-buffer-limit",
+            "CONFIG SET client-query-buffer-limit 1gb",
+            "CONFIG SET",
+            "CONFIG GET",
+            "CONFIG REWRITE",
+            "CONFIG RESETSTAT",
+            "CONFIG FOO",
+            "CLIENT KILL 1.2.3.4:5",
+            "CLIENT KILL ID 999999",
+            "CLIENT KILL ID abc",
+            "CLIENT KILL ADDR 1.2.3.4:5",
+            "CLIENT KILL LADDR 1.2.3.4:5",
+            "CLIENT KILL USER nobody",
+            "CLIENT KILL USER default SKIPME yes",
+            "CLIENT KILL SKIPME maybe",
+            "CLIENT KILL TYPE foo",
+            "CLIENT KILL TYPE master",
+            "CLIENT KILL ID",
+            "CLIENT NO-EVICT on",
+            "CLIENT NO-EVICT off",
+            "CLIENT NO-EVICT maybe",
+            "CLIENT NO-EVICT",
+            "CLIENT LIST TYPE foo",
+            "CLIENT LIST ID abc",
+            "CLIENT INFO x",
+            "TIME x",
+            "COMMAND INFO nosuchcommand",
+            "COMMAND FOO",
+        ],
+    );
+    // CONFIG GET * answers every parameter redis-server has.
+    let names = |c: &mut Conn| {
+        let Reply::Array(Some(v)) = c.q("CONFIG GET *") else { panic!("CONFIG GET") };
+        let mut n: Vec<Reply> = v.into_iter().step_by(2).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&mut t), names(&mut p));
+    // TIME: two integers as strings.
+    let time = |c: &mut Conn| match c.q("TIME") {
+        Reply::Array(Some(v)) if v.len() == 2 => {
+            v.iter().all(|x| matches!(x, Reply::Bulk(Some(s)) if s.iter().all(u8::is_ascii_digit)))
+        }
+        other => panic!("TIME {other:?}"),
+    };
+    assert!(time(&mut t) && time(&mut p));
+    // CLIENT LIST / INFO: the same fields in the same order.
+    let fields = |r: Reply| -> Vec<String> {
+        let Reply::Bulk(Some(text)) = r else { panic!("CLIENT reply {r:?}") };
+        let line = String::from_utf8(text).unwrap();
+        let first = line.lines().next().unwrap_or("").to_string();
+        first.split(' ').map(|kv| kv.split('=').next().unwrap().to_string()).collect()
+    };
+    assert_eq!(fields(t.q("CLIENT INFO")), fields(p.q("CLIENT INFO")));
+    assert_eq!(fields(t.q("CLIENT LIST")), fields(p.q("CLIENT LIST")));
+    assert_eq!(fields(t.q("CLIENT LIST TYPE normal")), fields(p.q("CLIENT LIST TYPE normal")));
+    // INFO: the sections and the fields clients read.
+    let info = |c: &mut Conn, section: &str| {
+        let Reply::Bulk(Some(text)) = c.q(&format!("INFO {section}")) else { panic!("INFO") };
+        String::from_utf8(text).unwrap()
+    };
+    for (section, keys) in [
+        ("memory", &["used_memory:", "used_memory_human:", "used_memory_rss:", "maxmemory:0", "mem_allocator:"][..]),
+        ("cpu", &["used_cpu_sys:", "used_cpu_user:"]),
+        (
+            "stats",
+            &["total_connections_received:", "total_commands_processed:", "rejected_connections:", "expired_keys:"],
+        ),
+        ("persistence", &["loading:0", "rdb_bgsave_in_progress:", "aof_enabled:0"]),
+        ("clients", &["connected_clients:", "maxclients:"]),
+        ("server", &["redis_version:", "process_id:", "tcp_port:", "uptime_in_seconds:"]),
+    ] {
+        let (a, b) = (info(&mut t, section), info(&mut p, section));
+        for k in keys {
+            assert!(a.contains(k), "Tern INFO {section} lacks {k}: {a}");
+            assert!(b.contains(k), "redis INFO {section} lacks {k}");
+        }
+    }
+    let headers = |s: String| s.lines().filter(|l| l.starts_with('#')).map(String::from).collect::<Vec<_>>();
+    assert_eq!(headers(info(&mut t, "everything")), headers(info(&mut p, "everything")));
+    assert_eq!(headers(info(&mut t, "")), headers(info(&mut p, "")));
+    // commandstats: calls and time per command.
+    for c in [&mut p, &mut t] {
+        c.q("CONFIG RESETSTAT");
+        c.q("SET k v");
+        c.q("GET k");
+        c.q("GET k");
+        c.q("GET");
+        c.q("HSET k f v");
+    }
+    let stats = |c: &mut Conn| {
+        info(c, "commandstats")
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_get:") || l.starts_with("cmdstat_hset:"))
+            .map(|l| {
+                let calls = l.split(['=', ',']).nth(1).unwrap().to_string();
+                let failed = l.rsplit('=').next().unwrap().to_string();
+                let rejected = l.split("rejected_calls=").nth(1).unwrap().split(',').next().unwrap().to_string();
+                (l.split(':').next().unwrap().to_string(), calls, rejected, failed)
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(stats(&mut t), stats(&mut p));
+    assert!(info(&mut t, "commandstats").contains("usec_per_call="));
+    let errs = |c: &mut Conn| {
+        info(c, "errorstats").lines().filter(|l| l.starts_with("errorstat_")).map(String::from).collect::<Vec<_>>()
+    };
+    assert_eq!(errs(&mut t), errs(&mut p));
+    // COMMAND INFO: redis 7's ten fields.
+    let len = |r: Reply| match r {
+        Reply::Array(Some(v)) => match &v[0] {
+            Reply::Array(Some(e)) => e.len(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(len(t.q("COMMAND INFO get")), len(p.q("COMMAND INFO get")));
+}
+
+/// CLIENT KILL closes the named connection (new and old forms); SKIPME.
+#[test]
+fn client_kill_closes_connections_like_redis() {
+    let (_d, _n, peer, port) = setup();
+    for port in [peer.port, port] {
+        let mut me = Conn::open(port);
+        let mut victim = Conn::open(port);
+        let Reply::Int(id) = victim.q("CLIENT ID") else { panic!("CLIENT ID") };
+        assert_eq!(me.q(&format!("CLIENT KILL ID {id}")), Reply::Int(1));
+        assert!(victim.closed(), "killed by id");
+        let mut victim = Conn::open(port);
+        let Reply::Bulk(Some(info)) = victim.q("CLIENT INFO") else { panic!("CLIENT INFO") };
+        let info = String::from_utf8(info).unwrap();
+        let addr = info.split(' ').find_map(|f| f.strip_prefix("addr=")).unwrap().to_string();
+        assert_eq!(me.q(&format!("CLIENT KILL {addr}")), Reply::Simple("OK".into()));
+        assert!(victim.closed(), "killed by address (old form)");
+        let Reply::Int(mine) = me.q("CLIENT ID") else { panic!("CLIENT ID") };
+        assert_eq!(me.q(&format!("CLIENT KILL ID {mine}")), Reply::Int(0), "SKIPME yes by default");
+        assert_eq!(me.q(&format!("CLIENT KILL ID {mine} SKIPME no")), Reply::Int(1));
+        assert!(me.closed(), "killed itself after the reply");
+    }
+}
+
+/// MULTI/EXEC/DISCARD/WATCH: queueing, errors at queue time (EXECABORT) and at run time (in the
+/// EXEC array), nesting and misuse errors, WATCH conflicts (a write by anyone, an expiry, a
+/// write of the same value), commands that read what earlier queued commands wrote.
+#[test]
+fn transactions_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "MULTI",
+            "MULTI",
+            "WATCH a",
+            "SET a 1",
+            "GET",
+            "FOO",
+            "EXEC",
+            "EXEC",
+            "DISCARD",
+            "UNWATCH",
+            "WATCH",
+            "MULTI x",
+            "DISCARD x",
+            "MULTI",
+            "EXEC",
+            "MULTI",
+            "SET a 1",
+            "INCR a",
+            "HSET a f v",
+            "GET a",
+            "EXEC",
+            "MULTI",
+            "MULTI",
+            "SET n 1",
+            "EXEC",
+            "MULTI",
+            "WATCH n",
+            "SET n 2",
+            "EXEC",
+            "MULTI",
+            "CLIENT FOO",
+            "EXEC",
+            "MULTI",
+            "CONFIG GET",
+            "EXEC",
+            "MULTI",
+            "CONFIG SET foo bar",
+            "CLIENT LIST x",
+            "PING",
+            "ECHO hi",
+            "EXEC",
+            "MULTI",
+            "SET e 1 EX 0",
+            "INCRBY e x",
+            "EXEC",
+            "MULTI",
+            "GET a b",
+            "DISCARD",
+            "GET a",
+            "MULTI",
+            "SET x 1",
+            "DISCARD",
+            "EXISTS x",
+            "MULTI",
+            "INCR c",
+            "INCR c",
+            "GET c",
+            "HSET h f 1",
+            "HGETALL h",
+            "HSET h g 2",
+            "HINCRBY h f 10",
+            "HGETALL h",
+            "HKEYS h",
+            "HLEN h",
+            "HDEL h f",
+            "HGETALL h",
+            "HRANDFIELD h 5 WITHVALUES",
+            "DEL h",
+            "HGETALL h",
+            "EXEC",
+            "MULTI",
+            "SET r 1",
+            "RENAME r r2",
+            "GET r2",
+            "HSET hc a 1",
+            "COPY hc hc2",
+            "HGETALL hc2",
+            "SET m v",
+            "MOVE m 1",
+            "SELECT 1",
+            "GET m",
+            "SELECT 0",
+            "APPEND r2 xyz",
+            "GETRANGE r2 1 2",
+            "SETBIT r2 0 1",
+            "GET r2",
+            "INCRBYFLOAT f 1.5",
+            "GETDEL f",
+            "EXISTS f",
+            "EXEC",
+            "MULTI",
+            "SET fl 1",
+            "FLUSHDB",
+            "GET fl",
+            "EXEC",
+            "DBSIZE",
+            "MULTI",
+            "SELECT 1",
+            "SET x y",
+            "EXEC",
+            "GET x",
+            "SELECT 0",
+            "EXEC x",
+            "MULTI",
+            "SET q 1",
+            "EXEC x",
+            "EXEC",
+            "EXISTS q",
+            "MULTI",
+            "RESET",
+            "EXEC",
+        ],
+    );
+    // WATCH: writes by this connection or another (even of the same value) make EXEC null; a
+    // write that changes nothing (NX on an existing key) does not; DISCARD and UNWATCH forget.
+    let mut p2 = Conn::open(peer.port);
+    let mut t2 = Conn::open(port);
+    let mut watch = |before: &[&str], other: &[&str], expect_null: bool| {
+        for (c, c2) in [(&mut p, &mut p2), (&mut t, &mut t2)] {
+            for line in before {
+                c.q(line);
+            }
+            for line in other {
+                c2.q(line);
+            }
+            c.q("MULTI");
+            c.q("GET w");
+            let r = c.q("EXEC");
+            assert_eq!(r == Reply::Array(None), expect_null, "{before:?} then {other:?}: EXEC answered {r:?}");
+        }
+    };
+    watch(&["SET w 1", "WATCH w"], &["SET w 1"], true);
+    watch(&["SET w 1", "WATCH w"], &["SET w 2"], true);
+    watch(&["SET w 1", "WATCH w", "SET w 5"], &[], true);
+    watch(&["SET w 1", "WATCH w"], &["SET w 2 NX"], false);
+    watch(&["SET w 1", "WATCH w"], &["EXPIRE w 100"], true);
+    watch(&["DEL w", "WATCH w"], &["SET w 1", "DEL w"], true);
+    watch(&["SET w 1", "WATCH w"], &["SET other 1"], false);
+    watch(&["SET w 1", "WATCH w", "UNWATCH"], &["SET w 2"], false);
+    watch(&["DEL w", "HSET w f 1", "WATCH w"], &["HSET w f 2"], true);
+    watch(&["DEL w", "HSET w f 1", "WATCH w"], &["HINCRBY w f 1"], true);
+    watch(&["DEL w", "SET w 1", "WATCH w"], &["RENAME w w2"], true);
+    watch(&["SET w 1", "WATCH w"], &["FLUSHDB"], true);
+    watch(&["DEL w", "WATCH w"], &["FLUSHDB"], false);
+    for c in [&mut p, &mut t] {
+        c.q("SET w 1");
+        c.q("WATCH w");
+        c.q("MULTI");
+        c.q("GET w");
+        c.q("DISCARD");
+        c.q("SET w 2");
+        c.q("MULTI");
+        c.q("GET w");
+        assert_eq!(c.q("EXEC"), Reply::Array(Some(vec![Reply::bulk("2")])), "DISCARD unwatches");
+    }
+    // A watched key that expires before EXEC.
+    for c in [&mut p, &mut t] {
+        c.q("SET ew 1 PX 100");
+        c.q("WATCH ew");
+        c.q("MULTI");
+        c.q("GET ew");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(t.q("EXEC"), p.q("EXEC"));
+    // RESP3 inside EXEC: HELLO 3's map in the array, replies after it in RESP3.
+    for c in [&mut p, &mut t] {
+        c.q("MULTI");
+        c.q("HELLO 3");
+        c.q("HGETALL hc");
+        c.q("GET nokey");
+    }
+    let shape = |r: Reply| match r {
+        Reply::Array(Some(v)) => v.iter().map(std::mem::discriminant).collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(shape(t.q("EXEC")), shape(p.q("EXEC")));
+    // QUIT inside MULTI answers and closes.
+    for c in [&mut p, &mut t] {
+        c.q("HELLO 2");
+    }
+    compare(&mut p, &mut t, &["MULTI", "SET z 1"]);
+    assert_eq!(both(&mut p, &mut t, &[b"QUIT"]), Reply::Simple("OK".into()));
+    assert!(t.closed() && p.closed());
 }

@@ -261,6 +261,33 @@ fn random_commands_and_garbage_do_not_hurt_the_server() {
         "DBSIZE",
         "AUTH",
         "NOPE",
+        "GETEX",
+        "INCRBYFLOAT",
+        "HINCRBYFLOAT",
+        "HSETNX",
+        "HSTRLEN",
+        "HKEYS",
+        "HVALS",
+        "HRANDFIELD",
+        "HSCAN",
+        "RENAME",
+        "RENAMENX",
+        "COPY",
+        "MOVE",
+        "RANDOMKEY",
+        "EXPIRETIME",
+        "PEXPIRETIME",
+        "TIME",
+        "SETBIT",
+        "GETBIT",
+        "BITCOUNT",
+        "LCS",
+        "MEMORY",
+        "MULTI",
+        "EXEC",
+        "DISCARD",
+        "WATCH",
+        "UNWATCH",
     ];
     let words = [
         "k1",
@@ -284,6 +311,16 @@ fn random_commands_and_garbage_do_not_hurt_the_server() {
         "MATCH",
         "COUNT",
         "TYPE",
+        "DB",
+        "REPLACE",
+        "BIT",
+        "BYTE",
+        "IDX",
+        "LEN",
+        "WITHVALUES",
+        "USAGE",
+        "1.5",
+        "inf",
         "*",
         "[",
         "\\",
@@ -303,8 +340,8 @@ fn random_commands_and_garbage_do_not_hurt_the_server() {
                     rng.pick(&words).as_bytes().to_vec()
                 });
             }
-            if name == "SELECT" {
-                args.truncate(1);
+            if name == "SELECT" || name == "MOVE" {
+                args.truncate(1 + (name == "MOVE") as usize);
                 args.push(b"0".to_vec());
             }
             let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
@@ -483,7 +520,7 @@ fn hostile_input_up_to_1_mb_does_not_take_the_server_down() {
     assert!(started.elapsed() < Duration::from_secs(120), "hostile shapes took {:?}", started.elapsed());
 }
 
-const SHAPES: usize = 16;
+const SHAPES: usize = 18;
 
 fn multibulk(args: &[Vec<u8>]) -> Vec<u8> {
     let mut b = format!("*{}\r\n", args.len()).into_bytes();
@@ -550,7 +587,166 @@ fn hostile(shape: usize, size: usize, rng: &mut tern_types::rng::Rng) -> Vec<u8>
             multibulk(&[b"CLIENT".to_vec(), b"SETNAME".to_vec(), filler(size)]),
         ]
         .concat(),
+        // A transaction of many queued commands, then one watching many keys.
+        15 => {
+            let mut b = b"MULTI\r\n".to_vec();
+            // Each queued command is a data-node round trip inside EXEC: at most 5,000 of them.
+            b.extend(b"INCR hostile-counter\r\n".repeat((size / 22).min(5000)));
+            b.extend(b"EXEC\r\n");
+            b
+        }
+        16 => [many_args("WATCH", size, rng), b"MULTI\r\nDEL k1 k2\r\nEXEC\r\n".to_vec()].concat(),
         // Empty commands and blank lines.
         _ => b"*0\r\n\r\n*-1\r\n".repeat(size / 11),
     }
+}
+
+/// MULTI/EXEC is one Tern transaction: concurrent transfers between four keys keep their total,
+/// and every EXEC that reads all four (under the same locks) sees that total.
+#[test]
+fn concurrent_transfers_in_exec_keep_the_total() {
+    let (_d, _n, addr) = start_node(128 << 20);
+    let port = start_tern(&addr, opts());
+    let mut c = Conn::open(port);
+    assert_eq!(c.q("MSET k0 100 k1 100 k2 100 k3 100"), Reply::Simple("OK".into()));
+    let writers: Vec<_> = (0..4u64)
+        .map(|w| {
+            std::thread::spawn(move || {
+                let mut c = Conn::open(port);
+                for i in 0..60u64 {
+                    let (from, to) = ((w + i) % 4, (w + 2 * i + 1) % 4);
+                    if from == to {
+                        continue;
+                    }
+                    assert_eq!(c.q("MULTI"), Reply::Simple("OK".into()));
+                    assert_eq!(c.q(&format!("DECRBY k{from} 3")), Reply::Simple("QUEUED".into()));
+                    assert_eq!(c.q(&format!("INCRBY k{to} 3")), Reply::Simple("QUEUED".into()));
+                    let Reply::Array(Some(r)) = c.q("EXEC") else { panic!("EXEC failed") };
+                    assert!(matches!(r[..], [Reply::Int(_), Reply::Int(_)]), "{r:?}");
+                }
+            })
+        })
+        .collect();
+    let reader = std::thread::spawn(move || {
+        let mut c = Conn::open(port);
+        for _ in 0..60 {
+            c.q("MULTI");
+            for k in 0..4 {
+                c.q(&format!("GET k{k}"));
+            }
+            let Reply::Array(Some(vals)) = c.q("EXEC") else { panic!("EXEC failed") };
+            let sum: i64 = vals
+                .iter()
+                .map(|v| match v {
+                    Reply::Bulk(Some(b)) => String::from_utf8_lossy(b).parse::<i64>().unwrap(),
+                    other => panic!("{other:?}"),
+                })
+                .sum();
+            assert_eq!(sum, 400, "an EXEC saw a transfer half done: {vals:?}");
+        }
+    });
+    writers.into_iter().for_each(|w| w.join().unwrap());
+    reader.join().unwrap();
+    let Reply::Array(Some(vals)) = c.q("MGET k0 k1 k2 k3") else { panic!("MGET") };
+    let sum: i64 = vals
+        .iter()
+        .map(|v| if let Reply::Bulk(Some(b)) = v { String::from_utf8_lossy(b).parse::<i64>().unwrap() } else { 0 })
+        .sum();
+    assert_eq!(sum, 400);
+}
+
+/// WATCH-based optimistic increments from several connections: conflicts answer null, the
+/// retries make every increment count exactly once.
+#[test]
+fn watch_conflicts_retry_to_an_exact_count() {
+    let (_d, _n, addr) = start_node(128 << 20);
+    let port = start_tern(&addr, opts());
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = Conn::open(port);
+                let mut conflicts = 0;
+                for _ in 0..40 {
+                    for attempt in 0.. {
+                        assert!(attempt < 1000, "no progress");
+                        c.q("WATCH counter");
+                        let n = match c.q("GET counter") {
+                            Reply::Bulk(Some(b)) => String::from_utf8_lossy(&b).parse::<i64>().unwrap(),
+                            _ => 0,
+                        };
+                        c.q("MULTI");
+                        c.q(&format!("SET counter {}", n + 1));
+                        match c.q("EXEC") {
+                            Reply::Array(Some(_)) => break,
+                            Reply::Array(None) => conflicts += 1,
+                            other => panic!("EXEC answered {other:?}"),
+                        }
+                    }
+                }
+                conflicts
+            })
+        })
+        .collect();
+    let conflicts: i32 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    println!("{conflicts} WATCH conflicts");
+    assert_eq!(Conn::open(port).q("GET counter"), Reply::bulk("160"));
+}
+
+/// A transaction that fails in the data node (memory full in the middle) leaves nothing: the
+/// writes queued before the failing one are not applied either.
+#[test]
+fn a_failed_exec_leaves_nothing() {
+    let (_d, _n, addr) = start_node(24 << 20);
+    let port = start_tern(&addr, opts());
+    let mut c = Conn::open(port);
+    assert_eq!(c.q("SET keep old"), Reply::Simple("OK".into()));
+    let big = vec![b'x'; 40 << 20];
+    c.q("MULTI");
+    c.q("SET a 1");
+    c.q("SET keep new");
+    assert_eq!(c.cmd(&[b"SET", b"big", &big]), Reply::Simple("QUEUED".into()));
+    c.q("INCR counter");
+    let Reply::Error(e) = c.q("EXEC") else { panic!("a 40 MB value fit in 24 MB") };
+    assert!(e.starts_with("EXECABORT Transaction discarded because of: OOM"), "{e}");
+    assert_eq!(c.q("EXISTS a big counter"), Reply::Int(0));
+    assert_eq!(c.q("GET keep"), Reply::bulk("old"));
+    // The connection and the server go on.
+    c.q("MULTI");
+    c.q("SET a 1");
+    assert_eq!(c.q("EXEC"), Reply::Array(Some(vec![Reply::Simple("OK".into())])));
+}
+
+/// WATCH sees changes made through another Tern API server and through the native client (it
+/// compares the key row under lock at EXEC): a hash field changed elsewhere (its key row's
+/// change counter moves), a string set to another value.
+#[test]
+fn watch_sees_writes_through_other_servers() {
+    let (_d, _n, addr) = start_node(128 << 20);
+    let (a, b) = (start_tern(&addr, opts()), start_tern(&addr, opts()));
+    let (mut ca, mut cb) = (Conn::open(a), Conn::open(b));
+    let exec_after = |ca: &mut Conn, cb: &mut Conn, key: &str, other: &str| {
+        ca.q(&format!("WATCH {key}"));
+        cb.q(other);
+        ca.q("MULTI");
+        ca.q("PING");
+        ca.q("EXEC")
+    };
+    ca.q("HSET h f 1");
+    assert_eq!(exec_after(&mut ca, &mut cb, "h", "HSET h f 2"), Reply::Array(None), "a field changed elsewhere");
+    assert_eq!(exec_after(&mut ca, &mut cb, "h", "HGET h f"), Reply::Array(Some(vec![Reply::Simple("PONG".into())])));
+    ca.q("SET s 1");
+    assert_eq!(exec_after(&mut ca, &mut cb, "s", "SET s 2"), Reply::Array(None));
+    assert_eq!(exec_after(&mut ca, &mut cb, "nokey", "SET nokey 1"), Reply::Array(None), "created elsewhere");
+    // The native client writes the key row directly.
+    let client = Client::connect(&addr).unwrap();
+    let t = client.table("redis_0", "string_keys").unwrap();
+    ca.q("WATCH s");
+    let mut row = client.blocking().execute(vec![t.read(&[Value::Bytes(b"s".to_vec())]).unwrap()]).unwrap();
+    let OpResult::Row(bytes) = row.remove(0) else { panic!("no row") };
+    let mut values = t.decode_row(&bytes).unwrap();
+    values[5] = Value::Bytes(b"3".to_vec());
+    client.blocking().execute(vec![t.write(&values).unwrap()]).unwrap();
+    ca.q("MULTI");
+    ca.q("GET s");
+    assert_eq!(ca.q("EXEC"), Reply::Array(None), "a native-client write");
 }

@@ -7,8 +7,9 @@
 
 use super::keys::{cursor_arg, keep_cursor, random_rng, scan_options};
 use super::strings::{add_float, bulk_or_null};
-use super::{CR, Cx, Fail, OVERFLOW, Pace, SYNTAX, bump, check_key, err, fail, int_arg, is, row_of};
+use super::{CR, Cx, Fail, NOT_FLOAT, OVERFLOW, Pace, SYNTAX, bump, check_key, err, fail, int_arg, is, row_of};
 use crate::db::{self, Db, HASH_VALUE_MAX, KEY_MAX, Meta};
+use crate::ldouble::{LDouble, Parsed};
 use crate::resp::{self, parse_int};
 use crate::{Server, Session};
 use std::collections::HashSet;
@@ -258,6 +259,12 @@ impl Server {
     /// HINCRBYFLOAT: the sum in redis's `long double`, written back as the field's string.
     async fn hincrbyfloat(&self, cx: &mut Cx, db: &Arc<Db>, key: &[u8], field: &[u8], by: &[u8]) -> CR<Vec<u8>> {
         check_key(field)?;
+        // The increment is checked before the key (redis refuses an infinite one here).
+        match LDouble::parse(by) {
+            Parsed::Num(_) => {}
+            Parsed::Inf => return fail("ERR value is NaN or Infinity"),
+            Parsed::Bad => return fail(NOT_FLOAT),
+        }
         let (mut meta, existed) = self.hash_for_write(cx, db, key).await?;
         let fk = db::field_key(field, meta.id);
         let cur = if existed {

@@ -20,10 +20,11 @@ const SECTIONS: &[(&str, bool)] = &[
     ("replication", true),
     ("cpu", true),
     ("modules", true),
+    ("commandstats", false),
     ("errorstats", true),
+    ("latencystats", false),
     ("cluster", true),
     ("keyspace", true),
-    ("commandstats", false),
 ];
 
 fn human(bytes: u64) -> String {
@@ -437,6 +438,8 @@ impl Server {
                 }
             }
             "cluster" => t.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
+            // Tern keeps no latency histograms per command (yet): the section is empty.
+            "latencystats" => t.push_str("# Latencystats\r\n"),
             "commandstats" => {
                 t.push_str("# Commandstats\r\n");
                 for (i, c) in COMMANDS.iter().enumerate() {
