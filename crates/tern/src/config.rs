@@ -203,6 +203,9 @@ pub struct RestToml {
     /// Milliseconds to receive a request's head from its first byte, and again its body
     /// (default 30000).
     pub header_read_timeout_ms: Option<u64>,
+    /// Request bodies all connections may hold at once ("256M", the default); beyond it a
+    /// request is answered 503.
+    pub max_body_memory: Option<Size>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -243,6 +246,9 @@ impl ApiToml {
         }
         if let Some(v) = r.header_read_timeout_ms {
             o.header_read_timeout = ms("header_read_timeout_ms", v)?;
+        }
+        if let Some(m) = &r.max_body_memory {
+            o.body_memory_max = usize::try_from(m.bytes().context("[rest] max_body_memory")?).unwrap_or(usize::MAX);
         }
         Ok(())
     }
@@ -297,14 +303,16 @@ mod api_toml_tests {
 
     #[test]
     fn rest_table_overrides_and_checks() {
-        let t: ApiToml =
-            toml::from_str("[rest]\nmax_connections = 5\nidle_timeout_ms = 1500\nheader_read_timeout_ms = 700\n")
-                .unwrap();
+        let t: ApiToml = toml::from_str(
+            "[rest]\nmax_connections = 5\nidle_timeout_ms = 1500\nheader_read_timeout_ms = 700\nmax_body_memory = \"64M\"\n",
+        )
+        .unwrap();
         let mut o = tern_rest::config::RestOptions::default();
         t.apply_rest(&mut o).unwrap();
         assert_eq!(o.max_connections, 5);
         assert_eq!(o.idle_timeout, std::time::Duration::from_millis(1500));
         assert_eq!(o.header_read_timeout, std::time::Duration::from_millis(700));
+        assert_eq!(o.body_memory_max, 64 << 20);
         let d = tern_rest::config::RestOptions::default();
         assert_eq!((d.max_connections, d.idle_timeout.as_secs(), d.header_read_timeout.as_secs()), (10_000, 60, 30));
         let zero: ApiToml = toml::from_str("[rest]\nmax_connections = 0\n").unwrap();
