@@ -223,6 +223,10 @@ pub struct RedisToml {
     pub max_pending: Option<Size>,
     /// How often expired keys are purged.
     pub purge_interval_ms: Option<u64>,
+    /// Open connections at most (redis-server's `maxclients`, default 10000).
+    pub max_clients: Option<usize>,
+    /// Seconds a connection may stay idle (redis-server's `timeout`; 0, the default: forever).
+    pub timeout_s: Option<u64>,
 }
 
 impl ApiToml {
@@ -293,6 +297,15 @@ impl ApiToml {
         if let Some(ms) = r.purge_interval_ms {
             o.purge_interval = std::time::Duration::from_millis(ms.max(10));
         }
+        if let Some(n) = r.max_clients {
+            if n == 0 {
+                bail!("[redis] max_clients must be at least 1");
+            }
+            o.max_clients = n;
+        }
+        if let Some(s) = r.timeout_s {
+            o.timeout = std::time::Duration::from_secs(s.min(i32::MAX as u64));
+        }
         Ok(true)
     }
 }
@@ -324,7 +337,7 @@ mod api_toml_tests {
     #[test]
     fn redis_table_overrides_and_unknown_keys_are_named() {
         let t: ApiToml = toml::from_str(
-            "[redis]\nlisten = \"127.0.0.1:7000\"\ndatabases = 4\ndirty_incr_decr = [1, 3]\nmax_pending = \"64M\"\n",
+            "[redis]\nlisten = \"127.0.0.1:7000\"\ndatabases = 4\ndirty_incr_decr = [1, 3]\nmax_pending = \"64M\"\nmax_clients = 50\ntimeout_s = 300\n",
         )
         .unwrap();
         let mut o = tern_redis::RedisOptions::default();
@@ -333,6 +346,10 @@ mod api_toml_tests {
         assert_eq!(o.databases, 4);
         assert_eq!(o.dirty_incr, vec![false, true, false, true]);
         assert_eq!(o.max_pending, 64 << 20);
+        assert_eq!(o.max_clients, 50);
+        assert_eq!(o.timeout, std::time::Duration::from_secs(300));
+        let none: ApiToml = toml::from_str("[redis]\nmax_clients = 0\n").unwrap();
+        assert!(none.apply_redis(&mut tern_redis::RedisOptions::default()).is_err());
         let bad: ApiToml = toml::from_str("[redis]\ndirty_incr_decr = [99]\n").unwrap();
         assert!(bad.apply_redis(&mut tern_redis::RedisOptions::default()).is_err());
         let e = toml::from_str::<ApiToml>("[redis]\nport = 1\n").unwrap_err().to_string();
