@@ -399,13 +399,7 @@ fn parse_dec(neg: bool, s: &[u8]) -> Option<Option<LDouble>> {
         if s[i] != b'e' {
             return None;
         }
-        let e = std::str::from_utf8(&s[i + 1..]).ok()?;
-        let e = e.strip_prefix('+').unwrap_or(e);
-        if e.is_empty() || !e.trim_start_matches('-').bytes().all(|c| c.is_ascii_digit()) || e.starts_with("--") {
-            return None;
-        }
-        let v: i64 = e.parse().unwrap_or(if e.starts_with('-') { -100_000 } else { 100_000 });
-        exp10 = exp10.saturating_add(v.clamp(-100_000, 100_000));
+        exp10 = exp10.saturating_add(exponent(&s[i + 1..])?);
     }
     if digits.is_zero() {
         return Some(Some(LDouble { neg, mant: 0, exp: 0 }));
@@ -430,11 +424,7 @@ fn parse_dec(neg: bool, s: &[u8]) -> Option<Option<LDouble>> {
         let (q, sticky) = digits.shl(k).div(&d);
         round(neg, &q, -(k as i64), sticky)
     };
-    match v {
-        None => Some(None),
-        Some(x) if x.is_zero() => None,
-        Some(x) => Some(Some(x)),
-    }
+    checked(v)
 }
 
 /// Hexadecimal `strtold` (`0x1.8p3`): exact up to rounding the significand.
@@ -467,18 +457,33 @@ fn parse_hex(neg: bool, s: &[u8]) -> Option<Option<LDouble>> {
         if s[i] != b'p' {
             return None;
         }
-        let e = std::str::from_utf8(&s[i + 1..]).ok()?;
-        let e = e.strip_prefix('+').unwrap_or(e);
-        if e.is_empty() || !e.trim_start_matches('-').bytes().all(|c| c.is_ascii_digit()) || e.starts_with("--") {
-            return None;
-        }
-        let v: i64 = e.parse().unwrap_or(if e.starts_with('-') { -100_000 } else { 100_000 });
-        exp2 = exp2.saturating_add(v.clamp(-100_000, 100_000));
+        exp2 = exp2.saturating_add(exponent(&s[i + 1..])?);
     }
     if n.is_zero() {
         return Some(Some(LDouble { neg, mant: 0, exp: 0 }));
     }
-    match round(neg, &n, exp2, false) {
+    checked(round(neg, &n, exp2, false))
+}
+
+/// The exponent after `e` or `p`: an optional sign and digits, clamped to ±100,000 (far beyond
+/// the format either way); None when malformed.
+fn exponent(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v = digits.iter().fold(0i64, |v, &d| (v * 10 + (d - b'0') as i64).min(100_000));
+    Some(if neg { -v } else { v })
+}
+
+/// A rounded parse result as strtold reports it: Some(None) an overflow, None an underflow to
+/// zero (ERANGE, which redis refuses).
+fn checked(v: Option<LDouble>) -> Option<Option<LDouble>> {
+    match v {
         None => Some(None),
         Some(x) if x.is_zero() => None,
         Some(x) => Some(Some(x)),
@@ -519,7 +524,7 @@ mod tests {
 
     #[test]
     fn parses_like_string2ld() {
-        for bad in ["", " 1", "1 ", "abc", "1e", "--1", ".", "nan", "1e-5000", "0x", "1e+"] {
+        for bad in ["", " 1", "1 ", "abc", "1e", "--1", ".", "nan", "1e-5000", "0x", "1e+", "1e+-5", "1e--5"] {
             assert_eq!(LDouble::parse(bad.as_bytes()), Parsed::Bad, "{bad:?}");
         }
         assert_eq!(LDouble::parse(b"inf"), Parsed::Inf);

@@ -312,7 +312,20 @@ impl Server {
             if fields.is_empty() {
                 Vec::new()
             } else {
-                (0..count.unsigned_abs()).map(|_| &fields[rng.below(fields.len() as u64) as usize]).collect()
+                // Repeats make the reply as long as asked: bounded like a bulk string.
+                let max = self.live.max_bulk.load(std::sync::atomic::Ordering::Relaxed) as u64;
+                let each: u64 =
+                    fields.iter().map(|(f, v)| f.len() as u64 + v.len() as u64 + 16).sum::<u64>() / fields.len() as u64;
+                if count.unsigned_abs().saturating_mul(each) > max {
+                    return fail("ERR reply would exceed proto-max-bulk-len");
+                }
+                let mut pace = Pace::default();
+                let mut v = Vec::with_capacity(count.unsigned_abs() as usize);
+                for _ in 0..count.unsigned_abs() {
+                    v.push(&fields[rng.below(fields.len() as u64) as usize]);
+                    pace.charge(1).await;
+                }
+                v
             }
         } else {
             let n = (count as usize).min(fields.len());

@@ -61,6 +61,9 @@ pub(crate) struct Cx {
     /// A standalone command's first attempt (multi-key writes try one no-wait batch first).
     pub(crate) first_try: bool,
     started: bool,
+    /// An operation took a lock or wrote: the transaction must commit. One of read-committed
+    /// reads only is just dropped (its rollback goes without waiting for an answer).
+    locking: bool,
     committed: bool,
     pub(crate) fields: FieldChanges,
     /// Inside EXEC: the (database, key) pairs the queued commands name (locked first).
@@ -77,6 +80,7 @@ impl Cx {
             multi,
             first_try,
             started: false,
+            locking: false,
             committed: false,
             fields: HashMap::new(),
             named: Vec::new(),
@@ -85,10 +89,11 @@ impl Cx {
     }
 
     async fn exec(&mut self, ops: Vec<KeyOp>, last: bool, abort: AbortOption) -> Result<Vec<OpResult>, TernError> {
-        if ops.is_empty() && !(last && self.started && !self.multi) {
+        if ops.is_empty() && !(last && self.started && self.locking && !self.multi) {
             return Ok(Vec::new());
         }
         self.started = true;
+        self.locking |= ops.iter().any(|o| o.kind != tern_client::OpKind::Read);
         let commit = last && !self.multi;
         let rs = exec_batched(&mut self.t, ops, if commit { Exec::Commit } else { Exec::NoCommit }, abort).await?;
         self.committed |= commit;
@@ -133,6 +138,7 @@ impl Cx {
             return r;
         }
         self.started = true;
+        self.locking = true;
         let rs = exec_ordered_with(&self.client, &mut self.t, ops, abort, last && !self.multi).await?;
         self.committed |= last && !self.multi;
         Ok(rs)
@@ -147,7 +153,7 @@ impl Cx {
 
     /// Commits what is not committed yet; returns the rows to clean up.
     pub(crate) async fn commit(mut self) -> Result<Vec<(Arc<Db>, Meta)>, TernError> {
-        if self.started && !self.committed {
+        if self.started && self.locking && !self.committed {
             self.t.execute_with(Vec::new(), Exec::Commit, AbortOption::AbortOnError).await?;
         }
         Ok(std::mem::take(&mut self.garbage))
@@ -434,6 +440,7 @@ impl Cx {
     /// Locks rows in the front end's global order (EXEC's first batches), whatever the mode.
     async fn lock_ordered(&mut self, ops: Vec<KeyOp>) -> Result<Vec<OpResult>, TernError> {
         self.started = true;
+        self.locking = true;
         exec_ordered_with(&self.client, &mut self.t, ops, AbortOption::IgnoreError, false).await
     }
 }
