@@ -1339,6 +1339,14 @@ fn transactions_match_redis() {
         other => panic!("{other:?}"),
     };
     assert_eq!(shape(t.q("EXEC")), shape(p.q("EXEC")));
+    // A watch conflict in RESP3 is a null.
+    for c in [&mut p, &mut t] {
+        c.q("WATCH w3");
+        c.q("SET w3 1");
+        c.q("MULTI");
+        c.q("GET w3");
+    }
+    assert_eq!(t.q("EXEC"), p.q("EXEC"));
     // QUIT inside MULTI answers and closes.
     for c in [&mut p, &mut t] {
         c.q("HELLO 2");

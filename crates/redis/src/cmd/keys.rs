@@ -86,7 +86,7 @@ impl Server {
                     resp::integer(out, done as i64);
                 }
             }
-            "copy" => resp::integer(out, self.copy(cx, sess, db, a).await? as i64),
+            "copy" => resp::integer(out, self.copy(cx, db, a).await? as i64),
             "move" => resp::integer(out, self.move_key(cx, db, &a[1], &a[2]).await? as i64),
             "dbsize" => resp::integer(out, self.count_keys(db).await?.0 as i64),
             "flushdb" | "flushall" => {
@@ -228,7 +228,7 @@ impl Server {
 
     /// COPY src dst [DB n] [REPLACE]: a new value (fresh `rondb_key`, parts or fields copied)
     /// with the source's expiry.
-    async fn copy(&self, cx: &mut Cx, sess: &Session, db: &Arc<Db>, a: &[Vec<u8>]) -> CR<bool> {
+    async fn copy(&self, cx: &mut Cx, db: &Arc<Db>, a: &[Vec<u8>]) -> CR<bool> {
         let (mut to, mut replace) = (db.index, false);
         let mut i = 3;
         while i < a.len() {
@@ -242,7 +242,6 @@ impl Server {
             }
             i += 1;
         }
-        let _ = sess;
         let (src, dst) = (&a[1], &a[2]);
         if to == db.index && src == dst {
             return fail("ERR source and destination objects are the same");

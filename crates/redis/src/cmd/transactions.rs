@@ -409,13 +409,30 @@ impl Watches {
     }
 }
 
-/// A connection's watched keys with their key rows as WATCH read them (None: absent); leaves
-/// the registry when dropped (UNWATCH, EXEC, DISCARD, RESET, a closed connection).
+/// A connection's watched keys with a digest of their key rows as WATCH read them (None:
+/// absent; a digest keeps the memory of WATCH small whatever the rows hold); leaves the registry
+/// when dropped (UNWATCH, EXEC, DISCARD, RESET, a closed connection).
 #[derive(Debug)]
 pub struct Watched {
     reg: Arc<Watches>,
     flag: Arc<AtomicBool>,
-    keys: Vec<(u32, Vec<u8>, Option<Vec<u8>>)>,
+    keys: Vec<(u32, Vec<u8>, Option<[u8; 32]>)>,
+}
+
+/// EXEC's null reply: `*-1`, or RESP3's null.
+fn null_reply(out: &mut Vec<u8>, resp3: bool) {
+    if resp3 {
+        out.extend_from_slice(b"_\r\n");
+    } else {
+        resp::null_array(out);
+    }
+}
+
+fn row_digest(r: &OpResult) -> Option<[u8; 32]> {
+    match r {
+        OpResult::Row(b) => Some(tern_types::sha256::sha256(b)),
+        _ => None,
+    }
 }
 
 impl Drop for Watched {
@@ -563,12 +580,8 @@ impl Server {
             if w.keys.iter().any(|(d, x, _)| *d == db.index && x == k) {
                 continue;
             }
-            let row = match r {
-                OpResult::Row(b) => Some(b),
-                _ => None,
-            };
             self.watches.add(db.index, k, &w.flag);
-            w.keys.push((db.index, k.clone(), row));
+            w.keys.push((db.index, k.clone(), row_digest(&r)));
         }
         sess.info.watching.store(w.keys.len(), Ordering::Relaxed);
         Ok(())
@@ -590,8 +603,7 @@ impl Server {
             return;
         }
         if watched.as_ref().is_some_and(|w| w.flag.load(Ordering::Acquire)) {
-            resp::null_array(out);
-            return;
+            return null_reply(out, sess.resp3);
         }
         let start = out.len();
         let (db0, resp0) = (sess.db, sess.resp3);
@@ -609,7 +621,7 @@ impl Server {
                 Ok(Some(garbage)) => return self.collect(garbage),
                 Ok(None) => {
                     out.truncate(start);
-                    return resp::null_array(out);
+                    return null_reply(out, sess.resp3);
                 }
                 Err(e) => {
                     out.truncate(start);
@@ -658,11 +670,7 @@ impl Server {
             }
             for (d, k, before) in &w.keys {
                 let i = locks.binary_search(&(*d, k.clone())).expect("watched keys are locked");
-                let now = match &rows[i] {
-                    OpResult::Row(b) => Some(b),
-                    _ => None,
-                };
-                if now != before.as_ref() {
+                if row_digest(&rows[i]) != *before {
                     return Ok(false);
                 }
             }
