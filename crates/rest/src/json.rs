@@ -86,11 +86,21 @@ pub fn parse_value(col: &Column, v: &Json, key: bool) -> Result<Value, RestError
             Json::String(s) => Value::Double(s.trim().parse().map_err(|_| wrong_type(col))?),
             _ => return Err(wrong_type(col)),
         },
-        T::Decimal { .. } => match v {
-            Json::Number(n) => Value::Bytes(n.to_string().into_bytes()),
-            Json::String(s) => Value::Bytes(s.clone().into_bytes()),
-            _ => return Err(wrong_decimal(ty, col)),
-        },
+        T::Decimal { unsigned, .. } => {
+            let text = match v {
+                Json::Number(n) => n.to_string(),
+                Json::String(s) => s.clone(),
+                _ => return Err(wrong_decimal(ty, col)),
+            };
+            // rdrs2 refuses a negative value for DECIMAL UNSIGNED by name.
+            if unsigned && text.trim_start().starts_with('-') {
+                return Err(RestError::bad_request(format!(
+                    "Wrong data type. Expecting DECIMAL UNSIGNED. Column: {}",
+                    col.name
+                )));
+            }
+            Value::Bytes(text.into_bytes())
+        }
         T::Char { len } | T::VarChar { len } => {
             let s = v.as_str().ok_or_else(|| wrong_type(col))?;
             if s.chars().count() > len as usize {
@@ -134,7 +144,7 @@ pub fn parse_value(col: &Column, v: &Json, key: bool) -> Result<Value, RestError
 /// rdrs2 names a DECIMAL's precision and scale, not the column.
 fn wrong_decimal(ty: ColumnType, col: &Column) -> RestError {
     match ty {
-        ColumnType::Decimal { precision, scale } => RestError::bad_request(format!(
+        ColumnType::Decimal { precision, scale, .. } => RestError::bad_request(format!(
             "Wrong data type. Expecting Decimal with Precision: {precision} and Scale: {scale}"
         )),
         _ => wrong_type(col),
@@ -277,7 +287,11 @@ mod tests {
     #[test]
     fn values_print_as_mysql_does() {
         let mut s = String::new();
-        push_value(&mut s, ColumnType::Decimal { precision: 10, scale: 2 }, &Value::Decimal { v: 12340, scale: 2 });
+        push_value(
+            &mut s,
+            ColumnType::Decimal { precision: 10, scale: 2, unsigned: false },
+            &Value::Decimal { v: 12340, scale: 2 },
+        );
         s.push(' ');
         push_value(&mut s, ColumnType::Double, &Value::Double(1234567.0));
         s.push(' ');
@@ -316,7 +330,7 @@ mod tests {
             parse_value(&col, &serde_json::json!("1111-11-11 -11:11:11.123456"), true).unwrap(),
             parse_value(&col, &serde_json::json!("1111-11-11 11:11:11.123456"), true).unwrap()
         );
-        let col = Column::new("de", ColumnType::Decimal { precision: 5, scale: 2 }).not_null();
+        let col = Column::new("de", ColumnType::Decimal { precision: 5, scale: 2, unsigned: false }).not_null();
         assert_eq!(
             parse_value(&col, &serde_json::json!("12345.6"), true).unwrap_err().message,
             "Wrong data type. Expecting Decimal with Precision: 5 and Scale: 2"

@@ -305,7 +305,7 @@ fn every_type_encodes_as_mysql_prints_it() {
         ("bu", T::BigInt { unsigned: true }),
         ("f", T::Float),
         ("d", T::Double),
-        ("de", T::Decimal { precision: 10, scale: 2 }),
+        ("de", T::Decimal { precision: 10, scale: 2, unsigned: false }),
         ("c", T::Char { len: 5 }),
         ("vc", T::VarChar { len: 20 }),
         ("b", T::Binary { len: 4 }),
@@ -402,7 +402,7 @@ fn every_type_encodes_as_mysql_prints_it() {
                 columns: vec![
                     Column::new("b", T::Binary { len: 4 }).not_null(),
                     Column::new("dtm", T::DateTime { fsp: 3 }).not_null(),
-                    Column::new("de", T::Decimal { precision: 10, scale: 2 }).not_null(),
+                    Column::new("de", T::Decimal { precision: 10, scale: 2, unsigned: false }).not_null(),
                     Column::new("bu", T::BigInt { unsigned: true }).not_null(),
                     Column::new("v", T::Int { unsigned: false }),
                 ],
@@ -525,7 +525,7 @@ fn every_key_type_and_edge_value_through_filters() {
         (T::BigInt { unsigned: false }, Value::Int(i64::MAX), json!(i64::MAX.to_string())),
         (T::BigInt { unsigned: true }, Value::UInt(u64::MAX), json!(u64::MAX)),
         (
-            T::Decimal { precision: 38, scale: 5 },
+            T::Decimal { precision: 38, scale: 5, unsigned: false },
             s("-123456789012345678901234567890123.12345"),
             json!("-123456789012345678901234567890123.12345"),
         ),
@@ -792,6 +792,21 @@ fn rondb_compatibility() {
         assert_eq!(st, 200, "{name} {dashed}: {body}");
         assert_eq!(serde_json::from_str::<Json>(&body).unwrap()["data"]["v"], 7);
     }
+    // A negative value for a DECIMAL UNSIGNED key is refused by name.
+    key_table(&e, "compat", "udec", ColumnType::Decimal { precision: 10, scale: 2, unsigned: true });
+    assert_eq!(read("udec", "-1.5"), (400, "Wrong data type. Expecting DECIMAL UNSIGNED. Column: k".into()));
+    assert_eq!(read("udec", "1.5"), (404, "Not Found".into()));
+    // A 3,000-byte VARBINARY key mostly of zero bytes is within the 4,096-byte key limit (zero
+    // bytes once counted twice, in the key's sortable encoding).
+    let vb = key_table(&e, "compat", "zeros", ColumnType::VarBinary { len: 3000 });
+    let mut zeros = vec![0u8; 3000];
+    zeros[2999] = 7;
+    e.client.blocking().execute(vec![vb.write(&[Value::Bytes(zeros.clone()), Value::Int(3)]).unwrap()]).unwrap();
+    let mut b64 = String::new();
+    tern_types::base64::base64_encode(&zeros, &mut b64);
+    let (st, body) = read("zeros", &b64);
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Json>(&body).unwrap()["data"]["v"], 3);
     // Failed sub-operations carry a message beside their code.
     let op = |t: &str, id: i64| json!({"method": "POST", "relative-url": format!("db/{t}/pk-read"), "body": {"filters": key(id)}});
     let (st, body) = post(p, "/0.1.0/batch", json!({"operations": [op("t", 1), op("t", 99), op("missing", 1)]}));

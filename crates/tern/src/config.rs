@@ -190,6 +190,30 @@ mod tests {
 pub struct ApiToml {
     pub redis: Option<RedisToml>,
     pub rest: Option<RestToml>,
+    pub mysql: Option<MysqlToml>,
+}
+
+/// `[mysql]`: the MySQL front end. Flags (`--mysql-port`, `--mysql-threads`) win over it.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MysqlToml {
+    /// Serve the MySQL protocol (default true).
+    pub enable: Option<bool>,
+    /// "127.0.0.1:3306".
+    pub listen: Option<String>,
+    pub threads: Option<usize>,
+    /// Open connections at most (MySQL's max_connections, default 151).
+    pub max_connections: Option<usize>,
+    /// Seconds an idle connection is kept (MySQL's wait_timeout, default 28800).
+    pub wait_timeout: Option<u64>,
+    /// Seconds a new connection has to authenticate (MySQL's connect_timeout, default 10).
+    pub connect_timeout: Option<u64>,
+    /// Intermediate results one statement may hold ("512M", the default; "0": no limit).
+    pub max_query_memory: Option<Size>,
+    /// Milliseconds a SELECT may run (MySQL's max_execution_time; 0, the default: no limit).
+    pub max_execution_time: Option<u64>,
+    /// Largest packet a client may send ("64M", MySQL's max_allowed_packet).
+    pub max_allowed_packet: Option<Size>,
 }
 
 /// `[rest]`: Tern's own REST settings (RonDB's JSON config has no keys for them).
@@ -255,6 +279,43 @@ impl ApiToml {
             o.body_memory_max = usize::try_from(m.bytes().context("[rest] max_body_memory")?).unwrap_or(usize::MAX);
         }
         Ok(())
+    }
+
+    /// Applies the `[mysql]` table to the MySQL options; Ok(false) when it switches MySQL off.
+    pub fn apply_mysql(&self, o: &mut tern_mysql::MysqlOptions) -> Result<bool> {
+        let Some(m) = &self.mysql else { return Ok(true) };
+        if m.enable == Some(false) {
+            return Ok(false);
+        }
+        if let Some(l) = &m.listen {
+            o.listen = l.parse().with_context(|| format!("[mysql] listen: '{l}' is not an address"))?;
+        }
+        if let Some(t) = m.threads {
+            o.threads = t.clamp(1, 256);
+        }
+        if let Some(n) = m.max_connections {
+            if !(1..=100_000).contains(&n) {
+                bail!("[mysql] max_connections must be 1..100000, not {n}");
+            }
+            o.max_connections = n;
+        }
+        if let Some(s) = m.connect_timeout {
+            o.connect_timeout = std::time::Duration::from_secs(s.clamp(1, 3600));
+        }
+        if let Some(p) = &m.max_allowed_packet {
+            o.max_packet = (p.bytes()? as usize).clamp(1 << 10, 1 << 30);
+        }
+        let mut global = |name: &str, v: tern_types::Value| o.globals.push((name.to_string(), v));
+        if let Some(s) = m.wait_timeout {
+            global("wait_timeout", tern_types::Value::UInt(s.clamp(1, 31_536_000)));
+        }
+        if let Some(b) = &m.max_query_memory {
+            global("max_query_memory", tern_types::Value::UInt(b.bytes()?));
+        }
+        if let Some(ms) = m.max_execution_time {
+            global("max_execution_time", tern_types::Value::UInt(ms));
+        }
+        Ok(true)
     }
 
     pub fn load(path: &Path) -> Result<ApiToml> {
@@ -332,6 +393,29 @@ mod api_toml_tests {
         assert!(zero.apply_rest(&mut o).is_err());
         let e = toml::from_str::<ApiToml>("[rest]\nmax_conns = 1\n").unwrap_err().to_string();
         assert!(e.contains("max_conns"), "{e}");
+    }
+
+    #[test]
+    fn mysql_table_overrides_and_checks() {
+        let t: ApiToml = toml::from_str(
+            "[mysql]\nlisten = \"127.0.0.1:3307\"\nmax_connections = 20\nwait_timeout = 60\nconnect_timeout = 5\nmax_query_memory = \"64M\"\nmax_execution_time = 1500\n",
+        )
+        .unwrap();
+        let mut o = tern_mysql::MysqlOptions::default();
+        assert!(t.apply_mysql(&mut o).unwrap());
+        assert_eq!(o.listen.port(), 3307);
+        assert_eq!(o.max_connections, 20);
+        assert_eq!(o.connect_timeout, std::time::Duration::from_secs(5));
+        let g: std::collections::HashMap<_, _> = o.globals.into_iter().collect();
+        assert_eq!(g["wait_timeout"], tern_types::Value::UInt(60));
+        assert_eq!(g["max_query_memory"], tern_types::Value::UInt(64 << 20));
+        assert_eq!(g["max_execution_time"], tern_types::Value::UInt(1500));
+        let bad: ApiToml = toml::from_str("[mysql]\nmax_connections = 0\n").unwrap();
+        assert!(bad.apply_mysql(&mut tern_mysql::MysqlOptions::default()).is_err());
+        let e = toml::from_str::<ApiToml>("[mysql]\nmax_conn = 1\n").unwrap_err().to_string();
+        assert!(e.contains("max_conn"), "{e}");
+        let off: ApiToml = toml::from_str("[mysql]\nenable = false\n").unwrap();
+        assert!(!off.apply_mysql(&mut tern_mysql::MysqlOptions::default()).unwrap());
     }
 
     #[test]

@@ -96,17 +96,17 @@ struct ApiArgs {
     /// Do not serve the Redis protocol (like Rondis.Enable = false).
     #[arg(long)]
     no_redis: bool,
-    /// MySQL protocol port (default 3306).
-    #[arg(long, default_value_t = 3306)]
-    mysql_port: u16,
+    /// MySQL protocol port (default 3306, or `[mysql] listen`).
+    #[arg(long)]
+    mysql_port: Option<u16>,
     /// Worker threads of the MySQL front end (default: the number of cores).
     #[arg(long)]
     mysql_threads: Option<usize>,
     /// Do not serve the MySQL protocol.
     #[arg(long)]
     no_mysql: bool,
-    /// Tern's TOML for the front ends (`[redis]`: enable, listen, threads, databases,
-    /// dirty_incr_decr, max_pending, purge_interval_ms); overrides the JSON's Rondis section.
+    /// Tern's TOML for the front ends (`[redis]`, `[rest]`, `[mysql]`; see the README); overrides
+    /// the JSON's Rondis section.
     #[arg(long)]
     toml: Option<PathBuf>,
 }
@@ -405,6 +405,30 @@ fn redis_options(
     Ok(Some(o))
 }
 
+/// The MySQL front end's options: defaults, then the API TOML's `[mysql]`, then the flags
+/// (None: switched off).
+fn mysql_options(a: &ApiArgs) -> Result<Option<tern_mysql::MysqlOptions>> {
+    if a.no_mysql {
+        return Ok(None);
+    }
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let mut o = tern_mysql::MysqlOptions { threads: cores.clamp(1, 256), ..Default::default() };
+    let ip = a.rest_ip.clone().unwrap_or_else(|| "127.0.0.1".into());
+    o.listen = format!("{ip}:3306").parse().with_context(|| format!("'{ip}' is not an address"))?;
+    if let Some(path) = &a.toml
+        && !crate::config::ApiToml::load(path)?.apply_mysql(&mut o)?
+    {
+        return Ok(None);
+    }
+    if let Some(port) = a.mysql_port {
+        o.listen.set_port(port);
+    }
+    if let Some(t) = a.mysql_threads {
+        o.threads = t.clamp(1, 256);
+    }
+    Ok(Some(o))
+}
+
 fn api(a: ApiArgs) -> Result<()> {
     let path = a.config.clone().or_else(|| std::env::var_os("RDRS_CONFIG_FILE").map(PathBuf::from));
     let cfg = match &path {
@@ -414,6 +438,9 @@ fn api(a: ApiArgs) -> Result<()> {
     let level = cfg.log.as_ref().and_then(|l| l.level.clone()).unwrap_or_else(|| "info".into()).to_lowercase();
     init_logging(&level);
     let mut opts = tern_rest::config::RestOptions::from_config(&cfg).map_err(|e| anyhow::anyhow!(e))?;
+    if let Some(path) = &a.toml {
+        crate::config::ApiToml::load(path)?.apply_rest(&mut opts)?;
+    }
     if a.rest_port.is_some() || a.rest_ip.is_some() {
         let ip = a.rest_ip.clone().unwrap_or_else(|| opts.listen.ip().to_string());
         let port = a.rest_port.unwrap_or(opts.listen.port());
@@ -448,15 +475,8 @@ fn api(a: ApiArgs) -> Result<()> {
         }
     })?;
     let mut waiting = 1;
-    if !a.no_mysql {
+    if let Some(mopts) = mysql_options(&a)? {
         waiting += 1;
-        let ip = a.rest_ip.clone().unwrap_or_else(|| "127.0.0.1".into());
-        let listen: std::net::SocketAddr = format!("{ip}:{}", a.mysql_port)
-            .parse()
-            .with_context(|| format!("'{ip}:{}' is not an address", a.mysql_port))?;
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let threads = a.mysql_threads.unwrap_or(cores).clamp(1, 256);
-        let mopts = tern_mysql::MysqlOptions { listen, threads, ..tern_mysql::MysqlOptions::default() };
         let (my_tx, my_err) = (tx.clone(), tx.clone());
         let my_connect = connect.clone();
         std::thread::Builder::new().name("tern-mysql-main".into()).spawn(move || {

@@ -228,7 +228,7 @@ mod tests {
             vec![
                 Column::new("id", ColumnType::Int { unsigned: false }).not_null(),
                 Column::new("g", ColumnType::VarChar { len: 5 }),
-                Column::new("x", ColumnType::Decimal { precision: 10, scale: 2 }),
+                Column::new("x", ColumnType::Decimal { precision: 10, scale: 2, unsigned: false }),
             ],
             vec![0],
         );

@@ -187,13 +187,13 @@ impl RowLayout {
                 format!("expected {} key values, got {}", self.key_cols.len(), key_values.len()),
             );
         }
+        let mut raw = 0;
         for (i, v) in key_values.iter().enumerate() {
+            let before = out.len();
             encode_key_value(self.types[self.key_cols[i] as usize], v, out)?;
+            raw += raw_key_len(v, out.len() - before);
         }
-        if out.len() > crate::schema::KEY_MAX_BYTES {
-            return err(ErrorCode::DataTooLong, "primary key is longer than 4096 bytes");
-        }
-        Ok(())
+        check_key_len(raw, out.len())
     }
 
     /// Decodes the key values (in key order) from key bytes.
@@ -235,14 +235,15 @@ impl RowLayout {
             out.extend_from_slice(&[0, 0]);
         }
         let key_start = out.len();
+        let mut raw = 0;
         for &k in &self.key_cols {
+            let before = out.len();
             encode_key_value(self.types[k as usize], &values[k as usize], out)?;
+            raw += raw_key_len(&values[k as usize], out.len() - before);
         }
         if self.key_fixed.is_none() {
             let n = out.len() - key_start;
-            if n > crate::schema::KEY_MAX_BYTES {
-                return err(ErrorCode::DataTooLong, "primary key is longer than 4096 bytes");
-            }
+            check_key_len(raw, n)?;
             out[start..start + 2].copy_from_slice(&(n as u16).to_le_bytes());
         }
         let body = out.len();
@@ -431,6 +432,24 @@ fn read_fixed(ty: ColumnType, b: &[u8]) -> Value {
         T::Binary { .. } => Value::Bytes(b.to_vec()),
         T::Char { .. } | T::VarChar { .. } | T::VarBinary { .. } | T::Text | T::Blob => Value::Bytes(b.to_vec()),
     }
+}
+
+/// The bytes a key value counts against `KEY_MAX_BYTES`: its own length, as NDB counts it, not
+/// its sortable encoding (where each 0x00 byte of a string takes two bytes).
+fn raw_key_len(v: &Value, encoded: usize) -> usize {
+    match v {
+        Value::Bytes(b) => b.len(),
+        _ => encoded,
+    }
+}
+
+/// A key of `raw` bytes (encoded in `encoded`) is within the limits: `KEY_MAX_BYTES` of values,
+/// and an encoding whose length fits the row's u16 key length.
+fn check_key_len(raw: usize, encoded: usize) -> TernResult<()> {
+    if raw > crate::schema::KEY_MAX_BYTES || encoded > u16::MAX as usize {
+        return err(ErrorCode::DataTooLong, "primary key is longer than 4096 bytes");
+    }
+    Ok(())
 }
 
 /// Appends the memcomparable encoding of a non-NULL value.
@@ -646,6 +665,35 @@ pub fn decode_values(types: &[ColumnType], bytes: &mut &[u8]) -> TernResult<Vec<
 
 #[cfg(test)]
 mod tests {
+    /// NDB counts a key's own bytes against its 4,096-byte limit; the sortable encoding (where a
+    /// 0x00 byte takes two) may be longer.
+    #[test]
+    fn key_limit_counts_value_bytes() {
+        use crate::schema::{Column, ColumnType as T, Table};
+        let t = Table {
+            id: 1,
+            database: "d".into(),
+            name: "t".into(),
+            columns: vec![Column::new("k", T::VarBinary { len: 5000 }).not_null()],
+            primary_key: vec![0],
+            partition_key: vec![0],
+            indexes: vec![],
+            partition_count: 1,
+            ttl: None,
+            comment: String::new(),
+        };
+        let l = RowLayout::new(&t);
+        let zeros = Value::Bytes(vec![0; 3000]);
+        let mut key = Vec::new();
+        l.encode_key(std::slice::from_ref(&zeros), &mut key).unwrap();
+        assert!(key.len() > 4096);
+        assert_eq!(l.decode_key(&key).unwrap(), vec![zeros.clone()]);
+        let mut row = Vec::new();
+        l.encode_row(std::slice::from_ref(&zeros), &mut row).unwrap();
+        assert_eq!(l.decode_key(l.key_of(&row)).unwrap(), vec![zeros]);
+        assert!(l.encode_key(&[Value::Bytes(vec![1; 4097])], &mut Vec::new()).is_err());
+    }
+
     use super::*;
     use crate::schema::{Column, ColumnType as T};
 
@@ -688,7 +736,7 @@ mod tests {
                 Column::new("b", T::BigInt { unsigned: true }).not_null(),
                 Column::new("c", T::VarBinary { len: 10 }),
                 Column::new("d", T::Double),
-                Column::new("e", T::Decimal { precision: 10, scale: 2 }),
+                Column::new("e", T::Decimal { precision: 10, scale: 2, unsigned: false }),
                 Column::new("f", T::Text),
                 Column::new("g", T::Date),
                 Column::new("h", T::Binary { len: 40 }),
@@ -743,7 +791,7 @@ mod tests {
                 ],
             ),
             (
-                T::Decimal { precision: 9, scale: 2 },
+                T::Decimal { precision: 9, scale: 2, unsigned: false },
                 vec![
                     Value::Decimal { v: -5, scale: 2 },
                     Value::Decimal { v: 0, scale: 2 },

@@ -41,10 +41,12 @@ pub enum ColumnType {
     },
     Float,
     Double,
-    /// precision 1..=38, scale 0..=precision; stored as a scaled i128.
+    /// precision 1..=38, scale 0..=precision; stored as a scaled i128. `unsigned`: negative
+    /// values are out of range (MySQL's DECIMAL UNSIGNED).
     Decimal {
         precision: u8,
         scale: u8,
+        unsigned: bool,
     },
     /// Length in characters (utf8mb4); trailing spaces are stripped on store.
     Char {
@@ -120,6 +122,7 @@ impl ColumnType {
                 | MediumInt { unsigned: true }
                 | Int { unsigned: true }
                 | BigInt { unsigned: true }
+                | Decimal { unsigned: true, .. }
         )
     }
 
@@ -162,7 +165,7 @@ impl ColumnType {
             BigInt { unsigned } => format!("bigint{}", u(unsigned)),
             Float => "float".into(),
             Double => "double".into(),
-            Decimal { precision, scale } => format!("decimal({precision},{scale})"),
+            Decimal { precision, scale, unsigned } => format!("decimal({precision},{scale}){}", u(unsigned)),
             Char { len } => format!("char({len})"),
             VarChar { len } => format!("varchar({len})"),
             Binary { len } => format!("binary({len})"),
@@ -182,7 +185,7 @@ impl ColumnType {
     pub fn validate(self) -> TernResult<()> {
         use ColumnType::*;
         match self {
-            Decimal { precision, scale }
+            Decimal { precision, scale, .. }
                 if precision == 0 || precision > DECIMAL_PRECISION_MAX || scale > precision =>
             {
                 return err(
@@ -219,7 +222,8 @@ impl ColumnType {
             BigInt { unsigned } => (5, unsigned as u32, 0),
             Float => (6, 0, 0),
             Double => (7, 0, 0),
-            Decimal { precision, scale } => (8, precision as u32, scale as u32),
+            Decimal { precision, scale, unsigned: false } => (8, precision as u32, scale as u32),
+            Decimal { precision, scale, unsigned: true } => (21, precision as u32, scale as u32),
             Char { len } => (9, len, 0),
             VarChar { len } => (10, len, 0),
             Binary { len } => (11, len, 0),
@@ -252,7 +256,8 @@ impl ColumnType {
             5 => BigInt { unsigned: a != 0 },
             6 => Float,
             7 => Double,
-            8 => Decimal { precision: small(a)?, scale: small(b)? },
+            8 => Decimal { precision: small(a)?, scale: small(b)?, unsigned: false },
+            21 => Decimal { precision: small(a)?, scale: small(b)?, unsigned: true },
             9 => Char { len: a },
             10 => VarChar { len: a },
             11 => Binary { len: a },
@@ -809,6 +814,6 @@ mod tests {
         let mut t = sample_table();
         t.columns[1].name = "ID".into();
         assert!(t.validate().is_err());
-        assert!(ColumnType::Decimal { precision: 40, scale: 2 }.validate().is_err());
+        assert!(ColumnType::Decimal { precision: 40, scale: 2, unsigned: false }.validate().is_err());
     }
 }

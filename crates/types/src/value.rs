@@ -342,7 +342,7 @@ pub fn coerce(ty: ColumnType, v: Value) -> TernResult<Value> {
                 Ok(Value::Double(f))
             }
         }
-        T::Decimal { precision, scale } => {
+        T::Decimal { precision, scale, unsigned } => {
             let scaled = match &v {
                 Value::Bytes(_) => parse_decimal(text_of(&v).unwrap_or(""), scale),
                 Value::Decimal { v: x, scale: s } => {
@@ -360,7 +360,7 @@ pub fn coerce(ty: ColumnType, v: Value) -> TernResult<Value> {
             let Some(scaled) = scaled else {
                 return wrong_type(ty, &v);
             };
-            if scaled.unsigned_abs() >= 10u128.pow(precision as u32) {
+            if scaled.unsigned_abs() >= 10u128.pow(precision as u32) || (unsigned && scaled < 0) {
                 return out_of_range(ty);
             }
             Ok(Value::Decimal { v: scaled, scale })
@@ -495,7 +495,7 @@ mod tests {
 
     #[test]
     fn decimals() {
-        let t = ColumnType::Decimal { precision: 5, scale: 2 };
+        let t = ColumnType::Decimal { precision: 5, scale: 2, unsigned: false };
         assert_eq!(coerce(t, Value::str("123.4")).unwrap(), Value::Decimal { v: 12340, scale: 2 });
         assert_eq!(coerce(t, Value::str("-1.005")).unwrap(), Value::Decimal { v: -101, scale: 2 });
         assert!(coerce(t, Value::str("1234.5")).is_err());

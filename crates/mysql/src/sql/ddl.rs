@@ -62,7 +62,7 @@ pub fn column_type(t: &TypeName) -> Result<ColumnType, SqlError> {
                     "For float(M,D), double(M,D) or decimal(M,D), M must be >= D",
                 ));
             }
-            C::Decimal { precision: p as u8, scale: s as u8 }
+            C::Decimal { precision: p as u8, scale: s as u8, unsigned: u }
         }
         "CHAR" | "CHARACTER" | "NCHAR" => C::Char { len: arg(t, 0)?.unwrap_or(1) },
         "VARCHAR" | "NVARCHAR" | "VARCHARACTER" => C::VarChar { len: arg(t, 0)?.ok_or_else(|| bad_type(t))? },
@@ -352,7 +352,7 @@ pub fn type_text(t: ColumnType) -> String {
         C::BigInt { unsigned: u } => unsigned("bigint", u),
         C::Float => "float".into(),
         C::Double => "double".into(),
-        C::Decimal { precision, scale } => format!("decimal({precision},{scale})"),
+        C::Decimal { precision, scale, unsigned: u } => unsigned(&format!("decimal({precision},{scale})"), u),
         C::Char { len } => format!("char({len})"),
         C::VarChar { len } => format!("varchar({len})"),
         C::Binary { len } => format!("binary({len})"),

@@ -107,7 +107,7 @@ fn sizes(t: ColumnType) -> (Value, Value, Value) {
         C::BigInt { unsigned } => (Value::Null, n(if unsigned { 20 } else { 19 }), n(0)),
         C::Float => (Value::Null, n(12), Value::Null),
         C::Double => (Value::Null, n(22), Value::Null),
-        C::Decimal { precision, scale } => (Value::Null, n(precision as u64), n(scale as u64)),
+        C::Decimal { precision, scale, .. } => (Value::Null, n(precision as u64), n(scale as u64)),
         C::Char { len } | C::VarChar { len } | C::Binary { len } | C::VarBinary { len } => {
             (n(len as u64), Value::Null, Value::Null)
         }

@@ -907,7 +907,7 @@ pub fn proto_type(t: ColumnType) -> (u8, u32, u8, bool) {
         C::BigInt { .. } => (ty::LONGLONG, 20, 0, true),
         C::Float => (ty::FLOAT, 12, 31, true),
         C::Double => (ty::DOUBLE, 22, 31, true),
-        C::Decimal { precision, scale } => (ty::NEWDECIMAL, precision as u32 + (scale > 0) as u32 + 1, scale, true),
+        C::Decimal { precision, scale, .. } => (ty::NEWDECIMAL, precision as u32 + (scale > 0) as u32 + 1, scale, true),
         C::Char { len } => (ty::STRING, len * 4, 0, false),
         C::VarChar { len } => (ty::VAR_STRING, len * 4, 0, false),
         C::Binary { len } => (ty::STRING, len, 0, true),
