@@ -140,7 +140,7 @@ fn hostile_clients_do_not_hurt_the_node() {
         columns: vec![
             Column::new("id", ColumnType::Int { unsigned: false }).not_null(),
             Column::new("v", ColumnType::VarChar { len: 10 }),
-            Column::new("d", ColumnType::Decimal { precision: 10, scale: 2 }),
+            Column::new("d", ColumnType::Decimal { precision: 10, scale: 2, unsigned: false }),
             Column::new("b", ColumnType::Binary { len: 20 }),
         ],
         primary_key: vec![0],
