@@ -32,12 +32,9 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Starts MariaDB (installing mariadb-server when missing and this user may), retrying on
+/// Starts MariaDB (mariadb-server, which `.ci/run` installs), retrying on
 /// another port when the one picked was taken meanwhile.
 fn start_mariadb() -> Peer {
-    if Command::new("mariadbd").arg("--version").output().is_err() {
-        let _ = Command::new("apt-get").args(["install", "-y", "mariadb-server"]).status();
-    }
     for _attempt in 0..3 {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");

@@ -13,9 +13,6 @@ const TABLES: usize = 2;
 const SIZE: usize = 1000;
 
 fn sysbench(port: u16, args: &[&str]) -> String {
-    if Command::new("sysbench").arg("--version").output().is_err() {
-        let _ = Command::new("apt-get").args(["install", "-y", "sysbench"]).status();
-    }
     let out = Command::new("sysbench")
         .args(args)
         .args([

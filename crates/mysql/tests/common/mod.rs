@@ -31,14 +31,11 @@ pub fn start_with(opts: MysqlOptions) -> (tempfile::TempDir, DataNode, u16) {
     (dir, n, port)
 }
 
-/// Runs `mariadb` against `port` with `args` and `sql` (installing the Debian client when it is
-/// missing and this user may); (exit success, stdout, stderr).
+/// Runs `mariadb` against `port` with `args` and `sql` (the Debian client, which `.ci/run`
+/// installs); (exit success, stdout, stderr).
 #[allow(dead_code)]
 pub fn mariadb(port: u16, args: &[&str], sql: &str) -> (bool, String, String) {
     use std::process::Command;
-    if Command::new("mariadb").arg("--version").output().is_err() {
-        let _ = Command::new("apt-get").args(["install", "-y", "mariadb-client"]).status();
-    }
     let out = Command::new("mariadb")
         .args(["-h", "127.0.0.1", "-P", &port.to_string(), "-u", "root", "--batch", "--connect-timeout=10"])
         .args(args)
