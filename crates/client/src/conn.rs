@@ -70,7 +70,7 @@ pub struct Slot {
 impl Slot {
     fn complete(&self, r: Result<Reply, TernError>) {
         let (waker, thread) = {
-            let mut s = self.state.lock().expect("slot");
+            let mut s = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if s.reply.is_some() || self.ready.load(Ordering::Acquire) {
                 return;
             }
@@ -90,7 +90,7 @@ impl Slot {
         if !self.ready.load(Ordering::Acquire) {
             return None;
         }
-        self.state.lock().expect("slot").reply.take()
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).reply.take()
     }
 
     /// Blocks the calling thread: spins briefly (a loopback round trip is ~15 µs), reading the
@@ -113,7 +113,7 @@ impl Slot {
         loop {
             conn.help_read();
             {
-                let mut s = self.state.lock().expect("slot");
+                let mut s = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 if let Some(r) = s.reply.take() {
                     return r;
                 }
@@ -151,10 +151,11 @@ impl Future for ReplyFuture {
         // callers behind this one on the same executor thread (each poll a wasted `recv`): the
         // reader task or thread completes the slots then.
         let ewma = self.conn.reply_ewma_us.load(Ordering::Relaxed);
-        let alone = !self.spun && self.conn.pending.lock().expect("pending").len() <= 1;
+        let alone =
+            !self.spun && self.conn.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len() <= 1;
         if !alone {
             self.spun = true;
-            let mut s = self.slot.state.lock().expect("slot");
+            let mut s = self.slot.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some(r) = s.reply.take() {
                 return Poll::Ready(r);
             }
@@ -180,7 +181,7 @@ impl Future for ReplyFuture {
             }
             std::hint::spin_loop();
         }
-        let mut s = self.slot.state.lock().expect("slot");
+        let mut s = self.slot.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(r) = s.reply.take() {
             return Poll::Ready(r);
         }
@@ -313,7 +314,7 @@ impl Conn {
     }
 
     fn complete(&self, req_id: u64, r: Result<Reply, TernError>) {
-        let slot = self.pending.lock().expect("pending").remove(&req_id);
+        let slot = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&req_id);
         if let Some(s) = slot {
             if let Some(at) = s.sent_at {
                 let us = (at.elapsed().as_micros() as u64).min(100_000);
@@ -326,8 +327,9 @@ impl Conn {
 
     fn fail_all(&self, reason: String) {
         self.closed.store(true, Ordering::Release);
-        *self.close_reason.lock().expect("reason") = Some(reason.clone());
-        let slots: Vec<Arc<Slot>> = self.pending.lock().expect("pending").drain().map(|(_, s)| s).collect();
+        *self.close_reason.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.clone());
+        let slots: Vec<Arc<Slot>> =
+            self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().map(|(_, s)| s).collect();
         for s in slots {
             s.complete(Err(conn_error(format!("connection to the data node lost: {reason}"))));
         }
@@ -346,13 +348,14 @@ impl Conn {
             flush_deferred();
         }
         if self.is_closed() {
-            let why = self.close_reason.lock().expect("reason").clone().unwrap_or_default();
+            let why =
+                self.close_reason.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().unwrap_or_default();
             return Err(conn_error(format!("connection to the data node at {} is closed: {why}", self.peer)));
         }
         let req_id = self.next_req.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot { sent_at: Some(Instant::now()), ..Default::default() });
         {
-            let mut p = self.pending.lock().expect("pending");
+            let mut p = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if p.len() >= IN_FLIGHT_MAX {
                 return Err(TernError::new(ErrorCode::Overloaded, "too many requests in flight on this connection"));
             }
@@ -362,13 +365,13 @@ impl Conn {
             Transport::Local(t) => t.send(req_id, req.clone()),
             Transport::Tcp { out, .. } => {
                 let buf = {
-                    let mut o = out.lock().expect("out");
+                    let mut o = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                     let at = begin_frame(&mut o.0);
                     req.encode(req_id, &mut o.0);
                     if o.0.len() - at - tern_wire::FRAME_HEADER_LEN > tern_wire::FRAME_PAYLOAD_MAX {
                         o.0.truncate(at);
                         drop(o);
-                        self.pending.lock().expect("pending").remove(&req_id);
+                        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&req_id);
                         return Err(TernError::new(ErrorCode::TooLarge, "request is larger than the frame limit"));
                     }
                     finish_frame(&mut o.0, at);
@@ -391,14 +394,14 @@ impl Conn {
     fn write_out(&self, mut buf: Vec<u8>) -> Result<(), TernError> {
         let Transport::Tcp { stream, out } = &self.transport else { return Ok(()) };
         loop {
-            let r = stream.lock().expect("stream").write_all(&buf);
+            let r = stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner).write_all(&buf);
             if let Err(e) = r {
-                out.lock().expect("out").1 = false;
+                out.lock().unwrap_or_else(std::sync::PoisonError::into_inner).1 = false;
                 self.fail_all(e.to_string());
                 return Err(conn_error(format!("sending to the data node failed: {e}")));
             }
             buf.clear();
-            let mut o = out.lock().expect("out");
+            let mut o = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if o.0.is_empty() {
                 o.1 = false;
                 // Keep the allocation for next time.
@@ -413,7 +416,7 @@ impl Conn {
     fn flush(&self) {
         let Transport::Tcp { out, .. } = &self.transport else { return };
         let buf = {
-            let mut o = out.lock().expect("out");
+            let mut o = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if o.1 || o.0.is_empty() {
                 return;
             }
@@ -537,7 +540,7 @@ async fn read_task(afd: tokio::io::unix::AsyncFd<TcpStream>, conn: std::sync::We
         let Ok(mut guard) = afd.readable().await else { return };
         let Some(c) = conn.upgrade() else { return };
         if let Some(rx) = &c.rx {
-            let mut g = rx.lock().expect("rx");
+            let mut g = rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             c.pump(&mut g);
         }
         if c.is_closed() {
@@ -560,7 +563,7 @@ fn read_loop(fd: std::os::fd::RawFd, conn: std::sync::Weak<Conn>) {
         }
         if r > 0 {
             if let Some(rx) = &c.rx {
-                let mut g = rx.lock().expect("rx");
+                let mut g = rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 c.pump(&mut g);
             }
             if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 && c.is_closed() {

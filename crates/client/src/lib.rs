@@ -7,6 +7,10 @@
 //! connection are written together (see `conn`). `Client::run` retries temporary errors
 //! (lock wait timeouts, node restarts, overload) with bounded, growing back-off.
 //!
+//! The client is shared by every connection of a front end, so its locks are used as they are
+//! when poisoned: a panic in one caller must not break the others (their critical sections only
+//! copy or swap, so a poisoned lock still holds consistent data).
+//!
 //! ```no_run
 //! use tern_client::{Client, Value};
 //! let client = Client::connect("127.0.0.1:11860").unwrap();
@@ -151,7 +155,7 @@ impl Client {
 
     /// The first connection; when it has closed (the data node restarted), a new one.
     fn main_conn(&self) -> Arc<Conn> {
-        let c = self.inner.conn.read().expect("conn").0.clone();
+        let c = self.inner.conn.read().unwrap_or_else(std::sync::PoisonError::into_inner).0.clone();
         if c.is_closed() && self.inner.addr.is_some() { self.reconnect(c) } else { c }
     }
 
@@ -174,7 +178,7 @@ impl Client {
         let Some(addr) = &self.inner.addr else { return dead };
         let Ok(mut at) = self.inner.reconnect_at.try_lock() else { return dead };
         {
-            let cur = self.inner.conn.read().expect("conn");
+            let cur = self.inner.conn.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             if !Arc::ptr_eq(&cur.0, &dead) {
                 return cur.0.clone();
             }
@@ -185,9 +189,9 @@ impl Client {
         *at = Some(std::time::Instant::now());
         match self.open(addr, None) {
             Ok((c, worker)) => {
-                *self.inner.conn.write().expect("conn") = (c.clone(), worker);
+                *self.inner.conn.write().unwrap_or_else(std::sync::PoisonError::into_inner) = (c.clone(), worker);
                 for w in &self.inner.per_worker {
-                    *w.write().expect("per_worker") = None;
+                    *w.write().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
                 }
                 c
             }
@@ -200,11 +204,11 @@ impl Client {
     fn conn_for_worker(&self, w: u16) -> Arc<Conn> {
         let inner = &self.inner;
         let Some(addr) = &inner.addr else { return self.main_conn() };
-        let first = inner.conn.read().expect("conn").1;
+        let first = inner.conn.read().unwrap_or_else(std::sync::PoisonError::into_inner).1;
         if w == first || w >= inner.workers {
             return self.main_conn();
         }
-        if let Some(c) = inner.per_worker[w as usize].read().expect("per_worker").as_ref()
+        if let Some(c) = inner.per_worker[w as usize].read().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref()
             && !c.is_closed()
         {
             return c.clone();
@@ -214,7 +218,8 @@ impl Client {
         }
         match self.open(addr, Some(w)) {
             Ok((c, _)) => {
-                *inner.per_worker[w as usize].write().expect("per_worker") = Some(c.clone());
+                *inner.per_worker[w as usize].write().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some(c.clone());
                 c
             }
             Err(_) => self.main_conn(),
@@ -225,7 +230,7 @@ impl Client {
     /// Multi-key writers that lock in (worker, table, key) order, one worker's batch at a time,
     /// cannot deadlock each other.
     pub fn worker_of(&self, op: &KeyOp) -> u16 {
-        let routing = self.inner.routing.read().expect("routing");
+        let routing = self.inner.routing.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         match routing.get(&op.table) {
             Some((layout, partitions)) => layout
                 .partition_of_key(&op.key, *partitions)
@@ -247,7 +252,7 @@ impl Client {
         }
         let mut worker = None;
         {
-            let routing = self.inner.routing.read().expect("routing");
+            let routing = self.inner.routing.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             for op in ops {
                 let Some((layout, partitions)) = routing.get(&op.table) else { return self.main_conn() };
                 let Ok(p) = layout.partition_of_key(&op.key, *partitions) else { return self.main_conn() };
@@ -272,20 +277,20 @@ impl Client {
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.inner.catalog.read().expect("catalog").clone()
+        self.inner.catalog.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     pub fn refresh_catalog(&self) -> Result<Arc<Catalog>> {
         match self.call(Request::GetCatalog)? {
             Reply::Catalog(c) => {
                 let c = Arc::new(*c);
-                *self.inner.routing.write().expect("routing") = c
+                *self.inner.routing.write().unwrap_or_else(std::sync::PoisonError::into_inner) = c
                     .tables
                     .values()
                     .map(|t| (t.id, (Arc::new(tern_types::RowLayout::new(t)), t.partition_count)))
                     .collect();
-                *self.inner.catalog.write().expect("catalog") = c.clone();
-                self.inner.handles.write().expect("handles").clear();
+                *self.inner.catalog.write().unwrap_or_else(std::sync::PoisonError::into_inner) = c.clone();
+                self.inner.handles.write().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
                 Ok(c)
             }
             r => Err(unexpected(r)),
@@ -305,12 +310,19 @@ impl Client {
     /// A table from the local catalog only (no round trip); handles are built once per catalog
     /// version and shared.
     pub fn cached_table(&self, database: &str, name: &str) -> Option<TableHandle> {
-        if let Some(h) = self.inner.handles.read().expect("handles").get(database).and_then(|d| d.get(name)) {
+        if let Some(h) = self
+            .inner
+            .handles
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(database)
+            .and_then(|d| d.get(name))
+        {
             return Some(h.clone());
         }
         let t = self.catalog().find_table(database, name)?.clone();
         let h = TableHandle::new(t);
-        let mut handles = self.inner.handles.write().expect("handles");
+        let mut handles = self.inner.handles.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         if handles.values().map(|d| d.len()).sum::<usize>() > 100_000 {
             handles.clear();
         }
@@ -349,7 +361,7 @@ impl Client {
     /// cluster-wide and increasing per client, not gap-free.
     pub fn next_auto_increment(&self, table: u32) -> Result<u64> {
         {
-            let mut m = self.inner.auto_inc.lock().expect("auto_inc");
+            let mut m = self.inner.auto_inc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some((next, end)) = m.get_mut(&table)
                 && *next < *end
             {
@@ -358,7 +370,7 @@ impl Client {
             }
         }
         let (start, count) = self.auto_increment(table, AUTO_INC_PREFETCH)?;
-        let mut m = self.inner.auto_inc.lock().expect("auto_inc");
+        let mut m = self.inner.auto_inc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         m.insert(table, (start + 1, start + count as u64));
         Ok(start)
     }
@@ -366,7 +378,7 @@ impl Client {
     /// Whether this client's next AUTO_INCREMENT value of a table already exceeds `used` (no
     /// round trip).
     pub fn auto_increment_past(&self, table: u32, used: u64) -> bool {
-        let m = self.inner.auto_inc.lock().expect("auto_inc");
+        let m = self.inner.auto_inc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         m.get(&table).is_some_and(|(next, _)| *next > used)
     }
 
@@ -375,7 +387,7 @@ impl Client {
     /// the data node's counter is not past it, reserves the values up to it.
     pub fn bump_auto_increment(&self, table: u32, used: u64) -> Result<()> {
         {
-            let mut m = self.inner.auto_inc.lock().expect("auto_inc");
+            let mut m = self.inner.auto_inc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some((next, end)) = m.get_mut(&table) {
                 if *next > used {
                     return Ok(());
@@ -391,7 +403,7 @@ impl Client {
             let (start, count) = self.auto_increment(table, 1)?;
             let past = start + count as u64;
             if past > used {
-                let mut m = self.inner.auto_inc.lock().expect("auto_inc");
+                let mut m = self.inner.auto_inc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 m.insert(table, (start, past));
                 return Ok(());
             }
@@ -826,7 +838,14 @@ impl Scanner {
 impl Drop for Scanner {
     fn drop(&mut self) {
         if !self.done && self.spec.is_none() {
-            let _ = self.client.inner.conn.read().expect("conn").0.send(&Request::ScanClose { scan: self.id });
+            let _ = self
+                .client
+                .inner
+                .conn
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0
+                .send(&Request::ScanClose { scan: self.id });
         }
     }
 }
