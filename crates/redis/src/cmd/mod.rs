@@ -496,18 +496,20 @@ impl Server {
             Err(e) => return self.rejected(sess, &args, e, out),
         };
         sess.info.last_cmd.store(index_of_spec(spec) as u32, Ordering::Relaxed);
-        if spec.kind == Kind::Control {
-            return self.control(sess, spec, args, out).await;
-        }
-        if sess.multi.is_some() {
+        if sess.multi.is_some() && spec.kind != Kind::Control {
             self.queue(sess, args, out);
             return true;
         }
         let t0 = Instant::now();
         let start = out.len();
-        self.one(sess, spec, &args, out).await;
+        let open = if spec.kind == Kind::Control {
+            self.control(sess, spec, args, out).await
+        } else {
+            self.one(sess, spec, &args, out).await;
+            true
+        };
         self.stats.record(spec, t0.elapsed(), out.get(start..).unwrap_or(&[]));
-        true
+        open
     }
 
     /// A command refused before it ran (unknown, wrong arity): inside MULTI it also fails the
