@@ -8,6 +8,9 @@
 //! connections both turn into batches at the data node. A connection's unparsed bytes are bounded
 //! (`RedisOptions::max_pending`, redis-server's `client-query-buffer-limit`, 1 GB), and so are the
 //! open connections (`maxclients`) and how long one may sit idle (`timeout`); see `clients`.
+//! Every other command runs in a Tern transaction of its own, or, between MULTI and EXEC, in
+//! EXEC's one transaction (see `cmd`). Long commands yield between batches, so one connection
+//! never holds a worker away from the others.
 
 pub mod clients;
 #[macro_use]
