@@ -368,7 +368,8 @@ fn redis_options(
     if a.no_redis || r.enable == Some(false) {
         return Ok(None);
     }
-    let mut o = tern_redis::RedisOptions::default();
+    // This binary's global allocator (INFO memory's mem_allocator).
+    let mut o = tern_redis::RedisOptions { allocator: "mimalloc", ..Default::default() };
     let ip = a.redis_ip.clone().unwrap_or_else(|| rest.listen.ip().to_string());
     let port = a.redis_port.or(r.server_port).unwrap_or(6379);
     o.listen = format!("{ip}:{port}").parse().with_context(|| format!("'{ip}:{port}' is not an address"))?;
