@@ -114,7 +114,9 @@ const fn c(name: &'static str, arity: i32, first: i32, last: i32, step: i32, kin
 
 use Kind::{Control, Read, Server as Srv, Write};
 
-pub const COMMANDS: &[Spec] = &[
+/// A `static`, not a `const`: `index_of_spec` needs one address for the table (each use of a
+/// `const` slice may be its own copy in an optimised build).
+pub static COMMANDS: &[Spec] = &[
     // strings
     c("get", 2, 1, 1, 1, Read),
     c("set", -3, 1, 1, 1, Write),
@@ -244,7 +246,9 @@ pub fn index_of(name: &str) -> Option<usize> {
 
 /// The index in `COMMANDS` of one of its entries.
 pub fn index_of_spec(spec: &Spec) -> usize {
-    (spec as *const Spec as usize - COMMANDS.as_ptr() as usize) / std::mem::size_of::<Spec>()
+    let i = (spec as *const Spec as usize).wrapping_sub(COMMANDS.as_ptr() as usize) / std::mem::size_of::<Spec>();
+    assert!(i < COMMANDS.len() && std::ptr::eq(&COMMANDS[i], spec), "a spec outside COMMANDS");
+    i
 }
 
 fn arity_ok(arity: i32, n: usize) -> bool {
