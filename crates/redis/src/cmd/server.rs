@@ -347,16 +347,29 @@ impl Server {
                 || asked.iter().any(|x| x == s || x == "all" || x == "everything" || (x == "default" && default))
         };
         let mut parts = Vec::new();
+        // The data node's status, asked at most once per INFO (memory and persistence use it).
+        let status = std::sync::OnceLock::new();
         for &(name, default) in SECTIONS {
             if want(name, default) {
-                parts.push(self.info_section(sess, name).await?);
+                parts.push(self.info_section(sess, name, &status).await?);
             }
         }
         resp::bulk(out, parts.join("\r\n").as_bytes());
         Ok(())
     }
 
-    async fn info_section(&self, sess: &Session, name: &str) -> R<String> {
+    async fn info_section(
+        &self,
+        sess: &Session,
+        name: &str,
+        status: &std::sync::OnceLock<Option<tern_client::StatusInfo>>,
+    ) -> R<String> {
+        let status = || {
+            status.get_or_init(|| {
+                let c = self.client.clone();
+                tokio::task::block_in_place(|| c.status()).ok()
+            })
+        };
         let mut t = String::new();
         let st = &self.stats;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -388,8 +401,7 @@ impl Server {
             }
             "memory" => {
                 let (rss, peak) = rss_bytes();
-                let c = self.client.clone();
-                let data = tokio::task::block_in_place(|| c.status()).map(|s| s.memory_used).unwrap_or(0);
+                let data = status().as_ref().map(|s| s.memory_used).unwrap_or(0);
                 let sys = system_memory();
                 let _ = write!(
                     t,
@@ -402,9 +414,8 @@ impl Server {
                 );
             }
             "persistence" => {
-                let c = self.client.clone();
-                let epochs = tokio::task::block_in_place(|| c.status()).map(|s| (s.durable_epoch, s.current_epoch));
-                let (durable, current) = epochs.unwrap_or((0, 0));
+                let (durable, current) =
+                    status().as_ref().map(|s| (s.durable_epoch, s.current_epoch)).unwrap_or((0, 0));
                 let _ = write!(
                     t,
                     "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\nrdb_saves:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\ntern_durable_epoch:{durable}\r\ntern_current_epoch:{current}\r\n",
