@@ -6,6 +6,7 @@
 
 pub mod agg;
 pub mod base64;
+pub mod cluster;
 pub mod bin;
 pub mod error;
 pub mod filter;
