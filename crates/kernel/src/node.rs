@@ -109,6 +109,19 @@ impl Node {
         })
     }
 
+    /// Checks every block's protocol state and that data memory in use equals what partitions
+    /// hold plus what pending changes reserved (the simulator calls it after every signal).
+    pub fn check_invariants(&self) {
+        for tc in &self.tcs {
+            tc.check_invariants();
+        }
+        for l in &self.ldms {
+            l.check_invariants();
+        }
+        let held: u64 = self.ldms.iter().map(|l| l.charged() + l.pending_reserved()).sum();
+        assert_eq!(held, self.budget.used(), "data memory accounting: partitions + reservations != budget in use");
+    }
+
     /// Delivers a signal to one of this node's blocks.
     pub fn handle(&mut self, now_ms: u64, to: Block, sig: Signal, out: &mut Out) {
         match to {

@@ -129,6 +129,8 @@ pub struct Tc {
     /// Scan id used towards ldms (unique in this tc) -> the client's scan.
     scan_ids: HashMap<u64, (ClientId, u64)>,
     started: bool,
+    /// The driver's clock (ms), set once at the top of every `handle`.
+    now_ms: u64,
     budget: MemoryBudget,
     stats: Arc<NodeStats>,
 }
@@ -162,6 +164,7 @@ impl Tc {
             scans: HashMap::new(),
             scan_ids: HashMap::new(),
             started: false,
+            now_ms: 0,
             budget,
             stats,
         };
@@ -193,8 +196,10 @@ impl Tc {
     }
 
     pub fn handle(&mut self, now_ms: u64, sig: Signal, out: &mut Out) {
+        debug_assert!(now_ms >= self.now_ms, "time never goes back");
+        self.now_ms = now_ms;
         match sig {
-            Signal::ClientRequest { client, req_id, req } => self.request(now_ms, client, req_id, req, out),
+            Signal::ClientRequest { client, req_id, req } => self.request(client, req_id, req, out),
             Signal::ClientGone { client } => self.client_gone(client, out),
             Signal::Prepared(batch) => self.prepared(*batch, out),
             Signal::Committed { txn, .. } => self.committed(txn, out),
@@ -236,14 +241,14 @@ impl Tc {
                 out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
             }
             Signal::Tick => {
-                self.expire_idle(now_ms, out);
+                self.expire_idle(out);
                 out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
             }
             other => panic!("tc received an unexpected signal: {other:?}"),
         }
     }
 
-    fn request(&mut self, now_ms: u64, client: ClientId, req_id: u64, req: Request, out: &mut Out) {
+    fn request(&mut self, client: ClientId, req_id: u64, req: Request, out: &mut Out) {
         match req {
             Request::Hello { .. } => out.reply(
                 client,
@@ -265,7 +270,7 @@ impl Tc {
                 req_id,
                 Reply::Error(TernError::new(ErrorCode::ShuttingDown, "data node is starting; retry shortly")),
             ),
-            Request::Txn(t) => self.txn_request(now_ms, client, req_id, t, out),
+            Request::Txn(t) => self.txn_request(client, req_id, t, out),
             Request::Scan(s) => self.scan_start(client, req_id, s, out),
             Request::ScanNext { scan } => self.scan_next(client, req_id, scan, out),
             Request::ScanClose { scan } => {
@@ -295,9 +300,42 @@ impl Tc {
         }
     }
 
+    /// Checks the coordinator's bookkeeping (O(transactions); the simulator calls it after every
+    /// signal). Panics on the first inconsistency.
+    pub fn check_invariants(&self) {
+        assert_eq!(self.by_client.len(), self.txns.len(), "client index and transactions disagree");
+        for (key, id) in &self.by_client {
+            let t = self.txns.get(id).unwrap_or_else(|| panic!("client index names a gone txn {id}"));
+            assert_eq!((t.client, t.client_txn), *key, "client index points at another txn");
+        }
+        assert_eq!(self.scans.len(), self.scan_ids.len(), "scan indexes disagree");
+        for (local, key) in &self.scan_ids {
+            assert_eq!(self.scans.get(key).map(|s| s.local), Some(*local), "scan id {local} is stale");
+        }
+        let mut committing: BTreeMap<u64, u32> = BTreeMap::new();
+        for (id, t) in &self.txns {
+            match t.state {
+                State::Committing => {
+                    *committing.entry(t.epoch).or_default() += 1;
+                    assert!(t.outstanding <= t.participants.len(), "txn {id}: more commits outstanding than chains");
+                    assert!(t.epoch <= self.current_epoch, "txn {id} committed in a future epoch");
+                }
+                State::Aborting => assert!(t.outstanding <= t.participants.len(), "txn {id}: abort count"),
+                State::WaitEpoch => {
+                    assert!(self.gate_closed && self.gate_queue.contains(id), "txn {id} waits for no epoch switch")
+                }
+                State::Idle => assert_eq!(t.outstanding, 0, "idle txn {id} has requests outstanding"),
+                State::Preparing => assert!(t.outstanding > 0, "preparing txn {id} waits for nothing"),
+            }
+        }
+        assert_eq!(committing, self.committing, "commit counts per epoch disagree with the transactions");
+        assert!(self.gate_closed || self.gate_queue.is_empty(), "transactions queued behind an open gate");
+        assert!(self.unreported.windows(2).all(|w| w[0] < w[1]), "unreported epochs out of order");
+    }
+
     // ---------------------------------------------------------------- transactions
 
-    fn txn_request(&mut self, now_ms: u64, client: ClientId, req_id: u64, req: TxnReq, out: &mut Out) {
+    fn txn_request(&mut self, client: ClientId, req_id: u64, req: TxnReq, out: &mut Out) {
         let key = (client, req.txn);
         if self.timed_out.remove(&key) {
             let e =
@@ -337,7 +375,7 @@ impl Tc {
                         durable: req.durable,
                         epoch: 0,
                         abort_reason: None,
-                        last_active_ms: now_ms,
+                        last_active_ms: self.now_ms,
                         orphan: false,
                         client_ops: 0,
                         triggers: Vec::new(),
@@ -359,7 +397,7 @@ impl Tc {
         txn.abort_option = req.abort;
         txn.nowait = req.nowait;
         txn.durable |= req.durable;
-        txn.last_active_ms = now_ms;
+        txn.last_active_ms = self.now_ms;
         txn.results = vec![OpResult::Done; req.ops.len()];
         // NotFound fails an AbortOnError transaction for writes that need the row; a Write found
         // no previous row and a DeleteExpired an unexpired one, which are not errors.
@@ -561,6 +599,7 @@ impl Tc {
         let Some(txn) = self.txns.get_mut(&tref.id) else {
             return;
         };
+        assert!(txn.state == State::Committing && txn.outstanding > 0, "unexpected Committed for txn {}", tref.id);
         txn.outstanding -= 1;
         if txn.outstanding > 0 {
             return;
@@ -659,7 +698,9 @@ impl Tc {
             self.drop_scan(k);
         }
         self.timed_out.retain(|(c, _)| *c != client);
-        let ids: Vec<u64> = self.txns.iter().filter(|(_, t)| t.client == client).map(|(id, _)| *id).collect();
+        // Ordered, so the aborts go out in the same order in every run (the kernel's rule).
+        let mut ids: Vec<u64> = self.txns.iter().filter(|(_, t)| t.client == client).map(|(id, _)| *id).collect();
+        ids.sort_unstable();
         for id in ids {
             let t = self.txns.get_mut(&id).expect("listed");
             t.orphan = true;
@@ -669,7 +710,8 @@ impl Tc {
         }
     }
 
-    fn expire_idle(&mut self, now_ms: u64, out: &mut Out) {
+    fn expire_idle(&mut self, out: &mut Out) {
+        let now_ms = self.now_ms;
         let timeout = self.cfg.inactive_timeout_ms;
         let mut ids: Vec<u64> = self
             .txns

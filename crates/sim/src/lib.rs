@@ -546,7 +546,13 @@ impl Sim {
     fn deliver(&mut self, to: Block, sig: Signal) {
         let mut out = Out::default();
         let now = self.now;
-        self.node.as_mut().expect("running").handle(now, to, sig, &mut out);
+        let node = self.node.as_mut().expect("running");
+        node.handle(now, to, sig, &mut out);
+        let seed = self.seed;
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| node.check_invariants())) {
+            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+            panic!("simulation failed (seed {seed}, t={now} ms): block invariant: {}", msg.unwrap_or_default());
+        }
         self.effects(to, out);
     }
 

@@ -1,0 +1,108 @@
+//! Commit (backup-first, one redo record per transaction) and abort.
+
+use super::*;
+
+impl Ldm {
+    pub(super) fn commit(&mut self, txn: TxnRef, epoch: u64, chain: Vec<Addr>, pos: u8, out: &mut Out) {
+        let mut changes = match self.txns.get_mut(&txn) {
+            Some(t) => std::mem::take(&mut t.changes),
+            None => BTreeMap::new(),
+        };
+        self.apply_deferred(&mut changes);
+        if !changes.is_empty() {
+            let mut ops: Vec<RedoOpRef<'_>> = Vec::with_capacity(changes.len());
+            for (lk, ch) in &changes {
+                let Some(part) = self.parts.get_mut(&(lk.0, lk.1)) else {
+                    self.budget.release(ch.reserved);
+                    continue; // table dropped meanwhile
+                };
+                let before = part.charged();
+                let rows_before = part.len() as i64;
+                match &ch.row {
+                    Some(r) => {
+                        part.upsert(r).expect("a staged row was checked at prepare");
+                        ops.push(RedoOpRef::Put { table: lk.0, partition: lk.1, row: r });
+                    }
+                    None => {
+                        if let Some(id) = part.lookup(&lk.2) {
+                            part.delete(id).expect("live row");
+                        }
+                        ops.push(RedoOpRef::Delete { table: lk.0, partition: lk.1, key: &lk.2 });
+                    }
+                }
+                let after = part.charged();
+                self.stats.rows.fetch_add(part.len() as i64 - rows_before, std::sync::atomic::Ordering::Relaxed);
+                if after >= before {
+                    self.budget.force(after - before);
+                } else {
+                    self.budget.release(before - after);
+                }
+                self.budget.release(ch.reserved);
+            }
+            let before = self.redo_buf.len();
+            let tc_instance = match txn.tc.block {
+                Block::Tc(i) => i,
+                _ => 0,
+            };
+            redo::append_commit(&mut self.redo_buf, epoch, txn.tc.node, tc_instance, txn.id, &ops);
+            self.lsn += (self.redo_buf.len() - before) as u64;
+            self.max_epoch_applied = self.max_epoch_applied.max(epoch);
+            if self.redo_buf.len() >= self.cfg.redo_buffer_bytes {
+                self.write_redo_buffer(out);
+            }
+        }
+        if pos == 0 {
+            self.release_txn(txn, out);
+            out.send(txn.tc, Signal::Committed { txn, chain });
+        } else {
+            out.send(chain[pos as usize - 1], Signal::Commit { txn, epoch, chain: chain.clone(), pos: pos - 1 });
+        }
+    }
+
+    /// Dirty updates take effect on the row as committed now (or their upsert row when there is
+    /// none, or it has expired); one that no longer applies (a guard fails, an overflow) is
+    /// dropped.
+    pub(super) fn apply_deferred(&mut self, changes: &mut BTreeMap<LockKey, Change>) {
+        let keys: Vec<LockKey> = changes.iter().filter(|(_, c)| c.deferred.is_some()).map(|(k, _)| k.clone()).collect();
+        for lk in keys {
+            let ch = changes.get_mut(&lk).expect("listed");
+            let (upsert, updates) = ch.deferred.take().expect("deferred");
+            let Some(layout) = self.layouts.get(&lk.0).cloned() else { continue };
+            let current = self
+                .parts
+                .get(&(lk.0, lk.1))
+                .and_then(|p| p.lookup(&lk.2).map(|id| p.row(id).to_vec()))
+                .filter(|r| !self.expired(lk.0, r));
+            let row = match current {
+                Some(cur) => apply_updates(&layout, &cur, &updates).ok(),
+                None if !upsert.is_empty() => apply_updates(&layout, &upsert, &updates).ok(),
+                None => None,
+            };
+            match row {
+                Some(r) => ch.row = Some(r),
+                None => {
+                    let reserved = ch.reserved;
+                    changes.remove(&lk);
+                    self.budget.release(reserved);
+                }
+            }
+        }
+    }
+
+    pub(super) fn abort(&mut self, txn: TxnRef, out: &mut Out) {
+        if let Some(b) = self.blocked.remove(&txn)
+            && let Some(e) = self.locks.get_mut(&b.lock)
+        {
+            e.waiters.retain(|(t, _)| *t != txn);
+            if e.is_free() {
+                self.locks.remove(&b.lock);
+            }
+        }
+        if let Some(t) = self.txns.get_mut(&txn) {
+            for (_, ch) in std::mem::take(&mut t.changes) {
+                self.budget.release(ch.reserved);
+            }
+        }
+        self.release_txn(txn, out);
+    }
+}

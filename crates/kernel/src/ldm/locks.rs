@@ -1,0 +1,214 @@
+//! Row locks: shared/exclusive with FIFO waiters, lock-wait deadlines, and the deadlock check
+//! within this ldm.
+
+use super::*;
+
+#[derive(Debug, Default)]
+pub(super) struct LockEntry {
+    pub(super) exclusive: Option<TxnRef>,
+    pub(super) shared: Vec<TxnRef>,
+    pub(super) waiters: VecDeque<(TxnRef, LockMode)>,
+}
+
+impl LockEntry {
+    pub(super) fn compatible(&self, txn: TxnRef, mode: LockMode) -> bool {
+        match mode {
+            LockMode::Shared => self.exclusive.is_none_or(|t| t == txn),
+            LockMode::Exclusive => self.exclusive.is_none_or(|t| t == txn) && self.shared.iter().all(|&t| t == txn),
+        }
+    }
+    pub(super) fn grant(&mut self, txn: TxnRef, mode: LockMode) {
+        match mode {
+            LockMode::Shared => {
+                if self.exclusive != Some(txn) && !self.shared.contains(&txn) {
+                    self.shared.push(txn);
+                }
+            }
+            LockMode::Exclusive => {
+                self.shared.retain(|&t| t != txn);
+                self.exclusive = Some(txn);
+            }
+        }
+    }
+    pub(super) fn is_free(&self) -> bool {
+        self.exclusive.is_none() && self.shared.is_empty() && self.waiters.is_empty()
+    }
+}
+
+impl Ldm {
+    /// Takes a lock, or queues the request; true when granted now.
+    /// Takes the lock if it is free now; never queues.
+    pub(super) fn try_acquire(&mut self, txn: TxnRef, key: &LockKey, mode: LockMode) -> bool {
+        let free = match self.locks.get(key) {
+            None => true,
+            Some(e) => {
+                e.exclusive == Some(txn)
+                    || (mode == LockMode::Shared && e.shared.contains(&txn))
+                    || (e.compatible(txn, mode) && e.waiters.is_empty())
+            }
+        };
+        free && self.acquire(txn, key, mode)
+    }
+
+    pub(super) fn acquire(&mut self, txn: TxnRef, key: &LockKey, mode: LockMode) -> bool {
+        let entry = self.locks.entry(key.clone()).or_default();
+        let owned = entry.exclusive == Some(txn) || (mode == LockMode::Shared && entry.shared.contains(&txn));
+        if owned {
+            return true;
+        }
+        if entry.compatible(txn, mode) && entry.waiters.is_empty() {
+            entry.grant(txn, mode);
+            let t = self.txns.entry(txn).or_default();
+            t.locks.push(key.clone());
+            return true;
+        }
+        entry.waiters.push_back((txn, mode));
+        false
+    }
+
+    /// Releases every lock of `txn` and resumes batches that were waiting for them.
+    pub(super) fn release_txn(&mut self, txn: TxnRef, out: &mut Out) {
+        let Some(t) = self.txns.remove(&txn) else {
+            return;
+        };
+        for ch in t.changes.values() {
+            self.budget.release(ch.reserved);
+        }
+        let mut resume = Vec::new();
+        for key in t.locks {
+            let Some(entry) = self.locks.get_mut(&key) else {
+                continue;
+            };
+            if entry.exclusive == Some(txn) {
+                entry.exclusive = None;
+            }
+            entry.shared.retain(|&x| x != txn);
+            while let Some(&(w, mode)) = entry.waiters.front() {
+                if !entry.compatible(w, mode) {
+                    break;
+                }
+                entry.waiters.pop_front();
+                entry.grant(w, mode);
+                resume.push((w, key.clone()));
+            }
+            if entry.is_free() {
+                self.locks.remove(&key);
+            }
+        }
+        for (w, key) in resume {
+            self.txns.entry(w).or_default().locks.push(key);
+            if let Some(b) = self.blocked.remove(&w) {
+                let mut batch = b.batch;
+                batch.holds_state = true;
+                // The op that waited now holds its lock; execute it and the rest of the batch.
+                self.exec_batch(batch, b.next_op, out);
+            }
+        }
+    }
+
+    /// Whether `txn`, now queued on `lock`, waits (through holders blocked at this ldm) for a lock
+    /// it holds itself. Only waits known here count, so a cycle found is a real deadlock.
+    pub(super) fn waits_for_itself(&self, txn: TxnRef, lock: &LockKey) -> bool {
+        // (lock, reached through another transaction's wait)
+        let mut todo: Vec<(&LockKey, bool)> = vec![(lock, false)];
+        let mut seen: Vec<TxnRef> = Vec::new();
+        while let Some((l, through)) = todo.pop() {
+            let Some(e) = self.locks.get(l) else { continue };
+            for h in e.exclusive.iter().chain(e.shared.iter()) {
+                if *h == txn {
+                    // Holding the lock it waits for (a shared lock it upgrades) is no cycle;
+                    // holding one another waiter needs is.
+                    if through {
+                        return true;
+                    }
+                    continue;
+                }
+                if seen.contains(h) || seen.len() >= 64 {
+                    continue;
+                }
+                seen.push(*h);
+                if let Some(b) = self.blocked.get(h) {
+                    todo.push((&b.lock, true));
+                }
+            }
+        }
+        false
+    }
+
+    pub(super) fn expire_waits(&mut self, out: &mut Out) {
+        let mut expired: Vec<TxnRef> =
+            self.blocked.iter().filter(|(_, b)| b.deadline_ms <= self.now_ms).map(|(t, _)| *t).collect();
+        expired.sort();
+        for txn in expired {
+            let b = self.blocked.remove(&txn).expect("listed");
+            if let Some(e) = self.locks.get_mut(&b.lock) {
+                e.waiters.retain(|(t, _)| *t != txn);
+                if e.is_free() {
+                    self.locks.remove(&b.lock);
+                }
+            }
+            let mut batch = b.batch;
+            for (i, op) in batch.ops.iter().enumerate().skip(b.next_op) {
+                if let PrepOp::Exec { idx, .. } = op {
+                    let r = if i == b.next_op {
+                        err_op(ErrorCode::LockWaitTimeout, "Lock wait timeout exceeded; try restarting transaction")
+                    } else {
+                        err_op(ErrorCode::TransactionAborted, "operation not executed: an earlier operation failed")
+                    };
+                    batch.results.push((*idx, r));
+                }
+            }
+            batch.ops.truncate(b.next_op);
+            self.finish_batch(batch, out);
+        }
+    }
+}
+
+impl Ldm {
+    /// Checks the lock table against the transactions and blocked batches (O(locks); the
+    /// simulator calls it after every signal). Panics on the first inconsistency.
+    pub fn check_invariants(&self) {
+        for (key, e) in &self.locks {
+            assert!(!e.is_free(), "ldm {}: a free lock entry is kept for {key:?}", self.instance());
+            if let Some(x) = e.exclusive {
+                assert!(e.shared.iter().all(|&s| s == x), "exclusive and shared holders differ on {key:?}");
+            }
+            for h in e.exclusive.iter().chain(e.shared.iter()) {
+                assert!(
+                    self.txns.get(h).is_some_and(|t| t.locks.contains(key)),
+                    "holder {h:?} of {key:?} does not list the lock"
+                );
+            }
+            for (w, _) in &e.waiters {
+                assert!(
+                    self.blocked.get(w).is_some_and(|b| &b.lock == key),
+                    "waiter {w:?} on {key:?} is not blocked on it"
+                );
+            }
+        }
+        for (t, b) in &self.blocked {
+            assert!(
+                self.locks.get(&b.lock).is_some_and(|e| e.waiters.iter().any(|(w, _)| w == t)),
+                "blocked {t:?} is not queued on {:?}",
+                b.lock
+            );
+            assert!(b.deadline_ms >= b.since_ms, "deadline before the wait began");
+        }
+        for (t, txn) in &self.txns {
+            for key in &txn.locks {
+                let e = self.locks.get(key).unwrap_or_else(|| panic!("{t:?} lists {key:?}, which has no entry"));
+                assert!(e.exclusive == Some(*t) || e.shared.contains(t), "{t:?} lists {key:?} but does not hold it");
+            }
+        }
+    }
+
+    /// Data memory reserved for pending after-images (not yet charged to partitions).
+    pub fn pending_reserved(&self) -> u64 {
+        self.txns.values().flat_map(|t| t.changes.values()).map(|c| c.reserved).sum()
+    }
+
+    /// Data memory charged by this ldm's partitions.
+    pub fn charged(&self) -> u64 {
+        self.parts.values().map(|p| p.charged()).sum()
+    }
+}

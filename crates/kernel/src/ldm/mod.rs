@@ -1,0 +1,422 @@
+//! The `ldm` block (NDB: DBLQH + DBACC + DBTUP + DBTUX): owns a set of partition replicas, their
+//! row locks and uncommitted changes, executes key operations and scan fragments, and writes its
+//! own redo log and checkpoints (as disk requests). Performance-critical.
+//!
+//! Transaction handling at one replica:
+//! * `Prepare`: execute a batch in order. Writes and locking reads take a row lock (a lock held by
+//!   another transaction makes the batch wait, up to `lock_wait_timeout_ms`, then the op fails
+//!   with a temporary error). Writes are kept as pending after-images, with their data memory
+//!   reserved, so commit cannot fail. Read-committed reads never lock and see committed rows (or
+//!   the transaction's own pending write). A non-last replica forwards the after-images down the
+//!   chain; the last replica answers the coordinator.
+//! * `Commit(epoch)` arrives backup-first: apply pending changes to the store, append one redo
+//!   record stamped with the epoch, forward towards the primary. The primary releases the locks
+//!   and answers `Committed`; backups release at `Complete`.
+//! * `Abort`: forwarded down the chain before undoing locally (per-link FIFO keeps it behind the
+//!   batch it cancels).
+//!
+//! Durability: redo records accumulate in a buffer handed to the disk on `EpochFlush` (or when
+//! large); the flush answers `EpochFlushed` with the LSN made durable. Checkpoints snapshot every
+//! partition at a point in this block's order (start LSN = end of redo at that point) and become
+//! usable once their newest epoch is durable, which then frees older redo and checkpoints.
+
+mod commit;
+mod durability;
+mod locks;
+mod prepare;
+mod rows;
+mod scan;
+#[cfg(test)]
+mod tests;
+
+use locks::LockEntry;
+pub use rows::parse_decimal_i64;
+use rows::*;
+
+use crate::checkpoint::{self, CheckpointStream};
+use crate::redo::{self, RedoOpRef};
+use crate::signal::{Addr, Block, IoReq, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TxnRef};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use tern_store::{IndexBound, MemoryBudget, Partition};
+use tern_types::row::encode_values;
+use tern_types::schema::{ColumnType, TableId};
+use tern_types::value::{coerce, rescale};
+use tern_types::{Catalog, ErrorCode, RowLayout, TernError, TernResult, Value};
+use tern_wire::{ColumnUpdate, KeyOp, OpKind, OpResult, UpdateExpr};
+
+#[derive(Debug, Clone)]
+pub struct LdmConfig {
+    pub lock_wait_timeout_ms: u64,
+    /// Start a checkpoint when this much redo was written since the last one began.
+    pub checkpoint_redo_bytes: u64,
+    /// Hand the redo buffer to the disk when it grows past this (without syncing).
+    pub redo_buffer_bytes: usize,
+    pub tick_ms: u64,
+    /// Bytes of checkpoint data handed to the disk at a time.
+    pub checkpoint_chunk_bytes: usize,
+    /// Wall-clock time (ms since the Unix epoch) at which the `now_ms` handed to `handle` was 0;
+    /// TTL expiry compares stored DATETIME/TIMESTAMP values against `wall_base_ms + now_ms`.
+    pub wall_base_ms: u64,
+}
+
+impl Default for LdmConfig {
+    fn default() -> Self {
+        LdmConfig {
+            lock_wait_timeout_ms: 1200,
+            checkpoint_redo_bytes: 64 << 20,
+            redo_buffer_bytes: 1 << 20,
+            tick_ms: 50,
+            checkpoint_chunk_bytes: 1 << 20,
+            wall_base_ms: 0,
+        }
+    }
+}
+
+/// What an ldm starts from: recovered partitions and where its disk state stands.
+pub struct LdmStart {
+    pub partitions: Vec<Partition>,
+    /// LSN at which this ldm's new redo starts (at or past the end of any old log).
+    pub base_lsn: u64,
+    pub durable_epoch: u64,
+    pub next_checkpoint_id: u64,
+    /// Checkpoint files of earlier runs, deleted once the start-up checkpoint is usable.
+    pub old_checkpoints: Vec<String>,
+}
+
+type PartKey = (TableId, u32);
+
+/// A unique index as the ldm maintains it: the base columns and the index table.
+struct UniqueIndex {
+    columns: Vec<u16>,
+    table: TableId,
+    layout: Arc<RowLayout>,
+}
+type LockKey = (TableId, u32, Vec<u8>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LockMode {
+    Shared,
+    Exclusive,
+}
+
+#[derive(Debug)]
+struct Change {
+    /// None = delete.
+    row: Option<Vec<u8>>,
+    reserved: u64,
+    /// A dirty update (`OpKind::UpdateDirty`): the row to start from when the key is absent at
+    /// commit (empty: none) and the updates to apply at commit to the row committed then.
+    deferred: Option<(Vec<u8>, Vec<ColumnUpdate>)>,
+}
+
+#[derive(Debug, Default)]
+struct LdmTxn {
+    changes: BTreeMap<LockKey, Change>,
+    locks: Vec<LockKey>,
+}
+
+struct Blocked {
+    batch: Box<PrepareBatch>,
+    next_op: usize,
+    lock: LockKey,
+    /// When this wait began, and when it times out (`since_ms + lock_wait_timeout_ms`).
+    since_ms: u64,
+    deadline_ms: u64,
+}
+
+/// Batches at least this long get their lookups prefetched.
+const PREFETCH_BATCH_MIN: usize = 4;
+/// Chunks in flight before the scan waits for the disk.
+const CHECKPOINT_CHUNKS_IN_FLIGHT: usize = 2;
+
+/// A checkpoint being written, a chunk per loop turn.
+struct CheckpointRun {
+    id: u64,
+    start_lsn: u64,
+    parts: Vec<PartKey>,
+    part_idx: usize,
+    /// Next row id to scan in the current partition; None = its header is not written yet.
+    next_row: Option<u32>,
+    stream: Option<CheckpointStream>,
+    chunk_tokens: Vec<u64>,
+    finish: Option<(u64, WrittenCheckpoint)>,
+    step_queued: bool,
+}
+
+struct WrittenCheckpoint {
+    start_lsn: u64,
+    max_epoch: u64,
+    name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Created,
+    StartCheckpoint,
+    Ready,
+}
+
+pub struct Ldm {
+    addr: Addr,
+    stats: Arc<crate::tc::NodeStats>,
+    ldm_count: u16,
+    /// Set once every ldm has written its start-up checkpoint: earlier runs' files may go.
+    cleanup_allowed: bool,
+    cfg: LdmConfig,
+    budget: MemoryBudget,
+    layouts: HashMap<TableId, Arc<RowLayout>>,
+    /// Per table, its unique indexes and their hidden index tables.
+    uniques: HashMap<TableId, Vec<UniqueIndex>>,
+    catalog_version: u64,
+    parts: BTreeMap<PartKey, Partition>,
+    txns: HashMap<TxnRef, LdmTxn>,
+    locks: HashMap<LockKey, LockEntry>,
+    blocked: HashMap<TxnRef, Blocked>,
+    redo_buf: Vec<u8>,
+    /// LSN one past the last byte produced (including the unflushed buffer).
+    lsn: u64,
+    synced_lsn: u64,
+    appended_since_sync: bool,
+    max_epoch_applied: u64,
+    /// (io token, epoch, LSN being synced, newest epoch applied).
+    pending_flush: Option<(u64, u64, u64, u64)>,
+    durable_epoch: u64,
+    next_token: u64,
+    next_checkpoint_id: u64,
+    checkpoint_start_lsn: u64,
+    checkpoint_run: Option<CheckpointRun>,
+    checkpoints_written: Vec<WrittenCheckpoint>,
+    current_checkpoint: Option<WrittenCheckpoint>,
+    old_checkpoints: Vec<String>,
+    phase: Phase,
+    dist: Addr,
+    /// Tables with a TTL: (column, seconds).
+    ttls: HashMap<TableId, (usize, u64)>,
+    /// The driver's clock (ms), set once at the top of every `handle`: all deadlines read it.
+    now_ms: u64,
+    /// Wall-clock now in µs since the Unix epoch, refreshed on every signal.
+    now_us: i64,
+}
+
+fn err_op(code: ErrorCode, msg: impl Into<String>) -> OpResult {
+    OpResult::Error(TernError::new(code, msg))
+}
+
+impl Ldm {
+    pub fn new(
+        addr: Addr,
+        ldm_count: u16,
+        cfg: LdmConfig,
+        budget: MemoryBudget,
+        stats: Arc<crate::tc::NodeStats>,
+        catalog: &Catalog,
+        start: LdmStart,
+    ) -> Ldm {
+        let mut ldm = Ldm {
+            addr,
+            stats,
+            ldm_count,
+            cleanup_allowed: false,
+            cfg,
+            budget,
+            layouts: HashMap::new(),
+            uniques: HashMap::new(),
+            catalog_version: 0,
+            parts: BTreeMap::new(),
+            txns: HashMap::new(),
+            locks: HashMap::new(),
+            blocked: HashMap::new(),
+            redo_buf: Vec::new(),
+            lsn: start.base_lsn,
+            synced_lsn: start.base_lsn,
+            appended_since_sync: false,
+            max_epoch_applied: start.durable_epoch,
+            pending_flush: None,
+            durable_epoch: start.durable_epoch,
+            next_token: 1,
+            next_checkpoint_id: start.next_checkpoint_id,
+            checkpoint_start_lsn: start.base_lsn,
+            checkpoint_run: None,
+            checkpoints_written: Vec::new(),
+            current_checkpoint: None,
+            old_checkpoints: start.old_checkpoints,
+            phase: Phase::Created,
+            dist: Addr::new(addr.node, Block::Dist),
+            ttls: HashMap::new(),
+            now_ms: 0,
+            now_us: 0,
+        };
+        for p in start.partitions {
+            ldm.stats.rows.fetch_add(p.len() as i64, std::sync::atomic::Ordering::Relaxed);
+            ldm.parts.insert((p.table, p.partition), p);
+        }
+        ldm.apply_catalog(catalog);
+        ldm
+    }
+
+    fn instance(&self) -> u16 {
+        match self.addr.block {
+            Block::Ldm(i) => i,
+            _ => unreachable!("ldm address"),
+        }
+    }
+
+    /// Rows and partitions held, for status reports.
+    pub fn stats(&self) -> (u32, u64) {
+        (self.parts.len() as u32, self.parts.values().map(|p| p.len()).sum())
+    }
+
+    /// Creates partitions this ldm owns for new tables and drops those of dropped tables.
+    fn apply_catalog(&mut self, catalog: &Catalog) {
+        self.catalog_version = catalog.version;
+        self.layouts.clear();
+        self.ttls.clear();
+        for t in catalog.tables.values() {
+            self.layouts.insert(t.id, Arc::new(RowLayout::new(t)));
+            if let Some(ttl) = &t.ttl {
+                self.ttls.insert(t.id, (ttl.column as usize, ttl.seconds as u64));
+            }
+        }
+        self.uniques.clear();
+        for t in catalog.tables.values() {
+            for idx in t.indexes.iter().filter(|i| i.unique) {
+                if let Some(&it) = catalog.index_tables.get(&idx.id) {
+                    let u = UniqueIndex { columns: idx.columns.clone(), table: it, layout: self.layouts[&it].clone() };
+                    self.uniques.entry(t.id).or_default().push(u);
+                }
+            }
+        }
+        for ((t, _), p) in self.parts.iter_mut() {
+            if let Some(def) = catalog.table(*t) {
+                for id in p.index_ids() {
+                    if !def.indexes.iter().any(|i| i.id == id) {
+                        let before = p.charged();
+                        p.drop_index(id);
+                        self.budget.release(before.saturating_sub(p.charged()));
+                    }
+                }
+            }
+        }
+        let dropped: Vec<PartKey> =
+            self.parts.keys().filter(|(t, _)| !catalog.tables.contains_key(t)).copied().collect();
+        for k in dropped {
+            let p = self.parts.remove(&k).expect("listed");
+            self.budget.release(p.charged());
+            self.stats.rows.fetch_sub(p.len() as i64, std::sync::atomic::Ordering::Relaxed);
+        }
+        let owned: Vec<(TableId, u32)> = catalog
+            .tables
+            .values()
+            .flat_map(|t| (0..t.partition_count).map(move |p| (t.id, p)))
+            .filter(|&(_, p)| crate::node::ldm_of(p, self.ldm_count) == self.instance())
+            .collect();
+        for (t, p) in owned {
+            if !self.parts.contains_key(&(t, p)) {
+                let table = catalog.table(t).expect("listed");
+                self.parts.insert((t, p), Partition::new(table, p, self.layouts[&t].clone()));
+            }
+        }
+    }
+
+    fn token(&mut self) -> u64 {
+        self.next_token += 1;
+        self.next_token
+    }
+
+    pub fn handle(&mut self, now_ms: u64, sig: Signal, out: &mut Out) {
+        debug_assert!(now_ms >= self.now_ms, "time never goes back");
+        self.now_ms = now_ms;
+        self.now_us = (self.cfg.wall_base_ms.saturating_add(now_ms) as i64).saturating_mul(1000);
+        match sig {
+            Signal::Start => {
+                out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
+                self.start_checkpoint(out);
+                self.phase = Phase::StartCheckpoint;
+            }
+            Signal::Prepare(batch) => self.exec_batch(batch, 0, out),
+            Signal::Commit { txn, epoch, chain, pos } => self.commit(txn, epoch, chain, pos, out),
+            Signal::Complete { txn, chain, pos } => {
+                if pos > 0 {
+                    self.release_txn(txn, out);
+                    out.send(chain[pos as usize - 1], Signal::Complete { txn, chain, pos: pos - 1 });
+                }
+            }
+            Signal::Abort { txn, chain, pos } => {
+                if let Some(&next) = chain.get(pos as usize + 1) {
+                    out.send(next, Signal::Abort { txn, chain: chain.clone(), pos: pos + 1 });
+                }
+                self.abort(txn, out);
+                if pos as usize + 1 == chain.len() {
+                    out.send(txn.tc, Signal::Aborted { txn, chain });
+                }
+            }
+            Signal::ScanFrag(req) => self.scan(*req, out),
+            Signal::EpochFlush { epoch } => self.flush(epoch, out),
+            Signal::EpochDurable { epoch } => self.on_durable(epoch, out),
+            Signal::IoDone { token, result } => self.io_done(token, result, out),
+            Signal::Schema { catalog } => {
+                self.apply_catalog(&catalog);
+                out.send(
+                    Addr::new(self.addr.node, Block::Dict),
+                    Signal::SchemaAck { from: self.addr, version: catalog.version },
+                );
+            }
+            Signal::IndexBuild { table, index, catalog } => {
+                let result = self.build_index(table, index, &catalog);
+                out.send(Addr::new(self.addr.node, Block::Dict), Signal::IndexBuilt { from: self.addr, index, result });
+            }
+            Signal::NodeStarted { .. } => {
+                self.cleanup_allowed = true;
+                self.on_durable(self.durable_epoch, out);
+            }
+            Signal::CheckpointStep => self.checkpoint_step(out),
+            Signal::Tick => {
+                self.expire_waits(out);
+                out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
+            }
+            other => panic!("ldm received an unexpected signal: {other:?}"),
+        }
+    }
+
+    /// Adds an index to every partition of `table` (CREATE INDEX); undone on failure.
+    fn build_index(&mut self, table: TableId, index: u32, catalog: &Catalog) -> Result<(), TernError> {
+        let Some(t) = catalog.table(table) else {
+            return Err(TernError::new(ErrorCode::NoSuchTable, "table was dropped"));
+        };
+        let Some(def) = t.indexes.iter().find(|i| i.id == index) else {
+            return Err(TernError::new(ErrorCode::NoSuchIndex, "index not in catalog"));
+        };
+        let keys: Vec<PartKey> = self.parts.keys().filter(|(tt, _)| *tt == table).copied().collect();
+        if def.unique && keys.iter().any(|k| !self.parts[k].is_empty()) {
+            return Err(TernError::new(
+                ErrorCode::Unsupported,
+                "CREATE UNIQUE INDEX on a table that already has rows is not supported yet; declare the unique key when creating the table",
+            ));
+        }
+        let mut done = Vec::new();
+        for k in keys {
+            let p = self.parts.get_mut(&k).expect("listed");
+            let before = p.charged();
+            if p.index_position(index).is_some() {
+                continue;
+            }
+            match p.add_index(def) {
+                Ok(()) => {
+                    self.budget.force(p.charged().saturating_sub(before));
+                    done.push(k);
+                }
+                Err(e) => {
+                    for d in done {
+                        let p = self.parts.get_mut(&d).expect("listed");
+                        let before = p.charged();
+                        p.drop_index(index);
+                        self.budget.release(before.saturating_sub(p.charged()));
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,430 @@
+//! Prepare: executing a batch of key operations at a replica (locks, pending after-images with
+//! reserved memory, unique-index triggers) and forwarding after-images down the chain.
+
+use super::*;
+
+impl Ldm {
+    pub(super) fn exec_batch(&mut self, mut batch: Box<PrepareBatch>, from: usize, out: &mut Out) {
+        let txn = batch.txn;
+        if from == 0 && batch.ops.len() >= PREFETCH_BATCH_MIN {
+            self.prefetch_batch(&batch);
+        }
+        for i in from..batch.ops.len() {
+            let lock = match &batch.ops[i] {
+                PrepOp::Exec { partition, op, .. } => match op.kind {
+                    OpKind::Read => None,
+                    OpKind::UpdateDirty if batch.chain.len() == 1 && !self.uniques.contains_key(&op.table) => None,
+                    OpKind::ReadShared => Some(((op.table, *partition, op.key.clone()), LockMode::Shared)),
+                    _ => Some(((op.table, *partition, op.key.clone()), LockMode::Exclusive)),
+                },
+                PrepOp::Replica { table, partition, key, .. } => {
+                    Some(((*table, *partition, key.clone()), LockMode::Exclusive))
+                }
+            };
+            let mode = lock.as_ref().map(|l| l.1);
+            if batch.nowait
+                && let (Some((lock_key, mode)), PrepOp::Exec { idx, .. }) = (&lock, &batch.ops[i])
+                && self.parts.contains_key(&(lock_key.0, lock_key.1))
+                && !self.try_acquire(txn, lock_key, *mode)
+            {
+                let e = TernError::new(ErrorCode::Deadlock, "row lock is busy (no-wait transaction)");
+                batch.results.push((*idx, OpResult::Error(e)));
+                batch.holds_state |= self.txns.contains_key(&txn);
+                continue;
+            }
+            if let Some((lock_key, mode)) = lock
+                && self.parts.contains_key(&(lock_key.0, lock_key.1))
+                && !self.acquire(txn, &lock_key, mode)
+            {
+                if self.waits_for_itself(txn, &lock_key) {
+                    // A cycle of waits within this ldm: fail now instead of at the timeout
+                    // (cycles through other ldms still end at the lock-wait timeout, as in NDB).
+                    if let Some(e) = self.locks.get_mut(&lock_key) {
+                        e.waiters.retain(|(t, _)| *t != txn);
+                        if e.is_free() {
+                            self.locks.remove(&lock_key);
+                        }
+                    }
+                    self.fail_rest(
+                        &mut batch,
+                        i,
+                        ErrorCode::Deadlock,
+                        "Deadlock found when trying to get lock; try restarting transaction",
+                    );
+                    self.finish_batch(batch, out);
+                    return;
+                }
+                let deadline_ms = self.now_ms + self.cfg.lock_wait_timeout_ms;
+                self.blocked
+                    .insert(txn, Blocked { batch, next_op: i, lock: lock_key, since_ms: self.now_ms, deadline_ms });
+                return;
+            }
+            if mode.is_some() {
+                batch.holds_state = true;
+            }
+            match &batch.ops[i] {
+                PrepOp::Exec { idx, partition, op } => {
+                    let idx = *idx;
+                    let mut triggers = Vec::new();
+                    if op.kind == OpKind::UpdateDirty {
+                        // No lock, but a pending change this chain must commit or drop.
+                        batch.holds_state = true;
+                    }
+                    let r = self.exec_op(txn, *partition, op, &mut triggers);
+                    batch.results.push((idx, r));
+                    batch.triggers.extend(triggers.into_iter().map(|t| (idx, t)));
+                }
+                PrepOp::Replica { table, partition, key, row } => {
+                    let lk = (*table, *partition, key.clone());
+                    let row = row.clone();
+                    if let Err(e) = self.stage(txn, lk, row) {
+                        batch.results.push((u32::MAX, OpResult::Error(e)));
+                    }
+                }
+            }
+        }
+        self.finish_batch(batch, out);
+    }
+
+    pub(super) fn finish_batch(&mut self, mut batch: Box<PrepareBatch>, out: &mut Out) {
+        let next = batch.pos as usize + 1;
+        if next < batch.chain.len() {
+            // Forward after-images of this replica's successful writes to the next replica.
+            let mut replica_ops = Vec::new();
+            if batch.pos == 0 {
+                let ok: HashMap<u32, bool> = batch
+                    .results
+                    .iter()
+                    .map(|(i, r)| (*i, !matches!(r, OpResult::Error(_) | OpResult::NotFound)))
+                    .collect();
+                for op in &batch.ops {
+                    if let PrepOp::Exec { idx, partition, op } = op
+                        && op.kind.is_write()
+                        && ok.get(idx).copied().unwrap_or(false)
+                    {
+                        let lk = (op.table, *partition, op.key.clone());
+                        let row =
+                            self.txns.get(&batch.txn).and_then(|t| t.changes.get(&lk)).and_then(|c| c.row.clone());
+                        replica_ops.push(PrepOp::Replica {
+                            table: op.table,
+                            partition: *partition,
+                            key: op.key.clone(),
+                            row,
+                        });
+                    }
+                }
+            } else {
+                replica_ops = std::mem::take(&mut batch.ops);
+            }
+            batch.ops = replica_ops;
+            batch.pos += 1;
+            let to = batch.chain[next];
+            out.send(to, Signal::Prepare(batch));
+        } else {
+            out.send(batch.txn.tc, Signal::Prepared(batch));
+        }
+    }
+
+    /// Overlaps the cache misses of a batch's key lookups: first start loading every op's index
+    /// slots, then (slots now at hand) every op's row, before executing any op.
+    pub(super) fn prefetch_batch(&self, batch: &PrepareBatch) {
+        for pass in 0..2 {
+            for op in &batch.ops {
+                if let PrepOp::Exec { partition, op, .. } = op
+                    && let Some(p) = self.parts.get(&(op.table, *partition))
+                {
+                    if pass == 0 {
+                        p.prefetch_slot(&op.key);
+                    } else {
+                        p.prefetch_row(&op.key);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn layout(&self, table: TableId) -> Option<&Arc<RowLayout>> {
+        self.layouts.get(&table)
+    }
+
+    /// The row as this transaction sees it: its own pending change, else the committed row.
+    /// A row whose TTL has passed is absent.
+    pub(super) fn current_row(&self, txn: TxnRef, lk: &LockKey) -> Option<Vec<u8>> {
+        self.current_row_raw(txn, lk).filter(|r| !self.expired(lk.0, r))
+    }
+
+    /// `current_row` including rows whose TTL has passed.
+    pub(super) fn current_row_raw(&self, txn: TxnRef, lk: &LockKey) -> Option<Vec<u8>> {
+        if let Some(c) = self.txns.get(&txn).and_then(|t| t.changes.get(lk)) {
+            return c.row.clone();
+        }
+        let p = self.parts.get(&(lk.0, lk.1))?;
+        p.lookup(&lk.2).map(|id| p.row(id).to_vec())
+    }
+
+    /// Whether `row` of `table` has passed its TTL (interfaces.md §5: now > column + seconds).
+    pub(super) fn expired(&self, table: TableId, row: &[u8]) -> bool {
+        match (self.ttls.get(&table), self.layouts.get(&table)) {
+            (Some(&ttl), Some(layout)) => row_expired(layout, ttl, row, self.now_us),
+            _ => false,
+        }
+    }
+
+    /// Executes one operation at the primary. Writes to a table with unique indexes add the
+    /// index-table operations that keep them (NDB's unique-index triggers) to `triggers`.
+    pub(super) fn exec_op(&mut self, txn: TxnRef, partition: u32, op: &KeyOp, triggers: &mut Vec<KeyOp>) -> OpResult {
+        let Some(layout) = self.layout(op.table).cloned() else {
+            return err_op(ErrorCode::SchemaChanged, "table is not known at this data node (schema changed)");
+        };
+        if !self.parts.contains_key(&(op.table, partition)) {
+            return err_op(
+                ErrorCode::SchemaChanged,
+                format!("partition {partition} of table {} is not here", op.table),
+            );
+        }
+        if op.kind == OpKind::Read {
+            // Read committed: this transaction's own pending write, else the committed row.
+            let own = self.txns.get(&txn).filter(|t| !t.changes.is_empty());
+            if let Some(t) = own
+                && let Some(c) = t.changes.get(&(op.table, partition, op.key.clone()))
+            {
+                return match &c.row {
+                    Some(r) if !self.expired(op.table, r) => project(&layout, r, op.projection.as_deref()),
+                    _ => OpResult::NotFound,
+                };
+            }
+            let p = &self.parts[&(op.table, partition)];
+            return match p.lookup(&op.key) {
+                Some(id) if !self.expired(op.table, p.row(id)) => project(&layout, p.row(id), op.projection.as_deref()),
+                _ => OpResult::NotFound,
+            };
+        }
+        let lk: LockKey = (op.table, partition, op.key.clone());
+        match op.kind {
+            OpKind::Read | OpKind::ReadShared | OpKind::ReadExclusive => match self.current_row(txn, &lk) {
+                Some(r) => project(&layout, &r, op.projection.as_deref()),
+                None => OpResult::NotFound,
+            },
+            OpKind::Insert | OpKind::Write => {
+                if let Err(e) = layout.check_row(&op.row) {
+                    return OpResult::Error(e);
+                }
+                if layout.key_of(&op.row) != &op.key[..] {
+                    return err_op(ErrorCode::InvalidRequest, "row key differs from the operation key");
+                }
+                let old = self.current_row(txn, &lk);
+                if op.kind == OpKind::Insert && old.is_some() {
+                    return err_op(ErrorCode::DuplicateKey, "Duplicate entry for key 'PRIMARY'");
+                }
+                let result = previous(&layout, old.as_deref(), op.projection.as_deref());
+                self.stage_with_triggers(txn, lk, old, Some(op.row.clone()), triggers, result)
+            }
+            OpKind::UpdateDirty if !self.txns.get(&txn).is_some_and(|t| t.locks.contains(&lk)) => {
+                self.exec_dirty_update(txn, &layout, lk, op)
+            }
+            OpKind::Update | OpKind::UpdateDirty => {
+                let (cur, base) = match self.current_row(txn, &lk) {
+                    Some(cur) => (Some(cur.clone()), cur),
+                    None if op.row.is_empty() => return OpResult::NotFound,
+                    None => {
+                        // Upsert: start from the row the operation carries.
+                        if let Err(e) = layout.check_row(&op.row) {
+                            return OpResult::Error(e);
+                        }
+                        if layout.key_of(&op.row) != &op.key[..] {
+                            return err_op(ErrorCode::InvalidRequest, "row key differs from the operation key");
+                        }
+                        (None, op.row.clone())
+                    }
+                };
+                let row = match apply_updates(&layout, &base, &op.updates) {
+                    Ok(r) => r,
+                    Err(e) => return OpResult::Error(e),
+                };
+                let result = match &op.projection {
+                    Some(cols) => project(&layout, &row, Some(cols)),
+                    None => OpResult::Done,
+                };
+                self.stage_with_triggers(txn, lk, cur, Some(row), triggers, result)
+            }
+            OpKind::Delete => {
+                let Some(cur) = self.current_row(txn, &lk) else {
+                    return OpResult::NotFound;
+                };
+                let result = previous(&layout, Some(&cur), op.projection.as_deref());
+                self.stage_with_triggers(txn, lk, Some(cur), None, triggers, result)
+            }
+            OpKind::DeleteExpired => match self.current_row_raw(txn, &lk) {
+                Some(cur) if self.expired(op.table, &cur) => {
+                    self.stage_with_triggers(txn, lk, Some(cur), None, triggers, OpResult::Done)
+                }
+                _ => OpResult::NotFound,
+            },
+        }
+    }
+
+    /// A dirty update: computes the row from what this transaction sees now (for the reply and the
+    /// memory reservation) and records the updates to apply again at commit, without a lock.
+    pub(super) fn exec_dirty_update(
+        &mut self,
+        txn: TxnRef,
+        layout: &Arc<RowLayout>,
+        lk: LockKey,
+        op: &KeyOp,
+    ) -> OpResult {
+        if self.uniques.contains_key(&op.table) {
+            return err_op(ErrorCode::Internal, "dirty update on a table with unique indexes");
+        }
+        let base = match self.current_row(txn, &lk) {
+            Some(cur) => cur,
+            None if op.row.is_empty() => return OpResult::NotFound,
+            None => {
+                if let Err(e) = layout.check_row(&op.row) {
+                    return OpResult::Error(e);
+                }
+                if layout.key_of(&op.row) != &op.key[..] {
+                    return err_op(ErrorCode::InvalidRequest, "row key differs from the operation key");
+                }
+                op.row.clone()
+            }
+        };
+        let row = match apply_updates(layout, &base, &op.updates) {
+            Ok(r) => r,
+            Err(e) => return OpResult::Error(e),
+        };
+        let result = match &op.projection {
+            Some(cols) => project(layout, &row, Some(cols)),
+            None => OpResult::Done,
+        };
+        let mut updates = self
+            .txns
+            .get(&txn)
+            .and_then(|t| t.changes.get(&lk))
+            .and_then(|c| c.deferred.as_ref())
+            .map(|d| d.1.clone())
+            .unwrap_or_default();
+        updates.extend(op.updates.iter().cloned());
+        match self.stage(txn, lk.clone(), Some(row)) {
+            Ok(()) => {
+                if let Some(c) = self.txns.get_mut(&txn).and_then(|t| t.changes.get_mut(&lk)) {
+                    c.deferred = Some((op.row.clone(), updates));
+                }
+                result
+            }
+            Err(e) => OpResult::Error(e),
+        }
+    }
+
+    pub(super) fn stage_with_triggers(
+        &mut self,
+        txn: TxnRef,
+        lk: LockKey,
+        old: Option<Vec<u8>>,
+        new: Option<Vec<u8>>,
+        triggers: &mut Vec<KeyOp>,
+        ok: OpResult,
+    ) -> OpResult {
+        if let Err(e) = self.unique_triggers(lk.0, old.as_deref(), new.as_deref(), triggers) {
+            return OpResult::Error(e);
+        }
+        match self.stage(txn, lk, new) {
+            Ok(()) => ok,
+            Err(e) => {
+                triggers.clear();
+                OpResult::Error(e)
+            }
+        }
+    }
+
+    /// Index-table operations for a row changing from `old` to `new`: delete the old unique
+    /// value's entry and insert the new one (nothing when the value is unchanged; NULLs are not
+    /// indexed, as in MySQL).
+    pub(super) fn unique_triggers(
+        &self,
+        table: TableId,
+        old: Option<&[u8]>,
+        new: Option<&[u8]>,
+        out: &mut Vec<KeyOp>,
+    ) -> TernResult<()> {
+        let Some(uniques) = self.uniques.get(&table) else { return Ok(()) };
+        let base = &self.layouts[&table];
+        for u in uniques {
+            let entry = |row: &[u8]| -> TernResult<Option<(Vec<u8>, Vec<u8>)>> {
+                let mut values = Vec::with_capacity(u.columns.len() + base.key_cols.len());
+                for &c in &u.columns {
+                    let v = base.get(row, c as usize)?;
+                    if v.is_null() {
+                        return Ok(None);
+                    }
+                    values.push(v);
+                }
+                for &k in &base.key_cols {
+                    values.push(base.get(row, k as usize)?);
+                }
+                let mut irow = Vec::new();
+                u.layout.encode_row(&values, &mut irow)?;
+                Ok(Some((u.layout.key_of(&irow).to_vec(), irow)))
+            };
+            let o = old.map(entry).transpose()?.flatten();
+            let n = new.map(entry).transpose()?.flatten();
+            if o.as_ref().map(|x| &x.0) == n.as_ref().map(|x| &x.0) {
+                continue;
+            }
+            if let Some((key, _)) = o {
+                out.push(KeyOp {
+                    table: u.table,
+                    kind: OpKind::Delete,
+                    key,
+                    row: Vec::new(),
+                    updates: Vec::new(),
+                    projection: None,
+                });
+            }
+            if let Some((key, row)) = n {
+                out.push(KeyOp {
+                    table: u.table,
+                    kind: OpKind::Insert,
+                    key,
+                    row,
+                    updates: Vec::new(),
+                    projection: None,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a pending after-image, reserving its data memory (uniqueness is the index
+    /// tables' business, checked through the trigger operations).
+    pub(super) fn stage(&mut self, txn: TxnRef, lk: LockKey, row: Option<Vec<u8>>) -> TernResult<()> {
+        let part = self
+            .parts
+            .get(&(lk.0, lk.1))
+            .ok_or_else(|| TernError::new(ErrorCode::SchemaChanged, "partition is not here (schema changed)"))?;
+        let mut reserved = 0;
+        if let Some(r) = &row {
+            reserved = part.charge(r);
+            self.budget.reserve(reserved)?;
+        }
+        let t = self.txns.entry(txn).or_default();
+        if let Some(prev) = t.changes.insert(lk, Change { row, reserved, deferred: None }) {
+            self.budget.release(prev.reserved);
+        }
+        Ok(())
+    }
+
+    /// Fails operation `from` of a batch with `code` and the ones after it as not executed.
+    pub(super) fn fail_rest(&self, batch: &mut PrepareBatch, from: usize, code: ErrorCode, msg: &str) {
+        for (i, op) in batch.ops.iter().enumerate().skip(from) {
+            if let PrepOp::Exec { idx, .. } = op {
+                let r = if i == from {
+                    err_op(code, msg)
+                } else {
+                    err_op(ErrorCode::TransactionAborted, "operation not executed: an earlier operation failed")
+                };
+                batch.results.push((*idx, r));
+            }
+        }
+        batch.ops.truncate(from);
+    }
+}

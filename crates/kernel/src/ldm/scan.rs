@@ -1,0 +1,99 @@
+//! Scan fragments: full and ordered-index scans of one partition with pushed filters,
+//! projections and partial aggregation.
+
+use super::*;
+
+impl Ldm {
+    pub(super) fn scan(&mut self, req: ScanFrag, out: &mut Out) {
+        let mut rows = Vec::new();
+        let mut keys = Vec::new();
+        let reply = |rows, keys, next, error| {
+            Box::new(ScanFragRows { scan: req.scan, partition: req.partition, rows, keys, next, error })
+        };
+        let (Some(part), Some(layout)) = (self.parts.get(&(req.table, req.partition)), self.layouts.get(&req.table))
+        else {
+            let e = TernError::new(ErrorCode::SchemaChanged, "scanned partition is not here (schema changed)");
+            out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, Some(e))));
+            return;
+        };
+        let max = req.max_rows.max(1) as usize;
+        let mut error = None;
+        let ttl = self.ttls.get(&req.table).copied();
+        let now_us = self.now_us;
+        // Aggregating scans fold up to 16 batches' worth of rows into partial groups per step.
+        let agg = req.aggregate.clone();
+        if let Some(a) = &agg
+            && a.max_column().is_some_and(|c| c as usize >= layout.column_count())
+        {
+            let e = TernError::new(ErrorCode::InvalidRequest, "aggregate names a missing column");
+            out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, Some(e))));
+            return;
+        }
+        let mut partial = tern_types::agg::Partial::default();
+        let mut folded = 0usize;
+        let agg_max = max.saturating_mul(16);
+        let mut emit = |row: &[u8], key: Option<&[u8]>, rows: &mut Vec<Vec<u8>>, keys: &mut Vec<Vec<u8>>| -> bool {
+            let expired = ttl.is_some_and(|t| row_expired(layout, t, row, now_us));
+            if expired != req.expired || !req.filter.passes(layout, row) {
+                return true;
+            }
+            if let Some(a) = &agg {
+                partial.add(a, layout, row);
+                folded += 1;
+                return folded < agg_max && partial.len() < tern_types::agg::GROUPS_MAX;
+            }
+            match project(layout, row, req.projection.as_deref().map(|v| &v[..])) {
+                OpResult::Row(r) => rows.push(r),
+                OpResult::Error(e) => {
+                    error = Some(e);
+                    return false;
+                }
+                _ => {}
+            }
+            if let Some(k) = key {
+                keys.push(k.to_vec());
+            }
+            rows.len() < max
+        };
+        let next = match req.index {
+            None => {
+                let from = match req.resume {
+                    ScanPos::Start => 0,
+                    ScanPos::RowId(r) => r,
+                    _ => u32::MAX,
+                };
+                match part.scan(from, |_, row| emit(row, None, &mut rows, &mut keys)) {
+                    Some(r) => ScanPos::RowId(r),
+                    None => ScanPos::Done,
+                }
+            }
+            Some(index) => match part.index_position(index) {
+                None => {
+                    error = Some(TernError::new(ErrorCode::NoSuchIndex, "index is not here (schema changed)"));
+                    ScanPos::Done
+                }
+                Some(pos) => {
+                    let lo = req.lo.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
+                    let hi = req.hi.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
+                    let after = match &req.resume {
+                        ScanPos::After(k) => Some(&k[..]),
+                        _ => None,
+                    };
+                    let with_keys = req.with_keys;
+                    match part.index_scan(pos, lo.as_ref(), hi.as_ref(), after, req.descending, |k, _, row| {
+                        emit(row, with_keys.then_some(k), &mut rows, &mut keys)
+                    }) {
+                        Some(k) => ScanPos::After(k),
+                        None => ScanPos::Done,
+                    }
+                }
+            },
+        };
+        let next = if error.is_some() { ScanPos::Done } else { next };
+        if agg.is_some() {
+            rows = partial.finish();
+            keys.clear();
+        }
+        out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, next, error)));
+    }
+}

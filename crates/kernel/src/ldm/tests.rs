@@ -1,0 +1,118 @@
+//! Unit tests of the ldm block driven signal by signal.
+
+use super::*;
+use crate::signal::{Block, PrepareBatch};
+use tern_types::schema::{Column, ColumnType, Table};
+
+fn table() -> Table {
+    Table {
+        id: 1,
+        database: "d".into(),
+        name: "t".into(),
+        columns: vec![
+            Column::new("id", ColumnType::BigInt { unsigned: false }).not_null(),
+            Column::new("v", ColumnType::BigInt { unsigned: false }),
+        ],
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: vec![],
+        partition_count: 1,
+        ttl: None,
+        comment: String::new(),
+    }
+}
+
+fn ldm() -> (Ldm, Arc<RowLayout>) {
+    let mut catalog = Catalog::new();
+    let t = table();
+    catalog.tables.insert(t.id, t.clone());
+    let start =
+        LdmStart { partitions: vec![], base_lsn: 0, durable_epoch: 0, next_checkpoint_id: 1, old_checkpoints: vec![] };
+    let addr = Addr::new(1, Block::Ldm(0));
+    let l = Ldm::new(addr, 1, LdmConfig::default(), MemoryBudget::new(1 << 30), Default::default(), &catalog, start);
+    (l, Arc::new(RowLayout::new(&t)))
+}
+
+fn tref(id: u64) -> TxnRef {
+    TxnRef { tc: Addr::new(1, Block::Tc(0)), id }
+}
+
+fn write(layout: &RowLayout, id: i64) -> PrepOp {
+    let mut row = Vec::new();
+    layout.encode_row(&[Value::Int(id), Value::Int(id * 10)], &mut row).expect("row");
+    let key = layout.key_of(&row).to_vec();
+    PrepOp::Exec {
+        idx: 0,
+        partition: 0,
+        op: KeyOp { table: 1, kind: OpKind::Write, key, row, updates: vec![], projection: None },
+    }
+}
+
+fn prepare(ldm: &mut Ldm, now: u64, txn: u64, ops: Vec<PrepOp>) -> Out {
+    let ops = ops
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| match op {
+            PrepOp::Exec { partition, op, .. } => PrepOp::Exec { idx: i as u32, partition, op },
+            other => other,
+        })
+        .collect();
+    let batch = PrepareBatch {
+        txn: tref(txn),
+        batch: 0,
+        chain: vec![ldm.addr],
+        pos: 0,
+        ops,
+        results: vec![],
+        holds_state: false,
+        triggers: vec![],
+        nowait: false,
+    };
+    let mut out = Out::default();
+    ldm.handle(now, Signal::Prepare(Box::new(batch)), &mut out);
+    out
+}
+
+fn prepared_of(out: &Out, txn: u64) -> Option<&PrepareBatch> {
+    out.signals.iter().find_map(|(_, s)| match s {
+        Signal::Prepared(b) if b.txn.id == txn => Some(&**b),
+        _ => None,
+    })
+}
+
+fn commit(ldm: &mut Ldm, now: u64, txn: u64) -> Out {
+    let mut out = Out::default();
+    ldm.handle(now, Signal::Commit { txn: tref(txn), epoch: 1, chain: vec![ldm.addr], pos: 0 }, &mut out);
+    out
+}
+
+#[test]
+fn a_waiter_resumed_by_a_commit_that_waits_again_gets_a_fresh_deadline() {
+    let (mut l, layout) = ldm();
+    assert!(prepared_of(&prepare(&mut l, 0, 1, vec![write(&layout, 1)]), 1).is_some());
+    assert!(prepared_of(&prepare(&mut l, 0, 3, vec![write(&layout, 2)]), 3).is_some());
+    // Txn 2 waits for key 1 (held by 1), then will wait for key 2 (held by 3).
+    let out = prepare(&mut l, 5_000, 2, vec![write(&layout, 1), write(&layout, 2)]);
+    assert!(prepared_of(&out, 2).is_none(), "waits for txn 1");
+    l.check_invariants();
+    // Txn 1 commits late: txn 2 resumes, takes key 1 and queues on key 2.
+    let out = commit(&mut l, 6_000, 1);
+    assert!(prepared_of(&out, 2).is_none(), "now waits for txn 3");
+    l.check_invariants();
+    // A tick before the new deadline (6,000 + 1,200) must not time it out.
+    let mut out = Out::default();
+    l.handle(6_100, Signal::Tick, &mut out);
+    assert!(prepared_of(&out, 2).is_none(), "timed out although it waited only 100 ms: {:?}", out.signals);
+    // Txn 3 commits: txn 2 gets both rows.
+    let out = commit(&mut l, 6_300, 3);
+    let b = prepared_of(&out, 2).expect("txn 2 prepared");
+    assert!(b.results.iter().all(|(_, r)| matches!(r, OpResult::Done)), "{:?}", b.results);
+    l.check_invariants();
+    // And it does time out once it really waited longer than the timeout.
+    assert!(prepared_of(&prepare(&mut l, 6_400, 4, vec![write(&layout, 2)]), 4).is_none());
+    let mut out = Out::default();
+    l.handle(6_400 + 1_300, Signal::Tick, &mut out);
+    let b = prepared_of(&out, 4).expect("timed out");
+    assert!(matches!(&b.results[0].1, OpResult::Error(e) if e.code == ErrorCode::LockWaitTimeout));
+    l.check_invariants();
+}
