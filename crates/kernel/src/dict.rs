@@ -1,16 +1,18 @@
-//! The `dict` block (NDB: DBDICT): owns the schema catalog of this node, runs DDL one request at
-//! a time, persists the catalog (atomic file replace) before any change takes effect, and
-//! distributes new catalog versions to every tc and ldm before answering the client. It also hands
-//! out AUTO_INCREMENT ranges, persisting a high-water mark so values are never reused after a
-//! restart.
+//! The `dict` block (NDB: DBDICT): owns the schema catalog. The master node's dict runs DDL for
+//! the whole cluster, one request at a time (other nodes' tcs send theirs to it): every live
+//! node's dict persists the new catalog (atomic file replace) and distributes it to its own tcs
+//! and ldms before the master answers the client. The master also hands out AUTO_INCREMENT
+//! ranges, persisting a high-water mark on every node so values are never reused after a restart
+//! or a change of master.
 //!
-//! CREATE INDEX first builds the index in every ldm (which also checks uniqueness over existing
-//! rows); only when all succeed is the new catalog written. A failure sends the old catalog back
-//! out, which makes the ldms drop the half-built index.
+//! CREATE INDEX first builds the index in every ldm of every live node (which also checks
+//! uniqueness over existing rows); only when all succeed is the new catalog written. A failure
+//! sends the old catalog back out, which makes the ldms drop the half-built index.
 
-use crate::signal::{Addr, ClientId, IoReq, Out, Signal};
-use std::collections::{HashMap, VecDeque};
+use crate::signal::{Addr, Block, ClientId, IoReq, NodeId, Out, Signal};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
+use tern_types::cluster::ClusterState;
 use tern_types::schema::{Database, IndexId, TableId, check_ident};
 use tern_types::{Catalog, ErrorCode, TernError};
 use tern_wire::{DdlReq, Reply};
@@ -22,10 +24,31 @@ pub const PARTITIONS_MAX: u32 = 1024;
 const AUTO_INC_PREFETCH: u64 = 1000;
 
 enum Stage {
-    BuildIndex { catalog: Arc<Catalog>, index: IndexId, waiting: usize, failure: Option<TernError> },
-    Revert { waiting: usize, error: TernError },
-    Write { catalog: Arc<Catalog>, token: u64, broadcast: bool },
-    Broadcast { waiting: usize },
+    BuildIndex {
+        catalog: Arc<Catalog>,
+        index: IndexId,
+        waiting: usize,
+        failure: Option<TernError>,
+    },
+    Revert {
+        waiting: usize,
+        error: TernError,
+    },
+    /// Every live node's dict writes (and applies) the catalog.
+    Write {
+        catalog: Arc<Catalog>,
+        waiting: BTreeSet<NodeId>,
+    },
+}
+
+/// This node's part of a catalog change: write the file, apply it locally, answer the master.
+struct LocalWrite {
+    master: Addr,
+    catalog: Arc<Catalog>,
+    broadcast: bool,
+    token: u64,
+    /// Local tcs and ldms yet to acknowledge (after the file is written).
+    waiting: Option<usize>,
 }
 
 struct Job {
@@ -38,11 +61,10 @@ struct Job {
 
 pub struct Dict {
     addr: Addr,
-    ldms: Vec<Addr>,
-    tcs: Vec<Addr>,
-    default_partitions: u32,
+    cluster: Arc<ClusterState>,
     catalog: Arc<Catalog>,
     job: Option<Job>,
+    local: Option<LocalWrite>,
     queue: VecDeque<Signal>,
     auto_next: HashMap<TableId, u64>,
     next_token: u64,
@@ -53,15 +75,13 @@ fn error_reply(code: ErrorCode, msg: impl Into<String>) -> Reply {
 }
 
 impl Dict {
-    pub fn new(addr: Addr, ldms: Vec<Addr>, tcs: Vec<Addr>, catalog: Arc<Catalog>) -> Dict {
-        let default_partitions = ldms.len() as u32;
+    pub fn new(addr: Addr, cluster: Arc<ClusterState>, catalog: Arc<Catalog>) -> Dict {
         Dict {
             addr,
-            ldms,
-            tcs,
-            default_partitions,
+            cluster,
             catalog,
             job: None,
+            local: None,
             queue: VecDeque::new(),
             auto_next: HashMap::new(),
             next_token: 0,
@@ -72,8 +92,32 @@ impl Dict {
         &self.catalog
     }
 
+    fn is_master(&self) -> bool {
+        self.cluster.master().is_none_or(|m| m == self.addr.node)
+    }
+
+    /// Every ldm of every live node.
+    fn all_ldms(&self) -> Vec<Addr> {
+        let n = self.cluster.config.ldm_workers;
+        self.cluster
+            .live_nodes()
+            .into_iter()
+            .flat_map(|node| (0..n).map(move |i| Addr::new(node, Block::Ldm(i))))
+            .collect()
+    }
+
+    /// This node's tcs and ldms.
+    fn local_blocks(&self) -> Vec<Addr> {
+        let (node, n) = (self.addr.node, self.cluster.config.ldm_workers);
+        (0..n).flat_map(|i| [Addr::new(node, Block::Ldm(i)), Addr::new(node, Block::Tc(i))]).collect()
+    }
+
     pub fn handle(&mut self, _now_ms: u64, sig: Signal, out: &mut Out) {
         match sig {
+            Signal::Ddl { .. } | Signal::AutoInc { .. } if !self.is_master() => {
+                let master = Addr::new(self.cluster.master().expect("a master"), Block::Dict);
+                out.send(master, sig);
+            }
             Signal::Ddl { .. } | Signal::AutoInc { .. } => {
                 if self.job.is_some() {
                     if self.queue.len() >= DDL_QUEUE_MAX {
@@ -91,8 +135,18 @@ impl Dict {
                 }
             }
             Signal::IndexBuilt { result, index, .. } => self.index_built(index, result, out),
-            Signal::SchemaAck { .. } => self.schema_ack(out),
+            Signal::SchemaAck { version, .. } => self.schema_ack(version, out),
             Signal::IoDone { token, result } => self.written(token, result, out),
+            Signal::SchemaWrite { from, catalog, broadcast } => {
+                assert!(self.local.is_none(), "one catalog write at a time");
+                let bytes = encode_catalog_file(&catalog);
+                self.next_token += 1;
+                let token = self.next_token;
+                out.io(self.addr, IoReq::WriteFile { name: CATALOG_FILE.into(), bytes, token });
+                self.local = Some(LocalWrite { master: from, catalog, broadcast, token, waiting: None });
+            }
+            Signal::SchemaWritten { from, version } => self.node_written(from.node, version, out),
+            Signal::ClusterMap { state } => self.cluster = state,
             other => panic!("dict received an unexpected signal: {other:?}"),
         }
     }
@@ -102,13 +156,16 @@ impl Dict {
             Signal::Ddl { client, req_id, reply_to, req } => match self.plan(req) {
                 Ok(Some((catalog, build))) => {
                     let reply = Reply::DdlDone { catalog_version: catalog.version };
-                    let mut job = Job { client, req_id, reply_to, reply, stage: Stage::Broadcast { waiting: 0 } };
+                    let stage = Stage::Write { catalog: catalog.clone(), waiting: BTreeSet::new() };
+                    let mut job = Job { client, req_id, reply_to, reply, stage };
                     match build {
                         Some((table, index)) => {
-                            for &l in &self.ldms {
-                                out.send(l, Signal::IndexBuild { table, index, catalog: catalog.clone() });
+                            let ldms = self.all_ldms();
+                            for &l in &ldms {
+                                let catalog = catalog.clone();
+                                out.send(l, Signal::IndexBuild { dict: self.addr, table, index, catalog });
                             }
-                            job.stage = Stage::BuildIndex { catalog, index, waiting: self.ldms.len(), failure: None };
+                            job.stage = Stage::BuildIndex { catalog, index, waiting: ldms.len(), failure: None };
                             self.job = Some(job);
                         }
                         None => {
@@ -144,8 +201,10 @@ impl Dict {
                 }
                 let mut c = (*self.catalog).clone();
                 c.auto_inc_high.insert(table, next + count as u64 + AUTO_INC_PREFETCH);
-                self.job = Some(Job { client, req_id, reply_to, reply, stage: Stage::Broadcast { waiting: 0 } });
-                self.write(Arc::new(c), false, out);
+                let c = Arc::new(c);
+                let stage = Stage::Write { catalog: c.clone(), waiting: BTreeSet::new() };
+                self.job = Some(Job { client, req_id, reply_to, reply, stage });
+                self.write(c, false, out);
             }
             other => panic!("not a schema request: {other:?}"),
         }
@@ -158,55 +217,73 @@ impl Dict {
         }
     }
 
+    /// Has every live node's dict write (and, with `broadcast`, apply) `catalog`.
     fn write(&mut self, catalog: Arc<Catalog>, broadcast: bool, out: &mut Out) {
-        let bytes = encode_catalog_file(&catalog);
-        self.next_token += 1;
-        let token = self.next_token;
-        out.io(self.addr, IoReq::WriteFile { name: CATALOG_FILE.into(), bytes, token });
-        self.job.as_mut().expect("a job").stage = Stage::Write { catalog, token, broadcast };
+        let nodes: BTreeSet<NodeId> = self.cluster.live_nodes().into_iter().collect();
+        for &n in &nodes {
+            let sig = Signal::SchemaWrite { from: self.addr, catalog: catalog.clone(), broadcast };
+            out.send(Addr::new(n, Block::Dict), sig);
+        }
+        self.job.as_mut().expect("a job").stage = Stage::Write { catalog, waiting: nodes };
     }
 
+    /// This node's catalog file is written: apply it here, then answer the master.
     fn written(&mut self, token: u64, result: Result<(), String>, out: &mut Out) {
         if let Err(e) = result {
             panic!("dict: writing the catalog failed: {e}");
         }
-        let Some(job) = self.job.as_mut() else { return };
-        let Stage::Write { catalog, token: t, broadcast } = &job.stage else {
-            return;
-        };
-        if *t != token {
+        let Some(w) = self.local.as_mut() else { return };
+        if w.token != token || w.waiting.is_some() {
             return;
         }
-        let catalog = catalog.clone();
-        let broadcast = *broadcast;
-        self.catalog = catalog.clone();
-        if !broadcast {
-            return self.finish(out);
+        self.catalog = w.catalog.clone();
+        if !w.broadcast {
+            return self.local_done(out);
         }
-        let targets: Vec<Addr> = self.ldms.iter().chain(self.tcs.iter()).copied().collect();
-        for &a in &targets {
-            out.send(a, Signal::Schema { catalog: catalog.clone() });
+        let targets = self.local_blocks();
+        let w = self.local.as_mut().expect("writing");
+        w.waiting = Some(targets.len());
+        for a in targets {
+            out.send(a, Signal::Schema { catalog: w.catalog.clone(), dict: self.addr });
         }
-        self.job.as_mut().expect("a job").stage = Stage::Broadcast { waiting: targets.len() };
     }
 
-    fn schema_ack(&mut self, out: &mut Out) {
+    fn local_done(&mut self, out: &mut Out) {
+        let w = self.local.take().expect("writing");
+        out.send(w.master, Signal::SchemaWritten { from: self.addr, version: w.catalog.version });
+    }
+
+    fn schema_ack(&mut self, version: u64, out: &mut Out) {
+        if let Some(w) = self.local.as_mut()
+            && w.catalog.version == version
+            && let Some(waiting) = w.waiting.as_mut()
+        {
+            *waiting -= 1;
+            if *waiting == 0 {
+                self.local_done(out);
+            }
+            return;
+        }
         let Some(job) = self.job.as_mut() else { return };
-        match &mut job.stage {
-            Stage::Broadcast { waiting } => {
-                *waiting -= 1;
-                if *waiting == 0 {
-                    self.finish(out);
-                }
+        if let Stage::Revert { waiting, error } = &mut job.stage {
+            *waiting -= 1;
+            if *waiting == 0 {
+                job.reply = Reply::Error(error.clone());
+                self.finish(out);
             }
-            Stage::Revert { waiting, error } => {
-                *waiting -= 1;
-                if *waiting == 0 {
-                    job.reply = Reply::Error(error.clone());
-                    self.finish(out);
-                }
-            }
-            _ => {}
+        }
+    }
+
+    /// The master: a node has written and applied the catalog of the running job.
+    fn node_written(&mut self, node: NodeId, version: u64, out: &mut Out) {
+        let Some(job) = self.job.as_mut() else { return };
+        let Stage::Write { catalog, waiting } = &mut job.stage else { return };
+        if catalog.version != version {
+            return;
+        }
+        waiting.remove(&node);
+        if waiting.is_empty() {
+            self.finish(out);
         }
     }
 
@@ -230,10 +307,12 @@ impl Dict {
             None => self.write(catalog, true, out),
             Some(error) => {
                 // Send the unchanged catalog: ldms drop indexes it does not name.
-                for &l in &self.ldms {
-                    out.send(l, Signal::Schema { catalog: self.catalog.clone() });
+                let ldms = self.all_ldms();
+                for &l in &ldms {
+                    out.send(l, Signal::Schema { catalog: self.catalog.clone(), dict: self.addr });
                 }
-                job.stage = Stage::Revert { waiting: self.ldms.len(), error };
+                let job = self.job.as_mut().expect("a job");
+                job.stage = Stage::Revert { waiting: ldms.len(), error };
             }
         }
     }
@@ -321,7 +400,7 @@ impl Dict {
                 table.id = c.next_table_id;
                 c.next_table_id += 1;
                 if table.partition_count == 0 {
-                    table.partition_count = self.default_partitions;
+                    table.partition_count = self.cluster.config.default_partitions();
                 }
                 if table.partition_count > PARTITIONS_MAX {
                     return Err(TernError::new(

@@ -1,24 +1,35 @@
-//! The `dist` block (NDB: DBDIH's epoch and start-up coordination): runs the node start-up
-//! protocol and the epoch (global checkpoint) protocol.
+//! The `dist` block (NDB: DBDIH's epoch and start-up coordination): runs this node's start-up and,
+//! on the master node (the live node that joined first, `ClusterState::master`), the epoch
+//! (global checkpoint) protocol over every live node of the cluster.
 //!
-//! Start-up: every ldm writes a checkpoint of what it recovered; when all have, the system file is
-//! rewritten for the current ldm layout, and only then may files of earlier runs be removed
-//! (`NodeStarted`). A crash anywhere in between recovers the same state again.
+//! Start-up (local): every ldm writes a checkpoint of what it recovered; when all have, the system
+//! file is rewritten for the current ldm layout, and only then may files of earlier runs be
+//! removed (`NodeStarted`). A crash anywhere in between recovers the same state again. Then the
+//! node tells the master it takes part in epochs (`DistStarted`).
 //!
-//! Epoch round, every `epoch_interval_ms` (ndb-protocols.md §3.2–3.3):
-//! 1. `EpochPrepare(new)` to every tc: each closes its commit gate and answers.
-//! 2. `EpochCommit(new)`: each tc switches to the new epoch and reopens the gate; from now on no tc
-//!    gives out the old epoch.
+//! Epoch round, every `epoch_interval_ms`, run by the master once every live node has started
+//! (ndb-protocols.md §3.2–3.3):
+//! 1. `EpochPrepare(new)` to every tc of every live node: each closes its commit gate and answers.
+//! 2. `EpochCommit(new)` to all of them: each switches to the new epoch and reopens the gate; from
+//!    now on no tc anywhere gives out the old epoch (epochs are a consistent cut).
 //! 3. Each tc answers `EpochTcFinished(old)` once none of its old-epoch transactions is still
-//!    committing: every commit record of `old` is in an ldm's redo buffer.
-//! 4. `EpochFlush(old)` to every ldm: each writes and syncs its redo and answers with the LSN made
-//!    durable and the newest epoch it has applied.
-//! 5. If any ldm applied an epoch newer than the one in the system file, the system file is
-//!    rewritten with durable epoch `old` and the synced LSNs. Then `EpochDurable(old)` goes to every
-//!    tc (durable commits are acknowledged) and ldm (checkpoints may become usable).
+//!    committing: every commit record of `old` is in the redo buffer of every replica.
+//! 4. `EpochFlush(old)` to every ldm of every live node: each writes and syncs its redo and answers
+//!    with the LSN made durable and the newest epoch it has applied.
+//! 5. If any ldm applied an epoch newer than the last one saved, `EpochSave(old)` goes to every
+//!    live node's dist, which rewrites its system file (durable epoch `old`, its ldms' synced
+//!    LSNs) and answers `EpochSaved`. Then `EpochDurable(old)` goes to every tc, ldm and dist:
+//!    durable commits are acknowledged and checkpoints may become usable.
+//!
+//! So an epoch is durable only once every live node has it in its redo and its system file: after
+//! a whole-cluster crash, every node can recover to the smallest durable epoch in the system files
+//! (the consistent cut), which is at least the last epoch announced durable.
 
-use crate::signal::{Addr, IoReq, Out, Signal};
+use crate::signal::{Addr, Block, IoReq, NodeId, Out, Signal};
 use crate::sysfile::{SYSFILE_NAME, Sysfile};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use tern_types::cluster::ClusterState;
 
 #[derive(Debug, Clone)]
 pub struct DistConfig {
@@ -34,10 +45,10 @@ impl Default for DistConfig {
 #[derive(Debug, PartialEq, Eq)]
 enum Round {
     Idle,
-    Prepare { new: u64, waiting: usize },
-    Finish { old: u64, waiting: usize },
-    Flush { old: u64, waiting: usize, max_epoch: u64 },
-    Save { old: u64, token: u64 },
+    Prepare { new: u64, waiting: BTreeSet<Addr> },
+    Finish { old: u64, waiting: BTreeSet<Addr> },
+    Flush { old: u64, waiting: BTreeSet<Addr>, max_epoch: u64, synced: BTreeMap<Addr, u64> },
+    Save { old: u64, waiting: BTreeSet<NodeId> },
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -51,24 +62,34 @@ enum Phase {
 pub struct Dist {
     addr: Addr,
     cfg: DistConfig,
+    cluster: Arc<ClusterState>,
+    /// This node's blocks.
     tcs: Vec<Addr>,
     ldms: Vec<Addr>,
     phase: Phase,
-    round: Round,
-    current_epoch: u64,
+    /// Newest epoch announced durable (cluster-wide).
     durable_epoch: u64,
-    /// Durable epoch recorded in the system file.
-    file_epoch: u64,
+    /// Synced LSN per local ldm, as reported at start-up.
     synced_lsn: Vec<u64>,
+    /// A system-file write for an epoch save: (io token, epoch, master to answer).
+    saving: Option<(u64, u64, Addr)>,
     /// Files of earlier runs to delete once the node has started (e.g. of removed ldms).
     stale_files: Vec<String>,
     next_token: u64,
+    // ---- master state (used while this node is the master)
+    round: Round,
+    current_epoch: u64,
+    /// Newest epoch written to every live node's system file.
+    saved_epoch: u64,
+    /// Live nodes that reported they have started.
+    started_nodes: BTreeSet<NodeId>,
 }
 
 impl Dist {
     pub fn new(
         addr: Addr,
         cfg: DistConfig,
+        cluster: Arc<ClusterState>,
         tcs: Vec<Addr>,
         ldms: Vec<Addr>,
         durable_epoch: u64,
@@ -78,16 +99,19 @@ impl Dist {
         Dist {
             addr,
             cfg,
+            cluster,
             tcs,
             ldms,
             phase: Phase::Created,
-            round: Round::Idle,
-            current_epoch: durable_epoch + 1,
             durable_epoch,
-            file_epoch: durable_epoch,
             synced_lsn: vec![0; n],
+            saving: None,
             stale_files,
             next_token: 0,
+            round: Round::Idle,
+            current_epoch: durable_epoch + 1,
+            saved_epoch: durable_epoch,
+            started_nodes: BTreeSet::new(),
         }
     }
 
@@ -99,18 +123,28 @@ impl Dist {
         self.phase == Phase::Running
     }
 
+    fn is_master(&self) -> bool {
+        self.cluster.master() == Some(self.addr.node)
+    }
+
+    fn master_dist(&self) -> Addr {
+        Addr::new(self.cluster.master().unwrap_or(self.addr.node), Block::Dist)
+    }
+
     fn token(&mut self) -> u64 {
         self.next_token += 1;
         self.next_token
     }
 
-    fn ldm_index(&self, a: Addr) -> usize {
-        self.ldms.iter().position(|&l| l == a).expect("a known ldm")
+    /// Every tc (or ldm) of every live node, in address order.
+    fn all(&self, block: fn(u16) -> Block) -> BTreeSet<Addr> {
+        let n = self.cluster.config.ldm_workers;
+        self.cluster.live_nodes().into_iter().flat_map(|node| (0..n).map(move |i| Addr::new(node, block(i)))).collect()
     }
 
-    fn save(&mut self, durable: u64, out: &mut Out) -> u64 {
+    fn write_sysfile(&mut self, durable: u64, synced_lsn: Vec<u64>, out: &mut Out) -> u64 {
         let token = self.token();
-        let bytes = Sysfile { durable_epoch: durable, synced_lsn: self.synced_lsn.clone() }.encode();
+        let bytes = Sysfile { durable_epoch: durable, synced_lsn }.encode();
         out.io(self.addr, IoReq::WriteFile { name: SYSFILE_NAME.into(), bytes, token });
         token
     }
@@ -124,12 +158,12 @@ impl Dist {
                 self.phase = Phase::Starting { waiting: self.ldms.len() };
             }
             Signal::LdmReady { from, synced_lsn } => {
-                let i = self.ldm_index(from);
+                let i = self.ldms.iter().position(|&l| l == from).expect("a local ldm");
                 self.synced_lsn[i] = synced_lsn;
                 if let Phase::Starting { waiting } = &mut self.phase {
                     *waiting -= 1;
                     if *waiting == 0 {
-                        let token = self.save(self.durable_epoch, out);
+                        let token = self.write_sysfile(self.durable_epoch, self.synced_lsn.clone(), out);
                         self.phase = Phase::SavingStart { token };
                     }
                 }
@@ -140,62 +174,27 @@ impl Dist {
                 }
                 self.io_done(token, out);
             }
+            Signal::ClusterMap { state } => self.cluster = state,
+            Signal::DistStarted { from, .. } => {
+                self.started_nodes.insert(from.node);
+            }
             Signal::Tick => {
-                if self.round == Round::Idle && self.phase == Phase::Running {
-                    let new = self.current_epoch + 1;
-                    for &t in &self.tcs {
-                        out.send(t, Signal::EpochPrepare { epoch: new });
-                    }
-                    self.round = Round::Prepare { new, waiting: self.tcs.len() };
-                }
+                self.maybe_start_round(out);
                 out.timer(self.cfg.epoch_interval_ms, self.addr, Signal::Tick);
             }
-            Signal::EpochPrepared { epoch, .. } => {
-                if let Round::Prepare { new, waiting } = &mut self.round {
-                    assert_eq!(*new, epoch, "prepare answer for the running round");
-                    *waiting -= 1;
-                    if *waiting == 0 {
-                        let new = *new;
-                        let old = self.current_epoch;
-                        self.current_epoch = new;
-                        for &t in &self.tcs {
-                            out.send(t, Signal::EpochCommit { epoch: new });
-                        }
-                        self.round = Round::Finish { old, waiting: self.tcs.len() };
-                    }
-                }
-            }
-            Signal::EpochTcFinished { epoch, .. } => {
-                if let Round::Finish { old, waiting } = &mut self.round {
-                    assert_eq!(*old, epoch, "finish report for the running round");
-                    *waiting -= 1;
-                    if *waiting == 0 {
-                        let old = *old;
-                        for &l in &self.ldms {
-                            out.send(l, Signal::EpochFlush { epoch: old });
-                        }
-                        self.round = Round::Flush { old, waiting: self.ldms.len(), max_epoch: 0 };
-                    }
-                }
-            }
+            Signal::EpochPrepared { from, epoch } => self.prepared(from, epoch, out),
+            Signal::EpochTcFinished { from, epoch } => self.tc_finished(from, epoch, out),
             Signal::EpochFlushed { from, epoch, synced_lsn, max_epoch } => {
-                let i = self.ldm_index(from);
-                self.synced_lsn[i] = synced_lsn;
-                if let Round::Flush { old, waiting, max_epoch: m } = &mut self.round {
-                    assert_eq!(*old, epoch, "flush report for the running round");
-                    *m = (*m).max(max_epoch);
-                    *waiting -= 1;
-                    if *waiting == 0 {
-                        let (old, m) = (*old, *m);
-                        if m > self.file_epoch {
-                            let token = self.save(old, out);
-                            self.round = Round::Save { old, token };
-                        } else {
-                            self.made_durable(old, out);
-                        }
-                    }
-                }
+                self.flushed(from, epoch, synced_lsn, max_epoch, out)
             }
+            Signal::EpochSave { from, epoch, synced_lsn } => {
+                assert!(self.phase == Phase::Running, "epoch save before this node started");
+                assert!(self.saving.is_none(), "one epoch save at a time");
+                let token = self.write_sysfile(epoch, synced_lsn, out);
+                self.saving = Some((token, epoch, from));
+            }
+            Signal::EpochSaved { from, epoch } => self.saved(from, epoch, out),
+            Signal::EpochDurable { epoch } => self.durable_epoch = self.durable_epoch.max(epoch),
             other => panic!("dist received an unexpected signal: {other:?}"),
         }
     }
@@ -212,20 +211,114 @@ impl Dist {
             for &a in self.tcs.iter().chain(self.ldms.iter()) {
                 out.send(a, started.clone());
             }
+            out.send(self.master_dist(), Signal::DistStarted { from: self.addr, durable_epoch: self.durable_epoch });
             out.timer(self.cfg.epoch_interval_ms, self.addr, Signal::Tick);
             return;
         }
-        if let Round::Save { old, token: t } = self.round
+        if let Some((t, epoch, master)) = self.saving
             && t == token
         {
-            self.file_epoch = old;
+            self.saving = None;
+            out.send(master, Signal::EpochSaved { from: self.addr, epoch });
+        }
+    }
+
+    // ---------------------------------------------------------------- master: epoch rounds
+
+    fn maybe_start_round(&mut self, out: &mut Out) {
+        if self.round != Round::Idle || self.phase != Phase::Running || !self.is_master() {
+            return;
+        }
+        if !self.cluster.live_nodes().iter().all(|n| self.started_nodes.contains(n)) {
+            return;
+        }
+        let new = self.current_epoch + 1;
+        let tcs = self.all(Block::Tc);
+        for &t in &tcs {
+            out.send(t, Signal::EpochPrepare { from: self.addr, epoch: new });
+        }
+        self.round = Round::Prepare { new, waiting: tcs };
+    }
+
+    fn prepared(&mut self, from: Addr, epoch: u64, out: &mut Out) {
+        let Round::Prepare { new, waiting } = &mut self.round else { return };
+        assert_eq!(*new, epoch, "prepare answer for the running round");
+        waiting.remove(&from);
+        if !waiting.is_empty() {
+            return;
+        }
+        let new = *new;
+        let old = self.current_epoch;
+        self.current_epoch = new;
+        let tcs = self.all(Block::Tc);
+        for &t in &tcs {
+            out.send(t, Signal::EpochCommit { from: self.addr, epoch: new });
+        }
+        self.round = Round::Finish { old, waiting: tcs };
+    }
+
+    fn tc_finished(&mut self, from: Addr, epoch: u64, out: &mut Out) {
+        let Round::Finish { old, waiting } = &mut self.round else { return };
+        assert_eq!(*old, epoch, "finish report for the running round");
+        waiting.remove(&from);
+        if !waiting.is_empty() {
+            return;
+        }
+        let old = *old;
+        let ldms = self.all(Block::Ldm);
+        for &l in &ldms {
+            out.send(l, Signal::EpochFlush { from: self.addr, epoch: old });
+        }
+        self.round = Round::Flush { old, waiting: ldms, max_epoch: 0, synced: BTreeMap::new() };
+    }
+
+    fn flushed(&mut self, from: Addr, epoch: u64, synced_lsn: u64, max_epoch: u64, out: &mut Out) {
+        let Round::Flush { old, waiting, max_epoch: m, synced } = &mut self.round else { return };
+        assert_eq!(*old, epoch, "flush report for the running round");
+        waiting.remove(&from);
+        synced.insert(from, synced_lsn);
+        *m = (*m).max(max_epoch);
+        if !waiting.is_empty() {
+            return;
+        }
+        let (old, m) = (*old, *m);
+        let synced = std::mem::take(synced);
+        if m <= self.saved_epoch {
+            // Nothing new anywhere since the last save: the system files already cover it.
+            return self.made_durable(old, out);
+        }
+        let nodes: BTreeSet<NodeId> = self.cluster.live_nodes().into_iter().collect();
+        for &node in &nodes {
+            let lsns: Vec<u64> = synced
+                .range(Addr::new(node, Block::Ldm(0))..=Addr::new(node, Block::Ldm(u16::MAX)))
+                .map(|(_, &l)| l)
+                .collect();
+            out.send(Addr::new(node, Block::Dist), Signal::EpochSave { from: self.addr, epoch: old, synced_lsn: lsns });
+        }
+        self.round = Round::Save { old, waiting: nodes };
+    }
+
+    fn saved(&mut self, from: Addr, epoch: u64, out: &mut Out) {
+        let Round::Save { old, waiting } = &mut self.round else { return };
+        assert_eq!(*old, epoch, "save report for the running round");
+        waiting.remove(&from.node);
+        if waiting.is_empty() {
+            let old = *old;
+            self.saved_epoch = old;
             self.made_durable(old, out);
         }
     }
 
     fn made_durable(&mut self, epoch: u64, out: &mut Out) {
         self.durable_epoch = epoch;
-        for &a in self.tcs.iter().chain(self.ldms.iter()) {
+        let targets: BTreeSet<Addr> = self
+            .all(Block::Tc)
+            .into_iter()
+            .chain(self.all(Block::Ldm))
+            .chain(self.cluster.live_nodes().into_iter().map(|n| Addr::new(n, Block::Dist)))
+            .filter(|&a| a != self.addr)
+            .collect();
+        for a in targets {
             out.send(a, Signal::EpochDurable { epoch });
         }
         self.round = Round::Idle;

@@ -19,5 +19,5 @@ pub mod signal;
 pub mod sysfile;
 pub mod tc;
 
-pub use node::{Node, NodeConfig, ldm_of};
+pub use node::{Node, NodeConfig};
 pub use signal::{Addr, Block, ClientId, IoReq, Out, Signal};

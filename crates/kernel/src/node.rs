@@ -1,7 +1,8 @@
-//! A data node's blocks, built from recovered state, and the routing rule that places partitions.
+//! A data node's blocks, built from recovered state.
 //!
-//! Partition placement: `ldm = partition mod ldm_count`. A table gets `ldm_count` partitions by
-//! default (one per ldm worker, as NDB's default partition balance gives one per LDM).
+//! Partition placement is `tern_types::cluster` (node group `p mod G`, ldm `(p / G) mod L`, the
+//! preferred primary rotating over the group); a table gets one partition per ldm per data node
+//! by default (NDB's FOR_RP_BY_LDM).
 
 use crate::dict::Dict;
 use crate::dist::{Dist, DistConfig};
@@ -12,11 +13,7 @@ use crate::signal::{Addr, Block, NodeId, Out, Signal};
 use crate::tc::{NodeStats, Tc, TcConfig};
 use std::sync::Arc;
 use tern_store::MemoryBudget;
-
-pub fn ldm_of(partition: u32, ldm_count: u16) -> u16 {
-    assert!(ldm_count > 0);
-    (partition % ldm_count as u32) as u16
-}
+use tern_types::cluster::{ClusterConfig, ClusterState, Routing};
 
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -26,10 +23,24 @@ pub struct NodeConfig {
     pub ldm: LdmConfig,
     pub tc: TcConfig,
     pub dist: DistConfig,
+    /// The cluster this node belongs to (membership and partition map) as known at start.
+    pub cluster: Arc<ClusterState>,
+    /// Recover to this epoch at most (a system restart's consistent cut: every node recovers to
+    /// the newest epoch all of them have on disk). None: to this node's own durable epoch.
+    pub recover_to: Option<u64>,
 }
 
 impl NodeConfig {
+    /// A single-node cluster: node `node_id`, one replica.
     pub fn new(node_id: NodeId, ldm_count: u16, data_memory_bytes: u64) -> NodeConfig {
+        let mut cfg = ClusterConfig::single("127.0.0.1", 0, 0, ldm_count);
+        cfg.data_nodes[0].id = node_id;
+        NodeConfig::in_cluster(node_id, Arc::new(ClusterState::all_started(cfg)), data_memory_bytes)
+    }
+
+    /// Node `node_id` of `cluster` (its ldm count is the cluster's `ldm_workers`).
+    pub fn in_cluster(node_id: NodeId, cluster: Arc<ClusterState>, data_memory_bytes: u64) -> NodeConfig {
+        let ldm_count = cluster.config.ldm_workers;
         NodeConfig {
             node_id,
             ldm_count,
@@ -37,6 +48,8 @@ impl NodeConfig {
             ldm: LdmConfig::default(),
             tc: TcConfig::default(),
             dist: DistConfig::default(),
+            cluster,
+            recover_to: None,
         }
     }
 }
@@ -63,13 +76,15 @@ impl Node {
         let budget = MemoryBudget::new(cfg.data_memory_bytes);
         let stats = Arc::new(NodeStats::default());
         let Recovered { catalog, durable_epoch, partitions, ldm_disk, redo_records, rows } =
-            recovery::recover(storage, cfg.ldm_count, &budget)?;
+            recovery::recover(storage, cfg.ldm_count, &cfg.cluster, cfg.recover_to, &budget)?;
         let n = cfg.ldm_count;
+        assert_eq!(n, cfg.cluster.config.ldm_workers, "every data node runs the cluster's ldm_workers");
+        let routing = Routing::new(&cfg.cluster);
         let ldm_addrs: Vec<Addr> = (0..n).map(|i| Addr::new(cfg.node_id, Block::Ldm(i))).collect();
         let tc_addrs: Vec<Addr> = (0..n).map(|i| Addr::new(cfg.node_id, Block::Tc(i))).collect();
         let mut per_ldm: Vec<Vec<tern_store::Partition>> = (0..n).map(|_| Vec::new()).collect();
         for p in partitions {
-            per_ldm[ldm_of(p.partition, n) as usize].push(p);
+            per_ldm[routing.ldm_of(p.partition) as usize].push(p);
         }
         let mut redo_base = Vec::new();
         let mut ldms = Vec::new();
@@ -83,18 +98,33 @@ impl Node {
                 next_checkpoint_id: disk.next_checkpoint_id,
                 old_checkpoints: disk.checkpoints.clone(),
             };
-            ldms.push(Ldm::new(ldm_addrs[i], n, cfg.ldm.clone(), budget.clone(), stats.clone(), &catalog, start));
+            ldms.push(Ldm::new(
+                ldm_addrs[i],
+                cfg.cluster.clone(),
+                cfg.ldm.clone(),
+                budget.clone(),
+                stats.clone(),
+                &catalog,
+                start,
+            ));
         }
         // Files of ldms that no longer exist go once the node has started.
         let stale: Vec<String> = ldm_disk.iter().skip(n as usize).flat_map(|d| d.all_files.iter().cloned()).collect();
         let catalog = Arc::new(catalog);
         let tcs = tc_addrs
             .iter()
-            .map(|&a| Tc::new(a, n, cfg.tc.clone(), catalog.clone(), budget.clone(), stats.clone()))
+            .map(|&a| Tc::new(a, cfg.cluster.clone(), cfg.tc.clone(), catalog.clone(), budget.clone(), stats.clone()))
             .collect();
-        let dict = Dict::new(Addr::new(cfg.node_id, Block::Dict), ldm_addrs.clone(), tc_addrs.clone(), catalog);
-        let dist =
-            Dist::new(Addr::new(cfg.node_id, Block::Dist), cfg.dist.clone(), tc_addrs, ldm_addrs, durable_epoch, stale);
+        let dict = Dict::new(Addr::new(cfg.node_id, Block::Dict), cfg.cluster.clone(), catalog);
+        let dist = Dist::new(
+            Addr::new(cfg.node_id, Block::Dist),
+            cfg.dist.clone(),
+            cfg.cluster.clone(),
+            tc_addrs,
+            ldm_addrs,
+            durable_epoch,
+            stale,
+        );
         Ok(Node {
             tcs,
             ldms,

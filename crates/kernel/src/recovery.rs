@@ -10,12 +10,12 @@
 use crate::checkpoint;
 use crate::dict::CATALOG_FILE;
 use crate::io::{self, Storage};
-use crate::node::ldm_of;
 use crate::redo::{self, RedoOp};
 use crate::sysfile::{SYSFILE_NAME, Sysfile};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tern_store::{MemoryBudget, Partition};
+use tern_types::cluster::ClusterState;
 use tern_types::schema::TableId;
 use tern_types::{Catalog, RowLayout};
 
@@ -44,7 +44,15 @@ fn fail(msg: String) -> String {
 
 /// Rebuilds the node's state from `storage`. `ldm_count` is the new layout (files of ldms beyond
 /// it are reported in `ldm_disk` so the caller can remove them once the node has started).
-pub fn recover(storage: &dyn Storage, ldm_count: u16, budget: &MemoryBudget) -> Result<Recovered, String> {
+/// `cluster` gives the placement of partitions; `recover_to` caps the epoch recovered to (a
+/// system restart's consistent cut).
+pub fn recover(
+    storage: &dyn Storage,
+    ldm_count: u16,
+    cluster: &ClusterState,
+    recover_to: Option<u64>,
+    budget: &MemoryBudget,
+) -> Result<Recovered, String> {
     let catalog = match storage.read(CATALOG_FILE).map_err(|e| format!("reading {CATALOG_FILE}: {e}"))? {
         Some(b) => crate::dict::decode_catalog_file(&b)
             .map_err(|e| fail(format!("the catalog file '{CATALOG_FILE}' is corrupt or foreign: {e}")))?,
@@ -57,7 +65,9 @@ pub fn recover(storage: &dyn Storage, ldm_count: u16, budget: &MemoryBudget) -> 
         None => None,
     };
     let old_count = sysfile.as_ref().map(|s| s.synced_lsn.len() as u16).unwrap_or(0);
-    let durable_epoch = sysfile.as_ref().map(|s| s.durable_epoch).unwrap_or(0);
+    let own_durable = sysfile.as_ref().map(|s| s.durable_epoch).unwrap_or(0);
+    let durable_epoch = recover_to.map_or(own_durable, |cap| cap.min(own_durable));
+    let groups = cluster.group_count();
     let layouts: BTreeMap<TableId, Arc<RowLayout>> =
         catalog.tables.values().map(|t| (t.id, Arc::new(RowLayout::new(t)))).collect();
     let mut parts: BTreeMap<(TableId, u32), Partition> = BTreeMap::new();
@@ -114,7 +124,7 @@ pub fn recover(storage: &dyn Storage, ldm_count: u16, budget: &MemoryBudget) -> 
             let (Some(t), Some(layout)) = (catalog.table(table), layouts.get(&table)) else {
                 continue;
             };
-            if ldm_of(partition, old_count) != i {
+            if tern_types::cluster::ldm_of(partition, groups, old_count) != i {
                 continue;
             }
             let mut p = Partition::new(t, partition, layout.clone());

@@ -5,12 +5,13 @@
 //! and timers. It never performs them itself. The runtime and the simulator carry effects out.
 
 use std::sync::Arc;
+use tern_types::cluster::ClusterState;
 use tern_types::filter::Filter;
 use tern_types::schema::{IndexId, TableId};
 use tern_types::{Catalog, TernError};
 use tern_wire::{Bound, DdlReq, KeyOp, OpResult, Reply, Request};
 
-pub type NodeId = u16;
+pub use tern_types::cluster::NodeId;
 pub type ClientId = u64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -150,8 +151,15 @@ pub enum Signal {
     // tc <-> ldm: scans.
     ScanFrag(Box<ScanFrag>),
     ScanFragRows(Box<ScanFragRows>),
-    // Epoch protocol.
+    // Membership: a new cluster state (node states and the partition map), runtime -> dist ->
+    // every local block, in version order.
+    ClusterMap {
+        state: Arc<ClusterState>,
+    },
+    // Epoch protocol, run by the master node's dist over every live node (`from` = the master's
+    // dist, where answers go).
     EpochPrepare {
+        from: Addr,
         epoch: u64,
     },
     EpochPrepared {
@@ -159,6 +167,7 @@ pub enum Signal {
         epoch: u64,
     },
     EpochCommit {
+        from: Addr,
         epoch: u64,
     },
     EpochTcFinished {
@@ -166,6 +175,7 @@ pub enum Signal {
         epoch: u64,
     },
     EpochFlush {
+        from: Addr,
         epoch: u64,
     },
     /// `max_epoch`: newest epoch of any commit this ldm has applied.
@@ -174,6 +184,22 @@ pub enum Signal {
         epoch: u64,
         synced_lsn: u64,
         max_epoch: u64,
+    },
+    /// Master -> every node's dist: write the system file with durable epoch `epoch` and these
+    /// synced LSNs of the node's ldms (in instance order).
+    EpochSave {
+        from: Addr,
+        epoch: u64,
+        synced_lsn: Vec<u64>,
+    },
+    EpochSaved {
+        from: Addr,
+        epoch: u64,
+    },
+    /// A node's dist -> the master's: this node has started and takes part in epochs.
+    DistStarted {
+        from: Addr,
+        durable_epoch: u64,
     },
     EpochDurable {
         epoch: u64,
@@ -197,14 +223,28 @@ pub enum Signal {
         table: TableId,
         count: u32,
     },
+    /// A catalog for a tc or ldm to apply; it answers `SchemaAck` to `dict`.
     Schema {
         catalog: Arc<Catalog>,
+        dict: Addr,
+    },
+    /// Master dict -> every node's dict: persist this catalog (and, with `broadcast`, apply it in
+    /// every local block), then answer `SchemaWritten`.
+    SchemaWrite {
+        from: Addr,
+        catalog: Arc<Catalog>,
+        broadcast: bool,
+    },
+    SchemaWritten {
+        from: Addr,
+        version: u64,
     },
     SchemaAck {
         from: Addr,
         version: u64,
     },
     IndexBuild {
+        dict: Addr,
         table: TableId,
         index: IndexId,
         catalog: Arc<Catalog>,

@@ -14,13 +14,13 @@
 //! 4. The tc reports an epoch finished to `dist` once no transaction of that epoch is still
 //!    committing.
 
-use crate::node::ldm_of;
 use crate::signal::{
     Addr, Block, ClientId, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TxnRef,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use tern_store::MemoryBudget;
+use tern_types::cluster::{ClusterState, Routing};
 use tern_types::schema::TableId;
 use tern_types::{Catalog, ErrorCode, RowLayout, TernError};
 use tern_wire::{AbortOption, Exec, OpKind, OpResult, Outcome, Reply, Request, ScanReq, StatusInfo, TxnReq, TxnResp};
@@ -86,6 +86,8 @@ struct Txn {
     trigger_origin: Vec<(u32, TableId)>,
     /// A unique-index violation: aborts the transaction whatever its abort option.
     trigger_failure: Option<TernError>,
+    /// Prepare batches sent so far (numbers them: an ldm may hold two of one transaction).
+    batches_sent: u32,
 }
 
 struct PartScan {
@@ -112,6 +114,12 @@ pub struct Tc {
     addr: Addr,
     cfg: TcConfig,
     ldm_count: u16,
+    cluster: Arc<ClusterState>,
+    routing: Routing,
+    /// Replica chains (ldm addresses, primary first) per partition residue (see `Routing`).
+    chains: Vec<Vec<Addr>>,
+    /// The dist that runs the epoch protocol (where finished epochs are reported).
+    epoch_master: Addr,
     catalog: Arc<Catalog>,
     layouts: HashMap<TableId, Arc<RowLayout>>,
     next_id: u64,
@@ -138,16 +146,21 @@ pub struct Tc {
 impl Tc {
     pub fn new(
         addr: Addr,
-        ldm_count: u16,
+        cluster: Arc<ClusterState>,
         cfg: TcConfig,
         catalog: Arc<Catalog>,
         budget: MemoryBudget,
         stats: Arc<NodeStats>,
     ) -> Tc {
+        let routing = Routing::new(&cluster);
         let mut tc = Tc {
             addr,
             cfg,
-            ldm_count,
+            ldm_count: cluster.config.ldm_workers,
+            chains: Vec::new(),
+            epoch_master: Addr::new(addr.node, Block::Dist),
+            cluster,
+            routing,
             catalog: Arc::new(Catalog::new()),
             layouts: HashMap::new(),
             next_id: 0,
@@ -169,7 +182,19 @@ impl Tc {
             stats,
         };
         tc.set_catalog(catalog);
+        tc.set_routing();
         tc
+    }
+
+    fn set_routing(&mut self) {
+        self.routing = Routing::new(&self.cluster);
+        let period = self.cluster.group_count() * self.ldm_count as u32 * self.cluster.config.replicas.max(1) as u32;
+        self.chains = (0..period)
+            .map(|p| {
+                let ldm = Block::Ldm(self.routing.ldm_of(p));
+                self.routing.replicas(p).iter().map(|&n| Addr::new(n, ldm)).collect()
+            })
+            .collect();
     }
 
     fn set_catalog(&mut self, catalog: Arc<Catalog>) {
@@ -177,22 +202,19 @@ impl Tc {
         self.catalog = catalog;
     }
 
-    fn dist(&self) -> Addr {
-        Addr::new(self.addr.node, Block::Dist)
-    }
-
+    /// The dict that runs DDL for the cluster: the master's.
     fn dict(&self) -> Addr {
-        Addr::new(self.addr.node, Block::Dict)
+        Addr::new(self.cluster.master().unwrap_or(self.addr.node), Block::Dict)
     }
 
-    /// The replica chain (primary first) of a partition. One replica per node for now.
+    /// The replica chain (ldm addresses, primary first) of a partition.
     fn chain(&self, partition: u32) -> Vec<Addr> {
-        vec![Addr::new(self.addr.node, Block::Ldm(ldm_of(partition, self.ldm_count)))]
+        self.chains[(partition % self.chains.len() as u32) as usize].clone()
     }
 
     /// Which chain a partition's operations go to (batches are grouped by this).
-    fn chain_key(&self, partition: u32) -> u16 {
-        ldm_of(partition, self.ldm_count)
+    fn chain_key(&self, partition: u32) -> u32 {
+        partition % self.chains.len() as u32
     }
 
     pub fn handle(&mut self, now_ms: u64, sig: Signal, out: &mut Out) {
@@ -205,11 +227,12 @@ impl Tc {
             Signal::Committed { txn, .. } => self.committed(txn, out),
             Signal::Aborted { txn, .. } => self.aborted(txn, out),
             Signal::ScanFragRows(rows) => self.scan_rows(*rows, out),
-            Signal::EpochPrepare { epoch } => {
+            Signal::EpochPrepare { from, epoch } => {
                 self.gate_closed = true;
-                out.send(self.dist(), Signal::EpochPrepared { from: self.addr, epoch });
+                out.send(from, Signal::EpochPrepared { from: self.addr, epoch });
             }
-            Signal::EpochCommit { epoch } => {
+            Signal::EpochCommit { from, epoch } => {
+                self.epoch_master = from;
                 let old = self.current_epoch;
                 self.current_epoch = epoch;
                 self.gate_closed = false;
@@ -228,10 +251,14 @@ impl Tc {
                     }
                 }
             }
-            Signal::Schema { catalog } => {
+            Signal::Schema { catalog, dict } => {
                 let version = catalog.version;
                 self.set_catalog(catalog);
-                out.send(self.dict(), Signal::SchemaAck { from: self.addr, version });
+                out.send(dict, Signal::SchemaAck { from: self.addr, version });
+            }
+            Signal::ClusterMap { state } => {
+                self.cluster = state;
+                self.set_routing();
             }
             Signal::DdlReply { client, req_id, reply } => out.reply(client, req_id, reply),
             Signal::NodeStarted { epoch, durable_epoch } => {
@@ -381,6 +408,7 @@ impl Tc {
                         triggers: Vec::new(),
                         trigger_origin: Vec::new(),
                         trigger_failure: None,
+                        batches_sent: 0,
                     },
                 );
                 id
@@ -420,11 +448,17 @@ impl Tc {
     fn route(&mut self, id: u64, ops: Vec<tern_wire::KeyOp>, base: usize, out: &mut Out) {
         let tref = TxnRef { tc: self.addr, id };
         let nowait = self.txns.get(&id).is_some_and(|t| t.nowait);
-        let mut batches: BTreeMap<u16, Box<PrepareBatch>> = BTreeMap::new();
+        let mut batches: BTreeMap<u32, Box<PrepareBatch>> = BTreeMap::new();
         let mut routing_errors = Vec::new();
         let n = ops.len();
         for (i, op) in ops.into_iter().enumerate() {
-            let routed = self.partition_of(&op);
+            let routed = self.partition_of(&op).and_then(|p| {
+                if self.chains[(p % self.chains.len() as u32) as usize].is_empty() {
+                    Err(TernError::new(ErrorCode::NodeFailure, "the partition has no live replica"))
+                } else {
+                    Ok(p)
+                }
+            });
             match routed {
                 Ok(partition) => {
                     let b = batches.entry(self.chain_key(partition)).or_insert_with(|| {
@@ -451,7 +485,9 @@ impl Tc {
         }
         txn.state = State::Preparing;
         txn.outstanding = batches.len();
-        for (_, b) in batches {
+        for (_, mut b) in batches {
+            b.batch = txn.batches_sent;
+            txn.batches_sent = txn.batches_sent.wrapping_add(1);
             out.send(b.chain[0], Signal::Prepare(b));
         }
         if self.txns[&id].outstanding == 0 {
@@ -636,7 +672,7 @@ impl Tc {
                 break;
             }
             self.unreported.remove(0);
-            out.send(self.dist(), Signal::EpochTcFinished { from: self.addr, epoch: e });
+            out.send(self.epoch_master, Signal::EpochTcFinished { from: self.addr, epoch: e });
         }
     }
 
@@ -821,7 +857,7 @@ impl Tc {
     /// answers the client once a batch is full or the scan is finished.
     fn scan_pump(&mut self, key: (ClientId, u64), out: &mut Out) {
         let tc = self.addr;
-        let ldm_count = self.ldm_count;
+        let chains = &self.chains;
         let s = self.scans.get_mut(&key).expect("present");
         if !s.waiting {
             return;
@@ -878,8 +914,13 @@ impl Tc {
         // Fetch from partitions whose buffers ran dry.
         let with_keys = ordered;
         let max_rows = batch as u32;
+        let mut unreachable = false;
         for (&partition, p) in s.parts.iter_mut() {
             if p.rows.is_empty() && !p.outstanding && p.pos != ScanPos::Done {
+                let Some(&to) = chains[(partition % chains.len() as u32) as usize].first() else {
+                    unreachable = true;
+                    break;
+                };
                 p.outstanding = true;
                 let frag = ScanFrag {
                     scan: s.local,
@@ -898,11 +939,14 @@ impl Tc {
                     expired: s.req.expired,
                     aggregate: s.req.aggregate.clone().map(Arc::new),
                 };
-                out.send(
-                    Addr::new(tc.node, Block::Ldm(ldm_of(partition, ldm_count))),
-                    Signal::ScanFrag(Box::new(frag)),
-                );
+                out.send(to, Signal::ScanFrag(Box::new(frag)));
             }
+        }
+        if unreachable {
+            let (client, req_id) = (s.client, s.req_id);
+            self.drop_scan(key);
+            let e = TernError::new(ErrorCode::NodeFailure, "a partition of the table has no live replica");
+            out.reply(client, req_id, Reply::Error(e));
         }
     }
 }

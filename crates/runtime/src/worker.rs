@@ -517,7 +517,7 @@ impl Worker {
                     self.shared.durable_epoch.fetch_max(durable_epoch, Ordering::AcqRel);
                     self.shared.started.store(true, Ordering::Release);
                 }
-                Signal::EpochCommit { epoch } => {
+                Signal::EpochCommit { epoch, .. } => {
                     self.shared.current_epoch.fetch_max(epoch, Ordering::AcqRel);
                 }
                 Signal::EpochDurable { epoch } => {

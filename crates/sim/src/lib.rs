@@ -1,5 +1,5 @@
-//! Deterministic simulator: drives a data node's kernel blocks from a seed on one thread, with a
-//! simulated clock, a simulated disk that loses unsynced writes on a crash (keeping a random,
+//! Deterministic simulator: drives the kernel blocks of a cluster of data nodes (node groups of
+//! `replicas` nodes) from a seed on one thread, with a simulated clock, a simulated disk that loses unsynced writes on a crash (keeping a random,
 //! possibly damaged, prefix of them), random signal and disk delays (FIFO per link), simulated
 //! clients, random crashes and recoveries.
 //!
@@ -15,8 +15,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use tern_kernel::io::{IoExecutor, Storage};
-use tern_kernel::signal::{Addr, Block, IoReq, Out, Signal};
+use tern_kernel::signal::{Addr, Block, IoReq, NodeId, Out, Signal};
 use tern_kernel::{Node, NodeConfig};
+use tern_types::cluster::{ClusterConfig, ClusterState, DataNodeSpec};
 use tern_types::rng::Rng;
 use tern_types::schema::{Column, ColumnType, Table};
 use tern_types::{RowLayout, Value};
@@ -102,6 +103,9 @@ impl Storage for SimDisk {
 /// Simulation knobs.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
+    /// Data nodes (a multiple of `replicas`) and replicas per node group.
+    pub data_nodes: u16,
+    pub replicas: u8,
     pub ldm_count: u16,
     pub clients: u32,
     pub keys: u64,
@@ -114,6 +118,8 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
+            data_nodes: 1,
+            replicas: 1,
             ldm_count: 3,
             clients: 4,
             keys: 40,
@@ -126,7 +132,7 @@ impl Default for SimConfig {
 }
 
 enum Event {
-    Deliver { to: Block, sig: Signal, incarnation: u32 },
+    Deliver { to: Addr, sig: Signal, incarnation: u32 },
     Io { from: Addr, req: IoReq, incarnation: u32 },
     Reply { client: u64, req_id: u64, reply: Reply, incarnation: u32 },
     ClientWake { client: u64, incarnation: u32 },
@@ -143,16 +149,27 @@ enum ModelOp {
     SetA(i64, i64),
 }
 
+/// A transaction: (incarnation, coordinator node, tc instance, txn id).
+type TxnKey = (u32, NodeId, u16, u64);
+
+/// One simulated data node: its disk and, while running, its blocks and disk executor.
+struct SimNode {
+    disk: SimDisk,
+    node: Option<Node>,
+    io: Option<IoExecutor<SimDisk>>,
+    io_time: u64,
+}
+
 #[derive(Default)]
 struct Oracle {
-    /// Ops seen in Prepare signals, by (incarnation, tc instance, txn id).
-    ops: HashMap<(u32, u16, u64), Vec<ModelOp>>,
+    /// Ops seen in Prepare signals, by transaction.
+    ops: HashMap<TxnKey, Vec<ModelOp>>,
     /// Commit points in order: (txn key, epoch).
-    commits: Vec<((u32, u16, u64), u64)>,
-    committed: BTreeSet<(u32, u16, u64)>,
+    commits: Vec<(TxnKey, u64)>,
+    committed: BTreeSet<TxnKey>,
     /// Stamps (column `a` values) of committed transactions.
     committed_stamps: BTreeSet<i64>,
-    stamp_of: HashMap<(u32, u16, u64), BTreeSet<i64>>,
+    stamp_of: HashMap<TxnKey, BTreeSet<i64>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +185,12 @@ struct SimClient {
     next_txn: u64,
     /// Durable commits acknowledged: stamp -> epoch.
     pending: Option<(u64, bool)>,
+    /// Which operations of the batch in flight write.
+    write_ops: Vec<bool>,
+    /// A write of the open transaction took effect (so its commit has something to make durable).
+    wrote: bool,
+    /// The tc coordinating the open transaction (every batch of it goes there).
+    tc: Option<Addr>,
 }
 
 pub struct Sim {
@@ -177,13 +200,11 @@ pub struct Sim {
     now: u64,
     seq: u64,
     events: BTreeMap<(u64, u64), Event>,
-    link_time: HashMap<(Block, Block), u64>,
-    io_time: u64,
-    disk: SimDisk,
-    node: Option<Node>,
-    io: Option<IoExecutor<SimDisk>>,
+    link_time: HashMap<(Addr, Addr), u64>,
+    cluster: std::sync::Arc<ClusterState>,
+    nodes: BTreeMap<NodeId, SimNode>,
     incarnation: u32,
-    started: bool,
+    started_nodes: BTreeSet<NodeId>,
     table: Option<Table>,
     pending_table: Option<Table>,
     layout: Option<RowLayout>,
@@ -209,15 +230,37 @@ pub struct SimStats {
     pub lock_timeouts: u64,
 }
 
-const TC: Block = Block::Tc(0);
+/// Where verification scans go: node 1's first tc.
+const VERIFY_TC: Addr = Addr { node: 1, block: Block::Tc(0) };
 
 impl Sim {
     pub fn new(seed: u64, cfg: SimConfig) -> Sim {
         let clients = (0..cfg.clients as u64)
             .map(|id| {
                 let _ = id;
-                SimClient { state: ClientState::Idle, seq: 0, next_txn: 0, pending: None }
+                SimClient {
+                    state: ClientState::Idle,
+                    seq: 0,
+                    next_txn: 0,
+                    pending: None,
+                    write_ops: vec![],
+                    wrote: false,
+                    tc: None,
+                }
             })
+            .collect();
+        let cluster = std::sync::Arc::new(ClusterState::all_started(ClusterConfig {
+            replicas: cfg.replicas,
+            data_nodes: (1..=cfg.data_nodes).map(|id| DataNodeSpec { id, host: "sim".into(), port: 0 }).collect(),
+            mgmds: vec![tern_types::cluster::MgmdSpec { id: 65, host: "sim".into(), port: 0 }],
+            ldm_workers: cfg.ldm_count,
+            epoch_interval_ms: cfg.epoch_interval_ms,
+            heartbeat_interval_ms: 100,
+            failure_timeout_ms: 1000,
+        }));
+        cluster.config.validate().expect("a valid simulated cluster");
+        let nodes = (1..=cfg.data_nodes)
+            .map(|id| (id, SimNode { disk: SimDisk::default(), node: None, io: None, io_time: 0 }))
             .collect();
         Sim {
             seed,
@@ -227,12 +270,10 @@ impl Sim {
             seq: 0,
             events: BTreeMap::new(),
             link_time: HashMap::new(),
-            io_time: 0,
-            disk: SimDisk::default(),
-            node: None,
-            io: None,
+            cluster,
+            nodes,
             incarnation: 0,
-            started: false,
+            started_nodes: BTreeSet::new(),
             table: None,
             pending_table: None,
             layout: None,
@@ -255,7 +296,7 @@ impl Sim {
         sim.wake_all();
         let mut next_crash = sim.cfg.crash_every_ms / 2 + sim.rng.below(sim.cfg.crash_every_ms);
         while sim.now < sim.cfg.duration_ms {
-            if sim.now >= next_crash && sim.started && sim.table.is_some() {
+            if sim.now >= next_crash && sim.started() && sim.table.is_some() {
                 sim.crash_and_recover();
                 next_crash = sim.now + sim.cfg.crash_every_ms / 2 + sim.rng.below(sim.cfg.crash_every_ms);
                 continue;
@@ -275,7 +316,8 @@ impl Sim {
         sim.boot();
         sim.wake_all();
         while sim.now < sim.cfg.duration_ms && sim.step() {}
-        let mut disk = sim.io.take().expect("running").storage;
+        let first = sim.nodes.values_mut().next().expect("a node");
+        let mut disk = first.io.take().expect("running").storage;
         for f in disk.files.values_mut() {
             f.1 = f.0.len();
         }
@@ -291,8 +333,13 @@ impl Sim {
         self.events.insert((at, self.seq), ev);
     }
 
-    fn node_cfg(&self) -> NodeConfig {
-        let mut c = NodeConfig::new(1, self.cfg.ldm_count, self.cfg.data_memory_bytes);
+    fn started(&self) -> bool {
+        self.started_nodes.len() == self.nodes.len()
+    }
+
+    fn node_cfg(&self, id: NodeId, recover_to: Option<u64>) -> NodeConfig {
+        let mut c = NodeConfig::in_cluster(id, self.cluster.clone(), self.cfg.data_memory_bytes);
+        c.recover_to = recover_to;
         c.dist.epoch_interval_ms = self.cfg.epoch_interval_ms;
         c.ldm.checkpoint_redo_bytes = 4096;
         c.ldm.redo_buffer_bytes = 512;
@@ -302,39 +349,65 @@ impl Sim {
         c
     }
 
+    /// Starts every node from its disk: a system restart to the consistent cut, the smallest
+    /// durable epoch in the nodes' system files.
     fn boot(&mut self) {
-        let cfg = self.node_cfg();
-        let node = match Node::recover(&cfg, &self.disk) {
-            Ok(n) => n,
-            Err(e) => self.fail(&format!("recovery failed: {e}")),
-        };
-        let mut io = IoExecutor::new(self.disk.clone(), 8192);
-        for (i, &base) in node.redo_base.iter().enumerate() {
-            io.open_redo(i as u16, base).expect("sim disk");
+        let cut = self
+            .nodes
+            .values()
+            .map(|n| match n.disk.read(tern_kernel::sysfile::SYSFILE_NAME).expect("sim disk") {
+                Some(b) => tern_kernel::sysfile::Sysfile::decode(&b).map(|s| s.durable_epoch).unwrap_or(0),
+                None => 0,
+            })
+            .min();
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for id in ids {
+            let cfg = self.node_cfg(id, cut);
+            let sn = self.nodes.get_mut(&id).expect("listed");
+            let node = match Node::recover(&cfg, &sn.disk) {
+                Ok(n) => n,
+                Err(e) => self.fail(&format!("node {id}: recovery failed: {e}")),
+            };
+            let mut io = IoExecutor::new(sn.disk.clone(), 8192);
+            for (i, &base) in node.redo_base.iter().enumerate() {
+                io.open_redo(i as u16, base).expect("sim disk");
+            }
+            sn.io = Some(io);
+            sn.node = Some(node);
+            let inc = self.incarnation;
+            let to = Addr::new(id, Block::Dist);
+            self.push(self.now, Event::Deliver { to, sig: Signal::Start, incarnation: inc });
         }
-        self.io = Some(io);
-        self.node = Some(node);
-        self.started = false;
+        self.started_nodes.clear();
         self.link_time.clear();
-        let inc = self.incarnation;
-        self.push(self.now, Event::Deliver { to: Block::Dist, sig: Signal::Start, incarnation: inc });
     }
 
     fn crash_and_recover(&mut self) {
         self.stats.crashes += 1;
         // Everything in flight is lost; the disk loses unsynced bytes.
         self.events.clear();
-        let mut disk = self.io.take().expect("running").storage;
-        disk.crash(&mut self.rng);
-        self.disk = disk;
-        self.node = None;
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for id in ids {
+            let sn = self.nodes.get_mut(&id).expect("listed");
+            let mut disk = sn.io.take().expect("running").storage;
+            sn.node = None;
+            disk.crash(&mut self.rng);
+            self.nodes.get_mut(&id).expect("listed").disk = disk;
+        }
         self.incarnation += 1;
         for c in &mut self.clients {
             c.state = ClientState::Idle;
             c.pending = None;
+            c.wrote = false;
+            c.tc = None;
         }
         self.boot();
-        let durable = self.node.as_ref().expect("booted").durable_epoch;
+        let epochs: BTreeSet<u64> =
+            self.nodes.values().map(|n| n.node.as_ref().expect("booted").durable_epoch).collect();
+        if epochs.len() != 1 {
+            self.fail(&format!("nodes recovered to different epochs {epochs:?}: not a consistent cut"));
+        }
+        let durable = *epochs.first().expect("a node");
         self.check_recovered(durable);
         self.wake_all();
     }
@@ -387,11 +460,12 @@ impl Sim {
     fn dump(&mut self) -> BTreeMap<i64, Row> {
         // Run the node until it has started.
         let deadline = self.now + 60_000;
-        while !self.started {
+        while !self.started() {
             if self.now > deadline || !self.step_node_only() {
-                self.fail("node did not start after recovery");
+                self.fail("the cluster did not start after recovery");
             }
         }
+        self.check_replicas_agree();
         let Some(table) = self.table.clone() else {
             return BTreeMap::new();
         };
@@ -409,6 +483,41 @@ impl Sim {
         }
         self.check_unique_index(&out);
         out
+    }
+
+    /// Replica agreement (architecture.md §5, invariant 3): every replica of every partition holds
+    /// the same rows, and each partition lives on exactly its node group's nodes.
+    fn check_replicas_agree(&mut self) {
+        type Copies = Vec<(NodeId, Vec<Vec<u8>>)>;
+        let mut copies: BTreeMap<(u32, u32), Copies> = BTreeMap::new();
+        for (&id, sn) in &self.nodes {
+            let node = sn.node.as_ref().expect("running");
+            for ldm in &node.ldms {
+                for (key, mut rows) in ldm.committed_rows() {
+                    rows.sort();
+                    copies.entry(key).or_default().push((id, rows));
+                }
+            }
+        }
+        for ((table, partition), reps) in copies {
+            let want: BTreeSet<NodeId> = self.cluster.replicas(partition).into_iter().collect();
+            let have: BTreeSet<NodeId> = reps.iter().map(|r| r.0).collect();
+            if want != have {
+                self.fail(&format!("table {table} partition {partition} is on nodes {have:?}, not {want:?}"));
+            }
+            let first = &reps[0];
+            for r in &reps[1..] {
+                if r.1 != first.1 {
+                    self.fail(&format!(
+                        "replicas disagree: table {table} partition {partition} has {} rows on node {} and {} on node {}",
+                        first.1.len(),
+                        first.0,
+                        r.1.len(),
+                        r.0
+                    ));
+                }
+            }
+        }
     }
 
     /// The unique index on `b` is exactly the non-NULL (b, id) pairs of the base rows.
@@ -465,7 +574,11 @@ impl Sim {
         let inc = self.incarnation;
         self.push(
             self.now + 1,
-            Event::Deliver { to: TC, sig: Signal::ClientRequest { client: 999, req_id: 1, req }, incarnation: inc },
+            Event::Deliver {
+                to: VERIFY_TC,
+                sig: Signal::ClientRequest { client: 999, req_id: 1, req },
+                incarnation: inc,
+            },
         );
     }
 
@@ -487,9 +600,10 @@ impl Sim {
         match ev {
             Event::Deliver { to, sig, incarnation } if incarnation == self.incarnation => self.deliver(to, sig),
             Event::Io { from, req, incarnation } if incarnation == self.incarnation => {
-                let done = self.io.as_mut().expect("running").execute(from, req);
+                let sn = self.nodes.get_mut(&from.node).expect("a node");
+                let done = sn.io.as_mut().expect("running").execute(from, req);
                 match done {
-                    Ok(Some((to, sig))) => self.send(Block::Dist, to.block, sig),
+                    Ok(Some((to, sig))) => self.send(Addr::new(to.node, Block::Dist), to, sig),
                     Ok(None) => {}
                     Err(e) => self.fail(&format!("sim disk error {e}")),
                 }
@@ -520,7 +634,7 @@ impl Sim {
                     self.push(
                         self.now,
                         Event::Deliver {
-                            to: TC,
+                            to: VERIFY_TC,
                             sig: Signal::ClientRequest { client: 999, req_id: 2, req: Request::ScanNext { scan: 1 } },
                             incarnation: inc,
                         },
@@ -535,7 +649,7 @@ impl Sim {
     }
 
     /// Sends a signal over the link from -> to, keeping per-link FIFO order.
-    fn send(&mut self, from: Block, to: Block, sig: Signal) {
+    fn send(&mut self, from: Addr, to: Addr, sig: Signal) {
         let delay = self.rng.below(3);
         let t = (self.now + delay).max(*self.link_time.get(&(from, to)).unwrap_or(&0));
         self.link_time.insert((from, to), t);
@@ -543,11 +657,11 @@ impl Sim {
         self.push(t, Event::Deliver { to, sig, incarnation: inc });
     }
 
-    fn deliver(&mut self, to: Block, sig: Signal) {
+    fn deliver(&mut self, to: Addr, sig: Signal) {
         let mut out = Out::default();
         let now = self.now;
-        let node = self.node.as_mut().expect("running");
-        node.handle(now, to, sig, &mut out);
+        let node = self.nodes.get_mut(&to.node).and_then(|n| n.node.as_mut()).expect("a running node");
+        node.handle(now, to.block, sig, &mut out);
         let seed = self.seed;
         if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| node.check_invariants())) {
             let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
@@ -556,38 +670,42 @@ impl Sim {
         self.effects(to, out);
     }
 
-    fn effects(&mut self, from: Block, out: Out) {
+    fn effects(&mut self, from: Addr, out: Out) {
         let inc = self.incarnation;
         for (to, sig) in out.signals {
-            self.observe(&sig);
-            self.send(from, to.block, sig);
+            self.observe(to, &sig);
+            self.send(from, to, sig);
         }
         for (client, req_id, reply) in out.replies {
             let t = self.now + self.rng.below(3);
             self.push(t, Event::Reply { client, req_id, reply, incarnation: inc });
         }
         for (from_addr, req) in out.io {
-            // The disk executes requests in order, each after a random delay.
-            self.io_time = self.io_time.max(self.now) + self.rng.below(4);
-            let t = self.io_time;
+            // Each node's disk executes requests in order, each after a random delay.
+            let delay = self.rng.below(4);
+            let sn = self.nodes.get_mut(&from_addr.node).expect("a node");
+            sn.io_time = sn.io_time.max(self.now) + delay;
+            let t = sn.io_time;
             self.push(t, Event::Io { from: from_addr, req, incarnation: inc });
         }
         for (delay, to, sig) in out.timers {
-            self.push(self.now + delay, Event::Deliver { to: to.block, sig, incarnation: inc });
+            self.push(self.now + delay, Event::Deliver { to, sig, incarnation: inc });
         }
     }
 
     /// Builds the oracle from what the blocks say to each other.
-    fn observe(&mut self, sig: &Signal) {
+    fn observe(&mut self, to: Addr, sig: &Signal) {
         match sig {
-            Signal::NodeStarted { .. } => self.started = true,
+            Signal::NodeStarted { .. } => {
+                self.started_nodes.insert(to.node);
+            }
             Signal::Prepare(b) if b.pos == 0 => {
                 let Some(layout) = &self.layout else { return };
                 let tc = match b.txn.tc.block {
                     Block::Tc(i) => i,
                     _ => 0,
                 };
-                let key = (self.incarnation, tc, b.txn.id);
+                let key = (self.incarnation, b.txn.tc.node, tc, b.txn.id);
                 for op in &b.ops {
                     let tern_kernel::signal::PrepOp::Exec { op, .. } = op else {
                         continue;
@@ -626,7 +744,7 @@ impl Sim {
                     Block::Tc(i) => i,
                     _ => 0,
                 };
-                let key = (self.incarnation, tc, txn.id);
+                let key = (self.incarnation, txn.tc.node, tc, txn.id);
                 if self.oracle.committed.insert(key) {
                     self.oracle.commits.push((key, *epoch));
                     if let Some(st) = self.oracle.stamp_of.get(&key) {
@@ -647,7 +765,20 @@ impl Sim {
         let req_id = c.seq;
         c.state = ClientState::Waiting;
         let t = self.now + self.rng.below(3);
-        self.push(t, Event::Deliver { to: TC, sig: Signal::ClientRequest { client, req_id, req }, incarnation: inc });
+        // Any tc of any node coordinates (DDL and status go to node 1's first tc).
+        let to = match &req {
+            Request::Txn(_) => match c.tc {
+                Some(tc) => tc,
+                None => {
+                    let node = 1 + self.rng.below(self.cfg.data_nodes as u64) as NodeId;
+                    let tc = Addr::new(node, Block::Tc(self.rng.below(self.cfg.ldm_count as u64) as u16));
+                    self.clients[client as usize - 1].tc = Some(tc);
+                    tc
+                }
+            },
+            _ => VERIFY_TC,
+        };
+        self.push(t, Event::Deliver { to, sig: Signal::ClientRequest { client, req_id, req }, incarnation: inc });
     }
 
     fn wake(&mut self, client: u64, after: u64) {
@@ -656,7 +787,7 @@ impl Sim {
     }
 
     fn client_act(&mut self, client: u64) {
-        if !self.started || self.clients[client as usize - 1].state != ClientState::Idle {
+        if !self.started() || self.clients[client as usize - 1].state != ClientState::Idle {
             self.wake(client, 5);
             return;
         }
@@ -720,7 +851,11 @@ impl Sim {
         let txn = self.clients[client as usize - 1].next_txn;
         // Only transactions that write need their epoch on disk before a durable acknowledgement.
         let writes = ops.iter().any(|o| o.kind.is_write());
-        self.clients[client as usize - 1].pending = Some((txn, durable && writes));
+        let c = &mut self.clients[client as usize - 1];
+        c.pending = Some((txn, durable && writes));
+        c.write_ops = ops.iter().map(|o| o.kind.is_write()).collect();
+        c.wrote = false;
+        c.tc = None;
         self.client_request(
             client,
             Request::Txn(TxnReq { txn, ops, exec, abort: AbortOption::AbortOnError, durable, nowait: false }),
@@ -789,6 +924,15 @@ impl Sim {
     fn txn_reply(&mut self, client: u64, resp: tern_wire::TxnResp) -> bool {
         let idx = client as usize - 1;
         let (_, durable) = self.clients[idx].pending.take().unwrap_or((0, false));
+        // Only a write that found its row (or inserted one) leaves something to commit; a
+        // transaction without any commits nothing and is answered at once, durable or not.
+        let c = &mut self.clients[idx];
+        let wrote_now = resp.results.iter().enumerate().any(|(i, r)| {
+            c.write_ops.get(i).copied().unwrap_or(false) && !matches!(r, OpResult::NotFound | OpResult::Error(_))
+        });
+        c.wrote |= wrote_now;
+        c.write_ops.clear();
+        let durable = durable && c.wrote;
         // Committed reads: every value read was written by a transaction past its commit point.
         let layout = self.layout.clone().expect("table");
         for r in &resp.results {

@@ -12,6 +12,10 @@ fn disk() -> tern_sim::SimDisk {
     Sim::run_and_take_disk(7, cfg)
 }
 
+fn one_node() -> tern_types::cluster::ClusterState {
+    (*tern_kernel::NodeConfig::new(1, 3, 1 << 30).cluster).clone()
+}
+
 fn budget() -> MemoryBudget {
     MemoryBudget::new(1 << 30)
 }
@@ -19,14 +23,14 @@ fn budget() -> MemoryBudget {
 #[test]
 fn torn_tail_is_the_end_of_the_log() {
     let d = disk();
-    let clean = recover(&d, 3, &budget()).expect("clean recovery");
+    let clean = recover(&d, 3, &one_node(), None, &budget()).expect("clean recovery");
     let mut torn = d.clone();
     for ldm in 0..3 {
         if let Some(last) = list_segments(&torn, ldm).unwrap().into_values().last() {
             torn.append_garbage(&last, b"TRDO\x10\x00\x00\x00garbage-of-a-torn-write");
         }
     }
-    let r = recover(&torn, 3, &budget()).expect("a torn tail is not an error");
+    let r = recover(&torn, 3, &one_node(), None, &budget()).expect("a torn tail is not an error");
     assert_eq!(r.rows, clean.rows);
     assert_eq!(r.durable_epoch, clean.durable_epoch);
 }
@@ -60,7 +64,7 @@ fn damage_inside_the_durable_log_names_file_and_offset() {
     let mut d = disk();
     let (seg, off) = replayed_position(&d);
     d.damage(&seg, off);
-    let e = recover(&d, 3, &budget()).err().expect("damage in the durable log must stop recovery");
+    let e = recover(&d, 3, &one_node(), None, &budget()).err().expect("damage in the durable log must stop recovery");
     assert!(e.contains(&seg), "message names the file: {e}");
     assert!(e.contains(&format!("offset {}", off - 5)), "message names the record's offset: {e}");
 }
@@ -70,15 +74,15 @@ fn damaged_checkpoint_or_sysfile_is_reported() {
     let d = disk();
     let mut bad = d.clone();
     bad.damage(SYSFILE_NAME, 3);
-    let e = recover(&bad, 3, &budget()).err().expect("corrupt sysfile refused");
+    let e = recover(&bad, 3, &one_node(), None, &budget()).err().expect("corrupt sysfile refused");
     assert!(e.contains("sysfile"), "{e}");
     let mut bad = d.clone();
     bad.damage("catalog", 12);
-    let e = recover(&bad, 3, &budget()).err().expect("corrupt catalog refused");
+    let e = recover(&bad, 3, &one_node(), None, &budget()).err().expect("corrupt catalog refused");
     assert!(e.contains("catalog"), "{e}");
     let mut bad = d.clone();
     let ck = bad.file_names().into_iter().find(|n| n.contains("ckpt-")).unwrap();
     bad.damage(&ck, 10);
-    let e = recover(&bad, 3, &budget()).err().expect("corrupt checkpoint refused");
+    let e = recover(&bad, 3, &one_node(), None, &budget()).err().expect("corrupt checkpoint refused");
     assert!(e.contains(&ck), "{e}");
 }

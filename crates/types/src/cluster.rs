@@ -410,6 +410,44 @@ impl ClusterState {
     }
 }
 
+/// The partition map of one cluster state, precomputed for the hot path: placement repeats
+/// every `G·L·R` partitions, so one replica list per residue covers every partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routing {
+    pub version: u64,
+    groups: u32,
+    ldms: u16,
+    /// Replica lists (primary first) per residue `p mod period`.
+    lists: Vec<Vec<NodeId>>,
+}
+
+impl Routing {
+    pub fn new(state: &ClusterState) -> Routing {
+        let groups = state.group_count();
+        let ldms = state.config.ldm_workers.max(1);
+        let period = groups * ldms as u32 * state.config.replicas.max(1) as u32;
+        let lists = (0..period).map(|p| state.replicas(p)).collect();
+        Routing { version: state.version, groups, ldms, lists }
+    }
+
+    /// Replicas of a partition, primary first (empty when none is live).
+    pub fn replicas(&self, partition: u32) -> &[NodeId] {
+        &self.lists[(partition % self.lists.len() as u32) as usize]
+    }
+
+    pub fn ldm_of(&self, partition: u32) -> u16 {
+        ldm_of(partition, self.groups, self.ldms)
+    }
+
+    pub fn group_of(&self, partition: u32) -> u32 {
+        group_of(partition, self.groups)
+    }
+
+    pub fn groups(&self) -> u32 {
+        self.groups
+    }
+}
+
 const STATE_FORMAT: u16 = 1;
 
 /// The outcome of NDB's survivability check (ndb-protocols.md §6.3).
@@ -468,6 +506,17 @@ mod tests {
         assert_eq!(s.primary(p), Some(2));
         s.nodes.get_mut(&2).unwrap().state = NodeState::Down;
         assert_eq!(s.primary(p), None, "a copying node is never primary");
+    }
+
+    #[test]
+    fn routing_matches_the_state_for_every_partition() {
+        let mut s = ClusterState::all_started(cfg(4, 2, 3));
+        s.nodes.get_mut(&3).unwrap().state = NodeState::Copying;
+        let r = Routing::new(&s);
+        for p in 0..500 {
+            assert_eq!(r.replicas(p), &s.replicas(p)[..]);
+            assert_eq!(r.ldm_of(p), s.ldm_of(p));
+        }
     }
 
     #[test]

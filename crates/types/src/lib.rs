@@ -6,8 +6,8 @@
 
 pub mod agg;
 pub mod base64;
-pub mod cluster;
 pub mod bin;
+pub mod cluster;
 pub mod error;
 pub mod filter;
 pub mod hash;

@@ -90,12 +90,14 @@ impl Ldm {
     }
 
     pub(super) fn abort(&mut self, txn: TxnRef, out: &mut Out) {
-        if let Some(b) = self.blocked.remove(&txn)
-            && let Some(e) = self.locks.get_mut(&b.lock)
-        {
-            e.waiters.retain(|(t, _)| *t != txn);
-            if e.is_free() {
-                self.locks.remove(&b.lock);
+        let waiting: Vec<locks::Waiter> = self.blocked.range((txn, 0)..=(txn, u32::MAX)).map(|(w, _)| *w).collect();
+        for w in waiting {
+            let b = self.blocked.remove(&w).expect("listed");
+            if let Some(e) = self.locks.get_mut(&b.lock) {
+                e.waiters.retain(|(t, _)| *t != w);
+                if e.is_free() {
+                    self.locks.remove(&b.lock);
+                }
             }
         }
         if let Some(t) = self.txns.get_mut(&txn) {

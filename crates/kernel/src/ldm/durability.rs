@@ -16,7 +16,7 @@ impl Ldm {
         let max_epoch = self.max_epoch_applied;
         if !self.appended_since_sync {
             out.send(
-                self.dist,
+                self.flush_reply_to,
                 Signal::EpochFlushed { from: self.addr, epoch, synced_lsn: self.synced_lsn, max_epoch },
             );
             return;
@@ -36,7 +36,7 @@ impl Ldm {
         {
             self.pending_flush = None;
             self.synced_lsn = lsn;
-            out.send(self.dist, Signal::EpochFlushed { from: self.addr, epoch, synced_lsn: lsn, max_epoch });
+            out.send(self.flush_reply_to, Signal::EpochFlushed { from: self.addr, epoch, synced_lsn: lsn, max_epoch });
             if self.phase == Phase::Ready && self.lsn - self.checkpoint_start_lsn >= self.cfg.checkpoint_redo_bytes {
                 self.start_checkpoint(out);
             }

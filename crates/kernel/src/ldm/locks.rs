@@ -3,11 +3,15 @@
 
 use super::*;
 
+/// A batch that may wait for a lock: its transaction and the batch's number.
+pub(super) type Waiter = (TxnRef, u32);
+
 #[derive(Debug, Default)]
 pub(super) struct LockEntry {
     pub(super) exclusive: Option<TxnRef>,
     pub(super) shared: Vec<TxnRef>,
-    pub(super) waiters: VecDeque<(TxnRef, LockMode)>,
+    /// Batches waiting, in arrival order: (transaction, its batch number), mode.
+    pub(super) waiters: VecDeque<(Waiter, LockMode)>,
 }
 
 impl LockEntry {
@@ -36,7 +40,6 @@ impl LockEntry {
 }
 
 impl Ldm {
-    /// Takes a lock, or queues the request; true when granted now.
     /// Takes the lock if it is free now; never queues.
     pub(super) fn try_acquire(&mut self, txn: TxnRef, key: &LockKey, mode: LockMode) -> bool {
         let free = match self.locks.get(key) {
@@ -47,10 +50,12 @@ impl Ldm {
                     || (e.compatible(txn, mode) && e.waiters.is_empty())
             }
         };
-        free && self.acquire(txn, key, mode)
+        free && self.acquire((txn, u32::MAX), key, mode)
     }
 
-    pub(super) fn acquire(&mut self, txn: TxnRef, key: &LockKey, mode: LockMode) -> bool {
+    /// Takes a lock, or queues the batch `waiter` for it; true when granted now.
+    pub(super) fn acquire(&mut self, waiter: Waiter, key: &LockKey, mode: LockMode) -> bool {
+        let txn = waiter.0;
         let entry = self.locks.entry(key.clone()).or_default();
         let owned = entry.exclusive == Some(txn) || (mode == LockMode::Shared && entry.shared.contains(&txn));
         if owned {
@@ -62,7 +67,7 @@ impl Ldm {
             t.locks.push(key.clone());
             return true;
         }
-        entry.waiters.push_back((txn, mode));
+        entry.waiters.push_back((waiter, mode));
         false
     }
 
@@ -84,11 +89,11 @@ impl Ldm {
             }
             entry.shared.retain(|&x| x != txn);
             while let Some(&(w, mode)) = entry.waiters.front() {
-                if !entry.compatible(w, mode) {
+                if !entry.compatible(w.0, mode) {
                     break;
                 }
                 entry.waiters.pop_front();
-                entry.grant(w, mode);
+                entry.grant(w.0, mode);
                 resume.push((w, key.clone()));
             }
             if entry.is_free() {
@@ -96,7 +101,10 @@ impl Ldm {
             }
         }
         for (w, key) in resume {
-            self.txns.entry(w).or_default().locks.push(key);
+            let locks = &mut self.txns.entry(w.0).or_default().locks;
+            if !locks.contains(&key) {
+                locks.push(key);
+            }
             if let Some(b) = self.blocked.remove(&w) {
                 let mut batch = b.batch;
                 batch.holds_state = true;
@@ -127,7 +135,7 @@ impl Ldm {
                     continue;
                 }
                 seen.push(*h);
-                if let Some(b) = self.blocked.get(h) {
+                for (_, b) in self.blocked.range((*h, 0)..=(*h, u32::MAX)) {
                     todo.push((&b.lock, true));
                 }
             }
@@ -136,13 +144,12 @@ impl Ldm {
     }
 
     pub(super) fn expire_waits(&mut self, out: &mut Out) {
-        let mut expired: Vec<TxnRef> =
-            self.blocked.iter().filter(|(_, b)| b.deadline_ms <= self.now_ms).map(|(t, _)| *t).collect();
-        expired.sort();
-        for txn in expired {
-            let b = self.blocked.remove(&txn).expect("listed");
+        let expired: Vec<Waiter> =
+            self.blocked.iter().filter(|(_, b)| b.deadline_ms <= self.now_ms).map(|(w, _)| *w).collect();
+        for w in expired {
+            let b = self.blocked.remove(&w).expect("listed");
             if let Some(e) = self.locks.get_mut(&b.lock) {
-                e.waiters.retain(|(t, _)| *t != txn);
+                e.waiters.retain(|(t, _)| *t != w);
                 if e.is_free() {
                     self.locks.remove(&b.lock);
                 }
@@ -181,7 +188,7 @@ impl Ldm {
             }
             for (w, _) in &e.waiters {
                 assert!(
-                    self.blocked.get(w).is_some_and(|b| &b.lock == key),
+                    self.blocked.get(w).is_some_and(|b| &b.lock == key && b.batch.batch == w.1),
                     "waiter {w:?} on {key:?} is not blocked on it"
                 );
             }

@@ -160,7 +160,11 @@ enum Phase {
 pub struct Ldm {
     addr: Addr,
     stats: Arc<crate::tc::NodeStats>,
-    ldm_count: u16,
+    routing: tern_types::cluster::Routing,
+    /// The node group this node belongs to (its ldms hold that group's partitions).
+    group: u32,
+    /// Where the running epoch flush is answered (the epoch master's dist).
+    flush_reply_to: Addr,
     /// Set once every ldm has written its start-up checkpoint: earlier runs' files may go.
     cleanup_allowed: bool,
     cfg: LdmConfig,
@@ -172,7 +176,9 @@ pub struct Ldm {
     parts: BTreeMap<PartKey, Partition>,
     txns: HashMap<TxnRef, LdmTxn>,
     locks: HashMap<LockKey, LockEntry>,
-    blocked: HashMap<TxnRef, Blocked>,
+    /// Batches waiting for a lock, by (transaction, batch number): a transaction may have a batch
+    /// here as primary of one partition and another as backup of a different one.
+    blocked: BTreeMap<locks::Waiter, Blocked>,
     redo_buf: Vec<u8>,
     /// LSN one past the last byte produced (including the unflushed buffer).
     lsn: u64,
@@ -206,7 +212,7 @@ fn err_op(code: ErrorCode, msg: impl Into<String>) -> OpResult {
 impl Ldm {
     pub fn new(
         addr: Addr,
-        ldm_count: u16,
+        cluster: Arc<tern_types::cluster::ClusterState>,
         cfg: LdmConfig,
         budget: MemoryBudget,
         stats: Arc<crate::tc::NodeStats>,
@@ -216,7 +222,9 @@ impl Ldm {
         let mut ldm = Ldm {
             addr,
             stats,
-            ldm_count,
+            routing: tern_types::cluster::Routing::new(&cluster),
+            group: cluster.group_of_node(addr.node).unwrap_or(0) as u32,
+            flush_reply_to: Addr::new(addr.node, Block::Dist),
             cleanup_allowed: false,
             cfg,
             budget,
@@ -226,7 +234,7 @@ impl Ldm {
             parts: BTreeMap::new(),
             txns: HashMap::new(),
             locks: HashMap::new(),
-            blocked: HashMap::new(),
+            blocked: BTreeMap::new(),
             redo_buf: Vec::new(),
             lsn: start.base_lsn,
             synced_lsn: start.base_lsn,
@@ -309,7 +317,7 @@ impl Ldm {
             .tables
             .values()
             .flat_map(|t| (0..t.partition_count).map(move |p| (t.id, p)))
-            .filter(|&(_, p)| crate::node::ldm_of(p, self.ldm_count) == self.instance())
+            .filter(|&(_, p)| self.routing.ldm_of(p) == self.instance() && self.routing.group_of(p) == self.group)
             .collect();
         for (t, p) in owned {
             if !self.parts.contains_key(&(t, p)) {
@@ -352,19 +360,22 @@ impl Ldm {
                 }
             }
             Signal::ScanFrag(req) => self.scan(*req, out),
-            Signal::EpochFlush { epoch } => self.flush(epoch, out),
+            Signal::EpochFlush { from, epoch } => {
+                self.flush_reply_to = from;
+                self.flush(epoch, out)
+            }
+            Signal::ClusterMap { state } => {
+                self.routing = tern_types::cluster::Routing::new(&state);
+            }
             Signal::EpochDurable { epoch } => self.on_durable(epoch, out),
             Signal::IoDone { token, result } => self.io_done(token, result, out),
-            Signal::Schema { catalog } => {
+            Signal::Schema { catalog, dict } => {
                 self.apply_catalog(&catalog);
-                out.send(
-                    Addr::new(self.addr.node, Block::Dict),
-                    Signal::SchemaAck { from: self.addr, version: catalog.version },
-                );
+                out.send(dict, Signal::SchemaAck { from: self.addr, version: catalog.version });
             }
-            Signal::IndexBuild { table, index, catalog } => {
+            Signal::IndexBuild { dict, table, index, catalog } => {
                 let result = self.build_index(table, index, &catalog);
-                out.send(Addr::new(self.addr.node, Block::Dict), Signal::IndexBuilt { from: self.addr, index, result });
+                out.send(dict, Signal::IndexBuilt { from: self.addr, index, result });
             }
             Signal::NodeStarted { .. } => {
                 self.cleanup_allowed = true;

@@ -34,13 +34,13 @@ impl Ldm {
             }
             if let Some((lock_key, mode)) = lock
                 && self.parts.contains_key(&(lock_key.0, lock_key.1))
-                && !self.acquire(txn, &lock_key, mode)
+                && !self.acquire((txn, batch.batch), &lock_key, mode)
             {
                 if self.waits_for_itself(txn, &lock_key) {
                     // A cycle of waits within this ldm: fail now instead of at the timeout
                     // (cycles through other ldms still end at the lock-wait timeout, as in NDB).
                     if let Some(e) = self.locks.get_mut(&lock_key) {
-                        e.waiters.retain(|(t, _)| *t != txn);
+                        e.waiters.retain(|(t, _)| *t != (txn, batch.batch));
                         if e.is_free() {
                             self.locks.remove(&lock_key);
                         }
@@ -55,8 +55,10 @@ impl Ldm {
                     return;
                 }
                 let deadline_ms = self.now_ms + self.cfg.lock_wait_timeout_ms;
+                let w = (txn, batch.batch);
+                assert!(!self.blocked.contains_key(&w), "batch {w:?} is already waiting");
                 self.blocked
-                    .insert(txn, Blocked { batch, next_op: i, lock: lock_key, since_ms: self.now_ms, deadline_ms });
+                    .insert(w, Blocked { batch, next_op: i, lock: lock_key, since_ms: self.now_ms, deadline_ms });
                 return;
             }
             if mode.is_some() {

@@ -96,4 +96,19 @@ impl Ldm {
         }
         out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, next, error)));
     }
+
+    /// The committed rows of every partition this ldm holds (for the simulator's replica checks).
+    pub fn committed_rows(&self) -> BTreeMap<(TableId, u32), Vec<Vec<u8>>> {
+        self.parts
+            .iter()
+            .map(|(&k, p)| {
+                let mut rows = Vec::with_capacity(p.len() as usize);
+                p.scan(0, |_, row| {
+                    rows.push(row.to_vec());
+                    true
+                });
+                (k, rows)
+            })
+            .collect()
+    }
 }

@@ -29,7 +29,9 @@ fn ldm() -> (Ldm, Arc<RowLayout>) {
     let start =
         LdmStart { partitions: vec![], base_lsn: 0, durable_epoch: 0, next_checkpoint_id: 1, old_checkpoints: vec![] };
     let addr = Addr::new(1, Block::Ldm(0));
-    let l = Ldm::new(addr, 1, LdmConfig::default(), MemoryBudget::new(1 << 30), Default::default(), &catalog, start);
+    let cluster = crate::NodeConfig::new(1, 1, 1 << 30).cluster;
+    let l =
+        Ldm::new(addr, cluster, LdmConfig::default(), MemoryBudget::new(1 << 30), Default::default(), &catalog, start);
     (l, Arc::new(RowLayout::new(&t)))
 }
 
