@@ -182,7 +182,7 @@ impl Dist {
                 self.maybe_start_round(out);
                 out.timer(self.cfg.epoch_interval_ms, self.addr, Signal::Tick);
             }
-            Signal::EpochPrepared { from, epoch } => self.prepared(from, epoch, out),
+            Signal::EpochPrepared { from, epoch, .. } => self.prepared(from, epoch, out),
             Signal::EpochTcFinished { from, epoch } => self.tc_finished(from, epoch, out),
             Signal::EpochFlushed { from, epoch, synced_lsn, max_epoch } => {
                 self.flushed(from, epoch, synced_lsn, max_epoch, out)

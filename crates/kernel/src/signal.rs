@@ -41,6 +41,15 @@ pub struct TxnRef {
     pub id: u64,
 }
 
+/// What an ldm holds of a transaction whose coordinator failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TakeoverState {
+    /// Locks or pending changes, no commit yet.
+    Prepared,
+    /// Committed here in `epoch` (a backup still holding locks, or a primary's commit marker).
+    Committed { epoch: u64 },
+}
+
 /// An operation inside a prepare batch.
 #[derive(Debug, Clone)]
 pub enum PrepOp {
@@ -162,9 +171,11 @@ pub enum Signal {
         from: Addr,
         epoch: u64,
     },
+    /// `current`: the epoch the tc was giving out (a new master learns the newest this way).
     EpochPrepared {
         from: Addr,
         epoch: u64,
+        current: u64,
     },
     EpochCommit {
         from: Addr,
@@ -195,6 +206,22 @@ pub enum Signal {
     EpochSaved {
         from: Addr,
         epoch: u64,
+    },
+    /// The master's tc 0 -> every live ldm after data nodes failed: report the transactions of
+    /// coordinators on those nodes (TC takeover, ndb-protocols.md §2).
+    TakeoverReq {
+        from: Addr,
+        failed: Vec<NodeId>,
+    },
+    TakeoverConf {
+        from: Addr,
+        txns: Vec<(TxnRef, TakeoverState)>,
+    },
+    /// The takeover tc -> the master's dist: every transaction of the failed coordinators is
+    /// committed or aborted everywhere (their epochs may now finish).
+    TakeoverDone {
+        from: Addr,
+        failed: Vec<NodeId>,
     },
     /// A node's dist -> the master's: this node has started and takes part in epochs.
     DistStarted {

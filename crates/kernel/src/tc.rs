@@ -186,6 +186,10 @@ impl Tc {
         tc
     }
 
+    pub fn node_id(&self) -> crate::signal::NodeId {
+        self.addr.node
+    }
+
     fn set_routing(&mut self) {
         self.routing = Routing::new(&self.cluster);
         let period = self.cluster.group_count() * self.ldm_count as u32 * self.cluster.config.replicas.max(1) as u32;
@@ -229,7 +233,7 @@ impl Tc {
             Signal::ScanFragRows(rows) => self.scan_rows(*rows, out),
             Signal::EpochPrepare { from, epoch } => {
                 self.gate_closed = true;
-                out.send(from, Signal::EpochPrepared { from: self.addr, epoch });
+                out.send(from, Signal::EpochPrepared { from: self.addr, epoch, current: self.current_epoch });
             }
             Signal::EpochCommit { from, epoch } => {
                 self.epoch_master = from;
