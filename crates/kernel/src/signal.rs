@@ -148,10 +148,14 @@ pub enum Signal {
         chain: Vec<Addr>,
         pos: u8,
     },
+    /// `map_version` > 0: sent after data nodes failed (a fan-out abort straight to one replica);
+    /// the ldm acts on it only once it has itself seen that cluster-map version, so a prepare
+    /// forwarded by a failed node that is still in flight cannot overtake it.
     Abort {
         txn: TxnRef,
         chain: Vec<Addr>,
         pos: u8,
+        map_version: u64,
     },
     Aborted {
         txn: TxnRef,
@@ -209,9 +213,11 @@ pub enum Signal {
     },
     /// The master's tc 0 -> every live ldm after data nodes failed: report the transactions of
     /// coordinators on those nodes (TC takeover, ndb-protocols.md §2).
+    /// Answered once the ldm has seen `map_version` (so nothing from the failed nodes can follow).
     TakeoverReq {
         from: Addr,
         failed: Vec<NodeId>,
+        map_version: u64,
     },
     TakeoverConf {
         from: Addr,

@@ -686,7 +686,10 @@ impl Tc {
         txn.state = State::Aborting;
         txn.outstanding = txn.participants.len();
         for chain in &txn.participants {
-            out.send(chain[0], Signal::Abort { txn: TxnRef { tc: self.addr, id }, chain: chain.clone(), pos: 0 });
+            out.send(
+                chain[0],
+                Signal::Abort { txn: TxnRef { tc: self.addr, id }, chain: chain.clone(), pos: 0, map_version: 0 },
+            );
         }
         if txn.outstanding == 0 {
             self.finish_abort(id, out);

@@ -350,9 +350,9 @@ impl Ldm {
                     out.send(chain[pos as usize - 1], Signal::Complete { txn, chain, pos: pos - 1 });
                 }
             }
-            Signal::Abort { txn, chain, pos } => {
+            Signal::Abort { txn, chain, pos, .. } => {
                 if let Some(&next) = chain.get(pos as usize + 1) {
-                    out.send(next, Signal::Abort { txn, chain: chain.clone(), pos: pos + 1 });
+                    out.send(next, Signal::Abort { txn, chain: chain.clone(), pos: pos + 1, map_version: 0 });
                 }
                 self.abort(txn, out);
                 if pos as usize + 1 == chain.len() {
