@@ -45,10 +45,26 @@ impl Default for DistConfig {
 #[derive(Debug, PartialEq, Eq)]
 enum Round {
     Idle,
-    Prepare { new: u64, waiting: BTreeSet<Addr> },
-    Finish { old: u64, waiting: BTreeSet<Addr> },
-    Flush { old: u64, waiting: BTreeSet<Addr>, max_epoch: u64, synced: BTreeMap<Addr, u64> },
-    Save { old: u64, waiting: BTreeSet<NodeId> },
+    /// `max_current`: the newest epoch any tc answered it was giving out.
+    Prepare {
+        new: u64,
+        waiting: BTreeSet<Addr>,
+        max_current: u64,
+    },
+    Finish {
+        old: u64,
+        waiting: BTreeSet<Addr>,
+    },
+    Flush {
+        old: u64,
+        waiting: BTreeSet<Addr>,
+        max_epoch: u64,
+        synced: BTreeMap<Addr, u64>,
+    },
+    Save {
+        old: u64,
+        waiting: BTreeSet<NodeId>,
+    },
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -83,6 +99,9 @@ pub struct Dist {
     saved_epoch: u64,
     /// Live nodes that reported they have started.
     started_nodes: BTreeSet<NodeId>,
+    /// Failed nodes whose transactions are still being taken over: no epoch finishes meanwhile
+    /// (a taken-over commit joins the epoch its coordinator had given it).
+    takeovers: BTreeSet<NodeId>,
 }
 
 impl Dist {
@@ -112,6 +131,7 @@ impl Dist {
             current_epoch: durable_epoch + 1,
             saved_epoch: durable_epoch,
             started_nodes: BTreeSet::new(),
+            takeovers: BTreeSet::new(),
         }
     }
 
@@ -174,7 +194,13 @@ impl Dist {
                 }
                 self.io_done(token, out);
             }
-            Signal::ClusterMap { state } => self.cluster = state,
+            Signal::ClusterMap { state } => self.cluster_map(state, out),
+            Signal::TakeoverDone { failed, .. } => {
+                for n in failed {
+                    self.takeovers.remove(&n);
+                }
+                self.advance(out);
+            }
             Signal::DistStarted { from, .. } => {
                 self.started_nodes.insert(from.node);
             }
@@ -182,7 +208,7 @@ impl Dist {
                 self.maybe_start_round(out);
                 out.timer(self.cfg.epoch_interval_ms, self.addr, Signal::Tick);
             }
-            Signal::EpochPrepared { from, epoch, .. } => self.prepared(from, epoch, out),
+            Signal::EpochPrepared { from, epoch, current } => self.prepared(from, epoch, current, out),
             Signal::EpochTcFinished { from, epoch } => self.tc_finished(from, epoch, out),
             Signal::EpochFlushed { from, epoch, synced_lsn, max_epoch } => {
                 self.flushed(from, epoch, synced_lsn, max_epoch, out)
@@ -237,76 +263,135 @@ impl Dist {
         for &t in &tcs {
             out.send(t, Signal::EpochPrepare { from: self.addr, epoch: new });
         }
-        self.round = Round::Prepare { new, waiting: tcs };
+        self.round = Round::Prepare { new, waiting: tcs, max_current: 0 };
     }
 
-    fn prepared(&mut self, from: Addr, epoch: u64, out: &mut Out) {
-        let Round::Prepare { new, waiting } = &mut self.round else { return };
-        assert_eq!(*new, epoch, "prepare answer for the running round");
+    fn prepared(&mut self, from: Addr, epoch: u64, current: u64, out: &mut Out) {
+        let Round::Prepare { new, waiting, max_current } = &mut self.round else { return };
+        if *new != epoch {
+            return; // an answer to a round a previous master started
+        }
         waiting.remove(&from);
-        if !waiting.is_empty() {
-            return;
-        }
-        let new = *new;
-        let old = self.current_epoch;
-        self.current_epoch = new;
-        let tcs = self.all(Block::Tc);
-        for &t in &tcs {
-            out.send(t, Signal::EpochCommit { from: self.addr, epoch: new });
-        }
-        self.round = Round::Finish { old, waiting: tcs };
+        *max_current = (*max_current).max(current);
+        self.advance(out);
     }
 
     fn tc_finished(&mut self, from: Addr, epoch: u64, out: &mut Out) {
         let Round::Finish { old, waiting } = &mut self.round else { return };
-        assert_eq!(*old, epoch, "finish report for the running round");
-        waiting.remove(&from);
-        if !waiting.is_empty() {
-            return;
+        // Reports are cumulative: every epoch up to `epoch` is finished at that tc.
+        if epoch >= *old {
+            waiting.remove(&from);
         }
-        let old = *old;
-        let ldms = self.all(Block::Ldm);
-        for &l in &ldms {
-            out.send(l, Signal::EpochFlush { from: self.addr, epoch: old });
-        }
-        self.round = Round::Flush { old, waiting: ldms, max_epoch: 0, synced: BTreeMap::new() };
+        self.advance(out);
     }
 
     fn flushed(&mut self, from: Addr, epoch: u64, synced_lsn: u64, max_epoch: u64, out: &mut Out) {
         let Round::Flush { old, waiting, max_epoch: m, synced } = &mut self.round else { return };
-        assert_eq!(*old, epoch, "flush report for the running round");
+        if *old != epoch {
+            return;
+        }
         waiting.remove(&from);
         synced.insert(from, synced_lsn);
         *m = (*m).max(max_epoch);
-        if !waiting.is_empty() {
-            return;
-        }
-        let (old, m) = (*old, *m);
-        let synced = std::mem::take(synced);
-        if m <= self.saved_epoch {
-            // Nothing new anywhere since the last save: the system files already cover it.
-            return self.made_durable(old, out);
-        }
-        let nodes: BTreeSet<NodeId> = self.cluster.live_nodes().into_iter().collect();
-        for &node in &nodes {
-            let lsns: Vec<u64> = synced
-                .range(Addr::new(node, Block::Ldm(0))..=Addr::new(node, Block::Ldm(u16::MAX)))
-                .map(|(_, &l)| l)
-                .collect();
-            out.send(Addr::new(node, Block::Dist), Signal::EpochSave { from: self.addr, epoch: old, synced_lsn: lsns });
-        }
-        self.round = Round::Save { old, waiting: nodes };
+        self.advance(out);
     }
 
     fn saved(&mut self, from: Addr, epoch: u64, out: &mut Out) {
         let Round::Save { old, waiting } = &mut self.round else { return };
-        assert_eq!(*old, epoch, "save report for the running round");
-        waiting.remove(&from.node);
-        if waiting.is_empty() {
-            let old = *old;
-            self.saved_epoch = old;
-            self.made_durable(old, out);
+        if *old == epoch {
+            waiting.remove(&from.node);
         }
+        self.advance(out);
+    }
+
+    /// Moves the running round on once every live participant has answered its step.
+    fn advance(&mut self, out: &mut Out) {
+        loop {
+            match &mut self.round {
+                Round::Prepare { new, waiting, max_current } if waiting.is_empty() => {
+                    // Every tc has closed its gate: switch all to an epoch newer than any given out.
+                    let new = (*new).max(*max_current + 1);
+                    let old = new - 1;
+                    self.current_epoch = new;
+                    let tcs = self.all(Block::Tc);
+                    for &t in &tcs {
+                        out.send(t, Signal::EpochCommit { from: self.addr, epoch: new });
+                    }
+                    self.round = Round::Finish { old, waiting: tcs };
+                }
+                Round::Finish { old, waiting } if waiting.is_empty() && self.takeovers.is_empty() => {
+                    let old = *old;
+                    let ldms = self.all(Block::Ldm);
+                    for &l in &ldms {
+                        out.send(l, Signal::EpochFlush { from: self.addr, epoch: old });
+                    }
+                    self.round = Round::Flush { old, waiting: ldms, max_epoch: 0, synced: BTreeMap::new() };
+                }
+                Round::Flush { old, waiting, max_epoch, synced } if waiting.is_empty() => {
+                    let (old, m) = (*old, *max_epoch);
+                    let synced = std::mem::take(synced);
+                    if m <= self.saved_epoch {
+                        // Nothing new anywhere since the last save: the system files cover it.
+                        return self.made_durable(old, out);
+                    }
+                    let nodes: BTreeSet<NodeId> = self.cluster.live_nodes().into_iter().collect();
+                    for &node in &nodes {
+                        let lsns: Vec<u64> = synced
+                            .range(Addr::new(node, Block::Ldm(0))..=Addr::new(node, Block::Ldm(u16::MAX)))
+                            .map(|(_, &l)| l)
+                            .collect();
+                        let sig = Signal::EpochSave { from: self.addr, epoch: old, synced_lsn: lsns };
+                        out.send(Addr::new(node, Block::Dist), sig);
+                    }
+                    self.round = Round::Save { old, waiting: nodes };
+                }
+                Round::Save { old, waiting } if waiting.is_empty() => {
+                    let old = *old;
+                    self.saved_epoch = old;
+                    return self.made_durable(old, out);
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// A new cluster map: failed nodes no longer answer any step of the running round, and
+    /// epochs wait until their transactions are taken over. When the master itself failed, the
+    /// next master starts the epoch protocol afresh: its first round learns the newest epoch any
+    /// tc gave out (`EpochPrepared::current`) and moves every tc past it, which closes whatever
+    /// round the old master left half done.
+    fn cluster_map(&mut self, state: Arc<ClusterState>, out: &mut Out) {
+        if state.version <= self.cluster.version {
+            return;
+        }
+        let old = std::mem::replace(&mut self.cluster, state);
+        let failed: BTreeSet<NodeId> =
+            old.live_nodes().into_iter().filter(|&n| !self.cluster.state_of(n).in_chains()).collect();
+        if failed.is_empty() {
+            return;
+        }
+        let me = self.addr.node;
+        if !self.is_master() {
+            self.round = Round::Idle;
+            return;
+        }
+        if old.master() == Some(me) {
+            match &mut self.round {
+                Round::Prepare { waiting, .. } | Round::Finish { waiting, .. } | Round::Flush { waiting, .. } => {
+                    waiting.retain(|a| !failed.contains(&a.node))
+                }
+                Round::Save { waiting, .. } => waiting.retain(|n| !failed.contains(n)),
+                Round::Idle => {}
+            }
+            self.takeovers.extend(failed);
+        } else {
+            self.round = Round::Idle;
+            self.saved_epoch = 0;
+            self.started_nodes = self.cluster.live_nodes().into_iter().collect();
+            // The same set the takeover tc on this node takes over.
+            self.takeovers = self.cluster.nodes.iter().filter(|(_, s)| !s.state.in_chains()).map(|(&n, _)| n).collect();
+        }
+        self.advance(out);
     }
 
     fn made_durable(&mut self, epoch: u64, out: &mut Out) {

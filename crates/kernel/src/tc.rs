@@ -15,9 +15,10 @@
 //!    committing.
 
 use crate::signal::{
-    Addr, Block, ClientId, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TxnRef,
+    Addr, Block, ClientId, NodeId, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TakeoverState,
+    TxnRef,
 };
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tern_store::MemoryBudget;
 use tern_types::cluster::{ClusterState, Routing};
@@ -66,7 +67,16 @@ struct Txn {
     state: State,
     /// Chains holding locks or pending changes of this transaction.
     participants: Vec<Vec<Addr>>,
-    outstanding: usize,
+    /// Every chain a prepare of this transaction went to (a superset of `participants`).
+    chains: Vec<Vec<Addr>>,
+    /// Preparing: batches of the current wave not answered yet, by batch number.
+    pending: BTreeMap<u32, Vec<Addr>>,
+    /// Committing / Aborting: chains (or single replicas, after a node failure) whose answer is
+    /// awaited.
+    awaiting: BTreeSet<Vec<Addr>>,
+    /// A data node holding part of this transaction failed: it aborts once its prepares are
+    /// accounted for.
+    doomed: Option<TernError>,
     results: Vec<OpResult>,
     writes: Vec<bool>,
     exec: Exec,
@@ -93,6 +103,8 @@ struct Txn {
 struct PartScan {
     pos: ScanPos,
     outstanding: bool,
+    /// The ldm the outstanding fragment request went to.
+    target: Option<Addr>,
     rows: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
 }
 
@@ -110,6 +122,26 @@ struct Scan {
     out: Vec<Vec<u8>>,
 }
 
+/// A TC takeover this tc runs for failed nodes (ndb-protocols.md §2): the ldms' reports, then
+/// commit-or-abort of every transaction those nodes coordinated.
+struct Takeover {
+    failed: Vec<NodeId>,
+    /// ldms that have not reported yet.
+    reports: BTreeSet<Addr>,
+    /// Per transaction: what the ldms reported of it.
+    txns: BTreeMap<TxnRef, TakenOver>,
+    /// Commit/abort answers awaited: (transaction, single-replica chain).
+    awaiting: BTreeSet<(TxnRef, Vec<Addr>)>,
+}
+
+/// A taken-over transaction: ldms holding it prepared, ldms that committed it, its commit epoch.
+#[derive(Default)]
+struct TakenOver {
+    prepared: BTreeSet<Addr>,
+    committed: BTreeSet<Addr>,
+    epoch: Option<u64>,
+}
+
 pub struct Tc {
     addr: Addr,
     cfg: TcConfig,
@@ -125,7 +157,9 @@ pub struct Tc {
     next_id: u64,
     txns: HashMap<u64, Txn>,
     by_client: HashMap<(ClientId, u64), u64>,
-    timed_out: HashSet<(ClientId, u64)>,
+    /// Transactions aborted while the client had no request outstanding (inactivity, a failed
+    /// data node): the client's next request for one gets this error.
+    aborted_idle: HashMap<(ClientId, u64), TernError>,
     current_epoch: u64,
     gate_closed: bool,
     gate_queue: Vec<u64>,
@@ -137,6 +171,9 @@ pub struct Tc {
     /// Scan id used towards ldms (unique in this tc) -> the client's scan.
     scan_ids: HashMap<u64, (ClientId, u64)>,
     started: bool,
+    takeover: Option<Takeover>,
+    /// Failed nodes whose takeover waits for the running one.
+    takeover_queue: Vec<NodeId>,
     /// The driver's clock (ms), set once at the top of every `handle`.
     now_ms: u64,
     budget: MemoryBudget,
@@ -166,7 +203,7 @@ impl Tc {
             next_id: 0,
             txns: HashMap::new(),
             by_client: HashMap::new(),
-            timed_out: HashSet::new(),
+            aborted_idle: HashMap::new(),
             current_epoch: 0,
             gate_closed: false,
             gate_queue: Vec::new(),
@@ -177,6 +214,8 @@ impl Tc {
             scans: HashMap::new(),
             scan_ids: HashMap::new(),
             started: false,
+            takeover: None,
+            takeover_queue: Vec::new(),
             now_ms: 0,
             budget,
             stats,
@@ -228,8 +267,10 @@ impl Tc {
             Signal::ClientRequest { client, req_id, req } => self.request(client, req_id, req, out),
             Signal::ClientGone { client } => self.client_gone(client, out),
             Signal::Prepared(batch) => self.prepared(*batch, out),
-            Signal::Committed { txn, .. } => self.committed(txn, out),
-            Signal::Aborted { txn, .. } => self.aborted(txn, out),
+            Signal::Committed { txn, chain } if txn.tc != self.addr => self.takeover_answer(txn, chain, true, out),
+            Signal::Aborted { txn, chain } if txn.tc != self.addr => self.takeover_answer(txn, chain, false, out),
+            Signal::Committed { txn, chain } => self.committed(txn, chain, out),
+            Signal::Aborted { txn, chain } => self.aborted(txn, chain, out),
             Signal::ScanFragRows(rows) => self.scan_rows(*rows, out),
             Signal::EpochPrepare { from, epoch } => {
                 self.gate_closed = true;
@@ -237,10 +278,13 @@ impl Tc {
             }
             Signal::EpochCommit { from, epoch } => {
                 self.epoch_master = from;
-                let old = self.current_epoch;
                 self.current_epoch = epoch;
                 self.gate_closed = false;
-                self.unreported.push(old);
+                // Reports are cumulative: once nothing of epochs below `epoch` is committing,
+                // all of them are finished here (also those a failed master had half switched).
+                if self.unreported.last().is_none_or(|&e| e < epoch - 1) {
+                    self.unreported.push(epoch - 1);
+                }
                 for id in std::mem::take(&mut self.gate_queue) {
                     self.commit_point(id, out);
                 }
@@ -260,10 +304,8 @@ impl Tc {
                 self.set_catalog(catalog);
                 out.send(dict, Signal::SchemaAck { from: self.addr, version });
             }
-            Signal::ClusterMap { state } => {
-                self.cluster = state;
-                self.set_routing();
-            }
+            Signal::ClusterMap { state } => self.cluster_map(state, out),
+            Signal::TakeoverConf { from, txns } => self.takeover_conf(from, txns, out),
             Signal::DdlReply { client, req_id, reply } => out.reply(client, req_id, reply),
             Signal::NodeStarted { epoch, durable_epoch } => {
                 self.started = true;
@@ -348,15 +390,15 @@ impl Tc {
             match t.state {
                 State::Committing => {
                     *committing.entry(t.epoch).or_default() += 1;
-                    assert!(t.outstanding <= t.participants.len(), "txn {id}: more commits outstanding than chains");
+                    assert!(!t.awaiting.is_empty(), "committing txn {id} waits for nothing");
                     assert!(t.epoch <= self.current_epoch, "txn {id} committed in a future epoch");
                 }
-                State::Aborting => assert!(t.outstanding <= t.participants.len(), "txn {id}: abort count"),
+                State::Aborting => assert!(!t.awaiting.is_empty(), "aborting txn {id} waits for nothing"),
                 State::WaitEpoch => {
                     assert!(self.gate_closed && self.gate_queue.contains(id), "txn {id} waits for no epoch switch")
                 }
-                State::Idle => assert_eq!(t.outstanding, 0, "idle txn {id} has requests outstanding"),
-                State::Preparing => assert!(t.outstanding > 0, "preparing txn {id} waits for nothing"),
+                State::Idle => assert!(t.pending.is_empty(), "idle txn {id} has prepares outstanding"),
+                State::Preparing => assert!(!t.pending.is_empty(), "preparing txn {id} waits for nothing"),
             }
         }
         assert_eq!(committing, self.committing, "commit counts per epoch disagree with the transactions");
@@ -368,9 +410,7 @@ impl Tc {
 
     fn txn_request(&mut self, client: ClientId, req_id: u64, req: TxnReq, out: &mut Out) {
         let key = (client, req.txn);
-        if self.timed_out.remove(&key) {
-            let e =
-                TernError::new(ErrorCode::TransactionTimeout, "transaction was aborted after being inactive too long");
+        if let Some(e) = self.aborted_idle.remove(&key) {
             out.reply(client, req_id, txn_reply(req.txn, Vec::new(), Outcome::Aborted(e)));
             return;
         }
@@ -397,7 +437,10 @@ impl Tc {
                         req_id,
                         state: State::Idle,
                         participants: Vec::new(),
-                        outstanding: 0,
+                        chains: Vec::new(),
+                        pending: BTreeMap::new(),
+                        awaiting: BTreeSet::new(),
+                        doomed: None,
                         results: Vec::new(),
                         writes: Vec::new(),
                         exec: req.exec,
@@ -488,13 +531,16 @@ impl Tc {
             txn.results[i] = OpResult::Error(e);
         }
         txn.state = State::Preparing;
-        txn.outstanding = batches.len();
         for (_, mut b) in batches {
             b.batch = txn.batches_sent;
             txn.batches_sent = txn.batches_sent.wrapping_add(1);
+            txn.pending.insert(b.batch, b.chain.clone());
+            if !txn.chains.contains(&b.chain) {
+                txn.chains.push(b.chain.clone());
+            }
             out.send(b.chain[0], Signal::Prepare(b));
         }
-        if self.txns[&id].outstanding == 0 {
+        if self.txns[&id].pending.is_empty() {
             self.wave_done(id, out);
         }
     }
@@ -503,7 +549,7 @@ impl Tc {
     /// or, when there are none, fold trigger results into their origin ops and finish the batch.
     fn wave_done(&mut self, id: u64, out: &mut Out) {
         let txn = self.txns.get_mut(&id).expect("present");
-        if !txn.triggers.is_empty() && !txn.orphan {
+        if !txn.triggers.is_empty() && !txn.orphan && txn.doomed.is_none() {
             let base = txn.results.len();
             let mut ops = Vec::with_capacity(txn.triggers.len());
             for (origin, op) in std::mem::take(&mut txn.triggers) {
@@ -552,7 +598,7 @@ impl Tc {
         let Some(txn) = self.txns.get_mut(&id) else {
             return;
         };
-        if txn.state != State::Preparing {
+        if txn.state != State::Preparing || txn.pending.remove(&batch.batch).is_none() {
             return;
         }
         if batch.holds_state && !txn.participants.contains(&batch.chain) {
@@ -564,14 +610,17 @@ impl Tc {
                 *slot = r;
             }
         }
-        txn.outstanding -= 1;
-        if txn.outstanding == 0 {
+        if txn.pending.is_empty() {
             self.wave_done(id, out);
         }
     }
 
     fn batch_done(&mut self, id: u64, out: &mut Out) {
         let txn = self.txns.get_mut(&id).expect("present");
+        if let Some(e) = txn.doomed.clone() {
+            self.start_abort(id, Some(e), out);
+            return;
+        }
         let mut failure = txn.trigger_failure.take();
         for (i, r) in txn.results.iter().enumerate() {
             let fatal = match r {
@@ -624,7 +673,7 @@ impl Tc {
         }
         txn.state = State::Committing;
         txn.epoch = self.current_epoch;
-        txn.outstanding = txn.participants.len();
+        txn.awaiting = txn.participants.iter().cloned().collect();
         *self.committing.entry(txn.epoch).or_default() += 1;
         for chain in &txn.participants {
             let pos = (chain.len() - 1) as u8;
@@ -635,20 +684,18 @@ impl Tc {
         }
     }
 
-    fn committed(&mut self, tref: TxnRef, out: &mut Out) {
+    fn committed(&mut self, tref: TxnRef, chain: Vec<Addr>, out: &mut Out) {
         let Some(txn) = self.txns.get_mut(&tref.id) else {
             return;
         };
-        assert!(txn.state == State::Committing && txn.outstanding > 0, "unexpected Committed for txn {}", tref.id);
-        txn.outstanding -= 1;
-        if txn.outstanding > 0 {
+        // A late answer for a chain replaced after a node failure is a duplicate.
+        if txn.state != State::Committing || !txn.awaiting.remove(&chain) || !txn.awaiting.is_empty() {
             return;
         }
+        // Complete releases the backups' locks and the primaries' commit markers.
         for chain in &txn.participants {
-            if chain.len() > 1 {
-                let pos = (chain.len() - 1) as u8;
-                out.send(chain[pos as usize], Signal::Complete { txn: tref, chain: chain.clone(), pos });
-            }
+            let pos = (chain.len() - 1) as u8;
+            out.send(chain[pos as usize], Signal::Complete { txn: tref, chain: chain.clone(), pos });
         }
         let epoch = txn.epoch;
         let reply = txn_reply(txn.client_txn, std::mem::take(&mut txn.results), Outcome::Committed { epoch });
@@ -681,30 +728,41 @@ impl Tc {
     }
 
     fn start_abort(&mut self, id: u64, reason: Option<TernError>, out: &mut Out) {
+        let version = self.cluster.version;
         let txn = self.txns.get_mut(&id).expect("present");
         txn.abort_reason = reason;
         txn.state = State::Aborting;
-        txn.outstanding = txn.participants.len();
-        for chain in &txn.participants {
-            out.send(
-                chain[0],
-                Signal::Abort { txn: TxnRef { tc: self.addr, id }, chain: chain.clone(), pos: 0, map_version: 0 },
-            );
+        txn.awaiting.clear();
+        let tref = TxnRef { tc: self.addr, id };
+        if txn.doomed.is_some() {
+            // After a node failure: straight to every live replica of every chain it touched,
+            // acted on once each has seen the failure.
+            let members: BTreeSet<Addr> = txn.chains.iter().flatten().copied().collect();
+            for m in members {
+                if self.cluster.state_of(m.node).in_chains() {
+                    txn.awaiting.insert(vec![m]);
+                    out.send(m, Signal::Abort { txn: tref, chain: vec![m], pos: 0, map_version: version });
+                }
+            }
+        } else {
+            for chain in &txn.participants {
+                txn.awaiting.insert(chain.clone());
+                out.send(chain[0], Signal::Abort { txn: tref, chain: chain.clone(), pos: 0, map_version: 0 });
+            }
         }
-        if txn.outstanding == 0 {
+        if txn.awaiting.is_empty() {
             self.finish_abort(id, out);
         }
     }
 
-    fn aborted(&mut self, tref: TxnRef, out: &mut Out) {
+    fn aborted(&mut self, tref: TxnRef, chain: Vec<Addr>, out: &mut Out) {
         let Some(txn) = self.txns.get_mut(&tref.id) else {
             return;
         };
-        if txn.state != State::Aborting {
+        if txn.state != State::Aborting || !txn.awaiting.remove(&chain) {
             return;
         }
-        txn.outstanding -= 1;
-        if txn.outstanding == 0 {
+        if txn.awaiting.is_empty() {
             self.finish_abort(tref.id, out);
         }
     }
@@ -740,7 +798,7 @@ impl Tc {
         for k in gone {
             self.drop_scan(k);
         }
-        self.timed_out.retain(|(c, _)| *c != client);
+        self.aborted_idle.retain(|(c, _), _| *c != client);
         // Ordered, so the aborts go out in the same order in every run (the kernel's rule).
         let mut ids: Vec<u64> = self.txns.iter().filter(|(_, t)| t.client == client).map(|(id, _)| *id).collect();
         ids.sort_unstable();
@@ -766,8 +824,236 @@ impl Tc {
         for id in ids {
             let t = self.txns.get_mut(&id).expect("listed");
             t.orphan = true;
-            self.timed_out.insert((t.client, t.client_txn));
+            let e =
+                TernError::new(ErrorCode::TransactionTimeout, "transaction was aborted after being inactive too long");
+            self.aborted_idle.insert((t.client, t.client_txn), e);
             self.start_abort(id, None, out);
+        }
+    }
+
+    // ---------------------------------------------------------------- node failures
+
+    /// A new cluster map. Data nodes that left the write chains have failed (the management
+    /// nodes declared them so only after they stopped serving): transactions touching them
+    /// abort if they had not reached their commit point, and finish committing on the surviving
+    /// replicas if they had (ndb-protocols.md §1.7); scans reading them fail; and the master's
+    /// tc 0 takes over the transactions they coordinated.
+    fn cluster_map(&mut self, state: Arc<ClusterState>, out: &mut Out) {
+        if state.version <= self.cluster.version {
+            return;
+        }
+        let old = std::mem::replace(&mut self.cluster, state);
+        self.set_routing();
+        let failed: Vec<NodeId> =
+            old.live_nodes().into_iter().filter(|&n| !self.cluster.state_of(n).in_chains()).collect();
+        if failed.is_empty() {
+            return;
+        }
+        let version = self.cluster.version;
+        let dead = |a: &Addr| failed.contains(&a.node);
+        let err = TernError::new(ErrorCode::NodeFailure, "a data node failed during the transaction; retry it");
+        let mut ids: Vec<u64> = self.txns.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let txn = self.txns.get_mut(&id).expect("listed");
+            let affected = txn.chains.iter().chain(txn.participants.iter()).any(|c| c.iter().any(dead));
+            if !affected {
+                continue;
+            }
+            let tref = TxnRef { tc: self.addr, id };
+            match txn.state {
+                State::Preparing => {
+                    // Prepares through a failed node will never be answered.
+                    txn.pending.retain(|_, c| !c.iter().any(dead));
+                    txn.doomed = Some(err.clone());
+                    if txn.pending.is_empty() {
+                        self.wave_done(id, out);
+                    }
+                }
+                State::Idle => {
+                    txn.doomed = Some(err.clone());
+                    txn.orphan = true;
+                    self.aborted_idle.insert((txn.client, txn.client_txn), err.clone());
+                    self.start_abort(id, Some(err.clone()), out);
+                }
+                State::WaitEpoch => {
+                    self.gate_queue.retain(|&q| q != id);
+                    txn.doomed = Some(err.clone());
+                    self.start_abort(id, Some(err.clone()), out);
+                }
+                State::Committing => {
+                    // Past the commit point: finish on every surviving replica, one by one.
+                    let epoch = txn.epoch;
+                    let broken: Vec<Vec<Addr>> = txn.awaiting.iter().filter(|c| c.iter().any(dead)).cloned().collect();
+                    for chain in broken {
+                        txn.awaiting.remove(&chain);
+                        for &m in chain.iter().filter(|a| !dead(a)) {
+                            txn.awaiting.insert(vec![m]);
+                            out.send(m, Signal::Commit { txn: tref, epoch, chain: vec![m], pos: 0 });
+                        }
+                    }
+                    let mut parts = Vec::new();
+                    for chain in std::mem::take(&mut txn.participants) {
+                        if chain.iter().any(dead) {
+                            parts.extend(chain.iter().filter(|a| !dead(a)).map(|&m| vec![m]));
+                        } else {
+                            parts.push(chain);
+                        }
+                    }
+                    txn.participants = parts;
+                    if txn.awaiting.is_empty() {
+                        // Every replica of what was left is gone (a whole node group failed).
+                        let last = txn.participants.first().cloned().unwrap_or_else(|| vec![self.addr]);
+                        txn.awaiting.insert(last.clone());
+                        self.committed(tref, last, out);
+                    }
+                }
+                State::Aborting => {
+                    let broken: Vec<Vec<Addr>> = txn.awaiting.iter().filter(|c| c.iter().any(dead)).cloned().collect();
+                    for chain in broken {
+                        txn.awaiting.remove(&chain);
+                        for &m in chain.iter().filter(|a| !dead(a)) {
+                            txn.awaiting.insert(vec![m]);
+                            out.send(m, Signal::Abort { txn: tref, chain: vec![m], pos: 0, map_version: version });
+                        }
+                    }
+                    if txn.awaiting.is_empty() {
+                        self.finish_abort(id, out);
+                    }
+                }
+            }
+        }
+        self.fail_scans(&failed, out);
+        // The master's first tc takes over what the failed nodes coordinated (all nodes that
+        // are down when the master itself changed: the old master may not have finished).
+        let takeover_by_me = self.cluster.master() == Some(self.addr.node) && self.addr.block == Block::Tc(0);
+        if takeover_by_me {
+            let set = if old.master() != self.cluster.master() {
+                self.cluster.nodes.iter().filter(|(_, s)| !s.state.in_chains()).map(|(&n, _)| n).collect()
+            } else {
+                failed.clone()
+            };
+            self.start_takeover(set, out);
+        } else if let Some(t) = self.takeover.as_mut() {
+            t.reports.retain(|a| !failed.contains(&a.node));
+            t.awaiting.retain(|(_, c)| !c.iter().any(|a| failed.contains(&a.node)));
+        }
+    }
+
+    /// Scans with a fragment on a failed node fail with a temporary error (as NDB's 4028-class
+    /// node-failure errors); the client restarts them.
+    fn fail_scans(&mut self, failed: &[NodeId], out: &mut Out) {
+        let chains = &self.chains;
+        let mut hit: Vec<(ClientId, u64)> = self
+            .scans
+            .iter()
+            .filter(|(_, s)| {
+                s.parts.iter().any(|(&p, ps)| {
+                    ps.outstanding && ps.target.is_some_and(|a| failed.contains(&a.node))
+                        || (ps.pos != ScanPos::Done && chains[(p % chains.len() as u32) as usize].is_empty())
+                })
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        hit.sort_unstable();
+        for key in hit {
+            let s = &self.scans[&key];
+            let (client, req_id) = (s.client, s.req_id);
+            self.drop_scan(key);
+            let e = TernError::new(ErrorCode::NodeFailure, "a data node failed during the scan; restart it");
+            out.reply(client, req_id, Reply::Error(e));
+        }
+    }
+
+    fn start_takeover(&mut self, mut failed: Vec<NodeId>, out: &mut Out) {
+        if let Some(t) = self.takeover.as_mut() {
+            // One takeover at a time: drop answers from the newly failed, queue their takeover.
+            t.reports.retain(|a| !failed.contains(&a.node));
+            t.awaiting.retain(|(_, c)| !c.iter().any(|a| failed.contains(&a.node)));
+            self.takeover_queue.extend(failed);
+            self.takeover_step(out);
+            return;
+        }
+        failed.sort_unstable();
+        failed.dedup();
+        let n = self.ldm_count;
+        let reports: BTreeSet<Addr> = self
+            .cluster
+            .live_nodes()
+            .into_iter()
+            .flat_map(|node| (0..n).map(move |i| Addr::new(node, Block::Ldm(i))))
+            .collect();
+        let version = self.cluster.version;
+        for &l in &reports {
+            out.send(l, Signal::TakeoverReq { from: self.addr, failed: failed.clone(), map_version: version });
+        }
+        self.takeover = Some(Takeover { failed, reports, txns: BTreeMap::new(), awaiting: BTreeSet::new() });
+    }
+
+    fn takeover_conf(&mut self, from: Addr, txns: Vec<(TxnRef, TakeoverState)>, out: &mut Out) {
+        let Some(t) = self.takeover.as_mut() else { return };
+        if !t.reports.remove(&from) {
+            return;
+        }
+        for (txn, st) in txns {
+            let e = t.txns.entry(txn).or_default();
+            match st {
+                TakeoverState::Prepared => {
+                    e.prepared.insert(from);
+                }
+                TakeoverState::Committed { epoch } => {
+                    assert!(e.epoch.is_none_or(|x| x == epoch), "{txn:?} committed in two epochs");
+                    e.committed.insert(from);
+                    e.epoch = Some(epoch);
+                }
+            }
+        }
+        if t.reports.is_empty() {
+            self.takeover_resolve(out);
+        }
+    }
+
+    /// Every report is in: commit each transaction some participant committed (in that epoch),
+    /// abort the rest (ndb-protocols.md §2.4: commit iff a live participant committed).
+    fn takeover_resolve(&mut self, out: &mut Out) {
+        let version = self.cluster.version;
+        let t = self.takeover.as_mut().expect("running");
+        for (txn, TakenOver { prepared, committed, epoch }) in std::mem::take(&mut t.txns) {
+            for &l in prepared.iter().chain(committed.iter()) {
+                t.awaiting.insert((txn, vec![l]));
+                let sig = match epoch {
+                    Some(epoch) => Signal::Commit { txn, epoch, chain: vec![l], pos: 0 },
+                    None => Signal::Abort { txn, chain: vec![l], pos: 0, map_version: version },
+                };
+                out.send(l, sig);
+            }
+        }
+        self.takeover_step(out);
+    }
+
+    /// A commit or abort of a taken-over transaction was answered (by a replica now holding
+    /// nothing of it but, after a commit, a marker that the Complete sent here removes).
+    fn takeover_answer(&mut self, txn: TxnRef, chain: Vec<Addr>, committed: bool, out: &mut Out) {
+        let Some(t) = self.takeover.as_mut() else { return };
+        if !t.awaiting.remove(&(txn, chain.clone())) {
+            return;
+        }
+        if committed {
+            out.send(chain[0], Signal::Complete { txn, chain: chain.clone(), pos: 0 });
+        }
+        self.takeover_step(out);
+    }
+
+    fn takeover_step(&mut self, out: &mut Out) {
+        let Some(t) = self.takeover.as_ref() else { return };
+        if !t.reports.is_empty() || !t.awaiting.is_empty() {
+            return;
+        }
+        let failed = self.takeover.take().expect("running").failed;
+        out.send(Addr::new(self.addr.node, Block::Dist), Signal::TakeoverDone { from: self.addr, failed });
+        if !self.takeover_queue.is_empty() {
+            let next = std::mem::take(&mut self.takeover_queue);
+            self.start_takeover(next, out);
         }
     }
 
@@ -813,7 +1099,9 @@ impl Tc {
             projection: req.projection.clone().map(Arc::new),
             parts: parts
                 .into_iter()
-                .map(|p| (p, PartScan { pos: ScanPos::Start, outstanding: false, rows: Default::default() }))
+                .map(|p| {
+                    (p, PartScan { pos: ScanPos::Start, outstanding: false, target: None, rows: Default::default() })
+                })
                 .collect(),
             sent: 0,
             waiting: true,
@@ -929,6 +1217,7 @@ impl Tc {
                     break;
                 };
                 p.outstanding = true;
+                p.target = Some(to);
                 let frag = ScanFrag {
                     scan: s.local,
                     reply_to: tc,

@@ -111,6 +111,8 @@ pub struct SimConfig {
     pub keys: u64,
     pub duration_ms: u64,
     pub crash_every_ms: u64,
+    /// Kill one data node (never the last live one of its node group) about this often; 0 = never.
+    pub fail_every_ms: u64,
     pub epoch_interval_ms: u64,
     pub data_memory_bytes: u64,
 }
@@ -125,6 +127,7 @@ impl Default for SimConfig {
             keys: 40,
             duration_ms: 8_000,
             crash_every_ms: 1_500,
+            fail_every_ms: 0,
             epoch_interval_ms: 20,
             data_memory_bytes: 1 << 30,
         }
@@ -132,10 +135,29 @@ impl Default for SimConfig {
 }
 
 enum Event {
-    Deliver { to: Addr, sig: Signal, incarnation: u32 },
-    Io { from: Addr, req: IoReq, incarnation: u32 },
-    Reply { client: u64, req_id: u64, reply: Reply, incarnation: u32 },
-    ClientWake { client: u64, incarnation: u32 },
+    /// `from`: the sending node (None: a client or the simulator), so a failed node's signals
+    /// still in flight can be dropped.
+    Deliver {
+        from: Option<NodeId>,
+        to: Addr,
+        sig: Signal,
+        incarnation: u32,
+    },
+    Io {
+        from: Addr,
+        req: IoReq,
+        incarnation: u32,
+    },
+    Reply {
+        client: u64,
+        req_id: u64,
+        reply: Reply,
+        incarnation: u32,
+    },
+    ClientWake {
+        client: u64,
+        incarnation: u32,
+    },
 }
 
 /// A row of the test table: id -> (a, b).
@@ -218,6 +240,10 @@ pub struct Sim {
     verify_table: u32,
     index_table: Option<Table>,
     pub stats: SimStats,
+    /// A node failure is due (since then).
+    armed_since: Option<u64>,
+    /// The node to fail at the next step (chosen at an interesting moment).
+    strike: Option<NodeId>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -228,10 +254,8 @@ pub struct SimStats {
     pub reads: u64,
     pub verified_rows: u64,
     pub lock_timeouts: u64,
+    pub node_failures: u32,
 }
-
-/// Where verification scans go: node 1's first tc.
-const VERIFY_TC: Addr = Addr { node: 1, block: Block::Tc(0) };
 
 impl Sim {
     pub fn new(seed: u64, cfg: SimConfig) -> Sim {
@@ -286,6 +310,8 @@ impl Sim {
             verify_table: 0,
             index_table: None,
             stats: SimStats::default(),
+            armed_since: None,
+            strike: None,
         }
     }
 
@@ -295,16 +321,33 @@ impl Sim {
         sim.boot();
         sim.wake_all();
         let mut next_crash = sim.cfg.crash_every_ms / 2 + sim.rng.below(sim.cfg.crash_every_ms);
+        let every = sim.cfg.fail_every_ms;
+        let mut next_fail = if every == 0 { u64::MAX } else { every / 2 + sim.rng.below(every) };
         while sim.now < sim.cfg.duration_ms {
             if sim.now >= next_crash && sim.started() && sim.table.is_some() {
                 sim.crash_and_recover();
                 next_crash = sim.now + sim.cfg.crash_every_ms / 2 + sim.rng.below(sim.cfg.crash_every_ms);
                 continue;
             }
+            if sim.now >= next_fail && sim.started() && sim.table.is_some() {
+                // Armed: the failure strikes at the next interesting moment (a coordinator
+                // whose transaction has just committed on another node), or soon anyway.
+                if sim.armed_since.is_none() {
+                    sim.armed_since = Some(sim.now);
+                }
+                let victim = sim.strike.take();
+                if victim.is_some() || sim.now > sim.armed_since.unwrap_or(0) + 200 {
+                    sim.fail_a_node(victim);
+                    sim.armed_since = None;
+                    next_fail = sim.now + every / 2 + sim.rng.below(every);
+                    continue;
+                }
+            }
             if !sim.step() {
                 break;
             }
         }
+        sim.quiesce_and_check_live();
         sim.crash_and_recover();
         sim.stats.clone()
     }
@@ -334,7 +377,12 @@ impl Sim {
     }
 
     fn started(&self) -> bool {
-        self.started_nodes.len() == self.nodes.len()
+        self.cluster.live_nodes().iter().all(|n| self.started_nodes.contains(n))
+    }
+
+    /// Where verification scans go: the first tc of the first live node.
+    fn verify_tc(&self) -> Addr {
+        Addr::new(*self.cluster.live_nodes().first().expect("a live node"), Block::Tc(0))
     }
 
     fn node_cfg(&self, id: NodeId, recover_to: Option<u64>) -> NodeConfig {
@@ -352,16 +400,17 @@ impl Sim {
     /// Starts every node from its disk: a system restart to the consistent cut, the smallest
     /// durable epoch in the nodes' system files.
     fn boot(&mut self) {
+        let live = self.cluster.live_nodes();
         let cut = self
             .nodes
-            .values()
-            .map(|n| match n.disk.read(tern_kernel::sysfile::SYSFILE_NAME).expect("sim disk") {
+            .iter()
+            .filter(|(id, _)| live.contains(id))
+            .map(|(_, n)| match n.disk.read(tern_kernel::sysfile::SYSFILE_NAME).expect("sim disk") {
                 Some(b) => tern_kernel::sysfile::Sysfile::decode(&b).map(|s| s.durable_epoch).unwrap_or(0),
                 None => 0,
             })
             .min();
-        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
-        for id in ids {
+        for id in live {
             let cfg = self.node_cfg(id, cut);
             let sn = self.nodes.get_mut(&id).expect("listed");
             let node = match Node::recover(&cfg, &sn.disk) {
@@ -376,18 +425,118 @@ impl Sim {
             sn.node = Some(node);
             let inc = self.incarnation;
             let to = Addr::new(id, Block::Dist);
-            self.push(self.now, Event::Deliver { to, sig: Signal::Start, incarnation: inc });
+            self.push(self.now, Event::Deliver { from: None, to, sig: Signal::Start, incarnation: inc });
         }
         self.started_nodes.clear();
         self.link_time.clear();
+    }
+
+    /// Kills one data node whose node group keeps another live member, as the management nodes
+    /// would declare it failed once its lease ran out: it stops at once (losing unsynced disk
+    /// writes and every signal it had in flight), and every survivor gets the new cluster map.
+    fn fail_a_node(&mut self, prefer: Option<NodeId>) {
+        let live = self.cluster.live_nodes();
+        let candidates: Vec<NodeId> = live
+            .iter()
+            .copied()
+            .filter(|&n| {
+                let g = self.cluster.group_of_node(n).expect("in a group");
+                self.cluster.groups()[g].iter().filter(|m| live.contains(m)).count() > 1
+            })
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let victim = match prefer {
+            Some(p) if candidates.contains(&p) => p,
+            _ => *self.rng.pick(&candidates),
+        };
+        self.stats.node_failures += 1;
+        // Everything the victim would still do or send is gone.
+        self.events.retain(|_, ev| match ev {
+            Event::Deliver { from, to, .. } => to.node != victim && *from != Some(victim),
+            Event::Io { from, .. } => from.node != victim,
+            _ => true,
+        });
+        let sn = self.nodes.get_mut(&victim).expect("a node");
+        let mut disk = sn.io.take().expect("running").storage;
+        sn.node = None;
+        disk.crash(&mut self.rng);
+        sn.disk = disk;
+        self.started_nodes.remove(&victim);
+        let mut next = (*self.cluster).clone();
+        next.version += 1;
+        next.nodes.get_mut(&victim).expect("a node").state = tern_types::cluster::NodeState::Down;
+        self.cluster = std::sync::Arc::new(next);
+        // Clients whose coordinator died lose their answer (outcome unknown to them).
+        for c in &mut self.clients {
+            if c.tc.is_some_and(|t| t.node == victim) || (c.state == ClientState::Waiting && c.tc.is_none()) {
+                c.state = ClientState::Idle;
+                c.pending = None;
+                c.tc = None;
+                c.wrote = false;
+            }
+        }
+        // Every block of every survivor learns of it, node by node.
+        let inc = self.incarnation;
+        let n = self.cfg.ldm_count;
+        for node in self.cluster.live_nodes() {
+            let at = self.now + 1 + self.rng.below(5);
+            let blocks = (0..n).map(Block::Tc).chain((0..n).map(Block::Ldm)).chain([Block::Dict, Block::Dist]);
+            for b in blocks {
+                let sig = Signal::ClusterMap { state: self.cluster.clone() };
+                self.push(at, Event::Deliver { from: None, to: Addr::new(node, b), sig, incarnation: inc });
+            }
+        }
+        self.wake_all();
+    }
+
+    /// Lets every transaction in flight finish (clients stop starting new ones), then checks
+    /// that the live cluster holds exactly the committed transactions: an acknowledged commit
+    /// survives the failure of a node whose group keeps a live member.
+    fn quiesce_and_check_live(&mut self) {
+        if self.table.is_none() {
+            return;
+        }
+        let until = self.now + 3_000;
+        while self.now < until && self.step_node_only() {}
+        let mut expect = self.base.clone();
+        let commits: Vec<(TxnKey, u64)> = self.oracle.commits.clone();
+        for (key, _) in &commits {
+            self.apply_model(&mut expect, key);
+        }
+        let got = self.dump();
+        if got != expect {
+            let missing: Vec<_> = expect.iter().filter(|(k, v)| got.get(k) != Some(v)).take(5).collect();
+            let extra: Vec<_> = got.iter().filter(|(k, v)| expect.get(k) != Some(v)).take(5).collect();
+            self.fail(&format!(
+                "live state differs from the committed transactions: expected-but-not-found {missing:?}, found-but-not-expected {extra:?}"
+            ));
+        }
+    }
+
+    fn apply_model(&self, expect: &mut BTreeMap<i64, Row>, key: &TxnKey) {
+        for op in self.oracle.ops.get(key).cloned().unwrap_or_default() {
+            match op {
+                ModelOp::Put(k, r) | ModelOp::Insert(k, r) => {
+                    expect.insert(k, r);
+                }
+                ModelOp::Delete(k) => {
+                    expect.remove(&k);
+                }
+                ModelOp::SetA(k, a) => match expect.get_mut(&k) {
+                    Some(r) => r.0 = a,
+                    None => self.fail(&format!("oracle: committed update of missing key {k}")),
+                },
+            }
+        }
     }
 
     fn crash_and_recover(&mut self) {
         self.stats.crashes += 1;
         // Everything in flight is lost; the disk loses unsynced bytes.
         self.events.clear();
-        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
-        for id in ids {
+        for id in self.cluster.live_nodes() {
             let sn = self.nodes.get_mut(&id).expect("listed");
             let mut disk = sn.io.take().expect("running").storage;
             sn.node = None;
@@ -403,7 +552,7 @@ impl Sim {
         }
         self.boot();
         let epochs: BTreeSet<u64> =
-            self.nodes.values().map(|n| n.node.as_ref().expect("booted").durable_epoch).collect();
+            self.nodes.values().filter_map(|n| n.node.as_ref()).map(|n| n.durable_epoch).collect();
         if epochs.len() != 1 {
             self.fail(&format!("nodes recovered to different epochs {epochs:?}: not a consistent cut"));
         }
@@ -417,22 +566,8 @@ impl Sim {
         let mut expect = self.base.clone();
         let commits = std::mem::take(&mut self.oracle.commits);
         for (key, epoch) in &commits {
-            if *epoch > durable {
-                continue;
-            }
-            for op in self.oracle.ops.get(key).cloned().unwrap_or_default() {
-                match op {
-                    ModelOp::Put(k, r) | ModelOp::Insert(k, r) => {
-                        expect.insert(k, r);
-                    }
-                    ModelOp::Delete(k) => {
-                        expect.remove(&k);
-                    }
-                    ModelOp::SetA(k, a) => match expect.get_mut(&k) {
-                        Some(r) => r.0 = a,
-                        None => self.fail(&format!("oracle: committed update of missing key {k}")),
-                    },
-                }
+            if *epoch <= durable {
+                self.apply_model(&mut expect, key);
             }
         }
         for (stamp, epoch) in std::mem::take(&mut self.durable_acks) {
@@ -491,7 +626,7 @@ impl Sim {
         type Copies = Vec<(NodeId, Vec<Vec<u8>>)>;
         let mut copies: BTreeMap<(u32, u32), Copies> = BTreeMap::new();
         for (&id, sn) in &self.nodes {
-            let node = sn.node.as_ref().expect("running");
+            let Some(node) = sn.node.as_ref() else { continue };
             for ldm in &node.ldms {
                 for (key, mut rows) in ldm.committed_rows() {
                     rows.sort();
@@ -575,7 +710,8 @@ impl Sim {
         self.push(
             self.now + 1,
             Event::Deliver {
-                to: VERIFY_TC,
+                from: None,
+                to: self.verify_tc(),
                 sig: Signal::ClientRequest { client: 999, req_id: 1, req },
                 incarnation: inc,
             },
@@ -598,7 +734,7 @@ impl Sim {
         let ev = self.events.remove(&(at, s)).expect("present");
         self.now = self.now.max(at);
         match ev {
-            Event::Deliver { to, sig, incarnation } if incarnation == self.incarnation => self.deliver(to, sig),
+            Event::Deliver { to, sig, incarnation, .. } if incarnation == self.incarnation => self.deliver(to, sig),
             Event::Io { from, req, incarnation } if incarnation == self.incarnation => {
                 let sn = self.nodes.get_mut(&from.node).expect("a node");
                 let done = sn.io.as_mut().expect("running").execute(from, req);
@@ -634,7 +770,8 @@ impl Sim {
                     self.push(
                         self.now,
                         Event::Deliver {
-                            to: VERIFY_TC,
+                            from: None,
+                            to: self.verify_tc(),
                             sig: Signal::ClientRequest { client: 999, req_id: 2, req: Request::ScanNext { scan: 1 } },
                             incarnation: inc,
                         },
@@ -654,10 +791,23 @@ impl Sim {
         let t = (self.now + delay).max(*self.link_time.get(&(from, to)).unwrap_or(&0));
         self.link_time.insert((from, to), t);
         let inc = self.incarnation;
-        self.push(t, Event::Deliver { to, sig, incarnation: inc });
+        self.push(t, Event::Deliver { from: Some(from.node), to, sig, incarnation: inc });
     }
 
     fn deliver(&mut self, to: Addr, sig: Signal) {
+        if self.nodes.get(&to.node).is_none_or(|n| n.node.is_none()) {
+            return; // a failed node: the transporter drops it
+        }
+        if let Signal::Commit { txn, .. } = &sig
+            && self.armed_since.is_some()
+            && txn.tc.node != to.node
+            && self.rng.chance(50)
+        {
+            // The coordinator dies right after a replica on another node committed: the
+            // takeover must commit the rest.
+            self.strike = Some(txn.tc.node);
+        }
+        self.observe_delivery(&sig);
         let mut out = Out::default();
         let now = self.now;
         let node = self.nodes.get_mut(&to.node).and_then(|n| n.node.as_mut()).expect("a running node");
@@ -689,7 +839,7 @@ impl Sim {
             self.push(t, Event::Io { from: from_addr, req, incarnation: inc });
         }
         for (delay, to, sig) in out.timers {
-            self.push(self.now + delay, Event::Deliver { to, sig, incarnation: inc });
+            self.push(self.now + delay, Event::Deliver { from: Some(to.node), to, sig, incarnation: inc });
         }
     }
 
@@ -739,20 +889,24 @@ impl Sim {
                     self.oracle.ops.entry(key).or_default().push(m);
                 }
             }
-            Signal::Commit { txn, epoch, chain, pos } if *pos as usize == chain.len() - 1 => {
-                let tc = match txn.tc.block {
-                    Block::Tc(i) => i,
-                    _ => 0,
-                };
-                let key = (self.incarnation, txn.tc.node, tc, txn.id);
-                if self.oracle.committed.insert(key) {
-                    self.oracle.commits.push((key, *epoch));
-                    if let Some(st) = self.oracle.stamp_of.get(&key) {
-                        self.oracle.committed_stamps.extend(st.iter().copied());
-                    }
-                }
-            }
             _ => {}
+        }
+    }
+
+    /// A transaction is committed once any replica handled a `Commit` for it: from then on it
+    /// only rolls forward (a takeover commits it on the replicas that had not).
+    fn observe_delivery(&mut self, sig: &Signal) {
+        let Signal::Commit { txn, epoch, .. } = sig else { return };
+        let tc = match txn.tc.block {
+            Block::Tc(i) => i,
+            _ => 0,
+        };
+        let key = (self.incarnation, txn.tc.node, tc, txn.id);
+        if self.oracle.committed.insert(key) {
+            self.oracle.commits.push((key, *epoch));
+            if let Some(st) = self.oracle.stamp_of.get(&key) {
+                self.oracle.committed_stamps.extend(st.iter().copied());
+            }
         }
     }
 
@@ -770,15 +924,19 @@ impl Sim {
             Request::Txn(_) => match c.tc {
                 Some(tc) => tc,
                 None => {
-                    let node = 1 + self.rng.below(self.cfg.data_nodes as u64) as NodeId;
+                    let live = self.cluster.live_nodes();
+                    let node = *self.rng.pick(&live);
                     let tc = Addr::new(node, Block::Tc(self.rng.below(self.cfg.ldm_count as u64) as u16));
                     self.clients[client as usize - 1].tc = Some(tc);
                     tc
                 }
             },
-            _ => VERIFY_TC,
+            _ => self.verify_tc(),
         };
-        self.push(t, Event::Deliver { to, sig: Signal::ClientRequest { client, req_id, req }, incarnation: inc });
+        self.push(
+            t,
+            Event::Deliver { from: None, to, sig: Signal::ClientRequest { client, req_id, req }, incarnation: inc },
+        );
     }
 
     fn wake(&mut self, client: u64, after: u64) {

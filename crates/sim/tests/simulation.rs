@@ -64,3 +64,36 @@ fn replicated_clusters_survive_whole_cluster_crashes_consistently() {
     assert!(total.crashes as u64 >= 2 * n, "too few crashes: {total:?}");
     assert!(total.verified_rows > 10 * n, "too little data verified: {total:?}");
 }
+
+/// Data nodes fail one at a time (never the last live member of a node group) while clients
+/// run: transactions past their commit point finish on the surviving replicas, the others abort,
+/// the master's tc takes over what a failed coordinator left, a failed master hands the epoch
+/// protocol to the next node, and the live state equals exactly the committed transactions.
+#[test]
+fn node_failures_lose_no_committed_transaction() {
+    let mut total = tern_sim::SimStats::default();
+    let seeds = seeds();
+    let n = seeds.len().min(24) as u64;
+    for (i, seed) in seeds.into_iter().take(24).enumerate() {
+        let data_nodes = if i % 2 == 0 { 2 } else { 4 };
+        println!("seed {seed} ({data_nodes} data nodes, 2 replicas, node failures)");
+        let cfg = SimConfig {
+            data_nodes,
+            replicas: 2,
+            ldm_count: 2,
+            clients: 8,
+            duration_ms: 6_000,
+            crash_every_ms: 3_000,
+            fail_every_ms: 400,
+            ..SimConfig::default()
+        };
+        let s = Sim::run(seed, cfg);
+        total.crashes += s.crashes;
+        total.commits += s.commits;
+        total.node_failures += s.node_failures;
+        total.verified_rows += s.verified_rows;
+    }
+    println!("{total:?}");
+    assert!(total.commits > 50 * n, "too few commits: {total:?}");
+    assert!(total.node_failures as u64 >= n, "too few node failures: {total:?}");
+}

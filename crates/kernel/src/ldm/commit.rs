@@ -52,11 +52,53 @@ impl Ldm {
             }
         }
         if pos == 0 {
+            if self.txns.contains_key(&txn) {
+                // Kept until Complete: a takeover learns here that the transaction committed.
+                self.markers.insert(txn, epoch);
+            }
             self.release_txn(txn, out);
-            out.send(txn.tc, Signal::Committed { txn, chain });
+            out.send(self.coordinator(txn), Signal::Committed { txn, chain });
         } else {
+            self.txns.entry(txn).or_default().committed_epoch = Some(epoch);
             out.send(chain[pos as usize - 1], Signal::Commit { txn, epoch, chain: chain.clone(), pos: pos - 1 });
         }
+    }
+
+    /// Where answers about a transaction go: its coordinator, or — when that coordinator's node
+    /// has failed — the tc running the takeover (the master's first tc).
+    pub(super) fn coordinator(&self, txn: TxnRef) -> Addr {
+        if self.cluster.state_of(txn.tc.node).in_chains() {
+            txn.tc
+        } else {
+            Addr::new(self.cluster.master().unwrap_or(self.addr.node), Block::Tc(0))
+        }
+    }
+
+    /// What this ldm holds of transactions coordinated on the failed nodes: prepared (locks or
+    /// pending changes, or a batch waiting for a lock) or committed (a backup awaiting Complete,
+    /// or a primary's marker).
+    pub(super) fn takeover_report(&self, failed: &[NodeId]) -> Vec<(TxnRef, TakeoverState)> {
+        let mut out: BTreeMap<TxnRef, TakeoverState> = BTreeMap::new();
+        for (t, x) in &self.txns {
+            if failed.contains(&t.tc.node) {
+                let st = match x.committed_epoch {
+                    Some(epoch) => TakeoverState::Committed { epoch },
+                    None => TakeoverState::Prepared,
+                };
+                out.insert(*t, st);
+            }
+        }
+        for (t, _) in self.blocked.keys() {
+            if failed.contains(&t.tc.node) {
+                out.entry(*t).or_insert(TakeoverState::Prepared);
+            }
+        }
+        for (t, &epoch) in &self.markers {
+            if failed.contains(&t.tc.node) {
+                out.insert(*t, TakeoverState::Committed { epoch });
+            }
+        }
+        out.into_iter().collect()
     }
 
     /// Dirty updates take effect on the row as committed now (or their upsert row when there is

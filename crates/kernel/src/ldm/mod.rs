@@ -35,7 +35,10 @@ use rows::*;
 
 use crate::checkpoint::{self, CheckpointStream};
 use crate::redo::{self, RedoOpRef};
-use crate::signal::{Addr, Block, IoReq, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TxnRef};
+use crate::signal::{
+    Addr, Block, IoReq, NodeId, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TakeoverState,
+    TxnRef,
+};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tern_store::{IndexBound, MemoryBudget, Partition};
@@ -114,6 +117,8 @@ struct Change {
 struct LdmTxn {
     changes: BTreeMap<LockKey, Change>,
     locks: Vec<LockKey>,
+    /// A backup that has committed (in this epoch) and keeps its locks until `Complete`.
+    committed_epoch: Option<u64>,
 }
 
 struct Blocked {
@@ -161,6 +166,13 @@ pub struct Ldm {
     addr: Addr,
     stats: Arc<crate::tc::NodeStats>,
     routing: tern_types::cluster::Routing,
+    cluster: Arc<tern_types::cluster::ClusterState>,
+    /// Signals sent because of a cluster-map version this ldm has not seen yet (fan-out aborts,
+    /// takeover requests), in arrival order.
+    deferred: Vec<Signal>,
+    /// Commit markers: transactions committed here as primary, until their `Complete` (what a
+    /// takeover learns when the coordinator failed after this commit).
+    markers: BTreeMap<TxnRef, u64>,
     /// The node group this node belongs to (its ldms hold that group's partitions).
     group: u32,
     /// Where the running epoch flush is answered (the epoch master's dist).
@@ -223,8 +235,11 @@ impl Ldm {
             addr,
             stats,
             routing: tern_types::cluster::Routing::new(&cluster),
+            deferred: Vec::new(),
+            markers: BTreeMap::new(),
             group: cluster.group_of_node(addr.node).unwrap_or(0) as u32,
             flush_reply_to: Addr::new(addr.node, Block::Dist),
+            cluster,
             cleanup_allowed: false,
             cfg,
             budget,
@@ -348,7 +363,14 @@ impl Ldm {
                 if pos > 0 {
                     self.release_txn(txn, out);
                     out.send(chain[pos as usize - 1], Signal::Complete { txn, chain, pos: pos - 1 });
+                } else {
+                    self.markers.remove(&txn);
                 }
+            }
+            Signal::Abort { map_version, .. } | Signal::TakeoverReq { map_version, .. }
+                if map_version > self.cluster.version =>
+            {
+                self.deferred.push(sig);
             }
             Signal::Abort { txn, chain, pos, .. } => {
                 if let Some(&next) = chain.get(pos as usize + 1) {
@@ -356,8 +378,12 @@ impl Ldm {
                 }
                 self.abort(txn, out);
                 if pos as usize + 1 == chain.len() {
-                    out.send(txn.tc, Signal::Aborted { txn, chain });
+                    out.send(self.coordinator(txn), Signal::Aborted { txn, chain });
                 }
+            }
+            Signal::TakeoverReq { from, failed, .. } => {
+                let txns = self.takeover_report(&failed);
+                out.send(from, Signal::TakeoverConf { from: self.addr, txns });
             }
             Signal::ScanFrag(req) => self.scan(*req, out),
             Signal::EpochFlush { from, epoch } => {
@@ -365,7 +391,22 @@ impl Ldm {
                 self.flush(epoch, out)
             }
             Signal::ClusterMap { state } => {
-                self.routing = tern_types::cluster::Routing::new(&state);
+                if state.version > self.cluster.version {
+                    self.routing = tern_types::cluster::Routing::new(&state);
+                    self.cluster = state;
+                    let version = self.cluster.version;
+                    let (now, later): (Vec<Signal>, Vec<Signal>) =
+                        std::mem::take(&mut self.deferred).into_iter().partition(|s| match s {
+                            Signal::Abort { map_version, .. } | Signal::TakeoverReq { map_version, .. } => {
+                                *map_version <= version
+                            }
+                            _ => true,
+                        });
+                    self.deferred = later;
+                    for s in now {
+                        self.handle(self.now_ms, s, out);
+                    }
+                }
             }
             Signal::EpochDurable { epoch } => self.on_durable(epoch, out),
             Signal::IoDone { token, result } => self.io_done(token, result, out),
