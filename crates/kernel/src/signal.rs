@@ -229,6 +229,40 @@ pub enum Signal {
         from: Addr,
         failed: Vec<NodeId>,
     },
+    // Node restart: copying partitions to a node that rejoins (ndb-protocols.md §5.2).
+    /// A restarted node's dist -> its ldms: fetch your partitions from their primaries.
+    StartCopy,
+    /// Restarting ldm -> the primary's ldm: send me this partition (acted on once the primary
+    /// has seen `map_version`, which puts the restarting node in the partition's write chain).
+    CopyFragReq {
+        from: Addr,
+        table: TableId,
+        partition: u32,
+        map_version: u64,
+    },
+    /// Primary -> restarting ldm: committed rows of a partition (`done`: the last batch).
+    CopyRows {
+        from: Addr,
+        table: TableId,
+        partition: u32,
+        rows: Vec<Vec<u8>>,
+        done: bool,
+    },
+    /// Restarting ldm -> primary: a batch was applied, send the next.
+    CopyAck {
+        from: Addr,
+        table: TableId,
+        partition: u32,
+    },
+    /// An ldm -> its dist: every partition it holds has been copied.
+    CopyDone {
+        from: Addr,
+        rows: u64,
+    },
+    /// A restarting node's dict -> the master's: send me the catalog (answered with SchemaWrite).
+    CatalogReq {
+        from: Addr,
+    },
     /// A node's dist -> the master's: this node has started and takes part in epochs.
     DistStarted {
         from: Addr,
@@ -348,6 +382,16 @@ pub enum IoReq {
     },
 }
 
+/// A request to the control plane (the management nodes), carried out by the driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlReq {
+    /// This node asks to move to `state` (Copying: join the write chains; Started: a full
+    /// replica again).
+    SetState(tern_types::cluster::NodeState),
+    /// The master reports the newest epoch every live node has on disk.
+    DurableEpoch(u64),
+}
+
 /// Effects collected from a block's handling of one signal.
 #[derive(Debug, Default)]
 pub struct Out {
@@ -355,6 +399,7 @@ pub struct Out {
     pub replies: Vec<(ClientId, u64, Reply)>,
     pub io: Vec<(Addr, IoReq)>,
     pub timers: Vec<(u64, Addr, Signal)>,
+    pub control: Vec<ControlReq>,
 }
 
 impl Out {
@@ -371,6 +416,10 @@ impl Out {
         self.timers.push((delay_ms, to, sig));
     }
     pub fn is_empty(&self) -> bool {
-        self.signals.is_empty() && self.replies.is_empty() && self.io.is_empty() && self.timers.is_empty()
+        self.signals.is_empty()
+            && self.replies.is_empty()
+            && self.io.is_empty()
+            && self.timers.is_empty()
+            && self.control.is_empty()
     }
 }
