@@ -12,7 +12,7 @@
 use crate::signal::{Addr, Block, ClientId, IoReq, NodeId, Out, Signal};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
-use tern_types::cluster::ClusterState;
+use tern_types::cluster::{ClusterState, NodeState};
 use tern_types::schema::{Database, IndexId, TableId, check_ident};
 use tern_types::{Catalog, ErrorCode, TernError};
 use tern_wire::{DdlReq, Reply};
@@ -52,6 +52,9 @@ struct LocalWrite {
 }
 
 struct Job {
+    /// A restarting node's dist asked for the catalog (told `SchemaWritten` when its dict has
+    /// it) instead of a client's DDL.
+    join: Option<Addr>,
     client: ClientId,
     req_id: u64,
     reply_to: Addr,
@@ -65,6 +68,8 @@ pub struct Dict {
     catalog: Arc<Catalog>,
     job: Option<Job>,
     local: Option<LocalWrite>,
+    /// Restarting nodes that fetched the catalog: every later change is written to them too.
+    joining: BTreeSet<NodeId>,
     queue: VecDeque<Signal>,
     auto_next: HashMap<TableId, u64>,
     next_token: u64,
@@ -82,6 +87,7 @@ impl Dict {
             catalog,
             job: None,
             local: None,
+            joining: BTreeSet::new(),
             queue: VecDeque::new(),
             auto_next: HashMap::new(),
             next_token: 0,
@@ -114,11 +120,11 @@ impl Dict {
 
     pub fn handle(&mut self, _now_ms: u64, sig: Signal, out: &mut Out) {
         match sig {
-            Signal::Ddl { .. } | Signal::AutoInc { .. } if !self.is_master() => {
+            Signal::Ddl { .. } | Signal::AutoInc { .. } | Signal::CatalogReq { .. } if !self.is_master() => {
                 let master = Addr::new(self.cluster.master().expect("a master"), Block::Dict);
                 out.send(master, sig);
             }
-            Signal::Ddl { .. } | Signal::AutoInc { .. } => {
+            Signal::Ddl { .. } | Signal::AutoInc { .. } | Signal::CatalogReq { .. } => {
                 if self.job.is_some() {
                     if self.queue.len() >= DDL_QUEUE_MAX {
                         if let Signal::Ddl { client, req_id, reply_to, .. }
@@ -146,7 +152,10 @@ impl Dict {
                 self.local = Some(LocalWrite { master: from, catalog, broadcast, token, waiting: None });
             }
             Signal::SchemaWritten { from, version } => self.node_written(from.node, version, out),
-            Signal::ClusterMap { state } => self.cluster = state,
+            Signal::ClusterMap { state } => {
+                self.joining.retain(|&n| matches!(state.state_of(n), NodeState::Starting | NodeState::Copying));
+                self.cluster = state;
+            }
             other => panic!("dict received an unexpected signal: {other:?}"),
         }
     }
@@ -157,7 +166,7 @@ impl Dict {
                 Ok(Some((catalog, build))) => {
                     let reply = Reply::DdlDone { catalog_version: catalog.version };
                     let stage = Stage::Write { catalog: catalog.clone(), waiting: BTreeSet::new() };
-                    let mut job = Job { client, req_id, reply_to, reply, stage };
+                    let mut job = Job { join: None, client, req_id, reply_to, reply, stage };
                     match build {
                         Some((table, index)) => {
                             let ldms = self.all_ldms();
@@ -184,6 +193,17 @@ impl Dict {
                     self.next_job(out);
                 }
             },
+            Signal::CatalogReq { from } => {
+                // A restarting node: write the catalog there, and every later change too.
+                self.joining.insert(from.node);
+                let catalog = self.catalog.clone();
+                let waiting: BTreeSet<NodeId> = [from.node].into();
+                let sig = Signal::SchemaWrite { from: self.addr, catalog: catalog.clone(), broadcast: true };
+                out.send(Addr::new(from.node, Block::Dict), sig);
+                let reply = Reply::DdlDone { catalog_version: catalog.version };
+                let stage = Stage::Write { catalog, waiting };
+                self.job = Some(Job { join: Some(from), client: 0, req_id: 0, reply_to: from, reply, stage });
+            }
             Signal::AutoInc { client, req_id, reply_to, table, count } => {
                 if self.catalog.table(table).is_none() {
                     let reply = error_reply(ErrorCode::NoSuchTable, format!("table id {table} does not exist"));
@@ -203,7 +223,7 @@ impl Dict {
                 c.auto_inc_high.insert(table, next + count as u64 + AUTO_INC_PREFETCH);
                 let c = Arc::new(c);
                 let stage = Stage::Write { catalog: c.clone(), waiting: BTreeSet::new() };
-                self.job = Some(Job { client, req_id, reply_to, reply, stage });
+                self.job = Some(Job { join: None, client, req_id, reply_to, reply, stage });
                 self.write(c, false, out);
             }
             other => panic!("not a schema request: {other:?}"),
@@ -219,7 +239,8 @@ impl Dict {
 
     /// Has every live node's dict write (and, with `broadcast`, apply) `catalog`.
     fn write(&mut self, catalog: Arc<Catalog>, broadcast: bool, out: &mut Out) {
-        let nodes: BTreeSet<NodeId> = self.cluster.live_nodes().into_iter().collect();
+        let nodes: BTreeSet<NodeId> =
+            self.cluster.live_nodes().into_iter().chain(self.joining.iter().copied()).collect();
         for &n in &nodes {
             let sig = Signal::SchemaWrite { from: self.addr, catalog: catalog.clone(), broadcast };
             out.send(Addr::new(n, Block::Dict), sig);
@@ -319,7 +340,12 @@ impl Dict {
 
     fn finish(&mut self, out: &mut Out) {
         let job = self.job.take().expect("a job");
-        out.send(job.reply_to, Signal::DdlReply { client: job.client, req_id: job.req_id, reply: job.reply });
+        match job.join {
+            Some(dist) => out.send(dist, Signal::SchemaWritten { from: self.addr, version: self.catalog.version }),
+            None => {
+                out.send(job.reply_to, Signal::DdlReply { client: job.client, req_id: job.req_id, reply: job.reply })
+            }
+        }
         self.next_job(out);
     }
 

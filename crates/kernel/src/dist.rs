@@ -25,11 +25,11 @@
 //! a whole-cluster crash, every node can recover to the smallest durable epoch in the system files
 //! (the consistent cut), which is at least the last epoch announced durable.
 
-use crate::signal::{Addr, Block, IoReq, NodeId, Out, Signal};
+use crate::signal::{Addr, Block, ControlReq, IoReq, NodeId, Out, Signal};
 use crate::sysfile::{SYSFILE_NAME, Sysfile};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use tern_types::cluster::ClusterState;
+use tern_types::cluster::{ClusterState, NodeState};
 
 #[derive(Debug, Clone)]
 pub struct DistConfig {
@@ -95,13 +95,19 @@ pub struct Dist {
     // ---- master state (used while this node is the master)
     round: Round,
     current_epoch: u64,
-    /// Newest epoch written to every live node's system file.
+    /// Newest epoch written to the system files of `saved_nodes`.
     saved_epoch: u64,
+    /// The nodes whose system files hold `saved_epoch`: they alone learn that it is durable (a
+    /// node that joined since has not saved it, so its checkpoints may not count on it).
+    saved_nodes: BTreeSet<NodeId>,
     /// Live nodes that reported they have started.
     started_nodes: BTreeSet<NodeId>,
     /// Failed nodes whose transactions are still being taken over: no epoch finishes meanwhile
     /// (a taken-over commit joins the epoch its coordinator had given it).
     takeovers: BTreeSet<NodeId>,
+    /// Node restart: local ldms still copying their partitions, and rows copied so far.
+    copying: Option<usize>,
+    pub copied_rows: u64,
 }
 
 impl Dist {
@@ -130,8 +136,11 @@ impl Dist {
             round: Round::Idle,
             current_epoch: durable_epoch + 1,
             saved_epoch: durable_epoch,
+            saved_nodes: BTreeSet::new(),
             started_nodes: BTreeSet::new(),
             takeovers: BTreeSet::new(),
+            copying: None,
+            copied_rows: 0,
         }
     }
 
@@ -216,11 +225,27 @@ impl Dist {
             Signal::EpochSave { from, epoch, synced_lsn } => {
                 assert!(self.phase == Phase::Running, "epoch save before this node started");
                 assert!(self.saving.is_none(), "one epoch save at a time");
+                assert_eq!(synced_lsn.len(), self.synced_lsn.len(), "an epoch save carries every ldm's position");
                 let token = self.write_sysfile(epoch, synced_lsn, out);
                 self.saving = Some((token, epoch, from));
             }
             Signal::EpochSaved { from, epoch } => self.saved(from, epoch, out),
             Signal::EpochDurable { epoch } => self.durable_epoch = self.durable_epoch.max(epoch),
+            Signal::SchemaWritten { .. } => {
+                // The catalog is here: join the write chains of this node's partitions.
+                out.control.push(ControlReq::SetState(NodeState::Copying));
+            }
+            Signal::CopyDone { rows, .. } => {
+                self.copied_rows += rows;
+                if let Some(n) = self.copying.as_mut() {
+                    *n -= 1;
+                    if *n == 0 {
+                        // Every partition is copied and checkpointed here: a full replica again.
+                        self.copying = None;
+                        out.control.push(ControlReq::SetState(NodeState::Started));
+                    }
+                }
+            }
             other => panic!("dist received an unexpected signal: {other:?}"),
         }
     }
@@ -239,6 +264,11 @@ impl Dist {
             }
             out.send(self.master_dist(), Signal::DistStarted { from: self.addr, durable_epoch: self.durable_epoch });
             out.timer(self.cfg.epoch_interval_ms, self.addr, Signal::Tick);
+            if self.cluster.state_of(self.addr.node) == NodeState::Starting {
+                // A node restart (ndb-protocols.md §5): first the current catalog from the master.
+                let master = Addr::new(self.cluster.master().unwrap_or(self.addr.node), Block::Dict);
+                out.send(master, Signal::CatalogReq { from: self.addr });
+            }
             return;
         }
         if let Some((t, epoch, master)) = self.saving
@@ -330,11 +360,15 @@ impl Dist {
                 Round::Flush { old, waiting, max_epoch, synced } if waiting.is_empty() => {
                     let (old, m) = (*old, *max_epoch);
                     let synced = std::mem::take(synced);
-                    if m <= self.saved_epoch {
+                    // Exactly the nodes whose ldms flushed save: a node that joined the chains
+                    // after the flush began has no synced position in this round (it saves from
+                    // the next one on), and one that failed since has none to save.
+                    let live = self.cluster.live_nodes();
+                    let nodes: BTreeSet<NodeId> = synced.keys().map(|a| a.node).filter(|n| live.contains(n)).collect();
+                    if m <= self.saved_epoch && nodes.is_subset(&self.saved_nodes) {
                         // Nothing new anywhere since the last save: the system files cover it.
                         return self.made_durable(old, out);
                     }
-                    let nodes: BTreeSet<NodeId> = self.cluster.live_nodes().into_iter().collect();
                     for &node in &nodes {
                         let lsns: Vec<u64> = synced
                             .range(Addr::new(node, Block::Ldm(0))..=Addr::new(node, Block::Ldm(u16::MAX)))
@@ -343,6 +377,7 @@ impl Dist {
                         let sig = Signal::EpochSave { from: self.addr, epoch: old, synced_lsn: lsns };
                         out.send(Addr::new(node, Block::Dist), sig);
                     }
+                    self.saved_nodes = nodes.clone();
                     self.round = Round::Save { old, waiting: nodes };
                 }
                 Round::Save { old, waiting } if waiting.is_empty() => {
@@ -365,12 +400,19 @@ impl Dist {
             return;
         }
         let old = std::mem::replace(&mut self.cluster, state);
+        let me = self.addr.node;
+        if old.state_of(me) != NodeState::Copying && self.cluster.state_of(me) == NodeState::Copying {
+            // In the write chains now: fetch every partition from its primary.
+            for &l in &self.ldms {
+                out.send(l, Signal::StartCopy);
+            }
+            self.copying = Some(self.ldms.len());
+        }
         let failed: BTreeSet<NodeId> =
             old.live_nodes().into_iter().filter(|&n| !self.cluster.state_of(n).in_chains()).collect();
         if failed.is_empty() {
             return;
         }
-        let me = self.addr.node;
         if !self.is_master() {
             self.round = Round::Idle;
             return;
@@ -383,10 +425,12 @@ impl Dist {
                 Round::Save { waiting, .. } => waiting.retain(|n| !failed.contains(n)),
                 Round::Idle => {}
             }
+            self.saved_nodes.retain(|n| !failed.contains(n));
             self.takeovers.extend(failed);
         } else {
             self.round = Round::Idle;
             self.saved_epoch = 0;
+            self.saved_nodes.clear();
             self.started_nodes = self.cluster.live_nodes().into_iter().collect();
             // The same set the takeover tc on this node takes over.
             self.takeovers = self.cluster.nodes.iter().filter(|(_, s)| !s.state.in_chains()).map(|(&n, _)| n).collect();
@@ -394,13 +438,22 @@ impl Dist {
         self.advance(out);
     }
 
+    /// Tells the blocks of the nodes that saved `epoch` (only they may count on it) that it is
+    /// durable.
     fn made_durable(&mut self, epoch: u64, out: &mut Out) {
         self.durable_epoch = epoch;
+        let n = self.cluster.config.ldm_workers;
+        let live = self.cluster.live_nodes();
         let targets: BTreeSet<Addr> = self
-            .all(Block::Tc)
-            .into_iter()
-            .chain(self.all(Block::Ldm))
-            .chain(self.cluster.live_nodes().into_iter().map(|n| Addr::new(n, Block::Dist)))
+            .saved_nodes
+            .iter()
+            .filter(|node| live.contains(node))
+            .flat_map(|&node| {
+                (0..n)
+                    .map(move |i| Addr::new(node, Block::Tc(i)))
+                    .chain((0..n).map(move |i| Addr::new(node, Block::Ldm(i))))
+                    .chain([Addr::new(node, Block::Dist)])
+            })
             .filter(|&a| a != self.addr)
             .collect();
         for a in targets {

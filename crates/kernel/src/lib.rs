@@ -8,6 +8,7 @@
 //! threads, no global randomness; iteration that affects outputs is over ordered collections.
 
 pub mod checkpoint;
+pub mod codec;
 pub mod dict;
 pub mod dist;
 pub mod io;

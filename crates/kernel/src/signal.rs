@@ -59,6 +59,10 @@ pub enum PrepOp {
     Replica { table: TableId, partition: u32, key: Vec<u8>, row: Option<Vec<u8>> },
 }
 
+/// The result index under which a backup reports that it could not stage a batch's writes (a
+/// lock wait that timed out, memory): the transaction must abort, as no client op failed.
+pub const REPLICA_FAILED: u32 = u32::MAX;
+
 /// Operations of one transaction batch for one replica chain (primary first).
 #[derive(Debug, Clone)]
 pub struct PrepareBatch {
@@ -67,7 +71,8 @@ pub struct PrepareBatch {
     pub chain: Vec<Addr>,
     pub pos: u8,
     pub ops: Vec<PrepOp>,
-    /// Results gathered so far (carried down the chain to the last replica).
+    /// Results gathered so far (carried down the chain to the last replica), by op index;
+    /// `REPLICA_FAILED` marks a backup that could not stage the writes.
     pub results: Vec<(u32, OpResult)>,
     /// Whether any op of this batch holds a lock or pending change at this chain.
     pub holds_state: bool,
@@ -247,6 +252,10 @@ pub enum Signal {
         partition: u32,
         rows: Vec<Vec<u8>>,
         done: bool,
+        /// The newest epoch the primary had applied when it read these rows: the restarting
+        /// replica's checkpoint holds data up to it, so it may serve a recovery to no older
+        /// epoch.
+        max_epoch: u64,
     },
     /// Restarting ldm -> primary: a batch was applied, send the next.
     CopyAck {

@@ -15,13 +15,13 @@
 //!    committing.
 
 use crate::signal::{
-    Addr, Block, ClientId, NodeId, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TakeoverState,
-    TxnRef,
+    Addr, Block, ClientId, NodeId, Out, PrepOp, PrepareBatch, REPLICA_FAILED, ScanFrag, ScanFragRows, ScanPos, Signal,
+    TakeoverState, TxnRef,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tern_store::MemoryBudget;
-use tern_types::cluster::{ClusterState, Routing};
+use tern_types::cluster::{ClusterState, NodeState, Routing};
 use tern_types::schema::TableId;
 use tern_types::{Catalog, ErrorCode, RowLayout, TernError};
 use tern_wire::{AbortOption, Exec, OpKind, OpResult, Outcome, Reply, Request, ScanReq, StatusInfo, TxnReq, TxnResp};
@@ -77,6 +77,8 @@ struct Txn {
     /// A data node holding part of this transaction failed: it aborts once its prepares are
     /// accounted for.
     doomed: Option<TernError>,
+    /// A backup could not stage this wave's writes: the transaction aborts with this error.
+    replica_failure: Option<TernError>,
     results: Vec<OpResult>,
     writes: Vec<bool>,
     exec: Exec,
@@ -190,6 +192,10 @@ impl Tc {
         stats: Arc<NodeStats>,
     ) -> Tc {
         let routing = Routing::new(&cluster);
+        // Transaction ids carry the node's incarnation in their top bits, so a restarted
+        // coordinator never reuses the id of a transaction other nodes may still remember (a
+        // commit marker, an aborted-idle record, a takeover in progress).
+        let incarnation = cluster.nodes.get(&addr.node).map_or(0, |n| n.incarnation);
         let mut tc = Tc {
             addr,
             cfg,
@@ -200,7 +206,7 @@ impl Tc {
             routing,
             catalog: Arc::new(Catalog::new()),
             layouts: HashMap::new(),
-            next_id: 0,
+            next_id: (incarnation as u64) << 40,
             txns: HashMap::new(),
             by_client: HashMap::new(),
             aborted_idle: HashMap::new(),
@@ -343,6 +349,10 @@ impl Tc {
                 req_id,
                 Reply::Error(TernError::new(ErrorCode::ShuttingDown, "data node is starting; retry shortly")),
             ),
+            Request::Txn(_) | Request::Scan(_) if self.cluster.state_of(self.addr.node) != NodeState::Started => {
+                let e = TernError::new(ErrorCode::NodeFailure, "data node is restarting; retry on another node");
+                out.reply(client, req_id, Reply::Error(e))
+            }
             Request::Txn(t) => self.txn_request(client, req_id, t, out),
             Request::Scan(s) => self.scan_start(client, req_id, s, out),
             Request::ScanNext { scan } => self.scan_next(client, req_id, scan, out),
@@ -441,6 +451,7 @@ impl Tc {
                         pending: BTreeMap::new(),
                         awaiting: BTreeSet::new(),
                         doomed: None,
+                        replica_failure: None,
                         results: Vec::new(),
                         writes: Vec::new(),
                         exec: req.exec,
@@ -549,7 +560,7 @@ impl Tc {
     /// or, when there are none, fold trigger results into their origin ops and finish the batch.
     fn wave_done(&mut self, id: u64, out: &mut Out) {
         let txn = self.txns.get_mut(&id).expect("present");
-        if !txn.triggers.is_empty() && !txn.orphan && txn.doomed.is_none() {
+        if !txn.triggers.is_empty() && !txn.orphan && txn.doomed.is_none() && txn.replica_failure.is_none() {
             let base = txn.results.len();
             let mut ops = Vec::with_capacity(txn.triggers.len());
             for (origin, op) in std::mem::take(&mut txn.triggers) {
@@ -606,7 +617,11 @@ impl Tc {
         }
         txn.triggers.extend(batch.triggers);
         for (i, r) in batch.results {
-            if let Some(slot) = txn.results.get_mut(i as usize) {
+            if i == REPLICA_FAILED {
+                if let OpResult::Error(e) = r {
+                    txn.replica_failure.get_or_insert(e);
+                }
+            } else if let Some(slot) = txn.results.get_mut(i as usize) {
                 *slot = r;
             }
         }
@@ -621,7 +636,7 @@ impl Tc {
             self.start_abort(id, Some(e), out);
             return;
         }
-        let mut failure = txn.trigger_failure.take();
+        let mut failure = txn.trigger_failure.take().or(txn.replica_failure.take());
         for (i, r) in txn.results.iter().enumerate() {
             let fatal = match r {
                 OpResult::Error(e) => e.is_temporary() || txn.abort_option == AbortOption::AbortOnError,

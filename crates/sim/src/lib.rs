@@ -15,9 +15,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use tern_kernel::io::{IoExecutor, Storage};
-use tern_kernel::signal::{Addr, Block, IoReq, NodeId, Out, Signal};
+use tern_kernel::signal::{Addr, Block, ControlReq, IoReq, NodeId, Out, Signal};
 use tern_kernel::{Node, NodeConfig};
-use tern_types::cluster::{ClusterConfig, ClusterState, DataNodeSpec};
+use tern_types::cluster::{ClusterConfig, ClusterState, DataNodeSpec, NodeState};
 use tern_types::rng::Rng;
 use tern_types::schema::{Column, ColumnType, Table};
 use tern_types::{RowLayout, Value};
@@ -113,6 +113,8 @@ pub struct SimConfig {
     pub crash_every_ms: u64,
     /// Kill one data node (never the last live one of its node group) about this often; 0 = never.
     pub fail_every_ms: u64,
+    /// Restart a failed node this long after it failed (node restart with copy); 0 = never.
+    pub restart_after_ms: u64,
     pub epoch_interval_ms: u64,
     pub data_memory_bytes: u64,
 }
@@ -128,6 +130,7 @@ impl Default for SimConfig {
             duration_ms: 8_000,
             crash_every_ms: 1_500,
             fail_every_ms: 0,
+            restart_after_ms: 0,
             epoch_interval_ms: 20,
             data_memory_bytes: 1 << 30,
         }
@@ -171,6 +174,14 @@ enum ModelOp {
     SetA(i64, i64),
 }
 
+impl ModelOp {
+    fn key(&self) -> i64 {
+        match self {
+            ModelOp::Put(k, _) | ModelOp::Insert(k, _) | ModelOp::Delete(k) | ModelOp::SetA(k, _) => *k,
+        }
+    }
+}
+
 /// A transaction: (incarnation, coordinator node, tc instance, txn id).
 type TxnKey = (u32, NodeId, u16, u64);
 
@@ -189,6 +200,14 @@ struct Oracle {
     /// Commit points in order: (txn key, epoch).
     commits: Vec<(TxnKey, u64)>,
     committed: BTreeSet<TxnKey>,
+    /// The nodes whose ldms handled a `Commit` of a committed transaction: one whose commits all
+    /// died with their nodes was never committed anywhere that survives (its coordinator died
+    /// too, or finishes it later on the survivors), so it leaves the committed set until a
+    /// survivor commits it.
+    commit_nodes: HashMap<TxnKey, BTreeSet<NodeId>>,
+    /// The nodes of the chains the transaction's `Commit`s went along: once all handled one, it
+    /// is committed on every replica of its time (a node joining later gets it by copy).
+    commit_chains: HashMap<TxnKey, BTreeSet<NodeId>>,
     /// Stamps (column `a` values) of committed transactions.
     committed_stamps: BTreeSet<i64>,
     stamp_of: HashMap<TxnKey, BTreeSet<i64>>,
@@ -223,6 +242,9 @@ pub struct Sim {
     seq: u64,
     events: BTreeMap<(u64, u64), Event>,
     link_time: HashMap<(Addr, Addr), u64>,
+    log_enabled: bool,
+    /// `TERN_SIM_KEY`: log every prepare and commit point touching this key.
+    log_key: Option<i64>,
     cluster: std::sync::Arc<ClusterState>,
     nodes: BTreeMap<NodeId, SimNode>,
     incarnation: u32,
@@ -244,6 +266,8 @@ pub struct Sim {
     armed_since: Option<u64>,
     /// The node to fail at the next step (chosen at an interesting moment).
     strike: Option<NodeId>,
+    /// Failed nodes to restart, and when.
+    restarts: Vec<(u64, NodeId)>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -255,6 +279,7 @@ pub struct SimStats {
     pub verified_rows: u64,
     pub lock_timeouts: u64,
     pub node_failures: u32,
+    pub node_restarts: u32,
 }
 
 impl Sim {
@@ -288,6 +313,8 @@ impl Sim {
             .collect();
         Sim {
             seed,
+            log_enabled: std::env::var_os("TERN_SIM_LOG").is_some(),
+            log_key: std::env::var("TERN_SIM_KEY").ok().and_then(|k| k.parse().ok()),
             rng: Rng::new(seed),
             cfg,
             now: 0,
@@ -312,6 +339,7 @@ impl Sim {
             stats: SimStats::default(),
             armed_since: None,
             strike: None,
+            restarts: Vec::new(),
         }
     }
 
@@ -343,6 +371,11 @@ impl Sim {
                     continue;
                 }
             }
+            if let Some(i) = sim.restarts.iter().position(|&(at, _)| sim.now >= at) {
+                let (_, id) = sim.restarts.remove(i);
+                sim.restart_node(id);
+                continue;
+            }
             if !sim.step() {
                 break;
             }
@@ -365,6 +398,14 @@ impl Sim {
             f.1 = f.0.len();
         }
         disk
+    }
+
+    /// Major events (failures, restarts, cluster maps, copies) on stderr when `TERN_SIM_LOG` is
+    /// set: the first aid when a seed fails.
+    fn log(&self, what: impl FnOnce() -> String) {
+        if self.log_enabled {
+            eprintln!("[sim t={}] {}", self.now, what());
+        }
     }
 
     fn fail(&self, msg: &str) -> ! {
@@ -412,11 +453,20 @@ impl Sim {
             .min();
         for id in live {
             let cfg = self.node_cfg(id, cut);
-            let sn = self.nodes.get_mut(&id).expect("listed");
-            let node = match Node::recover(&cfg, &sn.disk) {
+            let node = match Node::recover(&cfg, &self.nodes[&id].disk) {
                 Ok(n) => n,
                 Err(e) => self.fail(&format!("node {id}: recovery failed: {e}")),
             };
+            self.log(|| {
+                let parts: Vec<String> = node
+                    .ldms
+                    .iter()
+                    .flat_map(|l| l.committed_rows())
+                    .map(|(k, r)| format!("{}.{}:{}", k.0, k.1, r.len()))
+                    .collect();
+                format!("node {id} recovered to {:?}: [{}]", cut, parts.join(" "))
+            });
+            let sn = self.nodes.get_mut(&id).expect("listed");
             let mut io = IoExecutor::new(sn.disk.clone(), 8192);
             for (i, &base) in node.redo_base.iter().enumerate() {
                 io.open_redo(i as u16, base).expect("sim disk");
@@ -436,12 +486,16 @@ impl Sim {
     /// writes and every signal it had in flight), and every survivor gets the new cluster map.
     fn fail_a_node(&mut self, prefer: Option<NodeId>) {
         let live = self.cluster.live_nodes();
-        let candidates: Vec<NodeId> = live
+        // A node group must keep a full replica: only a started node whose group has another
+        // started one may fail.
+        let started: Vec<NodeId> =
+            live.iter().copied().filter(|&n| self.cluster.state_of(n) == NodeState::Started).collect();
+        let candidates: Vec<NodeId> = started
             .iter()
             .copied()
             .filter(|&n| {
                 let g = self.cluster.group_of_node(n).expect("in a group");
-                self.cluster.groups()[g].iter().filter(|m| live.contains(m)).count() > 1
+                self.cluster.groups()[g].iter().filter(|m| started.contains(m)).count() > 1
             })
             .collect();
         if candidates.is_empty() {
@@ -452,12 +506,14 @@ impl Sim {
             _ => *self.rng.pick(&candidates),
         };
         self.stats.node_failures += 1;
+        self.log(|| format!("node {victim} fails"));
         // Everything the victim would still do or send is gone.
         self.events.retain(|_, ev| match ev {
             Event::Deliver { from, to, .. } => to.node != victim && *from != Some(victim),
             Event::Io { from, .. } => from.node != victim,
             _ => true,
         });
+        self.forget_commits_only_on(victim);
         let sn = self.nodes.get_mut(&victim).expect("a node");
         let mut disk = sn.io.take().expect("running").storage;
         sn.node = None;
@@ -466,8 +522,11 @@ impl Sim {
         self.started_nodes.remove(&victim);
         let mut next = (*self.cluster).clone();
         next.version += 1;
-        next.nodes.get_mut(&victim).expect("a node").state = tern_types::cluster::NodeState::Down;
-        self.cluster = std::sync::Arc::new(next);
+        next.nodes.get_mut(&victim).expect("a node").state = NodeState::Down;
+        if self.cfg.restart_after_ms > 0 {
+            let at = self.now + self.cfg.restart_after_ms / 2 + self.rng.below(self.cfg.restart_after_ms);
+            self.restarts.push((at, victim));
+        }
         // Clients whose coordinator died lose their answer (outcome unknown to them).
         for c in &mut self.clients {
             if c.tc.is_some_and(|t| t.node == victim) || (c.state == ClientState::Waiting && c.tc.is_none()) {
@@ -478,16 +537,7 @@ impl Sim {
             }
         }
         // Every block of every survivor learns of it, node by node.
-        let inc = self.incarnation;
-        let n = self.cfg.ldm_count;
-        for node in self.cluster.live_nodes() {
-            let at = self.now + 1 + self.rng.below(5);
-            let blocks = (0..n).map(Block::Tc).chain((0..n).map(Block::Ldm)).chain([Block::Dict, Block::Dist]);
-            for b in blocks {
-                let sig = Signal::ClusterMap { state: self.cluster.clone() };
-                self.push(at, Event::Deliver { from: None, to: Addr::new(node, b), sig, incarnation: inc });
-            }
-        }
+        self.publish(next);
         self.wake_all();
     }
 
@@ -526,7 +576,7 @@ impl Sim {
                 }
                 ModelOp::SetA(k, a) => match expect.get_mut(&k) {
                     Some(r) => r.0 = a,
-                    None => self.fail(&format!("oracle: committed update of missing key {k}")),
+                    None => self.fail(&format!("oracle: committed update of missing key {k} by {key:?}")),
                 },
             }
         }
@@ -534,9 +584,42 @@ impl Sim {
 
     fn crash_and_recover(&mut self) {
         self.stats.crashes += 1;
+        self.log(|| {
+            let mut per_node = Vec::new();
+            for (id, sn) in &self.nodes {
+                if let Some(n) = sn.node.as_ref() {
+                    let rows: usize = n.ldms.iter().flat_map(|l| l.committed_rows()).map(|(_, r)| r.len()).sum();
+                    per_node.push(format!("node {id}: {rows} rows, durable epoch {}", n.durable_epoch));
+                }
+            }
+            format!("whole-cluster crash ({})", per_node.join("; "))
+        });
+        if self.log_enabled {
+            use tern_kernel::io::Storage;
+            for (id, sn) in &self.nodes {
+                let Some(io) = sn.io.as_ref() else { continue };
+                let disk = &io.storage;
+                let sys = disk.read(tern_kernel::sysfile::SYSFILE_NAME).ok().flatten();
+                let sys = sys.and_then(|b| tern_kernel::sysfile::Sysfile::decode(&b).ok());
+                eprintln!("  node {id} sysfile durable {:?}", sys.map(|s| s.durable_epoch));
+                for l in 0..self.cfg.ldm_count {
+                    for f in disk.list(&format!("ldm-{l}")).unwrap_or_default() {
+                        if let Some(b) = disk.read(&f).ok().flatten()
+                            && let Ok(ck) = tern_kernel::checkpoint::decode(&b)
+                        {
+                            let parts: Vec<String> =
+                                ck.partitions.iter().map(|p| format!("{}.{}:{}", p.0, p.1, p.2.len())).collect();
+                            let h = &ck.header;
+                            eprintln!("    {f}: max_epoch {} start {} [{}]", h.max_epoch, h.start_lsn, parts.join(" "));
+                        }
+                    }
+                }
+            }
+        }
         // Everything in flight is lost; the disk loses unsynced bytes.
         self.events.clear();
-        for id in self.cluster.live_nodes() {
+        let running: Vec<NodeId> = self.nodes.iter().filter(|(_, n)| n.node.is_some()).map(|(&id, _)| id).collect();
+        for id in running {
             let sn = self.nodes.get_mut(&id).expect("listed");
             let mut disk = sn.io.take().expect("running").storage;
             sn.node = None;
@@ -544,6 +627,24 @@ impl Sim {
             self.nodes.get_mut(&id).expect("listed").disk = disk;
         }
         self.incarnation += 1;
+        // Only full replicas recover from their own disks; a node that was still restarting
+        // restarts again once the cluster is up.
+        let partial: Vec<NodeId> = self
+            .cluster
+            .nodes
+            .iter()
+            .filter(|(_, s)| matches!(s.state, NodeState::Starting | NodeState::Copying))
+            .map(|(&id, _)| id)
+            .collect();
+        if !partial.is_empty() {
+            let mut next = (*self.cluster).clone();
+            next.version += 1;
+            for id in &partial {
+                next.nodes.get_mut(id).expect("a node").state = NodeState::Down;
+                self.restarts.push((self.now + 200, *id));
+            }
+            self.cluster = std::sync::Arc::new(next);
+        }
         for c in &mut self.clients {
             c.state = ClientState::Idle;
             c.pending = None;
@@ -627,6 +728,9 @@ impl Sim {
         let mut copies: BTreeMap<(u32, u32), Copies> = BTreeMap::new();
         for (&id, sn) in &self.nodes {
             let Some(node) = sn.node.as_ref() else { continue };
+            if self.cluster.state_of(id) != NodeState::Started {
+                continue; // a restarting node's copy is not complete yet
+            }
             for ldm in &node.ldms {
                 for (key, mut rows) in ldm.committed_rows() {
                     rows.sort();
@@ -635,7 +739,12 @@ impl Sim {
             }
         }
         for ((table, partition), reps) in copies {
-            let want: BTreeSet<NodeId> = self.cluster.replicas(partition).into_iter().collect();
+            let want: BTreeSet<NodeId> = self
+                .cluster
+                .replicas(partition)
+                .into_iter()
+                .filter(|&n| self.cluster.state_of(n) == NodeState::Started)
+                .collect();
             let have: BTreeSet<NodeId> = reps.iter().map(|r| r.0).collect();
             if want != have {
                 self.fail(&format!("table {table} partition {partition} is on nodes {have:?}, not {want:?}"));
@@ -787,6 +896,27 @@ impl Sim {
 
     /// Sends a signal over the link from -> to, keeping per-link FIFO order.
     fn send(&mut self, from: Addr, to: Addr, sig: Signal) {
+        match &sig {
+            Signal::StartCopy | Signal::CopyFragReq { .. } | Signal::CopyDone { .. } | Signal::CatalogReq { .. } => {
+                self.log(|| format!("{from:?} -> {to:?}: {sig:?}"))
+            }
+            Signal::EpochFlush { epoch, .. }
+            | Signal::EpochTcFinished { epoch, .. }
+            | Signal::EpochCommit { epoch, .. }
+            | Signal::EpochFlushed { epoch, .. }
+            | Signal::EpochSave { epoch, .. }
+                if std::env::var("TERN_SIM_EPOCH").is_ok_and(|e| e.parse() == Ok(*epoch)) =>
+            {
+                self.log(|| format!("{from:?} -> {to:?}: {sig:?}"))
+            }
+            Signal::CopyRows { table, partition, rows, done, .. } => self.log(|| {
+                format!(
+                    "{from:?} -> {to:?}: CopyRows table {table} partition {partition} rows {} done {done}",
+                    rows.len()
+                )
+            }),
+            _ => {}
+        }
         let delay = self.rng.below(3);
         let t = (self.now + delay).max(*self.link_time.get(&(from, to)).unwrap_or(&0));
         self.link_time.insert((from, to), t);
@@ -807,7 +937,7 @@ impl Sim {
             // takeover must commit the rest.
             self.strike = Some(txn.tc.node);
         }
-        self.observe_delivery(&sig);
+        self.observe_delivery(to.node, &sig);
         let mut out = Out::default();
         let now = self.now;
         let node = self.nodes.get_mut(&to.node).and_then(|n| n.node.as_mut()).expect("a running node");
@@ -841,6 +971,83 @@ impl Sim {
         for (delay, to, sig) in out.timers {
             self.push(self.now + delay, Event::Deliver { from: Some(to.node), to, sig, incarnation: inc });
         }
+        for req in out.control {
+            self.control(from.node, req);
+        }
+    }
+
+    /// The control plane, modelled as one linearizable state machine: a node's state change
+    /// becomes a new cluster map, which every running node's blocks receive.
+    fn control(&mut self, node: NodeId, req: ControlReq) {
+        let ControlReq::SetState(state) = req else { return };
+        let mut next = (*self.cluster).clone();
+        let seq = next.nodes.values().map(|n| n.joined_seq).max().unwrap_or(0) + 1;
+        let Some(st) = next.nodes.get_mut(&node) else { return };
+        if st.state == state || st.state == NodeState::Down {
+            return;
+        }
+        st.state = state;
+        if state.in_chains() && st.joined_seq == 0 {
+            st.joined_seq = seq;
+        }
+        next.version += 1;
+        if state == NodeState::Started {
+            self.stats.node_restarts += 1;
+        }
+        self.publish(next);
+    }
+
+    /// Installs a new cluster map and delivers it to every block of every running node.
+    fn publish(&mut self, next: ClusterState) {
+        self.log(|| {
+            let nodes: Vec<String> =
+                next.nodes.iter().map(|(id, s)| format!("{id}:{}/{}", s.state.name(), s.incarnation)).collect();
+            format!("cluster map v{} [{}]", next.version, nodes.join(" "))
+        });
+        self.cluster = std::sync::Arc::new(next);
+        let inc = self.incarnation;
+        let n = self.cfg.ldm_count;
+        let running: Vec<NodeId> = self.nodes.iter().filter(|(_, sn)| sn.node.is_some()).map(|(&id, _)| id).collect();
+        for node in running {
+            let at = self.now + 1 + self.rng.below(5);
+            let blocks = (0..n).map(Block::Tc).chain((0..n).map(Block::Ldm)).chain([Block::Dict, Block::Dist]);
+            for b in blocks {
+                let sig = Signal::ClusterMap { state: self.cluster.clone() };
+                self.push(at, Event::Deliver { from: None, to: Addr::new(node, b), sig, incarnation: inc });
+            }
+        }
+    }
+
+    /// Restarts a failed node: it registers (`Starting`), recovers from its disk, fetches the
+    /// catalog, joins the write chains (`Copying`), copies its partitions from the primaries and
+    /// becomes a full replica again (`Started`).
+    fn restart_node(&mut self, id: NodeId) {
+        if self.cluster.state_of(id) != NodeState::Down || self.nodes[&id].node.is_some() {
+            return;
+        }
+        let mut next = (*self.cluster).clone();
+        let st = next.nodes.get_mut(&id).expect("a node");
+        st.state = NodeState::Starting;
+        st.incarnation += 1;
+        st.joined_seq = 0;
+        next.version += 1;
+        self.publish(next);
+        let cfg = self.node_cfg(id, None);
+        let sn = self.nodes.get_mut(&id).expect("a node");
+        let node = match Node::recover(&cfg, &sn.disk) {
+            Ok(n) => n,
+            Err(e) => self.fail(&format!("node {id}: recovery at restart failed: {e}")),
+        };
+        let sn = self.nodes.get_mut(&id).expect("a node");
+        let mut io = IoExecutor::new(sn.disk.clone(), 8192);
+        for (i, &base) in node.redo_base.iter().enumerate() {
+            io.open_redo(i as u16, base).expect("sim disk");
+        }
+        sn.io = Some(io);
+        sn.node = Some(node);
+        let inc = self.incarnation;
+        let to = Addr::new(id, Block::Dist);
+        self.push(self.now, Event::Deliver { from: None, to, sig: Signal::Start, incarnation: inc });
     }
 
     /// Builds the oracle from what the blocks say to each other.
@@ -886,6 +1093,9 @@ impl Sim {
                     if let Some(s) = stamp {
                         self.oracle.stamp_of.entry(key).or_default().insert(s);
                     }
+                    if self.log_key == Some(id) {
+                        self.log(|| format!("prepare {key:?} -> {to:?} at pos 0: {m:?}"));
+                    }
                     self.oracle.ops.entry(key).or_default().push(m);
                 }
             }
@@ -893,17 +1103,71 @@ impl Sim {
         }
     }
 
+    /// A node failed: transactions that committed only on nodes that are gone now are not
+    /// committed (yet).
+    fn forget_commits_only_on(&mut self, victim: NodeId) {
+        let running = |n: &NodeId| *n != victim && self.nodes[n].node.is_some();
+        let lost: Vec<TxnKey> = self
+            .oracle
+            .committed
+            .iter()
+            .filter(|k| {
+                let handled = self.oracle.commit_nodes.get(k);
+                let settled = self.oracle.commit_chains.get(k).is_some_and(|c| handled.is_some_and(|h| c.is_subset(h)));
+                !settled && !handled.is_some_and(|ns| ns.iter().any(running))
+            })
+            .copied()
+            .collect();
+        // The victim leaves every chain: a transaction the others have all committed is settled.
+        for chain in self.oracle.commit_chains.values_mut() {
+            chain.remove(&victim);
+        }
+        for key in lost {
+            self.log(|| {
+                format!(
+                    "commit of {key:?} died with node {victim} (committed on {:?}, ops {:?})",
+                    self.oracle.commit_nodes.get(&key),
+                    self.oracle.ops.get(&key)
+                )
+            });
+            self.oracle.committed.remove(&key);
+            self.oracle.commit_nodes.remove(&key);
+            self.oracle.commit_chains.remove(&key);
+            self.oracle.commits.retain(|(k, _)| *k != key);
+            if let Some(st) = self.oracle.stamp_of.get(&key) {
+                for s in st {
+                    self.oracle.committed_stamps.remove(s);
+                }
+            }
+        }
+    }
+
     /// A transaction is committed once any replica handled a `Commit` for it: from then on it
     /// only rolls forward (a takeover commits it on the replicas that had not).
-    fn observe_delivery(&mut self, sig: &Signal) {
-        let Signal::Commit { txn, epoch, .. } = sig else { return };
+    fn observe_delivery(&mut self, node: NodeId, sig: &Signal) {
+        let Signal::Commit { txn, epoch, chain, .. } = sig else { return };
         let tc = match txn.tc.block {
             Block::Tc(i) => i,
             _ => 0,
         };
         let key = (self.incarnation, txn.tc.node, tc, txn.id);
+        if let Some(k) = self.log_key
+            && self.oracle.ops.get(&key).is_some_and(|ops| ops.iter().any(|o| o.key() == k))
+        {
+            self.log(|| format!("Commit of {key:?} (epoch {epoch}) handled by node {node}, chain {chain:?}"));
+        }
+        self.oracle.commit_nodes.entry(key).or_default().insert(node);
+        // Members that have failed since the chain was formed will never commit it.
+        let alive: Vec<NodeId> =
+            chain.iter().map(|a| a.node).filter(|n| self.nodes.get(n).is_some_and(|sn| sn.node.is_some())).collect();
+        self.oracle.commit_chains.entry(key).or_default().extend(alive);
         if self.oracle.committed.insert(key) {
             self.oracle.commits.push((key, *epoch));
+            if let Some(k) = self.log_key
+                && self.oracle.ops.get(&key).is_some_and(|ops| ops.iter().any(|o| o.key() == k))
+            {
+                self.log(|| format!("commit point of {key:?} (epoch {epoch}) at {txn:?}"));
+            }
             if let Some(st) = self.oracle.stamp_of.get(&key) {
                 self.oracle.committed_stamps.extend(st.iter().copied());
             }

@@ -50,8 +50,8 @@ fn replicated_clusters_survive_whole_cluster_crashes_consistently() {
     let mut total = tern_sim::SimStats::default();
     let seeds = seeds();
     let n = seeds.len().min(8) as u64;
-    for (i, seed) in seeds.into_iter().take(8).enumerate() {
-        let (data_nodes, replicas) = if i % 2 == 0 { (2, 2) } else { (4, 2) };
+    for seed in seeds.into_iter().take(8) {
+        let (data_nodes, replicas) = if seed % 2 == 0 { (2, 2) } else { (4, 2) };
         println!("seed {seed} ({data_nodes} data nodes, {replicas} replicas)");
         let cfg = SimConfig { data_nodes, replicas, ldm_count: 2, duration_ms: 5_000, ..SimConfig::default() };
         let s = Sim::run(seed, cfg);
@@ -74,8 +74,8 @@ fn node_failures_lose_no_committed_transaction() {
     let mut total = tern_sim::SimStats::default();
     let seeds = seeds();
     let n = seeds.len().min(24) as u64;
-    for (i, seed) in seeds.into_iter().take(24).enumerate() {
-        let data_nodes = if i % 2 == 0 { 2 } else { 4 };
+    for seed in seeds.into_iter().take(24) {
+        let data_nodes = if seed % 2 == 0 { 2 } else { 4 };
         println!("seed {seed} ({data_nodes} data nodes, 2 replicas, node failures)");
         let cfg = SimConfig {
             data_nodes,
@@ -96,4 +96,37 @@ fn node_failures_lose_no_committed_transaction() {
     println!("{total:?}");
     assert!(total.commits > 50 * n, "too few commits: {total:?}");
     assert!(total.node_failures as u64 >= n, "too few node failures: {total:?}");
+}
+
+/// Failed nodes restart while clients run: each fetches the catalog, joins the write chains,
+/// copies its partitions from the primaries, checkpoints and becomes a full replica (and a
+/// primary again); replicas agree and the live state equals the committed transactions.
+#[test]
+fn failed_nodes_restart_copy_and_rejoin() {
+    let mut total = tern_sim::SimStats::default();
+    let seeds = seeds();
+    let n = seeds.len().min(16) as u64;
+    for seed in seeds.into_iter().take(16) {
+        let data_nodes = if seed % 2 == 0 { 2 } else { 4 };
+        println!("seed {seed} ({data_nodes} data nodes, 2 replicas, failures and restarts)");
+        let cfg = SimConfig {
+            data_nodes,
+            replicas: 2,
+            ldm_count: 2,
+            clients: 6,
+            duration_ms: 6_000,
+            crash_every_ms: 4_000,
+            fail_every_ms: 500,
+            restart_after_ms: 300,
+            ..SimConfig::default()
+        };
+        let s = Sim::run(seed, cfg);
+        total.commits += s.commits;
+        total.node_failures += s.node_failures;
+        total.node_restarts += s.node_restarts;
+        total.verified_rows += s.verified_rows;
+    }
+    println!("{total:?}");
+    assert!(total.commits > 50 * n, "too few commits: {total:?}");
+    assert!(total.node_restarts as u64 >= n, "too few completed node restarts: {total:?}");
 }

@@ -313,17 +313,20 @@ pub enum Reply {
     Error(TernError),
 }
 
-fn enc_err(e: &mut Enc, err: &TernError) {
+/// Appends an error: `[code u32][message str]`.
+pub fn enc_err(e: &mut Enc, err: &TernError) {
     e.u32(err.code as u32);
     e.str(&err.message);
 }
 
-fn dec_err(d: &mut Dec) -> DecodeResult<TernError> {
+/// Reads an error; a code this build does not know becomes `Internal` (the message is kept).
+pub fn dec_err(d: &mut Dec) -> DecodeResult<TernError> {
     let code = ErrorCode::from_u32(d.u32()?).unwrap_or(ErrorCode::Internal);
     Ok(TernError::new(code, d.string()?))
 }
 
-fn enc_opt_cols(e: &mut Enc, p: &Option<Vec<u16>>) {
+/// Appends an optional column list (a projection): `[0]` or `[1][count u32][col u16]*`.
+pub fn enc_opt_cols(e: &mut Enc, p: Option<&[u16]>) {
     match p {
         None => e.u8(0),
         Some(cols) => {
@@ -334,7 +337,8 @@ fn enc_opt_cols(e: &mut Enc, p: &Option<Vec<u16>>) {
     }
 }
 
-fn dec_opt_cols(d: &mut Dec) -> DecodeResult<Option<Vec<u16>>> {
+/// Reads what `enc_opt_cols` wrote (at most `COLUMNS_MAX` columns).
+pub fn dec_opt_cols(d: &mut Dec) -> DecodeResult<Option<Vec<u16>>> {
     Ok(match d.u8()? {
         0 => None,
         1 => {
@@ -345,7 +349,8 @@ fn dec_opt_cols(d: &mut Dec) -> DecodeResult<Option<Vec<u16>>> {
     })
 }
 
-fn enc_bound(e: &mut Enc, b: &Option<Bound>) {
+/// Appends an optional scan bound: `[0]` or `[1][key bytes][inclusive bool]`.
+pub fn enc_bound(e: &mut Enc, b: &Option<Bound>) {
     match b {
         None => e.u8(0),
         Some(b) => {
@@ -356,7 +361,8 @@ fn enc_bound(e: &mut Enc, b: &Option<Bound>) {
     }
 }
 
-fn dec_bound(d: &mut Dec) -> DecodeResult<Option<Bound>> {
+/// Reads what `enc_bound` wrote.
+pub fn dec_bound(d: &mut Dec) -> DecodeResult<Option<Bound>> {
     Ok(match d.u8()? {
         0 => None,
         1 => Some(Bound { key: d.bytes()?.to_vec(), inclusive: d.bool()? }),
@@ -364,8 +370,36 @@ fn dec_bound(d: &mut Dec) -> DecodeResult<Option<Bound>> {
     })
 }
 
+/// Appends one operation's result: `[0]` done, `[1][row bytes]`, `[2]` not found, `[3][error]`.
+pub fn enc_op_result(e: &mut Enc, r: &OpResult) {
+    match r {
+        OpResult::Done => e.u8(0),
+        OpResult::Row(b) => {
+            e.u8(1);
+            e.bytes(b)
+        }
+        OpResult::NotFound => e.u8(2),
+        OpResult::Error(err) => {
+            e.u8(3);
+            enc_err(e, err)
+        }
+    }
+}
+
+/// Reads what `enc_op_result` wrote.
+pub fn dec_op_result(d: &mut Dec) -> DecodeResult<OpResult> {
+    Ok(match d.u8()? {
+        0 => OpResult::Done,
+        1 => OpResult::Row(d.bytes()?.to_vec()),
+        2 => OpResult::NotFound,
+        3 => OpResult::Error(dec_err(d)?),
+        _ => return Err(DecodeError("bad op result")),
+    })
+}
+
 impl KeyOp {
-    fn encode(&self, e: &mut Enc) {
+    /// Appends the operation (the layout inside a client `Txn` request).
+    pub fn encode(&self, e: &mut Enc) {
         e.u32(self.table);
         e.u8(self.kind as u8);
         e.bytes(&self.key);
@@ -388,10 +422,11 @@ impl KeyOp {
                 }
             }
         }
-        enc_opt_cols(e, &self.projection);
+        enc_opt_cols(e, self.projection.as_deref());
     }
 
-    fn decode(d: &mut Dec) -> DecodeResult<KeyOp> {
+    /// Reads what `encode` wrote (at most `COLUMNS_MAX` column updates).
+    pub fn decode(d: &mut Dec) -> DecodeResult<KeyOp> {
         let table = d.u32()?;
         let kind = OpKind::from_u8(d.u8()?)?;
         let key = d.bytes()?.to_vec();
@@ -459,7 +494,7 @@ impl Request {
                 enc_bound(&mut e, &s.lo);
                 enc_bound(&mut e, &s.hi);
                 s.filter.encode(&mut e);
-                enc_opt_cols(&mut e, &s.projection);
+                enc_opt_cols(&mut e, s.projection.as_deref());
                 e.u64(s.limit);
                 e.bool(s.ordered);
                 e.bool(s.descending);
@@ -599,7 +634,8 @@ impl Request {
     }
 }
 
-fn encode_ddl(e: &mut Enc, ddl: &DdlReq) {
+/// Appends a DDL request. `CreateIndex` carries no index id: the dict assigns it.
+pub fn encode_ddl(e: &mut Enc, ddl: &DdlReq) {
     match ddl {
         DdlReq::CreateDatabase { name, if_not_exists } => {
             e.u8(1);
@@ -640,7 +676,8 @@ fn encode_ddl(e: &mut Enc, ddl: &DdlReq) {
     }
 }
 
-fn decode_ddl(d: &mut Dec) -> DecodeResult<DdlReq> {
+/// Reads what `encode_ddl` wrote (`CreateIndex` comes back with index id 0).
+pub fn decode_ddl(d: &mut Dec) -> DecodeResult<DdlReq> {
     Ok(match d.u8()? {
         1 => DdlReq::CreateDatabase { name: d.string()?, if_not_exists: d.bool()? },
         2 => DdlReq::DropDatabase { name: d.string()?, if_exists: d.bool()? },
@@ -684,20 +721,7 @@ impl Reply {
                 e.u64(req_id);
                 e.u64(t.txn);
                 e.u32(t.results.len() as u32);
-                for r in &t.results {
-                    match r {
-                        OpResult::Done => e.u8(0),
-                        OpResult::Row(b) => {
-                            e.u8(1);
-                            e.bytes(b)
-                        }
-                        OpResult::NotFound => e.u8(2),
-                        OpResult::Error(err) => {
-                            e.u8(3);
-                            enc_err(&mut e, err)
-                        }
-                    }
-                }
+                t.results.iter().for_each(|r| enc_op_result(&mut e, r));
                 match &t.outcome {
                     Outcome::Open => e.u8(0),
                     Outcome::Committed { epoch } => {
@@ -765,13 +789,7 @@ impl Reply {
                 let n = d.len(OPS_PER_BATCH_MAX)?;
                 let mut results = Vec::with_capacity(n);
                 for _ in 0..n {
-                    results.push(match d.u8()? {
-                        0 => OpResult::Done,
-                        1 => OpResult::Row(d.bytes()?.to_vec()),
-                        2 => OpResult::NotFound,
-                        3 => OpResult::Error(dec_err(&mut d)?),
-                        _ => return Err(DecodeError("bad op result")),
-                    });
+                    results.push(dec_op_result(&mut d)?);
                 }
                 let outcome = match d.u8()? {
                     0 => Outcome::Open,

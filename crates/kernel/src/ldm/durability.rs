@@ -60,6 +60,7 @@ impl Ldm {
                 out.send(self.dist, Signal::LdmReady { from: self.addr, synced_lsn: self.synced_lsn });
             } else {
                 self.on_durable(self.durable_epoch, out);
+                self.fetch_checkpoint(out);
             }
         }
     }
@@ -136,7 +137,8 @@ impl Ldm {
             let token = self.token();
             let name = checkpoint::file_name(ldm, run.id);
             out.io(self.addr, IoReq::FileFinish { from: part, to: name.clone(), token });
-            let ck = WrittenCheckpoint { start_lsn: run.start_lsn, max_epoch: self.max_epoch_applied, name };
+            let ck =
+                WrittenCheckpoint { id: run.id, start_lsn: run.start_lsn, max_epoch: self.max_epoch_applied, name };
             run.finish = Some((token, ck));
         } else {
             let chunk = stream.take_chunk();
@@ -177,6 +179,8 @@ impl Ldm {
             out.io(self.addr, IoReq::DeleteFile { name });
         }
         out.io(self.addr, IoReq::RedoDiscard { ldm: self.instance(), lsn: ck.start_lsn });
+        let id = ck.id;
         self.current_checkpoint = Some(ck);
+        self.fetch_checkpoint_usable(id, out);
     }
 }

@@ -100,6 +100,9 @@ impl Ldm {
                 self.locks.remove(&key);
             }
         }
+        if !self.copies.is_empty() {
+            self.copy_step(out);
+        }
         for (w, key) in resume {
             let locks = &mut self.txns.entry(w.0).or_default().locks;
             if !locks.contains(&key) {
@@ -155,17 +158,8 @@ impl Ldm {
                 }
             }
             let mut batch = b.batch;
-            for (i, op) in batch.ops.iter().enumerate().skip(b.next_op) {
-                if let PrepOp::Exec { idx, .. } = op {
-                    let r = if i == b.next_op {
-                        err_op(ErrorCode::LockWaitTimeout, "Lock wait timeout exceeded; try restarting transaction")
-                    } else {
-                        err_op(ErrorCode::TransactionAborted, "operation not executed: an earlier operation failed")
-                    };
-                    batch.results.push((*idx, r));
-                }
-            }
-            batch.ops.truncate(b.next_op);
+            let msg = "Lock wait timeout exceeded; try restarting transaction";
+            self.fail_rest(&mut batch, b.next_op, ErrorCode::LockWaitTimeout, msg);
             self.finish_batch(batch, out);
         }
     }

@@ -21,6 +21,7 @@
 //! usable once their newest epoch is durable, which then frees older redo and checkpoints.
 
 mod commit;
+mod copy;
 mod durability;
 mod locks;
 mod prepare;
@@ -36,8 +37,8 @@ use rows::*;
 use crate::checkpoint::{self, CheckpointStream};
 use crate::redo::{self, RedoOpRef};
 use crate::signal::{
-    Addr, Block, IoReq, NodeId, Out, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TakeoverState,
-    TxnRef,
+    Addr, Block, IoReq, NodeId, Out, PrepOp, PrepareBatch, REPLICA_FAILED, ScanFrag, ScanFragRows, ScanPos, Signal,
+    TakeoverState, TxnRef,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -150,6 +151,7 @@ struct CheckpointRun {
 }
 
 struct WrittenCheckpoint {
+    id: u64,
     start_lsn: u64,
     max_epoch: u64,
     name: String,
@@ -182,6 +184,11 @@ pub struct Ldm {
     cfg: LdmConfig,
     budget: MemoryBudget,
     layouts: HashMap<TableId, Arc<RowLayout>>,
+    /// Table definitions of the current catalog.
+    tables: HashMap<TableId, tern_types::schema::Table>,
+    /// Node restart: this ldm fetching its partitions, or sending partitions to a rejoining one.
+    fetch: Option<copy::Fetch>,
+    copies: BTreeMap<(TableId, u32, Addr), copy::CopySession>,
     /// Per table, its unique indexes and their hidden index tables.
     uniques: HashMap<TableId, Vec<UniqueIndex>>,
     catalog_version: u64,
@@ -244,6 +251,9 @@ impl Ldm {
             cfg,
             budget,
             layouts: HashMap::new(),
+            tables: HashMap::new(),
+            fetch: None,
+            copies: BTreeMap::new(),
             uniques: HashMap::new(),
             catalog_version: 0,
             parts: BTreeMap::new(),
@@ -292,6 +302,7 @@ impl Ldm {
 
     /// Creates partitions this ldm owns for new tables and drops those of dropped tables.
     fn apply_catalog(&mut self, catalog: &Catalog) {
+        self.tables = catalog.tables.iter().map(|(&id, t)| (id, t.clone())).collect();
         self.catalog_version = catalog.version;
         self.layouts.clear();
         self.ttls.clear();
@@ -367,7 +378,9 @@ impl Ldm {
                     self.markers.remove(&txn);
                 }
             }
-            Signal::Abort { map_version, .. } | Signal::TakeoverReq { map_version, .. }
+            Signal::Abort { map_version, .. }
+            | Signal::TakeoverReq { map_version, .. }
+            | Signal::CopyFragReq { map_version, .. }
                 if map_version > self.cluster.version =>
             {
                 self.deferred.push(sig);
@@ -381,6 +394,12 @@ impl Ldm {
                     out.send(self.coordinator(txn), Signal::Aborted { txn, chain });
                 }
             }
+            Signal::StartCopy => self.start_fetch(out),
+            Signal::CopyFragReq { from, table, partition, .. } => self.copy_request(from, (table, partition), out),
+            Signal::CopyRows { from, table, partition, rows, done, max_epoch } => {
+                self.copy_rows(from, (table, partition), copy::CopiedRows { rows, done, max_epoch }, out)
+            }
+            Signal::CopyAck { from, table, partition } => self.copy_ack(from, (table, partition), out),
             Signal::TakeoverReq { from, failed, .. } => {
                 let txns = self.takeover_report(&failed);
                 out.send(from, Signal::TakeoverConf { from: self.addr, txns });
@@ -397,9 +416,9 @@ impl Ldm {
                     let version = self.cluster.version;
                     let (now, later): (Vec<Signal>, Vec<Signal>) =
                         std::mem::take(&mut self.deferred).into_iter().partition(|s| match s {
-                            Signal::Abort { map_version, .. } | Signal::TakeoverReq { map_version, .. } => {
-                                *map_version <= version
-                            }
+                            Signal::Abort { map_version, .. }
+                            | Signal::TakeoverReq { map_version, .. }
+                            | Signal::CopyFragReq { map_version, .. } => *map_version <= version,
                             _ => true,
                         });
                     self.deferred = later;
@@ -425,6 +444,7 @@ impl Ldm {
             Signal::CheckpointStep => self.checkpoint_step(out),
             Signal::Tick => {
                 self.expire_waits(out);
+                self.copy_step(out);
                 out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
             }
             other => panic!("ldm received an unexpected signal: {other:?}"),

@@ -6,6 +6,16 @@ use super::*;
 impl Ldm {
     pub(super) fn exec_batch(&mut self, mut batch: Box<PrepareBatch>, from: usize, out: &mut Out) {
         let txn = batch.txn;
+        if from == 0
+            && batch.pos == 0
+            && batch.ops.iter().any(|o| matches!(o, PrepOp::Exec { op, .. } if op.kind.is_write()))
+            && let Err(e) = self.check_chain(&batch)
+        {
+            // Routed with an older map: it would bypass a replica that has joined since.
+            self.fail_rest(&mut batch, 0, e.code, &e.message);
+            self.finish_batch(batch, out);
+            return;
+        }
         if from == 0 && batch.ops.len() >= PREFETCH_BATCH_MIN {
             self.prefetch_batch(&batch);
         }
@@ -80,7 +90,7 @@ impl Ldm {
                     let lk = (*table, *partition, key.clone());
                     let row = row.clone();
                     if let Err(e) = self.stage(txn, lk, row) {
-                        batch.results.push((u32::MAX, OpResult::Error(e)));
+                        batch.results.push((REPLICA_FAILED, OpResult::Error(e)));
                     }
                 }
             }
@@ -416,15 +426,26 @@ impl Ldm {
     }
 
     /// Fails operation `from` of a batch with `code` and the ones after it as not executed.
+    /// Fails the batch from op `from` on. A backup's replica ops have no result slot of their
+    /// own: their failure is reported once, under `REPLICA_FAILED`, and dooms the transaction
+    /// (the tc must not commit a write a replica did not stage).
     pub(super) fn fail_rest(&self, batch: &mut PrepareBatch, from: usize, code: ErrorCode, msg: &str) {
+        let mut replica_failed = false;
         for (i, op) in batch.ops.iter().enumerate().skip(from) {
-            if let PrepOp::Exec { idx, .. } = op {
-                let r = if i == from {
-                    err_op(code, msg)
-                } else {
-                    err_op(ErrorCode::TransactionAborted, "operation not executed: an earlier operation failed")
-                };
-                batch.results.push((*idx, r));
+            match op {
+                PrepOp::Exec { idx, .. } => {
+                    let r = if i == from {
+                        err_op(code, msg)
+                    } else {
+                        err_op(ErrorCode::TransactionAborted, "operation not executed: an earlier operation failed")
+                    };
+                    batch.results.push((*idx, r));
+                }
+                PrepOp::Replica { .. } if !replica_failed => {
+                    replica_failed = true;
+                    batch.results.push((REPLICA_FAILED, err_op(code, msg)));
+                }
+                PrepOp::Replica { .. } => {}
             }
         }
         batch.ops.truncate(from);

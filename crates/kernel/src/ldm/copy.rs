@@ -1,0 +1,227 @@
+//! Node restart: copying partitions to a replica that rejoins (ndb-protocols.md §5.2, the whole-
+//! fragment form of §10.2: the restarting replica starts empty).
+//!
+//! The restarting node is already in every write chain of its partitions (last, state `Copying`)
+//! when its ldm asks each partition's primary for the rows. The primary acts on the request only
+//! once it has seen that cluster map, so from then on every write it executes either travels the
+//! chain through the new replica or — carrying an older chain — is refused (`check_chain`). It
+//! then waits until the transactions that had written the partition before (which may lack the
+//! new replica) are gone, and streams committed rows in row-id order, a batch per
+//! acknowledgement, over the same link the chain uses (per-link FIFO). A row with a pending write
+//! is not copied until that write has committed or aborted: its commit reaches the new replica
+//! first (commits run backup-first), so the copy then ships the same or a newer value, never an
+//! older one over a newer.
+//!
+//! When every partition is copied, the restarting ldm writes a checkpoint and reports `CopyDone`
+//! once it is usable: only then can the node recover by itself (its redo lacks the copied rows).
+
+use super::*;
+
+/// Rows (or bytes) per copy batch, and batches in flight per copy.
+const COPY_BATCH_ROWS: usize = 2048;
+const COPY_BATCH_BYTES: usize = 1 << 20;
+const COPY_WINDOW: u32 = 2;
+
+/// One batch of a partition copy, as the restarting side applies it.
+pub(super) struct CopiedRows {
+    pub rows: Vec<Vec<u8>>,
+    pub done: bool,
+    pub max_epoch: u64,
+}
+
+/// A restarting ldm's progress.
+pub(super) struct Fetch {
+    todo: VecDeque<PartKey>,
+    current: Option<PartKey>,
+    rows: u64,
+    /// Every partition copied; waiting for the checkpoint that covers them to become usable.
+    checkpoint: Option<u64>,
+}
+
+/// A primary sending one partition to a restarting replica.
+pub(super) struct CopySession {
+    /// Next row id to send.
+    next: u32,
+    /// Transactions that wrote the partition before the copy began (their chains may lack the
+    /// new replica): the copy starts once all are gone.
+    before: Vec<TxnRef>,
+    in_flight: u32,
+    done: bool,
+}
+
+impl Ldm {
+    /// This node rejoins: drop what the partitions held and fetch each from its primary.
+    pub(super) fn start_fetch(&mut self, out: &mut Out) {
+        let keys: Vec<PartKey> = self.parts.keys().copied().collect();
+        for k in &keys {
+            let old = self.parts.remove(k).expect("listed");
+            self.budget.release(old.charged());
+            self.stats.rows.fetch_sub(old.len() as i64, std::sync::atomic::Ordering::Relaxed);
+            if let Some(t) = self.tables.get(&k.0) {
+                self.parts.insert(*k, Partition::new(t, k.1, self.layouts[&k.0].clone()));
+            }
+        }
+        self.fetch = Some(Fetch { todo: keys.into_iter().collect(), current: None, rows: 0, checkpoint: None });
+        self.fetch_next(out);
+    }
+
+    fn fetch_next(&mut self, out: &mut Out) {
+        let version = self.cluster.version;
+        let Some(f) = self.fetch.as_mut() else { return };
+        while let Some(k) = f.todo.pop_front() {
+            let Some(primary) = self.cluster.primary(k.1) else {
+                continue; // no live primary: the cluster is down for this group
+            };
+            f.current = Some(k);
+            let to = Addr::new(primary, self.addr.block);
+            out.send(to, Signal::CopyFragReq { from: self.addr, table: k.0, partition: k.1, map_version: version });
+            return;
+        }
+        f.current = None;
+        self.fetch_checkpoint(out);
+    }
+
+    /// Everything is here: a checkpoint begun after the last row arrived makes it recoverable
+    /// from this node's own disk (one already running began too early: wait for it first).
+    pub(super) fn fetch_checkpoint(&mut self, out: &mut Out) {
+        let Some(f) = self.fetch.as_ref() else { return };
+        if f.current.is_some() || !f.todo.is_empty() || f.checkpoint.is_some() || self.checkpoint_run.is_some() {
+            return;
+        }
+        let id = self.next_checkpoint_id;
+        self.start_checkpoint(out);
+        self.fetch.as_mut().expect("fetching").checkpoint = Some(id);
+    }
+
+    /// The restarting side: apply a batch of copied rows.
+    pub(super) fn copy_rows(&mut self, from: Addr, key: PartKey, batch: CopiedRows, out: &mut Out) {
+        let CopiedRows { rows, done, max_epoch } = batch;
+        if self.fetch.as_ref().is_none_or(|f| f.current != Some(key)) {
+            return;
+        }
+        // The copied rows carry data of epochs up to the primary's: so does the checkpoint that
+        // will hold them.
+        self.max_epoch_applied = self.max_epoch_applied.max(max_epoch);
+        let Some(f) = self.fetch.as_mut() else { return };
+        f.rows += rows.len() as u64;
+        if let Some(p) = self.parts.get_mut(&key) {
+            let before = (p.charged(), p.len());
+            for r in &rows {
+                p.upsert(r).expect("a row the primary holds fits its layout");
+            }
+            self.budget.force(p.charged().saturating_sub(before.0));
+            self.stats.rows.fetch_add(p.len() as i64 - before.1 as i64, std::sync::atomic::Ordering::Relaxed);
+        }
+        if done {
+            self.fetch_next(out);
+        } else {
+            out.send(from, Signal::CopyAck { from: self.addr, table: key.0, partition: key.1 });
+        }
+    }
+
+    /// The restarting side: a checkpoint became usable; report when it is the one after the copy.
+    pub(super) fn fetch_checkpoint_usable(&mut self, checkpoint_id: u64, out: &mut Out) {
+        let Some(f) = self.fetch.as_ref() else { return };
+        if f.current.is_none() && f.todo.is_empty() && f.checkpoint.is_some_and(|id| id <= checkpoint_id) {
+            let rows = f.rows;
+            self.fetch = None;
+            out.send(Addr::new(self.addr.node, Block::Dist), Signal::CopyDone { from: self.addr, rows });
+        }
+    }
+
+    /// The primary side: a restarting replica asks for a partition.
+    pub(super) fn copy_request(&mut self, from: Addr, key: PartKey, out: &mut Out) {
+        if !self.parts.contains_key(&key) {
+            out.send(
+                from,
+                Signal::CopyRows {
+                    from: self.addr,
+                    table: key.0,
+                    partition: key.1,
+                    rows: vec![],
+                    done: true,
+                    max_epoch: self.max_epoch_applied,
+                },
+            );
+            return;
+        }
+        let before: Vec<TxnRef> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| t.changes.keys().any(|k| (k.0, k.1) == key) || t.locks.iter().any(|k| (k.0, k.1) == key))
+            .map(|(t, _)| *t)
+            .collect();
+        self.copies.insert((key.0, key.1, from), CopySession { next: 0, before, in_flight: 0, done: false });
+        self.copy_step(out);
+    }
+
+    pub(super) fn copy_ack(&mut self, from: Addr, key: PartKey, out: &mut Out) {
+        if let Some(s) = self.copies.get_mut(&(key.0, key.1, from)) {
+            s.in_flight = s.in_flight.saturating_sub(1);
+        }
+        self.copy_step(out);
+    }
+
+    /// Sends what every running copy may send now (called after acks, lock releases and ticks).
+    pub(super) fn copy_step(&mut self, out: &mut Out) {
+        if self.copies.is_empty() {
+            return;
+        }
+        let ids: Vec<(TableId, u32, Addr)> = self.copies.keys().copied().collect();
+        for id in ids {
+            let (t, p, to) = id;
+            let s = self.copies.get_mut(&id).expect("listed");
+            s.before.retain(|x| self.txns.contains_key(x));
+            if !s.before.is_empty() || s.in_flight >= COPY_WINDOW {
+                continue;
+            }
+            let Some(part) = self.parts.get(&(t, p)) else {
+                self.copies.remove(&id);
+                let max_epoch = self.max_epoch_applied;
+                out.send(
+                    to,
+                    Signal::CopyRows { from: self.addr, table: t, partition: p, rows: vec![], done: true, max_epoch },
+                );
+                continue;
+            };
+            let layout = &self.layouts[&t];
+            let locks = &self.locks;
+            let mut rows = Vec::new();
+            let mut bytes = 0;
+            let mut held = None;
+            let resume = part.scan(s.next, |rid, row| {
+                let key = layout.key_of(row);
+                if locks.get(&(t, p, key.to_vec())).is_some_and(|e| e.exclusive.is_some()) {
+                    held = Some(rid);
+                    return false;
+                }
+                bytes += row.len();
+                rows.push(row.to_vec());
+                rows.len() < COPY_BATCH_ROWS && bytes < COPY_BATCH_BYTES
+            });
+            let done = held.is_none() && resume.is_none();
+            s.next = held.or(resume).unwrap_or(u32::MAX);
+            if rows.is_empty() && !done {
+                continue; // waits for a pending write to settle
+            }
+            s.in_flight += 1;
+            s.done = done;
+            if done {
+                self.copies.remove(&id);
+            }
+            let max_epoch = self.max_epoch_applied;
+            out.send(to, Signal::CopyRows { from: self.addr, table: t, partition: p, rows, done, max_epoch });
+        }
+    }
+
+    /// A write batch whose chain lacks a replica this primary's map has (it was routed with an
+    /// older map, before a node joined) is refused: it would bypass the joining replica.
+    pub(super) fn check_chain(&self, batch: &PrepareBatch) -> Result<(), TernError> {
+        let Some(PrepOp::Exec { partition, .. }) = batch.ops.first() else { return Ok(()) };
+        let want = self.routing.replicas(*partition);
+        if want.iter().all(|n| batch.chain.iter().any(|a| a.node == *n)) {
+            return Ok(());
+        }
+        Err(TernError::new(ErrorCode::SchemaChanged, "Temporary failure, distribution changed"))
+    }
+}
