@@ -856,7 +856,9 @@ impl Sim {
             Event::Reply { client, req_id, reply, incarnation } if incarnation == self.incarnation => {
                 if client == 999 {
                     self.verify_reply(reply);
-                } else if clients {
+                } else if clients && self.clients.get(client as usize - 1).is_some_and(|c| c.seq == req_id) {
+                    // A client matches answers to its request: a late answer to one it gave up
+                    // on (its coordinator died) is dropped.
                     self.client_reply(client, req_id, reply);
                 }
             }
@@ -896,6 +898,21 @@ impl Sim {
 
     /// Sends a signal over the link from -> to, keeping per-link FIFO order.
     fn send(&mut self, from: Addr, to: Addr, sig: Signal) {
+        if let Ok(want) = std::env::var("TERN_SIM_TXN") {
+            let t = match &sig {
+                Signal::Prepare(b) | Signal::Prepared(b) => Some(b.txn),
+                Signal::Commit { txn, .. }
+                | Signal::Committed { txn, .. }
+                | Signal::Complete { txn, .. }
+                | Signal::Abort { txn, .. } => Some(*txn),
+                _ => None,
+            };
+            if let Some(t) = t
+                && want == t.id.to_string()
+            {
+                self.log(|| format!("{from:?} -> {to:?}: {sig:?}"));
+            }
+        }
         match &sig {
             Signal::StartCopy | Signal::CopyFragReq { .. } | Signal::CopyDone { .. } | Signal::CatalogReq { .. } => {
                 self.log(|| format!("{from:?} -> {to:?}: {sig:?}"))
@@ -905,6 +922,8 @@ impl Sim {
             | Signal::EpochCommit { epoch, .. }
             | Signal::EpochFlushed { epoch, .. }
             | Signal::EpochSave { epoch, .. }
+            | Signal::EpochDurable { epoch }
+            | Signal::EpochPrepare { epoch, .. }
                 if std::env::var("TERN_SIM_EPOCH").is_ok_and(|e| e.parse() == Ok(*epoch)) =>
             {
                 self.log(|| format!("{from:?} -> {to:?}: {sig:?}"))
@@ -1373,6 +1392,8 @@ impl Sim {
                 self.stats.commits += 1;
                 if durable {
                     self.durable_acks.push((resp.txn as i64, epoch));
+                    let tc = self.clients[idx].tc;
+                    self.log(|| format!("durable ack of client {client} txn {} epoch {epoch} via {tc:?}", resp.txn));
                 }
             }
             Outcome::Open => {

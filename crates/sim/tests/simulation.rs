@@ -7,10 +7,17 @@ fn seeds() -> Vec<u64> {
     match std::env::var("TERN_SEED") {
         Ok(s) => vec![s.parse().expect("TERN_SEED must be a u64")],
         Err(_) => {
+            // `TERN_SIM_SEEDS=N` runs N seeds per test instead of the fixed 24 (soak runs).
+            let n: u64 = std::env::var("TERN_SIM_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(24);
             let base = tern_types::rng::test_seed();
-            (0..24).map(|i| base.wrapping_add(i * 7919)).collect()
+            (0..n).map(|i| base.wrapping_add(i * 7919)).collect()
         }
     }
+}
+
+/// How many seeds a test runs: its default, or all of them in a soak run (`TERN_SIM_SEEDS`).
+fn soak_or(default: usize) -> usize {
+    if std::env::var_os("TERN_SIM_SEEDS").is_some() { usize::MAX } else { default }
 }
 
 #[test]
@@ -49,8 +56,9 @@ fn same_seed_same_run() {
 fn replicated_clusters_survive_whole_cluster_crashes_consistently() {
     let mut total = tern_sim::SimStats::default();
     let seeds = seeds();
-    let n = seeds.len().min(8) as u64;
-    for seed in seeds.into_iter().take(8) {
+    let seeds: Vec<u64> = seeds.into_iter().take(soak_or(8)).collect();
+    let n = seeds.len() as u64;
+    for seed in seeds {
         let (data_nodes, replicas) = if seed % 2 == 0 { (2, 2) } else { (4, 2) };
         println!("seed {seed} ({data_nodes} data nodes, {replicas} replicas)");
         let cfg = SimConfig { data_nodes, replicas, ldm_count: 2, duration_ms: 5_000, ..SimConfig::default() };
@@ -73,8 +81,8 @@ fn replicated_clusters_survive_whole_cluster_crashes_consistently() {
 fn node_failures_lose_no_committed_transaction() {
     let mut total = tern_sim::SimStats::default();
     let seeds = seeds();
-    let n = seeds.len().min(24) as u64;
-    for seed in seeds.into_iter().take(24) {
+    let n = seeds.len() as u64;
+    for seed in seeds {
         let data_nodes = if seed % 2 == 0 { 2 } else { 4 };
         println!("seed {seed} ({data_nodes} data nodes, 2 replicas, node failures)");
         let cfg = SimConfig {
@@ -105,8 +113,9 @@ fn node_failures_lose_no_committed_transaction() {
 fn failed_nodes_restart_copy_and_rejoin() {
     let mut total = tern_sim::SimStats::default();
     let seeds = seeds();
-    let n = seeds.len().min(16) as u64;
-    for seed in seeds.into_iter().take(16) {
+    let seeds: Vec<u64> = seeds.into_iter().take(soak_or(16)).collect();
+    let n = seeds.len() as u64;
+    for seed in seeds {
         let data_nodes = if seed % 2 == 0 { 2 } else { 4 };
         println!("seed {seed} ({data_nodes} data nodes, 2 replicas, failures and restarts)");
         let cfg = SimConfig {

@@ -376,6 +376,9 @@ impl Ldm {
                     out.send(chain[pos as usize - 1], Signal::Complete { txn, chain, pos: pos - 1 });
                 } else {
                     self.markers.remove(&txn);
+                    // A backup whose primary failed is the chain's head now: a Complete that
+                    // starts here ends its committed state and releases its locks.
+                    self.release_txn(txn, out);
                 }
             }
             Signal::Abort { map_version, .. }
