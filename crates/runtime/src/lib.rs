@@ -7,6 +7,7 @@
 
 pub mod fs;
 mod mailbox;
+mod peer;
 mod worker;
 
 use crate::fs::{DataDir, FsStorage};
@@ -156,6 +157,7 @@ impl DataNode {
                 mailboxes.clone(),
                 io.clone(),
                 shared.clone(),
+                cfg.node.cluster.clone(),
             );
             threads.push(
                 std::thread::Builder::new()

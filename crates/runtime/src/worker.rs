@@ -8,8 +8,10 @@
 //! shrinks while it does not) before it parks in `epoll_wait`.
 
 use crate::mailbox::Mailbox;
+use crate::peer::PeerLink;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
+use std::collections::BTreeMap;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -18,8 +20,10 @@ use std::time::{Duration, Instant};
 use tern_kernel::dict::Dict;
 use tern_kernel::dist::Dist;
 use tern_kernel::ldm::Ldm;
-use tern_kernel::signal::{Addr, Block, ClientId, IoReq, Out, Signal};
+use tern_kernel::signal::{Addr, Block, ClientId, IoReq, NodeId, Out, Signal};
 use tern_kernel::tc::Tc;
+use tern_types::cluster::ClusterState;
+use tern_wire::PeerHello;
 use tern_wire::{FRAME_HEADER_LEN, Reply, Request, begin_frame, decode_frame, finish_frame};
 
 pub const LISTENER: Token = Token(0);
@@ -96,6 +100,8 @@ struct Conn {
     requests: u64,
     /// Reading is paused until the client drains its replies.
     paused: bool,
+    /// A connection from another data node (after its greeting): frames carry signals.
+    peer: Option<NodeId>,
 }
 
 enum ClientEnd {
@@ -120,6 +126,12 @@ pub struct Worker {
     pub peers: Arc<Vec<Arc<Mailbox<Inbound>>>>,
     pub io: Arc<IoQueue>,
     pub shared: Arc<Shared>,
+    node_id: NodeId,
+    cluster: Arc<ClusterState>,
+    /// Outgoing connections to other data nodes, and the tokens of their sockets.
+    links: BTreeMap<NodeId, PeerLink>,
+    link_tokens: HashMap<Token, NodeId>,
+    dirty_links: Vec<NodeId>,
     conns: HashMap<Token, Conn>,
     clients: HashMap<ClientId, ClientEnd>,
     next_token: usize,
@@ -147,7 +159,9 @@ impl Worker {
         peers: Arc<Vec<Arc<Mailbox<Inbound>>>>,
         io: Arc<IoQueue>,
         shared: Arc<Shared>,
+        cluster: Arc<ClusterState>,
     ) -> Worker {
+        let node_id = blocks.tc.node_id();
         let n = peers.len();
         let spin_us = shared.spin_max_us / 4;
         Worker {
@@ -159,6 +173,11 @@ impl Worker {
             peers,
             io,
             shared,
+            node_id,
+            cluster,
+            links: BTreeMap::new(),
+            link_tokens: HashMap::new(),
+            dirty_links: Vec::new(),
             conns: HashMap::new(),
             clients: HashMap::new(),
             next_token: 2,
@@ -302,7 +321,7 @@ impl Worker {
         rbuf.reserve(16 * 1024);
         self.conns.insert(
             token,
-            Conn { stream, rbuf, wbuf: Vec::new(), client, want_write: false, requests: 0, paused: false },
+            Conn { stream, rbuf, wbuf: Vec::new(), client, want_write: false, requests: 0, paused: false, peer: None },
         );
         Some(token)
     }
@@ -323,6 +342,17 @@ impl Worker {
             match token {
                 LISTENER => self.accept(),
                 WAKER => {}
+                t if self.link_tokens.contains_key(&t) => {
+                    let node = self.link_tokens[&t];
+                    let link = self.links.get_mut(&node).expect("a link");
+                    if readable && link.peer_closed() {
+                        tracing::warn!(node, "the connection to data node {node} closed");
+                        link.broken(self.poll.registry());
+                    }
+                    if writable || link.has_output() {
+                        self.dirty_links.push(node);
+                    }
+                }
                 t => {
                     if writable {
                         self.dirty.push(t);
@@ -423,6 +453,37 @@ impl Worker {
         let workers = self.peers.len();
         loop {
             match decode_frame(&conn.rbuf[at..]) {
+                Ok(Some((payload, n))) if conn.peer.is_some() => {
+                    match tern_kernel::codec::decode_signal(payload) {
+                        Ok((to, sig)) if to.node == self.node_id => {
+                            let w = worker_of(to.block);
+                            if w == self.index {
+                                self.local.push_back((to.block, sig));
+                            } else {
+                                self.outboxes[w].push(Inbound::Signal(to.block, sig));
+                            }
+                        }
+                        Ok((to, _)) => {
+                            protocol_error = Some(format!("a peer sent a signal for node {}", to.node));
+                            break;
+                        }
+                        Err(e) => {
+                            protocol_error = Some(format!("undecodable signal from a peer: {e}"));
+                            break;
+                        }
+                    }
+                    at += n;
+                }
+                Ok(Some((payload, n))) if conn.requests == 0 && PeerHello::decode(payload).is_some() => {
+                    let hello = PeerHello::decode(payload).expect("checked");
+                    if (hello.worker as usize) != self.index && (hello.worker as usize) < workers {
+                        migrate = Some(hello.worker as usize);
+                        break;
+                    }
+                    conn.peer = Some(hello.node);
+                    conn.requests += 1;
+                    at += n;
+                }
                 Ok(Some((payload, n))) => {
                     match Request::decode(payload) {
                         Ok((_, Request::Hello { worker: Some(w), .. }))
@@ -483,8 +544,33 @@ impl Worker {
         if let Some(mut c) = self.conns.remove(&token) {
             let _ = self.poll.registry().deregister(&mut c.stream);
             self.clients.remove(&c.client);
-            self.local.push_back((Block::Tc(self.index as u16), Signal::ClientGone { client: c.client }));
+            if let Some(node) = c.peer {
+                tracing::warn!(node, "the connection from data node {node} closed");
+            } else {
+                self.local.push_back((Block::Tc(self.index as u16), Signal::ClientGone { client: c.client }));
+            }
         }
+    }
+
+    /// Frames a signal for a block of another data node into the link to that node.
+    fn send_peer(&mut self, to: Addr, sig: Signal) {
+        let link = match self.links.entry(to.node) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                let Some(spec) = self.cluster.config.data_node(to.node) else {
+                    tracing::error!(node = to.node, "a signal for a data node that is not in the cluster");
+                    return;
+                };
+                let token = Token(self.next_token);
+                self.next_token += 1;
+                self.link_tokens.insert(token, to.node);
+                v.insert(PeerLink::new(to.node, &format!("{}:{}", spec.host, spec.port), token))
+            }
+        };
+        if !link.push(to, &sig) {
+            tracing::warn!(node = to.node, "the link to data node {} is full; signal dropped", to.node);
+        }
+        self.dirty_links.push(to.node);
     }
 
     fn block_handle(&mut self, to: Block, sig: Signal, out: &mut Out) {
@@ -524,6 +610,10 @@ impl Worker {
                     self.shared.durable_epoch.fetch_max(epoch, Ordering::AcqRel);
                 }
                 _ => {}
+            }
+            if to.node != self.node_id {
+                self.send_peer(to, sig);
+                continue;
             }
             let w = worker_of(to.block);
             if w == self.index {
@@ -599,6 +689,23 @@ impl Worker {
         for (w, items) in self.outboxes.iter_mut().enumerate() {
             if !items.is_empty() {
                 self.peers[w].push_all(items);
+            }
+        }
+        if !self.dirty_links.is_empty() {
+            let mut dirty = std::mem::take(&mut self.dirty_links);
+            dirty.sort_unstable();
+            dirty.dedup();
+            let hello = PeerHello { node: self.node_id, worker: self.index as u16, incarnation: 0 };
+            let now = self.shared.now_ms();
+            for node in dirty.drain(..) {
+                let link = self.links.get_mut(&node).expect("a link");
+                if !link.flush(self.poll.registry(), hello, now) {
+                    tracing::warn!(node, "the connection to data node {node} broke; unsent signals dropped");
+                }
+                if link.has_output() {
+                    // Not connected yet, or the socket is full: try again on the next turn.
+                    self.dirty_links.push(node);
+                }
             }
         }
         let mut dirty = std::mem::take(&mut self.dirty);

@@ -1,0 +1,183 @@
+//! Two data nodes in one node group with two replicas, in this process on 127.0.0.1: every
+//! write reaches both replicas through the node-to-node transporter, either node coordinates
+//! transactions over partitions whose primary is on the other, DDL issued at one node reaches
+//! both, and a whole-cluster restart recovers both nodes to the same epoch.
+
+use std::sync::Arc;
+use std::time::Duration;
+use tern_client::{Client, Column, ColumnType, DdlReq, Exec, OpResult, Table, Value};
+use tern_kernel::NodeConfig;
+use tern_kernel::sysfile::{SYSFILE_NAME, Sysfile};
+use tern_runtime::{DataNode, DataNodeConfig};
+use tern_types::cluster::{ClusterConfig, ClusterState, DataNodeSpec, MgmdSpec};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn cluster(ports: &[u16]) -> Arc<ClusterState> {
+    let cfg = ClusterConfig {
+        replicas: 2,
+        data_nodes: ports
+            .iter()
+            .enumerate()
+            .map(|(i, &port)| DataNodeSpec { id: i as u16 + 1, host: "127.0.0.1".into(), port })
+            .collect(),
+        mgmds: vec![MgmdSpec { id: 65, host: "127.0.0.1".into(), port: 1 }],
+        ldm_workers: 2,
+        epoch_interval_ms: 20,
+        heartbeat_interval_ms: 100,
+        failure_timeout_ms: 1000,
+    };
+    cfg.validate().unwrap();
+    Arc::new(ClusterState::all_started(cfg))
+}
+
+/// The consistent cut of a whole-cluster restart: the smallest durable epoch in the nodes'
+/// system files.
+fn cut(dirs: &[&std::path::Path]) -> Option<u64> {
+    dirs.iter()
+        .map(|d| {
+            std::fs::read(d.join(SYSFILE_NAME)).ok().and_then(|b| Sysfile::decode(&b).ok()).map(|s| s.durable_epoch)
+        })
+        .collect::<Option<Vec<u64>>>()
+        .and_then(|v| v.into_iter().min())
+}
+
+fn start(id: u16, state: &Arc<ClusterState>, dir: &std::path::Path, recover_to: Option<u64>) -> DataNode {
+    let port = state.config.data_node(id).unwrap().port;
+    let mut node = NodeConfig::in_cluster(id, state.clone(), 64 << 20);
+    node.dist.epoch_interval_ms = 20;
+    node.recover_to = recover_to;
+    let cfg = DataNodeConfig {
+        node,
+        listen: format!("127.0.0.1:{port}").parse().unwrap(),
+        ..DataNodeConfig::local(dir, 64 << 20)
+    };
+    DataNode::start(cfg).unwrap_or_else(|e| panic!("node {id}: {e}"))
+}
+
+fn table() -> Table {
+    Table {
+        id: 0,
+        database: "c".into(),
+        name: "t".into(),
+        columns: vec![
+            Column::new("id", ColumnType::BigInt { unsigned: false }).not_null(),
+            Column::new("v", ColumnType::VarChar { len: 100 }),
+        ],
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: vec![],
+        partition_count: 0,
+        ttl: None,
+        comment: String::new(),
+    }
+}
+
+#[test]
+fn two_replicas_on_two_nodes_serve_replicate_and_restart_consistently() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let state = cluster(&[free_port(), free_port()]);
+    let n1 = start(1, &state, d1.path(), None);
+    let n2 = start(2, &state, d2.path(), None);
+    assert!(n1.wait_started(Duration::from_secs(20)) && n2.wait_started(Duration::from_secs(20)));
+    let c1 = Client::connect(&n1.local_addr().to_string()).unwrap();
+    c1.ddl(DdlReq::CreateDatabase { name: "c".into(), if_not_exists: false }).unwrap();
+    c1.ddl(DdlReq::CreateTable { table: table(), if_not_exists: false }).unwrap();
+    // DDL issued at node 1 (the master) is on node 2 as well.
+    let c2 = Client::connect(&n2.local_addr().to_string()).unwrap();
+    let t2 = c2.table("c", "t").unwrap();
+    assert_eq!(t2.table.partition_count, 4, "one partition per ldm per node");
+    // Writes through node 2's coordinators (partitions with primaries on both nodes).
+    let b2 = c2.blocking();
+    let ops: Vec<_> = (0..200).map(|i| t2.write(&[Value::Int(i), Value::str(&format!("v{i}"))]).unwrap()).collect();
+    b2.execute(ops).unwrap();
+    // Read back through node 1.
+    let t1 = c1.table("c", "t").unwrap();
+    let b1 = c1.blocking();
+    let got = b1.execute((0..200).map(|i| t1.read(&[Value::Int(i)]).unwrap()).collect()).unwrap();
+    for (i, r) in got.iter().enumerate() {
+        match r {
+            OpResult::Row(bytes) => {
+                assert_eq!(t1.decode_row(bytes).unwrap()[1], Value::str(&format!("v{i}")));
+            }
+            other => panic!("row {i}: {other:?}"),
+        }
+    }
+    // A transaction spanning batches on node 1, committed durably.
+    let mut txn = c1.begin().durable(true);
+    tern_client::block_on(txn.execute(vec![t1.delete(&[Value::Int(0)]).unwrap()], Exec::NoCommit)).unwrap();
+    tern_client::block_on(txn.execute(vec![t1.write(&[Value::Int(1), Value::str("one")]).unwrap()], Exec::Commit))
+        .unwrap();
+    drop((b1, b2, c1, c2));
+    // Whole-cluster crash, then a system restart to the consistent cut.
+    n1.kill();
+    n2.kill();
+    let to = cut(&[d1.path(), d2.path()]);
+    assert!(to.is_some_and(|e| e > 0), "both nodes saved epochs: {to:?}");
+    let n1 = start(1, &state, d1.path(), to);
+    let n2 = start(2, &state, d2.path(), to);
+    assert_eq!(n1.durable_epoch, n2.durable_epoch, "both nodes recover to the same epoch");
+    assert!(n1.wait_started(Duration::from_secs(20)) && n2.wait_started(Duration::from_secs(20)));
+    let c = Client::connect(&n2.local_addr().to_string()).unwrap();
+    let t = c.table("c", "t").unwrap();
+    let got = c.blocking().execute((0..200).map(|i| t.read(&[Value::Int(i)]).unwrap()).collect()).unwrap();
+    assert!(matches!(got[0], OpResult::NotFound), "the durable delete survived: {:?}", got[0]);
+    match &got[1] {
+        OpResult::Row(b) => assert_eq!(t.decode_row(b).unwrap()[1], Value::str("one")),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(got.iter().filter(|r| matches!(r, OpResult::Row(_))).count(), 199);
+    n1.shutdown();
+    n2.shutdown();
+}
+
+/// Bad input on the node-to-node port: after a greeting, an undecodable frame or a signal for
+/// another node closes that connection; the node keeps serving.
+#[test]
+fn a_hostile_peer_connection_is_closed_and_the_node_serves_on() {
+    use std::io::{Read, Write};
+    let d1 = tempfile::tempdir().unwrap();
+    let state = {
+        let mut s = (*cluster(&[free_port(), free_port()])).clone();
+        // Node 2 is down: node 1 serves alone.
+        s.nodes.get_mut(&2).unwrap().state = tern_types::cluster::NodeState::Down;
+        Arc::new(s)
+    };
+    let n1 = start(1, &state, d1.path(), None);
+    assert!(n1.wait_started(Duration::from_secs(20)));
+    let addr = n1.local_addr().to_string();
+    let garbage: Vec<Vec<u8>> = vec![vec![0xFF; 64], vec![], {
+        // A well-formed signal addressed to node 7.
+        let mut b = Vec::new();
+        tern_kernel::codec::encode_signal(
+            tern_kernel::signal::Addr::new(7, tern_kernel::signal::Block::Dist),
+            &tern_kernel::signal::Signal::Start,
+            &mut b,
+        );
+        b
+    }];
+    for payload in garbage {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut bytes = Vec::new();
+        let hello = tern_wire::PeerHello { node: 2, worker: 0, incarnation: 1 };
+        let at = tern_wire::begin_frame(&mut bytes);
+        hello.encode(&mut bytes);
+        tern_wire::finish_frame(&mut bytes, at);
+        let at = tern_wire::begin_frame(&mut bytes);
+        bytes.extend_from_slice(&payload);
+        tern_wire::finish_frame(&mut bytes, at);
+        s.write_all(&bytes).unwrap();
+        // The node closes the connection.
+        let mut buf = [0u8; 64];
+        assert!(matches!(s.read(&mut buf), Ok(0) | Err(_)), "the connection is closed");
+    }
+    let c = Client::connect(&addr).unwrap();
+    c.ddl(DdlReq::CreateDatabase { name: "c".into(), if_not_exists: false }).unwrap();
+    c.ddl(DdlReq::CreateTable { table: table(), if_not_exists: false }).unwrap();
+    let t = c.table("c", "t").unwrap();
+    c.blocking().execute(vec![t.write(&[Value::Int(1), Value::str("x")]).unwrap()]).unwrap();
+    n1.shutdown();
+}
