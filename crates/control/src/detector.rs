@@ -1,0 +1,313 @@
+//! Failure detection and arbitration on the Raft leader, as a pure struct driven by the caller's
+//! clock (milliseconds of a monotonic clock): the leader feeds it heartbeats and suspicions and asks
+//! it, on every tick, which nodes to declare failed.
+//!
+//! Leases and fencing (why a declared-failed node has already stopped serving):
+//! * a data node treats its lease as starting when it *sent* the heartbeat whose reply granted it,
+//!   and the lease lasts `lease_ms = failure_timeout_ms - heartbeat_interval_ms`;
+//! * the leader declares a node failed by timeout only when no heartbeat has *arrived* for
+//!   `failure_timeout_ms`: the last grant was made on a heartbeat sent no later than it arrived, so
+//!   that lease ended at least `heartbeat_interval_ms` before the declaration (the margin absorbs
+//!   clock-rate differences);
+//! * a node chosen by arbitration is first *fenced*: it gets no more leases, and is declared only
+//!   once the last lease granted to it has run out;
+//! * a newly elected leader does not know what its predecessor granted, so it declares nobody
+//!   failed before a full `failure_timeout_ms` has passed since it took over (the server only
+//!   grants leases while its leadership was confirmed by a quorum within one heartbeat interval,
+//!   so an old leader's last grant ends before then).
+//!
+//! A node that cannot reach a majority of management nodes therefore stops serving before anyone
+//! may declare it dead, and there are never two primaries for one partition.
+//!
+//! Suspicions (data node A reports it cannot reach B, both still heartbeating): the leader, as
+//! arbitrator, fails one of the two — the one whose loss leaves the better survivability
+//! (`ClusterState::survivability`: Win over Ask over Lose), else never the master, else the one
+//! that joined later. Several nodes timing out in one tick are returned together, so the state
+//! machine sees the whole set and declares the cluster down rather than a partial set when a node
+//! group is lost.
+
+use std::collections::{BTreeMap, BTreeSet};
+use tern_types::cluster::{ClusterState, NodeId, NodeState, Survival};
+
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    incarnation: u32,
+    /// Last heartbeat arrival (or when watching began).
+    at_ms: u64,
+    /// Arrival time of the heartbeat of the last lease granted, if any.
+    granted_at_ms: Option<u64>,
+}
+
+/// The leader's failure detector. One per leadership term: a new leader builds a new one.
+#[derive(Debug, Clone)]
+pub struct Detector {
+    failure_timeout_ms: u64,
+    lease_ms: u64,
+    /// Nobody is declared failed before this time (a new leader's wait).
+    armed_at_ms: u64,
+    seen: BTreeMap<NodeId, Seen>,
+    /// (reporter, suspect) pairs not yet arbitrated.
+    suspicions: BTreeSet<(NodeId, NodeId)>,
+    /// Nodes chosen by arbitration, with the incarnation chosen: no more leases for them.
+    fenced: BTreeMap<NodeId, u32>,
+}
+
+/// The lease a heartbeat reply grants: what remains of the failure timeout after one heartbeat
+/// interval of margin.
+pub fn lease_ms(failure_timeout_ms: u64, heartbeat_interval_ms: u64) -> u64 {
+    failure_timeout_ms.saturating_sub(heartbeat_interval_ms)
+}
+
+impl Detector {
+    /// A detector for a leader that took over at `now_ms`.
+    pub fn new(failure_timeout_ms: u64, heartbeat_interval_ms: u64, now_ms: u64) -> Detector {
+        Detector {
+            failure_timeout_ms,
+            lease_ms: lease_ms(failure_timeout_ms, heartbeat_interval_ms),
+            armed_at_ms: now_ms.saturating_add(failure_timeout_ms),
+            seen: BTreeMap::new(),
+            suspicions: BTreeSet::new(),
+            fenced: BTreeMap::new(),
+        }
+    }
+
+    pub fn lease_ms(&self) -> u64 {
+        self.lease_ms
+    }
+
+    /// A heartbeat of a live (not `Down`) node with its current incarnation arrived at `now_ms`.
+    /// Returns whether the reply may grant a lease (not when the node is being fenced); the caller
+    /// must only grant when this returns true, and then the grant is recorded here.
+    pub fn on_heartbeat(&mut self, node: NodeId, incarnation: u32, now_ms: u64) -> bool {
+        let fenced = self.fenced.get(&node) == Some(&incarnation);
+        let seen = self.seen.entry(node).or_insert(Seen { incarnation, at_ms: now_ms, granted_at_ms: None });
+        if seen.incarnation != incarnation {
+            *seen = Seen { incarnation, at_ms: now_ms, granted_at_ms: None };
+        }
+        seen.at_ms = seen.at_ms.max(now_ms);
+        if fenced {
+            return false;
+        }
+        seen.granted_at_ms = Some(now_ms);
+        true
+    }
+
+    /// `reporter` says it cannot reach `suspect`.
+    pub fn on_suspect(&mut self, reporter: NodeId, suspect: NodeId) {
+        if reporter != suspect {
+            self.suspicions.insert((reporter, suspect));
+        }
+    }
+
+    /// The nodes (with the incarnation seen failing) to declare failed now, ascending by id.
+    pub fn on_tick(&mut self, state: &ClusterState, now_ms: u64) -> Vec<(NodeId, u32)> {
+        self.forget_gone(state, now_ms);
+        self.arbitrate(state);
+        if now_ms < self.armed_at_ms {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (&node, seen) in &self.seen {
+            let timed_out = now_ms.saturating_sub(seen.at_ms) >= self.failure_timeout_ms;
+            let fenced_out = self.fenced.get(&node) == Some(&seen.incarnation)
+                && seen.granted_at_ms.is_none_or(|g| now_ms >= g.saturating_add(self.lease_ms));
+            if timed_out || fenced_out {
+                out.push((node, seen.incarnation));
+            }
+        }
+        out
+    }
+
+    /// Starts watching nodes that came alive and forgets nodes that are down or restarted.
+    fn forget_gone(&mut self, state: &ClusterState, now_ms: u64) {
+        for (&node, status) in &state.nodes {
+            if status.state == NodeState::Down {
+                self.seen.remove(&node);
+                continue;
+            }
+            let seen = self.seen.entry(node).or_insert(Seen {
+                incarnation: status.incarnation,
+                at_ms: now_ms,
+                granted_at_ms: None,
+            });
+            if seen.incarnation != status.incarnation {
+                *seen = Seen { incarnation: status.incarnation, at_ms: now_ms, granted_at_ms: None };
+            }
+        }
+        self.seen.retain(|n, _| state.nodes.contains_key(n));
+        self.fenced
+            .retain(|n, inc| state.nodes.get(n).is_some_and(|s| s.state != NodeState::Down && s.incarnation == *inc));
+    }
+
+    /// Turns pending suspicions into fenced nodes.
+    fn arbitrate(&mut self, state: &ClusterState) {
+        let suspicions = std::mem::take(&mut self.suspicions);
+        for (reporter, suspect) in suspicions {
+            let live = |n: NodeId| state.state_of(n).in_chains() && !self.fenced.contains_key(&n);
+            if !live(reporter) || !live(suspect) {
+                continue; // already decided, or one of them is gone anyway
+            }
+            let victim = choose_victim(state, reporter, suspect);
+            let incarnation = state.nodes.get(&victim).map_or(0, |s| s.incarnation);
+            self.fenced.insert(victim, incarnation);
+        }
+    }
+}
+
+/// Which of two live nodes that cannot reach each other to fail.
+pub fn choose_victim(state: &ClusterState, a: NodeId, b: NodeId) -> NodeId {
+    let rank = |s: Survival| match s {
+        Survival::Win => 2,
+        Survival::Ask => 1,
+        Survival::Lose => 0,
+    };
+    let live = state.live_nodes();
+    let without = |n: NodeId| -> Vec<NodeId> { live.iter().copied().filter(|&m| m != n).collect() };
+    let keep_b = rank(state.survivability(&without(a)));
+    let keep_a = rank(state.survivability(&without(b)));
+    if keep_b != keep_a {
+        return if keep_b > keep_a { a } else { b };
+    }
+    match state.master() {
+        Some(m) if m == a => return b,
+        Some(m) if m == b => return a,
+        _ => {}
+    }
+    let order = |n: NodeId| (state.nodes.get(&n).map_or(0, |s| s.joined_seq), n);
+    if order(a) > order(b) { a } else { b }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_types::cluster::{ClusterConfig, DataNodeSpec, MgmdSpec};
+
+    fn started(nodes: u16, replicas: u8) -> ClusterState {
+        ClusterState::all_started(ClusterConfig {
+            replicas,
+            data_nodes: (1..=nodes).map(|id| DataNodeSpec { id, host: "h".into(), port: 1 }).collect(),
+            mgmds: vec![MgmdSpec { id: 65, host: "h".into(), port: 2 }],
+            ldm_workers: 1,
+            epoch_interval_ms: 100,
+            heartbeat_interval_ms: 100,
+            failure_timeout_ms: 1000,
+        })
+    }
+
+    /// Heartbeats every node but `silent` every 100 ms from `from` to `to`, ticking each time;
+    /// returns the first tick that declares something, with its time.
+    fn run(
+        d: &mut Detector,
+        s: &ClusterState,
+        silent: &[NodeId],
+        from: u64,
+        to: u64,
+    ) -> Option<(u64, Vec<(NodeId, u32)>)> {
+        let mut t = from;
+        while t <= to {
+            for n in s.nodes.keys() {
+                if !silent.contains(n) {
+                    assert!(d.on_heartbeat(*n, 1, t));
+                }
+            }
+            let out = d.on_tick(s, t);
+            if !out.is_empty() {
+                return Some((t, out));
+            }
+            t += 100;
+        }
+        None
+    }
+
+    #[test]
+    fn a_silent_node_is_declared_after_the_timeout_and_after_its_lease_ran_out() {
+        let s = started(2, 2);
+        let mut d = Detector::new(1000, 100, 0);
+        assert_eq!(d.lease_ms(), 900);
+        // Everybody heartbeats until 2000, then node 2 falls silent.
+        assert_eq!(run(&mut d, &s, &[], 0, 2000), None);
+        let last_heartbeat = 2000;
+        let (t, out) = run(&mut d, &s, &[2], 2100, 10_000).unwrap();
+        assert_eq!(out, vec![(2, 1)]);
+        assert_eq!(t, last_heartbeat + 1000);
+        // The node's lease began no later than the arrival of its last heartbeat.
+        assert!(last_heartbeat + d.lease_ms() < t);
+    }
+
+    #[test]
+    fn a_new_leader_waits_a_full_timeout_before_declaring_anyone() {
+        let s = started(2, 2);
+        let mut d = Detector::new(1000, 100, 5000);
+        // Node 1 never heartbeats this leader: still not declared before 6000.
+        assert!(d.on_tick(&s, 5000).is_empty());
+        let (t, out) = run(&mut d, &s, &[1], 5000, 20_000).unwrap();
+        assert_eq!((t, out), (6000, vec![(1, 1)]));
+    }
+
+    #[test]
+    fn simultaneous_timeouts_come_in_one_set() {
+        let s = started(4, 2);
+        let mut d = Detector::new(1000, 100, 0);
+        assert_eq!(run(&mut d, &s, &[], 0, 1500), None);
+        let (_, out) = run(&mut d, &s, &[3, 4], 1600, 10_000).unwrap();
+        assert_eq!(out, vec![(3, 1), (4, 1)]);
+    }
+
+    #[test]
+    fn a_node_that_restarted_or_went_down_is_not_declared() {
+        let mut s = started(2, 2);
+        let mut d = Detector::new(1000, 100, 0);
+        assert_eq!(run(&mut d, &s, &[], 0, 1500), None);
+        s.nodes.get_mut(&2).unwrap().state = NodeState::Down;
+        assert_eq!(run(&mut d, &s, &[2], 1600, 5000), None);
+        // It registers again: watched afresh from the tick that first sees it.
+        let st = s.nodes.get_mut(&2).unwrap();
+        st.state = NodeState::Starting;
+        st.incarnation = 2;
+        assert!(d.on_heartbeat(1, 1, 6000));
+        assert!(d.on_tick(&s, 6000).is_empty());
+        assert_eq!(run(&mut d, &s, &[2], 6100, 6900), None);
+        let (t, out) = run(&mut d, &s, &[2], 7000, 9000).unwrap();
+        assert_eq!((t, out), (7000, vec![(2, 2)]));
+    }
+
+    #[test]
+    fn arbitration_fences_first_and_declares_after_the_lease() {
+        let s = started(2, 2);
+        let mut d = Detector::new(1000, 100, 0);
+        assert_eq!(run(&mut d, &s, &[], 0, 2000), None);
+        // Node 2 (not the master) reports node 1 (the master): node 2 is chosen.
+        d.on_suspect(2, 1);
+        assert!(d.on_tick(&s, 2050).is_empty());
+        assert!(d.on_heartbeat(1, 1, 2100));
+        assert!(!d.on_heartbeat(2, 1, 2100), "a fenced node gets no lease");
+        // Its last lease was granted at 2000: declared at 2000 + 900, not before.
+        assert!(d.on_tick(&s, 2899).is_empty());
+        assert_eq!(d.on_tick(&s, 2900), vec![(2, 1)]);
+    }
+
+    #[test]
+    fn arbitration_prefers_survivability_then_the_master_then_the_older_node() {
+        // Groups [1,2] [3,4]; node 3 already down: losing 4 would lose a group.
+        let mut s = started(4, 2);
+        s.nodes.get_mut(&3).unwrap().state = NodeState::Down;
+        assert_eq!(choose_victim(&s, 4, 1), 1);
+        assert_eq!(choose_victim(&s, 1, 4), 1);
+        let s = started(4, 2);
+        assert_eq!(s.master(), Some(1));
+        assert_eq!(choose_victim(&s, 1, 3), 3);
+        assert_eq!(choose_victim(&s, 3, 1), 3);
+        assert_eq!(choose_victim(&s, 2, 3), 3, "node 3 joined later");
+    }
+
+    #[test]
+    fn suspicions_of_dead_nodes_are_dropped() {
+        let mut s = started(2, 2);
+        s.nodes.get_mut(&2).unwrap().state = NodeState::Down;
+        let mut d = Detector::new(1000, 100, 0);
+        d.on_suspect(1, 2);
+        d.on_suspect(1, 1);
+        assert!(d.on_tick(&s, 5000).iter().all(|(n, _)| *n != 1));
+        assert!(d.on_heartbeat(1, 1, 5000));
+    }
+}

@@ -1,0 +1,512 @@
+//! The replicated state machine of the management nodes: what every mgmd holds once it has applied
+//! the Raft log up to some index, and the pure function that applies one command to it.
+//!
+//! `ControlState` wraps the `ClusterState` the data nodes act on (node states, incarnations, join
+//! order, durable epoch, `cluster_down`) and adds what only the control plane needs: the schema
+//! catalog (opaque bytes with a version) and the operators' stop requests.
+//!
+//! Invariants kept by `apply`:
+//! * every command that changes anything bumps `ClusterState::version` by exactly one, and a
+//!   rejected command changes nothing;
+//! * a node's incarnation only grows; commands naming an older incarnation are rejected, so a
+//!   message from before a restart can never act on the restarted node;
+//! * `joined_seq` of a node entering the write chains is larger than every other node's, so the
+//!   master (the started node that joined first) only changes when the master leaves;
+//! * when a failure would leave a node group that had a live member with none, the whole cluster
+//!   is declared down (`cluster_down`, every node `Down`) instead of a partial failed set: the
+//!   survivors cannot hold every partition, so a system restart is the only way on;
+//! * the durable epoch never goes backwards.
+//!
+//! `apply` reads no clock and no randomness: every mgmd computes the same state from the same log.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use tern_types::cluster::{ClusterConfig, ClusterState, NodeId, NodeState};
+
+/// The largest catalog the control plane accepts (one Raft entry must fit in one frame).
+pub const CATALOG_BYTES_MAX: usize = 8 << 20;
+
+/// A change to the replicated state, proposed through Raft and applied by every mgmd in log order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// A data node (re)starts: it becomes `Starting` with a new incarnation, larger than both the
+    /// one the control plane knew and `incarnation` (the last one the node itself held, 0 if
+    /// none). A node that was still in the write chains is first failed: its memory is gone.
+    Register { node: NodeId, incarnation: u32 },
+    /// A data node asks to move to `state` (Copying: join the write chains; Started: a full
+    /// replica; Down: a graceful stop).
+    SetState {
+        node: NodeId,
+        incarnation: u32,
+        #[serde(with = "node_state_serde")]
+        state: NodeState,
+    },
+    /// The leader's failure detector declares these (node, incarnation) pairs failed.
+    NodesFailed { nodes: Vec<(NodeId, u32)> },
+    /// The master reports the newest epoch every live node has on disk (monotonic).
+    SetDurableEpoch { epoch: u64 },
+    /// A new schema catalog (opaque to the control plane); versions only grow.
+    SetCatalog { version: u64, bytes: Vec<u8> },
+    /// An operator asks a data node to stop; the node sees the flag in its heartbeat replies.
+    StopNode { node: NodeId },
+    /// An operator withdraws a stop request.
+    StartNode { node: NodeId },
+}
+
+/// What an applied command returns to its proposer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    /// `ClusterState::version` after the command.
+    pub version: u64,
+    /// The node's incarnation after the command (the new one for `Register`; 0 when the command
+    /// names no single node).
+    pub incarnation: u32,
+}
+
+/// The outcome of applying one command: `Err` holds why it was rejected (nothing changed).
+pub type CommandResult = Result<Applied, String>;
+
+/// Everything the management nodes replicate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlState {
+    pub state: ClusterState,
+    pub catalog_version: u64,
+    /// Shared so that publishing a new state to readers does not copy the catalog.
+    pub catalog: Arc<Vec<u8>>,
+    /// Data nodes an operator asked to stop.
+    pub stop_requested: BTreeSet<NodeId>,
+}
+
+/// The stored form of `ControlState` (snapshots): the cluster state in its own binary encoding.
+#[derive(Serialize, Deserialize)]
+struct ControlStateWire {
+    state: Vec<u8>,
+    catalog_version: u64,
+    catalog: Vec<u8>,
+    stop_requested: Vec<NodeId>,
+}
+
+impl ControlState {
+    pub fn new(config: ClusterConfig) -> ControlState {
+        ControlState {
+            state: ClusterState::new(config),
+            catalog_version: 0,
+            catalog: Arc::new(Vec::new()),
+            stop_requested: BTreeSet::new(),
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        self.state.version
+    }
+
+    /// Applies one command. Pure: the result depends only on `self` and `cmd`.
+    pub fn apply(&mut self, cmd: &Command) -> CommandResult {
+        match cmd {
+            Command::Register { node, incarnation } => self.register(*node, *incarnation),
+            Command::SetState { node, incarnation, state } => self.set_state(*node, *incarnation, *state),
+            Command::NodesFailed { nodes } => self.nodes_failed(nodes),
+            Command::SetDurableEpoch { epoch } => self.set_durable_epoch(*epoch),
+            Command::SetCatalog { version, bytes } => self.set_catalog(*version, bytes),
+            Command::StopNode { node } => self.set_stop(*node, true),
+            Command::StartNode { node } => self.set_stop(*node, false),
+        }
+    }
+
+    fn applied(&self, incarnation: u32) -> CommandResult {
+        Ok(Applied { version: self.state.version, incarnation })
+    }
+
+    fn bump(&mut self) {
+        self.state.version += 1;
+    }
+
+    fn known(&self, node: NodeId) -> Result<(), String> {
+        if self.state.nodes.contains_key(&node) { Ok(()) } else { Err(format!("unknown data node {node}")) }
+    }
+
+    fn register(&mut self, node: NodeId, incarnation: u32) -> CommandResult {
+        self.known(node)?;
+        let status = &self.state.nodes[&node];
+        let was_in_chains = status.state.in_chains();
+        let new_incarnation = status.incarnation.max(incarnation).checked_add(1).ok_or("incarnation overflow")?;
+        if was_in_chains {
+            self.fail(&[node]);
+        }
+        let status = self.state.nodes.get_mut(&node).expect("checked above");
+        status.state = NodeState::Starting;
+        status.incarnation = new_incarnation;
+        self.bump();
+        self.applied(new_incarnation)
+    }
+
+    fn set_state(&mut self, node: NodeId, incarnation: u32, state: NodeState) -> CommandResult {
+        self.known(node)?;
+        let current = self.state.nodes[&node].clone();
+        if incarnation != current.incarnation {
+            return Err(format!("stale incarnation {incarnation} of node {node} (current {})", current.incarnation));
+        }
+        if current.state == state {
+            return self.applied(incarnation);
+        }
+        match (current.state, state) {
+            (NodeState::Down, _) => return Err(format!("node {node} is down: it must register again")),
+            (_, NodeState::Starting) => {
+                return Err(format!("node {node} becomes starting only by registering"));
+            }
+            (NodeState::Started, NodeState::Copying) => {
+                return Err(format!("node {node} is started: it cannot go back to copying"));
+            }
+            (_, NodeState::Copying) if self.state.cluster_down => {
+                return Err("the cluster is down: nodes rejoin through a system restart".into());
+            }
+            (_, NodeState::Down) => {
+                self.fail(&[node]);
+                self.bump();
+                return self.applied(incarnation);
+            }
+            _ => {}
+        }
+        if state == NodeState::Started {
+            // A node starting after the cluster went down begins the system restart.
+            self.state.cluster_down = false;
+        }
+        let next_seq = self.state.nodes.values().map(|s| s.joined_seq).max().unwrap_or(0) + 1;
+        let status = self.state.nodes.get_mut(&node).expect("checked above");
+        if !status.state.in_chains() {
+            status.joined_seq = next_seq;
+        }
+        status.state = state;
+        self.bump();
+        self.applied(incarnation)
+    }
+
+    fn nodes_failed(&mut self, nodes: &[(NodeId, u32)]) -> CommandResult {
+        // Only the incarnations the detector saw fail: a node that re-registered meanwhile lives.
+        let failing: Vec<NodeId> = nodes
+            .iter()
+            .filter(|(n, inc)| {
+                self.state.nodes.get(n).is_some_and(|s| s.incarnation == *inc && s.state != NodeState::Down)
+            })
+            .map(|(n, _)| *n)
+            .collect();
+        if failing.is_empty() {
+            return self.applied(0);
+        }
+        self.fail(&failing);
+        self.bump();
+        self.applied(0)
+    }
+
+    /// Marks `nodes` down; when that would leave a node group that had a live member with none,
+    /// declares the whole cluster down instead.
+    fn fail(&mut self, nodes: &[NodeId]) {
+        if group_lost(&self.state, nodes) {
+            self.state.cluster_down = true;
+            for status in self.state.nodes.values_mut() {
+                if status.state.in_chains() {
+                    status.state = NodeState::Down;
+                }
+            }
+        }
+        for n in nodes {
+            if let Some(status) = self.state.nodes.get_mut(n) {
+                status.state = NodeState::Down;
+            }
+        }
+    }
+
+    fn set_durable_epoch(&mut self, epoch: u64) -> CommandResult {
+        if epoch > self.state.durable_epoch {
+            self.state.durable_epoch = epoch;
+            self.bump();
+        }
+        self.applied(0)
+    }
+
+    fn set_catalog(&mut self, version: u64, bytes: &[u8]) -> CommandResult {
+        if bytes.len() > CATALOG_BYTES_MAX {
+            return Err(format!("catalog of {} bytes is over the {CATALOG_BYTES_MAX}-byte limit", bytes.len()));
+        }
+        if version == self.catalog_version && bytes == self.catalog.as_slice() {
+            return self.applied(0); // a retried proposal
+        }
+        if version <= self.catalog_version {
+            return Err(format!("stale catalog version {version} (current {})", self.catalog_version));
+        }
+        self.catalog_version = version;
+        self.catalog = Arc::new(bytes.to_vec());
+        self.bump();
+        self.applied(0)
+    }
+
+    fn set_stop(&mut self, node: NodeId, stop: bool) -> CommandResult {
+        self.known(node)?;
+        let changed = if stop { self.stop_requested.insert(node) } else { self.stop_requested.remove(&node) };
+        if changed {
+            self.bump();
+        }
+        self.applied(0)
+    }
+
+    /// The stored form (postcard).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut state = Vec::new();
+        self.state.encode(&mut state);
+        let wire = ControlStateWire {
+            state,
+            catalog_version: self.catalog_version,
+            catalog: self.catalog.as_ref().clone(),
+            stop_requested: self.stop_requested.iter().copied().collect(),
+        };
+        postcard::to_allocvec(&wire).expect("a control state always serialises")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<ControlState, String> {
+        let wire: ControlStateWire =
+            postcard::from_bytes(bytes).map_err(|e| format!("bad control state encoding: {e}"))?;
+        let state = ClusterState::decode(&wire.state).map_err(|e| format!("bad cluster state: {e:?}"))?;
+        Ok(ControlState {
+            state,
+            catalog_version: wire.catalog_version,
+            catalog: Arc::new(wire.catalog),
+            stop_requested: wire.stop_requested.into_iter().collect(),
+        })
+    }
+}
+
+/// True when removing `failing` from the write chains leaves some node group that has a member
+/// in the chains now with none (NDB's "Lose" outcome, counted only over groups that are up: a
+/// group that has not started yet cannot be lost).
+pub fn group_lost(state: &ClusterState, failing: &[NodeId]) -> bool {
+    state.groups().iter().any(|group| {
+        let live: Vec<NodeId> = group.iter().copied().filter(|n| state.state_of(*n).in_chains()).collect();
+        !live.is_empty() && live.iter().all(|n| failing.contains(n))
+    })
+}
+
+/// Serde for `NodeState` as its one-byte code (the types crate has no serde).
+mod node_state_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use tern_types::cluster::NodeState;
+
+    pub fn serialize<S: Serializer>(state: &NodeState, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u8(*state as u8)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<NodeState, D::Error> {
+        let code = u8::deserialize(d)?;
+        NodeState::from_u8(code).map_err(|_| serde::de::Error::custom(format!("bad node state {code}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_types::cluster::{DataNodeSpec, MgmdSpec};
+
+    fn config(nodes: u16, replicas: u8) -> ClusterConfig {
+        ClusterConfig {
+            replicas,
+            data_nodes: (1..=nodes).map(|id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 11860 + id }).collect(),
+            mgmds: vec![MgmdSpec { id: 65, host: "127.0.0.1".into(), port: 1186 }],
+            ldm_workers: 2,
+            epoch_interval_ms: 100,
+            heartbeat_interval_ms: 100,
+            failure_timeout_ms: 1000,
+        }
+    }
+
+    fn ok(s: &mut ControlState, cmd: Command) -> Applied {
+        let before = s.clone();
+        let r = s.apply(&cmd).unwrap_or_else(|e| panic!("{cmd:?} rejected: {e}"));
+        assert!(s.version() == before.version() || s.version() == before.version() + 1);
+        assert_eq!(r.version, s.version());
+        r
+    }
+
+    fn rejected(s: &mut ControlState, cmd: Command) -> String {
+        let before = s.clone();
+        let e = s.apply(&cmd).expect_err("must be rejected");
+        assert_eq!(*s, before, "a rejected command changes nothing");
+        e
+    }
+
+    /// Registers and starts every node; returns their incarnations.
+    fn start_all(s: &mut ControlState) -> Vec<u32> {
+        let ids: Vec<NodeId> = s.state.nodes.keys().copied().collect();
+        let mut incs = Vec::new();
+        for n in ids {
+            let inc = ok(s, Command::Register { node: n, incarnation: 0 }).incarnation;
+            ok(s, Command::SetState { node: n, incarnation: inc, state: NodeState::Started });
+            incs.push(inc);
+        }
+        incs
+    }
+
+    #[test]
+    fn register_bumps_the_incarnation_and_a_stale_incarnation_is_rejected() {
+        let mut s = ControlState::new(config(2, 2));
+        let v0 = s.version();
+        let a = ok(&mut s, Command::Register { node: 1, incarnation: 0 });
+        assert_eq!(a.incarnation, 1);
+        assert_eq!(a.version, v0 + 1);
+        assert_eq!(s.state.state_of(1), NodeState::Starting);
+        // The node remembers incarnation 7 from an older control plane: the new one is above it.
+        let b = ok(&mut s, Command::Register { node: 1, incarnation: 7 });
+        assert_eq!(b.incarnation, 8);
+        let e = rejected(&mut s, Command::SetState { node: 1, incarnation: 1, state: NodeState::Started });
+        assert!(e.contains("stale incarnation"), "{e}");
+        assert!(rejected(&mut s, Command::Register { node: 9, incarnation: 0 }).contains("unknown"));
+    }
+
+    #[test]
+    fn joining_sets_join_order_and_the_master_is_the_first_joiner() {
+        let mut s = ControlState::new(config(2, 2));
+        let i2 = ok(&mut s, Command::Register { node: 2, incarnation: 0 }).incarnation;
+        let i1 = ok(&mut s, Command::Register { node: 1, incarnation: 0 }).incarnation;
+        ok(&mut s, Command::SetState { node: 2, incarnation: i2, state: NodeState::Started });
+        ok(&mut s, Command::SetState { node: 1, incarnation: i1, state: NodeState::Copying });
+        assert_eq!(s.state.master(), Some(2));
+        let seq1 = s.state.nodes[&1].joined_seq;
+        assert!(seq1 > s.state.nodes[&2].joined_seq);
+        // Copying -> Started keeps the join order; repeating a state is a no-op.
+        ok(&mut s, Command::SetState { node: 1, incarnation: i1, state: NodeState::Started });
+        assert_eq!(s.state.nodes[&1].joined_seq, seq1);
+        let v = s.version();
+        ok(&mut s, Command::SetState { node: 1, incarnation: i1, state: NodeState::Started });
+        assert_eq!(s.version(), v);
+        assert!(
+            rejected(&mut s, Command::SetState { node: 1, incarnation: i1, state: NodeState::Copying })
+                .contains("cannot go back")
+        );
+        assert!(
+            rejected(&mut s, Command::SetState { node: 1, incarnation: i1, state: NodeState::Starting })
+                .contains("registering")
+        );
+    }
+
+    #[test]
+    fn a_failed_node_leaves_the_chains_and_a_restart_of_a_live_node_fails_it_first() {
+        let mut s = ControlState::new(config(2, 2));
+        let incs = start_all(&mut s);
+        ok(&mut s, Command::NodesFailed { nodes: vec![(1, incs[0])] });
+        assert_eq!(s.state.state_of(1), NodeState::Down);
+        assert!(!s.state.cluster_down);
+        assert_eq!(s.state.master(), Some(2));
+        // A down node must register before anything else.
+        assert!(
+            rejected(&mut s, Command::SetState { node: 1, incarnation: incs[0], state: NodeState::Copying })
+                .contains("register")
+        );
+        // Node 2 restarts without having been detected: the group would be empty -> cluster down.
+        ok(&mut s, Command::Register { node: 2, incarnation: incs[1] });
+        assert!(s.state.cluster_down);
+        assert_eq!(s.state.state_of(2), NodeState::Starting);
+    }
+
+    #[test]
+    fn a_failure_of_a_stale_incarnation_is_ignored() {
+        let mut s = ControlState::new(config(2, 2));
+        let incs = start_all(&mut s);
+        let new_inc = ok(&mut s, Command::Register { node: 1, incarnation: incs[0] }).incarnation;
+        let v = s.version();
+        ok(&mut s, Command::NodesFailed { nodes: vec![(1, incs[0])] });
+        assert_eq!(s.version(), v, "nothing changed");
+        assert_eq!(s.state.state_of(1), NodeState::Starting);
+        assert_eq!(s.state.nodes[&1].incarnation, new_inc);
+    }
+
+    #[test]
+    fn losing_a_whole_group_declares_the_cluster_down_and_a_start_clears_it() {
+        let mut s = ControlState::new(config(4, 2)); // groups [1,2] [3,4]
+        let incs = start_all(&mut s);
+        // One per group: the cluster survives.
+        ok(&mut s, Command::NodesFailed { nodes: vec![(1, incs[0]), (3, incs[2])] });
+        assert!(!s.state.cluster_down);
+        assert_eq!(s.state.live_nodes(), vec![2, 4]);
+        // The rest of group [3,4] fails: no partial set, the whole cluster is down.
+        ok(&mut s, Command::NodesFailed { nodes: vec![(4, incs[3])] });
+        assert!(s.state.cluster_down);
+        assert!(s.state.live_nodes().is_empty());
+        let durable = s.state.durable_epoch;
+        // System restart: a node may not join by copying, but starting from disk clears the flag.
+        let inc = ok(&mut s, Command::Register { node: 1, incarnation: incs[0] }).incarnation;
+        assert!(
+            rejected(&mut s, Command::SetState { node: 1, incarnation: inc, state: NodeState::Copying })
+                .contains("system restart")
+        );
+        ok(&mut s, Command::SetState { node: 1, incarnation: inc, state: NodeState::Started });
+        assert!(!s.state.cluster_down);
+        assert_eq!(s.state.durable_epoch, durable);
+    }
+
+    #[test]
+    fn a_graceful_stop_is_a_failure_with_the_same_rules() {
+        let mut s = ControlState::new(config(2, 1)); // groups [1] [2]
+        let incs = start_all(&mut s);
+        ok(&mut s, Command::SetState { node: 2, incarnation: incs[1], state: NodeState::Down });
+        assert!(s.state.cluster_down, "group [2] lost");
+        assert_eq!(s.state.state_of(1), NodeState::Down);
+    }
+
+    #[test]
+    fn a_group_that_never_started_cannot_be_lost() {
+        let mut s = ControlState::new(config(4, 2));
+        let i1 = ok(&mut s, Command::Register { node: 1, incarnation: 0 }).incarnation;
+        let i2 = ok(&mut s, Command::Register { node: 2, incarnation: 0 }).incarnation;
+        ok(&mut s, Command::SetState { node: 1, incarnation: i1, state: NodeState::Started });
+        ok(&mut s, Command::SetState { node: 2, incarnation: i2, state: NodeState::Started });
+        ok(&mut s, Command::NodesFailed { nodes: vec![(1, i1)] });
+        assert!(!s.state.cluster_down);
+        assert_eq!(s.state.live_nodes(), vec![2]);
+    }
+
+    #[test]
+    fn durable_epoch_is_monotonic_and_catalog_versions_grow() {
+        let mut s = ControlState::new(config(2, 2));
+        ok(&mut s, Command::SetDurableEpoch { epoch: 10 });
+        let v = s.version();
+        ok(&mut s, Command::SetDurableEpoch { epoch: 9 });
+        assert_eq!((s.state.durable_epoch, s.version()), (10, v));
+        ok(&mut s, Command::SetCatalog { version: 3, bytes: vec![1, 2, 3] });
+        let v = s.version();
+        ok(&mut s, Command::SetCatalog { version: 3, bytes: vec![1, 2, 3] }); // retried
+        assert_eq!(s.version(), v);
+        assert!(rejected(&mut s, Command::SetCatalog { version: 3, bytes: vec![9] }).contains("stale"));
+        assert!(
+            rejected(&mut s, Command::SetCatalog { version: 4, bytes: vec![0; CATALOG_BYTES_MAX + 1] })
+                .contains("limit")
+        );
+        assert_eq!((s.catalog_version, s.catalog.as_slice()), (3, &[1u8, 2, 3][..]));
+    }
+
+    #[test]
+    fn stop_flags_bump_the_version_once() {
+        let mut s = ControlState::new(config(2, 2));
+        let v = s.version();
+        ok(&mut s, Command::StopNode { node: 2 });
+        ok(&mut s, Command::StopNode { node: 2 });
+        assert_eq!(s.version(), v + 1);
+        assert!(s.stop_requested.contains(&2));
+        ok(&mut s, Command::StartNode { node: 2 });
+        assert!(s.stop_requested.is_empty());
+        assert!(rejected(&mut s, Command::StopNode { node: 99 }).contains("unknown"));
+    }
+
+    #[test]
+    fn encoding_round_trips_and_rejects_garbage() {
+        let mut s = ControlState::new(config(4, 2));
+        start_all(&mut s);
+        ok(&mut s, Command::SetCatalog { version: 2, bytes: b"catalog".to_vec() });
+        ok(&mut s, Command::StopNode { node: 3 });
+        let bytes = s.encode();
+        assert_eq!(ControlState::decode(&bytes).unwrap(), s);
+        assert!(ControlState::decode(&bytes[..bytes.len() / 2]).is_err());
+        assert!(ControlState::decode(&[0xff; 7]).is_err());
+        let cmd = Command::SetState { node: 1, incarnation: 2, state: NodeState::Copying };
+        let enc = postcard::to_allocvec(&cmd).unwrap();
+        assert_eq!(postcard::from_bytes::<Command>(&enc).unwrap(), cmd);
+    }
+}
