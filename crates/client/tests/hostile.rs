@@ -27,6 +27,7 @@ fn node(dir: &std::path::Path) -> DataNode {
         spin_max_us: 10,
         redo_segment_bytes: 1 << 20,
         idle_hook: None,
+        control: None,
     };
     let n = DataNode::start(cfg).unwrap();
     assert!(n.wait_started(Duration::from_secs(20)));

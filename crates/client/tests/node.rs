@@ -20,6 +20,7 @@ fn config(dir: &std::path::Path, data_memory: u64) -> DataNodeConfig {
         spin_max_us: 20,
         redo_segment_bytes: 1 << 20,
         idle_hook: None,
+        control: None,
     }
 }
 

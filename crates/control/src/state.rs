@@ -52,6 +52,11 @@ pub enum Command {
     StopNode { node: NodeId },
     /// An operator withdraws a stop request.
     StartNode { node: NodeId },
+    /// A system restart: with no node in the write chains, these registered (`Starting`) nodes
+    /// become `Started` together, in this order, each recovering from its own disk to the
+    /// durable epoch. They must include every node of `restorable` (the full replicas when the
+    /// cluster went down), or every data node of a cluster that never started.
+    StartCluster { nodes: Vec<(NodeId, u32)> },
 }
 
 /// What an applied command returns to its proposer.
@@ -76,6 +81,10 @@ pub struct ControlState {
     pub catalog: Arc<Vec<u8>>,
     /// Data nodes an operator asked to stop.
     pub stop_requested: BTreeSet<NodeId>,
+    /// The nodes whose disks hold the cluster's data up to `durable_epoch`: the `Started` nodes
+    /// while the cluster runs, kept as they were when it went down. A system restart starts
+    /// exactly these from their disks; any other node rejoins by copying afterwards.
+    pub restorable: BTreeSet<NodeId>,
 }
 
 /// The stored form of `ControlState` (snapshots): the cluster state in its own binary encoding.
@@ -85,6 +94,7 @@ struct ControlStateWire {
     catalog_version: u64,
     catalog: Vec<u8>,
     stop_requested: Vec<NodeId>,
+    restorable: Vec<NodeId>,
 }
 
 impl ControlState {
@@ -94,6 +104,7 @@ impl ControlState {
             catalog_version: 0,
             catalog: Arc::new(Vec::new()),
             stop_requested: BTreeSet::new(),
+            restorable: BTreeSet::new(),
         }
     }
 
@@ -111,7 +122,60 @@ impl ControlState {
             Command::SetCatalog { version, bytes } => self.set_catalog(*version, bytes),
             Command::StopNode { node } => self.set_stop(*node, true),
             Command::StartNode { node } => self.set_stop(*node, false),
+            Command::StartCluster { nodes } => self.start_cluster(nodes),
         }
+        .inspect(|_| self.track_restorable())
+    }
+
+    /// While the cluster serves, the restorable nodes are its full replicas.
+    fn track_restorable(&mut self) {
+        if self.state.cluster_down {
+            return;
+        }
+        let started: BTreeSet<NodeId> =
+            self.state.nodes.iter().filter(|(_, s)| s.state == NodeState::Started).map(|(&n, _)| n).collect();
+        if !started.is_empty() {
+            self.restorable = started;
+        }
+    }
+
+    /// The nodes a system restart must start together: the restorable ones, or all of a cluster
+    /// that never started.
+    pub fn system_restart_nodes(&self) -> BTreeSet<NodeId> {
+        if self.restorable.is_empty() { self.state.nodes.keys().copied().collect() } else { self.restorable.clone() }
+    }
+
+    fn start_cluster(&mut self, nodes: &[(NodeId, u32)]) -> CommandResult {
+        if !self.state.live_nodes().is_empty() {
+            // Already started (a retried or concurrent proposal of the same restart).
+            return if nodes.iter().all(|(n, _)| self.state.state_of(*n) == NodeState::Started) {
+                self.applied(0)
+            } else {
+                Err("the cluster is running: nodes join it by a node restart".into())
+            };
+        }
+        let listed: BTreeSet<NodeId> = nodes.iter().map(|(n, _)| *n).collect();
+        let missing: Vec<NodeId> = self.system_restart_nodes().difference(&listed).copied().collect();
+        if !missing.is_empty() {
+            return Err(format!("a system restart needs nodes {missing:?} too"));
+        }
+        for (n, inc) in nodes {
+            self.known(*n)?;
+            let st = &self.state.nodes[n];
+            if st.state != NodeState::Starting || st.incarnation != *inc {
+                return Err(format!("node {n} (incarnation {inc}) has not registered for this restart"));
+            }
+        }
+        let mut seq = self.state.nodes.values().map(|s| s.joined_seq).max().unwrap_or(0);
+        for (n, _) in nodes {
+            seq += 1;
+            let st = self.state.nodes.get_mut(n).expect("checked above");
+            st.state = NodeState::Started;
+            st.joined_seq = seq;
+        }
+        self.state.cluster_down = false;
+        self.bump();
+        self.applied(0)
     }
 
     fn applied(&self, incarnation: u32) -> CommandResult {
@@ -161,16 +225,16 @@ impl ControlState {
             (_, NodeState::Copying) if self.state.cluster_down => {
                 return Err("the cluster is down: nodes rejoin through a system restart".into());
             }
+            (NodeState::Starting, NodeState::Started) => {
+                // From disk only all together (StartCluster); alone only after copying.
+                return Err(format!("node {node} is started only after copying, or by a system restart"));
+            }
             (_, NodeState::Down) => {
                 self.fail(&[node]);
                 self.bump();
                 return self.applied(incarnation);
             }
             _ => {}
-        }
-        if state == NodeState::Started {
-            // A node starting after the cluster went down begins the system restart.
-            self.state.cluster_down = false;
         }
         let next_seq = self.state.nodes.values().map(|s| s.joined_seq).max().unwrap_or(0) + 1;
         let status = self.state.nodes.get_mut(&node).expect("checked above");
@@ -259,6 +323,7 @@ impl ControlState {
             catalog_version: self.catalog_version,
             catalog: self.catalog.as_ref().clone(),
             stop_requested: self.stop_requested.iter().copied().collect(),
+            restorable: self.restorable.iter().copied().collect(),
         };
         postcard::to_allocvec(&wire).expect("a control state always serialises")
     }
@@ -272,6 +337,7 @@ impl ControlState {
             catalog_version: wire.catalog_version,
             catalog: Arc::new(wire.catalog),
             stop_requested: wire.stop_requested.into_iter().collect(),
+            restorable: wire.restorable.into_iter().collect(),
         })
     }
 }
@@ -337,11 +403,10 @@ mod tests {
     fn start_all(s: &mut ControlState) -> Vec<u32> {
         let ids: Vec<NodeId> = s.state.nodes.keys().copied().collect();
         let mut incs = Vec::new();
-        for n in ids {
-            let inc = ok(s, Command::Register { node: n, incarnation: 0 }).incarnation;
-            ok(s, Command::SetState { node: n, incarnation: inc, state: NodeState::Started });
-            incs.push(inc);
+        for &n in &ids {
+            incs.push(ok(s, Command::Register { node: n, incarnation: 0 }).incarnation);
         }
+        ok(s, Command::StartCluster { nodes: ids.into_iter().zip(incs.iter().copied()).collect() });
         incs
     }
 
@@ -366,6 +431,7 @@ mod tests {
         let mut s = ControlState::new(config(2, 2));
         let i2 = ok(&mut s, Command::Register { node: 2, incarnation: 0 }).incarnation;
         let i1 = ok(&mut s, Command::Register { node: 1, incarnation: 0 }).incarnation;
+        ok(&mut s, Command::SetState { node: 2, incarnation: i2, state: NodeState::Copying });
         ok(&mut s, Command::SetState { node: 2, incarnation: i2, state: NodeState::Started });
         ok(&mut s, Command::SetState { node: 1, incarnation: i1, state: NodeState::Copying });
         assert_eq!(s.state.master(), Some(2));
@@ -431,15 +497,33 @@ mod tests {
         assert!(s.state.cluster_down);
         assert!(s.state.live_nodes().is_empty());
         let durable = s.state.durable_epoch;
-        // System restart: a node may not join by copying, but starting from disk clears the flag.
-        let inc = ok(&mut s, Command::Register { node: 1, incarnation: incs[0] }).incarnation;
+        // The full replicas when it went down were 2 and 4: a system restart starts exactly them.
+        assert_eq!(s.system_restart_nodes(), [2, 4].into_iter().collect());
+        let inc1 = ok(&mut s, Command::Register { node: 1, incarnation: incs[0] }).incarnation;
         assert!(
-            rejected(&mut s, Command::SetState { node: 1, incarnation: inc, state: NodeState::Copying })
+            rejected(&mut s, Command::SetState { node: 1, incarnation: inc1, state: NodeState::Copying })
                 .contains("system restart")
         );
-        ok(&mut s, Command::SetState { node: 1, incarnation: inc, state: NodeState::Started });
+        assert!(
+            rejected(&mut s, Command::SetState { node: 1, incarnation: inc1, state: NodeState::Started })
+                .contains("system restart")
+        );
+        let inc2 = ok(&mut s, Command::Register { node: 2, incarnation: incs[1] }).incarnation;
+        assert!(rejected(&mut s, Command::StartCluster { nodes: vec![(2, inc2)] }).contains("[4]"));
+        let inc4 = ok(&mut s, Command::Register { node: 4, incarnation: incs[3] }).incarnation;
+        assert!(
+            rejected(&mut s, Command::StartCluster { nodes: vec![(2, inc2), (4, inc4 + 1)] }).contains("registered")
+        );
+        ok(&mut s, Command::StartCluster { nodes: vec![(2, inc2), (4, inc4)] });
         assert!(!s.state.cluster_down);
+        assert_eq!(s.state.live_nodes(), vec![2, 4]);
+        assert_eq!(s.state.master(), Some(2));
         assert_eq!(s.state.durable_epoch, durable);
+        // A retried proposal of the same restart is harmless; node 1 now joins by copying.
+        ok(&mut s, Command::StartCluster { nodes: vec![(2, inc2), (4, inc4)] });
+        ok(&mut s, Command::SetState { node: 1, incarnation: inc1, state: NodeState::Copying });
+        ok(&mut s, Command::SetState { node: 1, incarnation: inc1, state: NodeState::Started });
+        assert_eq!(s.restorable, [1, 2, 4].into_iter().collect());
     }
 
     #[test]
@@ -456,8 +540,10 @@ mod tests {
         let mut s = ControlState::new(config(4, 2));
         let i1 = ok(&mut s, Command::Register { node: 1, incarnation: 0 }).incarnation;
         let i2 = ok(&mut s, Command::Register { node: 2, incarnation: 0 }).incarnation;
-        ok(&mut s, Command::SetState { node: 1, incarnation: i1, state: NodeState::Started });
-        ok(&mut s, Command::SetState { node: 2, incarnation: i2, state: NodeState::Started });
+        for (n, i) in [(1, i1), (2, i2)] {
+            ok(&mut s, Command::SetState { node: n, incarnation: i, state: NodeState::Copying });
+            ok(&mut s, Command::SetState { node: n, incarnation: i, state: NodeState::Started });
+        }
         ok(&mut s, Command::NodesFailed { nodes: vec![(1, i1)] });
         assert!(!s.state.cluster_down);
         assert_eq!(s.state.live_nodes(), vec![2]);

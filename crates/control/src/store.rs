@@ -653,6 +653,7 @@ pub fn describe(cmd: &Command) -> &'static str {
         Command::SetCatalog { .. } => "set-catalog",
         Command::StopNode { .. } => "stop-node",
         Command::StartNode { .. } => "start-node",
+        Command::StartCluster { .. } => "start-cluster",
     }
 }
 

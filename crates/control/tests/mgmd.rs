@@ -59,6 +59,7 @@ fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) ->
 /// Registers and starts a data node; returns its incarnation.
 fn join(client: &mut MgmClient, node: NodeId) -> u32 {
     let inc = client.register(node, 0).unwrap();
+    client.propose(Command::SetState { node, incarnation: inc, state: NodeState::Copying }).unwrap();
     client.propose(Command::SetState { node, incarnation: inc, state: NodeState::Started }).unwrap();
     inc
 }
@@ -100,7 +101,11 @@ fn single_mgmd_registers_heartbeats_and_applies_proposals() {
     // Nothing newer: no state in the reply.
     assert!(c.heartbeat(1, inc, hb.version, &[]).unwrap().state.is_none());
 
-    let applied = c.propose(Command::SetState { node: 1, incarnation: inc, state: NodeState::Started }).unwrap();
+    // A system start needs every node of a cluster that never ran.
+    let e = c.propose(Command::StartCluster { nodes: vec![(1, inc)] }).unwrap_err();
+    assert!(matches!(&e, ControlError::Rejected(r) if r.contains("[2]")), "{e}");
+    let inc2 = c.register(2, 0).unwrap();
+    let applied = c.propose(Command::StartCluster { nodes: vec![(1, inc), (2, inc2)] }).unwrap();
     assert!(applied.version > hb.version);
     c.propose(Command::SetDurableEpoch { epoch: 42 }).unwrap();
     c.propose(Command::SetCatalog { version: 1, bytes: b"tables".to_vec() }).unwrap();

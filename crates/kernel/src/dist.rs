@@ -121,6 +121,10 @@ impl Dist {
         stale_files: Vec<String>,
     ) -> Dist {
         let n = ldms.len();
+        // Epoch numbers never go back, even when a system restart recovers to an older epoch
+        // than the control plane last heard was durable (nothing was written after it): the
+        // control plane's durable epoch stays a valid cut for the next restart.
+        let first_epoch = durable_epoch.max(cluster.durable_epoch) + 1;
         Dist {
             addr,
             cfg,
@@ -134,7 +138,7 @@ impl Dist {
             stale_files,
             next_token: 0,
             round: Round::Idle,
-            current_epoch: durable_epoch + 1,
+            current_epoch: first_epoch,
             saved_epoch: durable_epoch,
             saved_nodes: BTreeSet::new(),
             started_nodes: BTreeSet::new(),
@@ -459,6 +463,8 @@ impl Dist {
         for a in targets {
             out.send(a, Signal::EpochDurable { epoch });
         }
+        // The control plane keeps the newest durable epoch: a system restart recovers to it.
+        out.control.push(ControlReq::DurableEpoch(epoch));
         self.round = Round::Idle;
     }
 }

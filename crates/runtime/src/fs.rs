@@ -118,6 +118,10 @@ pub struct DataDir {
     _lock: File,
 }
 
+/// The last incarnation the control plane gave this node (written before the node opens its
+/// data directory, so a fresh directory may hold it).
+pub const INCARNATION_FILE: &str = "INCARNATION";
+
 impl DataDir {
     /// Opens (creating if needed) a data directory for node `node_id`. Fails with a clear message
     /// when another process holds it, when it belongs to another node, or when it holds files
@@ -162,7 +166,7 @@ impl DataDir {
                     .map_err(|e| e.to_string())?
                     .filter_map(|e| e.ok())
                     .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n != "LOCK")
+                    .filter(|n| n != "LOCK" && n != INCARNATION_FILE)
                     .collect();
                 if !foreign.is_empty() {
                     return Err(format!(

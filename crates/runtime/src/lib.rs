@@ -36,6 +36,9 @@ pub struct DataNodeConfig {
     /// Called by a worker when it goes idle after work (at most every 100 ms), e.g. to let the
     /// allocator return freed memory to the OS.
     pub idle_hook: Option<fn()>,
+    /// Receives the blocks' requests to the control plane (node state changes, the durable
+    /// epoch); without a control plane they are dropped.
+    pub control: Option<std::sync::mpsc::Sender<tern_kernel::signal::ControlReq>>,
 }
 
 impl DataNodeConfig {
@@ -51,6 +54,28 @@ impl DataNodeConfig {
             spin_max_us: 10,
             redo_segment_bytes: 1 << 20,
             idle_hook: None,
+            control: None,
+        }
+    }
+}
+
+/// Hands cluster maps to every block of a running node (the membership thread holds one).
+#[derive(Clone)]
+pub struct MapPublisher {
+    mailboxes: Arc<Vec<Arc<Mailbox<Inbound>>>>,
+}
+
+impl MapPublisher {
+    pub fn publish(&self, state: Arc<tern_types::cluster::ClusterState>) {
+        for (i, mb) in self.mailboxes.iter().enumerate() {
+            let i = i as u16;
+            let mut blocks = vec![Block::Ldm(i), Block::Tc(i)];
+            if i == 0 {
+                blocks.extend([Block::Dict, Block::Dist]);
+            }
+            for b in blocks {
+                mb.push(Inbound::Signal(b, Signal::ClusterMap { state: state.clone() }));
+            }
         }
     }
 }
@@ -115,6 +140,7 @@ impl DataNode {
             epoch,
             spin_max_us: cfg.spin_max_us,
             idle_hook: cfg.idle_hook,
+            control: cfg.control.clone(),
         });
         let Node { tcs, ldms, dict, dist, recovered_rows, durable_epoch, .. } = node;
         let n = ldms.len();
@@ -190,6 +216,11 @@ impl DataNode {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// What hands new cluster maps from the control plane to this node's blocks.
+    pub fn map_publisher(&self) -> MapPublisher {
+        MapPublisher { mailboxes: self.mailboxes.clone() }
     }
 
     pub fn is_started(&self) -> bool {

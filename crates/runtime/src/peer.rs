@@ -137,8 +137,7 @@ impl PeerLink {
         }
         self.wbuf.drain(..written);
         if broken {
-            self.broken(registry);
-            return false;
+            return !self.broken(registry);
         }
         let want = !self.wbuf.is_empty();
         if want != self.want_write {
@@ -150,18 +149,31 @@ impl PeerLink {
     }
 
     /// The peer closed or the connection failed: drop it and what it had not sent.
-    pub fn broken(&mut self, registry: &Registry) {
+    /// Returns whether unsent signals were dropped (a connection that had been established broke;
+    /// before that, e.g. while the peer starts, they wait for the next attempt).
+    pub fn broken(&mut self, registry: &Registry) -> bool {
         if let Some(mut s) = self.stream.take() {
             let _ = registry.deregister(&mut s);
         }
-        if self.established && !self.wbuf.is_empty() {
+        let dropped = self.established && !self.wbuf.is_empty();
+        if dropped {
             self.dropped += 1;
-            tracing::debug!(node = self.node, bytes = self.wbuf.len(), "unsent signals to a data node dropped");
             self.wbuf.clear();
         }
         self.established = false;
         self.greeting.clear();
         self.want_write = false;
+        dropped
+    }
+
+    /// The peer left the cluster: close the connection and drop what it had not sent (it would
+    /// otherwise be retried for as long as the node is down).
+    pub fn reset(&mut self, registry: &Registry) {
+        if self.has_output() {
+            tracing::info!(node = self.node, "data node {} is down; dropping what was queued for it", self.node);
+        }
+        self.broken(registry);
+        self.wbuf.clear();
     }
 
     /// Whether the peer closed its end (a one-way link never carries data back).

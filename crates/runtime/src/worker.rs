@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use tern_kernel::dict::Dict;
 use tern_kernel::dist::Dist;
 use tern_kernel::ldm::Ldm;
-use tern_kernel::signal::{Addr, Block, ClientId, IoReq, NodeId, Out, Signal};
+use tern_kernel::signal::{Addr, Block, ClientId, ControlReq, IoReq, NodeId, Out, Signal};
 use tern_kernel::tc::Tc;
-use tern_types::cluster::ClusterState;
+use tern_types::cluster::{ClusterState, NodeState};
 use tern_wire::PeerHello;
 use tern_wire::{FRAME_HEADER_LEN, Reply, Request, begin_frame, decode_frame, finish_frame};
 
@@ -67,6 +67,8 @@ pub struct Shared {
     pub epoch: Instant,
     pub spin_max_us: u64,
     pub idle_hook: Option<fn()>,
+    /// Where the blocks' requests to the control plane go (the membership thread).
+    pub control: Option<std::sync::mpsc::Sender<ControlReq>>,
 }
 
 impl Shared {
@@ -573,7 +575,25 @@ impl Worker {
         self.dirty_links.push(to.node);
     }
 
+    /// A new cluster map passes through: links to nodes that left the chains drop what they
+    /// hold (nothing more will be sent to them until they rejoin).
+    fn on_cluster_map(&mut self, state: &Arc<ClusterState>) {
+        if state.version <= self.cluster.version {
+            return;
+        }
+        self.cluster = state.clone();
+        for (&node, link) in self.links.iter_mut() {
+            if state.state_of(node) == NodeState::Down {
+                link.reset(self.poll.registry());
+            }
+        }
+    }
+
     fn block_handle(&mut self, to: Block, sig: Signal, out: &mut Out) {
+        if let Signal::ClusterMap { state } = &sig {
+            let state = state.clone();
+            self.on_cluster_map(&state);
+        }
         let now = self.shared.now_ms();
         match to {
             Block::Tc(_) => self.blocks.tc.handle(now, sig, out),
@@ -596,6 +616,14 @@ impl Worker {
     }
 
     fn route(&mut self, out: &mut Out) {
+        for req in out.control.drain(..) {
+            match &self.shared.control {
+                Some(tx) => {
+                    let _ = tx.send(req);
+                }
+                None => tracing::debug!(?req, "no control plane: request dropped"),
+            }
+        }
         for (to, sig) in out.signals.drain(..) {
             match sig {
                 Signal::NodeStarted { epoch, durable_epoch } => {
@@ -701,6 +729,10 @@ impl Worker {
                 let link = self.links.get_mut(&node).expect("a link");
                 if !link.flush(self.poll.registry(), hello, now) {
                     tracing::warn!(node, "the connection to data node {node} broke; unsent signals dropped");
+                }
+                if self.cluster.state_of(node) == NodeState::Down {
+                    // A node the cluster counts as down: nothing queued for it is kept.
+                    link.reset(self.poll.registry());
                 }
                 if link.has_output() {
                     // Not connected yet, or the socket is full: try again on the next turn.

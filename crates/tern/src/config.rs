@@ -152,6 +152,7 @@ impl DatanodeToml {
             spin_max_us: self.spin_max_us.unwrap_or(50),
             redo_segment_bytes: self.redo_segment_mb.unwrap_or(64).max(1) << 20,
             idle_hook: None,
+            control: None,
         })
     }
 }

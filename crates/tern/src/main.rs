@@ -2,6 +2,7 @@
 //! reports on one, `bench` measures it.
 
 mod config;
+mod member;
 mod up;
 
 // The data node allocates and frees small buffers per operation; mimalloc's thread-local free
@@ -12,8 +13,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tern_types::cluster::ClusterState;
 
 #[derive(Parser)]
 #[command(name = "tern", version, about = "Tern: a distributed in-memory database in the style of RonDB")]
@@ -42,11 +45,37 @@ enum Cmd {
         /// REST front end reaches the data node through the in-process transport).
         #[arg(long)]
         rest_port: Option<u16>,
+        /// Management nodes (host:port, repeat or comma-separate): join the cluster they run;
+        /// its ports, replicas and ldm workers come from the cluster file.
+        #[arg(long, value_delimiter = ',')]
+        mgmd: Vec<String>,
+        /// This data node's id in the cluster file (with --mgmd).
+        #[arg(long)]
+        node_id: Option<u16>,
+        /// Data directory (overrides the TOML's).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Run a management node (ndb_mgmd): the cluster's configuration, membership and failure
+    /// detection, replicated with Raft over the management nodes of the cluster file.
+    Mgmd {
+        /// The cluster file (TOML: replicas, [[mgmd]] and [[datanode]] lists).
+        #[arg(long)]
+        config: PathBuf,
+        /// This management node's id in the cluster file.
+        #[arg(long)]
+        node_id: u16,
+        /// Where the Raft log and snapshots live.
+        #[arg(long)]
+        data_dir: PathBuf,
     },
     /// Show a data node's state.
     Status {
         #[arg(long, default_value = "127.0.0.1:11860")]
         addr: String,
+        /// Ask the management nodes instead (host:port, comma-separated): the whole cluster.
+        #[arg(long, value_delimiter = ',')]
+        mgmd: Vec<String>,
         #[arg(long)]
         json: bool,
     },
@@ -239,7 +268,7 @@ pub fn stop_requested() -> bool {
 
 fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TERN_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},openraft=warn")));
     use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -255,8 +284,13 @@ fn main() {
         Cmd::Up(a) => up::run(a),
         Cmd::Api(a) => api(a),
         Cmd::Apikey { cmd: ApikeyCmd::Create { dbs, addr } } => apikey_create(&dbs, &addr),
-        Cmd::Datanode { config, rest_port } => datanode(config, rest_port),
-        Cmd::Status { addr, json } => status(&addr, json),
+        Cmd::Datanode { config, rest_port, mgmd, node_id, data_dir } if !mgmd.is_empty() => {
+            datanode_in_cluster(config, rest_port, mgmd, node_id, data_dir)
+        }
+        Cmd::Datanode { config, rest_port, data_dir, .. } => datanode(config, rest_port, data_dir),
+        Cmd::Mgmd { config, node_id, data_dir } => mgmd(&config, node_id, data_dir),
+        Cmd::Status { mgmd, json, .. } if !mgmd.is_empty() => cluster_status(mgmd, json),
+        Cmd::Status { addr, json, .. } => status(&addr, json),
         Cmd::Bench { suite } => bench(suite),
     };
     if let Err(e) = r {
@@ -265,25 +299,97 @@ fn main() {
     }
 }
 
-fn datanode(config: Option<PathBuf>, rest_port: Option<u16>) -> Result<()> {
-    let toml = match &config {
+fn mgmd(config: &std::path::Path, node_id: u16, data_dir: PathBuf) -> Result<()> {
+    init_logging("info");
+    let cluster = tern_control::load_cluster_config(config)?;
+    install_signal_handlers();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    std::thread::spawn(move || {
+        while !stop_requested() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        flag.store(true, Ordering::SeqCst);
+    });
+    tracing::info!(node_id, "management node starting");
+    tern_control::run_mgmd(tern_control::MgmdOptions { config: cluster, node_id, data_dir, bind: None }, stop)
+}
+
+/// A data node of a cluster run by management nodes (see `member`).
+fn datanode_in_cluster(
+    config: Option<PathBuf>,
+    rest_port: Option<u16>,
+    mgmd: Vec<String>,
+    node_id: Option<u16>,
+    data_dir: Option<PathBuf>,
+) -> Result<()> {
+    let mut toml = match &config {
         Some(p) => config::DatanodeToml::load(p)?,
         None => config::DatanodeToml::default(),
     };
     init_logging(&toml.log_level());
+    install_signal_handlers();
+    let node_id = node_id.or(toml.node_id).context("--node-id is needed with --mgmd")?;
+    if let Some(d) = data_dir {
+        toml.data_dir = Some(d);
+    }
+    let mut client = member::client(&mgmd);
+    let info = member::fetch(&mut client, &stop_requested)?;
+    let spec = info
+        .state
+        .config
+        .data_node(node_id)
+        .with_context(|| format!("data node {node_id} is not in the cluster file"))?
+        .clone();
+    toml.node_id = Some(node_id);
+    toml.ldm_workers = Some(toml::Value::Integer(info.state.config.ldm_workers as i64));
+    toml.epoch_interval_ms = Some(info.state.config.epoch_interval_ms);
+    toml.listen = Some(format!("{}:{}", spec.host, spec.port));
     let mut cfg = toml.to_runtime()?;
+    let joined = member::join(&mut client, node_id, &cfg.data_dir, &stop_requested)?;
+    let heartbeat = Duration::from_millis(joined.state.config.heartbeat_interval_ms.max(10));
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The membership thread runs from now on: a long local recovery keeps its lease.
+    let publisher = Arc::new(member::Maps::default());
+    let m = member::Member {
+        node: node_id,
+        incarnation: joined.incarnation,
+        heartbeat,
+        known_version: joined.state.version,
+    };
+    {
+        let publisher = publisher.clone();
+        let client = member::client(&mgmd);
+        std::thread::Builder::new().name("tern-member".into()).spawn(move || {
+            let publish = |st: Arc<ClusterState>| publisher.publish(st);
+            let fence = |why: &str| {
+                tracing::error!("stopping this data node at once: {why}");
+                eprintln!("tern: data node stopped: {why}");
+                std::process::exit(member::EXIT_FENCED);
+            };
+            member::run(client, m, rx, &publish, &fence, &stop_requested);
+        })?;
+    }
+    // The TOML's tuning, the cluster's shape.
+    cfg.node.ldm_count = joined.state.config.ldm_workers;
+    cfg.node.cluster = Arc::new(joined.state);
+    cfg.node.recover_to = joined.recover_to;
+    cfg.control = Some(tx);
     tune_allocator();
     cfg.idle_hook = Some(collect_freed_memory);
-    install_signal_handlers();
-    let listen = cfg.listen;
     let node = tern_runtime::DataNode::start(cfg).map_err(|e| anyhow::anyhow!(e))?;
+    publisher.attach(node.map_publisher());
     tracing::info!(addr = %node.local_addr(), rows = node.recovered_rows, durable_epoch = node.durable_epoch, "data node listening");
+    serve_until_stopped(node, rest_port)
+}
+
+fn serve_until_stopped(node: tern_runtime::DataNode, rest_port: Option<u16>) -> Result<()> {
     while !node.wait_started(Duration::from_millis(50)) {
         if stop_requested() {
             break;
         }
     }
-    tracing::info!(%listen, "data node started");
+    tracing::info!(addr = %node.local_addr(), "data node started");
     if let Some(port) = rest_port {
         start_colocated_rest(&node, port)?;
     }
@@ -293,6 +399,24 @@ fn datanode(config: Option<PathBuf>, rest_port: Option<u16>) -> Result<()> {
     tracing::info!("stopping");
     node.shutdown();
     Ok(())
+}
+
+fn datanode(config: Option<PathBuf>, rest_port: Option<u16>, data_dir: Option<PathBuf>) -> Result<()> {
+    let mut toml = match &config {
+        Some(p) => config::DatanodeToml::load(p)?,
+        None => config::DatanodeToml::default(),
+    };
+    if let Some(d) = data_dir {
+        toml.data_dir = Some(d);
+    }
+    init_logging(&toml.log_level());
+    let mut cfg = toml.to_runtime()?;
+    tune_allocator();
+    cfg.idle_hook = Some(collect_freed_memory);
+    install_signal_handlers();
+    let node = tern_runtime::DataNode::start(cfg).map_err(|e| anyhow::anyhow!(e))?;
+    tracing::info!(addr = %node.local_addr(), rows = node.recovered_rows, durable_epoch = node.durable_epoch, "data node listening");
+    serve_until_stopped(node, rest_port)
 }
 
 /// Serves the REST API from the data node's process through the in-process transport.
@@ -517,6 +641,84 @@ fn api(a: ApiArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
     tracing::info!("stopping");
+    Ok(())
+}
+
+/// `tern status --mgmd`: the cluster as the management nodes see it, and each data node's own
+/// report (epochs, rows, memory) where it answers.
+fn cluster_status(mgmd: Vec<String>, json: bool) -> Result<()> {
+    let mut c = tern_control::MgmClient::new(mgmd).with_role(tern_control::Role::Admin);
+    let s = c.status().map_err(|e| anyhow::anyhow!("no management node answers: {e}"))?;
+    let st = &s.state.state;
+    let groups = st.groups();
+    let partitions = st.config.default_partitions();
+    let primaries = |n: u16| (0..partitions).filter(|&p| st.primary(p) == Some(n)).count();
+    let nodes: Vec<serde_json::Value> = st
+        .nodes
+        .iter()
+        .map(|(&id, ns)| {
+            let spec = st.config.data_node(id);
+            let addr = spec.map(|d| format!("{}:{}", d.host, d.port)).unwrap_or_default();
+            let own = tern_client::Client::connect(&addr).ok().and_then(|cl| cl.status().ok());
+            serde_json::json!({
+                "node_id": id,
+                "address": addr,
+                "node_group": st.group_of_node(id),
+                "state": ns.state.name(),
+                "incarnation": ns.incarnation,
+                "primary_partitions": primaries(id),
+                "master": st.master() == Some(id),
+                "rows": own.as_ref().map(|o| o.rows),
+                "current_epoch": own.as_ref().map(|o| o.current_epoch),
+                "durable_epoch": own.as_ref().map(|o| o.durable_epoch),
+            })
+        })
+        .collect();
+    if json {
+        let v = serde_json::json!({
+            "mgmd": { "answered": s.mgmd, "leader": s.leader, "term": s.term,
+                      "members": s.members.iter().map(|(id, a)| serde_json::json!({"id": id, "address": a})).collect::<Vec<_>>() },
+            "replicas": st.config.replicas,
+            "node_groups": groups,
+            "map_version": st.version,
+            "durable_epoch": st.durable_epoch,
+            "cluster_down": st.cluster_down,
+            "nodes": nodes,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let leader = s.leader.map_or("none".to_string(), |l| l.to_string());
+    println!(
+        "management nodes {:?}, leader {leader}, term {}",
+        s.members.iter().map(|(id, a)| format!("{id}@{a}")).collect::<Vec<_>>(),
+        s.term
+    );
+    println!(
+        "{} node group(s) of {} replica(s); map version {}; durable epoch {}{}",
+        groups.len(),
+        st.config.replicas,
+        st.version,
+        st.durable_epoch,
+        if st.cluster_down { "; CLUSTER DOWN (needs a system restart)" } else { "" }
+    );
+    println!("node  group  address              state     inc  primaries  master  rows        epoch (current/durable)");
+    for n in &nodes {
+        let opt = |k: &str| n[k].as_u64().map_or("-".to_string(), |v| v.to_string());
+        println!(
+            "{:<5} {:<6} {:<20} {:<9} {:<4} {:<10} {:<7} {:<11} {}/{}",
+            opt("node_id"),
+            opt("node_group"),
+            n["address"].as_str().unwrap_or(""),
+            n["state"].as_str().unwrap_or(""),
+            opt("incarnation"),
+            opt("primary_partitions"),
+            if n["master"].as_bool() == Some(true) { "yes" } else { "" },
+            opt("rows"),
+            opt("current_epoch"),
+            opt("durable_epoch"),
+        );
+    }
     Ok(())
 }
 
