@@ -78,8 +78,11 @@ struct Inner {
     conn: RwLock<(Arc<Conn>, u16)>,
     /// When a reconnect was last tried (at most one try per `RECONNECT_EVERY`).
     reconnect_at: std::sync::Mutex<Option<std::time::Instant>>,
-    /// TCP address, for extra per-worker connections (None for an in-process connection).
-    addr: Option<String>,
+    /// TCP addresses of the data nodes this client may use (empty for an in-process
+    /// connection), and which of them the connections go to now. When the first connection
+    /// closes, the next address that answers takes over (failover to another data node).
+    addrs: Vec<String>,
+    current: std::sync::atomic::AtomicUsize,
     /// Worker threads of the node.
     workers: u16,
     /// Lazily opened connections to each worker (distribution awareness).
@@ -111,23 +114,33 @@ fn unexpected(r: Reply) -> TernError {
 }
 
 impl Client {
+    /// Connects to a data node: `addr` is `host:port`, or several separated by commas (any data
+    /// nodes of the cluster: the first that answers is used, and the others take over when it
+    /// fails).
     pub fn connect(addr: &str) -> Result<Client> {
         Client::connect_with(addr, ClientOptions::default())
     }
 
     pub fn connect_with(addr: &str, opts: ClientOptions) -> Result<Client> {
-        let conn = Conn::tcp(addr, opts.connect_timeout)?;
-        Client::init(conn, Some(addr.to_string()), opts)
+        let addrs: Vec<String> = addr.split(',').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
+        let mut last = TernError::new(ErrorCode::InvalidRequest, "no data node address given");
+        for (i, a) in addrs.iter().enumerate() {
+            match Conn::tcp(a, opts.connect_timeout) {
+                Ok(conn) => return Client::init(conn, addrs.clone(), i, opts),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     /// Connects through an in-process transport (see `tern_wire::LocalTransport`).
     pub fn connect_local(
         make: impl FnOnce(tern_wire::ReplySink) -> Box<dyn tern_wire::LocalTransport>,
     ) -> Result<Client> {
-        Client::init(Conn::local(make), None, ClientOptions::default())
+        Client::init(Conn::local(make), Vec::new(), 0, ClientOptions::default())
     }
 
-    fn init(conn: Arc<Conn>, addr: Option<String>, opts: ClientOptions) -> Result<Client> {
+    fn init(conn: Arc<Conn>, addrs: Vec<String>, current: usize, opts: ClientOptions) -> Result<Client> {
         let hello = Request::Hello { client_name: "tern-client".into(), worker: None };
         let (workers, first_worker) = match conn.send(&hello)?.wait(&conn, opts.request_timeout)? {
             Reply::Welcome { workers, worker, .. } => (workers.max(1), worker),
@@ -137,7 +150,8 @@ impl Client {
             inner: Arc::new(Inner {
                 conn: RwLock::new((conn, first_worker)),
                 reconnect_at: std::sync::Mutex::new(None),
-                addr,
+                addrs,
+                current: std::sync::atomic::AtomicUsize::new(current),
                 workers,
                 per_worker: (0..workers).map(|_| RwLock::new(None)).collect(),
                 routing: RwLock::new(Default::default()),
@@ -156,7 +170,7 @@ impl Client {
     /// The first connection; when it has closed (the data node restarted), a new one.
     fn main_conn(&self) -> Arc<Conn> {
         let c = self.inner.conn.read().unwrap_or_else(std::sync::PoisonError::into_inner).0.clone();
-        if c.is_closed() && self.inner.addr.is_some() { self.reconnect(c) } else { c }
+        if c.is_closed() && !self.inner.addrs.is_empty() { self.reconnect(c) } else { c }
     }
 
     /// Opens a TCP connection and says hello (asking for worker `w` when given).
@@ -175,7 +189,9 @@ impl Client {
     /// one when the node cannot be reached yet, so the caller gets its connection error.
     fn reconnect(&self, dead: Arc<Conn>) -> Arc<Conn> {
         const RECONNECT_EVERY: Duration = Duration::from_millis(100);
-        let Some(addr) = &self.inner.addr else { return dead };
+        if self.inner.addrs.is_empty() {
+            return dead;
+        }
         let Ok(mut at) = self.inner.reconnect_at.try_lock() else { return dead };
         {
             let cur = self.inner.conn.read().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -187,23 +203,31 @@ impl Client {
             return dead;
         }
         *at = Some(std::time::Instant::now());
-        match self.open(addr, None) {
-            Ok((c, worker)) => {
+        // The same node first (it may have restarted), then the others in turn.
+        let n = self.inner.addrs.len();
+        let from = self.inner.current.load(Ordering::Relaxed);
+        for k in 0..n {
+            let i = (from + k) % n;
+            if let Ok((c, worker)) = self.open(&self.inner.addrs[i], None) {
+                self.inner.current.store(i, Ordering::Relaxed);
                 *self.inner.conn.write().unwrap_or_else(std::sync::PoisonError::into_inner) = (c.clone(), worker);
                 for w in &self.inner.per_worker {
                     *w.write().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
                 }
-                c
+                return c;
             }
-            Err(_) => dead,
         }
+        dead
     }
 
     /// The connection served by worker `w` (opened on first use, and again after it closed;
     /// the first connection if that fails or the client is in-process).
     fn conn_for_worker(&self, w: u16) -> Arc<Conn> {
         let inner = &self.inner;
-        let Some(addr) = &inner.addr else { return self.main_conn() };
+        if inner.addrs.is_empty() {
+            return self.main_conn();
+        }
+        let addr = &inner.addrs[inner.current.load(Ordering::Relaxed) % inner.addrs.len()];
         let first = inner.conn.read().unwrap_or_else(std::sync::PoisonError::into_inner).1;
         if w == first || w >= inner.workers {
             return self.main_conn();
@@ -247,7 +271,7 @@ impl Client {
     fn conn_for_batch(&self, ops: &[KeyOp]) -> Arc<Conn> {
         // Mixed batches stop at the second worker seen, so looking at many ops costs little.
         const ROUTE_OPS_MAX: usize = 4096;
-        if self.inner.addr.is_none() || self.inner.workers <= 1 || ops.is_empty() || ops.len() > ROUTE_OPS_MAX {
+        if self.inner.addrs.is_empty() || self.inner.workers <= 1 || ops.is_empty() || ops.len() > ROUTE_OPS_MAX {
             return self.main_conn();
         }
         let mut worker = None;
@@ -724,7 +748,15 @@ impl Transaction {
         let conn = self.conn.clone().expect("chosen");
         let req = Request::Txn(TxnReq { txn: self.id, ops, exec, abort, durable: self.durable, nowait: self.nowait });
         let reply = match conn.request(&req) {
-            Ok(f) => f.await,
+            Ok(f) => match f.await {
+                // The commit was sent and its coordinator is gone: it may have committed (its
+                // takeover finishes it) or not. Not a failure to retry blindly.
+                Err(e) if exec == Exec::Commit && e.code == ErrorCode::NodeFailure => Err(TernError::new(
+                    ErrorCode::UnknownResult,
+                    format!("the outcome of the commit is unknown: {}", e.message),
+                )),
+                other => other,
+            },
             Err(e) => Err(e),
         };
         let resp = match reply {

@@ -24,7 +24,7 @@ fn cluster(ports: &[u16]) -> Arc<ClusterState> {
             .map(|(i, &port)| DataNodeSpec { id: i as u16 + 1, host: "127.0.0.1".into(), port })
             .collect(),
         mgmds: vec![MgmdSpec { id: 65, host: "127.0.0.1".into(), port: 1 }],
-        ldm_workers: 2,
+        ldm_workers: 1,
         epoch_interval_ms: 20,
         heartbeat_interval_ms: 100,
         failure_timeout_ms: 1000,
@@ -88,11 +88,19 @@ fn two_replicas_on_two_nodes_serve_replicate_and_restart_consistently() {
     // DDL issued at node 1 (the master) is on node 2 as well.
     let c2 = Client::connect(&n2.local_addr().to_string()).unwrap();
     let t2 = c2.table("c", "t").unwrap();
-    assert_eq!(t2.table.partition_count, 4, "one partition per ldm per node");
+    assert_eq!(t2.table.partition_count, 2, "one partition per ldm per node");
     // Writes through node 2's coordinators (partitions with primaries on both nodes).
     let b2 = c2.blocking();
     let ops: Vec<_> = (0..200).map(|i| t2.write(&[Value::Int(i), Value::str(&format!("v{i}"))]).unwrap()).collect();
     b2.execute(ops).unwrap();
+    // Both replicas hold every row.
+    for (n, c) in [(1, &c1), (2, &c2)] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while c.status().unwrap().rows != 200 {
+            assert!(std::time::Instant::now() < deadline, "node {n} holds {} rows", c.status().unwrap().rows);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     // Read back through node 1.
     let t1 = c1.table("c", "t").unwrap();
     let b1 = c1.blocking();

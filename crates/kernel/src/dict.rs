@@ -124,6 +124,18 @@ impl Dict {
                 let master = Addr::new(self.cluster.master().expect("a master"), Block::Dict);
                 out.send(master, sig);
             }
+            Signal::CatalogReq { from }
+                if self.job.as_ref().is_some_and(|j| j.join.is_some_and(|a| a.node == from.node)) =>
+            {
+                // A restarting node asks again (its first request or our write to it was lost
+                // while the maps caught up): write again; the job completes on its answer.
+                if let Some(Stage::Write { catalog, .. }) = self.job.as_ref().map(|j| &j.stage) {
+                    let sig = Signal::SchemaWrite { from: self.addr, catalog: catalog.clone(), broadcast: true };
+                    out.send(Addr::new(from.node, Block::Dict), sig);
+                }
+            }
+            Signal::CatalogReq { from }
+                if self.queue.iter().any(|q| matches!(q, Signal::CatalogReq { from: f } if f.node == from.node)) => {}
             Signal::Ddl { .. } | Signal::AutoInc { .. } | Signal::CatalogReq { .. } => {
                 if self.job.is_some() {
                     if self.queue.len() >= DDL_QUEUE_MAX {
@@ -143,6 +155,17 @@ impl Dict {
             Signal::IndexBuilt { result, index, .. } => self.index_built(index, result, out),
             Signal::SchemaAck { version, .. } => self.schema_ack(version, out),
             Signal::IoDone { token, result } => self.written(token, result, out),
+            Signal::SchemaWrite { catalog, .. }
+                if self.local.as_ref().is_some_and(|w| w.catalog.version >= catalog.version) =>
+            {
+                // The master asked again while this write is in progress: it answers.
+            }
+            Signal::SchemaWrite { from, catalog, .. }
+                if self.local.is_none() && self.catalog.version >= catalog.version =>
+            {
+                // Applied already (a repeated request): answer again.
+                out.send(from, Signal::SchemaWritten { from: self.addr, version: catalog.version });
+            }
             Signal::SchemaWrite { from, catalog, broadcast } => {
                 assert!(self.local.is_none(), "one catalog write at a time");
                 let bytes = encode_catalog_file(&catalog);
@@ -155,6 +178,21 @@ impl Dict {
             Signal::ClusterMap { state } => {
                 self.joining.retain(|&n| matches!(state.state_of(n), NodeState::Starting | NodeState::Copying));
                 self.cluster = state;
+                // A node that failed will not answer the write in progress.
+                let gone: Vec<NodeId> = match self.job.as_ref().map(|j| &j.stage) {
+                    Some(Stage::Write { waiting, .. }) => waiting
+                        .iter()
+                        .copied()
+                        .filter(|&n| self.cluster.state_of(n) == NodeState::Down && !self.joining.contains(&n))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                for n in gone {
+                    if let Some(Stage::Write { catalog, .. }) = self.job.as_ref().map(|j| &j.stage) {
+                        let v = catalog.version;
+                        self.node_written(n, v, out);
+                    }
+                }
             }
             other => panic!("dict received an unexpected signal: {other:?}"),
         }

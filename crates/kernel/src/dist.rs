@@ -92,6 +92,8 @@ pub struct Dist {
     /// Files of earlier runs to delete once the node has started (e.g. of removed ldms).
     stale_files: Vec<String>,
     next_token: u64,
+    /// A restarting node waiting for the catalog: epoch ticks since it last asked.
+    catalog_wait: Option<u64>,
     // ---- master state (used while this node is the master)
     round: Round,
     current_epoch: u64,
@@ -109,6 +111,9 @@ pub struct Dist {
     copying: Option<usize>,
     pub copied_rows: u64,
 }
+
+/// How often a restarting node asks again for the catalog.
+const CATALOG_RETRY_MS: u64 = 1000;
 
 impl Dist {
     pub fn new(
@@ -145,6 +150,7 @@ impl Dist {
             takeovers: BTreeSet::new(),
             copying: None,
             copied_rows: 0,
+            catalog_wait: None,
         }
     }
 
@@ -170,6 +176,11 @@ impl Dist {
     }
 
     /// Every tc (or ldm) of every live node, in address order.
+    fn ask_catalog(&self, out: &mut Out) {
+        let master = Addr::new(self.cluster.master().unwrap_or(self.addr.node), Block::Dict);
+        out.send(master, Signal::CatalogReq { from: self.addr });
+    }
+
     fn all(&self, block: fn(u16) -> Block) -> BTreeSet<Addr> {
         let n = self.cluster.config.ldm_workers;
         self.cluster.live_nodes().into_iter().flat_map(|node| (0..n).map(move |i| Addr::new(node, block(i)))).collect()
@@ -218,6 +229,15 @@ impl Dist {
                 self.started_nodes.insert(from.node);
             }
             Signal::Tick => {
+                if let Some(ticks) = self.catalog_wait.as_mut() {
+                    // No catalog yet: ask again about once a second (a request, or the write
+                    // answering it, may be lost while the other nodes learn of this restart).
+                    *ticks += 1;
+                    if *ticks * self.cfg.epoch_interval_ms.max(1) >= CATALOG_RETRY_MS {
+                        self.catalog_wait = Some(0);
+                        self.ask_catalog(out);
+                    }
+                }
                 self.maybe_start_round(out);
                 out.timer(self.cfg.epoch_interval_ms, self.addr, Signal::Tick);
             }
@@ -237,7 +257,9 @@ impl Dist {
             Signal::EpochDurable { epoch } => self.durable_epoch = self.durable_epoch.max(epoch),
             Signal::SchemaWritten { .. } => {
                 // The catalog is here: join the write chains of this node's partitions.
-                out.control.push(ControlReq::SetState(NodeState::Copying));
+                if self.catalog_wait.take().is_some() {
+                    out.control.push(ControlReq::SetState(NodeState::Copying));
+                }
             }
             Signal::CopyDone { rows, .. } => {
                 self.copied_rows += rows;
@@ -270,8 +292,8 @@ impl Dist {
             out.timer(self.cfg.epoch_interval_ms, self.addr, Signal::Tick);
             if self.cluster.state_of(self.addr.node) == NodeState::Starting {
                 // A node restart (ndb-protocols.md §5): first the current catalog from the master.
-                let master = Addr::new(self.cluster.master().unwrap_or(self.addr.node), Block::Dict);
-                out.send(master, Signal::CatalogReq { from: self.addr });
+                self.catalog_wait = Some(0);
+                self.ask_catalog(out);
             }
             return;
         }

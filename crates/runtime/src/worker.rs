@@ -581,9 +581,13 @@ impl Worker {
         if state.version <= self.cluster.version {
             return;
         }
-        self.cluster = state.clone();
+        let old = std::mem::replace(&mut self.cluster, state.clone());
         for (&node, link) in self.links.iter_mut() {
-            if state.state_of(node) == NodeState::Down {
+            // Failed, or restarted since (a new incarnation): what was queued was for the old one.
+            let inc = |s: &ClusterState| s.nodes.get(&node).map(|n| n.incarnation);
+            if (old.state_of(node) != NodeState::Down && state.state_of(node) == NodeState::Down)
+                || inc(&old) != inc(state)
+            {
                 link.reset(self.poll.registry());
             }
         }
@@ -729,10 +733,6 @@ impl Worker {
                 let link = self.links.get_mut(&node).expect("a link");
                 if !link.flush(self.poll.registry(), hello, now) {
                     tracing::warn!(node, "the connection to data node {node} broke; unsent signals dropped");
-                }
-                if self.cluster.state_of(node) == NodeState::Down {
-                    // A node the cluster counts as down: nothing queued for it is kept.
-                    link.reset(self.poll.registry());
                 }
                 if link.has_output() {
                     // Not connected yet, or the socket is full: try again on the next turn.

@@ -1266,9 +1266,12 @@ impl Sim {
                     OpKind::Read,
                 ])
             };
+            // Some writes return the previous row (as the Redis front end's do): a write that
+            // inserts then answers NotFound, and must replicate all the same.
+            let returning = if self.rng.chance(30) { Some(vec![1]) } else { None };
             let op = match kind {
                 OpKind::Write | OpKind::Insert => {
-                    KeyOp { table: table.id, kind, key, row, updates: vec![], projection: None }
+                    KeyOp { table: table.id, kind, key, row, updates: vec![], projection: returning }
                 }
                 OpKind::Update => KeyOp {
                     table: table.id,
@@ -1372,11 +1375,14 @@ impl Sim {
             c.write_ops.get(i).copied().unwrap_or(false) && !matches!(r, OpResult::NotFound | OpResult::Error(_))
         });
         c.wrote |= wrote_now;
-        c.write_ops.clear();
+        let write_ops = std::mem::take(&mut c.write_ops);
         let durable = durable && c.wrote;
         // Committed reads: every value read was written by a transaction past its commit point.
         let layout = self.layout.clone().expect("table");
-        for r in &resp.results {
+        for (i, r) in resp.results.iter().enumerate() {
+            if write_ops.get(i).copied().unwrap_or(false) {
+                continue; // the previous row a write returned (projected)
+            }
             if let OpResult::Row(bytes) = r {
                 self.stats.reads += 1;
                 let v = layout.decode_row(bytes).expect("row");

@@ -56,6 +56,21 @@ enum Cmd {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Ask a data node to stop (it leaves the cluster; under `tern up` it stays stopped until
+    /// `tern start --node N`).
+    Stop {
+        #[arg(long)]
+        node: u16,
+        #[arg(long, default_value = "127.0.0.1:1186", value_delimiter = ',')]
+        mgmd: Vec<String>,
+    },
+    /// Let a stopped data node start again (it rejoins by a node restart).
+    Start {
+        #[arg(long)]
+        node: u16,
+        #[arg(long, default_value = "127.0.0.1:1186", value_delimiter = ',')]
+        mgmd: Vec<String>,
+    },
     /// Run a management node (ndb_mgmd): the cluster's configuration, membership and failure
     /// detection, replicated with Raft over the management nodes of the cluster file.
     Mgmd {
@@ -289,6 +304,8 @@ fn main() {
         }
         Cmd::Datanode { config, rest_port, data_dir, .. } => datanode(config, rest_port, data_dir),
         Cmd::Mgmd { config, node_id, data_dir } => mgmd(&config, node_id, data_dir),
+        Cmd::Stop { node, mgmd } => operator(mgmd, node, true),
+        Cmd::Start { node, mgmd } => operator(mgmd, node, false),
         Cmd::Status { mgmd, json, .. } if !mgmd.is_empty() => cluster_status(mgmd, json),
         Cmd::Status { addr, json, .. } => status(&addr, json),
         Cmd::Bench { suite } => bench(suite),
@@ -297,6 +314,15 @@ fn main() {
         eprintln!("tern: {e:#}");
         std::process::exit(up::EXIT_STARTUP);
     }
+}
+
+/// `tern stop|start --node N`: the operator's request, kept by the control plane.
+fn operator(mgmd: Vec<String>, node: u16, stop: bool) -> Result<()> {
+    let mut c = tern_control::MgmClient::new(mgmd).with_role(tern_control::Role::Admin);
+    let r = if stop { c.stop_node(node) } else { c.start_node(node) };
+    r.map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!("data node {node}: {}", if stop { "asked to stop" } else { "may start again" });
+    Ok(())
 }
 
 fn mgmd(config: &std::path::Path, node_id: u16, data_dir: PathBuf) -> Result<()> {
@@ -357,9 +383,11 @@ fn datanode_in_cluster(
         heartbeat,
         known_version: joined.state.version,
     };
-    {
+    let member_stop = Arc::new(AtomicBool::new(false));
+    let member = {
         let publisher = publisher.clone();
         let client = member::client(&mgmd);
+        let member_stop = member_stop.clone();
         std::thread::Builder::new().name("tern-member".into()).spawn(move || {
             let publish = |st: Arc<ClusterState>| publisher.publish(st);
             let fence = |why: &str| {
@@ -367,9 +395,9 @@ fn datanode_in_cluster(
                 eprintln!("tern: data node stopped: {why}");
                 std::process::exit(member::EXIT_FENCED);
             };
-            member::run(client, m, rx, &publish, &fence, &stop_requested);
-        })?;
-    }
+            member::run(client, m, rx, &publish, &fence, &|| member_stop.load(Ordering::SeqCst));
+        })?
+    };
     // The TOML's tuning, the cluster's shape.
     cfg.node.ldm_count = joined.state.config.ldm_workers;
     cfg.node.cluster = Arc::new(joined.state);
@@ -380,7 +408,11 @@ fn datanode_in_cluster(
     let node = tern_runtime::DataNode::start(cfg).map_err(|e| anyhow::anyhow!(e))?;
     publisher.attach(node.map_publisher());
     tracing::info!(addr = %node.local_addr(), rows = node.recovered_rows, durable_epoch = node.durable_epoch, "data node listening");
-    serve_until_stopped(node, rest_port)
+    let r = serve_until_stopped(node, rest_port);
+    // Heartbeats go on until the node has stopped, then the last durable epoch is reported.
+    member_stop.store(true, Ordering::SeqCst);
+    let _ = member.join();
+    r
 }
 
 fn serve_until_stopped(node: tern_runtime::DataNode, rest_port: Option<u16>) -> Result<()> {

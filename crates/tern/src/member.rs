@@ -69,6 +69,18 @@ pub fn fetch(client: &mut MgmClient, stop: &dyn Fn() -> bool) -> Result<StateInf
 /// Registers and waits until the node may boot (see the module doc).
 pub fn join(client: &mut MgmClient, node: NodeId, data_dir: &Path, stop: &dyn Fn() -> bool) -> Result<Joined> {
     std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    // An operator's stop holds the node until `tern start --node N`.
+    let mut told = false;
+    while retry("reading the cluster", stop, || client.get_state())?.stop_requested.contains(&node) {
+        if !told {
+            tracing::info!(node, "an operator stopped this node; waiting for `tern start --node {node}`");
+            told = true;
+        }
+        if stop() {
+            bail!("stopped while waiting for `tern start`");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let inc_path = data_dir.join(tern_runtime::fs::INCARNATION_FILE);
     let last: u32 = std::fs::read_to_string(&inc_path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
     let incarnation = retry("registering", stop, || client.register(node, last))?;
@@ -140,7 +152,19 @@ pub fn run(
     // Membership as last handed to the node: a new version that only moves the durable epoch
     // (every epoch) is not worth a map for every block.
     let mut published: Option<Membership> = None;
-    while !stop() {
+    loop {
+        if stop() {
+            // The node has shut down (its last epochs are durable): report the newest.
+            while let Ok(req) = control.try_recv() {
+                if let ControlReq::DurableEpoch(e) = req {
+                    durable_want = durable_want.max(e);
+                }
+            }
+            if durable_want > durable_sent {
+                let _ = client.propose(Command::SetDurableEpoch { epoch: durable_want });
+            }
+            return;
+        }
         // Requests of the blocks: state changes in order; the durable epoch, only the newest.
         loop {
             match control.try_recv() {

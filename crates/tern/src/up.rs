@@ -28,12 +28,20 @@ pub struct UpArgs {
     /// Where data lives; it persists across runs.
     #[arg(long, default_value = "./tern-data")]
     pub data_dir: PathBuf,
-    /// Data nodes to start (this version runs 1).
-    #[arg(long, default_value_t = 1)]
+    /// Data nodes to start (node groups of `--replicas` each).
+    #[arg(long, default_value_t = 2)]
     pub datanodes: u16,
-    /// Replicas of each partition (this version runs 1).
-    #[arg(long, default_value_t = 1)]
+    /// Replicas of each partition (1-3). `--datanodes 1 --replicas 1` runs the lightest setup:
+    /// one data node without management node.
+    #[arg(long, default_value_t = 2)]
     pub replicas: u16,
+    /// Management nodes (1 or 3), on consecutive ports from `--mgmd-port`.
+    #[arg(long, default_value_t = 1)]
+    pub mgmds: u16,
+    /// A data node that has not renewed its lease for this long is declared failed (the
+    /// client-visible stall after a data node dies).
+    #[arg(long, default_value_t = 1500)]
+    pub failure_timeout_ms: u64,
     /// REST API port (RonDB REST API 0.1.0, served by the `tern api` process that `up` starts).
     #[arg(long, default_value_t = 4406)]
     pub rest_port: u16,
@@ -46,10 +54,10 @@ pub struct UpArgs {
     /// Worker threads of the MySQL front end (default: the number of cores).
     #[arg(long)]
     pub mysql_threads: Option<usize>,
-    /// Management node port (the management node arrives with the cluster issue).
+    /// Management node port (the first; more mgmds use the next ports).
     #[arg(long, default_value_t = 1186)]
     pub mgmd_port: u16,
-    /// Port clients use to reach the data node.
+    /// Port clients use to reach the data node (the first; more data nodes use the next ports).
     #[arg(long, default_value_t = DATANODE_PORT_DEFAULT)]
     pub datanode_port: u16,
     /// Data memory of the data node ("auto", bytes, or e.g. "2G").
@@ -83,6 +91,48 @@ fn write_datanode_config(a: &UpArgs, dir: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// The cluster file of a local cluster: mgmds and data nodes on consecutive ports.
+fn write_cluster_config(a: &UpArgs, dir: &Path, ldm_workers: u16) -> Result<PathBuf> {
+    let mut text = format!(
+        "# Written by `tern up` on every start; edit the flags instead.\nreplicas = {}\nldm_workers = {ldm_workers}\nepoch_interval_ms = 100\nheartbeat_interval_ms = {}\nfailure_timeout_ms = {}\n",
+        a.replicas,
+        (a.failure_timeout_ms / 6).clamp(10, 1000),
+        a.failure_timeout_ms
+    );
+    for i in 0..a.mgmds {
+        text.push_str(&format!("\n[[mgmd]]\nid = {}\nhost = \"127.0.0.1\"\nport = {}\n", 145 + i, a.mgmd_port + i));
+    }
+    for i in 0..a.datanodes {
+        text.push_str(&format!(
+            "\n[[datanode]]\nid = {}\nhost = \"127.0.0.1\"\nport = {}\n",
+            i + 1,
+            a.datanode_port + i
+        ));
+    }
+    tern_control::parse_cluster_config(&text).context("the cluster described by the flags")?;
+    let path = dir.join("cluster.toml");
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// A data node's own settings in a cluster (its memory and data directory; the rest comes from
+/// the cluster file).
+fn write_member_config(dir: &Path, id: u16, memory: u64) -> Result<PathBuf> {
+    let text = format!(
+        "# Written by `tern up` on every start; edit the flags instead.\nnode_id = {id}\ndata_dir = {:?}\ndata_memory = {memory}\n",
+        dir.join(format!("node-{id}")).display().to_string()
+    );
+    let path = dir.join(format!("datanode-{id}.toml"));
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+fn mgmd_ready(addr: &str) -> bool {
+    let mut c = tern_control::MgmClient::new(vec![addr.to_string()]).with_role(tern_control::Role::Admin);
+    c.connect_timeout = Duration::from_millis(500);
+    c.status().is_ok_and(|s| s.leader.is_some())
+}
+
 fn spawn_tern(args: &[String]) -> Result<Child> {
     let exe = std::env::current_exe().context("cannot find the tern executable")?;
     let mut cmd = Command::new(exe);
@@ -112,7 +162,7 @@ enum Life {
 /// its restarts. The supervisor never blocks on one child, so a crash-looping API server never
 /// stops the data node from being watched (or a healthy one from serving).
 struct Supervised {
-    name: &'static str,
+    name: String,
     args: Vec<String>,
     child: Option<Child>,
     ready: fn(&str) -> bool,
@@ -129,30 +179,40 @@ struct Supervised {
 impl Supervised {
     /// Starts the child and waits until it serves: a first start that fails is an error.
     fn start(
-        name: &'static str,
+        name: String,
         args: Vec<String>,
         addr: String,
         ready: fn(&str) -> bool,
         startup_error_is_fatal: bool,
     ) -> Result<Supervised> {
-        let child = spawn_tern(&args)?;
-        let life = Life::Starting { since: Instant::now() };
-        let mut s = Supervised {
-            name,
-            args,
-            child: Some(child),
-            ready,
-            addr,
-            life,
-            backoff: BACKOFF_MIN,
-            startup_error_is_fatal,
-        };
+        let mut s = Supervised::spawn(name, args, addr, ready, startup_error_is_fatal)?;
         if let Err(e) = s.wait_ready(START_TIMEOUT) {
             s.stop();
             return Err(e);
         }
         s.life = Life::Serving { since: Instant::now() };
         Ok(s)
+    }
+
+    /// Starts the child without waiting (data nodes of a system start wait for each other).
+    fn spawn(
+        name: String,
+        args: Vec<String>,
+        addr: String,
+        ready: fn(&str) -> bool,
+        startup_error_is_fatal: bool,
+    ) -> Result<Supervised> {
+        let child = spawn_tern(&args)?;
+        Ok(Supervised {
+            name,
+            args,
+            child: Some(child),
+            ready,
+            addr,
+            life: Life::Starting { since: Instant::now() },
+            backoff: BACKOFF_MIN,
+            startup_error_is_fatal,
+        })
     }
 
     fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
@@ -312,26 +372,99 @@ fn port_free(port: u16, what: &str, flag: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn run(a: UpArgs) -> Result<()> {
-    if a.datanodes != 1 || a.replicas != 1 {
-        bail!(
-            "--datanodes {} --replicas {}: this version runs one data node with one replica; multi-node clusters arrive with the cluster work",
-            a.datanodes,
-            a.replicas
-        );
+/// Starts the management nodes and the data nodes of a cluster; returns them (serving) and the
+/// data node addresses for clients.
+fn start_cluster(a: &UpArgs, dir: &Path) -> Result<(Vec<Supervised>, String)> {
+    if !(1..=3).contains(&a.replicas) || a.datanodes == 0 || !a.datanodes.is_multiple_of(a.replicas) {
+        bail!("--datanodes must be a multiple of --replicas (1-3): node groups of {} data nodes", a.replicas);
     }
+    if a.mgmds.is_multiple_of(2) || a.mgmds > 7 {
+        bail!("--mgmds must be 1, 3, 5 or 7 (a Raft majority)");
+    }
+    let cores = crate::config::cores() as u16;
+    let ldm = if a.ldm_workers == "auto" {
+        (cores / a.datanodes).clamp(1, 16)
+    } else {
+        a.ldm_workers.parse().context("--ldm-workers must be \"auto\" or a number")?
+    };
+    let memory = if a.data_memory == "auto" {
+        (crate::config::auto_data_memory() / a.datanodes as u64).max(256 << 20)
+    } else {
+        crate::config::parse_size(&a.data_memory).context("--data-memory")?
+    };
+    for i in 0..a.mgmds {
+        port_free(a.mgmd_port + i, "management node", "--mgmd-port")?;
+    }
+    for i in 0..a.datanodes {
+        port_free(a.datanode_port + i, "data node", "--datanode-port")?;
+    }
+    let cluster = write_cluster_config(a, dir, ldm)?;
+    let mgmd_addrs: Vec<String> = (0..a.mgmds).map(|i| format!("127.0.0.1:{}", a.mgmd_port + i)).collect();
+    let mut children = Vec::new();
+    for i in 0..a.mgmds {
+        let args = vec![
+            "mgmd".into(),
+            "--config".into(),
+            cluster.display().to_string(),
+            "--node-id".into(),
+            (145 + i).to_string(),
+            "--data-dir".into(),
+            dir.join(format!("mgmd-{}", 145 + i)).display().to_string(),
+        ];
+        children.push(Supervised::spawn(
+            format!("management node {}", 145 + i),
+            args,
+            mgmd_addrs[i as usize].clone(),
+            mgmd_ready,
+            true,
+        )?);
+    }
+    for c in &mut children {
+        c.wait_ready(START_TIMEOUT)?;
+        c.life = Life::Serving { since: Instant::now() };
+    }
+    let mut addrs = Vec::new();
+    let first = children.len();
+    for id in 1..=a.datanodes {
+        let conf = write_member_config(dir, id, memory)?;
+        let addr = format!("127.0.0.1:{}", a.datanode_port + id - 1);
+        let args = vec![
+            "datanode".into(),
+            "--config".into(),
+            conf.display().to_string(),
+            "--mgmd".into(),
+            mgmd_addrs.join(","),
+            "--node-id".into(),
+            id.to_string(),
+        ];
+        children.push(Supervised::spawn(format!("data node {id}"), args, addr.clone(), datanode_ready, true)?);
+        addrs.push(addr);
+    }
+    for c in &mut children[first..] {
+        c.wait_ready(START_TIMEOUT)?;
+        c.life = Life::Serving { since: Instant::now() };
+    }
+    Ok((children, addrs.join(",")))
+}
+
+pub fn run(a: UpArgs) -> Result<()> {
     crate::install_signal_handlers();
     std::fs::create_dir_all(&a.data_dir).with_context(|| format!("cannot create {}", a.data_dir.display()))?;
     let dir = a.data_dir.canonicalize()?;
-    port_free(a.datanode_port, "data node", "--datanode-port")?;
     port_free(a.rest_port, "REST API", "--rest-port")?;
     port_free(a.redis_port, "Redis", "--redis-port")?;
     port_free(a.mysql_port, "MySQL", "--mysql-port")?;
-    let addr = format!("127.0.0.1:{}", a.datanode_port);
     let rest = format!("127.0.0.1:{}", a.rest_port);
-    let config = write_datanode_config(&a, &dir)?;
-    let datanode_args = vec!["datanode".into(), "--config".into(), config.display().to_string()];
-    let mut children = vec![Supervised::start("data node 1", datanode_args, addr.clone(), datanode_ready, true)?];
+    let (mut children, addr) = if a.datanodes == 1 && a.replicas == 1 {
+        // The lightest setup: one data node, no management node.
+        port_free(a.datanode_port, "data node", "--datanode-port")?;
+        let addr = format!("127.0.0.1:{}", a.datanode_port);
+        let config = write_datanode_config(&a, &dir)?;
+        let datanode_args = vec!["datanode".into(), "--config".into(), config.display().to_string()];
+        (vec![Supervised::start("data node 1".into(), datanode_args, addr.clone(), datanode_ready, true)?], addr)
+    } else {
+        start_cluster(&a, &dir)?
+    };
     let api_args = vec![
         "api".into(),
         "--datanode".into(),
@@ -356,7 +489,7 @@ pub fn run(a: UpArgs) -> Result<()> {
     }
     let redis = format!("127.0.0.1:{}", a.redis_port);
     let mysql = format!("127.0.0.1:{}", a.mysql_port);
-    match Supervised::start("API server", api_args, format!("{rest} {redis} {mysql}"), api_ready, false) {
+    match Supervised::start("API server".into(), api_args, format!("{rest} {redis} {mysql}"), api_ready, false) {
         Ok(s) => children.push(s),
         Err(e) => {
             for c in &mut children {
@@ -365,12 +498,21 @@ pub fn run(a: UpArgs) -> Result<()> {
             return Err(e);
         }
     }
-    println!("ready: datanode={addr} rest={rest} redis={redis} mysql={mysql} data-dir={}", dir.display());
+    let mgmd = if a.datanodes == 1 && a.replicas == 1 {
+        String::new()
+    } else {
+        format!(
+            " mgmd={}",
+            (0..a.mgmds).map(|i| format!("127.0.0.1:{}", a.mgmd_port + i)).collect::<Vec<_>>().join(",")
+        )
+    };
+    println!("ready: datanode={addr}{mgmd} rest={rest} redis={redis} mysql={mysql} data-dir={}", dir.display());
     std::io::stdout().flush()?;
     loop {
         if crate::stop_requested() {
             eprintln!("tern up: stopping");
-            // Front ends first, then the data node (which makes its last epochs durable).
+            // Front ends first, then the data nodes (which make their last epochs durable), the
+            // management nodes last.
             for c in children.iter_mut().rev() {
                 c.stop();
             }

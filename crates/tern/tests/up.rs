@@ -22,7 +22,7 @@ fn up_with_rest(dir: &std::path::Path, port: u16, rest: u16) -> Child {
         .arg(dir)
         .args(["--datanode-port", &port.to_string(), "--rest-port", &rest.to_string()])
         .args(["--redis-port", &free_port().to_string(), "--mysql-port", &free_port().to_string()])
-        .args(["--data-memory", "128M", "--ldm-workers", "2"])
+        .args(["--data-memory", "128M", "--ldm-workers", "2", "--datanodes", "1", "--replicas", "1"])
         .env("TERN_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -127,7 +127,7 @@ fn up_serves_restarts_a_killed_datanode_and_stops_cleanly() {
     assert!(!std::path::Path::new(&format!("/proc/{new_pid}")).exists(), "data node stopped with tern up");
 }
 
-/// The pid of `parent`'s child process whose command line contains `word`.
+/// The pid of `parent`'s child process with an argument ending in `word`.
 fn child_pid(parent: u32, word: &str) -> Option<u32> {
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
@@ -135,7 +135,7 @@ fn child_pid(parent: u32, word: &str) -> Option<u32> {
         // The parent pid is the second field after the parenthesised command name.
         let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
         let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if ppid == Some(parent) && cmd.split(|&b| b == 0).any(|a| a == word.as_bytes()) {
+        if ppid == Some(parent) && cmd.split(|&b| b == 0).any(|a| a.ends_with(word.as_bytes())) {
             return Some(pid);
         }
     }
@@ -163,7 +163,7 @@ fn a_crash_looping_api_server_never_stops_the_datanode() {
         .arg(dir.path())
         .args(["--datanode-port", &port.to_string(), "--rest-port", &free_port().to_string()])
         .args(["--redis-port", &free_port().to_string(), "--mysql-port", &mysql.to_string()])
-        .args(["--data-memory", "128M", "--ldm-workers", "2"])
+        .args(["--data-memory", "128M", "--ldm-workers", "2", "--datanodes", "1", "--replicas", "1"])
         .env("TERN_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -303,4 +303,81 @@ fn colocated_rest_api_in_the_data_node_process() {
         libc::kill(child.id() as i32, libc::SIGTERM);
     }
     assert!(wait_exit(&mut child, Duration::from_secs(30)).success());
+}
+
+/// The default `tern up`: one management node and two data nodes of one node group with two
+/// replicas; a data node killed with SIGKILL is restarted by the angel, rejoins by copying, and
+/// the data written meanwhile is on both replicas.
+#[test]
+fn up_by_default_runs_a_replicated_cluster_that_heals() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dn, mgmd, redis) = (free_port(), free_port(), free_port());
+    // Consecutive data node ports: take two free ones in a row.
+    let dn = (dn..dn + 200)
+        .find(|p| {
+            std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok()
+                && std::net::TcpListener::bind(("127.0.0.1", *p + 1)).is_ok()
+        })
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["up", "--data-dir"])
+        .arg(dir.path())
+        .args(["--datanode-port", &dn.to_string(), "--mgmd-port", &mgmd.to_string()])
+        .args(["--rest-port", &free_port().to_string(), "--redis-port", &redis.to_string()])
+        .args(["--mysql-port", &free_port().to_string(), "--data-memory", "128M", "--failure-timeout-ms", "900"])
+        .env("TERN_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.starts_with("ready:") && line.contains("mgmd="), "{line}");
+    let addrs = format!("127.0.0.1:{dn},127.0.0.1:{}", dn + 1);
+    let c = tern_client::Client::connect(&addrs).unwrap();
+    let status = |id: u16| -> String {
+        let mut m =
+            tern_control::MgmClient::new(vec![format!("127.0.0.1:{mgmd}")]).with_role(tern_control::Role::Admin);
+        m.status().map(|s| s.state.state.state_of(id).name().to_string()).unwrap_or_default()
+    };
+    assert_eq!((status(1), status(2)), ("started".into(), "started".into()));
+    // Kill data node 2; the angel restarts it and it rejoins.
+    let pid = child_pid(child.id(), "datanode-2.toml").expect("data node 2");
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let mut writes = 0;
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        if redis_set(redis, &format!("k{writes}")) {
+            writes += 1;
+        }
+        if writes > 20 && status(2) == "started" && child_pid(child.id(), "datanode-2.toml").is_some_and(|p| p != pid) {
+            break;
+        }
+        assert!(Instant::now() < until, "data node 2 did not rejoin (state {})", status(2));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rows = |port: u16| tern_client::Client::connect(&format!("127.0.0.1:{port}")).unwrap().status().unwrap().rows;
+    let until = Instant::now() + Duration::from_secs(10);
+    while rows(dn) != rows(dn + 1) {
+        assert!(Instant::now() < until, "replicas differ: {} vs {} rows", rows(dn), rows(dn + 1));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(c);
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let st = wait_exit(&mut child, Duration::from_secs(60));
+    assert!(st.success(), "{st}");
+}
+
+fn redis_set(port: u16, key: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let cmd = format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nv\r\n", key.len());
+    if s.write_all(cmd.as_bytes()).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 5];
+    matches!(s.read(&mut buf), Ok(5) if &buf == b"+OK\r\n")
 }

@@ -104,19 +104,18 @@ impl Ldm {
             // Forward after-images of this replica's successful writes to the next replica.
             let mut replica_ops = Vec::new();
             if batch.pos == 0 {
-                let ok: HashMap<u32, bool> = batch
-                    .results
-                    .iter()
-                    .map(|(i, r)| (*i, !matches!(r, OpResult::Error(_) | OpResult::NotFound)))
-                    .collect();
+                // Every write that staged a change here goes down the chain as its after-image
+                // (whatever the op answered: a write returning the previous row answers
+                // NotFound when it inserted one).
                 for op in &batch.ops {
-                    if let PrepOp::Exec { idx, partition, op } = op
+                    if let PrepOp::Exec { partition, op, .. } = op
                         && op.kind.is_write()
-                        && ok.get(idx).copied().unwrap_or(false)
                     {
                         let lk = (op.table, *partition, op.key.clone());
-                        let row =
-                            self.txns.get(&batch.txn).and_then(|t| t.changes.get(&lk)).and_then(|c| c.row.clone());
+                        let Some(change) = self.txns.get(&batch.txn).and_then(|t| t.changes.get(&lk)) else {
+                            continue; // nothing changed (a failed op, an update of a missing row)
+                        };
+                        let row = change.row.clone();
                         replica_ops.push(PrepOp::Replica {
                             table: op.table,
                             partition: *partition,
