@@ -281,11 +281,10 @@ impl ControlState {
         }
     }
 
+    /// Not a change of the map: the version stays (data nodes would otherwise get a new map
+    /// every epoch, and compare map versions that differ only by it).
     fn set_durable_epoch(&mut self, epoch: u64) -> CommandResult {
-        if epoch > self.state.durable_epoch {
-            self.state.durable_epoch = epoch;
-            self.bump();
-        }
+        self.state.durable_epoch = self.state.durable_epoch.max(epoch);
         self.applied(0)
     }
 

@@ -570,7 +570,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let before = self.state.version();
         let mut out = Vec::new();
         for entry in entries {
             self.last_applied = Some(entry.log_id);
@@ -584,9 +583,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             };
             out.push(result);
         }
-        if self.state.version() != before {
-            self.publish();
-        }
+        // Published after every apply: a change that moves no map version (the durable epoch)
+        // is still visible to readers.
+        self.publish();
         Ok(out)
     }
 

@@ -133,7 +133,7 @@ fn single_mgmd_registers_heartbeats_and_applies_proposals() {
         let a = addrs(&cfg);
         move || {
             std::thread::sleep(Duration::from_millis(100));
-            MgmClient::new(a).propose(Command::SetDurableEpoch { epoch: 43 }).unwrap();
+            MgmClient::new(a).propose(Command::StopNode { node: 2 }).unwrap();
         }
     });
     let newer = admin.watch(known, 10_000).unwrap().expect("a newer state");
@@ -145,7 +145,8 @@ fn single_mgmd_registers_heartbeats_and_applies_proposals() {
     let status = admin.status().unwrap();
     assert_eq!((status.mgmd, status.leader), (65, Some(65)));
     assert_eq!(status.members.len(), 1);
-    assert_eq!(status.state.state.durable_epoch, 43);
+    assert_eq!(status.state.state.durable_epoch, 42);
+    assert_eq!(status.state.stop_requested, vec![2]);
 }
 
 #[test]

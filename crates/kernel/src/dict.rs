@@ -70,6 +70,8 @@ pub struct Dict {
     local: Option<LocalWrite>,
     /// Restarting nodes that fetched the catalog: every later change is written to them too.
     joining: BTreeSet<NodeId>,
+    /// A catalog write that arrived while another was in progress.
+    queued_write: Option<Signal>,
     queue: VecDeque<Signal>,
     auto_next: HashMap<TableId, u64>,
     next_token: u64,
@@ -88,6 +90,7 @@ impl Dict {
             job: None,
             local: None,
             joining: BTreeSet::new(),
+            queued_write: None,
             queue: VecDeque::new(),
             auto_next: HashMap::new(),
             next_token: 0,
@@ -155,19 +158,19 @@ impl Dict {
             Signal::IndexBuilt { result, index, .. } => self.index_built(index, result, out),
             Signal::SchemaAck { version, .. } => self.schema_ack(version, out),
             Signal::IoDone { token, result } => self.written(token, result, out),
-            Signal::SchemaWrite { catalog, .. }
-                if self.local.as_ref().is_some_and(|w| w.catalog.version >= catalog.version) =>
-            {
-                // The master asked again while this write is in progress: it answers.
+            Signal::SchemaWrite { catalog, .. } if self.local.as_ref().is_some_and(|w| *w.catalog == *catalog) => {
+                // The master asked again while this very write is in progress: it answers.
             }
-            Signal::SchemaWrite { from, catalog, .. }
-                if self.local.is_none() && self.catalog.version >= catalog.version =>
-            {
+            Signal::SchemaWrite { from, catalog, .. } if self.local.is_none() && *self.catalog == *catalog => {
                 // Applied already (a repeated request): answer again.
                 out.send(from, Signal::SchemaWritten { from: self.addr, version: catalog.version });
             }
+            Signal::SchemaWrite { .. } if self.local.is_some() => {
+                // A different catalog while one is being written (a restarting node asked again
+                // while a DDL went on): after this one, the newest waits.
+                self.queued_write = Some(sig);
+            }
             Signal::SchemaWrite { from, catalog, broadcast } => {
-                assert!(self.local.is_none(), "one catalog write at a time");
                 let bytes = encode_catalog_file(&catalog);
                 self.next_token += 1;
                 let token = self.next_token;
@@ -310,6 +313,9 @@ impl Dict {
     fn local_done(&mut self, out: &mut Out) {
         let w = self.local.take().expect("writing");
         out.send(w.master, Signal::SchemaWritten { from: self.addr, version: w.catalog.version });
+        if let Some(next) = self.queued_write.take() {
+            self.handle(0, next, out);
+        }
     }
 
     fn schema_ack(&mut self, version: u64, out: &mut Out) {

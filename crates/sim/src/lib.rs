@@ -466,16 +466,7 @@ impl Sim {
                     .collect();
                 format!("node {id} recovered to {:?}: [{}]", cut, parts.join(" "))
             });
-            let sn = self.nodes.get_mut(&id).expect("listed");
-            let mut io = IoExecutor::new(sn.disk.clone(), 8192);
-            for (i, &base) in node.redo_base.iter().enumerate() {
-                io.open_redo(i as u16, base).expect("sim disk");
-            }
-            sn.io = Some(io);
-            sn.node = Some(node);
-            let inc = self.incarnation;
-            let to = Addr::new(id, Block::Dist);
-            self.push(self.now, Event::Deliver { from: None, to, sig: Signal::Start, incarnation: inc });
+            self.run_node(id, node);
         }
         self.started_nodes.clear();
         self.link_time.clear();
@@ -1057,6 +1048,11 @@ impl Sim {
             Ok(n) => n,
             Err(e) => self.fail(&format!("node {id}: recovery at restart failed: {e}")),
         };
+        self.run_node(id, node);
+    }
+
+    /// Gives a recovered node its disk executor and starts it.
+    fn run_node(&mut self, id: NodeId, node: Node) {
         let sn = self.nodes.get_mut(&id).expect("a node");
         let mut io = IoExecutor::new(sn.disk.clone(), 8192);
         for (i, &base) in node.redo_base.iter().enumerate() {

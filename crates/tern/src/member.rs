@@ -149,8 +149,7 @@ pub fn run(
     let mut durable_want = 0u64;
     let mut state_changes: Vec<NodeState> = Vec::new();
     let mut next_beat = Instant::now();
-    // Membership as last handed to the node: a new version that only moves the durable epoch
-    // (every epoch) is not worth a map for every block.
+    // Membership as last logged.
     let mut published: Option<Membership> = None;
     loop {
         if stop() {
@@ -222,8 +221,10 @@ pub fn run(
                                 st.nodes.iter().map(|(n, s)| format!("{n}:{}", s.state.name())).collect();
                             tracing::info!(version = st.version, nodes = %states.join(" "), "new cluster map");
                             published = Some(membership);
-                            publish(Arc::new(st));
                         }
+                        // Every version (they move only with membership, catalog or operator
+                        // changes): blocks compare map versions across nodes.
+                        publish(Arc::new(st));
                     }
                     if h.stop {
                         tracing::info!("an operator asked this node to stop");
