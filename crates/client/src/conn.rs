@@ -325,6 +325,11 @@ impl Conn {
         }
     }
 
+    /// Closes the connection for the client's own reasons (every waiting request fails).
+    pub fn close(&self, reason: &str) {
+        self.fail_all(reason.to_string());
+    }
+
     fn fail_all(&self, reason: String) {
         self.closed.store(true, Ordering::Release);
         *self.close_reason.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.clone());

@@ -220,6 +220,32 @@ impl Client {
         dead
     }
 
+    /// The data node behind `conn` does not serve (it is restarting): use the next one.
+    fn leave_node(&self, conn: &Arc<Conn>) {
+        let n = self.inner.addrs.len();
+        if n < 2 {
+            return;
+        }
+        let main = self.inner.conn.read().unwrap_or_else(std::sync::PoisonError::into_inner).0.clone();
+        let on_main_node = Arc::ptr_eq(&main, conn)
+            || self.inner.per_worker.iter().any(|w| {
+                w.read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .as_ref()
+                    .is_some_and(|c| Arc::ptr_eq(c, conn))
+            });
+        if !on_main_node || main.is_closed() {
+            return;
+        }
+        self.inner.current.store((self.inner.current.load(Ordering::Relaxed) + 1) % n, Ordering::Relaxed);
+        main.close("the data node is not serving (restarting); moving to another");
+        for w in &self.inner.per_worker {
+            if let Some(c) = w.write().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+                c.close("the data node is not serving (restarting)");
+            }
+        }
+    }
+
     /// The connection served by worker `w` (opened on first use, and again after it closed;
     /// the first connection if that fails or the client is in-process).
     fn conn_for_worker(&self, w: u16) -> Arc<Conn> {
@@ -293,11 +319,27 @@ impl Client {
     /// Sends a request and waits for its reply on this thread.
     fn call(&self, req: Request) -> Result<Reply> {
         let c = self.main_conn();
-        c.send(&req)?.wait(&c, self.inner.opts.request_timeout)
+        let r = c.send(&req)?.wait(&c, self.inner.opts.request_timeout);
+        self.note_not_started(&c, &r);
+        r
     }
 
     async fn call_async(&self, req: Request) -> Result<Reply> {
-        self.main_conn().request(&req)?.await
+        let c = self.main_conn();
+        let r = c.request(&req)?.await;
+        self.note_not_started(&c, &r);
+        r
+    }
+
+    /// A node that answers it is not serving yet makes the client move to another.
+    fn note_not_started(&self, c: &Arc<Conn>, r: &Result<Reply>) {
+        let not_started = match r {
+            Err(e) | Ok(Reply::Error(e)) => e.code == ErrorCode::NodeNotStarted,
+            _ => false,
+        };
+        if not_started {
+            self.leave_node(c);
+        }
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -759,6 +801,12 @@ impl Transaction {
             },
             Err(e) => Err(e),
         };
+        if let Ok(Reply::Txn(r)) = &reply
+            && matches!(&r.outcome, tern_wire::Outcome::Aborted(e) if e.code == ErrorCode::NodeNotStarted)
+        {
+            self.client.leave_node(&conn);
+        }
+        self.client.note_not_started(&conn, &reply);
         let resp = match reply {
             Ok(Reply::Txn(r)) => r,
             Ok(r) => {

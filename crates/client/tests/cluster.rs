@@ -149,8 +149,9 @@ fn a_hostile_peer_connection_is_closed_and_the_node_serves_on() {
     let d1 = tempfile::tempdir().unwrap();
     let state = {
         let mut s = (*cluster(&[free_port(), free_port()])).clone();
-        // Node 2 is down: node 1 serves alone.
-        s.nodes.get_mut(&2).unwrap().state = tern_types::cluster::NodeState::Down;
+        // Node 2 is registered but holds no replica (starting): node 1 serves alone, and a
+        // connection greeting as node 2 (incarnation 1) is believed, so its frames are read.
+        s.nodes.get_mut(&2).unwrap().state = tern_types::cluster::NodeState::Starting;
         Arc::new(s)
     };
     let n1 = start(1, &state, d1.path(), None);

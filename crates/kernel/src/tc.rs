@@ -350,7 +350,7 @@ impl Tc {
                 Reply::Error(TernError::new(ErrorCode::ShuttingDown, "data node is starting; retry shortly")),
             ),
             Request::Txn(_) | Request::Scan(_) if self.cluster.state_of(self.addr.node) != NodeState::Started => {
-                let e = TernError::new(ErrorCode::NodeFailure, "data node is restarting; retry on another node");
+                let e = TernError::new(ErrorCode::NodeNotStarted, "data node is restarting; retry on another node");
                 out.reply(client, req_id, Reply::Error(e))
             }
             Request::Txn(t) => self.txn_request(client, req_id, t, out),

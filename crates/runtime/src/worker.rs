@@ -103,7 +103,7 @@ struct Conn {
     /// Reading is paused until the client drains its replies.
     paused: bool,
     /// A connection from another data node (after its greeting): frames carry signals.
-    peer: Option<NodeId>,
+    peer: Option<(NodeId, u32)>,
 }
 
 enum ClientEnd {
@@ -453,8 +453,17 @@ impl Worker {
         let mut protocol_error = None;
         let mut migrate = None;
         let workers = self.peers.len();
+        let cluster = self.cluster.clone();
+        // Signals of a node the map counts as failed, or of an older incarnation of it (a process
+        // that was declared dead and woke up), are dropped: its transactions were taken over.
+        let believed = |(node, inc): (NodeId, u32)| {
+            cluster.nodes.get(&node).is_some_and(|s| s.incarnation == inc && s.state != NodeState::Down)
+        };
         loop {
             match decode_frame(&conn.rbuf[at..]) {
+                Ok(Some((_, n))) if conn.peer.is_some_and(|p| !believed(p)) => {
+                    at += n;
+                }
                 Ok(Some((payload, n))) if conn.peer.is_some() => {
                     match tern_kernel::codec::decode_signal(payload) {
                         Ok((to, sig)) if to.node == self.node_id => {
@@ -482,7 +491,7 @@ impl Worker {
                         migrate = Some(hello.worker as usize);
                         break;
                     }
-                    conn.peer = Some(hello.node);
+                    conn.peer = Some((hello.node, hello.incarnation));
                     conn.requests += 1;
                     at += n;
                 }
@@ -546,7 +555,7 @@ impl Worker {
         if let Some(mut c) = self.conns.remove(&token) {
             let _ = self.poll.registry().deregister(&mut c.stream);
             self.clients.remove(&c.client);
-            if let Some(node) = c.peer {
+            if let Some((node, _)) = c.peer {
                 tracing::warn!(node, "the connection from data node {node} closed");
             } else {
                 self.local.push_back((Block::Tc(self.index as u16), Signal::ClientGone { client: c.client }));
@@ -727,7 +736,8 @@ impl Worker {
             let mut dirty = std::mem::take(&mut self.dirty_links);
             dirty.sort_unstable();
             dirty.dedup();
-            let hello = PeerHello { node: self.node_id, worker: self.index as u16, incarnation: 0 };
+            let incarnation = self.cluster.nodes.get(&self.node_id).map_or(0, |s| s.incarnation);
+            let hello = PeerHello { node: self.node_id, worker: self.index as u16, incarnation };
             let now = self.shared.now_ms();
             for node in dirty.drain(..) {
                 let link = self.links.get_mut(&node).expect("a link");

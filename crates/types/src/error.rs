@@ -58,6 +58,9 @@ error_codes! {
     SchemaChanged = 1204, Temporary, 1297, "HY000", 503;
     TransactionTimeout = 237, Temporary, 1205, "HY000", 500;
     ShuttingDown = 270, Temporary, 1297, "HY000", 503;
+    // The data node is in the cluster but not serving yet (a node restart copying its data):
+    // clients go to another data node.
+    NodeNotStarted = 4029, Temporary, 1297, "HY000", 503;
     // Unknown result: the commit may have happened.
     UnknownResult = 4012, UnknownResult, 1296, "HY000", 500;
     // Permanent errors.
