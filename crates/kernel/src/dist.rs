@@ -427,6 +427,14 @@ impl Dist {
         }
         let old = std::mem::replace(&mut self.cluster, state);
         let me = self.addr.node;
+        // A node joins the chains only after its local start (it asked for Copying then): the
+        // master need not hear its DistStarted, which may have gone to a node that was not (yet)
+        // master when it was sent.
+        for (&n, s) in &self.cluster.nodes {
+            if s.state == NodeState::Copying && old.state_of(n) != NodeState::Copying {
+                self.started_nodes.insert(n);
+            }
+        }
         if old.state_of(me) != NodeState::Copying && self.cluster.state_of(me) == NodeState::Copying {
             // In the write chains now: fetch every partition from its primary.
             for &l in &self.ldms {

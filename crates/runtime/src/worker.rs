@@ -454,10 +454,14 @@ impl Worker {
         let mut migrate = None;
         let workers = self.peers.len();
         let cluster = self.cluster.clone();
-        // Signals of a node the map counts as failed, or of an older incarnation of it (a process
-        // that was declared dead and woke up), are dropped: its transactions were taken over.
+        // Signals of an incarnation the map counts as failed, or older than the map's (a process
+        // that was declared dead and woke up), are dropped: its transactions were taken over. A
+        // newer incarnation than the map's is a restarted node whose map reached it first.
         let believed = |(node, inc): (NodeId, u32)| {
-            cluster.nodes.get(&node).is_some_and(|s| s.incarnation == inc && s.state != NodeState::Down)
+            cluster
+                .nodes
+                .get(&node)
+                .is_some_and(|s| inc > s.incarnation || (inc == s.incarnation && s.state != NodeState::Down))
         };
         loop {
             match decode_frame(&conn.rbuf[at..]) {

@@ -82,7 +82,7 @@ impl Cluster {
                 .args(["datanode", "--config"])
                 .arg(d.join(format!("dn{id}.toml")))
                 .args(["--mgmd", &self.mgmd_addr(), "--node-id", &id.to_string()])
-                .env("TERN_LOG", "warn")
+                .env("TERN_LOG", std::env::var("TERN_TEST_LOG").unwrap_or_else(|_| "warn".into()))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .spawn()
@@ -274,6 +274,20 @@ fn sigkill_of_a_data_node_loses_no_acknowledged_write_and_it_rejoins() {
     cl.wait_started(1, Duration::from_secs(60));
     let rows = (cl.rows_of(1), cl.rows_of(2));
     assert_eq!(rows.0, rows.1, "both replicas hold the same rows after the copy");
+    // The master is node 2 now (node 1 rejoined later): kill it too; node 1 takes over, node 2
+    // restarts and copies back, under writes.
+    let stop = Arc::new(AtomicBool::new(false));
+    let ws = writers(cl.addrs(), 2, stop.clone(), acked.clone(), seed ^ 7);
+    std::thread::sleep(Duration::from_millis(300));
+    cl.kill(2);
+    std::thread::sleep(Duration::from_millis(300));
+    cl.start(2);
+    cl.wait_started(2, Duration::from_secs(60));
+    stop.store(true, Ordering::Relaxed);
+    for h in ws {
+        h.join().unwrap();
+    }
+    verify(&c, &acked, false);
     // With node 2 gone, node 1 alone has everything.
     cl.kill(2);
     let until = Instant::now() + Duration::from_secs(10);
