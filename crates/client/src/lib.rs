@@ -93,6 +93,9 @@ struct Inner {
     catalog: RwLock<Arc<Catalog>>,
     next_txn: AtomicU64,
     next_scan: AtomicU64,
+    /// Transactions begin durable (their commit is answered once its epoch is on disk on every
+    /// replica) — the front ends' "sync every commit" settings.
+    durable_default: std::sync::atomic::AtomicBool,
     /// Table handles of the current catalog, by database, then name (looked up without
     /// allocating: this is on every REST sub-operation's path).
     handles: RwLock<std::collections::HashMap<String, std::collections::HashMap<String, TableHandle>>>,
@@ -159,6 +162,7 @@ impl Client {
                 catalog: RwLock::new(Arc::new(Catalog::new())),
                 next_txn: AtomicU64::new(1),
                 next_scan: AtomicU64::new(1),
+                durable_default: std::sync::atomic::AtomicBool::new(false),
                 auto_inc: Default::default(),
                 handles: Default::default(),
             }),
@@ -504,12 +508,22 @@ impl Client {
         self.catalog().tables_in(database).map(|t| t.name.clone()).collect()
     }
 
+    /// Makes every transaction this client (and its clones) begins from now on durable, or not
+    /// (`Transaction::durable` still decides per transaction).
+    pub fn set_durable_commits(&self, on: bool) {
+        self.inner.durable_default.store(on, Ordering::Relaxed);
+    }
+
+    pub fn durable_commits(&self) -> bool {
+        self.inner.durable_default.load(Ordering::Relaxed)
+    }
+
     /// Starts a transaction (nothing is sent until the first `execute`).
     pub fn begin(&self) -> Transaction {
         Transaction {
             client: self.clone(),
             id: self.inner.next_txn.fetch_add(1, Ordering::Relaxed),
-            durable: false,
+            durable: self.inner.durable_default.load(Ordering::Relaxed),
             nowait: false,
             finished: false,
             started: false,

@@ -215,6 +215,9 @@ pub struct MysqlToml {
     pub max_execution_time: Option<u64>,
     /// Largest packet a client may send ("64M", MySQL's max_allowed_packet).
     pub max_allowed_packet: Option<Size>,
+    /// Default of the session variable `tern_durable_commit`: answer COMMIT only once the
+    /// transaction is on disk on every replica (default false).
+    pub durable_commit: Option<bool>,
 }
 
 /// `[rest]`: Tern's own REST settings (RonDB's JSON config has no keys for them).
@@ -231,6 +234,9 @@ pub struct RestToml {
     /// Request bodies all connections may hold at once ("256M", the default); beyond it a
     /// request is answered 503.
     pub max_body_memory: Option<Size>,
+    /// Answer a write only once it is on disk on every replica (default false: in the memory of
+    /// every replica, on disk within an epoch).
+    pub durable_commit: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -250,11 +256,27 @@ pub struct RedisToml {
     pub purge_interval_ms: Option<u64>,
     /// Open connections at most (redis-server's `maxclients`, default 10000).
     pub max_clients: Option<usize>,
+    /// "always": answer a write once it is on disk on every replica; "everysec" (default) or
+    /// "no": once it is in the memory of every replica (on disk within an epoch). CONFIG SET
+    /// appendfsync changes it at run time.
+    pub appendfsync: Option<String>,
     /// Seconds a connection may stay idle (redis-server's `timeout`; 0, the default: forever).
     pub timeout_s: Option<u64>,
 }
 
 impl ApiToml {
+    /// Whether each front end (REST, Redis, MySQL) answers commits only once they are durable.
+    pub fn durable_commits(&self) -> Result<(bool, bool, bool)> {
+        let rest = self.rest.as_ref().and_then(|r| r.durable_commit).unwrap_or(false);
+        let redis = match self.redis.as_ref().and_then(|r| r.appendfsync.as_deref()) {
+            None | Some("everysec") | Some("no") => false,
+            Some("always") => true,
+            Some(v) => bail!("[redis] appendfsync must be always, everysec or no, not {v:?}"),
+        };
+        let mysql = self.mysql.as_ref().and_then(|m| m.durable_commit).unwrap_or(false);
+        Ok((rest, redis, mysql))
+    }
+
     /// Applies the `[rest]` table to the REST options.
     pub fn apply_rest(&self, o: &mut tern_rest::config::RestOptions) -> Result<()> {
         let Some(r) = &self.rest else { return Ok(()) };

@@ -621,9 +621,19 @@ fn api(a: ApiArgs) -> Result<()> {
         }
     };
     let redis = redis_options(&cfg, &a, &opts)?;
+    // Durable acknowledgement per front end (`[rest] durable_commit`, `[redis] appendfsync`,
+    // `[mysql] durable_commit`): every transaction of that front end's client is durable.
+    let (rest_durable, redis_durable, mysql_durable) = match &a.toml {
+        Some(path) => crate::config::ApiToml::load(path)?.durable_commits()?,
+        None => (false, false, false),
+    };
+    let durable = |on: bool, connect: Arc<dyn Fn() -> Result<tern_client::Client, String> + Send + Sync>| {
+        move || connect().inspect(|c| c.set_durable_commits(on))
+    };
+    let connect: Arc<dyn Fn() -> Result<tern_client::Client, String> + Send + Sync> = Arc::new(connect);
     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(&str, std::net::SocketAddr), String>>(4);
     let (rest_tx, rest_err) = (tx.clone(), tx.clone());
-    let rest_connect = connect.clone();
+    let rest_connect = durable(rest_durable, connect.clone());
     std::thread::Builder::new().name("tern-rest-main".into()).spawn(move || {
         if let Err(e) = tern_rest::run(rest_connect, opts, |addr| {
             let _ = rest_tx.send(Ok(("REST API", addr)));
@@ -635,7 +645,7 @@ fn api(a: ApiArgs) -> Result<()> {
     if let Some(mopts) = mysql_options(&a)? {
         waiting += 1;
         let (my_tx, my_err) = (tx.clone(), tx.clone());
-        let my_connect = connect.clone();
+        let my_connect = durable(mysql_durable, connect.clone());
         std::thread::Builder::new().name("tern-mysql-main".into()).spawn(move || {
             if let Err(e) = tern_mysql::run(my_connect, mopts, |addr| {
                 let _ = my_tx.send(Ok(("MySQL", addr)));
@@ -648,7 +658,7 @@ fn api(a: ApiArgs) -> Result<()> {
         waiting += 1;
         let (redis_tx, redis_err) = (tx.clone(), tx.clone());
         std::thread::Builder::new().name("tern-redis-main".into()).spawn(move || {
-            if let Err(e) = tern_redis::run(connect, ropts, |addr| {
+            if let Err(e) = tern_redis::run(durable(redis_durable, connect), ropts, |addr| {
                 let _ = redis_tx.send(Ok(("Redis", addr)));
             }) {
                 let _ = redis_err.send(Err(e));

@@ -381,3 +381,90 @@ fn redis_set(port: u16, key: &str) -> bool {
     let mut buf = [0u8; 5];
     matches!(s.read(&mut buf), Ok(5) if &buf == b"+OK\r\n")
 }
+
+/// Durable acknowledgement from the front doors: with Redis `CONFIG SET appendfsync always` and
+/// MySQL `SET SESSION tern_durable_commit = 1`, every acknowledged write survives a SIGKILL of the
+/// data node that comes right after it (the angel restarts the node, which recovers from disk).
+#[test]
+fn durable_acknowledgements_from_redis_and_sql_survive_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dn, redis, mysql) = (free_port(), free_port(), free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["up", "--data-dir"])
+        .arg(dir.path())
+        .args(["--datanode-port", &dn.to_string(), "--rest-port", &free_port().to_string()])
+        .args(["--redis-port", &redis.to_string(), "--mysql-port", &mysql.to_string()])
+        .args(["--data-memory", "128M", "--ldm-workers", "2", "--datanodes", "1", "--replicas", "1"])
+        .env("TERN_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("ready:"), "{line}");
+    let sql = |q: &str| -> String {
+        let o = Command::new("mariadb")
+            .args(["-h", "127.0.0.1", "-P", &mysql.to_string(), "-u", "root", "-N", "-B", "-e", q])
+            .output()
+            .expect("mariadb client");
+        assert!(o.status.success(), "{q}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    sql("CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v INT)");
+    assert_eq!(redis_cmd(redis, &["CONFIG", "SET", "appendfsync", "always"]), "+OK\r\n");
+    assert!(redis_cmd(redis, &["CONFIG", "GET", "appendfsync"]).contains("always"));
+    for round in 0..3 {
+        let pid = child_pid(child.id(), "datanode").expect("data node");
+        // Acknowledged durable writes, then at once SIGKILL.
+        for i in 0..20 {
+            let k = format!("r{round}k{i}");
+            assert_eq!(redis_cmd(redis, &["SET", &k, "v"]), "+OK\r\n");
+        }
+        sql(&format!("SET SESSION tern_durable_commit = 1; INSERT INTO d.t VALUES ({round}, {round})"));
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        let until = Instant::now() + Duration::from_secs(60);
+        while child_pid(child.id(), "datanode").is_none_or(|p| p == pid)
+            || !redis_cmd(redis, &["PING"]).contains("PONG")
+        {
+            assert!(Instant::now() < until, "the data node did not come back");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let got = redis_cmd(redis, &["GET", &format!("r{round}k19")]);
+            if got == "$1\r\nv\r\n" {
+                break;
+            }
+            assert!(Instant::now() < until, "acknowledged durable SET lost: {got:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for r in 0..=round {
+            for i in 0..20 {
+                assert_eq!(redis_cmd(redis, &["GET", &format!("r{r}k{i}")]), "$1\r\nv\r\n", "r{r}k{i}");
+            }
+        }
+        assert_eq!(sql("SELECT COUNT(*) FROM d.t"), (round + 1).to_string());
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_exit(&mut child, Duration::from_secs(60));
+}
+
+/// One Redis command and its whole reply (read until the server pauses; replies here are short).
+fn redis_cmd(port: u16, args: &[&str]) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut cmd = format!("*{}\r\n", args.len());
+    for a in args {
+        cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    if s.write_all(cmd.as_bytes()).is_err() {
+        return String::new();
+    }
+    let mut buf = vec![0u8; 4096];
+    let n = s.read(&mut buf).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).to_string()
+}

@@ -219,6 +219,8 @@ pub struct TxnState {
     pub txn: Option<Transaction>,
     /// BEGIN / START TRANSACTION, or autocommit off.
     pub open: bool,
+    /// Transactions begin durable (the session's `tern_durable_commit`).
+    pub durable: bool,
 }
 
 /// How `Runner::fetch` reads: locks, a row limit it may push (0: none), index order (Some:
@@ -252,7 +254,8 @@ impl Runner<'_> {
             return Ok(Vec::new());
         }
         let commit = last && !self.ts.open;
-        let txn = self.ts.txn.get_or_insert_with(|| self.client.begin());
+        let durable = self.ts.durable;
+        let txn = self.ts.txn.get_or_insert_with(|| self.client.begin().durable(durable));
         let r = txn.execute_with(ops, if commit { Exec::Commit } else { Exec::NoCommit }, abort).await;
         if commit || r.is_err() {
             // Committed, or aborted by the data node (a failed transaction is gone).

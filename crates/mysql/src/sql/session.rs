@@ -162,6 +162,7 @@ fn s(v: &str) -> Value {
 /// The variables clients ask for, with their values (session scope unless SET).
 const VAR_NAMES: &[&str] = &[
     "autocommit",
+    "tern_durable_commit",
     "version",
     "version_comment",
     "max_allowed_packet",
@@ -309,6 +310,10 @@ impl Session {
     fn default_var(&self, name: &str) -> Option<Value> {
         Some(match name {
             "autocommit" => Value::Int(self.autocommit as i64),
+            // COMMIT is answered once the transaction is on disk on every replica (else: in the
+            // memory of every replica, on disk within an epoch). `[mysql] durable_commit` sets
+            // the default.
+            "tern_durable_commit" => Value::Int(self.client.durable_commits() as i64),
             "version" => s(SERVER_VERSION),
             "version_comment" => s(VERSION_COMMENT),
             "max_allowed_packet" => Value::Int(self.max_packet as i64),
@@ -682,6 +687,7 @@ impl Session {
             Plan::Select(p) => {
                 let rows = {
                     let mut ts = std::mem::take(&mut self.ts);
+                    ts.durable = self.durable_commit();
                     let env = Env { params, subs: Vec::new(), sess: self, newrow: None };
                     let mut run = Runner { client: &self.client, ts: &mut ts, budget: self.budget(true) };
                     let r = run::run_select(&mut run, p, &env, true).await;
@@ -746,6 +752,7 @@ impl Session {
 
     async fn run_write(&mut self, w: W<'_>, params: &[Value]) -> Result<write::WriteResult, SqlError> {
         let mut ts = std::mem::take(&mut self.ts);
+        ts.durable = self.durable_commit();
         let r = {
             let env = Env { params, subs: Vec::new(), sess: &*self, newrow: None };
             let mut run = Runner { client: &self.client, ts: &mut ts, budget: self.budget(false) };
@@ -1105,6 +1112,17 @@ impl Session {
         }
         self.vars.insert(name.to_string(), v);
         Ok(())
+    }
+
+    /// The session's `tern_durable_commit`.
+    fn durable_commit(&self) -> bool {
+        match self.vars.get("tern_durable_commit") {
+            Some(Value::Bytes(b)) => {
+                matches!(String::from_utf8_lossy(b).to_ascii_uppercase().as_str(), "ON" | "1" | "TRUE")
+            }
+            Some(v) => eval::truth(v).unwrap_or(false),
+            None => self.client.durable_commits(),
+        }
     }
 
     pub fn table(&self, db: Option<&str>, name: &str) -> Result<TableHandle, SqlError> {

@@ -202,6 +202,9 @@ const SETTABLE: &[(&str, Kind, i64, i64)] = &[
     ("timeout", Kind::Int, 0, i32::MAX as i64),
     ("proto-max-bulk-len", Kind::Memory, 1 << 20, i64::MAX),
     ("client-query-buffer-limit", Kind::Memory, 1 << 20, i64::MAX),
+    // always: every commit is answered once it is on disk on every replica (a durable Tern
+    // transaction); everysec / no: answered from memory, on disk within an epoch (~100 ms).
+    ("appendfsync", Kind::Fsync, 0, 2),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,6 +212,17 @@ enum Kind {
     Int,
     /// A byte count with an optional unit (`b`, `k`, `kb`, `m`, `mb`, `g`, `gb`).
     Memory,
+    /// `no` (0), `everysec` (1) or `always` (2).
+    Fsync,
+}
+
+fn fsync_mode(v: &[u8]) -> Option<i64> {
+    match v.to_ascii_lowercase().as_slice() {
+        b"no" => Some(0),
+        b"everysec" => Some(1),
+        b"always" => Some(2),
+        _ => None,
+    }
 }
 
 /// A memory value as redis's `memtoll` reads it: `k`, `m`, `g` are powers of 1000, `kb`, `mb`,
@@ -248,6 +262,10 @@ impl Server {
             ("dir", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
             ("io-threads", self.opts.threads.to_string()),
         ]);
+        let fsync = if self.client.durable_commits() { "always" } else { "everysec" };
+        if let Some(e) = v.iter_mut().find(|(k, _)| *k == "appendfsync") {
+            e.1 = fsync.to_string();
+        }
         v
     }
 
@@ -312,6 +330,8 @@ impl Server {
             let v = match kind {
                 Kind::Int => parse_int(&p[1]).ok_or_else(|| failed("argument couldn't be parsed into an integer"))?,
                 Kind::Memory => memory(&p[1]).ok_or_else(|| failed("argument must be a memory value"))?,
+                Kind::Fsync => fsync_mode(&p[1])
+                    .ok_or_else(|| failed("argument(s) must be one of the following: always, everysec, no"))?,
             };
             if v < lo || v > hi {
                 return Err(failed(&format!("argument must be between {lo} and {hi} inclusive")));
@@ -324,6 +344,7 @@ impl Server {
                 "maxclients" => self.live.conns.set_max(v as usize),
                 "timeout" => self.live.timeout_s.store(v, Ordering::Relaxed),
                 "proto-max-bulk-len" => self.live.max_bulk.store(v as usize, Ordering::Relaxed),
+                "appendfsync" => self.client.set_durable_commits(v == 2),
                 _ => self.live.max_pending.store(v as usize, Ordering::Relaxed),
             }
         }
