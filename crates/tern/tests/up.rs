@@ -468,3 +468,70 @@ fn redis_cmd(port: u16, args: &[&str]) -> String {
     let n = s.read(&mut buf).unwrap_or(0);
     String::from_utf8_lossy(&buf[..n]).to_string()
 }
+
+/// Three management nodes: SIGKILL of the Raft leader leaves the cluster serving and managed
+/// (writes go on; a data node killed afterwards is still declared failed, restarted and
+/// rejoins).
+#[test]
+fn sigkill_of_the_mgmd_leader_with_three_mgmds() {
+    let dir = tempfile::tempdir().unwrap();
+    let consecutive = |n: u16| {
+        let start = free_port();
+        (start..start + 300)
+            .find(|p| (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()))
+            .unwrap()
+    };
+    let (mgmd, dn, redis) = (consecutive(3), consecutive(2), free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["up", "--data-dir"])
+        .arg(dir.path())
+        .args(["--mgmds", "3", "--mgmd-port", &mgmd.to_string(), "--datanode-port", &dn.to_string()])
+        .args(["--rest-port", &free_port().to_string(), "--redis-port", &redis.to_string()])
+        .args(["--mysql-port", &free_port().to_string(), "--data-memory", "128M", "--failure-timeout-ms", "900"])
+        .env("TERN_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("ready:"), "{line}");
+    let addrs: Vec<String> = (0..3).map(|i| format!("127.0.0.1:{}", mgmd + i)).collect();
+    let status = || tern_control::MgmClient::new(addrs.clone()).with_role(tern_control::Role::Admin).status();
+    let leader = status().unwrap().leader.expect("a leader");
+    let pid = child_pid(child.id(), &format!("mgmd-{leader}")).expect("the leader's process");
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    // Writes go on, and the control plane answers (a leader again).
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut ok = 0;
+    while ok < 50 {
+        if redis_set(redis, &format!("m{ok}")) {
+            ok += 1;
+        }
+        assert!(Instant::now() < until, "writes stopped after the mgmd leader died");
+    }
+    let until = Instant::now() + Duration::from_secs(30);
+    while !status().is_ok_and(|s| s.leader.is_some()) {
+        assert!(Instant::now() < until, "no mgmd leader after the leader was killed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The cluster is still managed: a killed data node is failed, restarted, and rejoins.
+    let dpid = child_pid(child.id(), "datanode-2.toml").expect("data node 2");
+    unsafe { libc::kill(dpid as i32, libc::SIGKILL) };
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let st = status();
+        if child_pid(child.id(), "datanode-2.toml").is_some_and(|p| p != dpid)
+            && st.is_ok_and(|s| s.state.state.state_of(2) == tern_types::cluster::NodeState::Started)
+        {
+            break;
+        }
+        assert!(Instant::now() < until, "data node 2 did not rejoin");
+        redis_set(redis, "during");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_exit(&mut child, Duration::from_secs(60));
+}
