@@ -171,7 +171,7 @@ fn a_hostile_peer_connection_is_closed_and_the_node_serves_on() {
         let mut s = std::net::TcpStream::connect(&addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut bytes = Vec::new();
-        let hello = tern_wire::PeerHello { node: 2, worker: 0, incarnation: 1 };
+        let hello = tern_wire::PeerHello { node: 2, worker: 0, incarnation: 1, target_incarnation: 1 };
         let at = tern_wire::begin_frame(&mut bytes);
         hello.encode(&mut bytes);
         tern_wire::finish_frame(&mut bytes, at);

@@ -491,6 +491,14 @@ impl Worker {
                 }
                 Ok(Some((payload, n))) if conn.requests == 0 && PeerHello::decode(payload).is_some() => {
                     let hello = PeerHello::decode(payload).expect("checked");
+                    let own = cluster.nodes.get(&self.node_id).map_or(0, |s| s.incarnation);
+                    if hello.target_incarnation < own {
+                        // Meant for this node's previous life (the sender has not learned of the
+                        // restart yet): nothing on this connection may act here.
+                        tracing::debug!(node = hello.node, "refusing a connection meant for an earlier incarnation");
+                        closed = true;
+                        break;
+                    }
                     if (hello.worker as usize) != self.index && (hello.worker as usize) < workers {
                         migrate = Some(hello.worker as usize);
                         break;
@@ -741,9 +749,11 @@ impl Worker {
             dirty.sort_unstable();
             dirty.dedup();
             let incarnation = self.cluster.nodes.get(&self.node_id).map_or(0, |s| s.incarnation);
-            let hello = PeerHello { node: self.node_id, worker: self.index as u16, incarnation };
             let now = self.shared.now_ms();
             for node in dirty.drain(..) {
+                let target_incarnation = self.cluster.nodes.get(&node).map_or(0, |s| s.incarnation);
+                let hello =
+                    PeerHello { node: self.node_id, worker: self.index as u16, incarnation, target_incarnation };
                 let link = self.links.get_mut(&node).expect("a link");
                 if !link.flush(self.poll.registry(), hello, now) {
                     tracing::warn!(node, "the connection to data node {node} broke; unsent signals dropped");

@@ -348,15 +348,29 @@ fn up_by_default_runs_a_replicated_cluster_that_heals() {
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let mut writes = 0;
     let until = Instant::now() + Duration::from_secs(60);
+    let mut last_ack = Instant::now();
+    let mut worst = Duration::ZERO;
     loop {
         if redis_set(redis, &format!("k{writes}")) {
             writes += 1;
+            worst = worst.max(last_ack.elapsed());
+            last_ack = Instant::now();
         }
         if writes > 20 && status(2) == "started" && child_pid(child.id(), "datanode-2.toml").is_some_and(|p| p != pid) {
             break;
         }
-        assert!(Instant::now() < until, "data node 2 did not rejoin (state {})", status(2));
+        assert!(
+            Instant::now() < until,
+            "data node 2 did not rejoin (state {}, {writes} writes, last SET answer {:?})",
+            status(2),
+            redis_cmd(redis, &["SET", "probe", "v"])
+        );
         std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(worst < Duration::from_secs(3), "Redis clients stalled for {worst:?}");
+    // Every acknowledged SET is there.
+    for i in 0..writes {
+        assert_eq!(redis_cmd(redis, &["GET", &format!("k{i}")]), "$1\r\nv\r\n", "acknowledged k{i} lost");
     }
     let rows = |port: u16| tern_client::Client::connect(&format!("127.0.0.1:{port}")).unwrap().status().unwrap().rows;
     let until = Instant::now() + Duration::from_secs(10);

@@ -28,18 +28,22 @@ pub trait LocalTransport: Send + Sync {
 pub type ReplySink = std::sync::Arc<dyn Fn(u64, Reply) + Send + Sync>;
 
 /// The first frame a data node sends on a connection to another data node (the node-to-node
-/// transporter): `[PEER_HELLO_KIND][node u16][worker u16][incarnation u32]`. Every later frame on
+/// transporter): `[PEER_HELLO_KIND][node u16][worker u16][incarnation u32][target incarnation
+/// u32]`. Every later frame on
 /// that connection carries one signal (`tern_kernel::codec`). Client request kinds are below
 /// 0x80, so a data node tells the two kinds of connection apart by the first byte.
 pub const PEER_HELLO_KIND: u8 = 0xF0;
 
-/// A peer connection's greeting: which node and which of its workers sends, and the sender's
-/// incarnation (bumped by every restart, so a restarted node's old connections are told apart).
+/// A peer connection's greeting: which node and which of its workers sends, the sender's
+/// incarnation (bumped by every restart, so a restarted node's old connections are told apart)
+/// and the incarnation of the receiver the sender means (a node that restarted before the sender
+/// learned of it refuses signals meant for its previous life).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerHello {
     pub node: u16,
     pub worker: u16,
     pub incarnation: u32,
+    pub target_incarnation: u32,
 }
 
 impl PeerHello {
@@ -48,17 +52,19 @@ impl PeerHello {
         out.extend_from_slice(&self.node.to_le_bytes());
         out.extend_from_slice(&self.worker.to_le_bytes());
         out.extend_from_slice(&self.incarnation.to_le_bytes());
+        out.extend_from_slice(&self.target_incarnation.to_le_bytes());
     }
 
     /// `None` unless `payload` is exactly a peer greeting.
     pub fn decode(payload: &[u8]) -> Option<PeerHello> {
-        if payload.len() != 9 || payload[0] != PEER_HELLO_KIND {
+        if payload.len() != 13 || payload[0] != PEER_HELLO_KIND {
             return None;
         }
         Some(PeerHello {
             node: u16::from_le_bytes([payload[1], payload[2]]),
             worker: u16::from_le_bytes([payload[3], payload[4]]),
             incarnation: u32::from_le_bytes(payload[5..9].try_into().ok()?),
+            target_incarnation: u32::from_le_bytes(payload[9..13].try_into().ok()?),
         })
     }
 }
@@ -69,7 +75,7 @@ mod peer_tests {
 
     #[test]
     fn peer_hello_round_trips_and_is_not_a_request() {
-        let h = PeerHello { node: 7, worker: 3, incarnation: 9 };
+        let h = PeerHello { node: 7, worker: 3, incarnation: 9, target_incarnation: 4 };
         let mut b = Vec::new();
         h.encode(&mut b);
         assert_eq!(PeerHello::decode(&b), Some(h));
