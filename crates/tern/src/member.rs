@@ -160,6 +160,9 @@ pub fn run(
                 }
             }
             if durable_want > durable_sent {
+                // Bounded: a stopping node must not hang on management nodes that are gone.
+                client.call_timeout = Duration::from_secs(2);
+                client.request_timeout = Duration::from_secs(1);
                 let _ = client.propose(Command::SetDurableEpoch { epoch: durable_want });
             }
             return;
