@@ -339,6 +339,9 @@ impl Client {
     fn note_not_started(&self, c: &Arc<Conn>, r: &Result<Reply>) {
         let not_started = match r {
             Err(e) | Ok(Reply::Error(e)) => e.code == ErrorCode::NodeNotStarted,
+            Ok(Reply::Txn(t)) => {
+                matches!(&t.outcome, tern_wire::Outcome::Aborted(e) if e.code == ErrorCode::NodeNotStarted)
+            }
             _ => false,
         };
         if not_started {
@@ -815,11 +818,6 @@ impl Transaction {
             },
             Err(e) => Err(e),
         };
-        if let Ok(Reply::Txn(r)) = &reply
-            && matches!(&r.outcome, tern_wire::Outcome::Aborted(e) if e.code == ErrorCode::NodeNotStarted)
-        {
-            self.client.leave_node(&conn);
-        }
         self.client.note_not_started(&conn, &reply);
         let resp = match reply {
             Ok(Reply::Txn(r)) => r,

@@ -38,7 +38,34 @@ pub struct DataNodeConfig {
     pub idle_hook: Option<fn()>,
     /// Receives the blocks' requests to the control plane (node state changes, the durable
     /// epoch); without a control plane they are dropped.
-    pub control: Option<std::sync::mpsc::Sender<tern_kernel::signal::ControlReq>>,
+    pub control: Option<Arc<ControlInbox>>,
+}
+
+/// The blocks' requests to the control plane, waiting for the membership thread. Bounded by
+/// construction: the durable epoch is kept as the newest only, and a node state change repeating
+/// the last one waiting is not queued again (a node asks for a handful in its life).
+#[derive(Debug, Default)]
+pub struct ControlInbox {
+    pending: std::sync::Mutex<(Vec<tern_types::cluster::NodeState>, u64)>,
+}
+
+impl ControlInbox {
+    pub fn push(&self, req: tern_kernel::signal::ControlReq) {
+        use tern_kernel::signal::ControlReq;
+        let mut p = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match req {
+            ControlReq::SetState(s) if p.0.last() != Some(&s) => p.0.push(s),
+            ControlReq::SetState(_) => {}
+            ControlReq::DurableEpoch(e) => p.1 = p.1.max(e),
+        }
+    }
+
+    /// The state changes asked for since the last call, in order, and the newest durable epoch
+    /// reported so far.
+    pub fn take(&self) -> (Vec<tern_types::cluster::NodeState>, u64) {
+        let mut p = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (std::mem::take(&mut p.0), p.1)
+    }
 }
 
 impl DataNodeConfig {

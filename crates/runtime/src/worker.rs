@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use tern_kernel::dict::Dict;
 use tern_kernel::dist::Dist;
 use tern_kernel::ldm::Ldm;
-use tern_kernel::signal::{Addr, Block, ClientId, ControlReq, IoReq, NodeId, Out, Signal};
+use tern_kernel::signal::{Addr, Block, ClientId, IoReq, NodeId, Out, Signal};
 use tern_kernel::tc::Tc;
 use tern_types::cluster::{ClusterState, NodeState};
 use tern_wire::PeerHello;
@@ -68,7 +68,7 @@ pub struct Shared {
     pub spin_max_us: u64,
     pub idle_hook: Option<fn()>,
     /// Where the blocks' requests to the control plane go (the membership thread).
-    pub control: Option<std::sync::mpsc::Sender<ControlReq>>,
+    pub control: Option<Arc<crate::ControlInbox>>,
 }
 
 impl Shared {
@@ -453,7 +453,7 @@ impl Worker {
         let mut protocol_error = None;
         let mut migrate = None;
         let workers = self.peers.len();
-        let cluster = self.cluster.clone();
+        let cluster = &self.cluster;
         // Signals of an incarnation the map counts as failed, or older than the map's (a process
         // that was declared dead and woke up), are dropped: its transactions were taken over. A
         // newer incarnation than the map's is a restarted node whose map reached it first.
@@ -643,9 +643,7 @@ impl Worker {
     fn route(&mut self, out: &mut Out) {
         for req in out.control.drain(..) {
             match &self.shared.control {
-                Some(tx) => {
-                    let _ = tx.send(req);
-                }
+                Some(inbox) => inbox.push(req),
                 None => tracing::debug!(?req, "no control plane: request dropped"),
             }
         }

@@ -245,6 +245,9 @@ pub struct Sim {
     log_enabled: bool,
     /// `TERN_SIM_KEY`: log every prepare and commit point touching this key.
     log_key: Option<i64>,
+    /// `TERN_SIM_TXN` (a transaction id) and `TERN_SIM_EPOCH`: log their signals.
+    log_txn: Option<u64>,
+    log_epoch: Option<u64>,
     cluster: std::sync::Arc<ClusterState>,
     nodes: BTreeMap<NodeId, SimNode>,
     incarnation: u32,
@@ -315,6 +318,8 @@ impl Sim {
             seed,
             log_enabled: std::env::var_os("TERN_SIM_LOG").is_some(),
             log_key: std::env::var("TERN_SIM_KEY").ok().and_then(|k| k.parse().ok()),
+            log_txn: std::env::var("TERN_SIM_TXN").ok().and_then(|k| k.parse().ok()),
+            log_epoch: std::env::var("TERN_SIM_EPOCH").ok().and_then(|k| k.parse().ok()),
             rng: Rng::new(seed),
             cfg,
             now: 0,
@@ -887,45 +892,49 @@ impl Sim {
         }
     }
 
-    /// Sends a signal over the link from -> to, keeping per-link FIFO order.
-    fn send(&mut self, from: Addr, to: Addr, sig: Signal) {
-        if let Ok(want) = std::env::var("TERN_SIM_TXN") {
-            let t = match &sig {
-                Signal::Prepare(b) | Signal::Prepared(b) => Some(b.txn),
-                Signal::Commit { txn, .. }
-                | Signal::Committed { txn, .. }
-                | Signal::Complete { txn, .. }
-                | Signal::Abort { txn, .. } => Some(*txn),
-                _ => None,
-            };
-            if let Some(t) = t
-                && want == t.id.to_string()
-            {
-                self.log(|| format!("{from:?} -> {to:?}: {sig:?}"));
-            }
-        }
-        match &sig {
-            Signal::StartCopy | Signal::CopyFragReq { .. } | Signal::CopyDone { .. } | Signal::CatalogReq { .. } => {
-                self.log(|| format!("{from:?} -> {to:?}: {sig:?}"))
-            }
+    /// The `TERN_SIM_LOG` lines of a signal: restarts and copies, and the signals of the
+    /// transaction (`TERN_SIM_TXN`) and epoch (`TERN_SIM_EPOCH`) asked for.
+    fn trace_send(&self, from: Addr, to: Addr, sig: &Signal) {
+        let txn = match sig {
+            Signal::Prepare(b) | Signal::Prepared(b) => Some(b.txn),
+            Signal::Commit { txn, .. }
+            | Signal::Committed { txn, .. }
+            | Signal::Complete { txn, .. }
+            | Signal::Abort { txn, .. } => Some(*txn),
+            _ => None,
+        };
+        let epoch = match sig {
             Signal::EpochFlush { epoch, .. }
             | Signal::EpochTcFinished { epoch, .. }
             | Signal::EpochCommit { epoch, .. }
             | Signal::EpochFlushed { epoch, .. }
             | Signal::EpochSave { epoch, .. }
             | Signal::EpochDurable { epoch }
-            | Signal::EpochPrepare { epoch, .. }
-                if std::env::var("TERN_SIM_EPOCH").is_ok_and(|e| e.parse() == Ok(*epoch)) =>
-            {
-                self.log(|| format!("{from:?} -> {to:?}: {sig:?}"))
-            }
-            Signal::CopyRows { table, partition, rows, done, .. } => self.log(|| {
+            | Signal::EpochPrepare { epoch, .. } => Some(*epoch),
+            _ => None,
+        };
+        let wanted = txn.is_some_and(|t| self.log_txn == Some(t.id))
+            || epoch.is_some_and(|e| self.log_epoch == Some(e))
+            || matches!(
+                sig,
+                Signal::StartCopy | Signal::CopyFragReq { .. } | Signal::CopyDone { .. } | Signal::CatalogReq { .. }
+            );
+        if wanted {
+            self.log(|| format!("{from:?} -> {to:?}: {sig:?}"));
+        } else if let Signal::CopyRows { table, partition, rows, done, .. } = sig {
+            self.log(|| {
                 format!(
                     "{from:?} -> {to:?}: CopyRows table {table} partition {partition} rows {} done {done}",
                     rows.len()
                 )
-            }),
-            _ => {}
+            });
+        }
+    }
+
+    /// Sends a signal over the link from -> to, keeping per-link FIFO order.
+    fn send(&mut self, from: Addr, to: Addr, sig: Signal) {
+        if self.log_enabled {
+            self.trace_send(from, to, &sig);
         }
         let delay = self.rng.below(3);
         let t = (self.now + delay).max(*self.link_time.get(&(from, to)).unwrap_or(&0));

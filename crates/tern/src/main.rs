@@ -374,7 +374,8 @@ fn datanode_in_cluster(
     let mut cfg = toml.to_runtime()?;
     let joined = member::join(&mut client, node_id, &cfg.data_dir, &stop_requested)?;
     let heartbeat = Duration::from_millis(joined.state.config.heartbeat_interval_ms.max(10));
-    let (tx, rx) = std::sync::mpsc::channel();
+    let inbox = Arc::new(tern_runtime::ControlInbox::default());
+    let rx = inbox.clone();
     // The membership thread runs from now on: a long local recovery keeps its lease.
     let publisher = Arc::new(member::Maps::default());
     let m = member::Member {
@@ -402,7 +403,7 @@ fn datanode_in_cluster(
     cfg.node.ldm_count = joined.state.config.ldm_workers;
     cfg.node.cluster = Arc::new(joined.state);
     cfg.node.recover_to = joined.recover_to;
-    cfg.control = Some(tx);
+    cfg.control = Some(inbox);
     tune_allocator();
     cfg.idle_hook = Some(collect_freed_memory);
     let node = tern_runtime::DataNode::start(cfg).map_err(|e| anyhow::anyhow!(e))?;

@@ -20,10 +20,8 @@
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 use tern_control::{Command, ControlError, MgmClient, Role, StateInfo};
-use tern_kernel::signal::ControlReq;
 use tern_types::cluster::{ClusterState, NodeId, NodeState};
 
 /// Exit code of a data node that fenced itself (lost its lease or was declared failed).
@@ -139,7 +137,7 @@ pub struct Member {
 pub fn run(
     mut client: MgmClient,
     mut m: Member,
-    control: Receiver<ControlReq>,
+    control: Arc<tern_runtime::ControlInbox>,
     publish: &dyn Fn(Arc<ClusterState>),
     fence: &dyn Fn(&str),
     stop: &dyn Fn() -> bool,
@@ -154,11 +152,7 @@ pub fn run(
     loop {
         if stop() {
             // The node has shut down (its last epochs are durable): report the newest.
-            while let Ok(req) = control.try_recv() {
-                if let ControlReq::DurableEpoch(e) = req {
-                    durable_want = durable_want.max(e);
-                }
-            }
+            durable_want = durable_want.max(control.take().1);
             if durable_want > durable_sent {
                 // Bounded: a stopping node must not hang on management nodes that are gone.
                 client.call_timeout = Duration::from_secs(2);
@@ -168,13 +162,9 @@ pub fn run(
             return;
         }
         // Requests of the blocks: state changes in order; the durable epoch, only the newest.
-        loop {
-            match control.try_recv() {
-                Ok(ControlReq::SetState(s)) => state_changes.push(s),
-                Ok(ControlReq::DurableEpoch(e)) => durable_want = durable_want.max(e),
-                Err(_) => break,
-            }
-        }
+        let (states, durable) = control.take();
+        state_changes.extend(states);
+        durable_want = durable_want.max(durable);
         while let Some(&s) = state_changes.first() {
             match client.propose(Command::SetState { node: m.node, incarnation: m.incarnation, state: s }) {
                 Ok(_) => {

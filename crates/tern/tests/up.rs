@@ -311,30 +311,28 @@ fn colocated_rest_api_in_the_data_node_process() {
 #[test]
 fn up_by_default_runs_a_replicated_cluster_that_heals() {
     let dir = tempfile::tempdir().unwrap();
-    let (dn, mgmd, redis) = (free_port(), free_port(), free_port());
-    // Consecutive data node ports: take two free ones in a row.
-    let dn = (dn..dn + 200)
-        .find(|p| {
-            std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok()
-                && std::net::TcpListener::bind(("127.0.0.1", *p + 1)).is_ok()
-        })
-        .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["up", "--data-dir"])
-        .arg(dir.path())
-        .args(["--datanode-port", &dn.to_string(), "--mgmd-port", &mgmd.to_string()])
-        .args(["--rest-port", &free_port().to_string(), "--redis-port", &redis.to_string()])
-        .args(["--mysql-port", &free_port().to_string(), "--data-memory", "128M", "--failure-timeout-ms", "900"])
-        .env("TERN_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert!(line.starts_with("ready:") && line.contains("mgmd="), "{line}");
+    let (mgmd, redis) = (free_port(), free_port());
+    let dn = consecutive_ports(2);
+    let (mut child, line) = up_ready(
+        dir.path(),
+        &[
+            "--datanode-port",
+            &dn.to_string(),
+            "--mgmd-port",
+            &mgmd.to_string(),
+            "--rest-port",
+            &free_port().to_string(),
+            "--redis-port",
+            &redis.to_string(),
+            "--mysql-port",
+            &free_port().to_string(),
+            "--data-memory",
+            "128M",
+            "--failure-timeout-ms",
+            "900",
+        ],
+    );
+    assert!(line.contains("mgmd="), "{line}");
     let addrs = format!("127.0.0.1:{dn},127.0.0.1:{}", dn + 1);
     let c = tern_client::Client::connect(&addrs).unwrap();
     let status = |id: u16| -> String {
@@ -403,22 +401,27 @@ fn redis_set(port: u16, key: &str) -> bool {
 fn durable_acknowledgements_from_redis_and_sql_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let (dn, redis, mysql) = (free_port(), free_port(), free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["up", "--data-dir"])
-        .arg(dir.path())
-        .args(["--datanode-port", &dn.to_string(), "--rest-port", &free_port().to_string()])
-        .args(["--redis-port", &redis.to_string(), "--mysql-port", &mysql.to_string()])
-        .args(["--data-memory", "128M", "--ldm-workers", "2", "--datanodes", "1", "--replicas", "1"])
-        .env("TERN_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert!(line.starts_with("ready:"), "{line}");
+    let (mut child, _) = up_ready(
+        dir.path(),
+        &[
+            "--datanode-port",
+            &dn.to_string(),
+            "--rest-port",
+            &free_port().to_string(),
+            "--redis-port",
+            &redis.to_string(),
+            "--mysql-port",
+            &mysql.to_string(),
+            "--data-memory",
+            "128M",
+            "--ldm-workers",
+            "2",
+            "--datanodes",
+            "1",
+            "--replicas",
+            "1",
+        ],
+    );
     let sql = |q: &str| -> String {
         let o = Command::new("mariadb")
             .args(["-h", "127.0.0.1", "-P", &mysql.to_string(), "-u", "root", "-N", "-B", "-e", q])
@@ -489,29 +492,28 @@ fn redis_cmd(port: u16, args: &[&str]) -> String {
 #[test]
 fn sigkill_of_the_mgmd_leader_with_three_mgmds() {
     let dir = tempfile::tempdir().unwrap();
-    let consecutive = |n: u16| {
-        let start = free_port();
-        (start..start + 300)
-            .find(|p| (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()))
-            .unwrap()
-    };
-    let (mgmd, dn, redis) = (consecutive(3), consecutive(2), free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["up", "--data-dir"])
-        .arg(dir.path())
-        .args(["--mgmds", "3", "--mgmd-port", &mgmd.to_string(), "--datanode-port", &dn.to_string()])
-        .args(["--rest-port", &free_port().to_string(), "--redis-port", &redis.to_string()])
-        .args(["--mysql-port", &free_port().to_string(), "--data-memory", "128M", "--failure-timeout-ms", "900"])
-        .env("TERN_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert!(line.starts_with("ready:"), "{line}");
+    let (mgmd, dn, redis) = (consecutive_ports(3), consecutive_ports(2), free_port());
+    let (mut child, _) = up_ready(
+        dir.path(),
+        &[
+            "--mgmds",
+            "3",
+            "--mgmd-port",
+            &mgmd.to_string(),
+            "--datanode-port",
+            &dn.to_string(),
+            "--rest-port",
+            &free_port().to_string(),
+            "--redis-port",
+            &redis.to_string(),
+            "--mysql-port",
+            &free_port().to_string(),
+            "--data-memory",
+            "128M",
+            "--failure-timeout-ms",
+            "900",
+        ],
+    );
     let addrs: Vec<String> = (0..3).map(|i| format!("127.0.0.1:{}", mgmd + i)).collect();
     let status = || tern_control::MgmClient::new(addrs.clone()).with_role(tern_control::Role::Admin).status();
     let leader = status().unwrap().leader.expect("a leader");
@@ -548,4 +550,29 @@ fn sigkill_of_the_mgmd_leader_with_three_mgmds() {
     }
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     wait_exit(&mut child, Duration::from_secs(60));
+}
+
+/// `n` free ports in a row (mgmds and data nodes of `tern up` take consecutive ports).
+fn consecutive_ports(n: u16) -> u16 {
+    let start = free_port();
+    (start..start + 300).find(|p| (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok())).unwrap()
+}
+
+/// Starts `tern up --data-dir DIR ARGS...` and waits for its `ready:` line.
+fn up_ready(dir: &std::path::Path, args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["up", "--data-dir"])
+        .arg(dir)
+        .args(args)
+        .env("TERN_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("ready:"), "{line}");
+    (child, line)
 }
