@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use tern_client::{Client, Column, ColumnType, DdlReq, Exec, OpResult, Table, Value};
+use tern_client::{Client, Column, ColumnType, DdlReq, ErrorCode, Exec, OpResult, Table, TableHandle, Value};
 use tern_kernel::NodeConfig;
 use tern_kernel::sysfile::{SYSFILE_NAME, Sysfile};
 use tern_runtime::{DataNode, DataNodeConfig};
@@ -111,6 +111,36 @@ fn two_replicas_on_two_nodes_serve_replicate_and_restart_consistently() {
                 assert_eq!(t1.decode_row(bytes).unwrap()[1], Value::str(&format!("v{i}")));
             }
             other => panic!("row {i}: {other:?}"),
+        }
+    }
+    // A deadlock across the nodes: each transaction (one coordinated by each node) holds a row
+    // whose primary is on one node and waits for the other's. Probes find the cycle: one fails
+    // with 1213 (not the lock-wait timeout) and the other commits.
+    let part = |id: i64| t1.partition_of(&[Value::Int(id)]).unwrap();
+    let (ka, kb) = (2, (3..100).find(|&k| part(k) != part(2)).expect("a key of the other partition"));
+    for round in 0..2 {
+        let (mut xa, mut xb) = (c1.begin(), c2.begin());
+        let w = |t: &TableHandle, k: i64, v: &str| t.write(&[Value::Int(k), Value::str(v)]).unwrap();
+        tern_client::block_on(xa.execute(vec![w(&t1, ka, "a")], Exec::NoCommit)).unwrap();
+        tern_client::block_on(xb.execute(vec![w(&t2, kb, "b")], Exec::NoCommit)).unwrap();
+        let ta = t1.clone();
+        let first = std::thread::spawn(move || {
+            tern_client::block_on(xa.execute(vec![w(&ta, kb, "a")], Exec::Commit)).map(|_| ())
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let second = tern_client::block_on(xb.execute(vec![w(&t2, ka, "b")], Exec::Commit)).map(|_| ());
+        let (winner, err) = match (first.join().unwrap(), second) {
+            (Ok(()), Err(e)) => ("a", e),
+            (Err(e), Ok(())) => ("b", e),
+            other => panic!("round {round}: expected one victim, got {other:?}"),
+        };
+        assert_eq!(err.code, ErrorCode::Deadlock, "round {round}: {err:?}");
+        let got = b1.execute(vec![t1.read(&[Value::Int(ka)]).unwrap(), t1.read(&[Value::Int(kb)]).unwrap()]).unwrap();
+        for r in got {
+            match r {
+                OpResult::Row(bytes) => assert_eq!(t1.decode_row(&bytes).unwrap()[1], Value::str(winner)),
+                other => panic!("{other:?}"),
+            }
         }
     }
     // A transaction spanning batches on node 1, committed durably.

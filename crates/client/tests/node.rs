@@ -814,3 +814,44 @@ fn local_deadlock_is_found_at_once() {
     first.join().unwrap().unwrap();
     assert_eq!(read_v(&a, &t, 1), Some(10));
 }
+
+/// A cycle of waits through two ldms (each transaction holds a row of one and waits for the
+/// other's): no ldm sees it alone, the deadlock probes find it, one transaction fails with 1213
+/// long before the (here raised) lock-wait timeout would end it, and the other commits.
+#[test]
+fn deadlock_across_ldms_is_found_by_probes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), 64 << 20);
+    cfg.node.ldm.lock_wait_timeout_ms = 60_000;
+    let node = DataNode::start(cfg).expect("start");
+    assert!(node.wait_started(Duration::from_secs(20)), "node started");
+    let a = Client::connect(&node.local_addr().to_string()).unwrap();
+    let b = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = setup(&a, "xdl");
+    let ldm = |id: i64| tern_types::cluster::ldm_of(t.partition_of(&[Value::Int(id)]).unwrap(), 1, 2);
+    let other = (2..100).find(|&k| ldm(k) != ldm(1)).expect("a key of the other ldm");
+    a.blocking().execute(vec![t.insert(&row(1, 1)).unwrap(), t.insert(&row(other, 1)).unwrap()]).unwrap();
+    for round in 0..3 {
+        let mut ta = a.begin();
+        let mut tb = b.begin();
+        block_on(ta.execute(vec![t.write(&row(1, 100 + round)).unwrap()], Exec::NoCommit)).unwrap();
+        block_on(tb.execute(vec![t.write(&row(other, 200 + round)).unwrap()], Exec::NoCommit)).unwrap();
+        let t2 = t.clone();
+        let first = std::thread::spawn(move || {
+            block_on(ta.execute(vec![t2.write(&row(other, 100 + round)).unwrap()], Exec::Commit)).map(|_| ())
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let second = block_on(tb.execute(vec![t.write(&row(1, 200 + round)).unwrap()], Exec::Commit)).map(|_| ());
+        let first = first.join().unwrap();
+        // Exactly one is the victim, with the deadlock error (not the lock-wait timeout).
+        let (winner, err) = match (first, second) {
+            (Ok(()), Err(e)) => (100 + round, e),
+            (Err(e), Ok(())) => (200 + round, e),
+            other => panic!("round {round}: expected one victim, got {other:?}"),
+        };
+        assert_eq!(err.code, ErrorCode::Deadlock, "{err:?}");
+        assert_eq!(err.code.mysql_errno(), 1213);
+        assert_eq!(read_v(&a, &t, 1), Some(winner));
+        assert_eq!(read_v(&a, &t, other), Some(winner));
+    }
+}

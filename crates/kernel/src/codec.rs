@@ -123,6 +123,8 @@ signal_tags! {
     IO_DONE = 44,
     TICK = 45,
     CHECKPOINT_STEP = 46,
+    DEADLOCK_PROBE = 47,
+    DEADLOCK_VICTIM = 48,
 }
 
 /// Appends the payload for `sig` addressed to `to`.
@@ -359,6 +361,19 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
         }
         Signal::Tick => e.u8(tag::TICK),
         Signal::CheckpointStep => e.u8(tag::CHECKPOINT_STEP),
+        Signal::DeadlockProbe { initiator, batch, origin, target, hops } => {
+            e.u8(tag::DEADLOCK_PROBE);
+            enc_txn(e, initiator);
+            e.u32(*batch);
+            enc_addr(e, *origin);
+            enc_txn(e, target);
+            e.u8(*hops);
+        }
+        Signal::DeadlockVictim { txn, batch } => {
+            e.u8(tag::DEADLOCK_VICTIM);
+            enc_txn(e, txn);
+            e.u32(*batch);
+        }
     }
 }
 
@@ -470,6 +485,14 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         },
         tag::TICK => Signal::Tick,
         tag::CHECKPOINT_STEP => Signal::CheckpointStep,
+        tag::DEADLOCK_PROBE => Signal::DeadlockProbe {
+            initiator: dec_txn(d)?,
+            batch: d.u32()?,
+            origin: dec_addr(d)?,
+            target: dec_txn(d)?,
+            hops: d.u8()?,
+        },
+        tag::DEADLOCK_VICTIM => Signal::DeadlockVictim { txn: dec_txn(d)?, batch: d.u32()? },
         _ => return Err(DecodeError("unknown signal tag")),
     })
 }
@@ -989,6 +1012,11 @@ mod tests {
             (ldm(2, 2), Signal::Complete { txn: txn(900), chain: vec![ldm(1, 2), ldm(2, 2)], pos: 1 }),
             (ldm(1, 0), Signal::Abort { txn: txn(901), chain: vec![ldm(1, 0)], pos: 0, map_version: 6 }),
             (tc(2, 1), Signal::Aborted { txn: txn(901), chain: vec![] }),
+            (
+                tc(2, 0),
+                Signal::DeadlockProbe { initiator: txn(902), batch: 3, origin: ldm(1, 1), target: txn(17), hops: 4 },
+            ),
+            (ldm(1, 1), Signal::DeadlockVictim { txn: txn(902), batch: 3 }),
             (ldm(1, 3), Signal::ScanFrag(scan_frag())),
             (
                 tc(2, 0),

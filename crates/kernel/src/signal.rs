@@ -41,6 +41,15 @@ pub struct TxnRef {
     pub id: u64,
 }
 
+impl TxnRef {
+    /// The deadlock-victim order: the transaction with the higher id (the younger one at its
+    /// coordinator), then the higher coordinator address. Total, so every member of a cycle
+    /// agrees on its highest-ranked member.
+    pub fn outranks(&self, other: &TxnRef) -> bool {
+        (self.id, self.tc) > (other.id, other.tc)
+    }
+}
+
 /// What an ldm holds of a transaction whose coordinator failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TakeoverState {
@@ -165,6 +174,25 @@ pub enum Signal {
     Aborted {
         txn: TxnRef,
         chain: Vec<Addr>,
+    },
+    /// Deadlock detection across ldms and nodes (edge chasing, after Chandy, Misra and Haas
+    /// 1983): `initiator`, blocked at ldm `origin` with batch `batch`, waits (directly or through
+    /// other waits) for a lock held by `target`. An ldm sends it to the target's tc, which passes
+    /// it to every ldm where the target has a batch outstanding; an ldm where the target is
+    /// blocked passes it on to the holders of that lock. It only travels towards transactions
+    /// the initiator outranks (`TxnRef::outranks`), so of a cycle only its highest-ranked member's
+    /// probe comes round, and that member is the one victim. `hops` bounds the walk.
+    DeadlockProbe {
+        initiator: TxnRef,
+        batch: u32,
+        origin: Addr,
+        target: TxnRef,
+        hops: u8,
+    },
+    /// The probe came back: the initiator's blocked batch fails with a deadlock (1213).
+    DeadlockVictim {
+        txn: TxnRef,
+        batch: u32,
     },
     // tc <-> ldm: scans.
     ScanFrag(Box<ScanFrag>),

@@ -319,6 +319,18 @@ impl Tc {
                 self.durable_epoch = durable_epoch;
                 out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
             }
+            Signal::DeadlockProbe { target, .. } => {
+                // A blocked transaction waits on every batch it has outstanding: pass the probe
+                // to each replica they went to (the ldms check whether it is blocked there).
+                let Some(t) = self.txns.get(&target.id) else { return };
+                if target.tc != self.addr || t.state != State::Preparing {
+                    return;
+                }
+                let ldms: BTreeSet<Addr> = t.pending.values().flatten().copied().collect();
+                for ldm in ldms {
+                    out.send(ldm, sig.clone());
+                }
+            }
             Signal::Tick => {
                 self.expire_idle(out);
                 out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);

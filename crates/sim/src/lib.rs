@@ -281,6 +281,8 @@ pub struct SimStats {
     pub reads: u64,
     pub verified_rows: u64,
     pub lock_timeouts: u64,
+    /// Transactions aborted as deadlock victims (within one ldm or found by probes).
+    pub deadlocks: u64,
     pub node_failures: u32,
     pub node_restarts: u32,
 }
@@ -1428,6 +1430,9 @@ impl Sim {
                 self.stats.aborts += 1;
                 if e.code == tern_types::ErrorCode::LockWaitTimeout {
                     self.stats.lock_timeouts += 1;
+                }
+                if e.code == tern_types::ErrorCode::Deadlock {
+                    self.stats.deadlocks += 1;
                 }
             }
             Outcome::RolledBack => self.stats.aborts += 1,

@@ -34,6 +34,7 @@ fn random_transactions_with_crashes_recover_consistently() {
         total.reads += s.reads;
         total.verified_rows += s.verified_rows;
         total.lock_timeouts += s.lock_timeouts;
+        total.deadlocks += s.deadlocks;
     }
     println!("{total:?}");
     // The workload must actually exercise the protocol, or the test proves nothing.
@@ -66,6 +67,9 @@ fn replicated_clusters_survive_whole_cluster_crashes_consistently() {
         total.crashes += s.crashes;
         total.commits += s.commits;
         total.verified_rows += s.verified_rows;
+        total.deadlocks += s.deadlocks;
+        total.lock_timeouts += s.lock_timeouts;
+        total.aborts += s.aborts;
     }
     println!("{total:?}");
     assert!(total.commits > 50 * n, "too few commits: {total:?}");

@@ -150,20 +150,85 @@ impl Ldm {
         let expired: Vec<Waiter> =
             self.blocked.iter().filter(|(_, b)| b.deadline_ms <= self.now_ms).map(|(w, _)| *w).collect();
         for w in expired {
-            let b = self.blocked.remove(&w).expect("listed");
-            if let Some(e) = self.locks.get_mut(&b.lock) {
-                e.waiters.retain(|(t, _)| *t != w);
-                if e.is_free() {
-                    self.locks.remove(&b.lock);
+            let msg = "Lock wait timeout exceeded; try restarting transaction";
+            self.fail_wait(w, ErrorCode::LockWaitTimeout, msg, out);
+        }
+    }
+
+    /// Ends a lock wait with an error for the waiting op (the rest of its batch is not run).
+    /// Nothing happens if `w` is not waiting (any more).
+    pub(super) fn fail_wait(&mut self, w: Waiter, code: ErrorCode, msg: &str, out: &mut Out) {
+        let Some(b) = self.blocked.remove(&w) else { return };
+        if let Some(e) = self.locks.get_mut(&b.lock) {
+            e.waiters.retain(|(t, _)| *t != w);
+            if e.is_free() {
+                self.locks.remove(&b.lock);
+            }
+        }
+        let mut batch = b.batch;
+        self.fail_rest(&mut batch, b.next_op, code, msg);
+        self.finish_batch(batch, out);
+    }
+
+    /// Starts (or repeats) deadlock probes for waits older than `deadlock_probe_ms`: one per
+    /// holder the waiter outranks, sent to the holder's tc (see `Signal::DeadlockProbe`).
+    pub(super) fn probe_waits(&mut self, out: &mut Out) {
+        let (now, every) = (self.now_ms, self.cfg.deadlock_probe_ms);
+        for (&(txn, batch), b) in self.blocked.iter_mut() {
+            if now < b.since_ms + every || (b.probed_ms != 0 && now < b.probed_ms + every) {
+                continue;
+            }
+            b.probed_ms = now.max(1);
+            let Some(e) = self.locks.get(&b.lock) else { continue };
+            let mut targets: Vec<TxnRef> =
+                e.exclusive.iter().chain(e.shared.iter()).copied().filter(|h| txn.outranks(h)).collect();
+            targets.sort_unstable();
+            targets.dedup();
+            for target in targets {
+                let probe = Signal::DeadlockProbe { initiator: txn, batch, origin: self.addr, target, hops: 0 };
+                out.send(target.tc, probe);
+            }
+        }
+    }
+
+    /// A probe for `target`: if the target is blocked here, the initiator's wait reaches the
+    /// holders of that lock too. Holding one itself closes the cycle; holders it outranks get
+    /// the probe next.
+    pub(super) fn deadlock_probe(
+        &mut self,
+        initiator: TxnRef,
+        batch: u32,
+        origin: Addr,
+        target: TxnRef,
+        hops: u8,
+        out: &mut Out,
+    ) {
+        let mut next: Vec<TxnRef> = Vec::new();
+        for (_, b) in self.blocked.range((target, 0)..=(target, u32::MAX)) {
+            let Some(e) = self.locks.get(&b.lock) else { continue };
+            for &h in e.exclusive.iter().chain(e.shared.iter()) {
+                if h == initiator {
+                    out.send(origin, Signal::DeadlockVictim { txn: initiator, batch });
+                    return;
+                }
+                if h != target && initiator.outranks(&h) {
+                    next.push(h);
                 }
             }
-            let mut batch = b.batch;
-            let msg = "Lock wait timeout exceeded; try restarting transaction";
-            self.fail_rest(&mut batch, b.next_op, ErrorCode::LockWaitTimeout, msg);
-            self.finish_batch(batch, out);
+        }
+        if hops >= DEADLOCK_PROBE_HOPS {
+            return;
+        }
+        next.sort_unstable();
+        next.dedup();
+        for h in next {
+            out.send(h.tc, Signal::DeadlockProbe { initiator, batch, origin, target: h, hops: hops + 1 });
         }
     }
 }
+
+/// How many waits a deadlock probe follows (a longer cycle ends at the lock-wait timeout).
+const DEADLOCK_PROBE_HOPS: u8 = 16;
 
 impl Ldm {
     /// Checks the lock table against the transactions and blocked batches (O(locks); the

@@ -52,6 +52,9 @@ use tern_wire::{ColumnUpdate, KeyOp, OpKind, OpResult, UpdateExpr};
 #[derive(Debug, Clone)]
 pub struct LdmConfig {
     pub lock_wait_timeout_ms: u64,
+    /// A lock wait this old starts deadlock probes through other ldms and nodes (and repeats them
+    /// this often while it lasts); cycles within this ldm are found when the wait begins.
+    pub deadlock_probe_ms: u64,
     /// Start a checkpoint when this much redo was written since the last one began.
     pub checkpoint_redo_bytes: u64,
     /// Hand the redo buffer to the disk when it grows past this (without syncing).
@@ -68,6 +71,7 @@ impl Default for LdmConfig {
     fn default() -> Self {
         LdmConfig {
             lock_wait_timeout_ms: 1200,
+            deadlock_probe_ms: 50,
             checkpoint_redo_bytes: 64 << 20,
             redo_buffer_bytes: 1 << 20,
             tick_ms: 50,
@@ -129,6 +133,8 @@ struct Blocked {
     /// When this wait began, and when it times out (`since_ms + lock_wait_timeout_ms`).
     since_ms: u64,
     deadline_ms: u64,
+    /// When deadlock probes were last sent for this wait (0: never).
+    probed_ms: u64,
 }
 
 /// Batches at least this long get their lookups prefetched.
@@ -445,8 +451,16 @@ impl Ldm {
                 self.on_durable(self.durable_epoch, out);
             }
             Signal::CheckpointStep => self.checkpoint_step(out),
+            Signal::DeadlockProbe { initiator, batch, origin, target, hops } => {
+                self.deadlock_probe(initiator, batch, origin, target, hops, out)
+            }
+            Signal::DeadlockVictim { txn, batch } => {
+                let msg = "Deadlock found when trying to get lock; try restarting transaction";
+                self.fail_wait((txn, batch), ErrorCode::Deadlock, msg, out);
+            }
             Signal::Tick => {
                 self.expire_waits(out);
+                self.probe_waits(out);
                 self.copy_step(out);
                 out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
             }

@@ -67,8 +67,10 @@ impl Ldm {
                 let deadline_ms = self.now_ms + self.cfg.lock_wait_timeout_ms;
                 let w = (txn, batch.batch);
                 assert!(!self.blocked.contains_key(&w), "batch {w:?} is already waiting");
-                self.blocked
-                    .insert(w, Blocked { batch, next_op: i, lock: lock_key, since_ms: self.now_ms, deadline_ms });
+                self.blocked.insert(
+                    w,
+                    Blocked { batch, next_op: i, lock: lock_key, since_ms: self.now_ms, deadline_ms, probed_ms: 0 },
+                );
                 return;
             }
             if mode.is_some() {
