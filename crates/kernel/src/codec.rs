@@ -29,7 +29,7 @@
 //! new variant cannot be forgotten.
 
 use crate::signal::{
-    Addr, Block, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TakeoverState, TxnRef,
+    Addr, Block, DeadlockProbe, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TakeoverState, TxnRef,
 };
 use std::sync::Arc;
 use tern_types::Catalog;
@@ -361,13 +361,14 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
         }
         Signal::Tick => e.u8(tag::TICK),
         Signal::CheckpointStep => e.u8(tag::CHECKPOINT_STEP),
-        Signal::DeadlockProbe { initiator, batch, origin, target, hops } => {
+        Signal::DeadlockProbe(p) => {
             e.u8(tag::DEADLOCK_PROBE);
-            enc_txn(e, initiator);
-            e.u32(*batch);
-            enc_addr(e, *origin);
-            enc_txn(e, target);
-            e.u8(*hops);
+            enc_txn(e, &p.initiator);
+            enc_txn(e, &p.target);
+            e.u8(p.hops);
+            enc_txn(e, &p.victim);
+            e.u32(p.victim_batch);
+            enc_addr(e, p.victim_at);
         }
         Signal::DeadlockVictim { txn, batch } => {
             e.u8(tag::DEADLOCK_VICTIM);
@@ -485,13 +486,14 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         },
         tag::TICK => Signal::Tick,
         tag::CHECKPOINT_STEP => Signal::CheckpointStep,
-        tag::DEADLOCK_PROBE => Signal::DeadlockProbe {
+        tag::DEADLOCK_PROBE => Signal::DeadlockProbe(Box::new(DeadlockProbe {
             initiator: dec_txn(d)?,
-            batch: d.u32()?,
-            origin: dec_addr(d)?,
             target: dec_txn(d)?,
             hops: d.u8()?,
-        },
+            victim: dec_txn(d)?,
+            victim_batch: d.u32()?,
+            victim_at: dec_addr(d)?,
+        })),
         tag::DEADLOCK_VICTIM => Signal::DeadlockVictim { txn: dec_txn(d)?, batch: d.u32()? },
         _ => return Err(DecodeError("unknown signal tag")),
     })
@@ -1014,7 +1016,14 @@ mod tests {
             (tc(2, 1), Signal::Aborted { txn: txn(901), chain: vec![] }),
             (
                 tc(2, 0),
-                Signal::DeadlockProbe { initiator: txn(902), batch: 3, origin: ldm(1, 1), target: txn(17), hops: 4 },
+                Signal::DeadlockProbe(Box::new(DeadlockProbe {
+                    initiator: txn(902),
+                    target: txn(17),
+                    hops: 4,
+                    victim: txn(903),
+                    victim_batch: 3,
+                    victim_at: ldm(1, 1),
+                })),
             ),
             (ldm(1, 1), Signal::DeadlockVictim { txn: txn(902), batch: 3 }),
             (ldm(1, 3), Signal::ScanFrag(scan_frag())),

@@ -50,6 +50,23 @@ impl TxnRef {
     }
 }
 
+/// A deadlock probe: `initiator` waits (directly or through other waits) for a lock held by
+/// `target`. An ldm sends it to the target's tc, which passes it to every ldm where the target
+/// has a batch outstanding; an ldm where the target is blocked passes it on to the holders of
+/// the lock it waits for. Reaching a lock the initiator holds closes a cycle. The victim is the
+/// highest-ranked blocked transaction on the path (`TxnRef::outranks`), so every probe that goes
+/// round one cycle picks the same one. `hops` bounds the walk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadlockProbe {
+    pub initiator: TxnRef,
+    pub target: TxnRef,
+    pub hops: u8,
+    /// The victim so far, the batch of it that is blocked, and the ldm where it is.
+    pub victim: TxnRef,
+    pub victim_batch: u32,
+    pub victim_at: Addr,
+}
+
 /// What an ldm holds of a transaction whose coordinator failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TakeoverState {
@@ -176,20 +193,10 @@ pub enum Signal {
         chain: Vec<Addr>,
     },
     /// Deadlock detection across ldms and nodes (edge chasing, after Chandy, Misra and Haas
-    /// 1983): `initiator`, blocked at ldm `origin` with batch `batch`, waits (directly or through
-    /// other waits) for a lock held by `target`. An ldm sends it to the target's tc, which passes
-    /// it to every ldm where the target has a batch outstanding; an ldm where the target is
-    /// blocked passes it on to the holders of that lock. It only travels towards transactions
-    /// the initiator outranks (`TxnRef::outranks`), so of a cycle only its highest-ranked member's
-    /// probe comes round, and that member is the one victim. `hops` bounds the walk.
-    DeadlockProbe {
-        initiator: TxnRef,
-        batch: u32,
-        origin: Addr,
-        target: TxnRef,
-        hops: u8,
-    },
-    /// The probe came back: the initiator's blocked batch fails with a deadlock (1213).
+    /// 1983); see `DeadlockProbe`.
+    DeadlockProbe(Box<DeadlockProbe>),
+    /// A probe came back to its initiator: the victim's blocked batch fails with a deadlock
+    /// (1213).
     DeadlockVictim {
         txn: TxnRef,
         batch: u32,

@@ -319,7 +319,8 @@ impl Tc {
                 self.durable_epoch = durable_epoch;
                 out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
             }
-            Signal::DeadlockProbe { target, .. } => {
+            Signal::DeadlockProbe(ref p) => {
+                let target = p.target;
                 // A blocked transaction waits on every batch it has outstanding: pass the probe
                 // to each replica they went to (the ldms check whether it is blocked there).
                 let Some(t) = self.txns.get(&target.id) else { return };

@@ -170,59 +170,67 @@ impl Ldm {
         self.finish_batch(batch, out);
     }
 
-    /// Starts (or repeats) deadlock probes for waits older than `deadlock_probe_ms`: one per
-    /// holder the waiter outranks, sent to the holder's tc (see `Signal::DeadlockProbe`).
+    /// Repeats the deadlock probes of waits that last (see `LdmConfig::deadlock_probe_ms`).
     pub(super) fn probe_waits(&mut self, out: &mut Out) {
         let (now, every) = (self.now_ms, self.cfg.deadlock_probe_ms);
-        for (&(txn, batch), b) in self.blocked.iter_mut() {
-            if now < b.since_ms + every || (b.probed_ms != 0 && now < b.probed_ms + every) {
-                continue;
-            }
-            b.probed_ms = now.max(1);
-            let Some(e) = self.locks.get(&b.lock) else { continue };
-            let mut targets: Vec<TxnRef> =
-                e.exclusive.iter().chain(e.shared.iter()).copied().filter(|h| txn.outranks(h)).collect();
-            targets.sort_unstable();
-            targets.dedup();
-            for target in targets {
-                let probe = Signal::DeadlockProbe { initiator: txn, batch, origin: self.addr, target, hops: 0 };
-                out.send(target.tc, probe);
-            }
+        let due: Vec<Waiter> = self
+            .blocked
+            .iter_mut()
+            .filter(|(_, b)| now >= b.probed_ms + every)
+            .map(|(w, b)| {
+                b.probed_ms = now;
+                *w
+            })
+            .collect();
+        for w in due {
+            self.probe_wait(w, out);
         }
     }
 
-    /// A probe for `target`: if the target is blocked here, the initiator's wait reaches the
-    /// holders of that lock too. Holding one itself closes the cycle; holders it outranks get
-    /// the probe next.
-    pub(super) fn deadlock_probe(
-        &mut self,
-        initiator: TxnRef,
-        batch: u32,
-        origin: Addr,
-        target: TxnRef,
-        hops: u8,
-        out: &mut Out,
-    ) {
-        let mut next: Vec<TxnRef> = Vec::new();
-        for (_, b) in self.blocked.range((target, 0)..=(target, u32::MAX)) {
+    /// Sends a deadlock probe for the blocked batch `w` to the coordinator of every other
+    /// holder of the lock it waits for.
+    pub(super) fn probe_wait(&self, w: Waiter, out: &mut Out) {
+        let Some(b) = self.blocked.get(&w) else { return };
+        let Some(e) = self.locks.get(&b.lock) else { return };
+        let mut targets: Vec<TxnRef> =
+            e.exclusive.iter().chain(e.shared.iter()).copied().filter(|&h| h != w.0).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        for target in targets {
+            let probe =
+                DeadlockProbe { initiator: w.0, target, hops: 0, victim: w.0, victim_batch: w.1, victim_at: self.addr };
+            out.send(target.tc, Signal::DeadlockProbe(Box::new(probe)));
+        }
+    }
+
+    /// A probe for `p.target`: if the target is blocked here, the initiator's wait reaches the
+    /// holders of that lock too. Holding one itself closes the cycle; the others get the probe
+    /// next.
+    pub(super) fn deadlock_probe(&mut self, p: DeadlockProbe, out: &mut Out) {
+        let mut next: Vec<(TxnRef, DeadlockProbe)> = Vec::new();
+        for (&(txn, batch), b) in self.blocked.range((p.target, 0)..=(p.target, u32::MAX)) {
             let Some(e) = self.locks.get(&b.lock) else { continue };
+            let mut q = p.clone();
+            if txn.outranks(&q.victim) {
+                (q.victim, q.victim_batch, q.victim_at) = (txn, batch, self.addr);
+            }
             for &h in e.exclusive.iter().chain(e.shared.iter()) {
-                if h == initiator {
-                    out.send(origin, Signal::DeadlockVictim { txn: initiator, batch });
+                if h == p.initiator {
+                    out.send(q.victim_at, Signal::DeadlockVictim { txn: q.victim, batch: q.victim_batch });
                     return;
                 }
-                if h != target && initiator.outranks(&h) {
-                    next.push(h);
+                if h != txn {
+                    next.push((h, DeadlockProbe { target: h, hops: p.hops + 1, ..q.clone() }));
                 }
             }
         }
-        if hops >= DEADLOCK_PROBE_HOPS {
+        if p.hops >= DEADLOCK_PROBE_HOPS {
             return;
         }
-        next.sort_unstable();
-        next.dedup();
-        for h in next {
-            out.send(h.tc, Signal::DeadlockProbe { initiator, batch, origin, target: h, hops: hops + 1 });
+        next.sort_unstable_by_key(|(h, _)| *h);
+        next.dedup_by_key(|(h, _)| *h);
+        for (h, q) in next {
+            out.send(h.tc, Signal::DeadlockProbe(Box::new(q)));
         }
     }
 }

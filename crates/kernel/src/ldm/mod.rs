@@ -37,8 +37,8 @@ use rows::*;
 use crate::checkpoint::{self, CheckpointStream};
 use crate::redo::{self, RedoOpRef};
 use crate::signal::{
-    Addr, Block, IoReq, NodeId, Out, PrepOp, PrepareBatch, REPLICA_FAILED, ScanFrag, ScanFragRows, ScanPos, Signal,
-    TakeoverState, TxnRef,
+    Addr, Block, DeadlockProbe, IoReq, NodeId, Out, PrepOp, PrepareBatch, REPLICA_FAILED, ScanFrag, ScanFragRows,
+    ScanPos, Signal, TakeoverState, TxnRef,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -52,8 +52,9 @@ use tern_wire::{ColumnUpdate, KeyOp, OpKind, OpResult, UpdateExpr};
 #[derive(Debug, Clone)]
 pub struct LdmConfig {
     pub lock_wait_timeout_ms: u64,
-    /// A lock wait this old starts deadlock probes through other ldms and nodes (and repeats them
-    /// this often while it lasts); cycles within this ldm are found when the wait begins.
+    /// A lock wait sends deadlock probes through other ldms and nodes when it begins and repeats
+    /// them this often while it lasts (a probe can miss a cycle whose last wait was still in
+    /// flight); cycles within this ldm are found when the wait begins.
     pub deadlock_probe_ms: u64,
     /// Start a checkpoint when this much redo was written since the last one began.
     pub checkpoint_redo_bytes: u64,
@@ -451,9 +452,7 @@ impl Ldm {
                 self.on_durable(self.durable_epoch, out);
             }
             Signal::CheckpointStep => self.checkpoint_step(out),
-            Signal::DeadlockProbe { initiator, batch, origin, target, hops } => {
-                self.deadlock_probe(initiator, batch, origin, target, hops, out)
-            }
+            Signal::DeadlockProbe(p) => self.deadlock_probe(*p, out),
             Signal::DeadlockVictim { txn, batch } => {
                 let msg = "Deadlock found when trying to get lock; try restarting transaction";
                 self.fail_wait((txn, batch), ErrorCode::Deadlock, msg, out);

@@ -69,8 +69,17 @@ impl Ldm {
                 assert!(!self.blocked.contains_key(&w), "batch {w:?} is already waiting");
                 self.blocked.insert(
                     w,
-                    Blocked { batch, next_op: i, lock: lock_key, since_ms: self.now_ms, deadline_ms, probed_ms: 0 },
+                    Blocked {
+                        batch,
+                        next_op: i,
+                        lock: lock_key,
+                        since_ms: self.now_ms,
+                        deadline_ms,
+                        probed_ms: self.now_ms,
+                    },
                 );
+                // The cycle may run through other ldms or nodes.
+                self.probe_wait(w, out);
                 return;
             }
             if mode.is_some() {
