@@ -117,24 +117,34 @@ pub struct NativeOptions {
     /// Read this existing table (`db.table`, INT key 0..rows) instead of the flex table; only
     /// the read phase is allowed then (to compare front ends on the same rows).
     pub table: Option<String>,
+    /// Use `bench.flex_rb`, the flex table created with `NDB_TABLE=READ_BACKUP=1` (committed
+    /// reads at a backup replica on the coordinator's node).
+    pub read_backup: bool,
 }
 
 pub const BENCH_DB: &str = "bench";
 pub const FLEX_TABLE: &str = "flex";
 
-fn flex_table() -> Table {
+fn flex_table(read_backup: bool) -> Table {
     let mut columns = vec![Column::new("id", ColumnType::Int { unsigned: false }).not_null()];
     for i in 0..25 {
         columns.push(Column::new(&format!("c{i}"), ColumnType::Int { unsigned: false }).not_null());
     }
+    if read_backup {
+        let mut t = Table::new(BENCH_DB, "flex_rb", columns, vec![0]);
+        t.comment = "NDB_TABLE=READ_BACKUP=1".into();
+        return t;
+    }
     Table::new(BENCH_DB, FLEX_TABLE, columns, vec![0])
 }
 
-/// Creates (if absent) the flexAsynch table.
-pub fn ensure_flex(client: &Client) -> Result<TableHandle, String> {
+/// Creates (if absent) the flexAsynch table (`flex`, or `flex_rb` with READ_BACKUP=1).
+pub fn ensure_flex(client: &Client, read_backup: bool) -> Result<TableHandle, String> {
     client.ddl(DdlReq::CreateDatabase { name: BENCH_DB.into(), if_not_exists: true }).map_err(|e| e.to_string())?;
-    client.ddl(DdlReq::CreateTable { table: flex_table(), if_not_exists: true }).map_err(|e| e.to_string())?;
-    client.table(BENCH_DB, FLEX_TABLE).map_err(|e| e.to_string())
+    let table = flex_table(read_backup);
+    let name = table.name.clone();
+    client.ddl(DdlReq::CreateTable { table, if_not_exists: true }).map_err(|e| e.to_string())?;
+    client.table(BENCH_DB, &name).map_err(|e| e.to_string())
 }
 
 fn flex_values(id: i64, salt: i64) -> Vec<Value> {
@@ -147,7 +157,7 @@ fn flex_values(id: i64, salt: i64) -> Vec<Value> {
 pub fn run_native(o: &NativeOptions) -> Result<Vec<BenchRow>, String> {
     let setup = Client::connect(&o.addr).map_err(|e| e.to_string())?;
     let table = match &o.table {
-        None => ensure_flex(&setup)?,
+        None => ensure_flex(&setup, o.read_backup)?,
         Some(name) => {
             let (db, t) = name.split_once('.').ok_or_else(|| format!("--table wants db.table, not '{name}'"))?;
             if o.phases.iter().any(|p| p != "read") {

@@ -143,6 +143,38 @@ fn two_replicas_on_two_nodes_serve_replicate_and_restart_consistently() {
             }
         }
     }
+    // READ_BACKUP=1: node 2's coordinators read the partitions whose primary is node 1 at
+    // their own backup replica, and a commit acknowledged through node 1 is visible there at
+    // once (backups commit before the primary answers).
+    let mut rb = table();
+    rb.name = "rb".into();
+    rb.comment = "NDB_TABLE=READ_BACKUP=1".into();
+    c1.ddl(DdlReq::CreateTable { table: rb, if_not_exists: false }).unwrap();
+    let (r1, r2) = (c1.table("c", "rb").unwrap(), c2.table("c", "rb").unwrap());
+    let before = c2.status().unwrap().backup_reads;
+    for i in 0..100i64 {
+        let k = i % 10;
+        b1.execute(vec![r1.write(&[Value::Int(k), Value::str(&format!("v{i}"))]).unwrap()]).unwrap();
+        match &b2.execute(vec![r2.read(&[Value::Int(k)]).unwrap()]).unwrap()[0] {
+            OpResult::Row(bytes) => assert_eq!(r2.decode_row(bytes).unwrap()[1], Value::str(&format!("v{i}"))),
+            other => panic!("{other:?}"),
+        }
+    }
+    let backup_reads = c2.status().unwrap().backup_reads - before;
+    assert!((10..100).contains(&backup_reads), "{backup_reads} of 100 reads at node 2's backups");
+    assert_eq!(c2.status().unwrap().backup_reads - before, backup_reads, "status itself is no read");
+    // The plain table still reads at the primary.
+    let before = c2.status().unwrap().backup_reads;
+    b2.execute((0..20).map(|i| t2.read(&[Value::Int(i)]).unwrap()).collect()).unwrap();
+    assert_eq!(c2.status().unwrap().backup_reads, before);
+    // A transaction that wrote reads its own write at the primary.
+    let mut x = c2.begin();
+    tern_client::block_on(x.execute(vec![r2.write(&[Value::Int(3), Value::str("mine")]).unwrap()], Exec::NoCommit))
+        .unwrap();
+    match &tern_client::block_on(x.execute(vec![r2.read(&[Value::Int(3)]).unwrap()], Exec::Commit)).unwrap()[0] {
+        OpResult::Row(bytes) => assert_eq!(r2.decode_row(bytes).unwrap()[1], Value::str("mine")),
+        other => panic!("{other:?}"),
+    }
     // A transaction spanning batches on node 1, committed durably.
     let mut txn = c1.begin().durable(true);
     tern_client::block_on(txn.execute(vec![t1.delete(&[Value::Int(0)]).unwrap()], Exec::NoCommit)).unwrap();

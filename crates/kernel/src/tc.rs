@@ -49,6 +49,8 @@ pub struct NodeStats {
     pub rows: std::sync::atomic::AtomicI64,
     /// Set by the runtime; lets local tools read the process's CPU and memory.
     pub pid: std::sync::atomic::AtomicU32,
+    /// Key reads sent to a backup replica on this node (READ_BACKUP).
+    pub backup_reads: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +158,9 @@ pub struct Tc {
     epoch_master: Addr,
     catalog: Arc<Catalog>,
     layouts: HashMap<TableId, Arc<RowLayout>>,
+    /// Tables created with RonDB's `READ_BACKUP=1` (table comment `NDB_TABLE=READ_BACKUP=1`):
+    /// committed reads may go to a backup replica on this node.
+    read_backup: std::collections::HashSet<TableId>,
     next_id: u64,
     txns: HashMap<u64, Txn>,
     by_client: HashMap<(ClientId, u64), u64>,
@@ -206,6 +211,7 @@ impl Tc {
             routing,
             catalog: Arc::new(Catalog::new()),
             layouts: HashMap::new(),
+            read_backup: Default::default(),
             next_id: (incarnation as u64) << 40,
             txns: HashMap::new(),
             by_client: HashMap::new(),
@@ -248,6 +254,12 @@ impl Tc {
 
     fn set_catalog(&mut self, catalog: Arc<Catalog>) {
         self.layouts = catalog.tables.values().map(|t| (t.id, Arc::new(RowLayout::new(t)))).collect();
+        self.read_backup = catalog
+            .tables
+            .values()
+            .filter(|t| tern_types::ndb_comment::parse(&t.comment).is_ok_and(|o| o.read_backup == Some(true)))
+            .map(|t| t.id)
+            .collect();
         self.catalog = catalog;
     }
 
@@ -259,6 +271,18 @@ impl Tc {
     /// The replica chain (ldm addresses, primary first) of a partition.
     fn chain(&self, partition: u32) -> Vec<Addr> {
         self.chains[(partition % self.chains.len() as u32) as usize].clone()
+    }
+
+    /// The replica of a partition on this node when it is a started backup (READ_BACKUP
+    /// reads go there instead of to the primary on another node).
+    fn local_backup(&self, partition: u32) -> Option<Addr> {
+        let chain = &self.chains[(partition % self.chains.len() as u32) as usize];
+        chain
+            .iter()
+            .skip(1)
+            .find(|a| a.node == self.addr.node)
+            .copied()
+            .filter(|a| self.cluster.state_of(a.node) == NodeState::Started)
     }
 
     /// Which chain a partition's operations go to (batches are grouped by this).
@@ -393,6 +417,7 @@ impl Tc {
             current_epoch: self.current_epoch,
             catalog_version: self.catalog.version,
             pid: self.stats.pid.load(std::sync::atomic::Ordering::Relaxed),
+            backup_reads: self.stats.backup_reads.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -519,9 +544,17 @@ impl Tc {
     fn route(&mut self, id: u64, ops: Vec<tern_wire::KeyOp>, base: usize, out: &mut Out) {
         let tref = TxnRef { tc: self.addr, id };
         let nowait = self.txns.get(&id).is_some_and(|t| t.nowait);
-        let mut batches: BTreeMap<u32, Box<PrepareBatch>> = BTreeMap::new();
+        let mut batches: BTreeMap<(u32, bool), Box<PrepareBatch>> = BTreeMap::new();
         let mut routing_errors = Vec::new();
         let n = ops.len();
+        // READ_BACKUP: a wave of committed reads of a transaction that holds nothing yet may read
+        // a backup on this node. Backups commit before the primary (commit runs backup-first),
+        // so every commit acknowledged to any client is already there. A transaction that wrote
+        // reads at the primary, which holds its own pending writes.
+        let backup_reads = !self.read_backup.is_empty()
+            && self.txns.get(&id).is_some_and(|t| t.participants.is_empty())
+            && ops.iter().all(|o| o.kind == OpKind::Read);
+        let mut local_reads = 0u64;
         for (i, op) in ops.into_iter().enumerate() {
             let routed = self.partition_of(&op).and_then(|p| {
                 if self.chains[(p % self.chains.len() as u32) as usize].is_empty() {
@@ -532,11 +565,14 @@ impl Tc {
             });
             match routed {
                 Ok(partition) => {
-                    let b = batches.entry(self.chain_key(partition)).or_insert_with(|| {
+                    let local = (backup_reads && self.read_backup.contains(&op.table))
+                        .then(|| self.local_backup(partition))
+                        .flatten();
+                    let b = batches.entry((self.chain_key(partition), local.is_some())).or_insert_with(|| {
                         Box::new(PrepareBatch {
                             txn: tref,
                             batch: 0,
-                            chain: self.chain(partition),
+                            chain: local.map_or_else(|| self.chain(partition), |a| vec![a]),
                             pos: 0,
                             ops: Vec::with_capacity(n),
                             results: Vec::with_capacity(n),
@@ -546,9 +582,13 @@ impl Tc {
                         })
                     });
                     b.ops.push(PrepOp::Exec { idx: (base + i) as u32, partition, op });
+                    local_reads += local.is_some() as u64;
                 }
                 Err(e) => routing_errors.push((base + i, e)),
             }
+        }
+        if local_reads > 0 {
+            self.stats.backup_reads.fetch_add(local_reads, std::sync::atomic::Ordering::Relaxed);
         }
         let txn = self.txns.get_mut(&id).expect("present");
         for (i, e) in routing_errors {

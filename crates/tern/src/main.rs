@@ -260,6 +260,9 @@ enum BenchSuite {
         /// Read an existing table (db.table with an INT key 0..rows) instead of bench.flex.
         #[arg(long)]
         table: Option<String>,
+        /// Use bench.flex_rb, created with NDB_TABLE=READ_BACKUP=1 (reads at a local backup).
+        #[arg(long)]
+        read_backup: bool,
     },
 }
 
@@ -783,6 +786,7 @@ fn status(addr: &str, json: bool) -> Result<()> {
                 "current_epoch": s.current_epoch,
                 "durable_epoch": s.durable_epoch,
                 "catalog_version": s.catalog_version,
+                "backup_reads": s.backup_reads,
             }],
             "last_durable_epoch": s.durable_epoch,
         });
@@ -889,7 +893,7 @@ fn bench(suite: BenchSuite) -> Result<()> {
             }
             Ok(())
         }
-        BenchSuite::Native { addr, threads, batch, rows, seconds, phases, json, memory, table } => {
+        BenchSuite::Native { addr, threads, batch, rows, seconds, phases, json, memory, table, read_backup } => {
             if threads.is_empty() || batch.is_empty() {
                 bail!("--threads and --batch need at least one value");
             }
@@ -909,6 +913,7 @@ fn bench(suite: BenchSuite) -> Result<()> {
                         read_seconds: seconds,
                         phases: phases.clone(),
                         table: table.clone(),
+                        read_backup,
                     };
                     for r in tern_bench::run_native(&o).map_err(|e| anyhow::anyhow!(e))? {
                         if json {
@@ -929,7 +934,7 @@ fn bench(suite: BenchSuite) -> Result<()> {
 /// allocator slack included) and the growth of accounted data memory.
 fn memory_report(addr: &str, rows: u64, json: bool) -> Result<()> {
     let c = tern_client::Client::connect(addr)?;
-    let t = tern_bench::ensure_flex(&c).map_err(|e| anyhow::anyhow!(e))?;
+    let t = tern_bench::ensure_flex(&c, false).map_err(|e| anyhow::anyhow!(e))?;
     let s0 = c.status()?;
     if s0.rows > 0 {
         bail!("--memory needs an empty data node (found {} rows); start one with a fresh --data-dir", s0.rows);
@@ -944,6 +949,7 @@ fn memory_report(addr: &str, rows: u64, json: bool) -> Result<()> {
         read_seconds: 0.0,
         phases: vec!["insert".into()],
         table: None,
+        read_backup: false,
     };
     tern_bench::run_native(&o).map_err(|e| anyhow::anyhow!(e))?;
     // Let the node settle: freed load-time buffers go back to the OS within a couple of seconds.

@@ -258,6 +258,8 @@ pub struct StatusInfo {
     pub catalog_version: u64,
     /// Process id of the data node (0 when unknown).
     pub pid: u32,
+    /// Key reads this node's coordinators sent to a backup replica on this node (READ_BACKUP).
+    pub backup_reads: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -768,6 +770,7 @@ impl Reply {
                 e.u64(s.current_epoch);
                 e.u64(s.catalog_version);
                 e.u32(s.pid);
+                e.u64(s.backup_reads);
             }
             Reply::Error(err) => {
                 e.u8(8);
@@ -821,6 +824,7 @@ impl Reply {
                 current_epoch: d.u64()?,
                 catalog_version: d.u64()?,
                 pid: d.u32()?,
+                backup_reads: d.u64()?,
             }),
             8 => Reply::Error(dec_err(&mut d)?),
             _ => return Err(DecodeError("unknown reply kind")),

@@ -16,6 +16,14 @@ impl Ldm {
             self.finish_batch(batch, out);
             return;
         }
+        if from == 0 && batch.pos == 0 && batch.chain.len() == 1 && !self.can_serve(&batch) {
+            // A read sent to this backup (READ_BACKUP) while it is not a full replica (a map
+            // the coordinator had not seen yet): the client retries.
+            let e = TernError::new(ErrorCode::NodeNotStarted, "Temporary failure, replica not started");
+            self.fail_rest(&mut batch, 0, e.code, &e.message);
+            self.finish_batch(batch, out);
+            return;
+        }
         if from == 0 && batch.ops.len() >= PREFETCH_BATCH_MIN {
             self.prefetch_batch(&batch);
         }
@@ -439,6 +447,17 @@ impl Ldm {
     /// Fails the batch from op `from` on. A backup's replica ops have no result slot of their
     /// own: their failure is reported once, under `REPLICA_FAILED`, and dooms the transaction
     /// (the tc must not commit a write a replica did not stage).
+    /// Whether this replica may run a batch sent to it alone: it is the primary of the batch's
+    /// partitions, or a backup (a READ_BACKUP read) of a node that is started.
+    fn can_serve(&self, batch: &PrepareBatch) -> bool {
+        let primary_here = |p: u32| self.routing.replicas(p).first() == Some(&self.addr.node);
+        self.cluster.state_of(self.addr.node) == tern_types::cluster::NodeState::Started
+            || batch.ops.iter().all(|o| match o {
+                PrepOp::Exec { partition, .. } => primary_here(*partition),
+                PrepOp::Replica { .. } => true,
+            })
+    }
+
     pub(super) fn fail_rest(&self, batch: &mut PrepareBatch, from: usize, code: ErrorCode, msg: &str) {
         let mut replica_failed = false;
         for (i, op) in batch.ops.iter().enumerate().skip(from) {
