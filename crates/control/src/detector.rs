@@ -27,7 +27,7 @@
 //! group is lost.
 
 use std::collections::{BTreeMap, BTreeSet};
-use tern_types::cluster::{ClusterState, NodeId, NodeState, Survival};
+use tern_types::cluster::{ClusterState, NodeId, NodeState};
 
 #[derive(Debug, Clone, Copy)]
 struct Seen {
@@ -154,27 +154,9 @@ impl Detector {
     }
 }
 
-/// Which of two live nodes that cannot reach each other to fail.
+/// Which of two live nodes that cannot reach each other to fail (`ClusterState::choose_victim`).
 pub fn choose_victim(state: &ClusterState, a: NodeId, b: NodeId) -> NodeId {
-    let rank = |s: Survival| match s {
-        Survival::Win => 2,
-        Survival::Ask => 1,
-        Survival::Lose => 0,
-    };
-    let live = state.live_nodes();
-    let without = |n: NodeId| -> Vec<NodeId> { live.iter().copied().filter(|&m| m != n).collect() };
-    let keep_b = rank(state.survivability(&without(a)));
-    let keep_a = rank(state.survivability(&without(b)));
-    if keep_b != keep_a {
-        return if keep_b > keep_a { a } else { b };
-    }
-    match state.master() {
-        Some(m) if m == a => return b,
-        Some(m) if m == b => return a,
-        _ => {}
-    }
-    let order = |n: NodeId| (state.nodes.get(&n).map_or(0, |s| s.joined_seq), n);
-    if order(a) > order(b) { a } else { b }
+    state.choose_victim(a, b)
 }
 
 #[cfg(test)]

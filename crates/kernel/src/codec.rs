@@ -125,6 +125,7 @@ signal_tags! {
     CHECKPOINT_STEP = 46,
     DEADLOCK_PROBE = 47,
     DEADLOCK_VICTIM = 48,
+    NODE_HEARTBEAT = 49,
 }
 
 /// Appends the payload for `sig` addressed to `to`.
@@ -370,6 +371,11 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             e.u32(p.victim_batch);
             enc_addr(e, p.victim_at);
         }
+        Signal::NodeHeartbeat { from, incarnation } => {
+            e.u8(tag::NODE_HEARTBEAT);
+            e.u16(*from);
+            e.u32(*incarnation);
+        }
         Signal::DeadlockVictim { txn, batch } => {
             e.u8(tag::DEADLOCK_VICTIM);
             enc_txn(e, txn);
@@ -494,6 +500,7 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
             victim_batch: d.u32()?,
             victim_at: dec_addr(d)?,
         })),
+        tag::NODE_HEARTBEAT => Signal::NodeHeartbeat { from: d.u16()?, incarnation: d.u32()? },
         tag::DEADLOCK_VICTIM => Signal::DeadlockVictim { txn: dec_txn(d)?, batch: d.u32()? },
         _ => return Err(DecodeError("unknown signal tag")),
     })
@@ -1026,6 +1033,7 @@ mod tests {
                 })),
             ),
             (ldm(1, 1), Signal::DeadlockVictim { txn: txn(902), batch: 3 }),
+            (dist(2), Signal::NodeHeartbeat { from: 1, incarnation: 7 }),
             (ldm(1, 3), Signal::ScanFrag(scan_frag())),
             (
                 tc(2, 0),

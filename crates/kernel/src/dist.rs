@@ -110,6 +110,14 @@ pub struct Dist {
     /// Node restart: local ldms still copying their partitions, and rows copied so far.
     copying: Option<usize>,
     pub copied_rows: u64,
+    /// The driver's clock (ms), set once at the top of every `handle`.
+    now_ms: u64,
+    /// Heartbeats between data nodes: when each other node in the chains (of the incarnation
+    /// noted) was last heard from, when this node last sent its own, and when it last
+    /// suspected each node.
+    heard: BTreeMap<NodeId, (u32, u64)>,
+    beat_sent_ms: u64,
+    suspected_ms: BTreeMap<NodeId, u64>,
 }
 
 /// How often a restarting node asks again for the catalog.
@@ -151,6 +159,10 @@ impl Dist {
             copying: None,
             copied_rows: 0,
             catalog_wait: None,
+            now_ms: 0,
+            heard: BTreeMap::new(),
+            beat_sent_ms: 0,
+            suspected_ms: BTreeMap::new(),
         }
     }
 
@@ -193,7 +205,9 @@ impl Dist {
         token
     }
 
-    pub fn handle(&mut self, _now_ms: u64, sig: Signal, out: &mut Out) {
+    pub fn handle(&mut self, now_ms: u64, sig: Signal, out: &mut Out) {
+        debug_assert!(now_ms >= self.now_ms, "time never goes back");
+        self.now_ms = now_ms;
         match sig {
             Signal::Start => {
                 for &l in &self.ldms {
@@ -239,7 +253,13 @@ impl Dist {
                     }
                 }
                 self.maybe_start_round(out);
+                self.heartbeats(out);
                 out.timer(self.cfg.epoch_interval_ms, self.addr, Signal::Tick);
+            }
+            Signal::NodeHeartbeat { from, incarnation } => {
+                if self.cluster.nodes.get(&from).is_some_and(|s| s.incarnation <= incarnation) {
+                    self.heard.insert(from, (incarnation, self.now_ms));
+                }
             }
             Signal::EpochPrepared { from, epoch, current } => self.prepared(from, epoch, current, out),
             Signal::EpochTcFinished { from, epoch } => self.tc_finished(from, epoch, out),
@@ -249,7 +269,12 @@ impl Dist {
             Signal::EpochSave { from, epoch, synced_lsn } => {
                 assert!(self.phase == Phase::Running, "epoch save before this node started");
                 assert!(self.saving.is_none(), "one epoch save at a time");
-                assert_eq!(synced_lsn.len(), self.synced_lsn.len(), "an epoch save carries every ldm's position");
+                assert_eq!(
+                    synced_lsn.len(),
+                    self.synced_lsn.len(),
+                    "epoch save of {epoch} from {from:?} at node {}: it must carry every ldm's position",
+                    self.addr.node
+                );
                 let token = self.write_sysfile(epoch, synced_lsn, out);
                 self.saving = Some((token, epoch, from));
             }
@@ -273,6 +298,48 @@ impl Dist {
                 }
             }
             other => panic!("dist received an unexpected signal: {other:?}"),
+        }
+    }
+
+    /// Heartbeats to every other node in the chains, and suspicions of those not heard from for
+    /// the failure timeout (ndb-protocols.md §2: NDB's data nodes heartbeat each other; a node
+    /// that misses them is reported, and arbitration fails one side). Only while this node is
+    /// in the chains itself: a node still recovering or fetching the catalog neither sends nor
+    /// judges.
+    fn heartbeats(&mut self, out: &mut Out) {
+        let me = self.addr.node;
+        if self.phase != Phase::Running || !self.cluster.state_of(me).in_chains() {
+            return;
+        }
+        let (now, every) = (self.now_ms, self.cluster.config.heartbeat_interval_ms.max(1));
+        let timeout = self.cluster.config.failure_timeout_ms.max(every);
+        let others: Vec<(NodeId, u32)> = self
+            .cluster
+            .nodes
+            .iter()
+            .filter(|(n, s)| **n != me && s.state.in_chains())
+            .map(|(n, s)| (*n, s.incarnation))
+            .collect();
+        self.heard.retain(|n, _| others.iter().any(|(o, _)| o == n));
+        self.suspected_ms.retain(|n, _| others.iter().any(|(o, _)| o == n));
+        if now >= self.beat_sent_ms + every {
+            self.beat_sent_ms = now;
+            let incarnation = self.cluster.nodes.get(&me).map_or(0, |s| s.incarnation);
+            for &(n, _) in &others {
+                out.send(Addr::new(n, Block::Dist), Signal::NodeHeartbeat { from: me, incarnation });
+            }
+        }
+        for (n, incarnation) in others {
+            // A node newly in the chains (or of a new incarnation) gets a full timeout from now.
+            let heard = self.heard.entry(n).or_insert((incarnation, now));
+            if heard.0 < incarnation {
+                *heard = (incarnation, now);
+            }
+            let last = heard.1;
+            if now >= last + timeout && self.suspected_ms.get(&n).is_none_or(|&t| now >= t + every) {
+                self.suspected_ms.insert(n, now);
+                out.control.push(ControlReq::Suspect(n));
+            }
         }
     }
 
@@ -453,8 +520,15 @@ impl Dist {
         }
         if old.master() == Some(me) {
             match &mut self.round {
-                Round::Prepare { waiting, .. } | Round::Finish { waiting, .. } | Round::Flush { waiting, .. } => {
+                Round::Prepare { waiting, .. } | Round::Finish { waiting, .. } => {
                     waiting.retain(|a| !failed.contains(&a.node))
+                }
+                Round::Flush { waiting, synced, .. } => {
+                    // A failed node's positions go too: if it restarts and rejoins before this
+                    // round ends, the new incarnation has not flushed in it (and must not be
+                    // sent a save with some of its ldms' positions from its previous life).
+                    waiting.retain(|a| !failed.contains(&a.node));
+                    synced.retain(|a, _| !failed.contains(&a.node));
                 }
                 Round::Save { waiting, .. } => waiting.retain(|n| !failed.contains(n)),
                 Round::Idle => {}

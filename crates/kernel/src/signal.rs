@@ -195,6 +195,12 @@ pub enum Signal {
     /// Deadlock detection across ldms and nodes (edge chasing, after Chandy, Misra and Haas
     /// 1983); see `DeadlockProbe`.
     DeadlockProbe(Box<DeadlockProbe>),
+    /// Heartbeat between the dists of data nodes in the write chains, every
+    /// `heartbeat_interval_ms`: a node not heard from for `failure_timeout_ms` is suspected.
+    NodeHeartbeat {
+        from: NodeId,
+        incarnation: u32,
+    },
     /// A probe came back to its initiator: the victim's blocked batch fails with a deadlock
     /// (1213).
     DeadlockVictim {
@@ -434,6 +440,9 @@ pub enum ControlReq {
     SetState(tern_types::cluster::NodeState),
     /// The master reports the newest epoch every live node has on disk.
     DurableEpoch(u64),
+    /// This node has not heard a heartbeat of that node for the failure timeout (or lost
+    /// signals to it): the control plane fails one of the two (`ClusterState::choose_victim`).
+    Suspect(NodeId),
 }
 
 /// Effects collected from a block's handling of one signal.

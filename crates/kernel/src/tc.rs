@@ -1002,10 +1002,24 @@ impl Tc {
                 failed.clone()
             };
             self.start_takeover(set, out);
-        } else if let Some(t) = self.takeover.as_mut() {
-            t.reports.retain(|a| !failed.contains(&a.node));
-            t.awaiting.retain(|(_, c)| !c.iter().any(|a| failed.contains(&a.node)));
+        } else if self.takeover.is_some() {
+            self.takeover_forget(&failed, out);
         }
+    }
+
+    /// Nodes failed while a takeover runs: their reports will not come and their answers are
+    /// not awaited. The takeover goes on with what the others reported (a report set emptied
+    /// this way still has its transactions resolved).
+    fn takeover_forget(&mut self, failed: &[NodeId], out: &mut Out) {
+        let Some(t) = self.takeover.as_mut() else { return };
+        let dead = |a: &Addr| failed.contains(&a.node);
+        t.reports.retain(|a| !dead(a));
+        t.awaiting.retain(|(_, c)| !c.iter().any(dead));
+        for e in t.txns.values_mut() {
+            e.prepared.retain(|a| !dead(a));
+            e.committed.retain(|a| !dead(a));
+        }
+        self.takeover_step(out);
     }
 
     /// Scans with a fragment on a failed node fail with a temporary error (as NDB's 4028-class
@@ -1034,12 +1048,10 @@ impl Tc {
     }
 
     fn start_takeover(&mut self, mut failed: Vec<NodeId>, out: &mut Out) {
-        if let Some(t) = self.takeover.as_mut() {
+        if self.takeover.is_some() {
             // One takeover at a time: drop answers from the newly failed, queue their takeover.
-            t.reports.retain(|a| !failed.contains(&a.node));
-            t.awaiting.retain(|(_, c)| !c.iter().any(|a| failed.contains(&a.node)));
-            self.takeover_queue.extend(failed);
-            self.takeover_step(out);
+            self.takeover_queue.extend(failed.iter().copied());
+            self.takeover_forget(&failed, out);
             return;
         }
         failed.sort_unstable();
@@ -1114,7 +1126,15 @@ impl Tc {
 
     fn takeover_step(&mut self, out: &mut Out) {
         let Some(t) = self.takeover.as_ref() else { return };
-        if !t.reports.is_empty() || !t.awaiting.is_empty() {
+        if !t.reports.is_empty() {
+            return;
+        }
+        if !t.txns.is_empty() {
+            // The last reports were dropped (their nodes failed): resolve with the others'.
+            self.takeover_resolve(out); // comes back here
+            return;
+        }
+        if !t.awaiting.is_empty() {
             return;
         }
         let failed = self.takeover.take().expect("running").failed;

@@ -42,11 +42,13 @@ pub struct DataNodeConfig {
 }
 
 /// The blocks' requests to the control plane, waiting for the membership thread. Bounded by
-/// construction: the durable epoch is kept as the newest only, and a node state change repeating
-/// the last one waiting is not queued again (a node asks for a handful in its life).
+/// construction: the durable epoch is kept as the newest only, a node state change repeating
+/// the last one waiting is not queued again (a node asks for a handful in its life), and
+/// suspicions are a set of node ids.
 #[derive(Debug, Default)]
 pub struct ControlInbox {
     pending: std::sync::Mutex<(Vec<tern_types::cluster::NodeState>, u64)>,
+    suspects: std::sync::Mutex<std::collections::BTreeSet<tern_types::cluster::NodeId>>,
 }
 
 impl ControlInbox {
@@ -57,7 +59,17 @@ impl ControlInbox {
             ControlReq::SetState(s) if p.0.last() != Some(&s) => p.0.push(s),
             ControlReq::SetState(_) => {}
             ControlReq::DurableEpoch(e) => p.1 = p.1.max(e),
+            ControlReq::Suspect(n) => {
+                drop(p);
+                self.suspects.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(n);
+            }
         }
+    }
+
+    /// The nodes suspected since the last call (reported with the next heartbeat).
+    pub fn take_suspects(&self) -> Vec<tern_types::cluster::NodeId> {
+        let mut s = self.suspects.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::mem::take(&mut *s).into_iter().collect()
     }
 
     /// The state changes asked for since the last call, in order, and the newest durable epoch

@@ -117,6 +117,12 @@ pub struct SimConfig {
     pub restart_after_ms: u64,
     pub epoch_interval_ms: u64,
     pub data_memory_bytes: u64,
+    /// Cut the links between two data nodes (both directions, losing what was in flight) about
+    /// this often; 0 = never. The data nodes' heartbeats stop, one of them suspects the other,
+    /// and the modelled control plane fails one (`ClusterState::choose_victim`).
+    pub partition_every_ms: u64,
+    /// Each node's clock runs at its own rate (±5 %) from its own offset.
+    pub clock_skew: bool,
 }
 
 impl Default for SimConfig {
@@ -133,6 +139,8 @@ impl Default for SimConfig {
             restart_after_ms: 0,
             epoch_interval_ms: 20,
             data_memory_bytes: 1 << 30,
+            partition_every_ms: 0,
+            clock_skew: false,
         }
     }
 }
@@ -242,6 +250,10 @@ pub struct Sim {
     seq: u64,
     events: BTreeMap<(u64, u64), Event>,
     link_time: HashMap<(Addr, Addr), u64>,
+    /// Node pairs (lower id first) whose links are cut: every signal between them is lost.
+    cut: BTreeSet<(NodeId, NodeId)>,
+    /// Per node: clock offset (ms) and rate (per mille of the simulator's clock).
+    clocks: BTreeMap<NodeId, (u64, u64)>,
     log_enabled: bool,
     /// `TERN_SIM_KEY`: log every prepare and commit point touching this key.
     log_key: Option<i64>,
@@ -285,6 +297,9 @@ pub struct SimStats {
     pub deadlocks: u64,
     pub node_failures: u32,
     pub node_restarts: u32,
+    /// Links cut between two data nodes, and suspicions that made the control plane fail one.
+    pub partitions: u32,
+    pub suspicion_failures: u32,
 }
 
 impl Sim {
@@ -328,6 +343,8 @@ impl Sim {
             seq: 0,
             events: BTreeMap::new(),
             link_time: HashMap::new(),
+            cut: BTreeSet::new(),
+            clocks: BTreeMap::new(),
             cluster,
             nodes,
             incarnation: 0,
@@ -353,12 +370,25 @@ impl Sim {
     /// Runs a whole simulation; panics (naming the seed) when an invariant breaks.
     pub fn run(seed: u64, cfg: SimConfig) -> SimStats {
         let mut sim = Sim::new(seed, cfg);
+        if sim.cfg.clock_skew {
+            for id in 1..=sim.cfg.data_nodes {
+                let clock = (sim.rng.below(10_000), 950 + sim.rng.below(101));
+                sim.clocks.insert(id, clock);
+            }
+        }
         sim.boot();
         sim.wake_all();
         let mut next_crash = sim.cfg.crash_every_ms / 2 + sim.rng.below(sim.cfg.crash_every_ms);
         let every = sim.cfg.fail_every_ms;
         let mut next_fail = if every == 0 { u64::MAX } else { every / 2 + sim.rng.below(every) };
+        let cut_every = sim.cfg.partition_every_ms;
+        let mut next_cut = if cut_every == 0 { u64::MAX } else { cut_every / 2 + sim.rng.below(cut_every) };
         while sim.now < sim.cfg.duration_ms {
+            if sim.now >= next_cut && sim.started() && sim.table.is_some() && sim.cut.is_empty() {
+                sim.cut_a_link();
+                next_cut = sim.now + cut_every / 2 + sim.rng.below(cut_every);
+                continue;
+            }
             if sim.now >= next_crash && sim.started() && sim.table.is_some() {
                 sim.crash_and_recover();
                 next_crash = sim.now + sim.cfg.crash_every_ms / 2 + sim.rng.below(sim.cfg.crash_every_ms);
@@ -477,25 +507,67 @@ impl Sim {
         }
         self.started_nodes.clear();
         self.link_time.clear();
+        self.cut.clear();
     }
 
-    /// Kills one data node whose node group keeps another live member, as the management nodes
-    /// would declare it failed once its lease ran out: it stops at once (losing unsynced disk
-    /// writes and every signal it had in flight), and every survivor gets the new cluster map.
-    fn fail_a_node(&mut self, prefer: Option<NodeId>) {
+    /// A node's own clock: its offset plus the simulator's time at its rate (monotonic).
+    fn node_now(&self, node: NodeId) -> u64 {
+        match self.clocks.get(&node) {
+            Some(&(offset, rate)) => offset + self.now * rate / 1000,
+            None => self.now,
+        }
+    }
+
+    /// The simulator's time after a node's timer of `delay` ms (at the node's clock rate).
+    fn timer_at(&self, node: NodeId, delay: u64) -> u64 {
+        match self.clocks.get(&node) {
+            Some(&(_, rate)) => self.now + (delay * 1000).div_ceil(rate),
+            None => self.now + delay,
+        }
+    }
+
+    /// Started nodes that may fail: their node group keeps another started member.
+    fn failure_candidates(&self) -> Vec<NodeId> {
         let live = self.cluster.live_nodes();
-        // A node group must keep a full replica: only a started node whose group has another
-        // started one may fail.
         let started: Vec<NodeId> =
             live.iter().copied().filter(|&n| self.cluster.state_of(n) == NodeState::Started).collect();
-        let candidates: Vec<NodeId> = started
+        started
             .iter()
             .copied()
             .filter(|&n| {
                 let g = self.cluster.group_of_node(n).expect("in a group");
                 self.cluster.groups()[g].iter().filter(|m| started.contains(m)).count() > 1
             })
-            .collect();
+            .collect()
+    }
+
+    /// A network partition between two data nodes (each of which may fail): every signal
+    /// between them, in flight or sent later, is lost until one of them has failed.
+    fn cut_a_link(&mut self) {
+        let c = self.failure_candidates();
+        if c.len() < 2 {
+            return;
+        }
+        let a = *self.rng.pick(&c);
+        let others: Vec<NodeId> = c.iter().copied().filter(|&n| n != a).collect();
+        let b = *self.rng.pick(&others);
+        let pair = (a.min(b), a.max(b));
+        self.stats.partitions += 1;
+        self.log(|| format!("the links between nodes {} and {} are cut", pair.0, pair.1));
+        self.events.retain(|_, ev| match ev {
+            Event::Deliver { from: Some(f), to, .. } => ((*f).min(to.node), (*f).max(to.node)) != pair,
+            _ => true,
+        });
+        self.cut.insert(pair);
+    }
+
+    /// Kills one data node whose node group keeps another live member, as the management nodes
+    /// would declare it failed once its lease ran out: it stops at once (losing unsynced disk
+    /// writes and every signal it had in flight), and every survivor gets the new cluster map.
+    fn fail_a_node(&mut self, prefer: Option<NodeId>) {
+        // A node group must keep a full replica: only a started node whose group has another
+        // started one may fail.
+        let candidates = self.failure_candidates();
         if candidates.is_empty() {
             return;
         }
@@ -505,6 +577,7 @@ impl Sim {
         };
         self.stats.node_failures += 1;
         self.log(|| format!("node {victim} fails"));
+        self.cut.retain(|&(a, b)| a != victim && b != victim);
         // Everything the victim would still do or send is gone.
         self.events.retain(|_, ev| match ev {
             Event::Deliver { from, to, .. } => to.node != victim && *from != Some(victim),
@@ -938,6 +1011,9 @@ impl Sim {
         if self.log_enabled {
             self.trace_send(from, to, &sig);
         }
+        if from.node != to.node && self.cut.contains(&(from.node.min(to.node), from.node.max(to.node))) {
+            return; // the link is cut: lost
+        }
         let delay = self.rng.below(3);
         let t = (self.now + delay).max(*self.link_time.get(&(from, to)).unwrap_or(&0));
         self.link_time.insert((from, to), t);
@@ -960,7 +1036,7 @@ impl Sim {
         }
         self.observe_delivery(to.node, &sig);
         let mut out = Out::default();
-        let now = self.now;
+        let now = self.node_now(to.node);
         let node = self.nodes.get_mut(&to.node).and_then(|n| n.node.as_mut()).expect("a running node");
         node.handle(now, to.block, sig, &mut out);
         let seed = self.seed;
@@ -990,7 +1066,8 @@ impl Sim {
             self.push(t, Event::Io { from: from_addr, req, incarnation: inc });
         }
         for (delay, to, sig) in out.timers {
-            self.push(self.now + delay, Event::Deliver { from: Some(to.node), to, sig, incarnation: inc });
+            let at = self.timer_at(to.node, delay);
+            self.push(at, Event::Deliver { from: Some(to.node), to, sig, incarnation: inc });
         }
         for req in out.control {
             self.control(from.node, req);
@@ -1000,6 +1077,22 @@ impl Sim {
     /// The control plane, modelled as one linearizable state machine: a node's state change
     /// becomes a new cluster map, which every running node's blocks receive.
     fn control(&mut self, node: NodeId, req: ControlReq) {
+        if let ControlReq::Suspect(suspect) = req {
+            // Arbitration as the management nodes run it: of two live nodes that cannot reach
+            // each other, one is failed (the other if that one may not fail here).
+            let live = |n: NodeId| self.cluster.state_of(n).in_chains();
+            if !live(node) || !live(suspect) {
+                return;
+            }
+            let victim = self.cluster.choose_victim(node, suspect);
+            let other = if victim == node { suspect } else { node };
+            let c = self.failure_candidates();
+            let Some(v) = [victim, other].into_iter().find(|n| c.contains(n)) else { return };
+            self.stats.suspicion_failures += 1;
+            self.log(|| format!("node {node} suspects node {suspect}: node {v} is failed"));
+            self.fail_a_node(Some(v));
+            return;
+        }
         let ControlReq::SetState(state) = req else { return };
         let mut next = (*self.cluster).clone();
         let seq = next.nodes.values().map(|n| n.joined_seq).max().unwrap_or(0) + 1;

@@ -189,7 +189,11 @@ pub fn run(
         }
         if Instant::now() >= next_beat {
             next_beat = Instant::now() + m.heartbeat;
-            match client.heartbeat(m.node, m.incarnation, m.known_version, &[]) {
+            let suspects = control.take_suspects();
+            if !suspects.is_empty() {
+                tracing::warn!(?suspects, "reporting data nodes this node cannot reach");
+            }
+            match client.heartbeat(m.node, m.incarnation, m.known_version, &suspects) {
                 Ok(h) => {
                     if h.lease_until.is_some() {
                         lease_until = h.lease_until;

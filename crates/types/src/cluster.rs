@@ -368,6 +368,31 @@ impl ClusterState {
         if any_complete || 2 * left > before.len() { Survival::Win } else { Survival::Ask }
     }
 
+    /// Which of two live nodes that cannot reach each other to fail (NDB's arbitration): keep the
+    /// side with the better survivability; on a tie keep the master, else the node that joined
+    /// first.
+    pub fn choose_victim(&self, a: NodeId, b: NodeId) -> NodeId {
+        let rank = |s: Survival| match s {
+            Survival::Win => 2,
+            Survival::Ask => 1,
+            Survival::Lose => 0,
+        };
+        let live = self.live_nodes();
+        let without = |n: NodeId| -> Vec<NodeId> { live.iter().copied().filter(|&m| m != n).collect() };
+        let keep_b = rank(self.survivability(&without(a)));
+        let keep_a = rank(self.survivability(&without(b)));
+        if keep_b != keep_a {
+            return if keep_b > keep_a { a } else { b };
+        }
+        match self.master() {
+            Some(m) if m == a => return b,
+            Some(m) if m == b => return a,
+            _ => {}
+        }
+        let order = |n: NodeId| (self.nodes.get(&n).map_or(0, |s| s.joined_seq), n);
+        if order(a) > order(b) { a } else { b }
+    }
+
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut e = Enc::new(out);
         e.u16(STATE_FORMAT);
