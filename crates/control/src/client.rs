@@ -153,8 +153,9 @@ impl MgmClient {
     }
 
     /// Registers a (re)starting data node; returns its new incarnation.
-    pub fn register(&mut self, node: NodeId, last_incarnation: u32) -> Result<u32, ControlError> {
-        Ok(self.propose(Command::Register { node, incarnation: last_incarnation })?.incarnation)
+    pub fn register(&mut self, node: NodeId, last_incarnation: u32, durable_epoch: u64) -> Result<u32, ControlError> {
+        let cmd = Command::Register { node, incarnation: last_incarnation, durable_epoch };
+        Ok(self.propose(cmd)?.incarnation)
     }
 
     pub fn stop_node(&mut self, node: NodeId) -> Result<Applied, ControlError> {

@@ -19,14 +19,17 @@
 //! A node that cannot reach a majority of management nodes therefore stops serving before anyone
 //! may declare it dead, and there are never two primaries for one partition.
 //!
-//! Suspicions (data node A reports it cannot reach B, both still heartbeating): the leader, as
-//! arbitrator, fails one of the two — the one whose loss leaves the better survivability
+//! Suspicions (data node A reports it cannot reach B): the leader, as arbitrator, fails one of
+//! the two. A node that has gone quiet towards the leader too (no heartbeat for three heartbeat
+//! intervals: most likely dead — a SIGKILLed node's peers see its links break at once) is the
+//! one; if both keep heartbeating for five intervals after the report (a real partition
+//! between them), the one whose loss leaves the better survivability
 //! (`ClusterState::survivability`: Win over Ask over Lose), else never the master, else the one
-//! that joined later. Several nodes timing out in one tick are returned together, so the state
+//! that joined later. A reporter is thus never failed in place of a peer that died. Several nodes timing out in one tick are returned together, so the state
 //! machine sees the whole set and declares the cluster down rather than a partial set when a node
 //! group is lost.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use tern_types::cluster::{ClusterState, NodeId, NodeState};
 
 #[derive(Debug, Clone, Copy)]
@@ -42,12 +45,13 @@ struct Seen {
 #[derive(Debug, Clone)]
 pub struct Detector {
     failure_timeout_ms: u64,
+    heartbeat_interval_ms: u64,
     lease_ms: u64,
     /// Nobody is declared failed before this time (a new leader's wait).
     armed_at_ms: u64,
     seen: BTreeMap<NodeId, Seen>,
-    /// (reporter, suspect) pairs not yet arbitrated.
-    suspicions: BTreeSet<(NodeId, NodeId)>,
+    /// (reporter, suspect) pairs not yet arbitrated, with when first reported.
+    suspicions: BTreeMap<(NodeId, NodeId), u64>,
     /// Nodes chosen by arbitration, with the incarnation chosen: no more leases for them.
     fenced: BTreeMap<NodeId, u32>,
 }
@@ -63,10 +67,11 @@ impl Detector {
     pub fn new(failure_timeout_ms: u64, heartbeat_interval_ms: u64, now_ms: u64) -> Detector {
         Detector {
             failure_timeout_ms,
+            heartbeat_interval_ms,
             lease_ms: lease_ms(failure_timeout_ms, heartbeat_interval_ms),
             armed_at_ms: now_ms.saturating_add(failure_timeout_ms),
             seen: BTreeMap::new(),
-            suspicions: BTreeSet::new(),
+            suspicions: BTreeMap::new(),
             fenced: BTreeMap::new(),
         }
     }
@@ -92,17 +97,17 @@ impl Detector {
         true
     }
 
-    /// `reporter` says it cannot reach `suspect`.
-    pub fn on_suspect(&mut self, reporter: NodeId, suspect: NodeId) {
+    /// `reporter` says (at `now_ms`) it cannot reach `suspect`.
+    pub fn on_suspect(&mut self, reporter: NodeId, suspect: NodeId, now_ms: u64) {
         if reporter != suspect {
-            self.suspicions.insert((reporter, suspect));
+            self.suspicions.entry((reporter, suspect)).or_insert(now_ms);
         }
     }
 
     /// The nodes (with the incarnation seen failing) to declare failed now, ascending by id.
     pub fn on_tick(&mut self, state: &ClusterState, now_ms: u64) -> Vec<(NodeId, u32)> {
         self.forget_gone(state, now_ms);
-        self.arbitrate(state);
+        self.arbitrate(state, now_ms);
         if now_ms < self.armed_at_ms {
             return Vec::new();
         }
@@ -139,15 +144,26 @@ impl Detector {
             .retain(|n, inc| state.nodes.get(n).is_some_and(|s| s.state != NodeState::Down && s.incarnation == *inc));
     }
 
-    /// Turns pending suspicions into fenced nodes.
-    fn arbitrate(&mut self, state: &ClusterState) {
+    /// Turns pending suspicions into fenced nodes (see the module comment).
+    fn arbitrate(&mut self, state: &ClusterState, now_ms: u64) {
+        let hb = self.heartbeat_interval_ms.max(1);
         let suspicions = std::mem::take(&mut self.suspicions);
-        for (reporter, suspect) in suspicions {
+        for ((reporter, suspect), since) in suspicions {
             let live = |n: NodeId| state.state_of(n).in_chains() && !self.fenced.contains_key(&n);
             if !live(reporter) || !live(suspect) {
                 continue; // already decided, or one of them is gone anyway
             }
-            let victim = choose_victim(state, reporter, suspect);
+            let quiet = |n: NodeId| self.seen.get(&n).is_none_or(|s| now_ms.saturating_sub(s.at_ms) >= 3 * hb);
+            let victim = match (quiet(reporter), quiet(suspect)) {
+                (false, true) => suspect,
+                (true, false) => reporter,
+                (false, false) if now_ms >= since.saturating_add(5 * hb) => choose_victim(state, reporter, suspect),
+                _ => {
+                    // Not decided yet (or both quiet: the timeouts will decide).
+                    self.suspicions.insert((reporter, suspect), since);
+                    continue;
+                }
+            };
             let incarnation = state.nodes.get(&victim).map_or(0, |s| s.incarnation);
             self.fenced.insert(victim, incarnation);
         }
@@ -258,14 +274,42 @@ mod tests {
         let s = started(2, 2);
         let mut d = Detector::new(1000, 100, 0);
         assert_eq!(run(&mut d, &s, &[], 0, 2000), None);
-        // Node 2 (not the master) reports node 1 (the master): node 2 is chosen.
-        d.on_suspect(2, 1);
+        // Node 2 (not the master) reports node 1 (the master), both keep heartbeating: after
+        // five heartbeat intervals node 2 is chosen.
+        d.on_suspect(2, 1, 2000);
         assert!(d.on_tick(&s, 2050).is_empty());
-        assert!(d.on_heartbeat(1, 1, 2100));
-        assert!(!d.on_heartbeat(2, 1, 2100), "a fenced node gets no lease");
-        // Its last lease was granted at 2000: declared at 2000 + 900, not before.
-        assert!(d.on_tick(&s, 2899).is_empty());
-        assert_eq!(d.on_tick(&s, 2900), vec![(2, 1)]);
+        for t in [2100, 2200, 2300, 2400] {
+            assert!(d.on_heartbeat(1, 1, t) && d.on_heartbeat(2, 1, t), "not fenced before {t}");
+            d.on_suspect(2, 1, t);
+            assert!(d.on_tick(&s, t).is_empty());
+        }
+        assert!(d.on_tick(&s, 2500).is_empty());
+        assert!(d.on_heartbeat(1, 1, 2500));
+        assert!(!d.on_heartbeat(2, 1, 2500), "a fenced node gets no lease");
+        // Its last lease was granted at 2400: declared at 2400 + 900, not before.
+        assert!(d.on_tick(&s, 3299).is_empty());
+        assert_eq!(d.on_tick(&s, 3300), vec![(2, 1)]);
+    }
+
+    /// A node that died (SIGKILL) is reported by its peers at once (its links break) while the
+    /// leader still holds its last heartbeat: the dead node is the one fenced, never the
+    /// reporter — even when the dead one is the master.
+    #[test]
+    fn a_suspect_that_went_quiet_is_the_victim_not_the_reporter() {
+        let s = started(2, 2);
+        let mut d = Detector::new(1000, 100, 0);
+        assert_eq!(run(&mut d, &s, &[], 0, 2000), None);
+        // Node 1 (the master) dies right after its heartbeat at 2000; node 2 reports it at 2010.
+        d.on_suspect(2, 1, 2010);
+        for t in [2100, 2200] {
+            assert!(d.on_heartbeat(2, 1, t));
+            assert!(d.on_tick(&s, t).is_empty(), "undecided at {t}");
+        }
+        assert!(d.on_heartbeat(2, 1, 2300));
+        assert!(d.on_tick(&s, 2300).is_empty(), "node 1 fenced, its lease still runs");
+        assert!(d.on_heartbeat(2, 1, 2400), "the reporter keeps its lease");
+        // Node 1's last lease (granted at 2000) ends at 2900: declared then, before the timeout.
+        assert_eq!(d.on_tick(&s, 2900), vec![(1, 1)]);
     }
 
     #[test]
@@ -287,8 +331,8 @@ mod tests {
         let mut s = started(2, 2);
         s.nodes.get_mut(&2).unwrap().state = NodeState::Down;
         let mut d = Detector::new(1000, 100, 0);
-        d.on_suspect(1, 2);
-        d.on_suspect(1, 1);
+        d.on_suspect(1, 2, 0);
+        d.on_suspect(1, 1, 0);
         assert!(d.on_tick(&s, 5000).iter().all(|(n, _)| *n != 1));
         assert!(d.on_heartbeat(1, 1, 5000));
     }

@@ -500,7 +500,7 @@ fn heartbeat(ctx: &Ctx, term: u64, hb: HeartbeatReq) -> Reply {
         if let Some(det) = d.detector.as_mut() {
             let grant = det.on_heartbeat(hb.node, hb.incarnation, now);
             for suspect in &hb.suspects {
-                det.on_suspect(hb.node, *suspect);
+                det.on_suspect(hb.node, *suspect, now);
             }
             if grant && confirmed {
                 lease_ms = det.lease_ms();

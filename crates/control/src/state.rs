@@ -20,7 +20,7 @@
 //! `apply` reads no clock and no randomness: every mgmd computes the same state from the same log.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tern_types::cluster::{ClusterConfig, ClusterState, NodeId, NodeState};
 
@@ -33,7 +33,9 @@ pub enum Command {
     /// A data node (re)starts: it becomes `Starting` with a new incarnation, larger than both the
     /// one the control plane knew and `incarnation` (the last one the node itself held, 0 if
     /// none). A node that was still in the write chains is first failed: its memory is gone.
-    Register { node: NodeId, incarnation: u32 },
+    /// `durable_epoch`: the durable epoch in the node's own system file (0: none), which a
+    /// system restart's cut takes into account.
+    Register { node: NodeId, incarnation: u32, durable_epoch: u64 },
     /// A data node asks to move to `state` (Copying: join the write chains; Started: a full
     /// replica; Down: a graceful stop).
     SetState {
@@ -85,6 +87,8 @@ pub struct ControlState {
     /// while the cluster runs, kept as they were when it went down. A system restart starts
     /// exactly these from their disks; any other node rejoins by copying afterwards.
     pub restorable: BTreeSet<NodeId>,
+    /// The durable epoch in each registered node's own system file (as it registered).
+    pub sysfile_epochs: BTreeMap<NodeId, u64>,
 }
 
 /// The stored form of `ControlState` (snapshots): the cluster state in its own binary encoding.
@@ -95,6 +99,7 @@ struct ControlStateWire {
     catalog: Vec<u8>,
     stop_requested: Vec<NodeId>,
     restorable: Vec<NodeId>,
+    sysfile_epochs: Vec<(NodeId, u64)>,
 }
 
 impl ControlState {
@@ -105,6 +110,7 @@ impl ControlState {
             catalog: Arc::new(Vec::new()),
             stop_requested: BTreeSet::new(),
             restorable: BTreeSet::new(),
+            sysfile_epochs: BTreeMap::new(),
         }
     }
 
@@ -115,7 +121,9 @@ impl ControlState {
     /// Applies one command. Pure: the result depends only on `self` and `cmd`.
     pub fn apply(&mut self, cmd: &Command) -> CommandResult {
         match cmd {
-            Command::Register { node, incarnation } => self.register(*node, *incarnation),
+            Command::Register { node, incarnation, durable_epoch } => {
+                self.register(*node, *incarnation, *durable_epoch)
+            }
             Command::SetState { node, incarnation, state } => self.set_state(*node, *incarnation, *state),
             Command::NodesFailed { nodes } => self.nodes_failed(nodes),
             Command::SetDurableEpoch { epoch } => self.set_durable_epoch(*epoch),
@@ -166,6 +174,14 @@ impl ControlState {
                 return Err(format!("node {n} (incarnation {inc}) has not registered for this restart"));
             }
         }
+        // The cut: the smallest durable epoch in the system files of the nodes that hold the
+        // data. An epoch is acknowledged durable only once every live node saved it, so this is
+        // at least every durable acknowledgement given, while the durable epoch reported to the
+        // control plane may lag behind it (the cluster can die between an acknowledgement and
+        // the report).
+        let needed = self.system_restart_nodes();
+        let cut = needed.iter().map(|n| self.sysfile_epochs.get(n).copied().unwrap_or(0)).min().unwrap_or(0);
+        self.state.durable_epoch = self.state.durable_epoch.max(cut);
         let mut seq = self.state.nodes.values().map(|s| s.joined_seq).max().unwrap_or(0);
         for (n, _) in nodes {
             seq += 1;
@@ -190,8 +206,9 @@ impl ControlState {
         if self.state.nodes.contains_key(&node) { Ok(()) } else { Err(format!("unknown data node {node}")) }
     }
 
-    fn register(&mut self, node: NodeId, incarnation: u32) -> CommandResult {
+    fn register(&mut self, node: NodeId, incarnation: u32, durable_epoch: u64) -> CommandResult {
         self.known(node)?;
+        self.sysfile_epochs.insert(node, durable_epoch);
         let status = &self.state.nodes[&node];
         let was_in_chains = status.state.in_chains();
         let new_incarnation = status.incarnation.max(incarnation).checked_add(1).ok_or("incarnation overflow")?;
@@ -323,6 +340,7 @@ impl ControlState {
             catalog: self.catalog.as_ref().clone(),
             stop_requested: self.stop_requested.iter().copied().collect(),
             restorable: self.restorable.iter().copied().collect(),
+            sysfile_epochs: self.sysfile_epochs.iter().map(|(&n, &e)| (n, e)).collect(),
         };
         postcard::to_allocvec(&wire).expect("a control state always serialises")
     }
@@ -337,6 +355,7 @@ impl ControlState {
             catalog: Arc::new(wire.catalog),
             stop_requested: wire.stop_requested.into_iter().collect(),
             restorable: wire.restorable.into_iter().collect(),
+            sysfile_epochs: wire.sysfile_epochs.into_iter().collect(),
         })
     }
 }
@@ -403,7 +422,7 @@ mod tests {
         let ids: Vec<NodeId> = s.state.nodes.keys().copied().collect();
         let mut incs = Vec::new();
         for &n in &ids {
-            incs.push(ok(s, Command::Register { node: n, incarnation: 0 }).incarnation);
+            incs.push(ok(s, Command::Register { node: n, incarnation: 0, durable_epoch: 0 }).incarnation);
         }
         ok(s, Command::StartCluster { nodes: ids.into_iter().zip(incs.iter().copied()).collect() });
         incs
@@ -413,23 +432,23 @@ mod tests {
     fn register_bumps_the_incarnation_and_a_stale_incarnation_is_rejected() {
         let mut s = ControlState::new(config(2, 2));
         let v0 = s.version();
-        let a = ok(&mut s, Command::Register { node: 1, incarnation: 0 });
+        let a = ok(&mut s, Command::Register { node: 1, incarnation: 0, durable_epoch: 0 });
         assert_eq!(a.incarnation, 1);
         assert_eq!(a.version, v0 + 1);
         assert_eq!(s.state.state_of(1), NodeState::Starting);
         // The node remembers incarnation 7 from an older control plane: the new one is above it.
-        let b = ok(&mut s, Command::Register { node: 1, incarnation: 7 });
+        let b = ok(&mut s, Command::Register { node: 1, incarnation: 7, durable_epoch: 0 });
         assert_eq!(b.incarnation, 8);
         let e = rejected(&mut s, Command::SetState { node: 1, incarnation: 1, state: NodeState::Started });
         assert!(e.contains("stale incarnation"), "{e}");
-        assert!(rejected(&mut s, Command::Register { node: 9, incarnation: 0 }).contains("unknown"));
+        assert!(rejected(&mut s, Command::Register { node: 9, incarnation: 0, durable_epoch: 0 }).contains("unknown"));
     }
 
     #[test]
     fn joining_sets_join_order_and_the_master_is_the_first_joiner() {
         let mut s = ControlState::new(config(2, 2));
-        let i2 = ok(&mut s, Command::Register { node: 2, incarnation: 0 }).incarnation;
-        let i1 = ok(&mut s, Command::Register { node: 1, incarnation: 0 }).incarnation;
+        let i2 = ok(&mut s, Command::Register { node: 2, incarnation: 0, durable_epoch: 0 }).incarnation;
+        let i1 = ok(&mut s, Command::Register { node: 1, incarnation: 0, durable_epoch: 0 }).incarnation;
         ok(&mut s, Command::SetState { node: 2, incarnation: i2, state: NodeState::Copying });
         ok(&mut s, Command::SetState { node: 2, incarnation: i2, state: NodeState::Started });
         ok(&mut s, Command::SetState { node: 1, incarnation: i1, state: NodeState::Copying });
@@ -466,7 +485,7 @@ mod tests {
                 .contains("register")
         );
         // Node 2 restarts without having been detected: the group would be empty -> cluster down.
-        ok(&mut s, Command::Register { node: 2, incarnation: incs[1] });
+        ok(&mut s, Command::Register { node: 2, incarnation: incs[1], durable_epoch: 0 });
         assert!(s.state.cluster_down);
         assert_eq!(s.state.state_of(2), NodeState::Starting);
     }
@@ -475,12 +494,45 @@ mod tests {
     fn a_failure_of_a_stale_incarnation_is_ignored() {
         let mut s = ControlState::new(config(2, 2));
         let incs = start_all(&mut s);
-        let new_inc = ok(&mut s, Command::Register { node: 1, incarnation: incs[0] }).incarnation;
+        let new_inc = ok(&mut s, Command::Register { node: 1, incarnation: incs[0], durable_epoch: 0 }).incarnation;
         let v = s.version();
         ok(&mut s, Command::NodesFailed { nodes: vec![(1, incs[0])] });
         assert_eq!(s.version(), v, "nothing changed");
         assert_eq!(s.state.state_of(1), NodeState::Starting);
         assert_eq!(s.state.nodes[&1].incarnation, new_inc);
+    }
+
+    /// The control plane's durable epoch may lag behind what the nodes acknowledged (the cluster
+    /// died before the last report): the system restart's cut is the smallest durable epoch in
+    /// the system files of the nodes it needs (node 1's old file does not count: it copies).
+    #[test]
+    fn a_system_restart_recovers_to_the_smallest_system_file_epoch_of_the_nodes_it_needs() {
+        let mut s = ControlState::new(config(4, 2)); // groups [1,2] [3,4]
+        let incs = start_all(&mut s);
+        ok(&mut s, Command::SetDurableEpoch { epoch: 10 });
+        ok(&mut s, Command::NodesFailed { nodes: vec![(1, incs[0])] });
+        ok(&mut s, Command::NodesFailed { nodes: vec![(2, incs[1]), (3, incs[2]), (4, incs[3])] });
+        assert!(s.state.cluster_down);
+        let reg = |s: &mut ControlState, node, i: usize, durable_epoch| {
+            ok(s, Command::Register { node, incarnation: incs[i], durable_epoch }).incarnation
+        };
+        let _inc1 = reg(&mut s, 1, 0, 3);
+        let inc2 = reg(&mut s, 2, 1, 15);
+        let inc3 = reg(&mut s, 3, 2, 14);
+        let inc4 = reg(&mut s, 4, 3, 16);
+        ok(&mut s, Command::StartCluster { nodes: vec![(2, inc2), (3, inc3), (4, inc4)] });
+        assert_eq!(s.state.durable_epoch, 14);
+        // The cut never goes below what the control plane already knew.
+        let mut s2 = ControlState::new(config(2, 2));
+        let incs = start_all(&mut s2);
+        ok(&mut s2, Command::SetDurableEpoch { epoch: 20 });
+        ok(&mut s2, Command::NodesFailed { nodes: vec![(1, incs[0]), (2, incs[1])] });
+        let a = ok(&mut s2, Command::Register { node: 1, incarnation: incs[0], durable_epoch: 20 }).incarnation;
+        let b = ok(&mut s2, Command::Register { node: 2, incarnation: incs[1], durable_epoch: 0 }).incarnation;
+        ok(&mut s2, Command::StartCluster { nodes: vec![(1, a), (2, b)] });
+        assert_eq!(s2.state.durable_epoch, 20);
+        let back = ControlState::decode(&s2.encode()).unwrap();
+        assert_eq!(back.sysfile_epochs, s2.sysfile_epochs);
     }
 
     #[test]
@@ -498,7 +550,7 @@ mod tests {
         let durable = s.state.durable_epoch;
         // The full replicas when it went down were 2 and 4: a system restart starts exactly them.
         assert_eq!(s.system_restart_nodes(), [2, 4].into_iter().collect());
-        let inc1 = ok(&mut s, Command::Register { node: 1, incarnation: incs[0] }).incarnation;
+        let inc1 = ok(&mut s, Command::Register { node: 1, incarnation: incs[0], durable_epoch: 0 }).incarnation;
         assert!(
             rejected(&mut s, Command::SetState { node: 1, incarnation: inc1, state: NodeState::Copying })
                 .contains("system restart")
@@ -507,9 +559,9 @@ mod tests {
             rejected(&mut s, Command::SetState { node: 1, incarnation: inc1, state: NodeState::Started })
                 .contains("system restart")
         );
-        let inc2 = ok(&mut s, Command::Register { node: 2, incarnation: incs[1] }).incarnation;
+        let inc2 = ok(&mut s, Command::Register { node: 2, incarnation: incs[1], durable_epoch: 0 }).incarnation;
         assert!(rejected(&mut s, Command::StartCluster { nodes: vec![(2, inc2)] }).contains("[4]"));
-        let inc4 = ok(&mut s, Command::Register { node: 4, incarnation: incs[3] }).incarnation;
+        let inc4 = ok(&mut s, Command::Register { node: 4, incarnation: incs[3], durable_epoch: 0 }).incarnation;
         assert!(
             rejected(&mut s, Command::StartCluster { nodes: vec![(2, inc2), (4, inc4 + 1)] }).contains("registered")
         );
@@ -537,8 +589,8 @@ mod tests {
     #[test]
     fn a_group_that_never_started_cannot_be_lost() {
         let mut s = ControlState::new(config(4, 2));
-        let i1 = ok(&mut s, Command::Register { node: 1, incarnation: 0 }).incarnation;
-        let i2 = ok(&mut s, Command::Register { node: 2, incarnation: 0 }).incarnation;
+        let i1 = ok(&mut s, Command::Register { node: 1, incarnation: 0, durable_epoch: 0 }).incarnation;
+        let i2 = ok(&mut s, Command::Register { node: 2, incarnation: 0, durable_epoch: 0 }).incarnation;
         for (n, i) in [(1, i1), (2, i2)] {
             ok(&mut s, Command::SetState { node: n, incarnation: i, state: NodeState::Copying });
             ok(&mut s, Command::SetState { node: n, incarnation: i, state: NodeState::Started });

@@ -58,7 +58,7 @@ fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) ->
 
 /// Registers and starts a data node; returns its incarnation.
 fn join(client: &mut MgmClient, node: NodeId) -> u32 {
-    let inc = client.register(node, 0).unwrap();
+    let inc = client.register(node, 0, 0).unwrap();
     client.propose(Command::SetState { node, incarnation: inc, state: NodeState::Copying }).unwrap();
     client.propose(Command::SetState { node, incarnation: inc, state: NodeState::Started }).unwrap();
     inc
@@ -88,7 +88,7 @@ fn single_mgmd_registers_heartbeats_and_applies_proposals() {
     let _mgmd = start(&cfg, 65, dir.path());
     let mut c = MgmClient::new(addrs(&cfg)).with_role(Role::DataNode);
 
-    let inc = c.register(1, 0).unwrap();
+    let inc = c.register(1, 0, 0).unwrap();
     assert_eq!(inc, 1);
     // The first heartbeats may come before the leadership is confirmed: no lease yet.
     let hb = wait_for(Duration::from_secs(5), "a lease", || {
@@ -104,7 +104,7 @@ fn single_mgmd_registers_heartbeats_and_applies_proposals() {
     // A system start needs every node of a cluster that never ran.
     let e = c.propose(Command::StartCluster { nodes: vec![(1, inc)] }).unwrap_err();
     assert!(matches!(&e, ControlError::Rejected(r) if r.contains("[2]")), "{e}");
-    let inc2 = c.register(2, 0).unwrap();
+    let inc2 = c.register(2, 0, 0).unwrap();
     let applied = c.propose(Command::StartCluster { nodes: vec![(1, inc), (2, inc2)] }).unwrap();
     assert!(applied.version > hb.version);
     c.propose(Command::SetDurableEpoch { epoch: 42 }).unwrap();
@@ -277,7 +277,7 @@ fn state_survives_a_restart_of_all_mgmds() {
     let cfg = config(&free_ports(3), 2, 2, 100, 600);
     let mgmds: Vec<MgmdHandle> = (0..3).map(|i| start(&cfg, 65 + i, dir.path())).collect();
     let mut c = MgmClient::new(addrs(&cfg));
-    let inc = wait_for(Duration::from_secs(15), "a leader", || c.register(2, 0).ok());
+    let inc = wait_for(Duration::from_secs(15), "a leader", || c.register(2, 0, 0).ok());
     c.propose(Command::SetCatalog { version: 7, bytes: vec![7; 1000] }).unwrap();
     c.propose(Command::SetDurableEpoch { epoch: 99 }).unwrap();
     let before = c.get_state().unwrap();
@@ -290,7 +290,7 @@ fn state_survives_a_restart_of_all_mgmds() {
     assert_eq!(after.catalog_version, 7);
     assert_eq!(after.state.nodes, before.state.nodes);
     assert_eq!(c.get_catalog().unwrap(), (7, vec![7; 1000]));
-    assert_eq!(c.register(2, 0).unwrap(), inc + 1);
+    assert_eq!(c.register(2, 0, 0).unwrap(), inc + 1);
 }
 
 #[test]

@@ -9,9 +9,13 @@
 //! it to the worker the greeting names, and from then on hands each frame's signal to the block it
 //! is addressed to. Connections are one-way: a node never answers on a link it accepted.
 //!
-//! A link that breaks drops what it had not sent (a broken link is a node failure, which the
-//! membership protocol handles) and is re-opened, at most every `RECONNECT_MS`, when there is
-//! something to send.
+//! A link that breaks after it carried signals may have lost some (written, not yet received):
+//! per-link FIFO is broken, so the link is *poisoned* — everything for that node is dropped
+//! until the cluster map shows the node failed or restarted (a new incarnation resets the link)
+//! — and the worker reports the node to the control plane as suspected, which fails one of the
+//! two (a broken link is a node failure, as in NDB). A link that breaks before it carried
+//! anything (the peer is still starting) keeps its buffer and is re-opened, at most every
+//! `RECONNECT_MS`.
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
@@ -40,6 +44,8 @@ pub struct PeerLink {
     retry_at_ms: u64,
     /// Signals dropped because the link broke or its buffer was full.
     pub dropped: u64,
+    /// The link broke after carrying signals: drop everything until `reset`.
+    pub poisoned: bool,
 }
 
 impl PeerLink {
@@ -59,12 +65,14 @@ impl PeerLink {
             want_write: false,
             retry_at_ms: 0,
             dropped: 0,
+            poisoned: false,
         }
     }
 
-    /// Frames one signal into the link's buffer (false: dropped, the buffer is full).
+    /// Frames one signal into the link's buffer (false: dropped, the buffer is full or the link
+    /// is poisoned).
     pub fn push(&mut self, to: Addr, sig: &Signal) -> bool {
-        if self.wbuf.len() >= LINK_BUFFER_MAX {
+        if self.poisoned || self.wbuf.len() >= LINK_BUFFER_MAX {
             self.dropped += 1;
             return false;
         }
@@ -80,7 +88,10 @@ impl PeerLink {
 
     /// Opens the connection when needed and writes what it can. Returns false when the link
     /// broke (its unsent signals are dropped).
-    pub fn flush(&mut self, registry: &Registry, hello: PeerHello, now_ms: u64) -> bool {
+    pub fn flush(&mut self, registry: &Registry, hello: PeerHello, now_ms: u64, poison: bool) -> bool {
+        if self.poisoned {
+            self.wbuf.clear();
+        }
         if self.wbuf.is_empty() {
             return true;
         }
@@ -137,7 +148,7 @@ impl PeerLink {
         }
         self.wbuf.drain(..written);
         if broken {
-            return !self.broken(registry);
+            return !self.broken(registry, poison);
         }
         let want = !self.wbuf.is_empty();
         if want != self.want_write {
@@ -149,21 +160,26 @@ impl PeerLink {
     }
 
     /// The peer closed or the connection failed: drop it and what it had not sent.
-    /// Returns whether unsent signals were dropped (a connection that had been established broke;
-    /// before that, e.g. while the peer starts, they wait for the next attempt).
-    pub fn broken(&mut self, registry: &Registry) -> bool {
+    /// Returns whether signals may have been lost (a connection that had carried bytes broke;
+    /// before that, e.g. while the peer starts, they wait for the next attempt). With `poison`
+    /// such a link then drops everything until `reset` (the peer is in the write chains: its
+    /// failure, or ours, must be declared before signals flow again).
+    pub fn broken(&mut self, registry: &Registry, poison: bool) -> bool {
         if let Some(mut s) = self.stream.take() {
             let _ = registry.deregister(&mut s);
         }
-        let dropped = self.established && !self.wbuf.is_empty();
-        if dropped {
+        let lost = self.established;
+        if lost && !self.wbuf.is_empty() {
             self.dropped += 1;
             self.wbuf.clear();
+        }
+        if lost && poison {
+            self.poisoned = true;
         }
         self.established = false;
         self.greeting.clear();
         self.want_write = false;
-        dropped
+        lost
     }
 
     /// The peer left the cluster: close the connection and drop what it had not sent (it would
@@ -172,8 +188,9 @@ impl PeerLink {
         if self.has_output() {
             tracing::info!(node = self.node, "data node {} is down; dropping what was queued for it", self.node);
         }
-        self.broken(registry);
+        self.broken(registry, false);
         self.wbuf.clear();
+        self.poisoned = false;
     }
 
     /// Whether the peer closed its end (a one-way link never carries data back).
@@ -189,5 +206,64 @@ impl PeerLink {
                 Err(_) => return true,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+    use tern_kernel::signal::Block;
+
+    /// A link that carried signals and then broke is poisoned: it drops everything (no
+    /// reconnect that would let later signals overtake lost ones) until `reset`.
+    #[test]
+    fn a_link_that_broke_after_carrying_signals_drops_everything_until_reset() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let poll = mio::Poll::new().unwrap();
+        let mut link = PeerLink::new(2, &addr, Token(1));
+        let hello = PeerHello { node: 1, worker: 0, incarnation: 1, target_incarnation: 1 };
+        let to = Addr::new(2, Block::Dist);
+        assert!(link.push(to, &Signal::NodeHeartbeat { from: 1, incarnation: 1 }));
+        let until = Instant::now() + Duration::from_secs(5);
+        while link.has_output() {
+            assert!(link.flush(poll.registry(), hello, 0, true));
+            assert!(Instant::now() < until, "the link did not connect");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(link.established);
+        // The peer goes away.
+        let (peer, _) = listener.accept().unwrap();
+        drop(peer);
+        let until = Instant::now() + Duration::from_secs(5);
+        while !link.peer_closed() {
+            assert!(Instant::now() < until, "the close was not seen");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(link.broken(poll.registry(), true), "signals may have been lost");
+        assert!(link.poisoned);
+        assert!(!link.push(to, &Signal::NodeHeartbeat { from: 1, incarnation: 1 }), "dropped while poisoned");
+        assert!(!link.has_output());
+        assert!(link.flush(poll.registry(), hello, 1_000, true));
+        assert!(link.stream.is_none(), "no reconnect while poisoned");
+        // The map shows the peer failed or restarted: the link is usable again.
+        link.reset(poll.registry());
+        assert!(!link.poisoned);
+        assert!(link.push(to, &Signal::NodeHeartbeat { from: 1, incarnation: 1 }));
+    }
+
+    /// Before a connection carried anything (the peer is still starting) a break keeps the
+    /// buffer for the next attempt and does not poison the link.
+    #[test]
+    fn a_refused_connection_keeps_the_buffer() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let poll = mio::Poll::new().unwrap();
+        let mut link = PeerLink::new(2, &format!("127.0.0.1:{port}"), Token(1));
+        let hello = PeerHello { node: 1, worker: 0, incarnation: 1, target_incarnation: 1 };
+        assert!(link.push(Addr::new(2, Block::Dist), &Signal::NodeHeartbeat { from: 1, incarnation: 1 }));
+        let _ = link.flush(poll.registry(), hello, 0, true);
+        assert!(!link.broken(poll.registry(), true));
+        assert!(!link.poisoned && link.has_output());
     }
 }

@@ -346,10 +346,13 @@ impl Worker {
                 WAKER => {}
                 t if self.link_tokens.contains_key(&t) => {
                     let node = self.link_tokens[&t];
+                    let poison = self.cluster.state_of(node).in_chains();
                     let link = self.links.get_mut(&node).expect("a link");
                     if readable && link.peer_closed() {
                         tracing::warn!(node, "the connection to data node {node} closed");
-                        link.broken(self.poll.registry());
+                        if link.broken(self.poll.registry(), poison) && poison {
+                            suspect(&self.shared.control, node);
+                        }
                     }
                     if writable || link.has_output() {
                         self.dirty_links.push(node);
@@ -590,7 +593,7 @@ impl Worker {
                 v.insert(PeerLink::new(to.node, &format!("{}:{}", spec.host, spec.port), token))
             }
         };
-        if !link.push(to, &sig) {
+        if !link.push(to, &sig) && !link.poisoned {
             tracing::warn!(node = to.node, "the link to data node {} is full; signal dropped", to.node);
         }
         self.dirty_links.push(to.node);
@@ -752,9 +755,13 @@ impl Worker {
                 let target_incarnation = self.cluster.nodes.get(&node).map_or(0, |s| s.incarnation);
                 let hello =
                     PeerHello { node: self.node_id, worker: self.index as u16, incarnation, target_incarnation };
+                let poison = self.cluster.state_of(node).in_chains();
                 let link = self.links.get_mut(&node).expect("a link");
-                if !link.flush(self.poll.registry(), hello, now) {
+                if !link.flush(self.poll.registry(), hello, now, poison) {
                     tracing::warn!(node, "the connection to data node {node} broke; unsent signals dropped");
+                    if poison {
+                        suspect(&self.shared.control, node);
+                    }
                 }
                 if link.has_output() {
                     // Not connected yet, or the socket is full: try again on the next turn.
@@ -815,6 +822,15 @@ fn into_std(s: TcpStream) -> std::net::TcpStream {
     // SAFETY: the fd comes from a mio stream we own and give up here.
     unsafe { std::net::TcpStream::from_raw_fd(s.into_raw_fd()) }
 }
+/// A link to a node in the write chains broke after carrying signals: the control plane decides
+/// which of the two fails (the link drops everything for it until then).
+fn suspect(control: &Option<Arc<crate::ControlInbox>>, node: NodeId) {
+    tracing::warn!(node, "signals to data node {node} may be lost: reporting it to the management nodes");
+    if let Some(c) = control {
+        c.push(tern_kernel::signal::ControlReq::Suspect(node));
+    }
+}
+
 /// The next spin budget after spinning found work: doubled, at least 1 µs, never above `max`
 /// (so `max` = 0 keeps spinning off).
 fn grown_spin(cur: u64, max: u64) -> u64 {

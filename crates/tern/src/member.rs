@@ -81,7 +81,11 @@ pub fn join(client: &mut MgmClient, node: NodeId, data_dir: &Path, stop: &dyn Fn
     }
     let inc_path = data_dir.join(tern_runtime::fs::INCARNATION_FILE);
     let last: u32 = std::fs::read_to_string(&inc_path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
-    let incarnation = retry("registering", stop, || client.register(node, last))?;
+    // The durable epoch of this node's own system file: a system restart's cut is the smallest
+    // of the restarting nodes'.
+    let sysfile = std::fs::read(data_dir.join(tern_kernel::sysfile::SYSFILE_NAME)).ok();
+    let durable = sysfile.and_then(|b| tern_kernel::sysfile::Sysfile::decode(&b).ok()).map_or(0, |s| s.durable_epoch);
+    let incarnation = retry("registering", stop, || client.register(node, last, durable))?;
     std::fs::write(&inc_path, format!("{incarnation}\n")).with_context(|| format!("writing {}", inc_path.display()))?;
     tracing::info!(node, incarnation, "registered with the management nodes");
     let mut last_log = Instant::now();
