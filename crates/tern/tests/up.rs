@@ -312,27 +312,7 @@ fn colocated_rest_api_in_the_data_node_process() {
 #[test]
 fn up_by_default_runs_a_replicated_cluster_that_heals() {
     let dir = tempfile::tempdir().unwrap();
-    let (mgmd, redis, mysql) = (free_port(), free_port(), free_port());
-    let dn = consecutive_ports(2);
-    let (mut child, line) = up_ready(
-        dir.path(),
-        &[
-            "--datanode-port",
-            &dn.to_string(),
-            "--mgmd-port",
-            &mgmd.to_string(),
-            "--rest-port",
-            &free_port().to_string(),
-            "--redis-port",
-            &redis.to_string(),
-            "--mysql-port",
-            &mysql.to_string(),
-            "--data-memory",
-            "128M",
-            "--failure-timeout-ms",
-            "900",
-        ],
-    );
+    let Cluster { mut child, line, mgmd, redis, mysql, dn } = default_cluster(dir.path());
     assert!(line.contains("mgmd="), "{line}");
     sql(mysql, "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v INT)").unwrap();
     // SQL writers on their own connection, one INSERT per statement, until told to stop.
@@ -434,27 +414,7 @@ fn sql(port: u16, q: &str) -> Result<String, String> {
 #[test]
 fn whole_cluster_sigkill_recovers_to_the_last_durable_epoch() {
     let dir = tempfile::tempdir().unwrap();
-    let (mgmd, redis, mysql) = (free_port(), free_port(), free_port());
-    let dn = consecutive_ports(2);
-    let (mut child, _) = up_ready(
-        dir.path(),
-        &[
-            "--datanode-port",
-            &dn.to_string(),
-            "--mgmd-port",
-            &mgmd.to_string(),
-            "--rest-port",
-            &free_port().to_string(),
-            "--redis-port",
-            &redis.to_string(),
-            "--mysql-port",
-            &mysql.to_string(),
-            "--data-memory",
-            "128M",
-            "--failure-timeout-ms",
-            "900",
-        ],
-    );
+    let Cluster { mut child, redis, mysql, dn, .. } = default_cluster(dir.path());
     sql(mysql, "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v INT)").unwrap();
     // Old, non-durable writes: long past their epoch's flush when the cluster dies.
     for i in 0..50 {
@@ -681,6 +641,44 @@ fn sigkill_of_the_mgmd_leader_with_three_mgmds() {
     }
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     wait_exit(&mut child, Duration::from_secs(60));
+}
+
+/// The default `tern up` (1 mgmd, 2 data nodes, 2 replicas) on free ports, with a 0.9 s
+/// failure timeout.
+struct Cluster {
+    child: Child,
+    line: String,
+    mgmd: u16,
+    redis: u16,
+    mysql: u16,
+    /// The first data node's port (the second's is the next).
+    dn: u16,
+}
+
+fn default_cluster(dir: &std::path::Path) -> Cluster {
+    let (mgmd, redis, mysql) = (free_port(), free_port(), free_port());
+    let dn = consecutive_ports(2);
+    let ports = [dn.to_string(), mgmd.to_string(), free_port().to_string(), redis.to_string(), mysql.to_string()];
+    let (child, line) = up_ready(
+        dir,
+        &[
+            "--datanode-port",
+            &ports[0],
+            "--mgmd-port",
+            &ports[1],
+            "--rest-port",
+            &ports[2],
+            "--redis-port",
+            &ports[3],
+            "--mysql-port",
+            &ports[4],
+            "--data-memory",
+            "128M",
+            "--failure-timeout-ms",
+            "900",
+        ],
+    );
+    Cluster { child, line, mgmd, redis, mysql, dn }
 }
 
 /// `n` free ports in a row (mgmds and data nodes of `tern up` take consecutive ports).
