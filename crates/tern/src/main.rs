@@ -119,9 +119,14 @@ struct ApiArgs {
     /// RonDB REST server config (JSON); also read from RDRS_CONFIG_FILE.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Data node to serve from.
-    #[arg(long, default_value = "127.0.0.1:11860")]
-    datanode: String,
+    /// Data node(s) to serve from (host:port, comma-separated: the client fails over).
+    /// Default: the data nodes of the cluster the management nodes run (`--mgmd`, or the
+    /// config JSON's `RonDB.Mgmds`), else 127.0.0.1:11860.
+    #[arg(long)]
+    datanode: Option<String>,
+    /// Management nodes (host:port, comma-separated): serve the data nodes of their cluster.
+    #[arg(long, value_delimiter = ',')]
+    mgmd: Vec<String>,
     /// REST port (overrides REST.ServerPort).
     #[arg(long)]
     rest_port: Option<u16>,
@@ -610,7 +615,8 @@ fn api(a: ApiArgs) -> Result<()> {
     opts.spin = Duration::from_micros(a.spin_us.min(10_000));
     install_signal_handlers();
     // The data node may still be starting: try for a while (inside the REST runtime).
-    let datanode = a.datanode.clone();
+    let datanode = api_datanodes(&a, &cfg)?;
+    tracing::info!(%datanode, "serving from data nodes");
     let connect = move || {
         let until = std::time::Instant::now() + Duration::from_secs(60);
         loop {
@@ -688,6 +694,55 @@ fn api(a: ApiArgs) -> Result<()> {
     }
     tracing::info!("stopping");
     Ok(())
+}
+
+/// Where the API server finds its data nodes: `--datanode`; else the cluster of the management
+/// nodes named by `--mgmd` or by the config JSON's `RonDB.Mgmds` (RonDB's way); else the local
+/// default. Management nodes named on the command line must answer (within 60 s); ones from the
+/// JSON only when there is no data node on the default port to fall back to.
+fn api_datanodes(a: &ApiArgs, cfg: &tern_rest::config::RonDbConfig) -> Result<String> {
+    const DEFAULT: &str = "127.0.0.1:11860";
+    if let Some(d) = &a.datanode {
+        return Ok(d.clone());
+    }
+    let (mgmds, explicit) = if a.mgmd.is_empty() {
+        let json = cfg.rondb.as_ref().and_then(|r| r.mgmds.clone()).unwrap_or_default();
+        (json.iter().map(|m| format!("{}:{}", m.ip, m.port)).collect::<Vec<_>>(), false)
+    } else {
+        (a.mgmd.clone(), true)
+    };
+    if mgmds.is_empty() {
+        return Ok(DEFAULT.into());
+    }
+    let mut client = tern_control::MgmClient::new(mgmds.clone()).with_role(tern_control::Role::Admin);
+    client.call_timeout = Duration::from_secs(3);
+    let until = std::time::Instant::now() + Duration::from_secs(if explicit { 60 } else { 3 });
+    loop {
+        match client.get_state() {
+            Ok(info) => {
+                let nodes: Vec<String> =
+                    info.state.config.data_nodes.iter().map(|d| format!("{}:{}", d.host, d.port)).collect();
+                if nodes.is_empty() {
+                    bail!("the management nodes at {} know no data nodes", mgmds.join(","));
+                }
+                return Ok(nodes.join(","));
+            }
+            Err(e) if std::time::Instant::now() >= until || stop_requested() => {
+                if explicit {
+                    bail!("cannot reach the management nodes at {}: {e}", mgmds.join(","));
+                }
+                tracing::warn!(
+                    "the management nodes of RonDB.Mgmds ({}) do not answer ({e}); using {DEFAULT}",
+                    mgmds.join(",")
+                );
+                return Ok(DEFAULT.into());
+            }
+            Err(e) => {
+                tracing::debug!("waiting for the management nodes: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
 }
 
 /// `tern status --mgmd`: the cluster as the management nodes see it, and each data node's own

@@ -705,3 +705,45 @@ fn up_ready(dir: &std::path::Path, args: &[&str]) -> (Child, String) {
     assert!(line.starts_with("ready:"), "{line}");
     (child, line)
 }
+
+/// `tern api --mgmd HOST:PORT`: a separate API server finds the data nodes from the management
+/// nodes and serves (REST health and a SQL round trip through the data nodes).
+#[test]
+fn api_server_finds_the_data_nodes_through_the_management_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster { mut child, mgmd, mysql, .. } = default_cluster(dir.path());
+    sql(mysql, "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v INT); INSERT INTO d.t VALUES (1, 7)")
+        .unwrap();
+    let (rest, mysql2) = (free_port(), free_port());
+    let mut api = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["api", "--mgmd", &format!("127.0.0.1:{mgmd}"), "--no-redis"])
+        .args(["--rest-port", &rest.to_string(), "--mysql-port", &mysql2.to_string()])
+        .env("TERN_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    let got = loop {
+        if let Ok(v) = sql(mysql2, "SELECT v FROM d.t WHERE id = 1") {
+            break v;
+        }
+        assert!(Instant::now() < until, "the API server did not serve");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(got, "7");
+    let health = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", rest)).unwrap();
+        write!(s, "GET /0.1.0/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut r = String::new();
+        s.read_to_string(&mut r).unwrap();
+        r
+    };
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    unsafe { libc::kill(api.id() as i32, libc::SIGTERM) };
+    wait_exit(&mut api, Duration::from_secs(30));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_exit(&mut child, Duration::from_secs(60));
+}
