@@ -8,9 +8,14 @@
 //! the recovered database must equal the state after exactly the transactions of epochs up to the
 //! durable epoch, applied in commit order (atomicity, durability, consistent recovery), and every
 //! commit acknowledged as durable must be in it. While running, every read must return a value
-//! written by a transaction that had already reached its commit point (committed reads).
+//! written by a transaction that had already reached its commit point (committed reads); and at
+//! the end of every cluster life the reads of each key must be linearizable against its version
+//! order (`linear`). Network partitions between data nodes (cut links, heartbeats, arbitration)
+//! and per-node clock skew are optional faults (`SimConfig`).
 //!
 //! A failing run panics with its seed; `Sim::run(seed)` reproduces it exactly.
+
+pub mod linear;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
@@ -240,6 +245,13 @@ struct SimClient {
     wrote: bool,
     /// The tc coordinating the open transaction (every batch of it goes there).
     tc: Option<Addr>,
+    /// Linearizability history: when the request in flight was sent, the key of each read op of
+    /// a read-only batch, the stamps the batch in flight writes and those of the open
+    /// transaction.
+    sent_at: u64,
+    read_keys: Vec<Option<i64>>,
+    batch_stamps: Vec<i64>,
+    txn_stamps: Vec<i64>,
 }
 
 pub struct Sim {
@@ -254,6 +266,10 @@ pub struct Sim {
     cut: BTreeSet<(NodeId, NodeId)>,
     /// Per node: clock offset (ms) and rate (per mille of the simulator's clock).
     clocks: BTreeMap<NodeId, (u64, u64)>,
+    /// This cluster life's single-key history: reads, and when each written stamp's commit was
+    /// acknowledged (see `linear`).
+    lin_reads: Vec<linear::Read>,
+    lin_acks: HashMap<i64, u64>,
     log_enabled: bool,
     /// `TERN_SIM_KEY`: log every prepare and commit point touching this key.
     log_key: Option<i64>,
@@ -300,6 +316,8 @@ pub struct SimStats {
     /// Links cut between two data nodes, and suspicions that made the control plane fail one.
     pub partitions: u32,
     pub suspicion_failures: u32,
+    /// Reads checked for linearizability against their keys' version order.
+    pub linearizable_reads: u64,
 }
 
 impl Sim {
@@ -315,6 +333,10 @@ impl Sim {
                     write_ops: vec![],
                     wrote: false,
                     tc: None,
+                    sent_at: 0,
+                    read_keys: Vec::new(),
+                    batch_stamps: Vec::new(),
+                    txn_stamps: Vec::new(),
                 }
             })
             .collect();
@@ -345,6 +367,8 @@ impl Sim {
             link_time: HashMap::new(),
             cut: BTreeSet::new(),
             clocks: BTreeMap::new(),
+            lin_reads: Vec::new(),
+            lin_acks: HashMap::new(),
             cluster,
             nodes,
             incarnation: 0,
@@ -653,7 +677,30 @@ impl Sim {
         }
     }
 
+    /// Checks this cluster life's reads for linearizability (`linear`) against the version order
+    /// of each key: the recovered base, then the committed transactions in commit order.
+    fn check_linearizable(&mut self) {
+        let mut versions: linear::Versions = self.base.iter().map(|(&k, r)| (k, vec![Some(r.0)])).collect();
+        for (key, _) in &self.oracle.commits {
+            for op in self.oracle.ops.get(key).map(|v| v.as_slice()).unwrap_or_default() {
+                let (k, v) = match op {
+                    ModelOp::Put(k, r) | ModelOp::Insert(k, r) => (*k, Some(r.0)),
+                    ModelOp::SetA(k, a) => (*k, Some(*a)),
+                    ModelOp::Delete(k) => (*k, None),
+                };
+                versions.entry(k).or_default().push(v);
+            }
+        }
+        match linear::check(&versions, &self.lin_acks, &self.lin_reads) {
+            Ok(n) => self.stats.linearizable_reads += n as u64,
+            Err(e) => self.fail(&format!("not linearizable: {e}")),
+        }
+        self.lin_reads.clear();
+        self.lin_acks.clear();
+    }
+
     fn crash_and_recover(&mut self) {
+        self.check_linearizable();
         self.stats.crashes += 1;
         self.log(|| {
             let mut per_node = Vec::new();
@@ -1299,6 +1346,7 @@ impl Sim {
         let inc = self.incarnation;
         let c = &mut self.clients[client as usize - 1];
         c.seq += 1;
+        c.sent_at = self.now;
         let req_id = c.seq;
         c.state = ClientState::Waiting;
         let t = self.now + self.rng.below(3);
@@ -1346,6 +1394,7 @@ impl Sim {
         let nops = 1 + self.rng.below(4) as usize;
         let read_only = self.rng.chance(25);
         let mut ops = Vec::new();
+        let (mut read_keys, mut stamps) = (Vec::new(), Vec::new());
         for i in 0..nops {
             let id = self.rng.below(self.cfg.keys) as i64;
             let mut key = Vec::new();
@@ -1383,6 +1432,10 @@ impl Sim {
                 },
                 k => KeyOp { table: table.id, kind: k, key, row: vec![], updates: vec![], projection: None },
             };
+            read_keys.push(read_only.then_some(id));
+            if matches!(op.kind, OpKind::Write | OpKind::Insert | OpKind::Update) {
+                stamps.push(stamp);
+            }
             ops.push(op);
         }
         let exec = match self.rng.below(10) {
@@ -1400,6 +1453,9 @@ impl Sim {
         c.write_ops = ops.iter().map(|o| o.kind.is_write()).collect();
         c.wrote = false;
         c.tc = None;
+        c.read_keys = read_keys;
+        c.batch_stamps = stamps;
+        c.txn_stamps.clear();
         self.client_request(
             client,
             Request::Txn(TxnReq { txn, ops, exec, abort: AbortOption::AbortOnError, durable, nowait: false }),
@@ -1477,6 +1533,10 @@ impl Sim {
         c.wrote |= wrote_now;
         let write_ops = std::mem::take(&mut c.write_ops);
         let durable = durable && c.wrote;
+        let read_keys = std::mem::take(&mut c.read_keys);
+        let stamps = std::mem::take(&mut c.batch_stamps);
+        c.txn_stamps.extend(stamps);
+        let invoked = c.sent_at;
         // Committed reads: every value read was written by a transaction past its commit point.
         let layout = self.layout.clone().expect("table");
         for (i, r) in resp.results.iter().enumerate() {
@@ -1491,11 +1551,17 @@ impl Sim {
                 if !own && !self.oracle.committed_stamps.contains(&a) && !self.base.values().any(|r| r.0 == a) {
                     self.fail(&format!("client {client} read value {a} that no committed transaction wrote"));
                 }
+                if let Some(&Some(key)) = read_keys.get(i) {
+                    self.lin_reads.push(linear::Read { key, stamp: a, invoked, answered: self.now });
+                }
             }
         }
         match resp.outcome {
             Outcome::Committed { epoch } => {
                 self.stats.commits += 1;
+                for s in std::mem::take(&mut self.clients[idx].txn_stamps) {
+                    self.lin_acks.insert(s, self.now);
+                }
                 if durable {
                     self.durable_acks.push((resp.txn as i64, epoch));
                     let tc = self.clients[idx].tc;

@@ -30,6 +30,7 @@ fn random_transactions_with_crashes_recover_consistently() {
         let s = Sim::run(seed, SimConfig::default());
         total.crashes += s.crashes;
         total.commits += s.commits;
+        total.linearizable_reads += s.linearizable_reads;
         total.aborts += s.aborts;
         total.reads += s.reads;
         total.verified_rows += s.verified_rows;
@@ -39,6 +40,7 @@ fn random_transactions_with_crashes_recover_consistently() {
     println!("{total:?}");
     // The workload must actually exercise the protocol, or the test proves nothing.
     assert!(total.commits > 50 * n, "too few commits: {total:?}");
+    assert!(total.linearizable_reads > 10 * n, "too few reads checked for linearizability: {total:?}");
     assert!(total.crashes as u64 >= 2 * n, "too few crashes: {total:?}");
     assert!(total.verified_rows > 10 * n, "too little data verified: {total:?}");
 }
@@ -66,6 +68,7 @@ fn replicated_clusters_survive_whole_cluster_crashes_consistently() {
         let s = Sim::run(seed, cfg);
         total.crashes += s.crashes;
         total.commits += s.commits;
+        total.linearizable_reads += s.linearizable_reads;
         total.verified_rows += s.verified_rows;
         total.deadlocks += s.deadlocks;
         total.lock_timeouts += s.lock_timeouts;
@@ -102,6 +105,7 @@ fn node_failures_lose_no_committed_transaction() {
         let s = Sim::run(seed, cfg);
         total.crashes += s.crashes;
         total.commits += s.commits;
+        total.linearizable_reads += s.linearizable_reads;
         total.node_failures += s.node_failures;
         total.verified_rows += s.verified_rows;
     }
@@ -135,6 +139,7 @@ fn failed_nodes_restart_copy_and_rejoin() {
         };
         let s = Sim::run(seed, cfg);
         total.commits += s.commits;
+        total.linearizable_reads += s.linearizable_reads;
         total.node_failures += s.node_failures;
         total.node_restarts += s.node_restarts;
         total.verified_rows += s.verified_rows;
@@ -172,6 +177,7 @@ fn partitions_between_data_nodes_fail_one_side_and_lose_nothing() {
         };
         let s = Sim::run(seed, cfg);
         total.commits += s.commits;
+        total.linearizable_reads += s.linearizable_reads;
         total.partitions += s.partitions;
         total.suspicion_failures += s.suspicion_failures;
         total.node_failures += s.node_failures;
