@@ -889,14 +889,28 @@ impl Scanner {
         if self.done {
             return Ok(None);
         }
-        let req = match self.spec.take() {
+        let (req, first) = match self.spec.take() {
             Some(mut s) => {
                 s.scan = self.id;
-                Request::Scan(s)
+                (Request::Scan(s), true)
             }
-            None => Request::ScanNext { scan: self.id },
+            None => (Request::ScanNext { scan: self.id }, false),
         };
-        match self.client.call_async(req).await {
+        let mut reply = self.client.call_async(req.clone()).await;
+        // A node that is not serving (restarting) refused the scan before it began: the client
+        // has moved to another node, so start it there (a few times, with a short pause).
+        for attempt in 1..=3 {
+            let not_started = match &reply {
+                Ok(Reply::Error(e)) | Err(e) => e.code == ErrorCode::NodeNotStarted,
+                _ => false,
+            };
+            if !first || !not_started {
+                break;
+            }
+            sleep(Duration::from_millis(50 * attempt)).await;
+            reply = self.client.call_async(req.clone()).await;
+        }
+        match reply {
             Ok(Reply::ScanRows { rows, done, .. }) => {
                 self.done = done;
                 Ok(Some(rows))

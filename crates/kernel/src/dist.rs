@@ -120,6 +120,19 @@ pub struct Dist {
     suspected_ms: BTreeMap<NodeId, u64>,
 }
 
+/// The sending block of the signals that name it (those a dist receives from other nodes).
+fn sig_from(sig: &Signal) -> Option<Addr> {
+    match sig {
+        Signal::EpochPrepared { from, .. }
+        | Signal::EpochTcFinished { from, .. }
+        | Signal::EpochFlushed { from, .. }
+        | Signal::EpochSave { from, .. }
+        | Signal::EpochSaved { from, .. }
+        | Signal::DistStarted { from, .. } => Some(*from),
+        _ => None,
+    }
+}
+
 /// How often a restarting node asks again for the catalog.
 const CATALOG_RETRY_MS: u64 = 1000;
 
@@ -208,6 +221,13 @@ impl Dist {
     pub fn handle(&mut self, now_ms: u64, sig: Signal, out: &mut Out) {
         debug_assert!(now_ms >= self.now_ms, "time never goes back");
         self.now_ms = now_ms;
+        // Any signal from another node's block shows that node is alive and reachable.
+        if let Some(from) = sig_from(&sig)
+            && from.node != self.addr.node
+            && let Some(h) = self.heard.get_mut(&from.node)
+        {
+            h.1 = now_ms;
+        }
         match sig {
             Signal::Start => {
                 for &l in &self.ldms {
@@ -302,7 +322,7 @@ impl Dist {
     }
 
     /// Heartbeats to every other node in the chains, and suspicions of those not heard from for
-    /// the failure timeout (ndb-protocols.md §2: NDB's data nodes heartbeat each other; a node
+    /// twice the failure timeout (ndb-protocols.md §2: NDB's data nodes heartbeat each other; a node
     /// that misses them is reported, and arbitration fails one side). Only while this node is
     /// in the chains itself: a node still recovering or fetching the catalog neither sends nor
     /// judges.
@@ -312,7 +332,10 @@ impl Dist {
             return;
         }
         let (now, every) = (self.now_ms, self.cluster.config.heartbeat_interval_ms.max(1));
-        let timeout = self.cluster.config.failure_timeout_ms.max(every);
+        // Twice the management nodes' failure timeout: a dead node is their call (faster); this
+        // is for data nodes that cannot reach each other, and must not fire on heartbeats queued
+        // behind a node restart's copy traffic on a loaded machine.
+        let timeout = 2 * self.cluster.config.failure_timeout_ms.max(every);
         let others: Vec<(NodeId, u32)> = self
             .cluster
             .nodes
