@@ -46,6 +46,8 @@ pub struct PeerLink {
     pub dropped: u64,
     /// The link broke after carrying signals: drop everything until `reset`.
     pub poisoned: bool,
+    /// When the peer was last reported as suspected (for re-reporting while poisoned).
+    pub suspected_ms: u64,
 }
 
 impl PeerLink {
@@ -66,6 +68,7 @@ impl PeerLink {
             retry_at_ms: 0,
             dropped: 0,
             poisoned: false,
+            suspected_ms: 0,
         }
     }
 

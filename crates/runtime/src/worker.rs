@@ -593,8 +593,19 @@ impl Worker {
                 v.insert(PeerLink::new(to.node, &format!("{}:{}", spec.host, spec.port), token))
             }
         };
-        if !link.push(to, &sig) && !link.poisoned {
-            tracing::warn!(node = to.node, "the link to data node {} is full; signal dropped", to.node);
+        if !link.push(to, &sig) {
+            if !link.poisoned {
+                tracing::warn!(node = to.node, "the link to data node {} is full; signal dropped", to.node);
+            } else if self.cluster.state_of(to.node).in_chains() {
+                // Still poisoned, and the map still has the node: the suspicion was not acted
+                // on (it reached the management nodes while the node was not yet in the
+                // chains, or they could not decide then). Report it again, at most every second.
+                let now = self.shared.now_ms();
+                if now >= link.suspected_ms + SUSPECT_AGAIN_MS {
+                    link.suspected_ms = now;
+                    suspect(&self.shared.control, to.node);
+                }
+            }
         }
         self.dirty_links.push(to.node);
     }
@@ -822,6 +833,9 @@ fn into_std(s: TcpStream) -> std::net::TcpStream {
     // SAFETY: the fd comes from a mio stream we own and give up here.
     unsafe { std::net::TcpStream::from_raw_fd(s.into_raw_fd()) }
 }
+/// How often a poisoned link's peer is reported again while signals for it are dropped.
+const SUSPECT_AGAIN_MS: u64 = 1000;
+
 /// A link to a node in the write chains broke after carrying signals: the control plane decides
 /// which of the two fails (the link drops everything for it until then).
 fn suspect(control: &Option<Arc<crate::ControlInbox>>, node: NodeId) {

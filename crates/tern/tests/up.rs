@@ -31,6 +31,22 @@ fn up_with_rest(dir: &std::path::Path, port: u16, rest: u16) -> Child {
         .unwrap()
 }
 
+/// A minimal HTTP POST of a JSON body: (status, body).
+fn http_post(port: u16, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    let status = r.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, r.split("\r\n\r\n").nth(1).unwrap_or("").to_string())
+}
+
 /// A minimal HTTP GET returning the body.
 fn http_get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
@@ -360,9 +376,10 @@ fn up_by_default_runs_a_replicated_cluster_that_heals() {
         }
         assert!(
             Instant::now() < until,
-            "data node 2 did not rejoin (state {}, {writes} writes, last SET answer {:?})",
+            "data node 2 did not rejoin (state {}, {writes} writes, last SET answer {:?}); log:\n{}",
             status(2),
-            redis_cmd(redis, &["SET", "probe", "v"])
+            redis_cmd(redis, &["SET", "probe", "v"]),
+            up_log_tail(dir.path())
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -485,20 +502,25 @@ fn redis_set(port: u16, key: &str) -> bool {
     matches!(s.read(&mut buf), Ok(5) if &buf == b"+OK\r\n")
 }
 
-/// Durable acknowledgement from the front doors: with Redis `CONFIG SET appendfsync always` and
-/// MySQL `SET SESSION tern_durable_commit = 1`, every acknowledged write survives a SIGKILL of the
-/// data node that comes right after it (the angel restarts the node, which recovers from disk).
+/// Durable acknowledgement from the front doors: with Redis `CONFIG SET appendfsync always`,
+/// MySQL `SET SESSION tern_durable_commit = 1` and REST's `[rest] durable_commit = true`, every
+/// acknowledged write survives a SIGKILL of the data node that comes right after it (the angel restarts the node, which recovers from disk).
 #[test]
 fn durable_acknowledgements_from_redis_and_sql_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
-    let (dn, redis, mysql) = (free_port(), free_port(), free_port());
+    let (dn, redis, mysql, rest) = (free_port(), free_port(), free_port(), free_port());
+    // REST's durable acknowledgement is a config key of the API server.
+    let toml = dir.path().join("api.toml");
+    std::fs::write(&toml, "[rest]\ndurable_commit = true\n").unwrap();
     let (mut child, _) = up_ready(
         dir.path(),
         &[
+            "--api-toml",
+            toml.to_str().unwrap(),
             "--datanode-port",
             &dn.to_string(),
             "--rest-port",
-            &free_port().to_string(),
+            &rest.to_string(),
             "--redis-port",
             &redis.to_string(),
             "--mysql-port",
@@ -521,7 +543,9 @@ fn durable_acknowledgements_from_redis_and_sql_survive_sigkill() {
         assert!(o.status.success(), "{q}: {}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stdout).trim().to_string()
     };
-    sql("CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v INT)");
+    sql(
+        "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v INT); CREATE TABLE d.r (id INT PRIMARY KEY, v INT)",
+    );
     assert_eq!(redis_cmd(redis, &["CONFIG", "SET", "appendfsync", "always"]), "+OK\r\n");
     assert!(redis_cmd(redis, &["CONFIG", "GET", "appendfsync"]).contains("always"));
     for round in 0..3 {
@@ -532,6 +556,12 @@ fn durable_acknowledgements_from_redis_and_sql_survive_sigkill() {
             assert_eq!(redis_cmd(redis, &["SET", &k, "v"]), "+OK\r\n");
         }
         sql(&format!("SET SESSION tern_durable_commit = 1; INSERT INTO d.t VALUES ({round}, {round})"));
+        let body = format!(
+            r#"{{"operations": [{{"method": "POST", "relative-url": "d/r/pk-insert", "body": {{"filters": [{{"column": "id", "value": {round}}}], "writeColumns": [{{"column": "v", "value": {round}}}]}}}}]}}"#
+        );
+        let (status, answer) = http_post(rest, "/0.1.0/batchwrite", &body);
+        assert_eq!(status, 200, "{answer}");
+        assert!(answer.contains("\"code\":200"), "{answer}");
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         let until = Instant::now() + Duration::from_secs(60);
         while child_pid(child.id(), "datanode").is_none_or(|p| p == pid)
@@ -555,6 +585,7 @@ fn durable_acknowledgements_from_redis_and_sql_survive_sigkill() {
             }
         }
         assert_eq!(sql("SELECT COUNT(*) FROM d.t"), (round + 1).to_string());
+        assert_eq!(sql("SELECT COUNT(*) FROM d.r"), (round + 1).to_string(), "a durable REST write was lost");
     }
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     wait_exit(&mut child, Duration::from_secs(60));
@@ -687,8 +718,17 @@ fn consecutive_ports(n: u16) -> u16 {
     (start..start + 300).find(|p| (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok())).unwrap()
 }
 
-/// Starts `tern up --data-dir DIR ARGS...` and waits for its `ready:` line.
+/// The last lines `tern up` (and its children) logged, for failure messages.
+fn up_log_tail(dir: &std::path::Path) -> String {
+    let log = std::fs::read_to_string(dir.join("up-stderr.log")).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+/// Starts `tern up --data-dir DIR ARGS...` and waits for its `ready:` line. Its log (warnings
+/// and up) goes to `DIR/up-stderr.log` (see `up_log_tail`).
 fn up_ready(dir: &std::path::Path, args: &[&str]) -> (Child, String) {
+    let log = std::fs::File::create(dir.join("up-stderr.log")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
         .args(["up", "--data-dir"])
         .arg(dir)
@@ -696,7 +736,7 @@ fn up_ready(dir: &std::path::Path, args: &[&str]) -> (Child, String) {
         .env("TERN_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
