@@ -217,6 +217,32 @@ pub struct Conn {
     reader_thread: AtomicBool,
 }
 
+/// Every TCP connection of this process (weakly), so that a data node the management nodes
+/// declared failed can have its connections closed at once (`close_connections_to`).
+static TCP_CONNS: Mutex<Vec<std::sync::Weak<Conn>>> = Mutex::new(Vec::new());
+
+fn register_tcp(c: &Arc<Conn>) {
+    let mut all = TCP_CONNS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    all.retain(|w| w.strong_count() > 0);
+    all.push(Arc::downgrade(c));
+}
+
+/// Closes every open connection of this process to the data node at `addr` (its waiting
+/// requests fail as on a lost connection); returns how many.
+pub fn close_connections_to(addr: &str, reason: &str) -> usize {
+    let conns: Vec<Arc<Conn>> = TCP_CONNS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .filter_map(|w| w.upgrade())
+        .filter(|c| c.peer == addr && !c.is_closed())
+        .collect();
+    for c in &conns {
+        c.close(reason);
+    }
+    conns.len()
+}
+
 fn conn_error(msg: impl Into<String>) -> TernError {
     TernError::new(ErrorCode::NodeFailure, msg)
 }
@@ -259,6 +285,7 @@ impl Conn {
             reply_ewma_us: AtomicU64::new(30),
             reader_thread: AtomicBool::new(true),
         });
+        register_tcp(&conn);
         let c = Arc::downgrade(&conn);
         #[cfg(feature = "tokio")]
         if let Ok(handle) = tokio::runtime::Handle::try_current() {

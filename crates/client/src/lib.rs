@@ -27,6 +27,43 @@ pub mod spinwatch;
 
 use conn::Conn;
 pub use conn::{IN_FLIGHT_MAX, ReplyFuture, flush_deferred, set_defer_sends};
+
+/// Data node addresses the management nodes say are not serving (failed, restarting): clients
+/// of this process try them last (see `set_down_nodes`).
+static DOWN_NODES: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+/// Whether `DOWN_NODES` is non-empty (read on every request; written only on map changes).
+static ANY_DOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Tells every client of this process which data nodes (by the `host:port` they were given) the
+/// management nodes declared not serving: connections to a node newly in the set are closed at
+/// once (their waiting requests fail as on a lost connection and are retried elsewhere, a
+/// commit in flight reports an unknown result) and reconnects try the serving nodes first.
+/// A frozen node (e.g. a stopped process, whose kernel still accepts connections) thus stalls
+/// its clients only until it is declared failed, not until their request timeout.
+pub fn set_down_nodes(down: Vec<String>) {
+    let newly: Vec<String> = {
+        let mut cur = DOWN_NODES.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let newly = down.iter().filter(|a| !cur.contains(a)).cloned().collect();
+        ANY_DOWN.store(!down.is_empty(), Ordering::Relaxed);
+        *cur = down;
+        newly
+    };
+    for a in newly {
+        conn::close_connections_to(&a, "the management nodes declared the data node failed");
+    }
+}
+
+fn is_down(addr: &str) -> bool {
+    ANY_DOWN.load(Ordering::Relaxed)
+        && DOWN_NODES.read().unwrap_or_else(std::sync::PoisonError::into_inner).iter().any(|a| a == addr)
+}
+
+/// The order in which to try `n` addresses starting at `from`: serving ones first.
+fn try_order(addrs: &[String], from: usize) -> Vec<usize> {
+    let n = addrs.len();
+    let (up, down): (Vec<usize>, Vec<usize>) = (0..n).map(|k| (from + k) % n).partition(|&i| !is_down(&addrs[i]));
+    up.into_iter().chain(down).collect()
+}
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -127,7 +164,8 @@ impl Client {
     pub fn connect_with(addr: &str, opts: ClientOptions) -> Result<Client> {
         let addrs: Vec<String> = addr.split(',').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
         let mut last = TernError::new(ErrorCode::InvalidRequest, "no data node address given");
-        for (i, a) in addrs.iter().enumerate() {
+        for i in try_order(&addrs, 0) {
+            let a = &addrs[i];
             match Conn::tcp(a, opts.connect_timeout) {
                 Ok(conn) => return Client::init(conn, addrs.clone(), i, opts),
                 Err(e) => last = e,
@@ -207,11 +245,10 @@ impl Client {
             return dead;
         }
         *at = Some(std::time::Instant::now());
-        // The same node first (it may have restarted), then the others in turn.
-        let n = self.inner.addrs.len();
+        // The same node first (it may have restarted), then the others in turn; nodes the
+        // management nodes declared not serving last.
         let from = self.inner.current.load(Ordering::Relaxed);
-        for k in 0..n {
-            let i = (from + k) % n;
+        for i in try_order(&self.inner.addrs, from) {
             if let Ok((c, worker)) = self.open(&self.inner.addrs[i], None) {
                 self.inner.current.store(i, Ordering::Relaxed);
                 *self.inner.conn.write().unwrap_or_else(std::sync::PoisonError::into_inner) = (c.clone(), worker);
@@ -259,7 +296,8 @@ impl Client {
         }
         let addr = &inner.addrs[inner.current.load(Ordering::Relaxed) % inner.addrs.len()];
         let first = inner.conn.read().unwrap_or_else(std::sync::PoisonError::into_inner).1;
-        if w == first || w >= inner.workers {
+        if w == first || w >= inner.workers || (inner.addrs.len() > 1 && is_down(addr)) {
+            // (A node declared not serving: the first connection moves to another first.)
             return self.main_conn();
         }
         if let Some(c) = inner.per_worker[w as usize].read().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref()

@@ -617,6 +617,10 @@ fn api(a: ApiArgs) -> Result<()> {
     // The data node may still be starting: try for a while (inside the REST runtime).
     let datanode = api_datanodes(&a, &cfg)?;
     tracing::info!(%datanode, "serving from data nodes");
+    if !a.mgmd.is_empty() {
+        let mgmd = a.mgmd.clone();
+        std::thread::Builder::new().name("tern-api-watch".into()).spawn(move || watch_cluster(mgmd))?;
+    }
     let connect = move || {
         let until = std::time::Instant::now() + Duration::from_secs(60);
         loop {
@@ -694,6 +698,41 @@ fn api(a: ApiArgs) -> Result<()> {
     }
     tracing::info!("stopping");
     Ok(())
+}
+
+/// The API server's watch of the cluster map: data nodes that are not serving (failed, or still
+/// restarting) are handed to the client library (`tern_client::set_down_nodes`), which closes
+/// its connections to them at once instead of waiting for a frozen node to answer.
+fn watch_cluster(mgmd: Vec<String>) {
+    let mut client = tern_control::MgmClient::new(mgmd).with_role(tern_control::Role::Admin);
+    client.call_timeout = Duration::from_secs(3);
+    let mut known = 0;
+    let mut down: Vec<String> = Vec::new();
+    while !stop_requested() {
+        match client.watch(known, 1_000) {
+            Ok(Some(info)) => {
+                known = info.state.version;
+                let st = &info.state;
+                let now: Vec<String> = st
+                    .config
+                    .data_nodes
+                    .iter()
+                    .filter(|d| st.state_of(d.id) != tern_types::cluster::NodeState::Started)
+                    .map(|d| format!("{}:{}", d.host, d.port))
+                    .collect();
+                if now != down {
+                    tracing::info!(?now, "data nodes not serving");
+                    tern_client::set_down_nodes(now.clone());
+                    down = now;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!("watching the cluster: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
 }
 
 /// Where the API server finds its data nodes: `--datanode`; else the cluster of the management

@@ -479,6 +479,12 @@ pub fn run(a: UpArgs) -> Result<()> {
         a.mysql_port.to_string(),
     ];
     let mut api_args = api_args;
+    if !(a.datanodes == 1 && a.replicas == 1) {
+        // The API server watches the cluster map: it leaves a failed (or frozen) data node as
+        // soon as the management nodes declare it, not when its own requests time out.
+        let mgmds: Vec<String> = (0..a.mgmds).map(|i| format!("127.0.0.1:{}", a.mgmd_port + i)).collect();
+        api_args.extend(["--mgmd".into(), mgmds.join(",")]);
+    }
     if let Some(t) = a.mysql_threads {
         api_args.extend(["--mysql-threads".into(), t.to_string()]);
     }

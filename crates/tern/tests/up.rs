@@ -787,3 +787,59 @@ fn api_server_finds_the_data_nodes_through_the_management_node() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     wait_exit(&mut child, Duration::from_secs(60));
 }
+
+/// A frozen data node (SIGSTOP: its kernel still accepts connections, nothing answers) — the
+/// one the API server talks to first — stalls Redis clients only until the management node
+/// declares it failed: the API server watches the cluster map and leaves it then, instead of
+/// waiting for its requests to time out. Woken up, the node finds its lease gone, stops, and
+/// the angel restarts it; no acknowledged write is lost.
+#[test]
+fn a_frozen_data_node_stalls_clients_only_until_it_is_declared_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster { mut child, mgmd, redis, .. } = default_cluster(dir.path());
+    let status = |id: u16| -> String {
+        let mut m =
+            tern_control::MgmClient::new(vec![format!("127.0.0.1:{mgmd}")]).with_role(tern_control::Role::Admin);
+        m.status().map(|s| s.state.state.state_of(id).name().to_string()).unwrap_or_default()
+    };
+    let mut acked = Vec::new();
+    for i in 0..50 {
+        assert!(redis_set(redis, &format!("f{i}")));
+        acked.push(i);
+    }
+    let pid = child_pid(child.id(), "datanode-1.toml").expect("data node 1");
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    let (mut last, mut worst) = (Instant::now(), Duration::ZERO);
+    let frozen_until = Instant::now() + Duration::from_secs(6);
+    let mut i = 50;
+    while Instant::now() < frozen_until {
+        if redis_set(redis, &format!("f{i}")) {
+            acked.push(i);
+            worst = worst.max(last.elapsed());
+            last = Instant::now();
+        }
+        i += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    worst = worst.max(last.elapsed());
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    println!("longest gap between acknowledged SETs while node 1 was frozen: {worst:?}");
+    assert!(worst < Duration::from_secs(3), "Redis clients stalled for {worst:?}; log:\n{}", up_log_tail(dir.path()));
+    assert!(acked.len() > 60, "too few writes while node 1 was frozen: {}", acked.len());
+    // Node 1 stops (its lease ran out), is restarted and copies back in.
+    let until = Instant::now() + Duration::from_secs(60);
+    while !(status(1) == "started" && child_pid(child.id(), "datanode-1.toml").is_some_and(|p| p != pid)) {
+        assert!(
+            Instant::now() < until,
+            "node 1 did not come back (state {}); log:\n{}",
+            status(1),
+            up_log_tail(dir.path())
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for i in acked {
+        assert_eq!(redis_cmd(redis, &["GET", &format!("f{i}")]), "$1\r\nv\r\n", "acknowledged f{i} lost");
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_exit(&mut child, Duration::from_secs(60));
+}
