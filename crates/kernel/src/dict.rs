@@ -384,6 +384,7 @@ impl Dict {
 
     fn finish(&mut self, out: &mut Out) {
         let job = self.job.take().expect("a job");
+        out.control.push(crate::signal::ControlReq::Catalog(self.catalog.clone()));
         match job.join {
             Some(dist) => out.send(dist, Signal::SchemaWritten { from: self.addr, version: self.catalog.version }),
             None => {

@@ -433,7 +433,7 @@ pub enum IoReq {
 }
 
 /// A request to the control plane (the management nodes), carried out by the driver.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ControlReq {
     /// This node asks to move to `state` (Copying: join the write chains; Started: a full
     /// replica again).
@@ -443,6 +443,9 @@ pub enum ControlReq {
     /// This node has not heard a heartbeat of that node for the failure timeout (or lost
     /// signals to it): the control plane fails one of the two (`ClusterState::choose_victim`).
     Suspect(NodeId),
+    /// The master's dict finished a schema change: the management nodes keep (replicate) the
+    /// newest catalog, where operators and tools read it.
+    Catalog(Arc<Catalog>),
 }
 
 /// Effects collected from a block's handling of one signal.

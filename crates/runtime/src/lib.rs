@@ -49,6 +49,8 @@ pub struct DataNodeConfig {
 pub struct ControlInbox {
     pending: std::sync::Mutex<(Vec<tern_types::cluster::NodeState>, u64)>,
     suspects: std::sync::Mutex<std::collections::BTreeSet<tern_types::cluster::NodeId>>,
+    /// The newest catalog the master's dict reported.
+    catalog: std::sync::Mutex<Option<Arc<tern_types::Catalog>>>,
 }
 
 impl ControlInbox {
@@ -63,7 +65,19 @@ impl ControlInbox {
                 drop(p);
                 self.suspects.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(n);
             }
+            ControlReq::Catalog(c) => {
+                drop(p);
+                let mut cur = self.catalog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if cur.as_ref().is_none_or(|old| old.version < c.version) {
+                    *cur = Some(c);
+                }
+            }
         }
+    }
+
+    /// The newest catalog reported since the last call.
+    pub fn take_catalog(&self) -> Option<Arc<tern_types::Catalog>> {
+        self.catalog.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
 
     /// The nodes suspected since the last call (reported with the next heartbeat).

@@ -149,6 +149,8 @@ pub fn run(
     let mut lease_until: Option<Instant> = None;
     let mut durable_sent = 0u64;
     let mut durable_want = 0u64;
+    let mut catalog_sent = 0u64;
+    let mut catalog_want: Option<Arc<tern_types::Catalog>> = None;
     let mut state_changes: Vec<NodeState> = Vec::new();
     let mut next_beat = Instant::now();
     // Membership as last logged.
@@ -182,6 +184,25 @@ pub fn run(
                 Err(e) => {
                     tracing::warn!("proposing state {}: {e}", s.name());
                     break;
+                }
+            }
+        }
+        // The master's newest catalog, replicated by the management nodes (newest only; a
+        // failed proposal is retried with whatever is newest then).
+        if let Some(c) = control.take_catalog().or_else(|| catalog_want.take())
+            && c.version > catalog_sent
+        {
+            let mut bytes = Vec::new();
+            c.encode(&mut bytes);
+            match client.propose(Command::SetCatalog { version: c.version, bytes }) {
+                Ok(_) => catalog_sent = c.version,
+                Err(ControlError::Rejected(r)) => {
+                    tracing::warn!("the management nodes refused catalog version {}: {r}", c.version);
+                    catalog_sent = c.version;
+                }
+                Err(e) => {
+                    tracing::debug!("reporting catalog version {}: {e}", c.version);
+                    catalog_want = Some(c);
                 }
             }
         }

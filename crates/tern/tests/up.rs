@@ -747,13 +747,25 @@ fn up_ready(dir: &std::path::Path, args: &[&str]) -> (Child, String) {
 }
 
 /// `tern api --mgmd HOST:PORT`: a separate API server finds the data nodes from the management
-/// nodes and serves (REST health and a SQL round trip through the data nodes).
+/// nodes and serves (REST health and a SQL round trip through the data nodes); the management
+/// node holds the catalog the data nodes' DDL wrote.
 #[test]
 fn api_server_finds_the_data_nodes_through_the_management_node() {
     let dir = tempfile::tempdir().unwrap();
     let Cluster { mut child, mgmd, mysql, .. } = default_cluster(dir.path());
     sql(mysql, "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v INT); INSERT INTO d.t VALUES (1, 7)")
         .unwrap();
+    // The management node replicates the catalog the master's dict wrote.
+    let mut m = tern_control::MgmClient::new(vec![format!("127.0.0.1:{mgmd}")]).with_role(tern_control::Role::Admin);
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (version, bytes) = m.get_catalog().unwrap();
+        if version > 0 && tern_types::schema::Catalog::decode(&bytes).is_ok_and(|c| c.find_table("d", "t").is_some()) {
+            break;
+        }
+        assert!(Instant::now() < until, "the management node does not have the catalog (version {version})");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let (rest, mysql2) = (free_port(), free_port());
     let mut api = Command::new(env!("CARGO_BIN_EXE_tern"))
         .args(["api", "--mgmd", &format!("127.0.0.1:{mgmd}"), "--no-redis"])
