@@ -174,6 +174,15 @@ enum Event {
         client: u64,
         incarnation: u32,
     },
+    /// A block's request reaching the control plane (after a delay, sometimes twice), from the
+    /// node's incarnation `node_incarnation` (a request of an earlier life is refused, as the
+    /// management nodes refuse stale incarnations).
+    Control {
+        node: NodeId,
+        node_incarnation: u32,
+        req: ControlReq,
+        incarnation: u32,
+    },
 }
 
 /// A row of the test table: id -> (a, b).
@@ -983,6 +992,14 @@ impl Sim {
             Event::ClientWake { client, incarnation } if incarnation == self.incarnation && clients => {
                 self.client_act(client);
             }
+            Event::Control { node, node_incarnation, req, incarnation } if incarnation == self.incarnation => {
+                if !matches!(req, ControlReq::DurableEpoch(_) | ControlReq::Catalog(_)) {
+                    self.log(|| format!("control request of node {node}/{node_incarnation}: {req:?}"));
+                }
+                if self.cluster.nodes.get(&node).is_some_and(|s| s.incarnation == node_incarnation) {
+                    self.control(node, req);
+                }
+            }
             _ => {}
         }
         true
@@ -1116,8 +1133,17 @@ impl Sim {
             let at = self.timer_at(to.node, delay);
             self.push(at, Event::Deliver { from: Some(to.node), to, sig, incarnation: inc });
         }
+        // Requests to the control plane travel like messages: delayed (heartbeat-sized), and
+        // sometimes delivered twice (a retried proposal); the modelled control plane must be
+        // idempotent and refuse requests of an earlier incarnation.
+        let node_incarnation = self.cluster.nodes.get(&from.node).map_or(0, |s| s.incarnation);
         for req in out.control {
-            self.control(from.node, req);
+            let copies = if self.rng.chance(10) { 2 } else { 1 };
+            for _ in 0..copies {
+                let at = self.now + 1 + self.rng.below(40);
+                let ev = Event::Control { node: from.node, node_incarnation, req: req.clone(), incarnation: inc };
+                self.push(at, ev);
+            }
         }
     }
 
@@ -1144,7 +1170,14 @@ impl Sim {
         let mut next = (*self.cluster).clone();
         let seq = next.nodes.values().map(|n| n.joined_seq).max().unwrap_or(0) + 1;
         let Some(st) = next.nodes.get_mut(&node) else { return };
-        if st.state == state || st.state == NodeState::Down {
+        // As the management nodes allow: a restarting node joins the chains (Starting ->
+        // Copying), then becomes a full replica (Copying -> Started). A late or repeated request
+        // (e.g. a Copying after Started) changes nothing.
+        let allowed = matches!(
+            (st.state, state),
+            (NodeState::Starting, NodeState::Copying) | (NodeState::Copying, NodeState::Started)
+        );
+        if !allowed {
             return;
         }
         st.state = state;

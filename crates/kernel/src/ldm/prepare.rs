@@ -6,6 +6,13 @@ use super::*;
 impl Ldm {
     pub(super) fn exec_batch(&mut self, mut batch: Box<PrepareBatch>, from: usize, out: &mut Out) {
         let txn = batch.txn;
+        if from == 0 && self.coordinator_gone(&txn) {
+            // A prepare of a transaction whose coordinator failed, reaching this replica after
+            // the map said so (forwarded down a chain, or in flight, while the takeover ran): the
+            // takeover settled what the replicas reported and nobody awaits this batch, so it
+            // must take no lock (it would be held forever).
+            return;
+        }
         if from == 0
             && batch.pos == 0
             && batch.ops.iter().any(|o| matches!(o, PrepOp::Exec { op, .. } if op.kind.is_write()))
@@ -447,6 +454,15 @@ impl Ldm {
     /// Fails the batch from op `from` on. A backup's replica ops have no result slot of their
     /// own: their failure is reported once, under `REPLICA_FAILED`, and dooms the transaction
     /// (the tc must not commit a write a replica did not stage).
+    /// Whether the coordinator of `txn` has failed or restarted since it began (transaction ids
+    /// carry the coordinator's incarnation in their top bits).
+    fn coordinator_gone(&self, txn: &TxnRef) -> bool {
+        self.cluster
+            .nodes
+            .get(&txn.tc.node)
+            .is_some_and(|s| !s.state.in_chains() || s.incarnation != (txn.id >> 40) as u32)
+    }
+
     /// Whether this replica may run a batch sent to it alone: it is the primary of the batch's
     /// partitions, or a backup (a READ_BACKUP read) of a node that is started.
     fn can_serve(&self, batch: &PrepareBatch) -> bool {

@@ -35,8 +35,9 @@ fn ldm() -> (Ldm, Arc<RowLayout>) {
     (l, Arc::new(RowLayout::new(&t)))
 }
 
+/// Transaction ids carry the coordinator's incarnation (1 in a started test cluster) on top.
 fn tref(id: u64) -> TxnRef {
-    TxnRef { tc: Addr::new(1, Block::Tc(0)), id }
+    TxnRef { tc: Addr::new(1, Block::Tc(0)), id: (1 << 40) | id }
 }
 
 fn write(layout: &RowLayout, id: i64) -> PrepOp {
@@ -77,7 +78,7 @@ fn prepare(ldm: &mut Ldm, now: u64, txn: u64, ops: Vec<PrepOp>) -> Out {
 
 fn prepared_of(out: &Out, txn: u64) -> Option<&PrepareBatch> {
     out.signals.iter().find_map(|(_, s)| match s {
-        Signal::Prepared(b) if b.txn.id == txn => Some(&**b),
+        Signal::Prepared(b) if b.txn == tref(txn) => Some(&**b),
         _ => None,
     })
 }
