@@ -366,9 +366,9 @@ impl Client {
         r
     }
 
-    async fn call_async(&self, req: Request) -> Result<Reply> {
+    async fn call_async(&self, req: &Request) -> Result<Reply> {
         let c = self.main_conn();
-        let r = c.request(&req)?.await;
+        let r = c.request(req)?.await;
         self.note_not_started(&c, &r);
         r
     }
@@ -934,7 +934,7 @@ impl Scanner {
             }
             None => (Request::ScanNext { scan: self.id }, false),
         };
-        let mut reply = self.client.call_async(req.clone()).await;
+        let mut reply = self.client.call_async(&req).await;
         // A node that is not serving (restarting) refused the scan before it began: the client
         // has moved to another node, so start it there (a few times, with a short pause).
         for attempt in 1..=3 {
@@ -946,7 +946,7 @@ impl Scanner {
                 break;
             }
             sleep(Duration::from_millis(50 * attempt)).await;
-            reply = self.client.call_async(req.clone()).await;
+            reply = self.client.call_async(&req).await;
         }
         match reply {
             Ok(Reply::ScanRows { rows, done, .. }) => {

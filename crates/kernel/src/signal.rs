@@ -196,7 +196,7 @@ pub enum Signal {
     /// 1983); see `DeadlockProbe`.
     DeadlockProbe(Box<DeadlockProbe>),
     /// Heartbeat between the dists of data nodes in the write chains, every
-    /// `heartbeat_interval_ms`: a node not heard from for `failure_timeout_ms` is suspected.
+    /// `heartbeat_interval_ms`: a node not heard from for twice `failure_timeout_ms` is suspected.
     NodeHeartbeat {
         from: NodeId,
         incarnation: u32,
@@ -440,8 +440,8 @@ pub enum ControlReq {
     SetState(tern_types::cluster::NodeState),
     /// The master reports the newest epoch every live node has on disk.
     DurableEpoch(u64),
-    /// This node has not heard a heartbeat of that node for the failure timeout (or lost
-    /// signals to it): the control plane fails one of the two (`ClusterState::choose_victim`).
+    /// This node has not heard from that node for twice the failure timeout (or lost signals
+    /// to it): the control plane fails one of the two (`ClusterState::choose_victim`).
     Suspect(NodeId),
     /// The master's dict finished a schema change: the management nodes keep (replicate) the
     /// newest catalog, where operators and tools read it.

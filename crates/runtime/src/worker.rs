@@ -590,7 +590,7 @@ impl Worker {
                 let token = Token(self.next_token);
                 self.next_token += 1;
                 self.link_tokens.insert(token, to.node);
-                v.insert(PeerLink::new(to.node, &format!("{}:{}", spec.host, spec.port), token))
+                v.insert(PeerLink::new(to.node, &spec.addr(), token))
             }
         };
         if !link.push(to, &sig) {
@@ -833,6 +833,7 @@ fn into_std(s: TcpStream) -> std::net::TcpStream {
     // SAFETY: the fd comes from a mio stream we own and give up here.
     unsafe { std::net::TcpStream::from_raw_fd(s.into_raw_fd()) }
 }
+
 /// How often a poisoned link's peer is reported again while signals for it are dropped.
 const SUSPECT_AGAIN_MS: u64 = 1000;
 

@@ -329,6 +329,24 @@ pub struct SimStats {
     pub linearizable_reads: u64,
 }
 
+impl SimStats {
+    /// Adds another run's counts (totals over seeds).
+    pub fn add(&mut self, o: &SimStats) {
+        self.crashes += o.crashes;
+        self.commits += o.commits;
+        self.aborts += o.aborts;
+        self.reads += o.reads;
+        self.verified_rows += o.verified_rows;
+        self.lock_timeouts += o.lock_timeouts;
+        self.deadlocks += o.deadlocks;
+        self.node_failures += o.node_failures;
+        self.node_restarts += o.node_restarts;
+        self.partitions += o.partitions;
+        self.suspicion_failures += o.suspicion_failures;
+        self.linearizable_reads += o.linearizable_reads;
+    }
+}
+
 impl Sim {
     pub fn new(seed: u64, cfg: SimConfig) -> Sim {
         let clients = (0..cfg.clients as u64)

@@ -28,14 +28,7 @@ fn random_transactions_with_crashes_recover_consistently() {
     for seed in seeds {
         println!("seed {seed}");
         let s = Sim::run(seed, SimConfig::default());
-        total.crashes += s.crashes;
-        total.commits += s.commits;
-        total.linearizable_reads += s.linearizable_reads;
-        total.aborts += s.aborts;
-        total.reads += s.reads;
-        total.verified_rows += s.verified_rows;
-        total.lock_timeouts += s.lock_timeouts;
-        total.deadlocks += s.deadlocks;
+        total.add(&s);
     }
     println!("{total:?}");
     // The workload must actually exercise the protocol, or the test proves nothing.
@@ -66,13 +59,7 @@ fn replicated_clusters_survive_whole_cluster_crashes_consistently() {
         println!("seed {seed} ({data_nodes} data nodes, {replicas} replicas)");
         let cfg = SimConfig { data_nodes, replicas, ldm_count: 2, duration_ms: 5_000, ..SimConfig::default() };
         let s = Sim::run(seed, cfg);
-        total.crashes += s.crashes;
-        total.commits += s.commits;
-        total.linearizable_reads += s.linearizable_reads;
-        total.verified_rows += s.verified_rows;
-        total.deadlocks += s.deadlocks;
-        total.lock_timeouts += s.lock_timeouts;
-        total.aborts += s.aborts;
+        total.add(&s);
     }
     println!("{total:?}");
     assert!(total.commits > 50 * n, "too few commits: {total:?}");
@@ -103,11 +90,7 @@ fn node_failures_lose_no_committed_transaction() {
             ..SimConfig::default()
         };
         let s = Sim::run(seed, cfg);
-        total.crashes += s.crashes;
-        total.commits += s.commits;
-        total.linearizable_reads += s.linearizable_reads;
-        total.node_failures += s.node_failures;
-        total.verified_rows += s.verified_rows;
+        total.add(&s);
     }
     println!("{total:?}");
     assert!(total.commits > 50 * n, "too few commits: {total:?}");
@@ -138,11 +121,7 @@ fn failed_nodes_restart_copy_and_rejoin() {
             ..SimConfig::default()
         };
         let s = Sim::run(seed, cfg);
-        total.commits += s.commits;
-        total.linearizable_reads += s.linearizable_reads;
-        total.node_failures += s.node_failures;
-        total.node_restarts += s.node_restarts;
-        total.verified_rows += s.verified_rows;
+        total.add(&s);
     }
     println!("{total:?}");
     assert!(total.commits > 50 * n, "too few commits: {total:?}");
@@ -176,13 +155,7 @@ fn partitions_between_data_nodes_fail_one_side_and_lose_nothing() {
             ..SimConfig::default()
         };
         let s = Sim::run(seed, cfg);
-        total.commits += s.commits;
-        total.linearizable_reads += s.linearizable_reads;
-        total.partitions += s.partitions;
-        total.suspicion_failures += s.suspicion_failures;
-        total.node_failures += s.node_failures;
-        total.node_restarts += s.node_restarts;
-        total.verified_rows += s.verified_rows;
+        total.add(&s);
     }
     println!("{total:?}");
     assert!(total.commits > 50 * n, "too few commits: {total:?}");

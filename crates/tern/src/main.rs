@@ -378,7 +378,7 @@ fn datanode_in_cluster(
     toml.node_id = Some(node_id);
     toml.ldm_workers = Some(toml::Value::Integer(info.state.config.ldm_workers as i64));
     toml.epoch_interval_ms = Some(info.state.config.epoch_interval_ms);
-    toml.listen = Some(format!("{}:{}", spec.host, spec.port));
+    toml.listen = Some(spec.addr());
     let mut cfg = toml.to_runtime()?;
     let joined = member::join(&mut client, node_id, &cfg.data_dir, &stop_requested)?;
     let heartbeat = Duration::from_millis(joined.state.config.heartbeat_interval_ms.max(10));
@@ -718,7 +718,7 @@ fn watch_cluster(mgmd: Vec<String>) {
                     .data_nodes
                     .iter()
                     .filter(|d| st.state_of(d.id) != tern_types::cluster::NodeState::Started)
-                    .map(|d| format!("{}:{}", d.host, d.port))
+                    .map(|d| d.addr())
                     .collect();
                 if now != down {
                     tracing::info!(?now, "data nodes not serving");
@@ -759,8 +759,7 @@ fn api_datanodes(a: &ApiArgs, cfg: &tern_rest::config::RonDbConfig) -> Result<St
     loop {
         match client.get_state() {
             Ok(info) => {
-                let nodes: Vec<String> =
-                    info.state.config.data_nodes.iter().map(|d| format!("{}:{}", d.host, d.port)).collect();
+                let nodes: Vec<String> = info.state.config.data_nodes.iter().map(|d| d.addr()).collect();
                 if nodes.is_empty() {
                     bail!("the management nodes at {} know no data nodes", mgmds.join(","));
                 }
@@ -798,7 +797,7 @@ fn cluster_status(mgmd: Vec<String>, json: bool) -> Result<()> {
         .iter()
         .map(|(&id, ns)| {
             let spec = st.config.data_node(id);
-            let addr = spec.map(|d| format!("{}:{}", d.host, d.port)).unwrap_or_default();
+            let addr = spec.map(|d| d.addr()).unwrap_or_default();
             let own = tern_client::Client::connect(&addr).ok().and_then(|cl| cl.status().ok());
             serde_json::json!({
                 "node_id": id,

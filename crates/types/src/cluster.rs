@@ -51,6 +51,13 @@ pub struct DataNodeSpec {
     pub port: u16,
 }
 
+impl DataNodeSpec {
+    /// `host:port`, as clients and peers connect to it (and as API servers name the node).
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MgmdSpec {
     pub id: NodeId,

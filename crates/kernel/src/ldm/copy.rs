@@ -172,19 +172,6 @@ impl Ldm {
             let (t, p, to) = id;
             let s = self.copies.get_mut(&id).expect("listed");
             s.before.retain(|x| self.txns.contains_key(x));
-            if std::env::var_os("TERN_DEBUG_COPY").is_some() {
-                eprintln!(
-                    "DEBUG copy {:?} {:?} waits before={:?} in_flight={} next={}",
-                    self.addr,
-                    id,
-                    s.before
-                        .iter()
-                        .map(|t| (t, self.txns.get(t).map(|x| (x.committed_epoch, x.changes.len(), x.locks.len()))))
-                        .collect::<Vec<_>>(),
-                    s.in_flight,
-                    s.next
-                );
-            }
             if !s.before.is_empty() || s.in_flight >= COPY_WINDOW {
                 continue;
             }

@@ -220,7 +220,7 @@ impl Ldm {
                     return;
                 }
                 if h != txn {
-                    next.push((h, DeadlockProbe { target: h, hops: p.hops + 1, ..q.clone() }));
+                    next.push((h, DeadlockProbe { target: h, hops: p.hops.saturating_add(1), ..q.clone() }));
                 }
             }
         }

@@ -134,7 +134,7 @@ struct Blocked {
     /// When this wait began, and when it times out (`since_ms + lock_wait_timeout_ms`).
     since_ms: u64,
     deadline_ms: u64,
-    /// When deadlock probes were last sent for this wait (0: never).
+    /// When deadlock probes were last sent for this wait (first when it began).
     probed_ms: u64,
 }
 

@@ -450,10 +450,6 @@ impl Ldm {
         Ok(())
     }
 
-    /// Fails operation `from` of a batch with `code` and the ones after it as not executed.
-    /// Fails the batch from op `from` on. A backup's replica ops have no result slot of their
-    /// own: their failure is reported once, under `REPLICA_FAILED`, and dooms the transaction
-    /// (the tc must not commit a write a replica did not stage).
     /// Whether the coordinator of `txn` has failed or restarted since it began (transaction ids
     /// carry the coordinator's incarnation in their top bits).
     fn coordinator_gone(&self, txn: &TxnRef) -> bool {
@@ -474,6 +470,10 @@ impl Ldm {
             })
     }
 
+    /// Fails operation `from` of a batch with `code` and the ones after it as not executed.
+    /// Fails the batch from op `from` on. A backup's replica ops have no result slot of their
+    /// own: their failure is reported once, under `REPLICA_FAILED`, and dooms the transaction
+    /// (the tc must not commit a write a replica did not stage).
     pub(super) fn fail_rest(&self, batch: &mut PrepareBatch, from: usize, code: ErrorCode, msg: &str) {
         let mut replica_failed = false;
         for (i, op) in batch.ops.iter().enumerate().skip(from) {
