@@ -189,6 +189,20 @@ fn a_crash_looping_api_server_never_stops_the_datanode() {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert!(line.starts_with("ready: "), "first line: {line:?}");
+    // tern up's own messages, as they come: each round waits until the supervisor itself saw the
+    // restarted API server serve (the test's MySQL probe may see it first).
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let (log, err) = (log.clone(), child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                let mut g = log.lock().unwrap();
+                g.push_str(&l);
+                g.push('\n');
+            }
+        })
+    };
+    let serving_again = || log.lock().unwrap().matches("the API server is serving again").count();
     let addr = format!("127.0.0.1:{port}");
     let datanode = Client::connect(&addr).unwrap().status().unwrap().pid;
     for round in 0..7 {
@@ -198,7 +212,8 @@ fn a_crash_looping_api_server_never_stops_the_datanode() {
             libc::kill(api as i32, libc::SIGKILL);
         }
         let until = Instant::now() + Duration::from_secs(60);
-        while child_pid(child.id(), "api").is_none_or(|p| p == api) || !mysql_serves(mysql) {
+        while child_pid(child.id(), "api").is_none_or(|p| p == api) || !mysql_serves(mysql) || serving_again() <= round
+        {
             assert!(Instant::now() < until, "round {round}: the API server was not restarted");
             assert!(child.try_wait().unwrap().is_none(), "round {round}: tern up gave up");
             std::thread::sleep(Duration::from_millis(50));
@@ -212,7 +227,8 @@ fn a_crash_looping_api_server_never_stops_the_datanode() {
     }
     let st = wait_exit(&mut child, Duration::from_secs(30));
     assert!(st.success(), "tern up exits 0 on SIGINT: {st}");
-    let log = stderr_of(&mut child);
+    reader.join().unwrap();
+    let log = log.lock().unwrap().clone();
     assert!(log.contains("the API server stopped (signal 9); restarting it in"), "{log}");
     assert!(log.contains("the API server is serving again"), "{log}");
 }
