@@ -42,6 +42,8 @@ pub struct HeartbeatInfo {
     /// An operator asked this node to stop.
     pub stop: bool,
     pub version: u64,
+    /// The version of the catalog the management nodes hold (0: none).
+    pub catalog_version: u64,
     /// The cluster state, when newer than the `known_version` sent.
     pub state: Option<ClusterState>,
 }
@@ -141,6 +143,7 @@ impl MgmClient {
                 lease_ms: h.lease_ms,
                 stop: h.stop,
                 version: h.version,
+                catalog_version: h.catalog_version,
                 state: h.state.as_deref().map(decode_state).transpose()?,
             }),
             (other, _) => Err(unexpected(other)),

@@ -85,6 +85,8 @@ pub struct HeartbeatReply {
     pub version: u64,
     /// The encoded `ClusterState`, when newer than the heartbeat's `known_version`.
     pub state: Option<Vec<u8>>,
+    /// The version of the catalog the management nodes hold (0: none).
+    pub catalog_version: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

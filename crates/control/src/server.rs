@@ -517,6 +517,7 @@ fn heartbeat(ctx: &Ctx, term: u64, hb: HeartbeatReq) -> Reply {
             s.state.encode(&mut out);
             out
         }),
+        catalog_version: s.catalog_version,
     })
 }
 

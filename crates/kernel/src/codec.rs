@@ -126,6 +126,8 @@ signal_tags! {
     DEADLOCK_PROBE = 47,
     DEADLOCK_VICTIM = 48,
     NODE_HEARTBEAT = 49,
+    CATALOG_STORED = 50,
+    MGM_CATALOG = 51,
 }
 
 /// Appends the payload for `sig` addressed to `to`.
@@ -322,6 +324,16 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             e.bool(*broadcast);
         }
         Signal::SchemaWritten { from, version } => enc_from_epoch(e, tag::SCHEMA_WRITTEN, *from, *version),
+        Signal::CatalogStored { version } => {
+            e.u8(tag::CATALOG_STORED);
+            e.u64(*version);
+        }
+        Signal::MgmCatalog { catalog, refused } => {
+            e.u8(tag::MGM_CATALOG);
+            enc_catalog(e, catalog);
+            e.bool(refused.is_some());
+            e.u64(refused.unwrap_or(0));
+        }
         Signal::SchemaAck { from, version } => enc_from_epoch(e, tag::SCHEMA_ACK, *from, *version),
         Signal::IndexBuild { dict, table, index, catalog } => {
             e.u8(tag::INDEX_BUILD);
@@ -466,6 +478,12 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         tag::SCHEMA => Signal::Schema { catalog: dec_catalog(d)?, dict: dec_addr(d)? },
         tag::SCHEMA_WRITE => Signal::SchemaWrite { from: dec_addr(d)?, catalog: dec_catalog(d)?, broadcast: d.bool()? },
         tag::SCHEMA_WRITTEN => Signal::SchemaWritten { from: dec_addr(d)?, version: d.u64()? },
+        tag::CATALOG_STORED => Signal::CatalogStored { version: d.u64()? },
+        tag::MGM_CATALOG => {
+            let catalog = dec_catalog(d)?;
+            let (some, v) = (d.bool()?, d.u64()?);
+            Signal::MgmCatalog { catalog, refused: some.then_some(v) }
+        }
         tag::SCHEMA_ACK => Signal::SchemaAck { from: dec_addr(d)?, version: d.u64()? },
         tag::INDEX_BUILD => {
             Signal::IndexBuild { dict: dec_addr(d)?, table: d.u32()?, index: d.u32()?, catalog: dec_catalog(d)? }
@@ -1137,6 +1155,9 @@ mod tests {
             (tc(2, 0), Signal::Schema { catalog: catalog(), dict: dict(2) }),
             (dict(2), Signal::SchemaWrite { from: dict(1), catalog: catalog(), broadcast: true }),
             (dict(1), Signal::SchemaWritten { from: dict(2), version: 12 }),
+            (dict(1), Signal::CatalogStored { version: 12 }),
+            (dict(1), Signal::MgmCatalog { catalog: catalog(), refused: Some(13) }),
+            (dict(1), Signal::MgmCatalog { catalog: catalog(), refused: None }),
             (dict(2), Signal::SchemaAck { from: ldm(2, 1), version: 12 }),
             (ldm(2, 1), Signal::IndexBuild { dict: dict(1), table: 7, index: 3, catalog: catalog() }),
             (dict(1), Signal::IndexBuilt { from: ldm(2, 1), index: 3, result: Ok(()) }),

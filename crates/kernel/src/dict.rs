@@ -1,13 +1,21 @@
-//! The `dict` block (NDB: DBDICT): owns the schema catalog. The master node's dict runs DDL for
-//! the whole cluster, one request at a time (other nodes' tcs send theirs to it): every live
-//! node's dict persists the new catalog (atomic file replace) and distributes it to its own tcs
-//! and ldms before the master answers the client. The master also hands out AUTO_INCREMENT
-//! ranges, persisting a high-water mark on every node so values are never reused after a restart
-//! or a change of master.
+//! The `dict` block (NDB: DBDICT): runs schema changes and keeps the data node's copy of the
+//! catalog. The catalog itself is owned by the management nodes: the master node's dict runs DDL
+//! for the whole cluster, one request at a time (other nodes' tcs send theirs to it), and a change
+//! happens when the management nodes commit the new catalog (`ControlReq::Catalog`, answered
+//! `CatalogStored`). Only then does every live node's dict persist it (atomic file replace) and
+//! distribute it to its own tcs and ldms, and the master answers the client. A master that finds
+//! the management nodes holding a newer catalog (a change an earlier master committed but did not
+//! write everywhere before it failed, or one made before a whole-cluster crash) writes that one to
+//! every node (`MgmCatalog`). Without management nodes (one data node) the runtime answers
+//! `CatalogStored` itself.
+//!
+//! The master also hands out AUTO_INCREMENT ranges, persisting a high-water mark (a catalog
+//! change too) so values are never reused after a restart or a change of master.
 //!
 //! CREATE INDEX first builds the index in every ldm of every live node (which also checks
-//! uniqueness over existing rows); only when all succeed is the new catalog written. A failure
-//! sends the old catalog back out, which makes the ldms drop the half-built index.
+//! uniqueness over existing rows); only when all succeed is the new catalog proposed. A failure
+//! (or a refused proposal) sends the old catalog back out, which makes the ldms drop the
+//! half-built index.
 
 use crate::signal::{Addr, Block, ClientId, IoReq, NodeId, Out, Signal};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -34,6 +42,13 @@ enum Stage {
         waiting: usize,
         error: TernError,
     },
+    /// Waiting for the management nodes to commit the catalog (`broadcast` as for `Write`;
+    /// `built`: an index was built for it, to be dropped if the proposal is refused).
+    Store {
+        catalog: Arc<Catalog>,
+        broadcast: bool,
+        built: bool,
+    },
     /// Every live node's dict writes (and applies) the catalog.
     Write {
         catalog: Arc<Catalog>,
@@ -51,13 +66,18 @@ struct LocalWrite {
     waiting: Option<usize>,
 }
 
+/// Who a job answers.
+enum Origin {
+    /// A client's DDL or AUTO_INCREMENT request.
+    Client { client: ClientId, req_id: u64, reply_to: Addr },
+    /// A restarting node's dist asked for the catalog (told `SchemaWritten` when its dict has it).
+    Join(Addr),
+    /// The management nodes hold a newer catalog than this master: nobody waits for it.
+    Adopt,
+}
+
 struct Job {
-    /// A restarting node's dist asked for the catalog (told `SchemaWritten` when its dict has
-    /// it) instead of a client's DDL.
-    join: Option<Addr>,
-    client: ClientId,
-    req_id: u64,
-    reply_to: Addr,
+    origin: Origin,
     reply: Reply,
     stage: Stage,
 }
@@ -127,8 +147,26 @@ impl Dict {
                 let master = Addr::new(self.cluster.master().expect("a master"), Block::Dict);
                 out.send(master, sig);
             }
+            Signal::CatalogStored { .. } | Signal::MgmCatalog { .. } if !self.is_master() => {
+                // Mastership moved on: the new master's control plane tells it.
+            }
+            Signal::CatalogStored { version } => self.stored(version, out),
+            Signal::MgmCatalog { catalog, refused: Some(v) } if matches!(self.job.as_ref().map(|j| &j.stage), Some(Stage::Store { catalog: c, .. }) if c.version == v) => {
+                self.refused(catalog, v, out)
+            }
+            Signal::MgmCatalog { catalog, refused } => {
+                let sig = Signal::MgmCatalog { catalog, refused };
+                if self.job.is_none() {
+                    self.begin(sig, out);
+                } else if !self.queue.iter().any(|q| matches!(q, Signal::MgmCatalog { .. })) {
+                    self.queue.push_back(sig);
+                } else if let Some(q) = self.queue.iter_mut().find(|q| matches!(q, Signal::MgmCatalog { .. })) {
+                    // The newest only.
+                    *q = sig;
+                }
+            }
             Signal::CatalogReq { from }
-                if self.job.as_ref().is_some_and(|j| j.join.is_some_and(|a| a.node == from.node)) =>
+                if self.job.as_ref().is_some_and(|j| matches!(j.origin, Origin::Join(a) if a.node == from.node)) =>
             {
                 // A restarting node asks again (its first request or our write to it was lost
                 // while the maps caught up): write again; the job completes on its answer.
@@ -207,7 +245,7 @@ impl Dict {
                 Ok(Some((catalog, build))) => {
                     let reply = Reply::DdlDone { catalog_version: catalog.version };
                     let stage = Stage::Write { catalog: catalog.clone(), waiting: BTreeSet::new() };
-                    let mut job = Job { join: None, client, req_id, reply_to, reply, stage };
+                    let mut job = Job { origin: Origin::Client { client, req_id, reply_to }, reply, stage };
                     match build {
                         Some((table, index)) => {
                             let ldms = self.all_ldms();
@@ -220,7 +258,7 @@ impl Dict {
                         }
                         None => {
                             self.job = Some(job);
-                            self.write(catalog, true, out);
+                            self.store(catalog, true, false, out);
                         }
                     }
                 }
@@ -243,7 +281,27 @@ impl Dict {
                 out.send(Addr::new(from.node, Block::Dict), sig);
                 let reply = Reply::DdlDone { catalog_version: catalog.version };
                 let stage = Stage::Write { catalog, waiting };
-                self.job = Some(Job { join: Some(from), client: 0, req_id: 0, reply_to: from, reply, stage });
+                self.job = Some(Job { origin: Origin::Join(from), reply, stage });
+            }
+            Signal::MgmCatalog { catalog, refused } => {
+                use std::cmp::Ordering;
+                match catalog.version.cmp(&self.catalog.version) {
+                    Ordering::Greater => {
+                        // Committed by an earlier master but not written everywhere: write it.
+                        let reply = Reply::DdlDone { catalog_version: catalog.version };
+                        let stage = Stage::Write { catalog: catalog.clone(), waiting: BTreeSet::new() };
+                        self.job = Some(Job { origin: Origin::Adopt, reply, stage });
+                        self.write(catalog, true, out);
+                    }
+                    Ordering::Less if refused.is_none() => {
+                        // The management nodes have not seen this catalog (a data directory from
+                        // before they owned it): give it to them; nobody waits. (Not again when
+                        // they refused it, e.g. over their size limit.)
+                        out.control.push(crate::signal::ControlReq::Catalog(self.catalog.clone()));
+                        self.next_job(out);
+                    }
+                    Ordering::Less | Ordering::Equal => self.next_job(out),
+                }
             }
             Signal::AutoInc { client, req_id, reply_to, table, count } => {
                 if self.catalog.table(table).is_none() {
@@ -264,8 +322,8 @@ impl Dict {
                 c.auto_inc_high.insert(table, next + count as u64 + AUTO_INC_PREFETCH);
                 let c = Arc::new(c);
                 let stage = Stage::Write { catalog: c.clone(), waiting: BTreeSet::new() };
-                self.job = Some(Job { join: None, client, req_id, reply_to, reply, stage });
-                self.write(c, false, out);
+                self.job = Some(Job { origin: Origin::Client { client, req_id, reply_to }, reply, stage });
+                self.store(c, false, false, out);
             }
             other => panic!("not a schema request: {other:?}"),
         }
@@ -275,6 +333,46 @@ impl Dict {
         self.job = None;
         if let Some(sig) = self.queue.pop_front() {
             self.begin(sig, out);
+        }
+    }
+
+    /// Proposes the running job's catalog to the management nodes.
+    fn store(&mut self, catalog: Arc<Catalog>, broadcast: bool, built: bool, out: &mut Out) {
+        out.control.push(crate::signal::ControlReq::Catalog(catalog.clone()));
+        self.job.as_mut().expect("a job").stage = Stage::Store { catalog, broadcast, built };
+    }
+
+    /// The management nodes committed the catalog of `version`: write it to every node.
+    fn stored(&mut self, version: u64, out: &mut Out) {
+        let Some(Stage::Store { catalog, broadcast, .. }) = self.job.as_ref().map(|j| &j.stage) else { return };
+        if catalog.version != version {
+            return;
+        }
+        let (catalog, broadcast) = (catalog.clone(), *broadcast);
+        self.write(catalog, broadcast, out);
+    }
+
+    /// The management nodes refused the running job's catalog: they hold `theirs`, which this
+    /// master never saw. The job fails with a temporary error (after dropping an index built
+    /// for it); then `theirs` is written to every node.
+    fn refused(&mut self, theirs: Arc<Catalog>, version: u64, out: &mut Out) {
+        let ldms = self.all_ldms();
+        let job = self.job.as_mut().expect("a job");
+        let Stage::Store { built, .. } = job.stage else { unreachable!("checked by the caller") };
+        let error = TernError::new(
+            ErrorCode::SchemaChanged,
+            "the management nodes did not accept the new catalog (an earlier master node changed the schema, or it is over their size limit); try again",
+        );
+        self.queue.retain(|q| !matches!(q, Signal::MgmCatalog { .. }));
+        self.queue.push_front(Signal::MgmCatalog { catalog: theirs, refused: Some(version) });
+        if built {
+            for &l in &ldms {
+                out.send(l, Signal::Schema { catalog: self.catalog.clone(), dict: self.addr });
+            }
+            job.stage = Stage::Revert { waiting: ldms.len(), error };
+        } else {
+            job.reply = Reply::Error(error);
+            self.finish(out);
         }
     }
 
@@ -369,7 +467,7 @@ impl Dict {
         }
         let catalog = catalog.clone();
         match failure.take() {
-            None => self.write(catalog, true, out),
+            None => self.store(catalog, true, true, out),
             Some(error) => {
                 // Send the unchanged catalog: ldms drop indexes it does not name.
                 let ldms = self.all_ldms();
@@ -384,12 +482,14 @@ impl Dict {
 
     fn finish(&mut self, out: &mut Out) {
         let job = self.job.take().expect("a job");
-        out.control.push(crate::signal::ControlReq::Catalog(self.catalog.clone()));
-        match job.join {
-            Some(dist) => out.send(dist, Signal::SchemaWritten { from: self.addr, version: self.catalog.version }),
-            None => {
-                out.send(job.reply_to, Signal::DdlReply { client: job.client, req_id: job.req_id, reply: job.reply })
+        match job.origin {
+            Origin::Join(dist) => {
+                out.send(dist, Signal::SchemaWritten { from: self.addr, version: self.catalog.version })
             }
+            Origin::Client { client, req_id, reply_to } => {
+                out.send(reply_to, Signal::DdlReply { client, req_id, reply: job.reply })
+            }
+            Origin::Adopt => {}
         }
         self.next_job(out);
     }

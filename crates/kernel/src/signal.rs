@@ -356,6 +356,18 @@ pub enum Signal {
         from: Addr,
         version: u64,
     },
+    /// The control plane -> this node's dict: the management nodes committed the catalog of
+    /// `version` this dict proposed (`ControlReq::Catalog`); the schema change has happened.
+    CatalogStored {
+        version: u64,
+    },
+    /// The control plane -> the master's dict: the catalog the management nodes hold (version 0:
+    /// none yet). With `refused`, the proposal of that version was refused because the management
+    /// nodes hold another one (a change of an earlier master this one never saw).
+    MgmCatalog {
+        catalog: Arc<Catalog>,
+        refused: Option<u64>,
+    },
     SchemaAck {
         from: Addr,
         version: u64,
@@ -443,8 +455,9 @@ pub enum ControlReq {
     /// This node has not heard from that node for twice the failure timeout (or lost signals
     /// to it): the control plane fails one of the two (`ClusterState::choose_victim`).
     Suspect(NodeId),
-    /// The master's dict finished a schema change: the management nodes keep (replicate) the
-    /// newest catalog, where operators and tools read it.
+    /// The master's dict proposes a schema change: the management nodes own the catalog, and a
+    /// change has happened once they committed it (answered `Signal::CatalogStored`, or
+    /// `Signal::MgmCatalog` with `refused`). Only then is it written to the data nodes.
     Catalog(Arc<Catalog>),
 }
 

@@ -131,6 +131,11 @@ impl MapPublisher {
             }
         }
     }
+
+    /// Hands the dict a signal from the control plane (`CatalogStored`, `MgmCatalog`).
+    pub fn to_dict(&self, sig: Signal) {
+        self.mailboxes[0].push(Inbound::Signal(Block::Dict, sig));
+    }
 }
 
 /// Longest a graceful shutdown waits for the last epochs to become durable.

@@ -656,9 +656,14 @@ impl Worker {
 
     fn route(&mut self, out: &mut Out) {
         for req in out.control.drain(..) {
-            match &self.shared.control {
-                Some(inbox) => inbox.push(req),
-                None => tracing::debug!(?req, "no control plane: request dropped"),
+            match (&self.shared.control, req) {
+                (Some(inbox), req) => inbox.push(req),
+                (None, tern_kernel::signal::ControlReq::Catalog(c)) => {
+                    // One data node without management nodes: its own catalog is the catalog.
+                    let dict = Addr::new(self.node_id, Block::Dict);
+                    out.signals.push((dict, Signal::CatalogStored { version: c.version }));
+                }
+                (None, req) => tracing::debug!(?req, "no control plane: request dropped"),
             }
         }
         for (to, sig) in out.signals.drain(..) {

@@ -286,6 +286,8 @@ pub struct Sim {
     log_txn: Option<u64>,
     log_epoch: Option<u64>,
     cluster: std::sync::Arc<ClusterState>,
+    /// The catalog the modelled management nodes own (kept across whole-cluster crashes).
+    mgm_catalog: Option<std::sync::Arc<tern_types::Catalog>>,
     nodes: BTreeMap<NodeId, SimNode>,
     incarnation: u32,
     started_nodes: BTreeSet<NodeId>,
@@ -397,6 +399,7 @@ impl Sim {
             lin_reads: Vec::new(),
             lin_acks: HashMap::new(),
             cluster,
+            mgm_catalog: None,
             nodes,
             incarnation: 0,
             started_nodes: BTreeSet::new(),
@@ -559,6 +562,7 @@ impl Sim {
         self.started_nodes.clear();
         self.link_time.clear();
         self.cut.clear();
+        self.give_master_the_catalog();
     }
 
     /// A node's own clock: its offset plus the simulator's time at its rate (monotonic).
@@ -1168,6 +1172,22 @@ impl Sim {
     /// The control plane, modelled as one linearizable state machine: a node's state change
     /// becomes a new cluster map, which every running node's blocks receive.
     fn control(&mut self, node: NodeId, req: ControlReq) {
+        if let ControlReq::Catalog(c) = req {
+            // As the management nodes' state machine: versions only grow, the same catalog again
+            // is accepted (a retried proposal); the proposer learns the outcome.
+            let held = self.mgm_catalog.clone();
+            let accepted = held.as_ref().is_none_or(|h| c.version > h.version || *h == c);
+            let sig = if accepted {
+                self.mgm_catalog = Some(c.clone());
+                Signal::CatalogStored { version: c.version }
+            } else {
+                Signal::MgmCatalog { catalog: held.expect("refused by one"), refused: Some(c.version) }
+            };
+            let at = self.now + 1 + self.rng.below(20);
+            let inc = self.incarnation;
+            self.push(at, Event::Deliver { from: None, to: Addr::new(node, Block::Dict), sig, incarnation: inc });
+            return;
+        }
         if let ControlReq::Suspect(suspect) = req {
             // Arbitration as the management nodes run it: of two live nodes that cannot reach
             // each other, one is failed (the other if that one may not fail here).
@@ -1227,6 +1247,20 @@ impl Sim {
                 let sig = Signal::ClusterMap { state: self.cluster.clone() };
                 self.push(at, Event::Deliver { from: None, to: Addr::new(node, b), sig, incarnation: inc });
             }
+        }
+        self.give_master_the_catalog();
+    }
+
+    /// The master's membership thread fetches the management nodes' catalog (it may be one an
+    /// earlier master committed and did not write everywhere, before it failed or the whole
+    /// cluster crashed); the dict ignores one it has.
+    fn give_master_the_catalog(&mut self) {
+        if let (Some(master), Some(c)) = (self.cluster.master(), self.mgm_catalog.clone())
+            && self.nodes.get(&master).is_some_and(|sn| sn.node.is_some())
+        {
+            let (at, inc) = (self.now + 6 + self.rng.below(20), self.incarnation);
+            let sig = Signal::MgmCatalog { catalog: c, refused: None };
+            self.push(at, Event::Deliver { from: None, to: Addr::new(master, Block::Dict), sig, incarnation: inc });
         }
     }
 

@@ -391,6 +391,7 @@ fn datanode_in_cluster(
         incarnation: joined.incarnation,
         heartbeat,
         known_version: joined.state.version,
+        master: joined.state.master(),
     };
     let member_stop = Arc::new(AtomicBool::new(false));
     let member = {
@@ -399,12 +400,13 @@ fn datanode_in_cluster(
         let member_stop = member_stop.clone();
         std::thread::Builder::new().name("tern-member".into()).spawn(move || {
             let publish = |st: Arc<ClusterState>| publisher.publish(st);
+            let to_dict = |sig| publisher.to_dict(sig);
             let fence = |why: &str| {
                 tracing::error!("stopping this data node at once: {why}");
                 eprintln!("tern: data node stopped: {why}");
                 std::process::exit(member::EXIT_FENCED);
             };
-            member::run(client, m, rx, &publish, &fence, &|| member_stop.load(Ordering::SeqCst));
+            member::run(client, m, rx, &publish, &to_dict, &fence, &|| member_stop.load(Ordering::SeqCst));
         })?
     };
     // The TOML's tuning, the cluster's shape.

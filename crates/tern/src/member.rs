@@ -22,6 +22,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tern_control::{Command, ControlError, MgmClient, Role, StateInfo};
+use tern_kernel::signal::Signal;
 use tern_types::cluster::{ClusterState, NodeId, NodeState};
 
 /// Exit code of a data node that fenced itself (lost its lease or was declared failed).
@@ -134,22 +135,29 @@ pub struct Member {
     pub incarnation: u32,
     pub heartbeat: Duration,
     pub known_version: u64,
+    /// The master data node in the newest map: only the master's dict proposes catalogs and
+    /// learns of one it never saw.
+    pub master: Option<NodeId>,
 }
 
 /// Runs until `stop()`: heartbeats, cluster maps, control requests, fencing. `publish` hands a
-/// map to the node; `fence` stops the node (it does not return in a real process).
+/// map to the node, `to_dict` a signal to its dict; `fence` stops the node (it does not return
+/// in a real process).
 pub fn run(
     mut client: MgmClient,
     mut m: Member,
     control: Arc<tern_runtime::ControlInbox>,
     publish: &dyn Fn(Arc<ClusterState>),
+    to_dict: &dyn Fn(Signal),
     fence: &dyn Fn(&str),
     stop: &dyn Fn() -> bool,
 ) {
     let mut lease_until: Option<Instant> = None;
     let mut durable_sent = 0u64;
     let mut durable_want = 0u64;
-    let mut catalog_sent = 0u64;
+    // The catalog version the management nodes hold as far as this node's dict knows (it
+    // proposed or was given it); on the master, another one is fetched and handed to the dict.
+    let mut catalog_known: Option<u64> = None;
     let mut catalog_want: Option<Arc<tern_types::Catalog>> = None;
     let mut state_changes: Vec<NodeState> = Vec::new();
     let mut next_beat = Instant::now();
@@ -187,21 +195,32 @@ pub fn run(
                 }
             }
         }
-        // The master's newest catalog, replicated by the management nodes (newest only; a
-        // failed proposal is retried with whatever is newest then).
-        if let Some(c) = control.take_catalog().or_else(|| catalog_want.take())
-            && c.version > catalog_sent
-        {
+        // A schema change the master's dict proposes (newest only; one that could not reach
+        // the management nodes is proposed again, which is idempotent): committed, or refused
+        // because they hold another catalog, which the dict is then given.
+        if let Some(c) = control.take_catalog().or_else(|| catalog_want.take()) {
             let mut bytes = Vec::new();
             c.encode(&mut bytes);
             match client.propose(Command::SetCatalog { version: c.version, bytes }) {
-                Ok(_) => catalog_sent = c.version,
+                Ok(_) => {
+                    catalog_known = Some(c.version);
+                    to_dict(Signal::CatalogStored { version: c.version });
+                }
                 Err(ControlError::Rejected(r)) => {
                     tracing::warn!("the management nodes refused catalog version {}: {r}", c.version);
-                    catalog_sent = c.version;
+                    match fetch_catalog(&mut client) {
+                        Ok(theirs) => {
+                            catalog_known = Some(theirs.version);
+                            to_dict(Signal::MgmCatalog { catalog: theirs, refused: Some(c.version) });
+                        }
+                        Err(e) => {
+                            tracing::debug!("fetching the catalog: {e}");
+                            catalog_want = Some(c);
+                        }
+                    }
                 }
                 Err(e) => {
-                    tracing::debug!("reporting catalog version {}: {e}", c.version);
+                    tracing::debug!("proposing catalog version {}: {e}", c.version);
                     catalog_want = Some(c);
                 }
             }
@@ -222,6 +241,20 @@ pub fn run(
                 Ok(h) => {
                     if h.lease_until.is_some() {
                         lease_until = h.lease_until;
+                    }
+                    if let Some(st) = &h.state {
+                        m.master = st.master();
+                    }
+                    // The master learns of a catalog it did not propose (an earlier master's
+                    // change, or theirs is older than the one on disk here).
+                    if m.master == Some(m.node) && catalog_known != Some(h.catalog_version) && catalog_want.is_none() {
+                        match fetch_catalog(&mut client) {
+                            Ok(theirs) => {
+                                catalog_known = Some(theirs.version);
+                                to_dict(Signal::MgmCatalog { catalog: theirs, refused: None });
+                            }
+                            Err(e) => tracing::debug!("fetching the catalog: {e}"),
+                        }
                     }
                     if let Some(st) = h.state
                         && st.version > m.known_version
@@ -265,28 +298,59 @@ pub fn run(
     }
 }
 
-/// Where the membership thread puts cluster maps: held until the node has booted (the newest
-/// only), then handed to its blocks.
+/// The catalog the management nodes hold (version 0 and empty: none yet).
+fn fetch_catalog(client: &mut MgmClient) -> Result<Arc<tern_types::Catalog>> {
+    let (version, bytes) = client.get_catalog()?;
+    if bytes.is_empty() {
+        return Ok(Arc::new(tern_types::Catalog { version: 0, ..tern_types::Catalog::new() }));
+    }
+    let c = tern_types::Catalog::decode(&bytes).map_err(|e| anyhow::anyhow!("catalog version {version}: {e}"))?;
+    Ok(Arc::new(c))
+}
+
+/// What the membership thread hands the node before it has booted.
+#[derive(Default)]
+struct Held {
+    publisher: Option<tern_runtime::MapPublisher>,
+    /// The newest map only.
+    map: Option<Arc<ClusterState>>,
+    /// The dict's signals, in order (a handful: one per catalog fetched or proposed).
+    dict: Vec<Signal>,
+}
+
+/// Where the membership thread puts cluster maps and the dict's signals: held until the node has
+/// booted, then handed to its blocks.
 #[derive(Default)]
 pub struct Maps {
-    inner: std::sync::Mutex<(Option<tern_runtime::MapPublisher>, Option<Arc<ClusterState>>)>,
+    inner: std::sync::Mutex<Held>,
 }
 
 impl Maps {
     pub fn publish(&self, st: Arc<ClusterState>) {
         let mut p = self.inner.lock().expect("maps");
-        match &p.0 {
+        match &p.publisher {
             Some(pb) => pb.publish(st),
-            None => p.1 = Some(st),
+            None => p.map = Some(st),
+        }
+    }
+
+    pub fn to_dict(&self, sig: Signal) {
+        let mut p = self.inner.lock().expect("maps");
+        match &p.publisher {
+            Some(pb) => pb.to_dict(sig),
+            None => p.dict.push(sig),
         }
     }
 
     pub fn attach(&self, pb: tern_runtime::MapPublisher) {
         let mut p = self.inner.lock().expect("maps");
-        if let Some(st) = p.1.take() {
+        if let Some(st) = p.map.take() {
             pb.publish(st);
         }
-        p.0 = Some(pb);
+        for sig in p.dict.drain(..) {
+            pb.to_dict(sig);
+        }
+        p.publisher = Some(pb);
     }
 }
 

@@ -763,25 +763,35 @@ fn up_ready(dir: &std::path::Path, args: &[&str]) -> (Child, String) {
 }
 
 /// `tern api --mgmd HOST:PORT`: a separate API server finds the data nodes from the management
-/// nodes and serves (REST health and a SQL round trip through the data nodes); the management
-/// node holds the catalog the data nodes' DDL wrote.
+/// nodes and serves (REST health and a SQL round trip through the data nodes). The management
+/// nodes own the catalog: a schema change is there before the client hears it is done, and a
+/// catalog committed there that the data nodes never got (an earlier master failed before
+/// writing it) is written to them by the master.
 #[test]
 fn api_server_finds_the_data_nodes_through_the_management_node() {
     let dir = tempfile::tempdir().unwrap();
     let Cluster { mut child, mgmd, mysql, .. } = default_cluster(dir.path());
     sql(mysql, "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v INT); INSERT INTO d.t VALUES (1, 7)")
         .unwrap();
-    // The management node replicates the catalog the master's dict wrote.
     let mut m = tern_control::MgmClient::new(vec![format!("127.0.0.1:{mgmd}")]).with_role(tern_control::Role::Admin);
+    let (version, bytes) = m.get_catalog().unwrap();
+    let mut cat = tern_types::schema::Catalog::decode(&bytes).unwrap();
+    assert!(cat.find_table("d", "t").is_some(), "the management node lacks the new table (version {version})");
+    // As if a master had committed a change and died before writing it to any data node.
+    cat.version += 1;
+    cat.databases.insert("adopted".into(), tern_types::Database { name: "adopted".into() });
+    let mut enc = Vec::new();
+    cat.encode(&mut enc);
+    m.propose(tern_control::Command::SetCatalog { version: cat.version, bytes: enc }).unwrap();
     let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (version, bytes) = m.get_catalog().unwrap();
-        if version > 0 && tern_types::schema::Catalog::decode(&bytes).is_ok_and(|c| c.find_table("d", "t").is_some()) {
-            break;
-        }
-        assert!(Instant::now() < until, "the management node does not have the catalog (version {version})");
+    while !sql(mysql, "SHOW DATABASES").unwrap_or_default().lines().any(|l| l == "adopted") {
+        assert!(Instant::now() < until, "the master did not write the management nodes' catalog");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The next change builds on it.
+    sql(mysql, "CREATE TABLE adopted.t2 (id INT PRIMARY KEY)").unwrap();
+    let (v2, _) = m.get_catalog().unwrap();
+    assert_eq!(v2, cat.version + 1);
     let (rest, mysql2) = (free_port(), free_port());
     let mut api = Command::new(env!("CARGO_BIN_EXE_tern"))
         .args(["api", "--mgmd", &format!("127.0.0.1:{mgmd}"), "--no-redis"])

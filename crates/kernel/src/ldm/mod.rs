@@ -339,6 +339,21 @@ impl Ldm {
                 }
             }
         }
+        // An index this ldm has not built: a catalog the master adopted from the management
+        // nodes (its change was committed, and the index built everywhere, but an earlier master
+        // failed before writing it here, or a whole-cluster crash came between). Built now;
+        // it held over the same rows when it was committed, so it cannot fail on uniqueness
+        // unless the partition is corrupt, which the assertion reports.
+        for ((t, _), p) in self.parts.iter_mut() {
+            let Some(def) = catalog.table(*t) else { continue };
+            let missing: Vec<_> = def.indexes.iter().filter(|i| p.index_position(i.id).is_none()).collect();
+            for idx in missing {
+                let before = p.charged();
+                let built = p.add_index(idx);
+                assert!(built.is_ok(), "ldm: building committed index {} of table {t}: {built:?}", idx.id);
+                self.budget.force(p.charged().saturating_sub(before));
+            }
+        }
         let dropped: Vec<PartKey> =
             self.parts.keys().filter(|(t, _)| !catalog.tables.contains_key(t)).copied().collect();
         for k in dropped {
