@@ -133,6 +133,10 @@ struct Inner {
     /// Transactions begin durable (their commit is answered once its epoch is on disk on every
     /// replica) — the front ends' "sync every commit" settings.
     durable_default: std::sync::atomic::AtomicBool,
+    /// Tables whose writes make a transaction durable (Redis's per-database `appendfsync`);
+    /// `durable_tables_any` spares the lock when there are none.
+    durable_tables: RwLock<std::collections::BTreeSet<u32>>,
+    durable_tables_any: std::sync::atomic::AtomicBool,
     /// Table handles of the current catalog, by database, then name (looked up without
     /// allocating: this is on every REST sub-operation's path).
     handles: RwLock<std::collections::HashMap<String, std::collections::HashMap<String, TableHandle>>>,
@@ -201,6 +205,8 @@ impl Client {
                 next_txn: AtomicU64::new(1),
                 next_scan: AtomicU64::new(1),
                 durable_default: std::sync::atomic::AtomicBool::new(false),
+                durable_tables: Default::default(),
+                durable_tables_any: std::sync::atomic::AtomicBool::new(false),
                 auto_inc: Default::default(),
                 handles: Default::default(),
             }),
@@ -559,6 +565,27 @@ impl Client {
         self.inner.durable_default.load(Ordering::Relaxed)
     }
 
+    /// Makes every transaction of this client (and its clones) that writes `table` durable, or
+    /// no longer: its commit is answered once its epoch is on disk on every replica.
+    pub fn set_table_durable(&self, table: u32, on: bool) {
+        let mut t = self.inner.durable_tables.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if on {
+            t.insert(table);
+        } else {
+            t.remove(&table);
+        }
+        self.inner.durable_tables_any.store(!t.is_empty(), Ordering::Relaxed);
+    }
+
+    /// Whether a batch writes a table made durable with `set_table_durable`.
+    fn writes_durable_table(&self, ops: &[KeyOp]) -> bool {
+        if !self.inner.durable_tables_any.load(Ordering::Relaxed) {
+            return false;
+        }
+        let t = self.inner.durable_tables.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        ops.iter().any(|o| o.kind != OpKind::Read && t.contains(&o.table))
+    }
+
     /// Starts a transaction (nothing is sent until the first `execute`).
     pub fn begin(&self) -> Transaction {
         Transaction {
@@ -843,6 +870,8 @@ impl Transaction {
             self.conn = Some(self.client.conn_for_batch(&ops));
         }
         let conn = self.conn.clone().expect("chosen");
+        // Once a batch wrote a durable table, the commit (in this batch or a later one) is.
+        self.durable = self.durable || self.client.writes_durable_table(&ops);
         let req = Request::Txn(TxnReq { txn: self.id, ops, exec, abort, durable: self.durable, nowait: self.nowait });
         let reply = match conn.request(&req) {
             Ok(f) => match f.await {

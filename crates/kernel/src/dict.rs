@@ -319,6 +319,9 @@ impl Dict {
                     return self.next_job(out);
                 }
                 let mut c = (*self.catalog).clone();
+                // A new version (not applied by tcs and ldms): the management nodes accept only
+                // growing versions.
+                c.version += 1;
                 c.auto_inc_high.insert(table, next + count as u64 + AUTO_INC_PREFETCH);
                 let c = Arc::new(c);
                 let stage = Stage::Write { catalog: c.clone(), waiting: BTreeSet::new() };

@@ -57,6 +57,9 @@ pub struct RedisOptions {
     pub timeout: Duration,
     /// The process's memory allocator, for INFO memory's `mem_allocator` (`tern` uses mimalloc).
     pub allocator: &'static str,
+    /// Databases whose writes are answered only once on disk on every replica (`appendfsync
+    /// always` for one database; `CONFIG SET tern-durable-databases` changes it at run time).
+    pub durable_databases: Vec<u32>,
 }
 
 impl Default for RedisOptions {
@@ -73,6 +76,7 @@ impl Default for RedisOptions {
             max_clients: 10_000,
             timeout: Duration::ZERO,
             allocator: "libc",
+            durable_databases: Vec::new(),
         }
     }
 }
@@ -183,6 +187,8 @@ pub struct Server {
     /// Keys connections WATCH.
     pub watches: Arc<cmd::Watches>,
     dbs: Mutex<HashMap<u32, Arc<Db>>>,
+    /// Databases whose writes commit durably (see `RedisOptions::durable_databases`).
+    durable_dbs: Mutex<std::collections::BTreeSet<u32>>,
     /// This server, for tasks it spawns.
     me: std::sync::Weak<Server>,
 }
@@ -227,6 +233,7 @@ impl Server {
             max_bulk: AtomicUsize::new(opts.limits.max_bulk),
             max_pending: AtomicUsize::new(opts.max_pending),
         };
+        let opts_durable = opts.durable_databases.iter().copied().collect();
         Arc::new_cyclic(|me| Server {
             client,
             opts,
@@ -237,6 +244,7 @@ impl Server {
             clients: Registry::default(),
             watches: Arc::default(),
             dbs: Mutex::default(),
+            durable_dbs: Mutex::new(opts_durable),
             me: me.clone(),
         })
     }
@@ -263,8 +271,32 @@ impl Server {
         }
         let c = self.client.clone();
         let d = Arc::new(tokio::task::block_in_place(|| db::open(&c, index))?);
+        // Under the durable set's lock (taken before the databases', as when it changes).
+        let durable = lock(&self.durable_dbs);
+        self.mark_durable(&d, durable.contains(&index));
         lock(&self.dbs).insert(index, d.clone());
         Ok(d)
+    }
+
+    /// Makes writes to a database's tables commit durably, or no longer.
+    fn mark_durable(&self, d: &Db, on: bool) {
+        for t in [&d.keys, &d.values, &d.hashes] {
+            self.client.set_table_durable(t.table.id, on);
+        }
+    }
+
+    /// The databases whose writes commit durably.
+    pub fn durable_databases(&self) -> Vec<u32> {
+        lock(&self.durable_dbs).iter().copied().collect()
+    }
+
+    /// Replaces the set of databases whose writes commit durably.
+    pub fn set_durable_databases(&self, dbs: std::collections::BTreeSet<u32>) {
+        let mut cur = lock(&self.durable_dbs);
+        for d in lock(&self.dbs).values() {
+            self.mark_durable(d, dbs.contains(&d.index));
+        }
+        *cur = dbs;
     }
 
     pub fn is_open(&self, index: u32) -> bool {

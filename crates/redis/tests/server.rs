@@ -65,6 +65,53 @@ fn dirty_increments_lose_nothing() {
     assert!(matches!(c.q("INCR h"), Reply::Error(e) if e.starts_with("WRONGTYPE")));
 }
 
+/// `[redis] durable_databases` / `CONFIG SET tern-durable-databases`: writes to those databases
+/// are answered only once their epoch is on disk (a commit made after epoch E was current is in
+/// an epoch >= E, so the durable epoch has reached E when the reply comes); the others are not
+/// changed. Bad lists are refused with redis-server's CONFIG SET error; `CONFIG GET *` does not
+/// list the Tern-only parameter.
+#[test]
+fn durable_databases_answer_writes_once_on_disk() {
+    let (_d, _n, addr) = start_node(128 << 20);
+    let port = start_tern(&addr, RedisOptions { durable_databases: vec![2], ..opts() });
+    let client = Client::connect(&addr).unwrap();
+    let mut c = Conn::open(port);
+    let durable_after_write = |c: &mut Conn, cmd: &str| {
+        let current = client.status().unwrap().current_epoch;
+        assert_eq!(c.q(cmd), Reply::Simple("OK".into()));
+        let durable = client.status().unwrap().durable_epoch;
+        assert!(durable >= current, "{cmd}: durable epoch {durable} < {current} current before it");
+    };
+    assert_eq!(c.q("SELECT 2"), Reply::Simple("OK".into()));
+    for i in 0..5 {
+        durable_after_write(&mut c, &format!("SET k{i} v"));
+    }
+    // MULTI/EXEC writing database 2 too.
+    assert_eq!(c.q("MULTI"), Reply::Simple("OK".into()));
+    assert_eq!(c.q("SET m v"), Reply::Simple("QUEUED".into()));
+    let current = client.status().unwrap().current_epoch;
+    assert!(matches!(c.q("EXEC"), Reply::Array(Some(_))));
+    assert!(client.status().unwrap().durable_epoch >= current);
+    let get = |c: &mut Conn| c.q("CONFIG GET tern-durable-databases");
+    assert_eq!(get(&mut c), Reply::Array(Some(vec![Reply::bulk("tern-durable-databases"), Reply::bulk("2")])));
+    assert_eq!(c.q("CONFIG SET tern-durable-databases 0,3"), Reply::Simple("OK".into()));
+    assert_eq!(get(&mut c), Reply::Array(Some(vec![Reply::bulk("tern-durable-databases"), Reply::bulk("0 3")])));
+    assert_eq!(c.q("SELECT 3"), Reply::Simple("OK".into()));
+    durable_after_write(&mut c, "SET k v");
+    for bad in ["16", "x", "-1"] {
+        let r = c.q(&format!("CONFIG SET tern-durable-databases {bad}"));
+        assert!(
+            matches!(&r, Reply::Error(e) if e.starts_with("ERR CONFIG SET failed (possibly related to argument 'tern-durable-databases')")),
+            "{bad}: {r:?}"
+        );
+    }
+    assert_eq!(get(&mut c), Reply::Array(Some(vec![Reply::bulk("tern-durable-databases"), Reply::bulk("0 3")])));
+    let Reply::Array(Some(all)) = c.q("CONFIG GET *") else { panic!("CONFIG GET *") };
+    assert!(!all.contains(&Reply::bulk("tern-durable-databases")));
+    assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"tern-durable-databases", b""]), Reply::Simple("OK".into()));
+    assert_eq!(get(&mut c), Reply::Array(Some(vec![Reply::bulk("tern-durable-databases"), Reply::bulk("")])));
+}
+
 #[test]
 fn expired_keys_are_purged_with_their_rows() {
     let (_d, _n, addr) = start_node(128 << 20);

@@ -250,6 +250,10 @@ pub struct RedisToml {
     pub databases: Option<u32>,
     /// Database indexes whose INCR/DECR take no row lock (RonDB's DirtyINCRDECR).
     pub dirty_incr_decr: Option<Vec<u32>>,
+    /// Database indexes whose writes are answered only once on disk on every replica (as
+    /// `appendfsync = "always"`, for those databases only). CONFIG SET tern-durable-databases
+    /// changes it at run time.
+    pub durable_databases: Option<Vec<u32>>,
     /// Bytes of received, unexecuted commands a connection may hold ("1G").
     pub max_pending: Option<Size>,
     /// How often expired keys are purged.
@@ -375,6 +379,12 @@ impl ApiToml {
                 o.dirty_incr[i as usize] = true;
             }
         }
+        if let Some(d) = &r.durable_databases {
+            if let Some(i) = d.iter().find(|&&i| i >= o.databases) {
+                bail!("[redis] durable_databases: database {i} is not below databases = {}", o.databases);
+            }
+            o.durable_databases = d.clone();
+        }
         if let Some(m) = &r.max_pending {
             o.max_pending = m.bytes()?.max(1 << 16) as usize;
         }
@@ -457,6 +467,13 @@ mod api_toml_tests {
         assert_eq!(o.timeout, std::time::Duration::from_secs(300));
         let none: ApiToml = toml::from_str("[redis]\nmax_clients = 0\n").unwrap();
         assert!(none.apply_redis(&mut tern_redis::RedisOptions::default()).is_err());
+        let durable: ApiToml = toml::from_str("[redis]\ndurable_databases = [0, 5]\n").unwrap();
+        let mut o = tern_redis::RedisOptions::default();
+        assert!(durable.apply_redis(&mut o).unwrap());
+        assert_eq!(o.durable_databases, vec![0, 5]);
+        let too_high: ApiToml = toml::from_str("[redis]\ndurable_databases = [16]\n").unwrap();
+        let e = too_high.apply_redis(&mut tern_redis::RedisOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("durable_databases: database 16"), "{e}");
         let bad: ApiToml = toml::from_str("[redis]\ndirty_incr_decr = [99]\n").unwrap();
         assert!(bad.apply_redis(&mut tern_redis::RedisOptions::default()).is_err());
         let e = toml::from_str::<ApiToml>("[redis]\nport = 1\n").unwrap_err().to_string();

@@ -205,7 +205,14 @@ const SETTABLE: &[(&str, Kind, i64, i64)] = &[
     // always: every commit is answered once it is on disk on every replica (a durable Tern
     // transaction); everysec / no: answered from memory, on disk within an epoch (~100 ms).
     ("appendfsync", Kind::Fsync, 0, 2),
+    // Tern's own: the databases whose writes are answered once on disk on every replica, as
+    // `appendfsync always` for those databases only ("0 3"; "" for none).
+    (DURABLE_DBS, Kind::Databases, 0, 0),
 ];
+
+/// Tern's per-database `appendfsync always`. Not among `CONFIG GET *`'s answers (which list
+/// what redis-server has); `CONFIG GET tern-durable-databases` names it.
+const DURABLE_DBS: &str = "tern-durable-databases";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -214,6 +221,8 @@ enum Kind {
     Memory,
     /// `no` (0), `everysec` (1) or `always` (2).
     Fsync,
+    /// Database indexes separated by spaces or commas.
+    Databases,
 }
 
 fn fsync_mode(v: &[u8]) -> Option<i64> {
@@ -274,11 +283,15 @@ impl Server {
         match sub.as_str() {
             "get" if a.len() >= 3 => {
                 let globs: Vec<Glob> = a[2..].iter().map(|p| Glob::new(p, true)).collect();
-                let pairs: Vec<_> = self
+                let mut pairs: Vec<_> = self
                     .config_values()
                     .into_iter()
                     .filter(|(k, _)| globs.iter().any(|g| g.matches(k.as_bytes())))
                     .collect();
+                if a[2..].iter().any(|p| p.eq_ignore_ascii_case(DURABLE_DBS.as_bytes())) {
+                    let list: Vec<String> = self.durable_databases().iter().map(u32::to_string).collect();
+                    pairs.push((DURABLE_DBS, list.join(" ")));
+                }
                 resp::array_len(out, pairs.len() * 2);
                 for (k, v) in pairs {
                     resp::bulk(out, k.as_bytes());
@@ -314,6 +327,7 @@ impl Server {
             return Err(err("ERR syntax error"));
         }
         let mut new: Vec<(&str, i64)> = Vec::new();
+        let mut dbs = std::collections::BTreeSet::new();
         for p in pairs.chunks(2) {
             let name = String::from_utf8_lossy(&p[0]).to_lowercase();
             let Some(&(param, kind, lo, hi)) = SETTABLE.iter().find(|s| s.0 == name) else {
@@ -332,6 +346,21 @@ impl Server {
                 Kind::Memory => memory(&p[1]).ok_or_else(|| failed("argument must be a memory value"))?,
                 Kind::Fsync => fsync_mode(&p[1])
                     .ok_or_else(|| failed("argument(s) must be one of the following: always, everysec, no"))?,
+                Kind::Databases => {
+                    let text = String::from_utf8_lossy(&p[1]);
+                    for w in text.split(|c: char| c == ',' || c.is_ascii_whitespace()).filter(|w| !w.is_empty()) {
+                        match w.parse::<u32>() {
+                            Ok(i) if i < self.opts.databases => dbs.insert(i),
+                            _ => {
+                                return Err(failed(&format!(
+                                    "'{w}' is not a database index below {}",
+                                    self.opts.databases
+                                )));
+                            }
+                        };
+                    }
+                    0
+                }
             };
             if v < lo || v > hi {
                 return Err(failed(&format!("argument must be between {lo} and {hi} inclusive")));
@@ -345,6 +374,7 @@ impl Server {
                 "timeout" => self.live.timeout_s.store(v, Ordering::Relaxed),
                 "proto-max-bulk-len" => self.live.max_bulk.store(v as usize, Ordering::Relaxed),
                 "appendfsync" => self.client.set_durable_commits(v == 2),
+                DURABLE_DBS => self.set_durable_databases(std::mem::take(&mut dbs)),
                 _ => self.live.max_pending.store(v as usize, Ordering::Relaxed),
             }
         }
