@@ -321,3 +321,41 @@ impl MgmClient {
         Err(ControlError::Unavailable(last_error))
     }
 }
+
+/// Watches the cluster map through the management nodes `mgmds` until `stop()`: whenever the
+/// set of data nodes that are not serving (failed, or still restarting) changes, `on_down` gets
+/// their addresses (`DataNodeSpec::addr`). A native client application hands them to
+/// `tern_client::set_down_nodes` (as the API server does), so its connections leave a failed or
+/// frozen data node as soon as the cluster declares it failed:
+/// `std::thread::spawn(move || watch_down_nodes(mgmds, &tern_client::set_down_nodes, &|| false))`.
+pub fn watch_down_nodes(mgmds: Vec<String>, on_down: &dyn Fn(Vec<String>), stop: &dyn Fn() -> bool) {
+    let mut client = MgmClient::new(mgmds).with_role(Role::Admin);
+    client.call_timeout = Duration::from_secs(3);
+    let mut known = 0;
+    let mut down: Option<Vec<String>> = None;
+    while !stop() {
+        match client.watch(known, 1_000) {
+            Ok(Some(info)) => {
+                known = info.state.version;
+                let st = &info.state;
+                let now: Vec<String> = st
+                    .config
+                    .data_nodes
+                    .iter()
+                    .filter(|d| st.state_of(d.id) != tern_types::cluster::NodeState::Started)
+                    .map(|d| d.addr())
+                    .collect();
+                if down.as_ref() != Some(&now) {
+                    tracing::info!(?now, "data nodes not serving");
+                    on_down(now.clone());
+                    down = Some(now);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!("watching the cluster: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}

@@ -193,6 +193,41 @@ fn a_silent_node_is_declared_down_only_after_its_lease_ran_out() {
     beat1.join().unwrap();
 }
 
+/// `watch_down_nodes` (what a native client application runs to leave failed data nodes at
+/// once): first every not-started node, then the change when a silent node is declared failed.
+#[test]
+fn watch_down_nodes_reports_the_data_nodes_that_do_not_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&free_ports(1), 2, 2, 50, 300);
+    let _mgmd = start(&cfg, 65, dir.path());
+    let mut c = MgmClient::new(addrs(&cfg)).with_role(Role::DataNode);
+    let i1 = join(&mut c, 1);
+    let i2 = join(&mut c, 2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let beat1 = heartbeater(addrs(&cfg), 1, i1, Duration::from_millis(25), stop.clone());
+    let beat2_stop = Arc::new(AtomicBool::new(false));
+    let beat2 = heartbeater(addrs(&cfg), 2, i2, Duration::from_millis(25), beat2_stop.clone());
+    let seen: Arc<std::sync::Mutex<Vec<Vec<String>>>> = Arc::default();
+    let watcher = {
+        let (seen, stop, mgmds) = (seen.clone(), stop.clone(), addrs(&cfg));
+        std::thread::spawn(move || {
+            let on_down = |d: Vec<String>| seen.lock().unwrap().push(d);
+            tern_control::watch_down_nodes(mgmds, &on_down, &|| stop.load(Ordering::SeqCst));
+        })
+    };
+    wait_for(Duration::from_secs(10), "the first report", || (!seen.lock().unwrap().is_empty()).then_some(()));
+    assert_eq!(seen.lock().unwrap()[0], Vec::<String>::new(), "both nodes serve");
+    beat2_stop.store(true, Ordering::SeqCst);
+    beat2.join().unwrap();
+    let node2 = cfg.data_nodes[1].addr();
+    wait_for(Duration::from_secs(10), "node 2 reported down", || {
+        seen.lock().unwrap().last().is_some_and(|d| *d == [node2.clone()]).then_some(())
+    });
+    stop.store(true, Ordering::SeqCst);
+    watcher.join().unwrap();
+    beat1.join().unwrap();
+}
+
 #[test]
 fn losing_a_whole_node_group_declares_the_cluster_down() {
     let dir = tempfile::tempdir().unwrap();

@@ -617,10 +617,9 @@ fn api(a: ApiArgs) -> Result<()> {
     opts.spin = Duration::from_micros(a.spin_us.min(10_000));
     install_signal_handlers();
     // The data node may still be starting: try for a while (inside the REST runtime).
-    let datanode = api_datanodes(&a, &cfg)?;
+    let (datanode, mgmd) = api_datanodes(&a, &cfg)?;
     tracing::info!(%datanode, "serving from data nodes");
-    if !a.mgmd.is_empty() {
-        let mgmd = a.mgmd.clone();
+    if !mgmd.is_empty() {
         std::thread::Builder::new().name("tern-api-watch".into()).spawn(move || watch_cluster(mgmd))?;
     }
     let connect = move || {
@@ -706,45 +705,19 @@ fn api(a: ApiArgs) -> Result<()> {
 /// restarting) are handed to the client library (`tern_client::set_down_nodes`), which closes
 /// its connections to them at once instead of waiting for a frozen node to answer.
 fn watch_cluster(mgmd: Vec<String>) {
-    let mut client = tern_control::MgmClient::new(mgmd).with_role(tern_control::Role::Admin);
-    client.call_timeout = Duration::from_secs(3);
-    let mut known = 0;
-    let mut down: Vec<String> = Vec::new();
-    while !stop_requested() {
-        match client.watch(known, 1_000) {
-            Ok(Some(info)) => {
-                known = info.state.version;
-                let st = &info.state;
-                let now: Vec<String> = st
-                    .config
-                    .data_nodes
-                    .iter()
-                    .filter(|d| st.state_of(d.id) != tern_types::cluster::NodeState::Started)
-                    .map(|d| d.addr())
-                    .collect();
-                if now != down {
-                    tracing::info!(?now, "data nodes not serving");
-                    tern_client::set_down_nodes(now.clone());
-                    down = now;
-                }
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::debug!("watching the cluster: {e}");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-    }
+    tern_control::watch_down_nodes(mgmd, &tern_client::set_down_nodes, &stop_requested);
 }
 
 /// Where the API server finds its data nodes: `--datanode`; else the cluster of the management
 /// nodes named by `--mgmd` or by the config JSON's `RonDB.Mgmds` (RonDB's way); else the local
 /// default. Management nodes named on the command line must answer (within 60 s); ones from the
-/// JSON only when there is no data node on the default port to fall back to.
-fn api_datanodes(a: &ApiArgs, cfg: &tern_rest::config::RonDbConfig) -> Result<String> {
+/// JSON only when there is no data node on the default port to fall back to. Also returns the
+/// management nodes that answered (the API server watches the cluster map through them).
+fn api_datanodes(a: &ApiArgs, cfg: &tern_rest::config::RonDbConfig) -> Result<(String, Vec<String>)> {
     const DEFAULT: &str = "127.0.0.1:11860";
     if let Some(d) = &a.datanode {
-        return Ok(d.clone());
+        // `tern up` names its data nodes and its management nodes.
+        return Ok((d.clone(), a.mgmd.clone()));
     }
     let (mgmds, explicit) = if a.mgmd.is_empty() {
         let json = cfg.rondb.as_ref().and_then(|r| r.mgmds.clone()).unwrap_or_default();
@@ -753,7 +726,7 @@ fn api_datanodes(a: &ApiArgs, cfg: &tern_rest::config::RonDbConfig) -> Result<St
         (a.mgmd.clone(), true)
     };
     if mgmds.is_empty() {
-        return Ok(DEFAULT.into());
+        return Ok((DEFAULT.into(), Vec::new()));
     }
     let mut client = tern_control::MgmClient::new(mgmds.clone()).with_role(tern_control::Role::Admin);
     client.call_timeout = Duration::from_secs(3);
@@ -765,7 +738,7 @@ fn api_datanodes(a: &ApiArgs, cfg: &tern_rest::config::RonDbConfig) -> Result<St
                 if nodes.is_empty() {
                     bail!("the management nodes at {} know no data nodes", mgmds.join(","));
                 }
-                return Ok(nodes.join(","));
+                return Ok((nodes.join(","), mgmds));
             }
             Err(e) if std::time::Instant::now() >= until || stop_requested() => {
                 if explicit {
@@ -775,7 +748,7 @@ fn api_datanodes(a: &ApiArgs, cfg: &tern_rest::config::RonDbConfig) -> Result<St
                     "the management nodes of RonDB.Mgmds ({}) do not answer ({e}); using {DEFAULT}",
                     mgmds.join(",")
                 );
-                return Ok(DEFAULT.into());
+                return Ok((DEFAULT.into(), Vec::new()));
             }
             Err(e) => {
                 tracing::debug!("waiting for the management nodes: {e}");
