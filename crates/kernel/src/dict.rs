@@ -18,7 +18,7 @@
 //! half-built index.
 
 use crate::signal::{Addr, Block, ClientId, IoReq, NodeId, Out, Signal};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use tern_types::cluster::{ClusterState, NodeState};
 use tern_types::schema::{Database, IndexId, TableId, check_ident};
@@ -95,6 +95,17 @@ pub struct Dict {
     queue: VecDeque<Signal>,
     auto_next: HashMap<TableId, u64>,
     next_token: u64,
+    /// Schema requests this dict forwarded to the master, by the request id it gave them: the
+    /// answer comes back through here, so a master that fails leaves nobody waiting.
+    forwarded: BTreeMap<u64, Forwarded>,
+}
+
+struct Forwarded {
+    master: NodeId,
+    client: ClientId,
+    req_id: u64,
+    reply_to: Addr,
+    ddl: bool,
 }
 
 fn error_reply(code: ErrorCode, msg: impl Into<String>) -> Reply {
@@ -114,6 +125,7 @@ impl Dict {
             queue: VecDeque::new(),
             auto_next: HashMap::new(),
             next_token: 0,
+            forwarded: BTreeMap::new(),
         }
     }
 
@@ -145,7 +157,24 @@ impl Dict {
         match sig {
             Signal::Ddl { .. } | Signal::AutoInc { .. } | Signal::CatalogReq { .. } if !self.is_master() => {
                 let master = Addr::new(self.cluster.master().expect("a master"), Block::Dict);
+                let sig = match sig {
+                    Signal::Ddl { client, req_id, reply_to, req } => {
+                        let token = self.forward(master.node, client, req_id, reply_to, true);
+                        Signal::Ddl { client, req_id: token, reply_to: self.addr, req }
+                    }
+                    Signal::AutoInc { client, req_id, reply_to, table, count } => {
+                        let token = self.forward(master.node, client, req_id, reply_to, false);
+                        Signal::AutoInc { client, req_id: token, reply_to: self.addr, table, count }
+                    }
+                    other => other,
+                };
                 out.send(master, sig);
+            }
+            Signal::DdlReply { req_id, reply, .. } => {
+                // The master's answer to a request forwarded from here.
+                if let Some(f) = self.forwarded.remove(&req_id) {
+                    out.send(f.reply_to, Signal::DdlReply { client: f.client, req_id: f.req_id, reply });
+                }
             }
             Signal::CatalogStored { .. } | Signal::MgmCatalog { .. } if !self.is_master() => {
                 // Mastership moved on: the new master's control plane tells it.
@@ -218,6 +247,34 @@ impl Dict {
             Signal::SchemaWritten { from, version } => self.node_written(from.node, version, out),
             Signal::ClusterMap { state } => {
                 self.joining.retain(|&n| matches!(state.state_of(n), NodeState::Starting | NodeState::Copying));
+                // Requests forwarded to a master that failed: it may or may not have committed
+                // a schema change (a new master writes one it did); an AUTO_INCREMENT range can
+                // simply be asked for again.
+                let failed: Vec<u64> = self
+                    .forwarded
+                    .iter()
+                    .filter(|(_, f)| {
+                        let was = self.cluster.nodes.get(&f.master).map(|s| s.incarnation);
+                        state.state_of(f.master) != NodeState::Started
+                            || state.nodes.get(&f.master).map(|s| s.incarnation) != was
+                    })
+                    .map(|(&t, _)| t)
+                    .collect();
+                for t in failed {
+                    let f = self.forwarded.remove(&t).expect("listed");
+                    let e = if f.ddl {
+                        TernError::new(
+                            ErrorCode::UnknownResult,
+                            "the master data node failed during the schema change; whether it happened is unknown (check, then try again)",
+                        )
+                    } else {
+                        TernError::new(ErrorCode::NodeFailure, "the master data node failed; try again")
+                    };
+                    out.send(
+                        f.reply_to,
+                        Signal::DdlReply { client: f.client, req_id: f.req_id, reply: Reply::Error(e) },
+                    );
+                }
                 self.cluster = state;
                 // A node that failed will not answer the write in progress.
                 let gone: Vec<NodeId> = match self.job.as_ref().map(|j| &j.stage) {
@@ -237,6 +294,14 @@ impl Dict {
             }
             other => panic!("dict received an unexpected signal: {other:?}"),
         }
+    }
+
+    /// Remembers a request forwarded to the master; returns the request id it goes with.
+    fn forward(&mut self, master: NodeId, client: ClientId, req_id: u64, reply_to: Addr, ddl: bool) -> u64 {
+        self.next_token += 1;
+        let token = self.next_token;
+        self.forwarded.insert(token, Forwarded { master, client, req_id, reply_to, ddl });
+        token
     }
 
     fn begin(&mut self, sig: Signal, out: &mut Out) {

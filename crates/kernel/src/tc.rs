@@ -263,9 +263,10 @@ impl Tc {
         self.catalog = catalog;
     }
 
-    /// The dict that runs DDL for the cluster: the master's.
+    /// This node's dict: it runs DDL when this node is the master and otherwise forwards it
+    /// there, answering itself if that master fails.
     fn dict(&self) -> Addr {
-        Addr::new(self.cluster.master().unwrap_or(self.addr.node), Block::Dict)
+        Addr::new(self.addr.node, Block::Dict)
     }
 
     /// The replica chain (ldm addresses, primary first) of a partition.

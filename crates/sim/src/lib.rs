@@ -128,6 +128,10 @@ pub struct SimConfig {
     pub partition_every_ms: u64,
     /// Each node's clock runs at its own rate (±5 %) from its own offset.
     pub clock_skew: bool,
+    /// A schema change (CREATE DATABASE through a random node's tc) about this often; 0 = never.
+    /// Every acknowledged one must be in every started node's catalog and the management
+    /// nodes' at every check.
+    pub ddl_every_ms: u64,
 }
 
 impl Default for SimConfig {
@@ -146,6 +150,7 @@ impl Default for SimConfig {
             data_memory_bytes: 1 << 30,
             partition_every_ms: 0,
             clock_skew: false,
+            ddl_every_ms: 250,
         }
     }
 }
@@ -310,6 +315,10 @@ pub struct Sim {
     strike: Option<NodeId>,
     /// Failed nodes to restart, and when.
     restarts: Vec<(u64, NodeId)>,
+    /// Databases the DDL client created (acknowledged), and the one it waits for.
+    ddl_acked: BTreeSet<String>,
+    ddl_waiting: Option<String>,
+    ddl_seq: u64,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -329,6 +338,8 @@ pub struct SimStats {
     pub suspicion_failures: u32,
     /// Reads checked for linearizability against their keys' version order.
     pub linearizable_reads: u64,
+    /// Schema changes acknowledged (and checked in every catalog afterwards).
+    pub schema_changes: u64,
 }
 
 impl SimStats {
@@ -346,12 +357,14 @@ impl SimStats {
         self.partitions += o.partitions;
         self.suspicion_failures += o.suspicion_failures;
         self.linearizable_reads += o.linearizable_reads;
+        self.schema_changes += o.schema_changes;
     }
 }
 
 impl Sim {
     pub fn new(seed: u64, cfg: SimConfig) -> Sim {
-        let clients = (0..cfg.clients as u64)
+        // The last client (when `ddl_every_ms` is set) changes the schema instead.
+        let clients = (0..cfg.clients as u64 + u64::from(cfg.ddl_every_ms > 0))
             .map(|id| {
                 let _ = id;
                 SimClient {
@@ -418,6 +431,91 @@ impl Sim {
             armed_since: None,
             strike: None,
             restarts: Vec::new(),
+            ddl_acked: BTreeSet::new(),
+            ddl_waiting: None,
+            ddl_seq: 0,
+        }
+    }
+
+    /// The client that changes the schema (None without `ddl_every_ms`).
+    fn ddl_client(&self) -> Option<u64> {
+        (self.cfg.ddl_every_ms > 0).then_some(self.cfg.clients as u64 + 1)
+    }
+
+    /// The DDL client: CREATE DATABASE through a random started node's tc (which forwards it to
+    /// the master when it is not the master).
+    fn ddl_act(&mut self, client: u64) {
+        let every = self.cfg.ddl_every_ms;
+        let live: Vec<NodeId> =
+            self.cluster.nodes.iter().filter(|(_, s)| s.state == NodeState::Started).map(|(&n, _)| n).collect();
+        if !self.started() || self.table.is_none() || live.is_empty() {
+            self.wake(client, every);
+            return;
+        }
+        self.ddl_seq += 1;
+        let name = format!("x{}_{}", self.incarnation, self.ddl_seq);
+        let node = *self.rng.pick(&live);
+        let tc = Addr::new(node, Block::Tc(self.rng.below(self.cfg.ldm_count as u64) as u16));
+        let (inc, t) = (self.incarnation, self.now + self.rng.below(3));
+        let c = &mut self.clients[client as usize - 1];
+        c.seq += 1;
+        c.sent_at = self.now;
+        c.state = ClientState::Waiting;
+        c.tc = Some(tc);
+        let req = Request::Ddl(DdlReq::CreateDatabase { name: name.clone(), if_not_exists: false });
+        let sig = Signal::ClientRequest { client, req_id: c.seq, req };
+        self.log(|| format!("DDL client: CREATE DATABASE {name} via {tc:?}"));
+        self.ddl_waiting = Some(name);
+        self.push(t, Event::Deliver { from: None, to: tc, sig, incarnation: inc });
+    }
+
+    fn ddl_reply(&mut self, client: u64, reply: Reply) {
+        let name = self.ddl_waiting.take();
+        self.log(|| format!("DDL client: {name:?} answered {reply:?}"));
+        match reply {
+            Reply::DdlDone { .. } => {
+                self.ddl_acked.insert(name.expect("a DDL in flight"));
+                self.stats.schema_changes += 1;
+            }
+            // Not done, or (the master failed) not known whether done.
+            Reply::Error(e) if e.is_temporary() || e.code == tern_types::ErrorCode::UnknownResult => {}
+            other => self.fail(&format!("DDL client: unexpected reply {other:?}")),
+        }
+        let c = &mut self.clients[client as usize - 1];
+        c.state = ClientState::Idle;
+        c.tc = None;
+        let after = self.cfg.ddl_every_ms / 2 + self.rng.below(self.cfg.ddl_every_ms);
+        self.wake(client, after);
+    }
+
+    /// Every acknowledged schema change is in the management nodes' catalog and in the catalog
+    /// of every started node's dict, tcs and ldms.
+    fn check_catalogs(&mut self) {
+        let mut missing = Vec::new();
+        for name in &self.ddl_acked {
+            if !self.mgm_catalog.as_ref().is_some_and(|c| c.databases.contains_key(name)) {
+                missing.push(format!("{name} not in the management nodes' catalog"));
+            }
+            for (&id, sn) in &self.nodes {
+                let Some(node) = &sn.node else { continue };
+                if self.cluster.state_of(id) != NodeState::Started {
+                    continue;
+                }
+                if !node.dict.catalog().databases.contains_key(name) {
+                    missing.push(format!("{name} not in node {id}'s catalog"));
+                }
+            }
+        }
+        if !missing.is_empty() {
+            self.fail(&format!("acknowledged schema changes missing: {missing:?}"));
+        }
+        // And every schema change is answered (one waiting behind a failed master is told).
+        if let Some(c) = self.ddl_client().map(|c| &self.clients[c as usize - 1])
+            && c.state == ClientState::Waiting
+            && self.now > c.sent_at + 2_000
+        {
+            let since = c.sent_at;
+            self.fail(&format!("a schema change sent at t={since} ms got no answer ({:?})", self.ddl_waiting));
         }
     }
 
@@ -689,6 +787,21 @@ impl Sim {
                 "live state differs from the committed transactions: expected-but-not-found {missing:?}, found-but-not-expected {extra:?}"
             ));
         }
+        self.check_catalogs();
+        // After the quiet time, every started node has the management nodes' catalog (a change
+        // a failed master committed there but did not write is written by the next one).
+        if let Some(mgm) = self.mgm_catalog.clone() {
+            for (&id, sn) in &self.nodes {
+                let Some(node) = &sn.node else { continue };
+                let v = node.dict.catalog().version;
+                if self.cluster.state_of(id) == NodeState::Started && v != mgm.version {
+                    self.fail(&format!(
+                        "node {id} has catalog version {v}, the management nodes {} (not caught up)",
+                        mgm.version
+                    ));
+                }
+            }
+        }
     }
 
     fn apply_model(&self, expect: &mut BTreeMap<i64, Row>, key: &TxnKey) {
@@ -808,6 +921,7 @@ impl Sim {
         }
         let durable = *epochs.first().expect("a node");
         self.check_recovered(durable);
+        self.check_catalogs();
         self.wake_all();
     }
 
@@ -1005,7 +1119,11 @@ impl Sim {
             Event::Reply { client, req_id, reply, incarnation } if incarnation == self.incarnation => {
                 if client == 999 {
                     self.verify_reply(reply);
-                } else if clients && self.clients.get(client as usize - 1).is_some_and(|c| c.seq == req_id) {
+                } else if (clients || Some(client) == self.ddl_client())
+                    && self.clients.get(client as usize - 1).is_some_and(|c| c.seq == req_id)
+                {
+                    // (The DDL client hears its answer while the others are quiet: every schema
+                    // change must be answered.)
                     // A client matches answers to its request: a late answer to one it gave up
                     // on (its coordinator died) is dropped.
                     self.client_reply(client, req_id, reply);
@@ -1177,6 +1295,7 @@ impl Sim {
             // is accepted (a retried proposal); the proposer learns the outcome.
             let held = self.mgm_catalog.clone();
             let accepted = held.as_ref().is_none_or(|h| c.version > h.version || *h == c);
+            self.log(|| format!("node {node} proposes catalog version {}: accepted {accepted}", c.version));
             let sig = if accepted {
                 self.mgm_catalog = Some(c.clone());
                 Signal::CatalogStored { version: c.version }
@@ -1461,6 +1580,9 @@ impl Sim {
     }
 
     fn client_act(&mut self, client: u64) {
+        if Some(client) == self.ddl_client() && self.clients[client as usize - 1].state == ClientState::Idle {
+            return self.ddl_act(client);
+        }
         if !self.started() || self.clients[client as usize - 1].state != ClientState::Idle {
             self.wake(client, 5);
             return;
@@ -1572,6 +1694,9 @@ impl Sim {
     }
 
     fn client_reply(&mut self, client: u64, _req_id: u64, reply: Reply) {
+        if Some(client) == self.ddl_client() {
+            return self.ddl_reply(client, reply);
+        }
         let idx = client as usize - 1;
         match reply {
             Reply::DdlDone { .. } if self.table.is_none() => {
@@ -1598,6 +1723,8 @@ impl Sim {
                 }
             }
             Reply::Error(e) if e.is_temporary() => {}
+            // The schema set-up's master failed: tried again.
+            Reply::Error(e) if e.code == tern_types::ErrorCode::UnknownResult && self.table.is_none() => {}
             other => self.fail(&format!("client {client}: unexpected reply {other:?}")),
         }
         self.clients[idx].state = ClientState::Idle;

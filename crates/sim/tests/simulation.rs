@@ -95,6 +95,7 @@ fn node_failures_lose_no_committed_transaction() {
     println!("{total:?}");
     assert!(total.commits > 50 * n, "too few commits: {total:?}");
     assert!(total.node_failures as u64 >= n, "too few node failures: {total:?}");
+    assert!(total.schema_changes >= 5 * n, "too few schema changes: {total:?}");
 }
 
 /// Failed nodes restart while clients run: each fetches the catalog, joins the write chains,
