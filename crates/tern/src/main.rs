@@ -42,9 +42,11 @@ enum Cmd {
         #[arg(long)]
         config: Option<PathBuf>,
         /// Also serve the REST API from this process on this port (colocated API server: the
-        /// REST front end reaches the data node through the in-process transport).
+        /// front ends reach the data node through the in-process transport).
         #[arg(long)]
         rest_port: Option<u16>,
+        #[command(flatten)]
+        front: ColocatedArgs,
         /// Management nodes (host:port, repeat or comma-separate): join the cluster they run;
         /// its ports, replicas and ldm workers come from the cluster file.
         #[arg(long, value_delimiter = ',')]
@@ -101,6 +103,49 @@ enum Cmd {
     },
 }
 
+/// Front ends served from a data node's process (`tern datanode --redis-port ...`): no socket
+/// and no other process between them and the data node.
+#[derive(clap::Args, Clone, Default)]
+struct ColocatedArgs {
+    /// Also serve the Redis protocol from this process on this port.
+    #[arg(long)]
+    redis_port: Option<u16>,
+    /// Also serve the MySQL protocol from this process on this port.
+    #[arg(long)]
+    mysql_port: Option<u16>,
+    /// Worker threads of a colocated MySQL front end (default: the number of cores).
+    #[arg(long)]
+    mysql_threads: Option<usize>,
+    /// Tern's TOML for colocated front ends (`[redis]`, `[rest]`, `[mysql]`, as `tern api --toml`).
+    #[arg(long)]
+    api_toml: Option<PathBuf>,
+}
+
+impl ColocatedArgs {
+    /// The API server arguments of the front ends asked for (None: none).
+    fn api_args(&self, rest_port: Option<u16>) -> Option<ApiArgs> {
+        if rest_port.is_none() && self.redis_port.is_none() && self.mysql_port.is_none() {
+            return None;
+        }
+        Some(ApiArgs {
+            config: None,
+            datanode: None,
+            mgmd: Vec::new(),
+            rest_port,
+            rest_ip: Some("127.0.0.1".into()),
+            no_rest: rest_port.is_none(),
+            spin_us: 50,
+            redis_port: self.redis_port,
+            redis_ip: None,
+            no_redis: self.redis_port.is_none(),
+            mysql_port: self.mysql_port,
+            mysql_threads: self.mysql_threads,
+            no_mysql: self.mysql_port.is_none(),
+            toml: self.api_toml.clone(),
+        })
+    }
+}
+
 #[derive(Subcommand)]
 enum ApikeyCmd {
     /// Create a key granting access to the named databases; prints it (shown once).
@@ -133,6 +178,9 @@ struct ApiArgs {
     /// REST address to bind (overrides REST.ServerIP).
     #[arg(long)]
     rest_ip: Option<String>,
+    /// Do not serve the REST API.
+    #[arg(long)]
+    no_rest: bool,
     /// Microseconds an idle REST worker polls its sockets before it sleeps (0: never).
     #[arg(long, default_value_t = 50)]
     spin_us: u64,
@@ -307,10 +355,12 @@ fn main() {
         Cmd::Up(a) => up::run(a),
         Cmd::Api(a) => api(a),
         Cmd::Apikey { cmd: ApikeyCmd::Create { dbs, addr } } => apikey_create(&dbs, &addr),
-        Cmd::Datanode { config, rest_port, mgmd, node_id, data_dir } if !mgmd.is_empty() => {
-            datanode_in_cluster(config, rest_port, mgmd, node_id, data_dir)
+        Cmd::Datanode { config, rest_port, front, mgmd, node_id, data_dir } if !mgmd.is_empty() => {
+            datanode_in_cluster(config, front.api_args(rest_port), mgmd, node_id, data_dir)
         }
-        Cmd::Datanode { config, rest_port, data_dir, .. } => datanode(config, rest_port, data_dir),
+        Cmd::Datanode { config, rest_port, front, data_dir, .. } => {
+            datanode(config, front.api_args(rest_port), data_dir)
+        }
         Cmd::Mgmd { config, node_id, data_dir } => mgmd(&config, node_id, data_dir),
         Cmd::Stop { node, mgmd } => operator(mgmd, node, true),
         Cmd::Start { node, mgmd } => operator(mgmd, node, false),
@@ -352,7 +402,7 @@ fn mgmd(config: &std::path::Path, node_id: u16, data_dir: PathBuf) -> Result<()>
 /// A data node of a cluster run by management nodes (see `member`).
 fn datanode_in_cluster(
     config: Option<PathBuf>,
-    rest_port: Option<u16>,
+    front: Option<ApiArgs>,
     mgmd: Vec<String>,
     node_id: Option<u16>,
     data_dir: Option<PathBuf>,
@@ -419,32 +469,35 @@ fn datanode_in_cluster(
     let node = tern_runtime::DataNode::start(cfg).map_err(|e| anyhow::anyhow!(e))?;
     publisher.attach(node.map_publisher());
     tracing::info!(addr = %node.local_addr(), rows = node.recovered_rows, durable_epoch = node.durable_epoch, "data node listening");
-    let r = serve_until_stopped(node, rest_port);
+    let r = serve_until_stopped(node, front);
     // Heartbeats go on until the node has stopped, then the last durable epoch is reported.
     member_stop.store(true, Ordering::SeqCst);
     let _ = member.join();
     r
 }
 
-fn serve_until_stopped(node: tern_runtime::DataNode, rest_port: Option<u16>) -> Result<()> {
+fn serve_until_stopped(node: tern_runtime::DataNode, front: Option<ApiArgs>) -> Result<()> {
     while !node.wait_started(Duration::from_millis(50)) {
         if stop_requested() {
             break;
         }
     }
     tracing::info!(addr = %node.local_addr(), "data node started");
-    if let Some(port) = rest_port {
-        start_colocated_rest(&node, port)?;
-    }
-    while !stop_requested() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let r = match front {
+        Some(a) if !stop_requested() => serve_colocated(&node, a),
+        _ => {
+            while !stop_requested() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Ok(())
+        }
+    };
     tracing::info!("stopping");
     node.shutdown();
-    Ok(())
+    r
 }
 
-fn datanode(config: Option<PathBuf>, rest_port: Option<u16>, data_dir: Option<PathBuf>) -> Result<()> {
+fn datanode(config: Option<PathBuf>, front: Option<ApiArgs>, data_dir: Option<PathBuf>) -> Result<()> {
     let mut toml = match &config {
         Some(p) => config::DatanodeToml::load(p)?,
         None => config::DatanodeToml::default(),
@@ -459,36 +512,18 @@ fn datanode(config: Option<PathBuf>, rest_port: Option<u16>, data_dir: Option<Pa
     install_signal_handlers();
     let node = tern_runtime::DataNode::start(cfg).map_err(|e| anyhow::anyhow!(e))?;
     tracing::info!(addr = %node.local_addr(), rows = node.recovered_rows, durable_epoch = node.durable_epoch, "data node listening");
-    serve_until_stopped(node, rest_port)
+    serve_until_stopped(node, front)
 }
 
-/// Serves the REST API from the data node's process through the in-process transport.
-fn start_colocated_rest(node: &tern_runtime::DataNode, port: u16) -> Result<()> {
-    let opts = tern_rest::config::RestOptions {
-        listen: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
-        ..Default::default()
-    };
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<std::net::SocketAddr, String>>(1);
-    let tx2 = tx.clone();
+/// Serves the front ends `a` asks for from the data node's process, through the in-process
+/// transport, until a stop is requested.
+fn serve_colocated(node: &tern_runtime::DataNode, a: ApiArgs) -> Result<()> {
     let connector = node.local_connector();
-    std::thread::Builder::new().name("tern-rest-main".into()).spawn(move || {
-        let connect = move || {
-            tern_client::Client::connect_local(|sink| Box::new(connector.connect(sink))).map_err(|e| e.to_string())
-        };
-        if let Err(e) = tern_rest::run(connect, opts, |addr| {
-            let _ = tx.send(Ok(addr));
-        }) {
-            let _ = tx2.send(Err(e));
-        }
-    })?;
-    match rx.recv() {
-        Ok(Ok(addr)) => {
-            tracing::info!(%addr, "REST API listening (colocated)");
-            Ok(())
-        }
-        Ok(Err(e)) => bail!(e),
-        Err(_) => bail!("the REST server stopped"),
-    }
+    let connect =
+        move || tern_client::Client::connect_local(|sink| Box::new(connector.connect(sink))).map_err(|e| e.to_string());
+    let cfg = tern_rest::config::RonDbConfig::default();
+    let opts = rest_options(&a, &cfg)?;
+    serve_front_ends(&a, &cfg, opts, Arc::new(connect))
 }
 
 /// mimalloc option ids (mimalloc.h v2 `mi_option_e`).
@@ -605,16 +640,7 @@ fn api(a: ApiArgs) -> Result<()> {
     };
     let level = cfg.log.as_ref().and_then(|l| l.level.clone()).unwrap_or_else(|| "info".into()).to_lowercase();
     init_logging(&level);
-    let mut opts = tern_rest::config::RestOptions::from_config(&cfg).map_err(|e| anyhow::anyhow!(e))?;
-    if let Some(path) = &a.toml {
-        crate::config::ApiToml::load(path)?.apply_rest(&mut opts)?;
-    }
-    if a.rest_port.is_some() || a.rest_ip.is_some() {
-        let ip = a.rest_ip.clone().unwrap_or_else(|| opts.listen.ip().to_string());
-        let port = a.rest_port.unwrap_or(opts.listen.port());
-        opts.listen = format!("{ip}:{port}").parse().with_context(|| format!("'{ip}:{port}' is not an address"))?;
-    }
-    opts.spin = Duration::from_micros(a.spin_us.min(10_000));
+    let opts = rest_options(&a, &cfg)?;
     install_signal_handlers();
     // The data node may still be starting: try for a while (inside the REST runtime).
     let (datanode, mgmd) = api_datanodes(&a, &cfg)?;
@@ -635,29 +661,59 @@ fn api(a: ApiArgs) -> Result<()> {
             }
         }
     };
-    let redis = redis_options(&cfg, &a, &opts)?;
+    serve_front_ends(&a, &cfg, opts, Arc::new(connect))
+}
+
+/// The REST options: the config JSON's, then the TOML's `[rest]`, then the flags.
+fn rest_options(a: &ApiArgs, cfg: &tern_rest::config::RonDbConfig) -> Result<tern_rest::config::RestOptions> {
+    let mut opts = tern_rest::config::RestOptions::from_config(cfg).map_err(|e| anyhow::anyhow!(e))?;
+    if let Some(path) = &a.toml {
+        crate::config::ApiToml::load(path)?.apply_rest(&mut opts)?;
+    }
+    if a.rest_port.is_some() || a.rest_ip.is_some() {
+        let ip = a.rest_ip.clone().unwrap_or_else(|| opts.listen.ip().to_string());
+        let port = a.rest_port.unwrap_or(opts.listen.port());
+        opts.listen = format!("{ip}:{port}").parse().with_context(|| format!("'{ip}:{port}' is not an address"))?;
+    }
+    opts.spin = Duration::from_micros(a.spin_us.min(10_000));
+    Ok(opts)
+}
+
+/// A front end's way to a data node: a new client (the API server's over TCP, a colocated
+/// front end's in-process).
+type Connect = Arc<dyn Fn() -> Result<tern_client::Client, String> + Send + Sync>;
+
+/// Runs the REST, Redis and MySQL front ends `a` asks for, on clients from `connect`, until a stop
+/// is requested (Err: one could not start or stopped).
+fn serve_front_ends(
+    a: &ApiArgs,
+    cfg: &tern_rest::config::RonDbConfig,
+    opts: tern_rest::config::RestOptions,
+    connect: Connect,
+) -> Result<()> {
+    let redis = redis_options(cfg, a, &opts)?;
     // Durable acknowledgement per front end (`[rest] durable_commit`, `[redis] appendfsync`,
     // `[mysql] durable_commit`): every transaction of that front end's client is durable.
     let (rest_durable, redis_durable, mysql_durable) = match &a.toml {
         Some(path) => crate::config::ApiToml::load(path)?.durable_commits()?,
         None => (false, false, false),
     };
-    let durable = |on: bool, connect: Arc<dyn Fn() -> Result<tern_client::Client, String> + Send + Sync>| {
-        move || connect().inspect(|c| c.set_durable_commits(on))
-    };
-    let connect: Arc<dyn Fn() -> Result<tern_client::Client, String> + Send + Sync> = Arc::new(connect);
+    let durable = |on: bool, connect: Connect| move || connect().inspect(|c| c.set_durable_commits(on));
     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(&str, std::net::SocketAddr), String>>(4);
-    let (rest_tx, rest_err) = (tx.clone(), tx.clone());
-    let rest_connect = durable(rest_durable, connect.clone());
-    std::thread::Builder::new().name("tern-rest-main".into()).spawn(move || {
-        if let Err(e) = tern_rest::run(rest_connect, opts, |addr| {
-            let _ = rest_tx.send(Ok(("REST API", addr)));
-        }) {
-            let _ = rest_err.send(Err(e));
-        }
-    })?;
-    let mut waiting = 1;
-    if let Some(mopts) = mysql_options(&a)? {
+    let mut waiting = 0;
+    if !a.no_rest {
+        waiting += 1;
+        let (rest_tx, rest_err) = (tx.clone(), tx.clone());
+        let rest_connect = durable(rest_durable, connect.clone());
+        std::thread::Builder::new().name("tern-rest-main".into()).spawn(move || {
+            if let Err(e) = tern_rest::run(rest_connect, opts, |addr| {
+                let _ = rest_tx.send(Ok(("REST API", addr)));
+            }) {
+                let _ = rest_err.send(Err(e));
+            }
+        })?;
+    }
+    if let Some(mopts) = mysql_options(a)? {
         waiting += 1;
         let (my_tx, my_err) = (tx.clone(), tx.clone());
         let my_connect = durable(mysql_durable, connect.clone());

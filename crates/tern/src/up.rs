@@ -69,6 +69,10 @@ pub struct UpArgs {
     /// Tern's TOML for the API server's front ends (`tern api --toml`; ports stay the flags').
     #[arg(long)]
     pub api_toml: Option<PathBuf>,
+    /// Serve REST, Redis and MySQL from a separate API server process also with one data node
+    /// (where by default they run inside the data node's process, with no socket between them).
+    #[arg(long)]
+    pub api_process: bool,
 }
 
 fn write_datanode_config(a: &UpArgs, dir: &Path) -> Result<PathBuf> {
@@ -335,6 +339,12 @@ fn mysql_ready(addr: &str) -> bool {
 }
 
 /// The API server is ready when its REST, Redis and MySQL front ends answer ("rest redis mysql").
+/// A data node with the front ends inside: "datanode rest redis mysql".
+fn colocated_ready(addrs: &str) -> bool {
+    let Some((datanode, api)) = addrs.split_once(' ') else { return false };
+    datanode_ready(datanode) && api_ready(api)
+}
+
 fn api_ready(addrs: &str) -> bool {
     let mut it = addrs.split(' ');
     let (Some(rest), Some(redis), Some(mysql)) = (it.next(), it.next(), it.next()) else { return false };
@@ -455,13 +465,39 @@ pub fn run(a: UpArgs) -> Result<()> {
     port_free(a.redis_port, "Redis", "--redis-port")?;
     port_free(a.mysql_port, "MySQL", "--mysql-port")?;
     let rest = format!("127.0.0.1:{}", a.rest_port);
-    let (mut children, addr) = if a.datanodes == 1 && a.replicas == 1 {
-        // The lightest setup: one data node, no management node.
+    let redis = format!("127.0.0.1:{}", a.redis_port);
+    let mysql = format!("127.0.0.1:{}", a.mysql_port);
+    let api_toml = match &a.api_toml {
+        Some(t) => {
+            let t = t.canonicalize().with_context(|| format!("--api-toml {}", t.display()))?;
+            crate::config::ApiToml::load(&t)?;
+            Some(t.display().to_string())
+        }
+        None => None,
+    };
+    let single = a.datanodes == 1 && a.replicas == 1;
+    let (mut children, addr) = if single {
+        // The lightest setup: one data node, no management node; the front ends run inside it
+        // (in-process transport) unless --api-process.
         port_free(a.datanode_port, "data node", "--datanode-port")?;
         let addr = format!("127.0.0.1:{}", a.datanode_port);
         let config = write_datanode_config(&a, &dir)?;
-        let datanode_args = vec!["datanode".into(), "--config".into(), config.display().to_string()];
-        (vec![Supervised::start("data node 1".into(), datanode_args, addr.clone(), datanode_ready, true)?], addr)
+        let mut datanode_args = vec!["datanode".into(), "--config".into(), config.display().to_string()];
+        let (ready, ready_addr): (fn(&str) -> bool, String) = if a.api_process {
+            (datanode_ready, addr.clone())
+        } else {
+            datanode_args.extend(["--rest-port".into(), a.rest_port.to_string()]);
+            datanode_args.extend(["--redis-port".into(), a.redis_port.to_string()]);
+            datanode_args.extend(["--mysql-port".into(), a.mysql_port.to_string()]);
+            if let Some(t) = a.mysql_threads {
+                datanode_args.extend(["--mysql-threads".into(), t.to_string()]);
+            }
+            if let Some(t) = &api_toml {
+                datanode_args.extend(["--api-toml".into(), t.clone()]);
+            }
+            (colocated_ready, format!("{addr} {rest} {redis} {mysql}"))
+        };
+        (vec![Supervised::start("data node 1".into(), datanode_args, ready_addr, ready, true)?], addr)
     } else {
         start_cluster(&a, &dir)?
     };
@@ -488,20 +524,18 @@ pub fn run(a: UpArgs) -> Result<()> {
     if let Some(t) = a.mysql_threads {
         api_args.extend(["--mysql-threads".into(), t.to_string()]);
     }
-    if let Some(t) = &a.api_toml {
-        let t = t.canonicalize().with_context(|| format!("--api-toml {}", t.display()))?;
-        crate::config::ApiToml::load(&t)?;
-        api_args.extend(["--toml".into(), t.display().to_string()]);
+    if let Some(t) = &api_toml {
+        api_args.extend(["--toml".into(), t.clone()]);
     }
-    let redis = format!("127.0.0.1:{}", a.redis_port);
-    let mysql = format!("127.0.0.1:{}", a.mysql_port);
-    match Supervised::start("API server".into(), api_args, format!("{rest} {redis} {mysql}"), api_ready, false) {
-        Ok(s) => children.push(s),
-        Err(e) => {
-            for c in &mut children {
-                c.stop();
+    if !single || a.api_process {
+        match Supervised::start("API server".into(), api_args, format!("{rest} {redis} {mysql}"), api_ready, false) {
+            Ok(s) => children.push(s),
+            Err(e) => {
+                for c in &mut children {
+                    c.stop();
+                }
+                return Err(e);
             }
-            return Err(e);
         }
     }
     let mgmd = if a.datanodes == 1 && a.replicas == 1 {

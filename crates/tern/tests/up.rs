@@ -180,6 +180,7 @@ fn a_crash_looping_api_server_never_stops_the_datanode() {
         .args(["--datanode-port", &port.to_string(), "--rest-port", &free_port().to_string()])
         .args(["--redis-port", &free_port().to_string(), "--mysql-port", &mysql.to_string()])
         .args(["--data-memory", "128M", "--ldm-workers", "2", "--datanodes", "1", "--replicas", "1"])
+        .arg("--api-process")
         .env("TERN_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
