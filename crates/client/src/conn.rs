@@ -138,6 +138,19 @@ pub struct ReplyFuture {
 /// Longest an async poll spins for a reply that usually comes back fast.
 const POLL_SPIN_MAX_US: u64 = 50;
 
+thread_local! {
+    /// Whether a reply awaited on this thread may be spun for (see `allow_reply_spin`).
+    static REPLY_SPIN: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Lets replies awaited on this thread from now on be spun for briefly (the default), or not: a
+/// front end whose executor thread has other clients' work waiting turns it off, since spinning
+/// would hold that work back (with an in-process data node on a small machine it also takes
+/// the data node's CPU).
+pub fn allow_reply_spin(on: bool) {
+    REPLY_SPIN.with(|s| s.set(on));
+}
+
 impl Future for ReplyFuture {
     type Output = Result<Reply, TernError>;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -151,8 +164,9 @@ impl Future for ReplyFuture {
         // callers behind this one on the same executor thread (each poll a wasted `recv`): the
         // reader task or thread completes the slots then.
         let ewma = self.conn.reply_ewma_us.load(Ordering::Relaxed);
-        let alone =
-            !self.spun && self.conn.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len() <= 1;
+        let alone = !self.spun
+            && REPLY_SPIN.with(std::cell::Cell::get)
+            && self.conn.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len() <= 1;
         if !alone {
             self.spun = true;
             let mut s = self.slot.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -26,7 +26,7 @@ pub mod frontend;
 pub mod spinwatch;
 
 use conn::Conn;
-pub use conn::{IN_FLIGHT_MAX, ReplyFuture, flush_deferred, set_defer_sends};
+pub use conn::{IN_FLIGHT_MAX, ReplyFuture, allow_reply_spin, flush_deferred, set_defer_sends};
 
 /// Data node addresses the management nodes say are not serving (failed, restarting): clients
 /// of this process try them last (see `set_down_nodes`).
@@ -119,6 +119,9 @@ struct Inner {
     /// connection), and which of them the connections go to now. When the first connection
     /// closes, the next address that answers takes over (failover to another data node).
     addrs: Vec<String>,
+    /// An in-process client's way to open a connection to a given worker (distribution
+    /// awareness without sockets); None for TCP and single-connection in-process clients.
+    local: Option<LocalMaker>,
     current: std::sync::atomic::AtomicUsize,
     /// Worker threads of the node.
     workers: u16,
@@ -171,7 +174,7 @@ impl Client {
         for i in try_order(&addrs, 0) {
             let a = &addrs[i];
             match Conn::tcp(a, opts.connect_timeout) {
-                Ok(conn) => return Client::init(conn, addrs.clone(), i, opts),
+                Ok(conn) => return Client::init(conn, addrs.clone(), i, opts, None),
                 Err(e) => last = e,
             }
         }
@@ -182,10 +185,24 @@ impl Client {
     pub fn connect_local(
         make: impl FnOnce(tern_wire::ReplySink) -> Box<dyn tern_wire::LocalTransport>,
     ) -> Result<Client> {
-        Client::init(Conn::local(make), Vec::new(), 0, ClientOptions::default())
+        Client::init(Conn::local(make), Vec::new(), 0, ClientOptions::default(), None)
     }
 
-    fn init(conn: Arc<Conn>, addrs: Vec<String>, current: usize, opts: ClientOptions) -> Result<Client> {
+    /// Connects through an in-process transport that can reach each worker (`make(Some(w), ..)`;
+    /// `None`: any): like a TCP client, a batch whose rows all live on one worker goes to that
+    /// worker's tc, so it never crosses to another thread there.
+    pub fn connect_local_workers(make: LocalMaker) -> Result<Client> {
+        let first = make.clone();
+        Client::init(Conn::local(move |sink| first(None, sink)), Vec::new(), 0, ClientOptions::default(), Some(make))
+    }
+
+    fn init(
+        conn: Arc<Conn>,
+        addrs: Vec<String>,
+        current: usize,
+        opts: ClientOptions,
+        local: Option<LocalMaker>,
+    ) -> Result<Client> {
         let hello = Request::Hello { client_name: "tern-client".into(), worker: None };
         let (workers, first_worker) = match conn.send(&hello)?.wait(&conn, opts.request_timeout)? {
             Reply::Welcome { workers, worker, .. } => (workers.max(1), worker),
@@ -196,6 +213,7 @@ impl Client {
                 conn: RwLock::new((conn, first_worker)),
                 reconnect_at: std::sync::Mutex::new(None),
                 addrs,
+                local,
                 current: std::sync::atomic::AtomicUsize::new(current),
                 workers,
                 per_worker: (0..workers).map(|_| RwLock::new(None)).collect(),
@@ -298,7 +316,7 @@ impl Client {
     fn conn_for_worker(&self, w: u16) -> Arc<Conn> {
         let inner = &self.inner;
         if inner.addrs.is_empty() {
-            return self.main_conn();
+            return self.local_conn_for_worker(w);
         }
         let addr = &inner.addrs[inner.current.load(Ordering::Relaxed) % inner.addrs.len()];
         let first = inner.conn.read().unwrap_or_else(std::sync::PoisonError::into_inner).1;
@@ -342,10 +360,32 @@ impl Client {
     /// worker's partitions, that worker's connection, so its tc, ldm and socket share a thread
     /// (NDB's distribution-aware TC choice). A batch spread over workers keeps the client's first
     /// connection: a stable home spreads concurrent clients evenly over the workers.
+    /// An in-process client's connection to worker `w` (opened on first use).
+    fn local_conn_for_worker(&self, w: u16) -> Arc<Conn> {
+        let inner = &self.inner;
+        let Some(make) = &inner.local else { return self.main_conn() };
+        let main = self.main_conn();
+        let first = inner.conn.read().unwrap_or_else(std::sync::PoisonError::into_inner).1;
+        if w == first || w >= inner.workers || main.is_closed() {
+            return main;
+        }
+        let mut slot = inner.per_worker[w as usize].write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match slot.as_ref() {
+            Some(c) if !c.is_closed() => c.clone(),
+            _ => {
+                let make = make.clone();
+                let c = Conn::local(move |sink| make(Some(w), sink));
+                *slot = Some(c.clone());
+                c
+            }
+        }
+    }
+
     fn conn_for_batch(&self, ops: &[KeyOp]) -> Arc<Conn> {
         // Mixed batches stop at the second worker seen, so looking at many ops costs little.
         const ROUTE_OPS_MAX: usize = 4096;
-        if self.inner.addrs.is_empty() || self.inner.workers <= 1 || ops.is_empty() || ops.len() > ROUTE_OPS_MAX {
+        let routable = !self.inner.addrs.is_empty() || self.inner.local.is_some();
+        if !routable || self.inner.workers <= 1 || ops.is_empty() || ops.len() > ROUTE_OPS_MAX {
             return self.main_conn();
         }
         let mut worker = None;
@@ -828,6 +868,10 @@ impl TableHandle {
         })
     }
 }
+
+/// Opens an in-process connection to a worker (`None`: any) delivering replies to the sink.
+pub type LocalMaker =
+    Arc<dyn Fn(Option<u16>, tern_wire::ReplySink) -> Box<dyn tern_wire::LocalTransport> + Send + Sync>;
 
 /// A transaction: batches of operations executed NoCommit / Commit / Rollback.
 pub struct Transaction {

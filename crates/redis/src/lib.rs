@@ -168,6 +168,9 @@ pub struct Live {
     pub timeout_s: AtomicU64,
     pub max_bulk: AtomicUsize,
     pub max_pending: AtomicUsize,
+    /// Connections running commands now: with more than there are worker threads, a command
+    /// does not spin for its reply (`tern_client::allow_reply_spin`), as others' work waits.
+    pub busy: AtomicUsize,
 }
 
 /// How often a waiting connection looks at its idle time and at a changed `timeout`.
@@ -232,6 +235,7 @@ impl Server {
             timeout_s: AtomicU64::new(opts.timeout.as_secs()),
             max_bulk: AtomicUsize::new(opts.limits.max_bulk),
             max_pending: AtomicUsize::new(opts.max_pending),
+            busy: AtomicUsize::new(0),
         };
         let opts_durable = opts.durable_databases.iter().copied().collect();
         Arc::new_cyclic(|me| Server {
@@ -369,7 +373,10 @@ impl Server {
             let more_ready = cmds.len() == PIPELINE_MAX;
             let mut open = true;
             if !cmds.is_empty() {
+                let busy = self.live.busy.fetch_add(1, Ordering::Relaxed) + 1;
+                tern_client::allow_reply_spin(busy <= self.opts.threads);
                 open = self.run_pipeline(&mut sess, cmds, &mut out).await;
+                self.live.busy.fetch_sub(1, Ordering::Relaxed);
             }
             if open && fatal.is_none() && buf.len() + parser.held() > self.live.max_pending.load(Ordering::Relaxed) {
                 fatal = Some(

@@ -361,8 +361,13 @@ pub struct LocalConnector {
 
 impl LocalConnector {
     pub fn connect(&self, sink: ReplySink) -> LocalConn {
+        self.connect_to(None, sink)
+    }
+
+    /// A connection served by worker `worker` (None: spread over the workers).
+    pub fn connect_to(&self, worker: Option<u16>, sink: ReplySink) -> LocalConn {
         let client = self.shared.next_client.fetch_add(1, Ordering::Relaxed) | (1 << 62);
-        let w = (client as usize) % self.mailboxes.len();
+        let w = worker.map_or(client as usize, usize::from) % self.mailboxes.len();
         let mailbox = self.mailboxes[w].clone();
         mailbox.push(Inbound::LocalOpen { client, sink });
         LocalConn { client, mailbox }

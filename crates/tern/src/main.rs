@@ -519,8 +519,8 @@ fn datanode(config: Option<PathBuf>, front: Option<ApiArgs>, data_dir: Option<Pa
 /// transport, until a stop is requested.
 fn serve_colocated(node: &tern_runtime::DataNode, a: ApiArgs) -> Result<()> {
     let connector = node.local_connector();
-    let connect =
-        move || tern_client::Client::connect_local(|sink| Box::new(connector.connect(sink))).map_err(|e| e.to_string());
+    let make: tern_client::LocalMaker = Arc::new(move |w, sink| Box::new(connector.connect_to(w, sink)));
+    let connect = move || tern_client::Client::connect_local_workers(make.clone()).map_err(|e| e.to_string());
     let cfg = tern_rest::config::RonDbConfig::default();
     let opts = rest_options(&a, &cfg)?;
     serve_front_ends(&a, &cfg, opts, Arc::new(connect))

@@ -519,7 +519,8 @@ fn redis_set(port: u16, key: &str) -> bool {
     matches!(s.read(&mut buf), Ok(5) if &buf == b"+OK\r\n")
 }
 
-/// Durable acknowledgement from the front doors: with Redis `CONFIG SET appendfsync always`,
+/// Durable acknowledgement from the front doors (served from inside the data node, `tern up`'s
+/// topology with one data node): with Redis `CONFIG SET appendfsync always`,
 /// MySQL `SET SESSION tern_durable_commit = 1` and REST's `[rest] durable_commit = true`, every
 /// acknowledged write survives a SIGKILL of the data node that comes right after it (the angel restarts the node, which recovers from disk).
 #[test]
@@ -565,6 +566,8 @@ fn durable_acknowledgements_from_redis_and_sql_survive_sigkill() {
     );
     assert_eq!(redis_cmd(redis, &["CONFIG", "SET", "appendfsync", "always"]), "+OK\r\n");
     assert!(redis_cmd(redis, &["CONFIG", "GET", "appendfsync"]).contains("always"));
+    // With one data node the front ends run inside it: no API server process.
+    assert!(child_pid(child.id(), "api").is_none(), "a separate API server runs");
     for round in 0..3 {
         let pid = child_pid(child.id(), "datanode").expect("data node");
         // Acknowledged durable writes, then at once SIGKILL.
