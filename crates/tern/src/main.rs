@@ -521,7 +521,11 @@ fn serve_colocated(node: &tern_runtime::DataNode, a: ApiArgs) -> Result<()> {
     let connector = node.local_connector();
     let make: tern_client::LocalMaker = Arc::new(move |w, sink| Box::new(connector.connect_to(w, sink)));
     let connect = move || tern_client::Client::connect_local_workers(make.clone()).map_err(|e| e.to_string());
-    let cfg = tern_rest::config::RonDbConfig::default();
+    // RonDB's REST config JSON, as `tern api` reads it (`tern up` passes RDRS_CONFIG_FILE on).
+    let cfg = match std::env::var_os("RDRS_CONFIG_FILE") {
+        Some(p) => tern_rest::config::RonDbConfig::load(std::path::Path::new(&p)).map_err(|e| anyhow::anyhow!(e))?,
+        None => tern_rest::config::RonDbConfig::default(),
+    };
     let opts = rest_options(&a, &cfg)?;
     serve_front_ends(&a, &cfg, opts, Arc::new(connect))
 }
