@@ -438,7 +438,16 @@ impl Client {
     }
 
     pub fn refresh_catalog(&self) -> Result<Arc<Catalog>> {
-        match self.call(Request::GetCatalog)? {
+        self.install_catalog(self.call(Request::GetCatalog)?)
+    }
+
+    /// `refresh_catalog` without blocking the calling thread.
+    pub async fn refresh_catalog_async(&self) -> Result<Arc<Catalog>> {
+        self.install_catalog(self.call_async(&Request::GetCatalog).await?)
+    }
+
+    fn install_catalog(&self, reply: Reply) -> Result<Arc<Catalog>> {
+        match reply {
             Reply::Catalog(c) => {
                 let c = Arc::new(*c);
                 *self.inner.routing.write().unwrap_or_else(std::sync::PoisonError::into_inner) = c
@@ -489,47 +498,70 @@ impl Client {
 
     /// Runs a schema change; returns the new catalog version (and refreshes the local catalog).
     pub fn ddl(&self, req: DdlReq) -> Result<u64> {
-        match self.call(Request::Ddl(req))? {
-            Reply::DdlDone { catalog_version } => {
-                self.refresh_catalog()?;
-                Ok(catalog_version)
-            }
-            r => Err(unexpected(r)),
-        }
+        let v = ddl_done(self.call(Request::Ddl(req))?)?;
+        self.refresh_catalog()?;
+        Ok(v)
+    }
+
+    /// `ddl` without blocking the calling thread.
+    pub async fn ddl_async(&self, req: DdlReq) -> Result<u64> {
+        let v = ddl_done(self.call_async(&Request::Ddl(req)).await?)?;
+        self.refresh_catalog_async().await?;
+        Ok(v)
     }
 
     pub fn status(&self) -> Result<StatusInfo> {
-        match self.call(Request::Status)? {
-            Reply::Status(s) => Ok(s),
-            r => Err(unexpected(r)),
-        }
+        status_of(self.call(Request::Status)?)
+    }
+
+    /// `status` without blocking the calling thread.
+    pub async fn status_async(&self) -> Result<StatusInfo> {
+        status_of(self.call_async(&Request::Status).await?)
     }
 
     /// Reserves `count` AUTO_INCREMENT values of a table; returns the first.
     pub fn auto_increment(&self, table: u32, count: u32) -> Result<(u64, u32)> {
-        match self.call(Request::AutoInc { table, count })? {
-            Reply::AutoIncRange { start, count } => Ok((start, count)),
-            r => Err(unexpected(r)),
-        }
+        auto_inc_range(self.call(Request::AutoInc { table, count })?)
+    }
+
+    /// `auto_increment` without blocking the calling thread.
+    pub async fn auto_increment_async(&self, table: u32, count: u32) -> Result<(u64, u32)> {
+        auto_inc_range(self.call_async(&Request::AutoInc { table, count }).await?)
     }
 
     /// The next AUTO_INCREMENT value of a table. Values come from the data node in ranges of
     /// `AUTO_INC_PREFETCH` (like NDB's `ndb_autoincrement_prefetch_sz`), so they are unique
     /// cluster-wide and increasing per client, not gap-free.
     pub fn next_auto_increment(&self, table: u32) -> Result<u64> {
-        {
-            let mut m = self.inner.auto_inc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some((next, end)) = m.get_mut(&table)
-                && *next < *end
-            {
-                *next += 1;
-                return Ok(*next - 1);
-            }
+        if let Some(v) = self.cached_auto_increment(table) {
+            return Ok(v);
         }
-        let (start, count) = self.auto_increment(table, AUTO_INC_PREFETCH)?;
+        Ok(self.new_auto_inc_range(table, self.auto_increment(table, AUTO_INC_PREFETCH)?))
+    }
+
+    /// `next_auto_increment` without blocking the calling thread.
+    pub async fn next_auto_increment_async(&self, table: u32) -> Result<u64> {
+        if let Some(v) = self.cached_auto_increment(table) {
+            return Ok(v);
+        }
+        Ok(self.new_auto_inc_range(table, self.auto_increment_async(table, AUTO_INC_PREFETCH).await?))
+    }
+
+    /// The next prefetched AUTO_INCREMENT value of a table, if one is left.
+    fn cached_auto_increment(&self, table: u32) -> Option<u64> {
+        let mut m = self.inner.auto_inc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (next, end) = m.get_mut(&table)?;
+        (*next < *end).then(|| {
+            *next += 1;
+            *next - 1
+        })
+    }
+
+    /// Keeps a new range (its first value is taken now and returned).
+    fn new_auto_inc_range(&self, table: u32, (start, count): (u64, u32)) -> u64 {
         let mut m = self.inner.auto_inc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         m.insert(table, (start + 1, start + count as u64));
-        Ok(start)
+        start
     }
 
     /// Whether this client's next AUTO_INCREMENT value of a table already exceeds `used` (no
@@ -543,44 +575,73 @@ impl Client {
     /// with that value explicitly, as MySQL and NDB do): drops cached values up to it and, when
     /// the data node's counter is not past it, reserves the values up to it.
     pub fn bump_auto_increment(&self, table: u32, used: u64) -> Result<()> {
-        {
-            let mut m = self.inner.auto_inc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some((next, end)) = m.get_mut(&table) {
-                if *next > used {
-                    return Ok(());
-                }
-                if *end > used + 1 {
-                    *next = used + 1;
-                    return Ok(());
-                }
-                m.remove(&table);
-            }
+        if self.bump_cached_auto_increment(table, used) {
+            return Ok(());
         }
         loop {
-            let (start, count) = self.auto_increment(table, 1)?;
-            let past = start + count as u64;
-            if past > used {
-                let mut m = self.inner.auto_inc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                m.insert(table, (start, past));
-                return Ok(());
-            }
-            let gap = (used + 1 - past).min(u32::MAX as u64) as u32;
-            self.auto_increment(table, gap)?;
+            let got = self.auto_increment(table, 1)?;
+            match self.bumped_past(table, used, got) {
+                None => return Ok(()),
+                Some(gap) => self.auto_increment(table, gap)?,
+            };
         }
+    }
+
+    /// `bump_auto_increment` without blocking the calling thread.
+    pub async fn bump_auto_increment_async(&self, table: u32, used: u64) -> Result<()> {
+        if self.bump_cached_auto_increment(table, used) {
+            return Ok(());
+        }
+        loop {
+            let got = self.auto_increment_async(table, 1).await?;
+            match self.bumped_past(table, used, got) {
+                None => return Ok(()),
+                Some(gap) => self.auto_increment_async(table, gap).await?,
+            };
+        }
+    }
+
+    /// `bump_auto_increment` within the cached range: true when that was enough (else the
+    /// cached range is dropped).
+    fn bump_cached_auto_increment(&self, table: u32, used: u64) -> bool {
+        let mut m = self.inner.auto_inc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some((next, end)) = m.get_mut(&table) else { return false };
+        if *next > used {
+            return true;
+        }
+        if *end > used + 1 {
+            *next = used + 1;
+            return true;
+        }
+        m.remove(&table);
+        false
+    }
+
+    /// After reserving `(start, count)`: None when the counter is now past `used` (the range
+    /// is kept), else how many more values to reserve to get there.
+    fn bumped_past(&self, table: u32, used: u64, (start, count): (u64, u32)) -> Option<u32> {
+        let past = start + count as u64;
+        if past > used {
+            let mut m = self.inner.auto_inc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            m.insert(table, (start, past));
+            return None;
+        }
+        Some((used + 1 - past).min(u32::MAX as u64) as u32)
     }
 
     /// Fills generated values of a full row: an AUTO_INCREMENT column (or the hidden primary key
     /// of a table declared without one) given as NULL or 0 gets the next value, which is returned.
     pub fn fill_generated(&self, t: &TableHandle, values: &mut [Value]) -> Result<Option<u64>> {
-        let Some(c) = t.table.columns.iter().position(|c| c.auto_increment) else { return Ok(None) };
-        if values.len() != t.table.columns.len() {
-            return Err(TernError::new(ErrorCode::InvalidRequest, "one value per column expected"));
-        }
-        let v = &values[c];
-        if !(v.is_null() || v.as_i128() == Some(0)) {
-            return Ok(None);
-        }
+        let Some(c) = generated_column(t, values)? else { return Ok(None) };
         let n = self.next_auto_increment(t.id())?;
+        values[c] = Value::UInt(n);
+        Ok(Some(n))
+    }
+
+    /// `fill_generated` without blocking the calling thread.
+    pub async fn fill_generated_async(&self, t: &TableHandle, values: &mut [Value]) -> Result<Option<u64>> {
+        let Some(c) = generated_column(t, values)? else { return Ok(None) };
+        let n = self.next_auto_increment_async(t.id()).await?;
         values[c] = Value::UInt(n);
         Ok(Some(n))
     }
@@ -866,6 +927,37 @@ impl TableHandle {
         self.table.index_by_name(name).cloned().ok_or_else(|| {
             TernError::new(ErrorCode::NoSuchIndex, format!("Key '{name}' doesn't exist in table '{}'", self.table.name))
         })
+    }
+}
+
+/// The column of a full row to fill with the next AUTO_INCREMENT value (given as NULL or 0).
+fn generated_column(t: &TableHandle, values: &[Value]) -> Result<Option<usize>> {
+    let Some(c) = t.table.columns.iter().position(|c| c.auto_increment) else { return Ok(None) };
+    if values.len() != t.table.columns.len() {
+        return Err(TernError::new(ErrorCode::InvalidRequest, "one value per column expected"));
+    }
+    let v = &values[c];
+    Ok((v.is_null() || v.as_i128() == Some(0)).then_some(c))
+}
+
+fn ddl_done(reply: Reply) -> Result<u64> {
+    match reply {
+        Reply::DdlDone { catalog_version } => Ok(catalog_version),
+        r => Err(unexpected(r)),
+    }
+}
+
+fn status_of(reply: Reply) -> Result<StatusInfo> {
+    match reply {
+        Reply::Status(s) => Ok(s),
+        r => Err(unexpected(r)),
+    }
+}
+
+fn auto_inc_range(reply: Reply) -> Result<(u64, u32)> {
+    match reply {
+        Reply::AutoIncRange { start, count } => Ok((start, count)),
+        r => Err(unexpected(r)),
     }
 }
 

@@ -226,7 +226,7 @@ impl MysqlServer {
         };
         if let Some(db) = hr.database
             && !db.is_empty()
-            && let Err(e) = sess.use_db(&db)
+            && let Err(e) = sess.use_db(&db).await
         {
             let _ = self.send_err(&mut s, seq, &e).await;
             return;
@@ -307,7 +307,7 @@ impl MysqlServer {
                 }
                 com::INIT_DB => {
                     let db = String::from_utf8_lossy(arg).into_owned();
-                    match sess.use_db(&db) {
+                    match sess.use_db(&db).await {
                         Ok(()) => proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, "")),
                         Err(e) => proto::put_packets(&mut out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message)),
                     };

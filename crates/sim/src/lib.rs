@@ -1305,6 +1305,11 @@ impl Sim {
             let at = self.now + 1 + self.rng.below(20);
             let inc = self.incarnation;
             self.push(at, Event::Deliver { from: None, to: Addr::new(node, Block::Dict), sig, incarnation: inc });
+            if accepted && self.cluster.master() != Some(node) {
+                // A proposal of a master that failed meanwhile, committed after the new master
+                // looked: its membership thread sees the new version at its next heartbeat.
+                self.give_master_the_catalog();
+            }
             return;
         }
         if let ControlReq::Suspect(suspect) = req {

@@ -165,17 +165,11 @@ impl LoadJob {
         let h = self.h.clone();
         let mut rows = rows;
         if h.table.columns.iter().any(|c| c.auto_increment) {
-            let c = client.clone();
-            let h2 = h.clone();
-            let r = tokio::task::block_in_place(|| {
-                for r in rows.iter_mut() {
-                    c.fill_generated(&h2, r)?;
+            for r in rows.iter_mut() {
+                if let Err(e) = client.fill_generated_async(&h, r).await {
+                    self.error = Some(SqlError::from(e));
+                    return;
                 }
-                Ok::<_, tern_client::TernError>(())
-            });
-            if let Err(e) = r {
-                self.error = Some(SqlError::from(e));
-                return;
             }
         }
         let mut ops = Vec::with_capacity(rows.len());

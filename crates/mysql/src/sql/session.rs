@@ -505,16 +505,20 @@ impl Session {
         self.client.catalog().version
     }
 
-    fn refresh(&self) {
+    async fn refresh(&self) {
+        let _ = self.client.refresh_catalog_async().await;
+    }
+
+    /// `refresh` for the planner, which is not async: only when a statement names a table the
+    /// cached catalog does not know.
+    fn refresh_blocking(&self) {
         tern_client::flush_deferred();
         let c = self.client.clone();
         let _ = tokio::task::block_in_place(|| c.refresh_catalog());
     }
 
-    fn ddl(&self, req: DdlReq) -> Result<(), SqlError> {
-        tern_client::flush_deferred();
-        let c = self.client.clone();
-        tokio::task::block_in_place(|| c.ddl(req)).map(|_| ()).map_err(SqlError::from)
+    async fn ddl(&self, req: DdlReq) -> Result<(), SqlError> {
+        self.client.ddl_async(req).await.map(|_| ()).map_err(SqlError::from)
     }
 
     /// Whether this user may use database `db` (1044 otherwise).
@@ -543,14 +547,14 @@ impl Session {
         Ok(())
     }
 
-    pub fn use_db(&mut self, db: &str) -> Result<(), SqlError> {
+    pub async fn use_db(&mut self, db: &str) -> Result<(), SqlError> {
         self.check_db(db)?;
         if db.eq_ignore_ascii_case("information_schema") {
             self.db = Some("information_schema".into());
             return Ok(());
         }
         if !self.client.databases().iter().any(|d| d == db) {
-            self.refresh();
+            self.refresh().await;
             if !self.client.databases().iter().any(|d| d == db) {
                 return Err(SqlError::new(1049, "42000", format!("Unknown database '{db}'")));
             }
@@ -666,7 +670,7 @@ impl Session {
         match r {
             Err(e) if e.is(ErrorCode::SchemaChanged) && !self.ts.open => {
                 // The schema changed under us (another API server): refresh and plan again.
-                self.refresh();
+                self.refresh().await;
                 let again = Arc::new(self.plan(prep.stmt.clone(), prep.params)?);
                 self.execute_plan(&again, params).await
             }
@@ -805,7 +809,7 @@ impl Session {
                 Ok(Answer::ok())
             }
             Statement::Use(db) => {
-                self.use_db(db)?;
+                self.use_db(db).await?;
                 Ok(Answer::ok())
             }
             Statement::SetNames | Statement::SetTransaction | Statement::Noop => Ok(Answer::ok()),
@@ -845,7 +849,7 @@ impl Session {
             }
             Statement::CreateDatabase { name, if_not_exists } => {
                 self.check_db(name)?;
-                match self.ddl(DdlReq::CreateDatabase { name: name.clone(), if_not_exists: *if_not_exists }) {
+                match self.ddl(DdlReq::CreateDatabase { name: name.clone(), if_not_exists: *if_not_exists }).await {
                     Err(e) if e.is(ErrorCode::DatabaseExists) => {
                         Err(SqlError::new(1007, "HY000", format!("Can't create database '{name}'; database exists")))
                     }
@@ -854,7 +858,7 @@ impl Session {
             }
             Statement::DropDatabase { name, if_exists } => {
                 self.check_db(name)?;
-                match self.ddl(DdlReq::DropDatabase { name: name.clone(), if_exists: *if_exists }) {
+                match self.ddl(DdlReq::DropDatabase { name: name.clone(), if_exists: *if_exists }).await {
                     Err(e) if e.is(ErrorCode::NoSuchDatabase) => Err(SqlError::new(
                         1008,
                         "HY000",
@@ -872,7 +876,7 @@ impl Session {
             Statement::CreateTable(ct) => {
                 let db = self.need_db(ct.table.db.as_deref())?;
                 self.check_db(&db)?;
-                self.known_db(&db)?;
+                self.known_db(&db).await?;
                 let table = match &ct.like {
                     Some(other) => {
                         let src = self.table(Some(other.db.as_deref().unwrap_or(&db)), &other.name)?;
@@ -890,7 +894,7 @@ impl Session {
                     }
                     None => ddl::table_of(ct, &db)?,
                 };
-                match self.ddl(DdlReq::CreateTable { table, if_not_exists: ct.if_not_exists }) {
+                match self.ddl(DdlReq::CreateTable { table, if_not_exists: ct.if_not_exists }).await {
                     Err(e) if e.is(ErrorCode::TableExists) => {
                         Err(SqlError::new(1050, "42S01", format!("Table '{}' already exists", ct.table.name)))
                     }
@@ -902,11 +906,10 @@ impl Session {
                 for t in tables {
                     let db = self.need_db(t.db.as_deref())?;
                     self.check_db(&db)?;
-                    match self.ddl(DdlReq::DropTable {
-                        database: db.clone(),
-                        name: t.name.clone(),
-                        if_exists: *if_exists,
-                    }) {
+                    match self
+                        .ddl(DdlReq::DropTable { database: db.clone(), name: t.name.clone(), if_exists: *if_exists })
+                        .await
+                    {
                         Err(e) if e.is(ErrorCode::NoSuchTable) => missing.push(format!("{db}.{}", t.name)),
                         r => r?,
                     }
@@ -920,13 +923,13 @@ impl Session {
                 let db = self.need_db(table.db.as_deref())?;
                 let h = self.table(Some(&db), &table.name)?;
                 let idx = ddl::index_of(&h.table, index)?;
-                self.ddl(DdlReq::CreateIndex { database: db, table: table.name.clone(), index: idx })?;
+                self.ddl(DdlReq::CreateIndex { database: db, table: table.name.clone(), index: idx }).await?;
                 Ok(Answer::ok())
             }
             Statement::DropIndex { table, name } => {
                 let db = self.need_db(table.db.as_deref())?;
                 self.table(Some(&db), &table.name)?;
-                self.ddl(DdlReq::DropIndex { database: db, table: table.name.clone(), name: name.clone() })?;
+                self.ddl(DdlReq::DropIndex { database: db, table: table.name.clone(), name: name.clone() }).await?;
                 Ok(Answer::ok())
             }
             Statement::AlterTable { table, ops } => {
@@ -940,14 +943,16 @@ impl Session {
                                 database: db.clone(),
                                 table: table.name.clone(),
                                 index: idx,
-                            })?;
+                            })
+                            .await?;
                         }
                         AlterOp::DropIndex(name) => {
                             self.ddl(DdlReq::DropIndex {
                                 database: db.clone(),
                                 table: table.name.clone(),
                                 name: name.clone(),
-                            })?;
+                            })
+                            .await?;
                         }
                         AlterOp::AddColumn(_) | AlterOp::DropColumn(_) => {}
                     }
@@ -955,7 +960,7 @@ impl Session {
                 let column_ops: Vec<&AlterOp> =
                     ops.iter().filter(|o| matches!(o, AlterOp::AddColumn(_) | AlterOp::DropColumn(_))).collect();
                 if !column_ops.is_empty() {
-                    self.refresh();
+                    self.refresh().await;
                     let h = self.table(Some(&db), &table.name)?;
                     self.alter_columns(&h, &column_ops).await?;
                 }
@@ -1066,11 +1071,11 @@ impl Session {
         }
     }
 
-    fn known_db(&self, db: &str) -> Result<(), SqlError> {
+    async fn known_db(&self, db: &str) -> Result<(), SqlError> {
         if self.client.databases().iter().any(|d| d == db) {
             return Ok(());
         }
-        self.refresh();
+        self.refresh().await;
         if self.client.databases().iter().any(|d| d == db) {
             Ok(())
         } else {
@@ -1234,20 +1239,20 @@ impl Session {
             .collect();
         let db = old.database.clone();
         let tmp_name: String = format!("#alter#{}", old.name).chars().take(64).collect();
-        let _ = self.ddl(DdlReq::DropTable { database: db.clone(), name: tmp_name.clone(), if_exists: true });
+        let _ = self.ddl(DdlReq::DropTable { database: db.clone(), name: tmp_name.clone(), if_exists: true }).await;
         let mut tmp_def = def.clone();
         tmp_def.name = tmp_name.clone();
-        self.ddl(DdlReq::CreateTable { table: tmp_def, if_not_exists: false })?;
+        self.ddl(DdlReq::CreateTable { table: tmp_def, if_not_exists: false }).await?;
         let tmp = self.table(Some(&db), &tmp_name)?;
         let map = |r: &[Value]| -> Vec<Value> {
             from_old.iter().zip(&fill).map(|(o, f)| o.map(|i| r[i].clone()).unwrap_or_else(|| f.clone())).collect()
         };
         self.copy_rows(h, &tmp, &map).await?;
-        self.ddl(DdlReq::DropTable { database: db.clone(), name: old.name.clone(), if_exists: false })?;
-        self.ddl(DdlReq::CreateTable { table: def, if_not_exists: false })?;
+        self.ddl(DdlReq::DropTable { database: db.clone(), name: old.name.clone(), if_exists: false }).await?;
+        self.ddl(DdlReq::CreateTable { table: def, if_not_exists: false }).await?;
         let fresh = self.table(Some(&db), &old.name)?;
         self.copy_rows(&tmp, &fresh, &|r: &[Value]| r.to_vec()).await?;
-        self.ddl(DdlReq::DropTable { database: db, name: tmp_name, if_exists: false })?;
+        self.ddl(DdlReq::DropTable { database: db, name: tmp_name, if_exists: false }).await?;
         Ok(())
     }
 
@@ -1277,16 +1282,9 @@ impl Session {
                 }
                 rows.push(r);
             }
-            let c = self.client.clone();
-            let to2 = to.clone();
-            let rows = tokio::task::block_in_place(move || {
-                let mut rows = rows;
-                for r in rows.iter_mut() {
-                    c.fill_generated(&to2, r)?;
-                }
-                Ok::<_, tern_client::TernError>(rows)
-            })
-            .map_err(SqlError::from)?;
+            for r in rows.iter_mut() {
+                self.client.fill_generated_async(to, r).await.map_err(SqlError::from)?;
+            }
             for r in &rows {
                 ops.push(to.insert(r).map_err(SqlError::from)?);
             }
@@ -1296,9 +1294,7 @@ impl Session {
                 .map_err(SqlError::from)?;
         }
         if auto.is_some() && max_auto > 0 {
-            let c = self.client.clone();
-            let id = to.id();
-            tokio::task::block_in_place(|| c.bump_auto_increment(id, max_auto)).map_err(SqlError::from)?;
+            self.client.bump_auto_increment_async(to.id(), max_auto).await.map_err(SqlError::from)?;
         }
         Ok(())
     }
@@ -1332,7 +1328,7 @@ impl Session {
             |pat: &Option<String>, v: &str| pat.as_ref().is_none_or(|p| eval::like(v.as_bytes(), p.as_bytes()));
         match kind {
             ShowKind::Databases { like } => {
-                self.refresh();
+                self.refresh().await;
                 let mut dbs = self.client.databases();
                 dbs.push("information_schema".into());
                 dbs.sort();
@@ -1344,9 +1340,9 @@ impl Session {
             }
             ShowKind::Tables { db, like, full } => {
                 let db = self.need_db(db.as_deref())?;
-                self.refresh();
+                self.refresh().await;
                 if db != "information_schema" {
-                    self.known_db(&db)?;
+                    self.known_db(&db).await?;
                 }
                 let mut tables = if db.eq_ignore_ascii_case(super::infoschema::DB) {
                     super::infoschema::TABLES.iter().map(|t| t.to_string()).collect()
@@ -1407,7 +1403,7 @@ impl Session {
                 })
             }
             ShowKind::CreateDatabase(d) => {
-                self.known_db(d)?;
+                self.known_db(d).await?;
                 Ok(Answer::Rows {
                     columns: vec![col("Database"), col("Create Database")],
                     rows: strs(vec![vec![
@@ -1482,10 +1478,7 @@ impl Session {
                 Ok(Answer::Rows { columns: vec![col("Variable_name"), col("Value")], rows })
             }
             ShowKind::Status { like } => {
-                let st = {
-                    let c = self.client.clone();
-                    tokio::task::block_in_place(|| c.status()).map_err(SqlError::from)?
-                };
+                let st = self.client.status_async().await.map_err(SqlError::from)?;
                 let all = vec![
                     ("Uptime".to_string(), "1".to_string()),
                     ("Threads_connected".into(), "1".into()),
@@ -1654,7 +1647,7 @@ impl plan::Catalog for CatalogView<'_> {
         if let Some(h) = self.sess.client.cached_table(&db, name) {
             return Ok(h);
         }
-        self.sess.refresh();
+        self.sess.refresh_blocking();
         self.sess
             .client
             .cached_table(&db, name)

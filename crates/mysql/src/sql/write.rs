@@ -244,7 +244,7 @@ pub async fn run_insert(run: &mut Runner<'_>, p: &InsertPlan, env: &Env<'_>) -> 
                     continue;
                 }
                 r[a] = Value::Null;
-                let got = tokio::task::block_in_place(|| client.fill_generated(h, r)).map_err(SqlError::from)?;
+                let got = client.fill_generated_async(h, r).await.map_err(SqlError::from)?;
                 if first_id.is_none() && !h.table.columns[a].hidden {
                     first_id = got;
                 }
@@ -259,9 +259,7 @@ pub async fn run_insert(run: &mut Runner<'_>, p: &InsertPlan, env: &Env<'_>) -> 
         if let Some(m) = max {
             let used = m.min(u64::MAX as i128) as u64;
             if !run.client.auto_increment_past(h.id(), used) {
-                let client = run.client.clone();
-                let id = h.id();
-                tokio::task::block_in_place(|| client.bump_auto_increment(id, used)).map_err(SqlError::from)?;
+                run.client.bump_auto_increment_async(h.id(), used).await.map_err(SqlError::from)?;
             }
         }
     }

@@ -147,7 +147,7 @@ impl Server {
     async fn hash_for_write(&self, cx: &mut Cx, db: &Db, key: &[u8]) -> CR<(Meta, bool)> {
         match self.hash_meta(cx, db, key, true).await? {
             Some(m) => Ok((m, true)),
-            None => Ok((Meta::hash(self.new_id(db)?), false)),
+            None => Ok((Meta::hash(self.new_id(db).await?), false)),
         }
     }
 

@@ -292,7 +292,7 @@ impl Server {
     async fn copy_value(&self, cx: &mut Cx, from: &Arc<Db>, m: &Meta, to: &Arc<Db>, key: &[u8]) -> CR {
         if m.kind == TYPE_STRING {
             let v = self.assemble(cx, from, m).await?.ok_or_else(super::transactions::changed)?;
-            let ops = self.string_ops(to, key, &v, m.expiry)?;
+            let ops = self.string_ops(to, key, &v, m.expiry).await?;
             let rs = cx.write(ops, false).await?;
             if let Some(old) = meta_of(to, rs.into_iter().next())? {
                 cx.garbage(to, old);
@@ -300,7 +300,7 @@ impl Server {
             return Ok(());
         }
         let fields = self.hash_fields(cx, from, m.id, true).await?;
-        let mut meta = Meta::hash(self.new_id(to)?);
+        let mut meta = Meta::hash(self.new_id(to).await?);
         meta.len = fields.len() as u64;
         meta.expiry = m.expiry;
         meta.start = m.start.clone();

@@ -357,20 +357,18 @@ fn bump(meta: &mut Meta) {
 
 impl Server {
     /// A fresh `rondb_key` for a key's overflow or field rows.
-    fn new_id(&self, db: &Db) -> R<u64> {
-        let c = self.client.clone();
-        let table = db.values.id();
-        Ok(tokio::task::block_in_place(|| c.next_auto_increment(table))?)
+    async fn new_id(&self, db: &Db) -> R<u64> {
+        Ok(self.client.next_auto_increment_async(db.values.id()).await?)
     }
 
     /// Operations that write a string value under a key (key row plus overflow parts).
-    fn string_ops(&self, db: &Db, key: &[u8], value: &[u8], expiry: Option<i64>) -> R<Vec<KeyOp>> {
+    async fn string_ops(&self, db: &Db, key: &[u8], value: &[u8], expiry: Option<i64>) -> R<Vec<KeyOp>> {
         let mut meta = Meta::string(&value[..value.len().min(INLINE_MAX)]);
         meta.len = value.len() as u64;
         meta.expiry = expiry;
         let mut ops = Vec::new();
         if value.len() > INLINE_MAX {
-            meta.id = self.new_id(db)?;
+            meta.id = self.new_id(db).await?;
             meta.parts = db::parts_for(value.len());
             ops.push(db::write_meta(db, key, &meta)?);
             ops.extend(db::part_ops(db, meta.id, value)?);
@@ -391,7 +389,7 @@ impl Server {
         expiry: Option<i64>,
         last: bool,
     ) -> CR {
-        let ops = self.string_ops(db, key, value, expiry)?;
+        let ops = self.string_ops(db, key, value, expiry).await?;
         let rs = cx.write(ops, last).await?;
         if let Some(old) = meta_of(db, rs.into_iter().next())? {
             cx.garbage(db, old);

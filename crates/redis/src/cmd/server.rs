@@ -364,12 +364,11 @@ impl Server {
         name: &str,
         status: &std::sync::OnceLock<Option<tern_client::StatusInfo>>,
     ) -> R<String> {
-        let status = || {
-            status.get_or_init(|| {
-                let c = self.client.clone();
-                tokio::task::block_in_place(|| c.status()).ok()
-            })
-        };
+        // The data node's status, asked for once per INFO and only by the sections that show it.
+        if matches!(name, "memory" | "persistence") && status.get().is_none() {
+            let _ = status.set(self.client.status_async().await.ok());
+        }
+        let status = || status.get().unwrap_or(&None);
         let mut t = String::new();
         let st = &self.stats;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);

@@ -389,7 +389,7 @@ impl Server {
             if p[1].len() > max {
                 return fail(TOO_BIG);
             }
-            ops.extend(self.string_ops(db, &p[0], &p[1], None)?);
+            ops.extend(self.string_ops(db, &p[0], &p[1], None).await?);
         }
         let rs = cx.write_ordered(ops, AbortOption::AbortOnError, true).await?;
         for r in rs {
@@ -426,7 +426,7 @@ impl Server {
         }
         let mut ops = Vec::new();
         for (k, v) in &last {
-            ops.extend(self.string_ops(db, k, v, None)?);
+            ops.extend(self.string_ops(db, k, v, None).await?);
         }
         cx.write(ops, true).await?;
         last.iter().for_each(|(k, _)| self.touch(db.index, k));
