@@ -149,16 +149,32 @@ fn single_mgmd_registers_heartbeats_and_applies_proposals() {
     assert_eq!(status.state.stop_requested, vec![2]);
 }
 
-#[test]
-fn a_silent_node_is_declared_down_only_after_its_lease_ran_out() {
-    let dir = tempfile::tempdir().unwrap();
+/// One mgmd (heartbeat 50 ms, failure timeout 300 ms), data nodes 1 and 2 started, node 1
+/// heartbeating from its own thread until `stop`.
+struct Pair {
+    cfg: ClusterConfig,
+    _mgmd: MgmdHandle,
+    c: MgmClient,
+    i2: u32,
+    stop: Arc<AtomicBool>,
+    beat1: std::thread::JoinHandle<()>,
+}
+
+fn pair(dir: &Path) -> Pair {
     let cfg = config(&free_ports(1), 2, 2, 50, 300);
-    let _mgmd = start(&cfg, 65, dir.path());
+    let _mgmd = start(&cfg, 65, dir);
     let mut c = MgmClient::new(addrs(&cfg)).with_role(Role::DataNode);
     let i1 = join(&mut c, 1);
     let i2 = join(&mut c, 2);
     let stop = Arc::new(AtomicBool::new(false));
     let beat1 = heartbeater(addrs(&cfg), 1, i1, Duration::from_millis(25), stop.clone());
+    Pair { cfg, _mgmd, c, i2, stop, beat1 }
+}
+
+#[test]
+fn a_silent_node_is_declared_down_only_after_its_lease_ran_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let Pair { cfg, _mgmd, mut c, i2, stop, beat1 } = pair(dir.path());
 
     // Node 2 heartbeats until it holds a lease, a few times more, then falls silent.
     let mut lease_end = None;
@@ -198,13 +214,7 @@ fn a_silent_node_is_declared_down_only_after_its_lease_ran_out() {
 #[test]
 fn watch_down_nodes_reports_the_data_nodes_that_do_not_serve() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(&free_ports(1), 2, 2, 50, 300);
-    let _mgmd = start(&cfg, 65, dir.path());
-    let mut c = MgmClient::new(addrs(&cfg)).with_role(Role::DataNode);
-    let i1 = join(&mut c, 1);
-    let i2 = join(&mut c, 2);
-    let stop = Arc::new(AtomicBool::new(false));
-    let beat1 = heartbeater(addrs(&cfg), 1, i1, Duration::from_millis(25), stop.clone());
+    let Pair { cfg, _mgmd, i2, stop, beat1, .. } = pair(dir.path());
     let beat2_stop = Arc::new(AtomicBool::new(false));
     let beat2 = heartbeater(addrs(&cfg), 2, i2, Duration::from_millis(25), beat2_stop.clone());
     let seen: Arc<std::sync::Mutex<Vec<Vec<String>>>> = Arc::default();
