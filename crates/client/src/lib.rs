@@ -961,6 +961,35 @@ fn auto_inc_range(reply: Reply) -> Result<(u64, u32)> {
     }
 }
 
+/// In-process data nodes by the TCP address they also listen on (newest last).
+static LOCAL_NODES: std::sync::Mutex<Vec<(String, LocalMaker)>> = std::sync::Mutex::new(Vec::new());
+
+/// Names an in-process data node by its TCP address, so that `connect_prefer_local` reaches it
+/// without a socket (a process that runs a data node and front ends together, e.g. a test).
+pub fn register_local_node(addr: &str, make: LocalMaker) {
+    LOCAL_NODES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((addr.to_string(), make));
+}
+
+/// A client of the data node at `addr`: in-process when it was registered with
+/// `register_local_node` and the environment says `TERN_TEST_TRANSPORT=local` (the front-end test
+/// suites run once over TCP and once so, the topology of front ends inside the data node), else
+/// over TCP.
+pub fn connect_prefer_local(addr: &str) -> Result<Client> {
+    if std::env::var("TERN_TEST_TRANSPORT").as_deref() == Ok("local") {
+        let make = LOCAL_NODES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .rev()
+            .find(|(a, _)| a == addr)
+            .map(|(_, m)| m.clone());
+        if let Some(make) = make {
+            return Client::connect_local_workers(make);
+        }
+    }
+    Client::connect(addr)
+}
+
 /// Opens an in-process connection to a worker (`None`: any) delivering replies to the sink.
 pub type LocalMaker =
     Arc<dyn Fn(Option<u16>, tern_wire::ReplySink) -> Box<dyn tern_wire::LocalTransport> + Send + Sync>;

@@ -3,7 +3,6 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
-use tern_client::Client;
 use tern_mysql::MysqlOptions;
 use tern_mysql::proto::{self, cap};
 use tern_runtime::{DataNode, DataNodeConfig};
@@ -21,11 +20,13 @@ pub fn start_with(opts: MysqlOptions) -> (tempfile::TempDir, DataNode, u16) {
     let n = DataNode::start(DataNodeConfig::local(dir.path(), 64 << 20)).unwrap();
     assert!(n.wait_started(Duration::from_secs(20)));
     let addr = n.local_addr().to_string();
+    let c = n.local_connector();
+    tern_client::register_local_node(&addr, std::sync::Arc::new(move |w, s| Box::new(c.connect_to(w, s))));
     let (tx, rx) = std::sync::mpsc::channel();
     let opts = MysqlOptions { listen: "127.0.0.1:0".parse().unwrap(), ..opts };
     std::thread::spawn(move || {
-        tern_mysql::run(move || Client::connect(&addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
-            .unwrap()
+        let connect = move || tern_client::connect_prefer_local(&addr).map_err(|e| e.to_string());
+        tern_mysql::run(connect, opts, |a| tx.send(a).unwrap()).unwrap()
     });
     let port = rx.recv_timeout(Duration::from_secs(20)).unwrap().port();
     (dir, n, port)

@@ -10,6 +10,7 @@ SELECT id, e FROM es ORDER BY e, id;
 SELECT id, e FROM es ORDER BY e DESC, id;
 SELECT id, s FROM es ORDER BY s, id;
 SELECT id FROM es WHERE e = 'large';
+-- sort
 SELECT id FROM es WHERE s = 'a,c';
 SELECT COUNT(*), MAX(id) FROM es WHERE e IS NULL;
 INSERT INTO es (id, e) VALUES (7, 'huge');

@@ -7,7 +7,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tern_client::Client;
 use tern_redis::RedisOptions;
 use tern_runtime::{DataNode, DataNodeConfig};
 
@@ -18,6 +17,8 @@ pub fn start_node(data_memory: u64) -> (tempfile::TempDir, DataNode, String) {
     let n = DataNode::start(cfg).unwrap();
     assert!(n.wait_started(Duration::from_secs(20)));
     let addr = n.local_addr().to_string();
+    let c = n.local_connector();
+    tern_client::register_local_node(&addr, std::sync::Arc::new(move |w, s| Box::new(c.connect_to(w, s))));
     (dir, n, addr)
 }
 
@@ -27,8 +28,8 @@ pub fn start_tern(addr: &str, mut opts: RedisOptions) -> u16 {
     let addr = addr.to_string();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        tern_redis::run(move || Client::connect(&addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
-            .unwrap()
+        let connect = move || tern_client::connect_prefer_local(&addr).map_err(|e| e.to_string());
+        tern_redis::run(connect, opts, |a| tx.send(a).unwrap()).unwrap()
     });
     rx.recv_timeout(Duration::from_secs(20)).unwrap().port()
 }

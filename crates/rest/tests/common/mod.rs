@@ -1,7 +1,6 @@
 //! Helpers shared by the REST integration tests: a data node on 127.0.0.1 and a REST server for it.
 
 use std::time::Duration;
-use tern_client::Client;
 use tern_rest::config::RestOptions;
 use tern_runtime::{DataNode, DataNodeConfig};
 
@@ -10,6 +9,8 @@ pub fn start_node() -> (tempfile::TempDir, DataNode, String) {
     let n = DataNode::start(DataNodeConfig::local(dir.path(), 64 << 20)).unwrap();
     assert!(n.wait_started(Duration::from_secs(20)));
     let addr = n.local_addr().to_string();
+    let c = n.local_connector();
+    tern_client::register_local_node(&addr, std::sync::Arc::new(move |w, s| Box::new(c.connect_to(w, s))));
     (dir, n, addr)
 }
 
@@ -19,8 +20,8 @@ pub fn start_rest(addr: &str, mut opts: RestOptions) -> u16 {
     let addr = addr.to_string();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        tern_rest::run(move || Client::connect(&addr).map_err(|e| e.to_string()), opts, |a| tx.send(a).unwrap())
-            .unwrap()
+        let connect = move || tern_client::connect_prefer_local(&addr).map_err(|e| e.to_string());
+        tern_rest::run(connect, opts, |a| tx.send(a).unwrap()).unwrap()
     });
     rx.recv_timeout(Duration::from_secs(10)).unwrap().port()
 }
