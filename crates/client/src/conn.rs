@@ -332,8 +332,12 @@ impl Conn {
         Arc::new_cyclic(|weak: &std::sync::Weak<Conn>| {
             let w = weak.clone();
             let sink: tern_wire::ReplySink = Arc::new(move |req_id, reply| {
-                if let Some(c) = w.upgrade() {
-                    c.complete(req_id, Ok(reply));
+                let Some(c) = w.upgrade() else { return };
+                match (req_id, reply) {
+                    // The data node's end closed (request ids start at 1).
+                    (0, Reply::Error(e)) => c.fail_all(e.message),
+                    (0, _) => c.fail_all("the data node closed the connection".into()),
+                    (req_id, reply) => c.complete(req_id, Ok(reply)),
                 }
             });
             Conn {

@@ -650,10 +650,6 @@ fn keep_alive_pipelining_and_bad_bytes() {
 
 #[test]
 fn data_node_gone_is_a_server_error_not_a_crash() {
-    if std::env::var("TERN_TEST_TRANSPORT").as_deref() == Ok("local") {
-        // With the front end inside the data node's process they go away together.
-        return;
-    }
     let e = env();
     setup_simple(&e);
     let Env { _dir, _node, client, port } = e;

@@ -220,7 +220,14 @@ impl Worker {
             }
             self.park(&mut events);
         }
-        // Tell local blocks nothing; connections close when dropped.
+        // TCP connections close when dropped; in-process ones are told (request id 0), so their
+        // waiting requests fail instead of waiting for a worker that is gone.
+        for end in self.clients.values() {
+            if let ClientEnd::Local(sink) = end {
+                let e = tern_types::TernError::new(tern_types::ErrorCode::ShuttingDown, "the data node stopped");
+                sink(0, tern_wire::Reply::Error(e));
+            }
+        }
     }
 
     /// Spins for up to the adaptive budget; true when work turned up.
