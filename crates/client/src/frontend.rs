@@ -36,6 +36,25 @@ pub async fn bind(addr: SocketAddr, what: &str) -> Result<tokio::net::TcpListene
     })
 }
 
+/// A front-end connection running a command, counted while it lives: while more connections run
+/// one than the front end has threads, replies are not spun for on this thread
+/// (`crate::allow_reply_spin`), as the other connections' work waits behind the spin.
+pub struct Busy<'a>(&'a AtomicUsize);
+
+impl<'a> Busy<'a> {
+    pub fn enter(running: &'a AtomicUsize, threads: usize) -> Busy<'a> {
+        let now = running.fetch_add(1, Ordering::Relaxed) + 1;
+        crate::allow_reply_spin(now <= threads);
+        Busy(running)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The number of open connections of one front end against its cap (`max_connections`,
 /// `maxclients`, REST's connection cap). The cap can change while serving (SET GLOBAL, CONFIG
 /// SET); connections already open stay.

@@ -187,11 +187,12 @@ impl Dict {
                 let sig = Signal::MgmCatalog { catalog, refused };
                 if self.job.is_none() {
                     self.begin(sig, out);
-                } else if !self.queue.iter().any(|q| matches!(q, Signal::MgmCatalog { .. })) {
-                    self.queue.push_back(sig);
-                } else if let Some(q) = self.queue.iter_mut().find(|q| matches!(q, Signal::MgmCatalog { .. })) {
-                    // The newest only.
-                    *q = sig;
+                } else {
+                    // One waits at most: the newest.
+                    match self.queue.iter_mut().find(|q| matches!(q, Signal::MgmCatalog { .. })) {
+                        Some(q) => *q = sig,
+                        None => self.queue.push_back(sig),
+                    }
                 }
             }
             Signal::CatalogReq { from }

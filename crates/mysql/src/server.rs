@@ -58,26 +58,8 @@ pub struct MysqlServer {
     pub opts: MysqlOptions,
     next_id: AtomicU32,
     pub conns: Arc<Conns>,
-    /// Connections running a command now (see `Busy`).
+    /// Connections running a command now (`tern_client::frontend::Busy`).
     busy: std::sync::atomic::AtomicUsize,
-}
-
-/// A command running: while more connections run one than there are worker threads, replies
-/// are not spun for (`tern_client::allow_reply_spin`), as other sessions' work waits.
-struct Busy<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl<'a> Busy<'a> {
-    fn enter(count: &'a std::sync::atomic::AtomicUsize, threads: usize) -> Busy<'a> {
-        let now = count.fetch_add(1, Ordering::Relaxed) + 1;
-        tern_client::allow_reply_spin(now <= threads);
-        Busy(count)
-    }
-}
-
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 /// An error for the client: errno, SQLSTATE, message, and the Tern error it came from (if it
@@ -266,7 +248,7 @@ impl MysqlServer {
             let Some(&cmd) = payload.first() else { break };
             let arg = &payload[1..];
             conn.begin(command_name(cmd), (cmd == com::QUERY).then(|| process_info(arg)));
-            let _busy = Busy::enter(&self.busy, self.opts.threads);
+            let _busy = tern_client::frontend::Busy::enter(&self.busy, self.opts.threads);
             let mut out = Vec::new();
             let err = |out: &mut Vec<u8>, e: &SqlError| {
                 proto::put_packets(out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message));

@@ -168,8 +168,7 @@ pub struct Live {
     pub timeout_s: AtomicU64,
     pub max_bulk: AtomicUsize,
     pub max_pending: AtomicUsize,
-    /// Connections running commands now: with more than there are worker threads, a command
-    /// does not spin for its reply (`tern_client::allow_reply_spin`), as others' work waits.
+    /// Connections running commands now (`tern_client::frontend::Busy`).
     pub busy: AtomicUsize,
 }
 
@@ -373,10 +372,8 @@ impl Server {
             let more_ready = cmds.len() == PIPELINE_MAX;
             let mut open = true;
             if !cmds.is_empty() {
-                let busy = self.live.busy.fetch_add(1, Ordering::Relaxed) + 1;
-                tern_client::allow_reply_spin(busy <= self.opts.threads);
+                let _busy = tern_client::frontend::Busy::enter(&self.live.busy, self.opts.threads);
                 open = self.run_pipeline(&mut sess, cmds, &mut out).await;
-                self.live.busy.fetch_sub(1, Ordering::Relaxed);
             }
             if open && fatal.is_none() && buf.len() + parser.held() > self.live.max_pending.load(Ordering::Relaxed) {
                 fatal = Some(

@@ -683,6 +683,28 @@ fn rest_options(a: &ApiArgs, cfg: &tern_rest::config::RonDbConfig) -> Result<ter
     Ok(opts)
 }
 
+/// Where front ends report that they listen (name, address), or why they stopped.
+type FrontEndReports = std::sync::mpsc::SyncSender<Result<(&'static str, std::net::SocketAddr), String>>;
+
+/// Runs one front end on a thread of its own; it reports on `tx` once it listens, or its error.
+fn spawn_front_end(
+    what: &'static str,
+    thread: &str,
+    tx: &FrontEndReports,
+    run: impl FnOnce(&mut dyn FnMut(std::net::SocketAddr)) -> Result<(), String> + Send + 'static,
+) -> Result<()> {
+    let tx = tx.clone();
+    std::thread::Builder::new().name(thread.into()).spawn(move || {
+        let listening = tx.clone();
+        if let Err(e) = run(&mut |addr| {
+            let _ = listening.send(Ok((what, addr)));
+        }) {
+            let _ = tx.send(Err(e));
+        }
+    })?;
+    Ok(())
+}
+
 /// A front end's way to a data node: a new client (the API server's over TCP, a colocated
 /// front end's in-process).
 type Connect = Arc<dyn Fn() -> Result<tern_client::Client, String> + Send + Sync>;
@@ -707,38 +729,18 @@ fn serve_front_ends(
     let mut waiting = 0;
     if !a.no_rest {
         waiting += 1;
-        let (rest_tx, rest_err) = (tx.clone(), tx.clone());
-        let rest_connect = durable(rest_durable, connect.clone());
-        std::thread::Builder::new().name("tern-rest-main".into()).spawn(move || {
-            if let Err(e) = tern_rest::run(rest_connect, opts, |addr| {
-                let _ = rest_tx.send(Ok(("REST API", addr)));
-            }) {
-                let _ = rest_err.send(Err(e));
-            }
-        })?;
+        let c = durable(rest_durable, connect.clone());
+        spawn_front_end("REST API", "tern-rest-main", &tx, move |ready| tern_rest::run(c, opts, ready))?;
     }
     if let Some(mopts) = mysql_options(a)? {
         waiting += 1;
-        let (my_tx, my_err) = (tx.clone(), tx.clone());
-        let my_connect = durable(mysql_durable, connect.clone());
-        std::thread::Builder::new().name("tern-mysql-main".into()).spawn(move || {
-            if let Err(e) = tern_mysql::run(my_connect, mopts, |addr| {
-                let _ = my_tx.send(Ok(("MySQL", addr)));
-            }) {
-                let _ = my_err.send(Err(e));
-            }
-        })?;
+        let c = durable(mysql_durable, connect.clone());
+        spawn_front_end("MySQL", "tern-mysql-main", &tx, move |ready| tern_mysql::run(c, mopts, ready))?;
     }
     if let Some(ropts) = redis {
         waiting += 1;
-        let (redis_tx, redis_err) = (tx.clone(), tx.clone());
-        std::thread::Builder::new().name("tern-redis-main".into()).spawn(move || {
-            if let Err(e) = tern_redis::run(durable(redis_durable, connect), ropts, |addr| {
-                let _ = redis_tx.send(Ok(("Redis", addr)));
-            }) {
-                let _ = redis_err.send(Err(e));
-            }
-        })?;
+        let c = durable(redis_durable, connect);
+        spawn_front_end("Redis", "tern-redis-main", &tx, move |ready| tern_redis::run(c, ropts, ready))?;
     }
     drop(tx);
     while waiting > 0 {
