@@ -98,6 +98,11 @@ pub struct Dict {
     /// Schema requests this dict forwarded to the master, by the request id it gave them: the
     /// answer comes back through here, so a master that fails leaves nobody waiting.
     forwarded: BTreeMap<u64, Forwarded>,
+    /// The newest catalog version this dict, as master, has had written on every live node. A
+    /// new master (a takeover, a system restart) writes its catalog everywhere once, even when
+    /// the management nodes hold the same version: the master before it may have failed (or
+    /// the cluster crashed) before every node had it.
+    everywhere: u64,
 }
 
 struct Forwarded {
@@ -126,6 +131,7 @@ impl Dict {
             auto_next: HashMap::new(),
             next_token: 0,
             forwarded: BTreeMap::new(),
+            everywhere: 0,
         }
     }
 
@@ -359,6 +365,13 @@ impl Dict {
                         self.job = Some(Job { origin: Origin::Adopt, reply, stage });
                         self.write(catalog, true, out);
                     }
+                    Ordering::Equal if self.everywhere < catalog.version => {
+                        // Ours is theirs, but some node may lack it: write it everywhere.
+                        let reply = Reply::DdlDone { catalog_version: catalog.version };
+                        let stage = Stage::Write { catalog: catalog.clone(), waiting: BTreeSet::new() };
+                        self.job = Some(Job { origin: Origin::Adopt, reply, stage });
+                        self.write(self.catalog.clone(), true, out);
+                    }
                     Ordering::Less if refused.is_none() => {
                         // The management nodes have not seen this catalog (a data directory from
                         // before they owned it): give it to them; nobody waits. (Not again when
@@ -515,6 +528,9 @@ impl Dict {
         }
         waiting.remove(&node);
         if waiting.is_empty() {
+            if !matches!(job.origin, Origin::Join(_)) {
+                self.everywhere = self.everywhere.max(version);
+            }
             self.finish(out);
         }
     }
@@ -757,4 +773,48 @@ fn find_mut<'a>(c: &'a mut Catalog, database: &str, table: &str) -> Result<&'a m
         .values_mut()
         .find(|t| t.database == database && t.name == table)
         .ok_or_else(|| TernError::new(ErrorCode::NoSuchTable, format!("Table '{database}.{table}' doesn't exist")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_types::cluster::{ClusterConfig, DataNodeSpec};
+
+    fn two_nodes() -> Arc<ClusterState> {
+        let mut cfg = ClusterConfig::single("127.0.0.1", 0, 0, 1);
+        cfg.replicas = 2;
+        cfg.data_nodes.push(DataNodeSpec { id: 2, host: "127.0.0.1".into(), port: 0 });
+        Arc::new(ClusterState::all_started(cfg))
+    }
+
+    fn writes(out: &Out) -> Vec<(NodeId, u64)> {
+        out.signals
+            .iter()
+            .filter_map(|(to, s)| match s {
+                Signal::SchemaWrite { catalog, .. } => Some((to.node, catalog.version)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A new master whose catalog is the management nodes' still writes it to every node once
+    /// (the master before it may have failed before node 2 had it); not again after that.
+    #[test]
+    fn a_new_master_writes_its_catalog_everywhere_once() {
+        let mut c = Catalog::new();
+        c.version = 7;
+        let c = Arc::new(c);
+        let master = Addr::new(1, Block::Dict);
+        let mut d = Dict::new(master, two_nodes(), c.clone());
+        let mut out = Out::default();
+        d.handle(0, Signal::MgmCatalog { catalog: c.clone(), refused: None }, &mut out);
+        assert_eq!(writes(&out), vec![(1, 7), (2, 7)]);
+        for n in [1, 2] {
+            d.handle(0, Signal::SchemaWritten { from: Addr::new(n, Block::Dict), version: 7 }, &mut out);
+        }
+        assert!(d.job.is_none(), "the write completed");
+        let mut out = Out::default();
+        d.handle(0, Signal::MgmCatalog { catalog: c, refused: None }, &mut out);
+        assert!(writes(&out).is_empty(), "written everywhere already: {:?}", out.signals);
+    }
 }
