@@ -205,16 +205,38 @@ impl Future for ReplyFuture {
 }
 
 enum Transport {
-    Tcp { stream: Mutex<TcpStream>, out: Mutex<(Vec<u8>, bool)> },
+    Tcp {
+        stream: Mutex<TcpStream>,
+        out: Mutex<(Vec<u8>, bool)>,
+    },
+    /// Shared memory (`tern_shm`): requests go into the ring, the Unix socket only tells when the
+    /// data node's process is gone.
+    Shm {
+        tx: Mutex<ShmTx>,
+        out: Mutex<(Vec<u8>, bool)>,
+        socket: std::os::unix::net::UnixStream,
+    },
     Local(Box<dyn LocalTransport>),
 }
 
-/// The receive side of a TCP connection: whoever holds the lock may read the socket (without
-/// blocking) and complete the slots of the replies it finds.
+struct ShmTx {
+    ring: tern_shm::Producer,
+    wake_node: Arc<tern_shm::EventFd>,
+}
+
+/// The receive side of a connection: whoever holds the lock may read the socket (without
+/// blocking) or the ring and complete the slots of the replies it finds.
 struct Rx {
-    stream: TcpStream,
+    stream: Option<TcpStream>,
+    shm: Option<ShmRx>,
     buf: Vec<u8>,
     filled: usize,
+}
+
+struct ShmRx {
+    ring: tern_shm::Consumer,
+    wake_node: Arc<tern_shm::EventFd>,
+    wake_me: Arc<tern_shm::EventFd>,
 }
 
 pub struct Conn {
@@ -290,7 +312,7 @@ impl Conn {
         let fd = reader.as_raw_fd();
         let conn = Arc::new(Conn {
             transport: Transport::Tcp { stream: Mutex::new(stream), out: Mutex::new((Vec::new(), false)) },
-            rx: Some(Mutex::new(Rx { stream: reader, buf: vec![0; 256 * 1024], filled: 0 })),
+            rx: Some(Mutex::new(Rx { stream: Some(reader), shm: None, buf: vec![0; 256 * 1024], filled: 0 })),
             pending: Mutex::new(HashMap::new()),
             next_req: AtomicU64::new(1),
             closed: AtomicBool::new(false),
@@ -310,6 +332,8 @@ impl Conn {
                 .lock()
                 .expect("rx")
                 .stream
+                .as_ref()
+                .expect("tcp")
                 .try_clone()
                 .map_err(|e| conn_error(e.to_string()))?;
             // SAFETY: the TcpStream owns its descriptor for the whole life of the AsyncFd.
@@ -323,6 +347,91 @@ impl Conn {
         std::thread::Builder::new()
             .name("tern-client-rx".into())
             .spawn(move || read_loop(fd, c))
+            .map_err(|e| conn_error(e.to_string()))?;
+        Ok(conn)
+    }
+
+    /// Connects over the transporter asked for: `Auto` tries shared memory when `addr` is on this
+    /// host (and the data node offers it), else TCP.
+    pub fn open(addr: &str, timeout: Duration, transporter: tern_shm::Transporter) -> Result<Arc<Conn>, TernError> {
+        use tern_shm::Transporter;
+        match transporter {
+            Transporter::Tcp => Conn::tcp(addr, timeout),
+            Transporter::Shm => Conn::shm(addr, timeout),
+            Transporter::Auto => {
+                if tern_shm::split_host_port(addr).is_some_and(|(h, _)| tern_shm::is_this_host(h))
+                    && let Ok(c) = Conn::shm(addr, timeout)
+                {
+                    return Ok(c);
+                }
+                Conn::tcp(addr, timeout)
+            }
+        }
+    }
+
+    /// Connects through shared memory to the data node listening on TCP `addr` on this host
+    /// (see `tern_shm`), and starts the reader (a task inside a tokio runtime, else a thread).
+    pub fn shm(addr: &str, timeout: Duration) -> Result<Arc<Conn>, TernError> {
+        let port = tern_shm::split_host_port(addr)
+            .map(|(_, p)| p)
+            .ok_or_else(|| conn_error(format!("{addr} is not host:port")))?;
+        let (socket, e) = tern_shm::connect(port, timeout)
+            .map_err(|e| conn_error(format!("cannot connect to data node at {addr} through shared memory: {e}")))?;
+        let tern_shm::Endpoint { tx, rx, wake_peer, wake_me } = e;
+        let (wake_node, wake_me) = (Arc::new(wake_peer), Arc::new(wake_me));
+        let sock_fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
+        let ev_fd = wake_me.raw_fd();
+        let conn = Arc::new(Conn {
+            transport: Transport::Shm {
+                tx: Mutex::new(ShmTx { ring: tx, wake_node: wake_node.clone() }),
+                out: Mutex::new((Vec::new(), false)),
+                socket,
+            },
+            rx: Some(Mutex::new(Rx {
+                stream: None,
+                shm: Some(ShmRx { ring: rx, wake_node, wake_me }),
+                buf: Vec::new(),
+                filled: 0,
+            })),
+            pending: Mutex::new(HashMap::new()),
+            next_req: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            close_reason: Mutex::new(None),
+            peer: addr.to_string(),
+            reply_ewma_us: AtomicU64::new(30),
+            reader_thread: AtomicBool::new(true),
+        });
+        register_tcp(&conn);
+        let c = Arc::downgrade(&conn);
+        #[cfg(feature = "tokio")]
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            use tokio::io::{Interest, unix::AsyncFd};
+            // The tasks own duplicates of the descriptors (registered for as long as they run).
+            let dup = |fd| {
+                // SAFETY: duplicates a descriptor the connection holds open right now.
+                let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+                if d < 0 {
+                    return Err(conn_error(std::io::Error::last_os_error().to_string()));
+                }
+                // SAFETY: a fresh descriptor we own.
+                Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(d) })
+            };
+            use std::os::fd::FromRawFd;
+            // SAFETY: each AsyncFd owns its descriptor for its whole life.
+            let ev = unsafe { AsyncFd::register_with_interest(dup(ev_fd)?, Interest::READABLE) }
+                .map_err(|e| conn_error(e.to_string()))?;
+            // SAFETY: as above.
+            let sock = unsafe { AsyncFd::register_with_interest(dup(sock_fd)?, Interest::READABLE) }
+                .map_err(|e| conn_error(e.to_string()))?;
+            crate::spinwatch::watch(ev_fd);
+            handle.spawn(shm_read_task(ev, c.clone()));
+            handle.spawn(shm_watch_task(sock, c));
+            conn.reader_thread.store(false, Ordering::Relaxed);
+            return Ok(conn);
+        }
+        std::thread::Builder::new()
+            .name("tern-client-shm".into())
+            .spawn(move || shm_read_loop(ev_fd, sock_fd, c))
             .map_err(|e| conn_error(e.to_string()))?;
         Ok(conn)
     }
@@ -352,6 +461,15 @@ impl Conn {
                 reader_thread: AtomicBool::new(true),
             }
         })
+    }
+
+    /// "tcp", "shm" or "in-process".
+    pub fn transport_name(&self) -> &'static str {
+        match self.transport {
+            Transport::Tcp { .. } => "tcp",
+            Transport::Shm { .. } => "shm",
+            Transport::Local(_) => "in-process",
+        }
     }
 
     pub fn is_closed(&self) -> bool {
@@ -413,7 +531,7 @@ impl Conn {
         }
         match &self.transport {
             Transport::Local(t) => t.send(req_id, req.clone()),
-            Transport::Tcp { out, .. } => {
+            Transport::Tcp { out, .. } | Transport::Shm { out, .. } => {
                 let buf = {
                     let mut o = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                     let at = begin_frame(&mut o.0);
@@ -442,9 +560,18 @@ impl Conn {
 
     /// Writes `buf`, then whatever others queued meanwhile, as the connection's current writer.
     fn write_out(&self, mut buf: Vec<u8>) -> Result<(), TernError> {
-        let Transport::Tcp { stream, out } = &self.transport else { return Ok(()) };
+        let out = match &self.transport {
+            Transport::Tcp { out, .. } | Transport::Shm { out, .. } => out,
+            Transport::Local(_) => return Ok(()),
+        };
         loop {
-            let r = stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner).write_all(&buf);
+            let r = match &self.transport {
+                Transport::Tcp { stream, .. } => {
+                    stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner).write_all(&buf)
+                }
+                Transport::Shm { tx, .. } => self.write_shm(tx, &buf),
+                Transport::Local(_) => Ok(()),
+            };
             if let Err(e) = r {
                 out.lock().unwrap_or_else(std::sync::PoisonError::into_inner).1 = false;
                 self.fail_all(e.to_string());
@@ -462,9 +589,42 @@ impl Conn {
         }
     }
 
+    /// Writes all of `buf` into the request ring, waiting while it is full (the data node reads
+    /// it and wakes nobody: this writer naps briefly, as a blocking socket write would wait).
+    fn write_shm(&self, tx: &Mutex<ShmTx>, buf: &[u8]) -> std::io::Result<()> {
+        let mut tx = tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut at = 0;
+        let mut naps = 0u32;
+        while at < buf.len() {
+            let (n, wake) = tx.ring.write(&buf[at..]).map_err(std::io::Error::other)?;
+            if wake {
+                tx.wake_node.signal();
+            }
+            at += n;
+            if n == 0 {
+                if self.is_closed() {
+                    return Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "connection closed"));
+                }
+                // The node's worker may be parked with our ring full of requests it has read
+                // only partly: make sure it looks.
+                tx.wake_node.signal();
+                naps += 1;
+                if naps < 64 {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Sends what is queued, unless another caller is writing (it sends ours too).
     fn flush(&self) {
-        let Transport::Tcp { out, .. } = &self.transport else { return };
+        let out = match &self.transport {
+            Transport::Tcp { out, .. } | Transport::Shm { out, .. } => out,
+            Transport::Local(_) => return,
+        };
         let buf = {
             let mut o = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if o.1 || o.0.is_empty() {
@@ -481,7 +641,7 @@ impl Conn {
     /// flushes (`flush_deferred`, called when the executor runs out of work or before a poll
     /// spins), so concurrent tasks' requests share one `write` and one data-node wake-up.
     pub fn request(self: &Arc<Self>, req: &Request) -> Result<ReplyFuture, TernError> {
-        let defer = DEFER.with(|d| d.get()) && matches!(self.transport, Transport::Tcp { .. });
+        let defer = DEFER.with(|d| d.get()) && matches!(self.transport, Transport::Tcp { .. } | Transport::Shm { .. });
         let slot = self.send_with(req, defer)?;
         if defer {
             QUEUED.with(|q| {
@@ -511,10 +671,21 @@ impl Conn {
         }
     }
 
-    /// Reads without blocking until the socket is drained, completing slots.
+    /// Reads whatever replies have arrived, waiting for a caller that is reading.
+    fn help_read_blocking(&self) {
+        if let Some(rx) = &self.rx {
+            let mut g = rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.pump(&mut g);
+        }
+    }
+
+    /// Reads without blocking until the socket (or ring) is drained, completing slots.
     fn pump(&self, rx: &mut Rx) {
         use std::os::fd::AsRawFd;
-        let fd = rx.stream.as_raw_fd();
+        if rx.shm.is_some() {
+            return self.pump_shm(rx);
+        }
+        let fd = rx.stream.as_ref().expect("tcp").as_raw_fd();
         loop {
             if rx.buf.len() - rx.filled < 64 * 1024 {
                 let n = (rx.buf.len() * 2).max(256 * 1024);
@@ -540,26 +711,7 @@ impl Conn {
                 }
             }
             rx.filled += n as usize;
-            let mut at = 0;
-            loop {
-                match decode_frame(&rx.buf[at..rx.filled]) {
-                    Ok(Some((payload, len))) => {
-                        match Reply::decode(payload) {
-                            Ok((req_id, reply)) => self.complete(req_id, Ok(reply)),
-                            Err(e) => {
-                                self.fail_all(format!("undecodable reply: {e}"));
-                                return;
-                            }
-                        }
-                        at += len;
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        self.fail_all(format!("bad frame from the data node: {e}"));
-                        return;
-                    }
-                }
-            }
+            let Some(at) = self.complete_frames(&rx.buf[..rx.filled]) else { return };
             rx.buf.copy_within(at..rx.filled, 0);
             rx.filled -= at;
             // A read that left room drained the socket: stop here rather than pay a `recv` that
@@ -572,12 +724,174 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// Completes the request of every whole reply frame in `bytes`; returns how many bytes they
+    /// took (None: the connection failed on a bad frame).
+    fn complete_frames(&self, bytes: &[u8]) -> Option<usize> {
+        let mut at = 0;
+        loop {
+            match decode_frame(&bytes[at..]) {
+                Ok(Some((payload, len))) => {
+                    match Reply::decode(payload) {
+                        Ok((req_id, reply)) => self.complete(req_id, Ok(reply)),
+                        Err(e) => {
+                            self.fail_all(format!("undecodable reply: {e}"));
+                            return None;
+                        }
+                    }
+                    at += len;
+                }
+                Ok(None) => return Some(at),
+                Err(e) => {
+                    self.fail_all(format!("bad frame from the data node: {e}"));
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Copies what the reply ring holds and completes the whole frames in it.
+    fn pump_shm(&self, rx: &mut Rx) {
+        let Rx { shm, buf, .. } = rx;
+        let shm = shm.as_mut().expect("shm");
+        loop {
+            match shm.ring.read_into(buf, usize::MAX) {
+                Ok((0, _)) => return,
+                Ok((_, wake)) => {
+                    if wake {
+                        shm.wake_node.signal();
+                    }
+                }
+                Err(e) => {
+                    self.fail_all(format!("shared memory: {e}"));
+                    return;
+                }
+            }
+            let Some(at) = self.complete_frames(buf) else { return };
+            buf.drain(..at);
+        }
+    }
+
+    /// The reader is about to sleep: asks the data node to wake it (false: replies arrived).
+    fn shm_prepare_park(&self) -> bool {
+        let Some(rx) = &self.rx else { return false };
+        let g = rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.shm.as_ref().is_none_or(|s| s.ring.prepare_park())
+    }
+
+    fn shm_unpark(&self) {
+        if let Some(rx) = &self.rx {
+            let g = rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(s) = &g.shm {
+                s.ring.unpark();
+                s.wake_me.drain();
+            }
+        }
+    }
+}
+
+/// The shared-memory reader task: reads the ring until it is empty, then parks on the eventfd.
+#[cfg(feature = "tokio")]
+async fn shm_read_task(ev: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>, conn: std::sync::Weak<Conn>) {
+    loop {
+        {
+            let Some(c) = conn.upgrade() else { return };
+            if c.is_closed() {
+                return;
+            }
+            c.help_read_blocking();
+            if !c.shm_prepare_park() {
+                continue;
+            }
+        }
+        let Ok(mut guard) = ev.readable().await else { return };
+        guard.clear_ready();
+        let Some(c) = conn.upgrade() else { return };
+        c.shm_unpark();
+    }
+}
+
+/// Watches a shared-memory connection's Unix socket: end-of-file means the data node is gone.
+#[cfg(feature = "tokio")]
+async fn shm_watch_task(sock: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>, conn: std::sync::Weak<Conn>) {
+    loop {
+        let Ok(mut guard) = sock.readable().await else { return };
+        let Some(c) = conn.upgrade() else { return };
+        if c.is_closed() {
+            return;
+        }
+        if !socket_alive(std::os::fd::AsRawFd::as_raw_fd(sock.get_ref())) {
+            c.fail_all("the data node closed the connection".into());
+            return;
+        }
+        guard.clear_ready();
+    }
+}
+
+/// Whether a socket is still open at the other end (reads and drops stray bytes).
+fn socket_alive(fd: std::os::fd::RawFd) -> bool {
+    let mut b = [0u8; 64];
+    loop {
+        // SAFETY: a non-blocking receive into a local buffer.
+        let n = unsafe { libc::recv(fd, b.as_mut_ptr() as *mut libc::c_void, b.len(), libc::MSG_DONTWAIT) };
+        if n > 0 {
+            continue;
+        }
+        if n == 0 {
+            return false;
+        }
+        return matches!(
+            std::io::Error::last_os_error().kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+        );
+    }
+}
+
+/// The shared-memory reader thread: reads the ring, parks on the eventfd and the socket.
+fn shm_read_loop(ev_fd: std::os::fd::RawFd, sock_fd: std::os::fd::RawFd, conn: std::sync::Weak<Conn>) {
+    loop {
+        {
+            let Some(c) = conn.upgrade() else { return };
+            if c.is_closed() {
+                return;
+            }
+            c.help_read_blocking();
+            if !c.shm_prepare_park() {
+                continue;
+            }
+        }
+        let mut p = [
+            libc::pollfd { fd: ev_fd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: sock_fd, events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: two valid pollfds; both descriptors stay open while the connection lives
+        // (checked after the wait).
+        unsafe { libc::poll(p.as_mut_ptr(), 2, 100) };
+        let Some(c) = conn.upgrade() else { return };
+        c.shm_unpark();
+        if p[1].revents != 0 && !socket_alive(sock_fd) {
+            c.fail_all("the data node closed the connection".into());
+            return;
+        }
+    }
+}
+
 impl Drop for Conn {
     fn drop(&mut self) {
         if let Transport::Tcp { stream, .. } = &self.transport
             && let Ok(s) = stream.lock()
         {
             let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        if let Transport::Shm { socket, .. } = &self.transport {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+            // The reader sleeping on the eventfd wakes, finds the connection gone, and ends.
+            if let Some(rx) = &self.rx
+                && let Ok(g) = rx.lock()
+                && let Some(s) = &g.shm
+            {
+                s.wake_me.signal();
+            }
         }
     }
 }

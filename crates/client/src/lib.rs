@@ -94,6 +94,9 @@ pub struct ClientOptions {
     pub retries_max: u32,
     pub retry_backoff_first: Duration,
     pub retry_backoff_max: Duration,
+    /// TCP, shared memory, or shared memory when the data node is on this host (the default;
+    /// the environment variable `TERN_TRANSPORTER` overrides it).
+    pub transporter: tern_shm::Transporter,
 }
 
 impl Default for ClientOptions {
@@ -104,6 +107,7 @@ impl Default for ClientOptions {
             retries_max: 10,
             retry_backoff_first: Duration::from_millis(2),
             retry_backoff_max: Duration::from_millis(500),
+            transporter: tern_shm::Transporter::from_env_or(tern_shm::Transporter::Auto),
         }
     }
 }
@@ -173,7 +177,7 @@ impl Client {
         let mut last = TernError::new(ErrorCode::InvalidRequest, "no data node address given");
         for i in try_order(&addrs, 0) {
             let a = &addrs[i];
-            match Conn::tcp(a, opts.connect_timeout) {
+            match Conn::open(a, opts.connect_timeout, opts.transporter) {
                 Ok(conn) => return Client::init(conn, addrs.clone(), i, opts, None),
                 Err(e) => last = e,
             }
@@ -233,6 +237,11 @@ impl Client {
         Ok(c)
     }
 
+    /// How this client reaches its data node: "tcp", "shm" (shared memory) or "in-process".
+    pub fn transporter(&self) -> &'static str {
+        self.main_conn().transport_name()
+    }
+
     /// The first connection; when it has closed (the data node restarted), a new one.
     fn main_conn(&self) -> Arc<Conn> {
         let c = self.inner.conn.read().unwrap_or_else(std::sync::PoisonError::into_inner).0.clone();
@@ -242,7 +251,7 @@ impl Client {
     /// Opens a TCP connection and says hello (asking for worker `w` when given).
     fn open(&self, addr: &str, w: Option<u16>) -> Result<(Arc<Conn>, u16)> {
         let opts = &self.inner.opts;
-        let c = Conn::tcp(addr, opts.connect_timeout)?;
+        let c = Conn::open(addr, opts.connect_timeout, opts.transporter)?;
         let hello = Request::Hello { client_name: "tern-client".into(), worker: w };
         match c.send(&hello)?.wait(&c, opts.request_timeout)? {
             Reply::Welcome { worker, .. } if w.is_none_or(|w| w == worker) => Ok((c, worker)),

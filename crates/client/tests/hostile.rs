@@ -28,6 +28,7 @@ fn node(dir: &std::path::Path) -> DataNode {
         redo_segment_bytes: 1 << 20,
         idle_hook: None,
         control: None,
+        transporter: tern_runtime::Transporter::Auto,
     };
     let n = DataNode::start(cfg).unwrap();
     assert!(n.wait_started(Duration::from_secs(20)));
@@ -124,8 +125,101 @@ fn random_request(rng: &mut Rng, tables: &[u32]) -> Request {
     }
 }
 
+/// A raw connection to the node: TCP, or the shared-memory rings (bytes written into the
+/// request ring, read from the reply ring; end-of-file is the Unix socket closing).
+enum Pipe {
+    Tcp(TcpStream),
+    Shm(std::os::unix::net::UnixStream, Box<tern_shm::Endpoint>),
+}
+
+impl Pipe {
+    fn open(addr: &str, shm: bool) -> Pipe {
+        if shm {
+            let port = addr.rsplit_once(':').unwrap().1.parse().unwrap();
+            let (s, e) = tern_shm::connect(port, Duration::from_secs(5)).unwrap();
+            s.set_nonblocking(true).unwrap();
+            return Pipe::Shm(s, Box::new(e));
+        }
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Pipe::Tcp(s)
+    }
+
+    fn shutdown_write(&self) {
+        let _ = match self {
+            Pipe::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+            Pipe::Shm(s, _) => s.shutdown(std::net::Shutdown::Write),
+        };
+    }
+}
+
+impl Write for Pipe {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Pipe::Tcp(s) => s.write(buf),
+            Pipe::Shm(_, e) => {
+                let until = std::time::Instant::now() + Duration::from_secs(10);
+                loop {
+                    let n = e.send(buf).map_err(std::io::Error::other)?;
+                    if n > 0 || buf.is_empty() {
+                        return Ok(n);
+                    }
+                    if std::time::Instant::now() > until {
+                        return Err(std::io::ErrorKind::TimedOut.into());
+                    }
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Read for Pipe {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Pipe::Tcp(s) => s.read(buf),
+            Pipe::Shm(s, e) => {
+                let until = std::time::Instant::now() + Duration::from_secs(10);
+                loop {
+                    let mut v = Vec::new();
+                    let n = e.recv_into(&mut v, buf.len()).map_err(std::io::Error::other)?;
+                    if n > 0 {
+                        buf[..n].copy_from_slice(&v);
+                        return Ok(n);
+                    }
+                    let mut b = [0u8; 8];
+                    match s.read(&mut b) {
+                        Ok(0) => return Ok(0),
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(e),
+                    }
+                    if std::time::Instant::now() > until {
+                        return Err(std::io::ErrorKind::TimedOut.into());
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn hostile_clients_do_not_hurt_the_node() {
+    hostile(false);
+}
+
+/// The same over the shared-memory transporter: the rings carry the same frames, and the node
+/// treats damaged ones the same way.
+#[test]
+fn hostile_shared_memory_clients_do_not_hurt_the_node() {
+    hostile(true);
+}
+
+fn hostile(shm: bool) {
     let seed = test_seed();
     println!("seed = {seed} (rerun with TERN_SEED={seed})");
     let mut rng = Rng::new(seed);
@@ -159,8 +253,7 @@ fn hostile_clients_do_not_hurt_the_node() {
 
     // 1. Garbage bytes and damaged frames: the node closes those connections.
     for i in 0..50 {
-        let mut s = TcpStream::connect(&addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut s = Pipe::open(&addr, shm);
         let mut bytes = random_bytes(&mut rng, 300);
         if i % 2 == 0 {
             // A valid frame header whose payload was damaged in flight.
@@ -174,20 +267,19 @@ fn hostile_clients_do_not_hurt_the_node() {
         }
         let _ = s.write_all(&bytes);
         // An incomplete frame would wait for more bytes: end the stream so the node sees EOF.
-        let _ = s.shutdown(std::net::Shutdown::Write);
+        s.shutdown_write();
         let mut buf = [0u8; 64];
         let _ = s.read(&mut buf);
     }
     // 2. Well-framed requests with random contents: each gets a reply, the connection lives.
-    let mut s = TcpStream::connect(&addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut s = Pipe::open(&addr, shm);
     let mut hello = Vec::new();
     Request::Hello { client_name: "hostile".into(), worker: None }.encode(1, &mut hello);
     let mut f = Vec::new();
     encode_frame(&hello, &mut f);
     s.write_all(&f).unwrap();
     let mut inbuf: Vec<u8> = Vec::new();
-    let mut read_reply = |s: &mut TcpStream| -> (u64, Reply) {
+    let mut read_reply = |s: &mut Pipe| -> (u64, Reply) {
         loop {
             if let Some((payload, used)) = decode_frame(&inbuf).unwrap() {
                 let r = Reply::decode(payload).expect("the node's replies decode");

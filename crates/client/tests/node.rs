@@ -21,6 +21,7 @@ fn config(dir: &std::path::Path, data_memory: u64) -> DataNodeConfig {
         redo_segment_bytes: 1 << 20,
         idle_hook: None,
         control: None,
+        transporter: tern_runtime::Transporter::Auto,
     }
 }
 

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use tern_kernel::io::IoExecutor;
 use tern_kernel::signal::{Addr, Block, ClientId, Signal};
 use tern_kernel::{Node, NodeConfig};
+pub use tern_shm::Transporter;
 use tern_wire::Request;
 pub use worker::ReplySink;
 use worker::{Inbound, IoQueue, Shared, Worker, WorkerBlocks, worker_of};
@@ -39,6 +40,10 @@ pub struct DataNodeConfig {
     /// Receives the blocks' requests to the control plane (node state changes, the durable
     /// epoch); without a control plane they are dropped.
     pub control: Option<Arc<ControlInbox>>,
+    /// Whether processes on this host may connect through shared memory (`Shm`/`Auto`: the node
+    /// listens on its abstract Unix socket; `Tcp`: TCP only). With `Shm` a node that cannot
+    /// listen there does not start; with `Auto` it serves TCP only and says why.
+    pub transporter: tern_shm::Transporter,
 }
 
 /// The blocks' requests to the control plane, waiting for the membership thread. Bounded by
@@ -108,6 +113,7 @@ impl DataNodeConfig {
             redo_segment_bytes: 1 << 20,
             idle_hook: None,
             control: None,
+            transporter: tern_shm::Transporter::Auto,
         }
     }
 }
@@ -167,6 +173,25 @@ impl DataNode {
         })?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let shm_listener = match cfg.transporter {
+            tern_shm::Transporter::Tcp => None,
+            t => match tern_shm::listen(local_addr.port()) {
+                Ok(l) => Some(l),
+                Err(e) if t == tern_shm::Transporter::Shm => {
+                    return Err(format!(
+                        "cannot listen for shared-memory connections (@{}): {e}",
+                        tern_shm::socket_name(local_addr.port())
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "not offering shared-memory connections (@{}): {e}; TCP only",
+                        tern_shm::socket_name(local_addr.port())
+                    );
+                    None
+                }
+            },
+        };
         let storage = FsStorage::new(&cfg.data_dir);
         let started_at = Instant::now();
         // Blocks see time as ms since `epoch`; TTL expiry needs the wall clock at that instant.
@@ -255,6 +280,15 @@ impl DataNode {
                             std::process::abort();
                         }
                     })
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        if let Some(l) = shm_listener {
+            let (mailboxes, shared) = (mailboxes.clone(), shared.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name("tern-shm-accept".into())
+                    .spawn(move || shm_accept_loop(l, mailboxes, shared))
                     .map_err(|e| e.to_string())?,
             );
         }
@@ -421,6 +455,44 @@ fn io_loop(
                     eprintln!("tern datanode: disk write failed, stopping: {e}");
                     std::process::exit(2);
                 }
+            }
+        }
+    }
+}
+
+/// Accepts shared-memory connections: creates each one's segment and eventfds, hands them to the
+/// client over the Unix socket, and gives the connection to a worker (round-robin, as TCP ones;
+/// the client's Hello may move it). Ends when the node stops.
+fn shm_accept_loop(
+    l: std::os::unix::net::UnixListener,
+    mailboxes: Arc<Vec<Arc<Mailbox<Inbound>>>>,
+    shared: Arc<Shared>,
+) {
+    use std::os::fd::AsRawFd;
+    if let Err(e) = l.set_nonblocking(true) {
+        tracing::warn!("shared-memory listener: {e}");
+        return;
+    }
+    let mut next = 0usize;
+    while !shared.stopping.load(Ordering::Acquire) {
+        match l.accept() {
+            Ok((s, _)) => match tern_shm::serve(&s, tern_shm::RING_DEFAULT) {
+                Ok(e) => {
+                    let w = next % mailboxes.len();
+                    next += 1;
+                    mailboxes[w].push(Inbound::NewConn(worker::Accepted::Shm(s, Box::new(e))));
+                }
+                Err(e) => tracing::warn!("setting up a shared-memory connection: {e}"),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut p = libc::pollfd { fd: l.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                // SAFETY: one valid pollfd for the listener we own.
+                unsafe { libc::poll(&mut p, 1, 100) };
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                tracing::warn!("accepting a shared-memory connection: {e}");
+                std::thread::sleep(Duration::from_millis(10));
             }
         }
     }

@@ -36,11 +36,18 @@ pub const CONN_WRITE_BUFFER_MAX: usize = 64 * 1024 * 1024;
 
 pub use tern_wire::ReplySink;
 
+/// A client or peer connection handed to a worker: TCP, or shared memory (the Unix socket that
+/// tells when the other process is gone, and this side of the rings).
+pub enum Accepted {
+    Tcp(std::net::TcpStream),
+    Shm(std::os::unix::net::UnixStream, Box<tern_shm::Endpoint>),
+}
+
 pub enum Inbound {
     Signal(Block, Signal),
-    NewConn(std::net::TcpStream),
+    NewConn(Accepted),
     /// A connection moved here by its Hello, with the bytes already read from it.
-    AdoptConn(std::net::TcpStream, Vec<u8>),
+    AdoptConn(Accepted, Vec<u8>),
     LocalOpen {
         client: ClientId,
         sink: ReplySink,
@@ -92,8 +99,60 @@ pub fn worker_of(b: Block) -> usize {
     }
 }
 
+/// A connection's socket: the TCP stream it talks over, or the Unix socket of a shared-memory
+/// connection (only watched for end-of-file; the bytes go through `Conn::shm`).
+enum Stream {
+    Tcp(TcpStream),
+    Unix(mio::net::UnixStream),
+}
+
+impl Stream {
+    fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    fn into_accepted(self, shm: Option<Box<tern_shm::Endpoint>>) -> Accepted {
+        use std::os::fd::{FromRawFd, IntoRawFd};
+        match (self, shm) {
+            (Stream::Tcp(s), _) => Accepted::Tcp(into_std(s)),
+            // SAFETY: the fd comes from a mio stream we own and give up here.
+            (Stream::Unix(s), Some(e)) => {
+                Accepted::Shm(unsafe { std::os::unix::net::UnixStream::from_raw_fd(s.into_raw_fd()) }, e)
+            }
+            (Stream::Unix(_), None) => unreachable!("a Unix stream always has its rings"),
+        }
+    }
+}
+
+impl mio::event::Source for Stream {
+    fn register(&mut self, r: &mio::Registry, t: Token, i: Interest) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.register(r, t, i),
+            Stream::Unix(s) => s.register(r, t, i),
+        }
+    }
+    fn reregister(&mut self, r: &mio::Registry, t: Token, i: Interest) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.reregister(r, t, i),
+            Stream::Unix(s) => s.reregister(r, t, i),
+        }
+    }
+    fn deregister(&mut self, r: &mio::Registry) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.deregister(r),
+            Stream::Unix(s) => s.deregister(r),
+        }
+    }
+}
+
 struct Conn {
-    stream: TcpStream,
+    stream: Stream,
+    /// A shared-memory connection's rings (its eventfd is registered under the same token).
+    shm: Option<Box<tern_shm::Endpoint>>,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
     client: ClientId,
@@ -135,6 +194,10 @@ pub struct Worker {
     link_tokens: HashMap<Token, NodeId>,
     dirty_links: Vec<NodeId>,
     conns: HashMap<Token, Conn>,
+    /// The shared-memory connections, polled on every loop turn and while spinning.
+    shm_conns: Vec<Token>,
+    /// Scratch list of the shared-memory connections parked on (kept for its allocation).
+    shm_parked: Vec<Token>,
     clients: HashMap<ClientId, ClientEnd>,
     next_token: usize,
     next_conn_worker: usize,
@@ -181,6 +244,8 @@ impl Worker {
             link_tokens: HashMap::new(),
             dirty_links: Vec::new(),
             conns: HashMap::new(),
+            shm_conns: Vec::new(),
+            shm_parked: Vec::new(),
             clients: HashMap::new(),
             next_token: 2,
             next_conn_worker: 0,
@@ -208,6 +273,7 @@ impl Worker {
                 break;
             }
             worked |= self.poll_sockets(&mut events, Some(Duration::ZERO));
+            worked |= self.poll_shm();
             worked |= self.run_queue();
             worked |= self.fire_timers();
             self.flush();
@@ -240,7 +306,7 @@ impl Worker {
         let mut iter = 0u32;
         while start.elapsed() < budget {
             iter += 1;
-            if !self.mailbox.is_empty() {
+            if !self.mailbox.is_empty() || self.shm_waiting() {
                 self.spin_us = grown_spin(self.spin_us, self.shared.spin_max_us);
                 return true;
             }
@@ -274,7 +340,31 @@ impl Worker {
         });
         let timeout = Some(timeout.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(100)));
         if self.mailbox.prepare_sleep() {
-            self.poll_sockets(events, timeout);
+            // Shared-memory clients wake this worker through their eventfd while it is parked.
+            // (A paused connection is not read until its client drains its replies, which wakes
+            // the worker through the eventfd too.)
+            let mut parked = std::mem::take(&mut self.shm_parked);
+            let mut all = true;
+            for &t in &self.shm_conns {
+                let Some(c) = self.conns.get(&t) else { continue };
+                let Some(e) = c.shm.as_ref() else { continue };
+                if e.rx.prepare_park() {
+                    parked.push(t);
+                } else if !c.paused {
+                    all = false;
+                    break;
+                }
+            }
+            if all {
+                self.poll_sockets(events, timeout);
+            }
+            // (The poll may have closed connections: unpark those still here.)
+            for t in parked.drain(..) {
+                if let Some(e) = self.conns.get(&t).and_then(|c| c.shm.as_ref()) {
+                    e.rx.unpark();
+                }
+            }
+            self.shm_parked = parked;
             self.mailbox.woke();
             if self.spin_us == 0 {
                 // With spinning switched off (spin_max_us = 0) it stays off.
@@ -291,7 +381,10 @@ impl Worker {
             match item {
                 Inbound::Signal(b, s) => self.local.push_back((b, s)),
                 Inbound::NewConn(s) => {
-                    self.add_conn(s, Vec::new());
+                    if let Some(token) = self.add_conn(s, Vec::new()) {
+                        // A shared-memory client may have written before its rings were watched.
+                        self.read_conn(token);
+                    }
                 }
                 Inbound::AdoptConn(s, pending) => {
                     if let Some(token) = self.add_conn(s, pending) {
@@ -315,14 +408,33 @@ impl Worker {
         worked
     }
 
-    fn add_conn(&mut self, s: std::net::TcpStream, mut rbuf: Vec<u8>) -> Option<Token> {
-        if s.set_nonblocking(true).is_err() || s.set_nodelay(true).is_err() {
-            return None;
-        }
-        let mut stream = TcpStream::from_std(s);
+    fn add_conn(&mut self, s: Accepted, mut rbuf: Vec<u8>) -> Option<Token> {
         let token = Token(self.next_token);
         self.next_token += 1;
+        let (mut stream, shm) = match s {
+            Accepted::Tcp(s) => {
+                if s.set_nonblocking(true).is_err() || s.set_nodelay(true).is_err() {
+                    return None;
+                }
+                (Stream::Tcp(TcpStream::from_std(s)), None)
+            }
+            Accepted::Shm(s, e) => {
+                if s.set_nonblocking(true).is_err() {
+                    return None;
+                }
+                let fd = e.wake_me.raw_fd();
+                if self.poll.registry().register(&mut mio::unix::SourceFd(&fd), token, Interest::READABLE).is_err() {
+                    return None;
+                }
+                self.shm_conns.push(token);
+                (Stream::Unix(mio::net::UnixStream::from_std(s)), Some(e))
+            }
+        };
         if self.poll.registry().register(&mut stream, token, Interest::READABLE).is_err() {
+            if let Some(e) = &shm {
+                let _ = self.poll.registry().deregister(&mut mio::unix::SourceFd(&e.wake_me.raw_fd()));
+                self.shm_conns.retain(|&t| t != token);
+            }
             return None;
         }
         let client = self.shared.next_client.fetch_add(1, Ordering::Relaxed);
@@ -330,9 +442,63 @@ impl Worker {
         rbuf.reserve(16 * 1024);
         self.conns.insert(
             token,
-            Conn { stream, rbuf, wbuf: Vec::new(), client, want_write: false, requests: 0, paused: false, peer: None },
+            Conn {
+                stream,
+                shm,
+                rbuf,
+                wbuf: Vec::new(),
+                client,
+                want_write: false,
+                requests: 0,
+                paused: false,
+                peer: None,
+            },
         );
         Some(token)
+    }
+
+    /// Whether a shared-memory connection has bytes waiting (or a broken ring to close).
+    fn shm_waiting(&self) -> bool {
+        self.shm_conns.iter().any(|t| self.conns.get(t).is_some_and(shm_ready))
+    }
+
+    /// Reads every shared-memory connection that has bytes waiting.
+    fn poll_shm(&mut self) -> bool {
+        let mut worked = false;
+        for i in 0..self.shm_conns.len() {
+            let Some(&t) = self.shm_conns.get(i) else { break };
+            if self.conns.get(&t).is_some_and(shm_ready) {
+                worked = true;
+                self.read_conn(t);
+            }
+        }
+        worked
+    }
+
+    /// A shared-memory connection's socket or eventfd fired: end-of-file on the socket means
+    /// the client's process is gone (or closed the connection).
+    fn shm_event(&mut self, token: Token) -> bool {
+        let Some(c) = self.conns.get(&token) else { return false };
+        let Some(e) = c.shm.as_ref() else { return true };
+        e.wake_me.drain();
+        let mut b = [0u8; 64];
+        loop {
+            // SAFETY: a non-blocking receive into a local buffer from the connection's socket.
+            let n = unsafe {
+                libc::recv(c.stream.raw_fd(), b.as_mut_ptr() as *mut libc::c_void, b.len(), libc::MSG_DONTWAIT)
+            };
+            if n > 0 {
+                continue; // nothing is sent on the socket; ignore stray bytes
+            }
+            if n == 0 {
+                return false;
+            }
+            return match io::Error::last_os_error().kind() {
+                io::ErrorKind::WouldBlock => true,
+                io::ErrorKind::Interrupted => continue,
+                _ => false,
+            };
+        }
     }
 
     fn poll_sockets(&mut self, events: &mut Events, timeout: Option<Duration>) -> bool {
@@ -366,7 +532,12 @@ impl Worker {
                     }
                 }
                 t => {
-                    if writable {
+                    let shm = self.conns.get(&t).is_some_and(|c| c.shm.is_some());
+                    if shm && !self.shm_event(t) {
+                        self.close_conn(t);
+                        continue;
+                    }
+                    if writable || (shm && self.conns.get(&t).is_some_and(|c| !c.wbuf.is_empty())) {
                         self.dirty.push(t);
                     }
                     if readable {
@@ -390,9 +561,9 @@ impl Worker {
                     self.next_conn_worker += 1;
                     let std_stream = into_std(s);
                     if w == self.index {
-                        self.add_conn(std_stream, Vec::new());
+                        self.add_conn(Accepted::Tcp(std_stream), Vec::new());
                     } else {
-                        self.peers[w].push(Inbound::NewConn(std_stream));
+                        self.peers[w].push(Inbound::NewConn(Accepted::Tcp(std_stream)));
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -415,7 +586,14 @@ impl Worker {
             return;
         }
         let mut closed = false;
-        loop {
+        if let Some(e) = conn.shm.as_mut() {
+            let room = CONN_READ_BUFFER_MAX.saturating_sub(conn.rbuf.len());
+            if let Err(err) = e.recv_into(&mut conn.rbuf, room) {
+                tracing::warn!("closing a shared-memory connection: {err}");
+                closed = true;
+            }
+        }
+        while conn.shm.is_none() {
             if conn.rbuf.len() >= CONN_READ_BUFFER_MAX {
                 break;
             }
@@ -428,14 +606,7 @@ impl Worker {
             let room = spare.len();
             // SAFETY: receives into the vector's spare capacity, at most its length, from the
             // connection's own socket.
-            let n = unsafe {
-                libc::recv(
-                    std::os::fd::AsRawFd::as_raw_fd(&conn.stream),
-                    spare.as_mut_ptr() as *mut libc::c_void,
-                    room,
-                    0,
-                )
-            };
+            let n = unsafe { libc::recv(conn.stream.raw_fd(), spare.as_mut_ptr() as *mut libc::c_void, room, 0) };
             if n == 0 {
                 closed = true;
                 break;
@@ -559,9 +730,9 @@ impl Worker {
         conn.rbuf.drain(..at);
         if let Some(w) = migrate {
             let mut c = self.conns.remove(&token).expect("present");
-            let _ = self.poll.registry().deregister(&mut c.stream);
+            self.forget_stream(token, &mut c);
             self.clients.remove(&c.client);
-            self.peers[w].push(Inbound::AdoptConn(into_std(c.stream), c.rbuf));
+            self.peers[w].push(Inbound::AdoptConn(c.stream.into_accepted(c.shm), c.rbuf));
             return;
         }
         if let Some(e) = protocol_error {
@@ -573,9 +744,18 @@ impl Worker {
         }
     }
 
+    /// Stops watching a connection's socket (and eventfd).
+    fn forget_stream(&mut self, token: Token, c: &mut Conn) {
+        let _ = self.poll.registry().deregister(&mut c.stream);
+        if let Some(e) = &c.shm {
+            let _ = self.poll.registry().deregister(&mut mio::unix::SourceFd(&e.wake_me.raw_fd()));
+            self.shm_conns.retain(|&t| t != token);
+        }
+    }
+
     fn close_conn(&mut self, token: Token) {
         if let Some(mut c) = self.conns.remove(&token) {
-            let _ = self.poll.registry().deregister(&mut c.stream);
+            self.forget_stream(token, &mut c);
             self.clients.remove(&c.client);
             if let Some((node, _)) = c.peer {
                 tracing::warn!(node, "the connection from data node {node} closed");
@@ -801,8 +981,24 @@ impl Worker {
                 continue;
             };
             let mut failed = false;
-            while !c.wbuf.is_empty() {
-                match c.stream.write(&c.wbuf) {
+            if let Some(e) = c.shm.as_mut() {
+                let mut written = 0;
+                while written < c.wbuf.len() {
+                    match e.send(&c.wbuf[written..]) {
+                        Ok(0) if e.tx.prepare_wait() => break, // the client wakes us when it has read
+                        Ok(n) => written += n,
+                        Err(err) => {
+                            tracing::warn!("closing a shared-memory connection: {err}");
+                            failed = true;
+                            break;
+                        }
+                    }
+                }
+                c.wbuf.drain(..written);
+            }
+            while c.shm.is_none() && !c.wbuf.is_empty() {
+                let Stream::Tcp(stream) = &mut c.stream else { unreachable!("TCP") };
+                match stream.write(&c.wbuf) {
                     Ok(0) => {
                         failed = true;
                         break;
@@ -827,7 +1023,7 @@ impl Worker {
                 c.paused = false;
                 resume.push(token);
             }
-            if want != c.want_write {
+            if want != c.want_write && c.shm.is_none() {
                 let interest = if want { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
                 let _ = self.poll.registry().reregister(&mut c.stream, token, interest);
                 c.want_write = want;
@@ -838,6 +1034,13 @@ impl Worker {
             self.read_conn(token);
         }
     }
+}
+
+/// A shared-memory connection with requests to read now.
+fn shm_ready(c: &Conn) -> bool {
+    !c.paused
+        && c.rbuf.len() < CONN_READ_BUFFER_MAX
+        && c.shm.as_ref().is_some_and(|e| e.rx.available().map_or(true, |n| n > 0))
 }
 
 fn into_std(s: TcpStream) -> std::net::TcpStream {

@@ -60,6 +60,9 @@ pub struct DatanodeToml {
     pub redo_segment_mb: Option<u64>,
     pub spin_max_us: Option<u64>,
     pub log_level: Option<String>,
+    /// "tcp", "shm" or "auto" (default): whether processes on this host may connect through
+    /// shared memory.
+    pub transporter: Option<String>,
 }
 
 pub fn cores() -> usize {
@@ -153,6 +156,10 @@ impl DatanodeToml {
             redo_segment_bytes: self.redo_segment_mb.unwrap_or(64).max(1) << 20,
             idle_hook: None,
             control: None,
+            transporter: match &self.transporter {
+                None => tern_runtime::Transporter::Auto,
+                Some(t) => t.parse().map_err(|e: String| anyhow::anyhow!("transporter: {e}"))?,
+            },
         })
     }
 }

@@ -57,6 +57,10 @@ enum Cmd {
         /// Data directory (overrides the TOML's).
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// How processes on this host may connect: tcp, shm (shared memory), or auto (default:
+        /// offer shared memory next to TCP). Overrides the TOML's `transporter`.
+        #[arg(long)]
+        transporter: Option<String>,
     },
     /// Ask a data node to stop (it leaves the cluster; under `tern up` it stays stopped until
     /// `tern start --node N`).
@@ -142,6 +146,7 @@ impl ColocatedArgs {
             mysql_threads: self.mysql_threads,
             no_mysql: self.mysql_port.is_none(),
             toml: self.api_toml.clone(),
+            transporter: None,
         })
     }
 }
@@ -206,6 +211,10 @@ struct ApiArgs {
     /// the JSON's Rondis section.
     #[arg(long)]
     toml: Option<PathBuf>,
+    /// How to reach the data nodes: tcp, shm (shared memory, same host only), or auto (default:
+    /// shared memory to a data node on this host that offers it, else TCP).
+    #[arg(long)]
+    transporter: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -355,11 +364,11 @@ fn main() {
         Cmd::Up(a) => up::run(a),
         Cmd::Api(a) => api(a),
         Cmd::Apikey { cmd: ApikeyCmd::Create { dbs, addr } } => apikey_create(&dbs, &addr),
-        Cmd::Datanode { config, rest_port, front, mgmd, node_id, data_dir } if !mgmd.is_empty() => {
-            datanode_in_cluster(config, front.api_args(rest_port), mgmd, node_id, data_dir)
+        Cmd::Datanode { config, rest_port, front, mgmd, node_id, data_dir, transporter } if !mgmd.is_empty() => {
+            datanode_in_cluster(config, front.api_args(rest_port), mgmd, node_id, data_dir, transporter)
         }
-        Cmd::Datanode { config, rest_port, front, data_dir, .. } => {
-            datanode(config, front.api_args(rest_port), data_dir)
+        Cmd::Datanode { config, rest_port, front, data_dir, transporter, .. } => {
+            datanode(config, front.api_args(rest_port), data_dir, transporter)
         }
         Cmd::Mgmd { config, node_id, data_dir } => mgmd(&config, node_id, data_dir),
         Cmd::Stop { node, mgmd } => operator(mgmd, node, true),
@@ -406,11 +415,15 @@ fn datanode_in_cluster(
     mgmd: Vec<String>,
     node_id: Option<u16>,
     data_dir: Option<PathBuf>,
+    transporter: Option<String>,
 ) -> Result<()> {
     let mut toml = match &config {
         Some(p) => config::DatanodeToml::load(p)?,
         None => config::DatanodeToml::default(),
     };
+    if transporter.is_some() {
+        toml.transporter = transporter;
+    }
     init_logging(&toml.log_level());
     install_signal_handlers();
     let node_id = node_id.or(toml.node_id).context("--node-id is needed with --mgmd")?;
@@ -497,11 +510,19 @@ fn serve_until_stopped(node: tern_runtime::DataNode, front: Option<ApiArgs>) -> 
     r
 }
 
-fn datanode(config: Option<PathBuf>, front: Option<ApiArgs>, data_dir: Option<PathBuf>) -> Result<()> {
+fn datanode(
+    config: Option<PathBuf>,
+    front: Option<ApiArgs>,
+    data_dir: Option<PathBuf>,
+    transporter: Option<String>,
+) -> Result<()> {
     let mut toml = match &config {
         Some(p) => config::DatanodeToml::load(p)?,
         None => config::DatanodeToml::default(),
     };
+    if transporter.is_some() {
+        toml.transporter = transporter;
+    }
     if let Some(d) = data_dir {
         toml.data_dir = Some(d);
     }
@@ -652,11 +673,18 @@ fn api(a: ApiArgs) -> Result<()> {
     if !mgmd.is_empty() {
         std::thread::Builder::new().name("tern-api-watch".into()).spawn(move || watch_cluster(mgmd))?;
     }
+    let mut copts = tern_client::ClientOptions::default();
+    if let Some(t) = &a.transporter {
+        copts.transporter = t.parse().map_err(|e: String| anyhow::anyhow!("--transporter: {e}"))?;
+    }
     let connect = move || {
         let until = std::time::Instant::now() + Duration::from_secs(60);
         loop {
-            match tern_client::Client::connect(&datanode) {
-                Ok(c) => return Ok(c),
+            match tern_client::Client::connect_with(&datanode, copts.clone()) {
+                Ok(c) => {
+                    tracing::info!(transporter = c.transporter(), "connected to the data nodes");
+                    return Ok(c);
+                }
                 Err(e) if std::time::Instant::now() < until && !stop_requested() => {
                     tracing::debug!("waiting for the data node: {e}");
                     std::thread::sleep(Duration::from_millis(100));

@@ -73,6 +73,10 @@ pub struct UpArgs {
     /// (where by default they run inside the data node's process, with no socket between them).
     #[arg(long)]
     pub api_process: bool,
+    /// How the API server process reaches the data nodes: tcp, shm (shared memory) or auto
+    /// (default: shared memory, all processes being on this host).
+    #[arg(long)]
+    pub transporter: Option<String>,
 }
 
 fn write_datanode_config(a: &UpArgs, dir: &Path) -> Result<PathBuf> {
@@ -523,6 +527,9 @@ pub fn run(a: UpArgs) -> Result<()> {
     }
     if let Some(t) = a.mysql_threads {
         api_args.extend(["--mysql-threads".into(), t.to_string()]);
+    }
+    if let Some(t) = &a.transporter {
+        api_args.extend(["--transporter".into(), t.clone()]);
     }
     if let Some(t) = &api_toml {
         api_args.extend(["--toml".into(), t.clone()]);
