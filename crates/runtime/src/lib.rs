@@ -224,6 +224,7 @@ impl DataNode {
             spin_max_us: cfg.spin_max_us,
             idle_hook: cfg.idle_hook,
             control: cfg.control.clone(),
+            transporter: cfg.transporter,
         });
         let Node { tcs, ldms, dict, dist, recovered_rows, durable_epoch, .. } = node;
         let n = ldms.len();

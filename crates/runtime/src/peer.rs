@@ -16,6 +16,12 @@
 //! two (a broken link is a node failure, as in NDB). A link that breaks before it carried
 //! anything (the peer is still starting) keeps its buffer and is re-opened, at most every
 //! `RECONNECT_MS`.
+//!
+//! A peer on this host is reached through shared memory when both allow it (`transporter =
+//! "auto" | "shm"`): the link connects to the peer's abstract Unix socket, writes its frames into
+//! the request ring instead of the socket, and watches the socket (and its eventfd, woken when
+//! the peer frees ring space) under the link's token. The frames, the greeting and the rules
+//! above are the same.
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
@@ -34,6 +40,12 @@ pub struct PeerLink {
     addr: Option<SocketAddr>,
     pub token: Token,
     stream: Option<TcpStream>,
+    /// Shared memory to a peer on this host: the Unix socket (watched for end-of-file) and the
+    /// rings; `stream` is then None.
+    shm: Option<(mio::net::UnixStream, Box<tern_shm::Endpoint>)>,
+    /// Whether this link tries shared memory first (the peer is on this host and the transporter
+    /// allows it).
+    try_shm: bool,
     /// The greeting's bytes still to write on a new connection (before any signal).
     greeting: Vec<u8>,
     /// Bytes of the current connection have reached the peer's socket: from now on a break loses
@@ -51,16 +63,20 @@ pub struct PeerLink {
 }
 
 impl PeerLink {
-    pub fn new(node: NodeId, host_port: &str, token: Token) -> PeerLink {
+    pub fn new(node: NodeId, host_port: &str, token: Token, transporter: tern_shm::Transporter) -> PeerLink {
         let addr = host_port.to_socket_addrs().ok().and_then(|mut a| a.next());
         if addr.is_none() {
             tracing::error!(node, host_port, "cannot resolve the address of data node");
         }
+        let try_shm = transporter != tern_shm::Transporter::Tcp
+            && addr.is_some_and(|a| tern_shm::is_this_host(&a.ip().to_string()));
         PeerLink {
             node,
             addr,
             token,
             stream: None,
+            shm: None,
+            try_shm,
             greeting: Vec::new(),
             established: false,
             wbuf: Vec::new(),
@@ -98,12 +114,15 @@ impl PeerLink {
         if self.wbuf.is_empty() {
             return true;
         }
-        if self.stream.is_none() {
+        if self.stream.is_none() && self.shm.is_none() {
             if now_ms < self.retry_at_ms {
                 return true;
             }
             self.retry_at_ms = now_ms + RECONNECT_MS;
             let Some(addr) = self.addr else { return true };
+            if self.try_shm && self.connect_shm(registry, addr.port(), hello) {
+                return self.flush_shm(registry, poison);
+            }
             let Ok(mut s) = TcpStream::connect(addr) else { return true };
             let _ = s.set_nodelay(true);
             if registry.register(&mut s, self.token, Interest::READABLE | Interest::WRITABLE).is_err() {
@@ -116,6 +135,9 @@ impl PeerLink {
             finish_frame(&mut self.greeting, at);
             self.established = false;
             self.stream = Some(s);
+        }
+        if self.shm.is_some() {
+            return self.flush_shm(registry, poison);
         }
         let s = self.stream.as_mut().expect("connected");
         let mut broken = false;
@@ -162,6 +184,75 @@ impl PeerLink {
         true
     }
 
+    /// Opens shared memory to the peer (its abstract Unix socket; the acceptor thread there
+    /// answers at once, so this short blocking step cannot wait on a busy worker). False: not
+    /// offered (an older or TCP-only peer, or not started yet): TCP is tried instead.
+    fn connect_shm(&mut self, registry: &Registry, port: u16, hello: PeerHello) -> bool {
+        let Ok((s, e)) = tern_shm::connect(port, std::time::Duration::from_secs(1)) else { return false };
+        if s.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let mut s = mio::net::UnixStream::from_std(s);
+        let ev = e.wake_me.raw_fd();
+        if registry.register(&mut s, self.token, Interest::READABLE).is_err() {
+            return false;
+        }
+        if registry.register(&mut mio::unix::SourceFd(&ev), self.token, Interest::READABLE).is_err() {
+            let _ = registry.deregister(&mut s);
+            return false;
+        }
+        self.greeting.clear();
+        let at = begin_frame(&mut self.greeting);
+        hello.encode(&mut self.greeting);
+        finish_frame(&mut self.greeting, at);
+        self.established = false;
+        self.shm = Some((s, Box::new(e)));
+        true
+    }
+
+    /// Writes the greeting and queued signals into the ring; what does not fit waits for the
+    /// peer to free space (it wakes this worker through the eventfd).
+    fn flush_shm(&mut self, registry: &Registry, poison: bool) -> bool {
+        let Some((_, e)) = self.shm.as_mut() else { return true };
+        let mut broken = false;
+        let mut full = false;
+        while !self.greeting.is_empty() {
+            match e.send(&self.greeting) {
+                Ok(0) => {
+                    full = true;
+                    break;
+                }
+                Ok(n) => {
+                    self.greeting.drain(..n);
+                    self.established = true;
+                }
+                Err(_) => {
+                    broken = true;
+                    break;
+                }
+            }
+        }
+        let mut written = 0;
+        while !broken && !full && written < self.wbuf.len() {
+            match e.send(&self.wbuf[written..]) {
+                Ok(0) if e.tx.prepare_wait() => full = true,
+                Ok(n) => written += n,
+                Err(_) => broken = true,
+            }
+        }
+        self.wbuf.drain(..written);
+        if broken {
+            return !self.broken(registry, poison);
+        }
+        true
+    }
+
+    /// Whether this link talks through shared memory.
+    #[cfg(test)]
+    pub fn is_shm(&self) -> bool {
+        self.shm.is_some()
+    }
+
     /// The peer closed or the connection failed: drop it and what it had not sent.
     /// Returns whether signals may have been lost (a connection that had carried bytes broke;
     /// before that, e.g. while the peer starts, they wait for the next attempt). With `poison`
@@ -170,6 +261,10 @@ impl PeerLink {
     pub fn broken(&mut self, registry: &Registry, poison: bool) -> bool {
         if let Some(mut s) = self.stream.take() {
             let _ = registry.deregister(&mut s);
+        }
+        if let Some((mut s, e)) = self.shm.take() {
+            let _ = registry.deregister(&mut s);
+            let _ = registry.deregister(&mut mio::unix::SourceFd(&e.wake_me.raw_fd()));
         }
         let lost = self.established;
         if lost && !self.wbuf.is_empty() {
@@ -198,8 +293,20 @@ impl PeerLink {
 
     /// Whether the peer closed its end (a one-way link never carries data back).
     pub fn peer_closed(&mut self) -> bool {
-        let Some(s) = self.stream.as_mut() else { return false };
         let mut b = [0u8; 64];
+        if let Some((s, e)) = self.shm.as_mut() {
+            e.wake_me.drain();
+            loop {
+                match io::Read::read(s, &mut b) {
+                    Ok(0) => return true,
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => return true,
+                }
+            }
+        }
+        let Some(s) = self.stream.as_mut() else { return false };
         loop {
             match io::Read::read(s, &mut b) {
                 Ok(0) => return true,
@@ -225,7 +332,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let poll = mio::Poll::new().unwrap();
-        let mut link = PeerLink::new(2, &addr, Token(1));
+        let mut link = PeerLink::new(2, &addr, Token(1), tern_shm::Transporter::Tcp);
         let hello = PeerHello { node: 1, worker: 0, incarnation: 1, target_incarnation: 1 };
         let to = Addr::new(2, Block::Dist);
         assert!(link.push(to, &Signal::NodeHeartbeat { from: 1, incarnation: 1 }));
@@ -256,13 +363,52 @@ mod tests {
         assert!(link.push(to, &Signal::NodeHeartbeat { from: 1, incarnation: 1 }));
     }
 
+    /// A peer on this host that offers shared memory is reached through it: the greeting and
+    /// then the signals arrive in the ring as the same frames TCP would carry.
+    #[test]
+    fn a_peer_on_this_host_is_reached_through_shared_memory() {
+        let port = 30_000 + (std::process::id() % 20_000) as u16;
+        let l = tern_shm::listen(port).unwrap();
+        let server = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut e = tern_shm::serve(&s, tern_shm::RING_MIN).unwrap();
+            let mut buf = Vec::new();
+            let mut frames = Vec::new();
+            let until = Instant::now() + Duration::from_secs(10);
+            while frames.len() < 2 {
+                e.recv_into(&mut buf, usize::MAX).unwrap();
+                while let Some((payload, n)) = tern_wire::decode_frame(&buf).unwrap() {
+                    frames.push(payload.to_vec());
+                    buf.drain(..n);
+                }
+                assert!(Instant::now() < until, "frames did not arrive");
+            }
+            (frames, s)
+        });
+        let poll = mio::Poll::new().unwrap();
+        let mut link = PeerLink::new(2, &format!("127.0.0.1:{port}"), Token(1), tern_shm::Transporter::Auto);
+        let hello = PeerHello { node: 1, worker: 0, incarnation: 1, target_incarnation: 1 };
+        let to = Addr::new(2, Block::Dist);
+        assert!(link.push(to, &Signal::NodeHeartbeat { from: 1, incarnation: 1 }));
+        assert!(link.flush(poll.registry(), hello, 0, true));
+        assert!(link.is_shm() && !link.has_output());
+        let (frames, _s) = server.join().unwrap();
+        assert_eq!(PeerHello::decode(&frames[0]), Some(hello));
+        let (got_to, sig) = tern_kernel::codec::decode_signal(&frames[1]).unwrap();
+        assert_eq!(got_to, to);
+        assert!(matches!(sig, Signal::NodeHeartbeat { from: 1, incarnation: 1 }));
+        // With transporter = "tcp" the same peer is reached over TCP (here: nothing listens).
+        let tcp = PeerLink::new(2, &format!("127.0.0.1:{port}"), Token(2), tern_shm::Transporter::Tcp);
+        assert!(!tcp.try_shm);
+    }
+
     /// Before a connection carried anything (the peer is still starting) a break keeps the
     /// buffer for the next attempt and does not poison the link.
     #[test]
     fn a_refused_connection_keeps_the_buffer() {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let poll = mio::Poll::new().unwrap();
-        let mut link = PeerLink::new(2, &format!("127.0.0.1:{port}"), Token(1));
+        let mut link = PeerLink::new(2, &format!("127.0.0.1:{port}"), Token(1), tern_shm::Transporter::Tcp);
         let hello = PeerHello { node: 1, worker: 0, incarnation: 1, target_incarnation: 1 };
         assert!(link.push(Addr::new(2, Block::Dist), &Signal::NodeHeartbeat { from: 1, incarnation: 1 }));
         let _ = link.flush(poll.registry(), hello, 0, true);

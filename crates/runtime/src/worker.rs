@@ -76,6 +76,8 @@ pub struct Shared {
     pub idle_hook: Option<fn()>,
     /// Where the blocks' requests to the control plane go (the membership thread).
     pub control: Option<Arc<crate::ControlInbox>>,
+    /// Whether links to data nodes on this host may use shared memory.
+    pub transporter: tern_shm::Transporter,
 }
 
 impl Shared {
@@ -777,7 +779,7 @@ impl Worker {
                 let token = Token(self.next_token);
                 self.next_token += 1;
                 self.link_tokens.insert(token, to.node);
-                v.insert(PeerLink::new(to.node, &spec.addr(), token))
+                v.insert(PeerLink::new(to.node, &spec.addr(), token, self.shared.transporter))
             }
         };
         if !link.push(to, &sig) {
