@@ -25,6 +25,7 @@ fn node(dir: &std::path::Path) -> DataNode {
         data_dir: dir.to_path_buf(),
         listen: "127.0.0.1:0".parse().unwrap(),
         spin_max_us: 10,
+        expect_spin_us: tern_runtime::EXPECT_SPIN_US_DEFAULT,
         redo_segment_bytes: 1 << 20,
         idle_hook: None,
         control: None,

@@ -73,6 +73,8 @@ pub struct Shared {
     pub next_client: AtomicU64,
     pub epoch: Instant,
     pub spin_max_us: u64,
+    /// How long a worker keeps spinning after it exchanged signals with another worker.
+    pub expect_spin_us: u64,
     pub idle_hook: Option<fn()>,
     /// Where the blocks' requests to the control plane go (the membership thread).
     pub control: Option<Arc<crate::ControlInbox>>,
@@ -211,6 +213,10 @@ pub struct Worker {
     dirty: Vec<Token>,
     inbox: Vec<Inbound>,
     spin_us: u64,
+    /// Until when a reply from another worker is likely (this worker just handed it work, or
+    /// got work from one): the idle spin lasts at least until then, so a transaction spanning
+    /// workers does not pay a sleep and a wake-up on every prepare and commit hop.
+    expect_until: Option<Instant>,
     busy_since_idle: bool,
     last_idle_hook_ms: u64,
 }
@@ -259,6 +265,7 @@ impl Worker {
             dirty: Vec::new(),
             inbox: Vec::new(),
             spin_us,
+            expect_until: None,
             busy_since_idle: false,
             last_idle_hook_ms: 0,
         }
@@ -300,11 +307,17 @@ impl Worker {
 
     /// Spins for up to the adaptive budget; true when work turned up.
     fn spin(&mut self) -> bool {
-        if self.spin_us == 0 || !self.local.is_empty() {
+        if self.shared.spin_max_us == 0 || !self.local.is_empty() {
             return !self.local.is_empty();
         }
         let start = Instant::now();
-        let budget = Duration::from_micros(self.spin_us);
+        let mut budget = Duration::from_micros(self.spin_us);
+        if let Some(until) = self.expect_until.take() {
+            budget = budget.max(until.saturating_duration_since(start));
+        }
+        if budget.is_zero() {
+            return false;
+        }
         let mut iter = 0u32;
         while start.elapsed() < budget {
             iter += 1;
@@ -375,10 +388,21 @@ impl Worker {
         }
     }
 
+    /// Another worker is likely to answer within `EXPECT_SPIN_US` (see `expect_until`).
+    fn expect_reply(&mut self) {
+        let us = self.shared.expect_spin_us;
+        if us > 0 {
+            self.expect_until = Some(Instant::now() + Duration::from_micros(us));
+        }
+    }
+
     fn drain_mailbox(&mut self) -> bool {
         let mut inbox = std::mem::take(&mut self.inbox);
         self.mailbox.drain_into(&mut inbox);
         let worked = !inbox.is_empty();
+        if inbox.iter().any(|i| matches!(i, Inbound::Signal(..))) {
+            self.expect_reply();
+        }
         for item in inbox.drain(..) {
             match item {
                 Inbound::Signal(b, s) => self.local.push_back((b, s)),
@@ -945,10 +969,15 @@ impl Worker {
     }
 
     fn flush(&mut self) {
+        let mut handed = false;
         for (w, items) in self.outboxes.iter_mut().enumerate() {
             if !items.is_empty() {
+                handed = true;
                 self.peers[w].push_all(items);
             }
+        }
+        if handed {
+            self.expect_reply();
         }
         if !self.dirty_links.is_empty() {
             let mut dirty = std::mem::take(&mut self.dirty_links);

@@ -59,6 +59,8 @@ pub struct DatanodeToml {
     pub checkpoint_redo_mb: Option<u64>,
     pub redo_segment_mb: Option<u64>,
     pub spin_max_us: Option<u64>,
+    /// µs a worker keeps spinning after an exchange with another worker (see the runtime).
+    pub expect_spin_us: Option<u64>,
     pub log_level: Option<String>,
     /// "tcp", "shm" or "auto" (default): whether processes on this host may connect through
     /// shared memory.
@@ -153,6 +155,7 @@ impl DatanodeToml {
             data_dir: self.data_dir.clone().unwrap_or_else(|| PathBuf::from("./tern-data/node-1")),
             listen,
             spin_max_us: self.spin_max_us.unwrap_or(50),
+            expect_spin_us: self.expect_spin_us.unwrap_or(tern_runtime::EXPECT_SPIN_US_DEFAULT),
             redo_segment_bytes: self.redo_segment_mb.unwrap_or(64).max(1) << 20,
             idle_hook: None,
             control: None,
