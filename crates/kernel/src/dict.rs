@@ -58,7 +58,9 @@ enum Stage {
 
 /// This node's part of a catalog change: write the file, apply it locally, answer the master.
 struct LocalWrite {
-    master: Addr,
+    /// Who asked for this write (answered when it is done): the master, and a new master that
+    /// asked for the same catalog while it was being written (the old one may have failed).
+    masters: Vec<Addr>,
     catalog: Arc<Catalog>,
     broadcast: bool,
     token: u64,
@@ -133,6 +135,26 @@ impl Dict {
             forwarded: BTreeMap::new(),
             everywhere: 0,
         }
+    }
+
+    /// What the dict is doing (for the simulator's failure reports).
+    pub fn describe(&self) -> String {
+        let stage = self.job.as_ref().map(|j| match &j.stage {
+            Stage::Store { catalog, .. } => format!("store v{}", catalog.version),
+            Stage::Write { catalog, waiting } => format!("write v{} waiting {waiting:?}", catalog.version),
+            Stage::BuildIndex { .. } => "build index".to_string(),
+            Stage::Revert { .. } => "revert".to_string(),
+        });
+        format!(
+            "map v{} catalog v{} master {} job {:?} queue {} local {:?} forwarded {}",
+            self.cluster.version,
+            self.catalog.version,
+            self.is_master(),
+            stage,
+            self.queue.len(),
+            self.local.as_ref().map(|w| (w.catalog.version, w.waiting)),
+            self.forwarded.len()
+        )
     }
 
     pub fn catalog(&self) -> &Arc<Catalog> {
@@ -232,8 +254,14 @@ impl Dict {
             Signal::IndexBuilt { result, index, .. } => self.index_built(index, result, out),
             Signal::SchemaAck { version, .. } => self.schema_ack(version, out),
             Signal::IoDone { token, result } => self.written(token, result, out),
-            Signal::SchemaWrite { catalog, .. } if self.local.as_ref().is_some_and(|w| *w.catalog == *catalog) => {
-                // The master asked again while this very write is in progress: it answers.
+            Signal::SchemaWrite { from, catalog, .. }
+                if self.local.as_ref().is_some_and(|w| *w.catalog == *catalog) =>
+            {
+                // Asked again while this very write is in progress: it answers every asker.
+                let w = self.local.as_mut().expect("checked");
+                if !w.masters.contains(&from) {
+                    w.masters.push(from);
+                }
             }
             Signal::SchemaWrite { from, catalog, .. } if self.local.is_none() && *self.catalog == *catalog => {
                 // Applied already (a repeated request): answer again.
@@ -249,9 +277,13 @@ impl Dict {
                 self.next_token += 1;
                 let token = self.next_token;
                 out.io(self.addr, IoReq::WriteFile { name: CATALOG_FILE.into(), bytes, token });
-                self.local = Some(LocalWrite { master: from, catalog, broadcast, token, waiting: None });
+                self.local = Some(LocalWrite { masters: vec![from], catalog, broadcast, token, waiting: None });
             }
             Signal::SchemaWritten { from, version } => self.node_written(from.node, version, out),
+            Signal::ClusterMap { state } if state.version <= self.cluster.version => {
+                // An older map after a newer one (as every block does, ignore it): acting on it
+                // would make this dict forward to a master the newer map declared failed.
+            }
             Signal::ClusterMap { state } => {
                 self.joining.retain(|&n| matches!(state.state_of(n), NodeState::Starting | NodeState::Copying));
                 // Requests forwarded to a master that failed: it may or may not have committed
@@ -492,7 +524,9 @@ impl Dict {
 
     fn local_done(&mut self, out: &mut Out) {
         let w = self.local.take().expect("writing");
-        out.send(w.master, Signal::SchemaWritten { from: self.addr, version: w.catalog.version });
+        for m in w.masters {
+            out.send(m, Signal::SchemaWritten { from: self.addr, version: w.catalog.version });
+        }
         if let Some(next) = self.queued_write.take() {
             self.handle(0, next, out);
         }

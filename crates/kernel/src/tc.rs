@@ -157,13 +157,13 @@ pub struct Tc {
     /// The dist that runs the epoch protocol (where finished epochs are reported).
     epoch_master: Addr,
     catalog: Arc<Catalog>,
-    layouts: HashMap<TableId, Arc<RowLayout>>,
+    layouts: tern_types::hash::FastMap<TableId, Arc<RowLayout>>,
     /// Tables created with RonDB's `READ_BACKUP=1` (table comment `NDB_TABLE=READ_BACKUP=1`):
     /// committed reads may go to a backup replica on this node.
     read_backup: std::collections::HashSet<TableId>,
     next_id: u64,
-    txns: HashMap<u64, Txn>,
-    by_client: HashMap<(ClientId, u64), u64>,
+    txns: tern_types::hash::FastMap<u64, Txn>,
+    by_client: tern_types::hash::FastMap<(ClientId, u64), u64>,
     /// Transactions aborted while the client had no request outstanding (inactivity, a failed
     /// data node): the client's next request for one gets this error.
     aborted_idle: HashMap<(ClientId, u64), TernError>,
@@ -210,11 +210,11 @@ impl Tc {
             cluster,
             routing,
             catalog: Arc::new(Catalog::new()),
-            layouts: HashMap::new(),
+            layouts: Default::default(),
             read_backup: Default::default(),
             next_id: (incarnation as u64) << 40,
-            txns: HashMap::new(),
-            by_client: HashMap::new(),
+            txns: Default::default(),
+            by_client: Default::default(),
             aborted_idle: HashMap::new(),
             current_epoch: 0,
             gate_closed: false,

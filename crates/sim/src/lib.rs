@@ -598,6 +598,11 @@ impl Sim {
     }
 
     fn fail(&self, msg: &str) -> ! {
+        for (id, sn) in &self.nodes {
+            if let Some(n) = &sn.node {
+                eprintln!("node {id} dict: {}", n.dict.describe());
+            }
+        }
         panic!("simulation failed (seed {}, t={} ms): {msg}", self.seed, self.now);
     }
 
@@ -1198,7 +1203,17 @@ impl Sim {
                 sig,
                 Signal::StartCopy | Signal::CopyFragReq { .. } | Signal::CopyDone { .. } | Signal::CatalogReq { .. }
             );
-        if wanted {
+        if let Signal::SchemaWrite { catalog, broadcast, .. } = sig {
+            self.log(|| format!("{from:?} -> {to:?}: SchemaWrite version {} broadcast {broadcast}", catalog.version));
+        } else if matches!(sig, Signal::SchemaWritten { .. } | Signal::MgmCatalog { .. } | Signal::CatalogStored { .. })
+        {
+            self.log(|| match sig {
+                Signal::MgmCatalog { catalog, refused } => {
+                    format!("{from:?} -> {to:?}: MgmCatalog version {} refused {refused:?}", catalog.version)
+                }
+                other => format!("{from:?} -> {to:?}: {other:?}"),
+            });
+        } else if wanted {
             self.log(|| format!("{from:?} -> {to:?}: {sig:?}"));
         } else if let Signal::CopyRows { table, partition, rows, done, .. } = sig {
             self.log(|| {

@@ -190,7 +190,7 @@ pub struct Ldm {
     cleanup_allowed: bool,
     cfg: LdmConfig,
     budget: MemoryBudget,
-    layouts: HashMap<TableId, Arc<RowLayout>>,
+    layouts: tern_types::hash::FastMap<TableId, Arc<RowLayout>>,
     /// Table definitions of the current catalog.
     tables: HashMap<TableId, tern_types::schema::Table>,
     /// Node restart: this ldm fetching its partitions, or sending partitions to a rejoining one.
@@ -200,8 +200,8 @@ pub struct Ldm {
     uniques: HashMap<TableId, Vec<UniqueIndex>>,
     catalog_version: u64,
     parts: BTreeMap<PartKey, Partition>,
-    txns: HashMap<TxnRef, LdmTxn>,
-    locks: HashMap<LockKey, LockEntry>,
+    txns: tern_types::hash::FastMap<TxnRef, LdmTxn>,
+    locks: tern_types::hash::FastMap<LockKey, LockEntry>,
     /// Batches waiting for a lock, by (transaction, batch number): a transaction may have a batch
     /// here as primary of one partition and another as backup of a different one.
     blocked: BTreeMap<locks::Waiter, Blocked>,
@@ -257,15 +257,15 @@ impl Ldm {
             cleanup_allowed: false,
             cfg,
             budget,
-            layouts: HashMap::new(),
+            layouts: Default::default(),
             tables: HashMap::new(),
             fetch: None,
             copies: BTreeMap::new(),
             uniques: HashMap::new(),
             catalog_version: 0,
             parts: BTreeMap::new(),
-            txns: HashMap::new(),
-            locks: HashMap::new(),
+            txns: Default::default(),
+            locks: Default::default(),
             blocked: BTreeMap::new(),
             redo_buf: Vec::new(),
             lsn: start.base_lsn,
