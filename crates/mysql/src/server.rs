@@ -347,7 +347,7 @@ impl MysqlServer {
                 }
                 com::STMT_PREPARE => {
                     let sql = crate::sql::lex::decode_statement(arg);
-                    match sess.prepare(&sql) {
+                    match sess.prepare(&sql).await {
                         Ok(prep) => {
                             let id = sess.next_stmt;
                             sess.next_stmt = sess.next_stmt.wrapping_add(1).max(1);

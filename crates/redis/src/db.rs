@@ -118,20 +118,20 @@ pub fn definitions(index: u32) -> [Table; 3] {
 }
 
 /// Opens database `index`, creating its SQL database and tables when missing (blocking).
-pub fn open(client: &Client, index: u32) -> Result<Db, TernError> {
+pub async fn open(client: &Client, index: u32) -> Result<Db, TernError> {
     let name = db_name(index);
     let [k, v, h] = definitions(index);
     let have = |t: &str| client.table(&name, t).ok();
     if have("string_keys").is_none() || have("string_values").is_none() || have("hset_keys").is_none() {
-        client.ddl(DdlReq::CreateDatabase { name: name.clone(), if_not_exists: true })?;
+        client.ddl_async(DdlReq::CreateDatabase { name: name.clone(), if_not_exists: true }).await?;
         for t in [k, v, h] {
-            match client.ddl(DdlReq::CreateTable { table: t, if_not_exists: true }) {
+            match client.ddl_async(DdlReq::CreateTable { table: t, if_not_exists: true }).await {
                 Ok(_) => {}
                 Err(e) if e.code == ErrorCode::TableExists => {}
                 Err(e) => return Err(e),
             }
         }
-        client.refresh_catalog()?;
+        client.refresh_catalog_async().await?;
     }
     Ok(Db {
         index,

@@ -267,13 +267,12 @@ impl Server {
         resp::Limits { max_bulk: self.live.max_bulk.load(Ordering::Relaxed), ..self.opts.limits }
     }
 
-    /// Database `index`, created on first use.
-    pub fn db(&self, index: u32) -> Result<Arc<Db>, RErr> {
+    /// Database `index`, created on first use (its tables' DDL is awaited, not blocked on).
+    pub async fn db(&self, index: u32) -> Result<Arc<Db>, RErr> {
         if let Some(d) = lock(&self.dbs).get(&index) {
             return Ok(d.clone());
         }
-        let c = self.client.clone();
-        let d = Arc::new(tokio::task::block_in_place(|| db::open(&c, index))?);
+        let d = Arc::new(db::open(&self.client, index).await?);
         // Under the durable set's lock (taken before the databases', as when it changes).
         let durable = lock(&self.durable_dbs);
         self.mark_durable(&d, durable.contains(&index));
@@ -490,7 +489,7 @@ impl Server {
         let gets = run.iter().filter(|f| matches!(f, Fast::Get(_))).count() as u64;
         let (get_i, set_i) = (cmd::index_of("get").expect("get"), cmd::index_of("set").expect("set"));
         sess.info.last_cmd.store(if gets > 0 { get_i } else { set_i } as u32, Ordering::Relaxed);
-        let db = match self.db(sess.db) {
+        let db = match self.db(sess.db).await {
             Ok(d) => d,
             Err(e) => {
                 run.iter().for_each(|_| resp::error(out, &e.0));
@@ -813,7 +812,7 @@ pub fn run(
         let server = Server::new(client, opts, addr.port());
         // Database 0 exists from the start (SQL users see redis_0 at once).
         let s2 = server.clone();
-        tokio::task::block_in_place(|| s2.db(0)).map_err(|e| e.0)?;
+        s2.db(0).await.map_err(|e| e.0)?;
         ready(addr);
         server.serve(listener).await;
         Ok(())

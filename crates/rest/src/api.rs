@@ -6,7 +6,6 @@ use crate::error::RestError;
 use crate::json::{parse_value, push_json_str, push_value};
 use crate::request::{ReadSpec, WriteKind, WriteSpec};
 use serde_json::Value as Json;
-use std::sync::Mutex;
 use std::time::Instant;
 use tern_client::{AbortOption, Client, ColumnUpdate, Exec, KeyOp, OpKind, OpResult, TableHandle, UpdateExpr, Value};
 
@@ -16,35 +15,41 @@ use tern_client::{AbortOption, Client, ColumnUpdate, Exec, KeyOp, OpKind, OpResu
 /// round trip per refresh, not one each.
 #[derive(Default)]
 pub struct MissRefresh {
-    last_start: Mutex<Option<Instant>>,
+    last_start: tokio::sync::Mutex<Option<Instant>>,
 }
 
 impl MissRefresh {
-    fn refresh(&self, client: &Client, seen: Instant) -> Result<(), RestError> {
-        // Off the async workers (waiting for the lock too): a round trip to the data node.
-        tokio::task::block_in_place(|| {
-            let mut last = self.last_start.lock().unwrap_or_else(|p| p.into_inner());
-            if last.is_some_and(|t| t >= seen) {
-                return Ok(());
-            }
-            *last = Some(Instant::now());
-            client.refresh_catalog().map(|_| ()).map_err(RestError::from)
-        })
+    /// Before the (synchronous) schema checks of a request: if it names a table the cached
+    /// catalog does not know, refresh the catalog once (awaited; concurrent requests share one
+    /// refresh that started after they arrived).
+    /// A data node that cannot be asked fails the request (as any data-node error).
+    pub async fn ensure_known<'a>(
+        &self,
+        client: &Client,
+        mut names: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(), RestError> {
+        if names.all(|(db, t)| client.cached_table(db, t).is_some()) {
+            return Ok(());
+        }
+        let seen = Instant::now();
+        let mut last = self.last_start.lock().await;
+        if last.is_some_and(|t| t >= seen) {
+            return Ok(());
+        }
+        *last = Some(Instant::now());
+        client.refresh_catalog_async().await.map(|_| ()).map_err(RestError::from)
     }
 }
 
 /// The table, or RonDB's 404. Hidden index tables are not reachable.
-pub fn table(client: &Client, misses: &MissRefresh, db: &str, name: &str) -> Result<TableHandle, RestError> {
+pub fn table(client: &Client, _misses: &MissRefresh, db: &str, name: &str) -> Result<TableHandle, RestError> {
     let missing = || RestError::not_found(format!("Database/Table does not exist. Database: {db} Table: {name}"));
     // Hidden index tables and Tern's own database are not reachable through REST.
     if name.starts_with('$') || db == crate::apikey::KEY_DB {
         return Err(missing());
     }
-    if let Some(t) = client.cached_table(db, name) {
-        return Ok(t);
-    }
-    // Maybe created since the catalog was read: look again.
-    misses.refresh(client, Instant::now())?;
+    // (A table created since the catalog was read: the caller refreshed it first, see
+    // `MissRefresh::ensure_known`.)
     client.cached_table(db, name).ok_or_else(missing)
 }
 

@@ -322,6 +322,7 @@ impl RestServer {
         let text = self.text_body(req).await?;
         let spec = request::pk_read(&db, &table, &text, &self.opts)?;
         self.authorize(key, &[&db]).await?;
+        self.misses.ensure_known(&self.client, std::iter::once((db.as_str(), table.as_str()))).await?;
         let read = api::resolve_read(&self.client, &self.misses, spec)?;
         let mut txn = self.client.begin();
         let r = txn.execute(vec![read.op.clone()], tern_client::Exec::Commit).await.map_err(RestError::from)?;
@@ -343,6 +344,7 @@ impl RestServer {
         let specs = request::batch_read(&text, &self.opts)?;
         let dbs: Vec<&str> = specs.iter().map(|s| s.db.as_str()).collect();
         self.authorize(key, &dbs).await?;
+        self.misses.ensure_known(&self.client, specs.iter().map(|s| (s.db.as_str(), s.table.as_str()))).await?;
         // ... then per-operation schema checks, which fail only their operation.
         let subs = specs
             .into_iter()
@@ -369,6 +371,7 @@ impl RestServer {
         let specs = request::batch_write(&text, batch, &self.opts)?;
         let dbs: Vec<&str> = specs.iter().map(|s| s.db.as_str()).collect();
         self.authorize(key, &dbs).await?;
+        self.misses.ensure_known(&self.client, specs.iter().map(|s| (s.db.as_str(), s.table.as_str()))).await?;
         let subs = specs.into_iter().map(|s| api::resolve_write(&self.client, &self.misses, s)).collect();
         let mut out = String::with_capacity(256);
         api::run_batch(&self.client, subs, &mut out).await?;

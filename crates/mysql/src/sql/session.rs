@@ -81,6 +81,9 @@ pub struct Stmt {
 
 pub struct Session {
     pub client: Client,
+    /// The planner met a table the cached catalog does not know (the async caller refreshes
+    /// the catalog and plans again: the planner itself never waits for the data node).
+    catalog_miss: std::sync::atomic::AtomicBool,
     pub conn_id: u32,
     pub user: String,
     pub host: String,
@@ -285,6 +288,7 @@ impl Session {
             next_stmt: 1,
             named: HashMap::new(),
             cache: HashMap::new(),
+            catalog_miss: Default::default(),
             last_insert_id: AtomicU64::new(0),
             row_count: -1,
             found_rows: 0,
@@ -509,14 +513,6 @@ impl Session {
         let _ = self.client.refresh_catalog_async().await;
     }
 
-    /// `refresh` for the planner, which is not async: only when a statement names a table the
-    /// cached catalog does not know.
-    fn refresh_blocking(&self) {
-        tern_client::flush_deferred();
-        let c = self.client.clone();
-        let _ = tokio::task::block_in_place(|| c.refresh_catalog());
-    }
-
     async fn ddl(&self, req: DdlReq) -> Result<(), SqlError> {
         self.client.ddl_async(req).await.map(|_| ()).map_err(SqlError::from)
     }
@@ -570,7 +566,7 @@ impl Session {
     }
 
     /// Parses and plans (or takes from the cache) a statement text.
-    pub fn prepare(&mut self, sql: &str) -> Result<Arc<Prepared>, SqlError> {
+    pub async fn prepare(&mut self, sql: &str) -> Result<Arc<Prepared>, SqlError> {
         let version = self.catalog_version();
         if let Some(p) = self.cache.get(sql)
             && p.version == version
@@ -579,7 +575,7 @@ impl Session {
             return Ok(p.clone());
         }
         let parsed = parse(sql).map_err(|e| parse_error(e, sql))?;
-        let prep = Arc::new(self.plan(parsed.stmt, parsed.params)?);
+        let prep = Arc::new(self.plan_fresh(parsed.stmt, parsed.params).await?);
         if matches!(prep.plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_)) {
             if self.cache.len() >= CACHE_MAX {
                 self.cache.clear();
@@ -589,8 +585,28 @@ impl Session {
         Ok(prep)
     }
 
+    /// Plans with the cached catalog; when it names a table the cache does not know, refreshes
+    /// the catalog (awaited) and plans once more.
+    async fn plan_fresh(&self, stmt: Statement, params: usize) -> Result<Prepared, SqlError> {
+        self.catalog_miss.store(false, std::sync::atomic::Ordering::Relaxed);
+        let version = self.catalog_version();
+        let plan = match self.make_plan(&stmt) {
+            Err(_) if self.catalog_miss.load(std::sync::atomic::Ordering::Relaxed) => {
+                self.refresh().await;
+                return self.plan(stmt, params);
+            }
+            r => r?,
+        };
+        Ok(Prepared { stmt, params, plan, version, db: self.db.clone() })
+    }
+
     fn plan(&self, stmt: Statement, params: usize) -> Result<Prepared, SqlError> {
         let version = self.catalog_version();
+        let plan = self.make_plan(&stmt)?;
+        Ok(Prepared { stmt, params, plan, version, db: self.db.clone() })
+    }
+
+    fn make_plan(&self, stmt: &Statement) -> Result<Plan, SqlError> {
         let cat = CatalogView { sess: self };
         let db = self.db.as_deref();
         let plan = match &stmt {
@@ -616,7 +632,7 @@ impl Session {
             )?)),
             _ => Plan::Other,
         };
-        Ok(Prepared { stmt, params, plan, version, db: self.db.clone() })
+        Ok(plan)
     }
 
     /// Runs a COM_QUERY text.
@@ -629,7 +645,7 @@ impl Session {
         {
             return self.execute(&prep, &params).await;
         }
-        let prep = self.prepare(sql)?;
+        let prep = self.prepare(sql).await?;
         self.execute(&prep, &[]).await
     }
 
@@ -662,7 +678,7 @@ impl Session {
     /// made again first.
     pub async fn execute(&mut self, prep: &Arc<Prepared>, params: &[Value]) -> Result<Answer, SqlError> {
         let prep = if prep.version != self.catalog_version() && !matches!(prep.plan, Plan::Other) {
-            Arc::new(self.plan(prep.stmt.clone(), prep.params)?)
+            Arc::new(self.plan_fresh(prep.stmt.clone(), prep.params).await?)
         } else {
             prep.clone()
         };
@@ -980,7 +996,7 @@ impl Session {
                     eval::text(&run::ev(&x, &[], &[], &env)?).unwrap_or_default()
                 };
                 let text = String::from_utf8_lossy(&text).into_owned();
-                let prep = self.prepare(&text)?;
+                let prep = self.prepare(&text).await?;
                 self.named.insert(name.clone(), prep);
                 Ok(Answer::ok())
             }
@@ -1647,11 +1663,8 @@ impl plan::Catalog for CatalogView<'_> {
         if let Some(h) = self.sess.client.cached_table(&db, name) {
             return Ok(h);
         }
-        self.sess.refresh_blocking();
-        self.sess
-            .client
-            .cached_table(&db, name)
-            .ok_or_else(|| SqlError::new(1146, "42S02", format!("Table '{db}.{name}' doesn't exist")))
+        self.sess.catalog_miss.store(true, std::sync::atomic::Ordering::Relaxed);
+        Err(SqlError::new(1146, "42S02", format!("Table '{db}.{name}' doesn't exist")))
     }
 }
 

@@ -33,23 +33,17 @@ fn db_table() -> Table {
     t
 }
 
-fn blocking<T>(f: impl FnOnce() -> Result<T, tern_client::TernError>) -> Result<T, SqlError> {
-    tern_client::flush_deferred();
-    tokio::task::block_in_place(f).map_err(SqlError::from)
-}
-
-/// The account tables, created when missing.
-pub fn ensure_tables(client: &Client) -> Result<(TableHandle, TableHandle), SqlError> {
+/// The account tables, created when missing (the DDL is awaited, never blocked on).
+pub async fn ensure_tables(client: &Client) -> Result<(TableHandle, TableHandle), SqlError> {
     if let (Some(u), Some(d)) = (client.cached_table(DB, "user"), client.cached_table(DB, "db")) {
         return Ok((u, d));
     }
-    let c = client.clone();
-    blocking(move || {
-        c.ddl(DdlReq::CreateDatabase { name: DB.into(), if_not_exists: true })?;
-        c.ddl(DdlReq::CreateTable { table: user_table(), if_not_exists: true })?;
-        c.ddl(DdlReq::CreateTable { table: db_table(), if_not_exists: true })?;
-        Ok((c.table(DB, "user")?, c.table(DB, "db")?))
-    })
+    let c = client;
+    c.ddl_async(DdlReq::CreateDatabase { name: DB.into(), if_not_exists: true }).await?;
+    c.ddl_async(DdlReq::CreateTable { table: user_table(), if_not_exists: true }).await?;
+    c.ddl_async(DdlReq::CreateTable { table: db_table(), if_not_exists: true }).await?;
+    c.refresh_catalog_async().await?;
+    Ok((c.table(DB, "user")?, c.table(DB, "db")?))
 }
 
 fn hosts_for(host: &str) -> Vec<String> {
@@ -61,11 +55,14 @@ fn hosts_for(host: &str) -> Vec<String> {
 /// The stored password hash of `user` connecting from `host`: Ok(None) = no account row,
 /// Ok(Some(None)) = an account without a password.
 pub async fn lookup(client: &Client, user: &str, host: &str) -> Result<Option<Option<[u8; 20]>>, SqlError> {
-    let Some(h) = client.cached_table(DB, "user").or_else(|| {
-        let c = client.clone();
-        blocking(move || c.refresh_catalog().map(|_| ())).ok()?;
-        client.cached_table(DB, "user")
-    }) else {
+    let h = match client.cached_table(DB, "user") {
+        Some(h) => Some(h),
+        None => match client.refresh_catalog_async().await {
+            Ok(_) => client.cached_table(DB, "user"),
+            Err(_) => None,
+        },
+    };
+    let Some(h) = h else {
         return Ok(None);
     };
     let mut ops = Vec::new();
@@ -127,7 +124,7 @@ pub async fn create_user(
     password: Option<&str>,
     if_not_exists: bool,
 ) -> Result<(), SqlError> {
-    let (u, _) = ensure_tables(client)?;
+    let (u, _) = ensure_tables(client).await?;
     let hash = match password {
         Some(p) if !p.is_empty() => Value::Bytes(crate::proto::native_password_hash(p.as_bytes()).to_vec()),
         _ => Value::Null,
@@ -147,7 +144,7 @@ pub async fn create_user(
 }
 
 pub async fn alter_user(client: &Client, user: &str, host: &str, password: &str) -> Result<(), SqlError> {
-    let (u, _) = ensure_tables(client)?;
+    let (u, _) = ensure_tables(client).await?;
     let hash = if password.is_empty() {
         Value::Null
     } else {
@@ -171,7 +168,7 @@ pub async fn alter_user(client: &Client, user: &str, host: &str, password: &str)
 }
 
 pub async fn drop_user(client: &Client, user: &str, host: &str, if_exists: bool) -> Result<(), SqlError> {
-    let (u, d) = ensure_tables(client)?;
+    let (u, d) = ensure_tables(client).await?;
     let op = u.delete(&[Value::str(user), Value::str(host)]).map_err(SqlError::from)?;
     let res = write(client, vec![op], AbortOption::IgnoreError).await?;
     if matches!(res.first(), Some(OpResult::NotFound)) && !if_exists {
@@ -195,7 +192,7 @@ pub async fn drop_user(client: &Client, user: &str, host: &str, if_exists: bool)
 }
 
 pub async fn grant(client: &Client, db: &str, user: &str, host: &str, revoke: bool) -> Result<(), SqlError> {
-    let (u, d) = ensure_tables(client)?;
+    let (u, d) = ensure_tables(client).await?;
     let exists = {
         let op = u.read(&[Value::str(user), Value::str(host)]).map_err(SqlError::from)?;
         matches!(write(client, vec![op], AbortOption::IgnoreError).await?.first(), Some(OpResult::Row(_)))

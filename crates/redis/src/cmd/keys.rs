@@ -246,7 +246,7 @@ impl Server {
         if to == db.index && src == dst {
             return fail("ERR source and destination objects are the same");
         }
-        let tdb = self.db(to)?;
+        let tdb = self.db(to).await?;
         let metas = self.lock_keys(cx, &[(db, src), (&tdb, dst)]).await?;
         let Some(m) = metas[0].clone() else { return Ok(false) };
         if metas[1].is_some() && !replace {
@@ -264,7 +264,7 @@ impl Server {
         if to == db.index {
             return fail("ERR source and destination objects are the same");
         }
-        let tdb = self.db(to)?;
+        let tdb = self.db(to).await?;
         let metas = self.lock_keys(cx, &[(db, key), (&tdb, key)]).await?;
         let Some(m) = metas[0].clone() else { return Ok(false) };
         if metas[1].is_some() {
@@ -426,7 +426,7 @@ impl Server {
         if !cx.multi {
             return Ok(self.flush(index).await?);
         }
-        let db = self.db(index)?;
+        let db = self.db(index).await?;
         let mut spec = ScanSpec::table(db.keys.id());
         spec.projection = Some(vec![db::K_KEY]);
         spec.batch_rows = 4096;
@@ -449,7 +449,7 @@ impl Server {
 
     /// Deletes every row of database `index`'s tables, in batches of their own transactions.
     pub(super) async fn flush(&self, index: u32) -> R {
-        let db = self.db(index)?;
+        let db = self.db(index).await?;
         let mut pace = Pace::default();
         for (t, key_cols) in [(&db.keys, vec![0u16]), (&db.values, vec![0, 1]), (&db.hashes, vec![0, 1])] {
             loop {

@@ -541,7 +541,7 @@ impl Server {
     async fn one(self: &Arc<Self>, sess: &mut Session, spec: &Spec, a: &[Vec<u8>], out: &mut Vec<u8>) {
         let start = out.len();
         let r = match spec.kind {
-            Kind::Read | Kind::Write => match self.db(sess.db) {
+            Kind::Read | Kind::Write => match self.db(sess.db).await {
                 Ok(db) => standalone!(self, |cx| {
                     out.truncate(start);
                     self.data_command(cx, sess, &db, spec.name, a, out).await
@@ -591,7 +591,7 @@ impl Server {
                 if n < 0 || n >= self.opts.databases as i64 {
                     return Err(err("ERR DB index is out of range"));
                 }
-                self.db(n as u32)?;
+                self.db(n as u32).await?;
                 sess.db = n as u32;
                 sess.info.db.store(sess.db, Ordering::Relaxed);
                 resp::simple(out, "OK");

@@ -314,7 +314,7 @@ impl Server {
                     }
                     _ => return Err(err(SYNTAX)),
                 }
-                let db = self.db(sess.db)?;
+                let db = self.db(sess.db).await?;
                 let key = &a[2];
                 match standalone!(self, |cx| self.memory_usage(cx, &db, key).await)? {
                     Some(n) => resp::integer(out, n),
@@ -468,7 +468,7 @@ impl Server {
                 t.push_str("# Keyspace\r\n");
                 for i in 0..self.opts.databases {
                     if self.is_open(i) || i == sess.db {
-                        let db = self.db(i)?;
+                        let db = self.db(i).await?;
                         let (n, e) = self.count_keys(&db).await?;
                         if n > 0 {
                             let _ = write!(t, "db{i}:keys={n},expires={e},avg_ttl=0\r\n");

@@ -567,7 +567,7 @@ impl Server {
 
     /// WATCH: notes each key's row as it is now, and registers for writes through this server.
     async fn watch(&self, sess: &mut Session, keys: &[Vec<u8>]) -> R {
-        let db = self.db(sess.db)?;
+        let db = self.db(sess.db).await?;
         let keys: Vec<&Vec<u8>> = keys.iter().filter(|k| k.len() <= crate::db::KEY_MAX).collect();
         let ops = keys.iter().map(|k| db.keys.read(&[Value::Bytes(k.to_vec())])).collect::<Result<Vec<_>, _>>()?;
         let rows = standalone!(self, |cx| cx.last(ops.clone()).await.map_err(Fail::Txn))?;
@@ -658,7 +658,7 @@ impl Server {
         locks.dedup();
         let mut ops = Vec::with_capacity(locks.len());
         for (d, k) in &locks {
-            let db = self.db(*d).map_err(|e| TernError::new(tern_client::ErrorCode::InvalidRequest, e.0))?;
+            let db = self.db(*d).await.map_err(|e| TernError::new(tern_client::ErrorCode::InvalidRequest, e.0))?;
             let mut op = db.keys.read(&[Value::Bytes(k.clone())])?;
             op.kind = tern_client::OpKind::ReadExclusive;
             ops.push(op);
@@ -697,7 +697,7 @@ impl Server {
         let t0 = std::time::Instant::now();
         let start = out.len();
         let r = match spec.kind {
-            Kind::Read | Kind::Write => match self.db(sess.db) {
+            Kind::Read | Kind::Write => match self.db(sess.db).await {
                 Ok(db) => match self.data_command(cx, sess, &db, spec.name, args, out).await {
                     Ok(()) => Ok(()),
                     Err(Fail::Reply(e)) => Err(e),
