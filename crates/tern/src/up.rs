@@ -73,8 +73,8 @@ pub struct UpArgs {
     /// (where by default they run inside the data node's process, with no socket between them).
     #[arg(long)]
     pub api_process: bool,
-    /// How the API server process reaches the data nodes: tcp, shm (shared memory) or auto
-    /// (default: shared memory, all processes being on this host).
+    /// How the API server process and the data nodes reach the data nodes: tcp, shm (shared
+    /// memory) or auto (default: shared memory, all processes being on this host).
     #[arg(long)]
     pub transporter: Option<String>,
 }
@@ -442,7 +442,7 @@ fn start_cluster(a: &UpArgs, dir: &Path) -> Result<(Vec<Supervised>, String)> {
     for id in 1..=a.datanodes {
         let conf = write_member_config(dir, id, memory)?;
         let addr = format!("127.0.0.1:{}", a.datanode_port + id - 1);
-        let args = vec![
+        let mut args = vec![
             "datanode".into(),
             "--config".into(),
             conf.display().to_string(),
@@ -451,6 +451,10 @@ fn start_cluster(a: &UpArgs, dir: &Path) -> Result<(Vec<Supervised>, String)> {
             "--node-id".into(),
             id.to_string(),
         ];
+        if let Some(t) = &a.transporter {
+            // Between the data nodes too (they share this host).
+            args.extend(["--transporter".into(), t.clone()]);
+        }
         children.push(Supervised::spawn(format!("data node {id}"), args, addr.clone(), datanode_ready, true)?);
         addrs.push(addr);
     }
