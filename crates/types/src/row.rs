@@ -314,6 +314,80 @@ impl RowLayout {
         }
     }
 
+    /// Appends the value-list encoding (`encode_values`) of columns `cols` of a stored row to
+    /// `out`, copying the bytes of fixed and variable columns as they are stored (the two
+    /// encodings agree there); only key columns are decoded. Errors: a column that does not exist
+    /// (`NoSuchColumn`), a damaged row.
+    pub fn project_into(&self, row: &[u8], cols: &[u16], out: &mut Vec<u8>) -> TernResult<()> {
+        if let Some(&c) = cols.iter().find(|&&c| c as usize >= self.slots.len()) {
+            return err(ErrorCode::NoSuchColumn, format!("column {c} does not exist"));
+        }
+        let base = out.len();
+        out.resize(base + cols.len().div_ceil(8), 0);
+        let body = self.body_of(row);
+        let mut vars: Option<Vec<(usize, usize)>> = None;
+        for (i, &c) in cols.iter().enumerate() {
+            let Some(slot) = self.slots.get(c as usize).copied() else {
+                return err(ErrorCode::NoSuchColumn, format!("column {c} does not exist"));
+            };
+            let null = |out: &mut Vec<u8>| out[base + i / 8] |= 1 << (i % 8);
+            match slot {
+                Slot::Key(_) => {
+                    let v = self.get(row, c as usize)?;
+                    if v.is_null() {
+                        null(out);
+                        continue;
+                    }
+                    let ty = self.types[c as usize];
+                    match ty.fixed_width() {
+                        Some(w) => {
+                            let at = out.len();
+                            out.resize(at + w, 0);
+                            write_fixed(ty, &v, &mut out[at..])?;
+                        }
+                        None => {
+                            let Value::Bytes(b) = v else { return err(ErrorCode::InvalidValue, "expected bytes") };
+                            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+                            out.extend_from_slice(&b);
+                        }
+                    }
+                }
+                Slot::Fixed { off, width, null_bit } => {
+                    if is_null(body, null_bit) {
+                        null(out);
+                        continue;
+                    }
+                    let at = self.null_bytes + off as usize;
+                    out.extend_from_slice(body.get(at..at + width as usize).ok_or_else(|| corrupt("fixed area"))?);
+                }
+                Slot::Var { idx, null_bit } => {
+                    if is_null(body, null_bit) {
+                        null(out);
+                        continue;
+                    }
+                    // Offsets of every variable column, computed once per row.
+                    if vars.is_none() {
+                        let lens = self.null_bytes + self.fixed_len;
+                        let mut data = lens + 4 * self.var_count;
+                        let mut v = Vec::with_capacity(self.var_count);
+                        for j in 0..self.var_count {
+                            let b = body.get(lens + 4 * j..lens + 4 * j + 4).ok_or_else(|| corrupt("var lengths"))?;
+                            let n = u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize;
+                            v.push((data, n));
+                            data += n;
+                        }
+                        vars = Some(v);
+                    }
+                    let (at, n) = vars.as_ref().expect("set")[idx as usize];
+                    let b = body.get(at..at + n).ok_or_else(|| corrupt("var data"))?;
+                    out.extend_from_slice(&(n as u32).to_le_bytes());
+                    out.extend_from_slice(b);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn var_slice<'a>(&self, body: &'a [u8], idx: usize) -> TernResult<&'a [u8]> {
         let lens = self.null_bytes + self.fixed_len;
         let mut data = lens + 4 * self.var_count;
@@ -665,6 +739,60 @@ pub fn decode_values(types: &[ColumnType], bytes: &mut &[u8]) -> TernResult<Vec<
 
 #[cfg(test)]
 mod tests {
+    /// The byte-copying projection equals decoding the columns and encoding them as a value list,
+    /// for every column order, NULLs, keys and variable columns.
+    #[test]
+    fn project_into_equals_decode_then_encode() {
+        use super::*;
+        use crate::schema::{Column, Table};
+        let t = Table {
+            id: 1,
+            database: "d".into(),
+            name: "t".into(),
+            columns: vec![
+                Column::new("k", ColumnType::VarChar { len: 20 }).not_null(),
+                Column::new("a", ColumnType::Int { unsigned: false }),
+                Column::new("s", ColumnType::VarChar { len: 50 }),
+                Column::new("k2", ColumnType::BigInt { unsigned: false }).not_null(),
+                Column::new("b", ColumnType::Double),
+                Column::new("t", ColumnType::VarBinary { len: 50 }),
+            ],
+            primary_key: vec![0, 3],
+            partition_key: vec![0],
+            indexes: vec![],
+            partition_count: 0,
+            ttl: None,
+            comment: String::new(),
+        };
+        let l = RowLayout::new(&t);
+        let rows = [
+            vec![
+                Value::str("key"),
+                Value::Int(-5),
+                Value::str("hello"),
+                Value::Int(7),
+                Value::Double(1.5),
+                Value::Bytes(vec![0, 1, 2]),
+            ],
+            vec![Value::str(""), Value::Null, Value::Null, Value::Int(-1), Value::Null, Value::Bytes(vec![])],
+        ];
+        let orders: [&[u16]; 4] = [&[0, 1, 2, 3, 4, 5], &[5, 2, 0], &[3, 3, 1], &[4]];
+        for r in &rows {
+            let mut row = Vec::new();
+            l.encode_row(r, &mut row).unwrap();
+            for cols in orders {
+                let types: Vec<ColumnType> = cols.iter().map(|&c| l.types[c as usize]).collect();
+                let values: Vec<Value> = cols.iter().map(|&c| l.get(&row, c as usize).unwrap()).collect();
+                let mut want = Vec::new();
+                encode_values(&types, &values, &mut want).unwrap();
+                let mut got = vec![9u8];
+                l.project_into(&row, cols, &mut got).unwrap();
+                assert_eq!(&got[1..], &want[..], "{cols:?} of {r:?}");
+            }
+        }
+        assert_eq!(l.project_into(&[], &[9], &mut Vec::new()).unwrap_err().code, ErrorCode::NoSuchColumn);
+    }
+
     /// NDB counts a key's own bytes against its 4,096-byte limit; the sortable encoding (where a
     /// 0x00 byte takes two) may be longer.
     #[test]

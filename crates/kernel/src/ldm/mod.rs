@@ -43,7 +43,6 @@ use crate::signal::{
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tern_store::{IndexBound, MemoryBudget, Partition};
-use tern_types::row::encode_values;
 use tern_types::schema::{ColumnType, TableId};
 use tern_types::value::{coerce, rescale};
 use tern_types::{Catalog, ErrorCode, RowLayout, TernError, TernResult, Value};

@@ -7,20 +7,9 @@ pub(super) fn project(layout: &RowLayout, row: &[u8], projection: Option<&[u16]>
     match projection {
         None => OpResult::Row(row.to_vec()),
         Some(cols) => {
-            let mut types = Vec::with_capacity(cols.len());
-            let mut values = Vec::with_capacity(cols.len());
-            for &c in cols {
-                let Some(&ty) = layout.types.get(c as usize) else {
-                    return err_op(ErrorCode::NoSuchColumn, format!("column {c} does not exist"));
-                };
-                types.push(ty);
-                match layout.get(row, c as usize) {
-                    Ok(v) => values.push(v),
-                    Err(e) => return OpResult::Error(e),
-                }
-            }
-            let mut buf = Vec::new();
-            match encode_values(&types, &values, &mut buf) {
+            // Copies the stored bytes of each column (no decoding into values).
+            let mut buf = Vec::with_capacity(row.len().min(256) + 4 * cols.len());
+            match layout.project_into(row, cols, &mut buf) {
                 Ok(()) => OpResult::Row(buf),
                 Err(e) => OpResult::Error(e),
             }
