@@ -232,6 +232,7 @@ impl DataNode {
             epoch,
             spin_max_us: cfg.spin_max_us,
             expect_spin_us: if cfg.spin_max_us == 0 { 0 } else { cfg.expect_spin_us },
+            client_seen_ms: AtomicU64::new(0),
             idle_hook: cfg.idle_hook,
             control: cfg.control.clone(),
             transporter: cfg.transporter,

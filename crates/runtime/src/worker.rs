@@ -36,6 +36,9 @@ pub const CONN_WRITE_BUFFER_MAX: usize = 64 * 1024 * 1024;
 
 pub use tern_wire::ReplySink;
 
+/// Hand-offs between workers make them spin only this long after the last client request.
+const CLIENT_RECENT_MS: u64 = 50;
+
 /// A client or peer connection handed to a worker: TCP, or shared memory (the Unix socket that
 /// tells when the other process is gone, and this side of the rings).
 pub enum Accepted {
@@ -75,6 +78,8 @@ pub struct Shared {
     pub spin_max_us: u64,
     /// How long a worker keeps spinning after it exchanged signals with another worker.
     pub expect_spin_us: u64,
+    /// When a worker last received a client request (ms, `now_ms`).
+    pub client_seen_ms: AtomicU64,
     pub idle_hook: Option<fn()>,
     /// Where the blocks' requests to the control plane go (the membership thread).
     pub control: Option<Arc<crate::ControlInbox>>,
@@ -217,6 +222,8 @@ pub struct Worker {
     /// got work from one): the idle spin lasts at least until then, so a transaction spanning
     /// workers does not pay a sleep and a wake-up on every prepare and commit hop.
     expect_until: Option<Instant>,
+    /// A client request arrived in this loop turn (published to `Shared::client_seen_ms`).
+    client_seen: bool,
     busy_since_idle: bool,
     last_idle_hook_ms: u64,
 }
@@ -266,6 +273,7 @@ impl Worker {
             inbox: Vec::new(),
             spin_us,
             expect_until: None,
+            client_seen: false,
             busy_since_idle: false,
             last_idle_hook_ms: 0,
         }
@@ -389,9 +397,12 @@ impl Worker {
     }
 
     /// Another worker is likely to answer within `EXPECT_SPIN_US` (see `expect_until`).
+    /// Only while clients are sending requests (within the last `CLIENT_RECENT_MS`): an idle
+    /// node's own hand-offs (the epoch protocol) do not make its workers spin.
     fn expect_reply(&mut self) {
         let us = self.shared.expect_spin_us;
-        if us > 0 {
+        let recent = self.shared.now_ms() <= self.shared.client_seen_ms.load(Ordering::Relaxed) + CLIENT_RECENT_MS;
+        if us > 0 && recent {
             self.expect_until = Some(Instant::now() + Duration::from_micros(us));
         }
     }
@@ -421,6 +432,7 @@ impl Worker {
                     self.clients.insert(client, ClientEnd::Local(sink));
                 }
                 Inbound::LocalRequest { client, req_id, req } => {
+                    self.client_seen = true;
                     self.local.push_back((Block::Tc(self.index as u16), Signal::ClientRequest { client, req_id, req }));
                 }
                 Inbound::LocalGone { client } => {
@@ -725,6 +737,7 @@ impl Worker {
                         }
                         Ok((req_id, req)) => {
                             conn.requests += 1;
+                            self.client_seen = true;
                             self.local.push_back((tc, Signal::ClientRequest { client: conn.client, req_id, req }))
                         }
                         Err(e) if payload.len() >= 9 => {
@@ -969,6 +982,9 @@ impl Worker {
     }
 
     fn flush(&mut self) {
+        if std::mem::take(&mut self.client_seen) {
+            self.shared.client_seen_ms.store(self.shared.now_ms(), Ordering::Relaxed);
+        }
         let mut handed = false;
         for (w, items) in self.outboxes.iter_mut().enumerate() {
             if !items.is_empty() {
