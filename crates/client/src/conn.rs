@@ -310,17 +310,11 @@ impl Conn {
         let reader = stream.try_clone().map_err(|e| conn_error(e.to_string()))?;
         use std::os::fd::AsRawFd;
         let fd = reader.as_raw_fd();
-        let conn = Arc::new(Conn {
-            transport: Transport::Tcp { stream: Mutex::new(stream), out: Mutex::new((Vec::new(), false)) },
-            rx: Some(Mutex::new(Rx { stream: Some(reader), shm: None, buf: vec![0; 256 * 1024], filled: 0 })),
-            pending: Mutex::new(HashMap::new()),
-            next_req: AtomicU64::new(1),
-            closed: AtomicBool::new(false),
-            close_reason: Mutex::new(None),
-            peer: addr.to_string(),
-            reply_ewma_us: AtomicU64::new(30),
-            reader_thread: AtomicBool::new(true),
-        });
+        let conn = Arc::new(Conn::with(
+            Transport::Tcp { stream: Mutex::new(stream), out: Mutex::new((Vec::new(), false)) },
+            Some(Rx { stream: Some(reader), shm: None, buf: vec![0; 256 * 1024], filled: 0 }),
+            addr,
+        ));
         register_tcp(&conn);
         let c = Arc::downgrade(&conn);
         #[cfg(feature = "tokio")]
@@ -349,6 +343,21 @@ impl Conn {
             .spawn(move || read_loop(fd, c))
             .map_err(|e| conn_error(e.to_string()))?;
         Ok(conn)
+    }
+
+    /// A connection over `transport` with nothing in flight.
+    fn with(transport: Transport, rx: Option<Rx>, peer: &str) -> Conn {
+        Conn {
+            transport,
+            rx: rx.map(Mutex::new),
+            pending: Mutex::new(HashMap::new()),
+            next_req: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            close_reason: Mutex::new(None),
+            peer: peer.to_string(),
+            reply_ewma_us: AtomicU64::new(30),
+            reader_thread: AtomicBool::new(true),
+        }
     }
 
     /// Connects over the transporter asked for: `Auto` tries shared memory when `addr` is on this
@@ -381,26 +390,15 @@ impl Conn {
         let (wake_node, wake_me) = (Arc::new(wake_peer), Arc::new(wake_me));
         let sock_fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
         let ev_fd = wake_me.raw_fd();
-        let conn = Arc::new(Conn {
-            transport: Transport::Shm {
+        let conn = Arc::new(Conn::with(
+            Transport::Shm {
                 tx: Mutex::new(ShmTx { ring: tx, wake_node: wake_node.clone() }),
                 out: Mutex::new((Vec::new(), false)),
                 socket,
             },
-            rx: Some(Mutex::new(Rx {
-                stream: None,
-                shm: Some(ShmRx { ring: rx, wake_node, wake_me }),
-                buf: Vec::new(),
-                filled: 0,
-            })),
-            pending: Mutex::new(HashMap::new()),
-            next_req: AtomicU64::new(1),
-            closed: AtomicBool::new(false),
-            close_reason: Mutex::new(None),
-            peer: addr.to_string(),
-            reply_ewma_us: AtomicU64::new(30),
-            reader_thread: AtomicBool::new(true),
-        });
+            Some(Rx { stream: None, shm: Some(ShmRx { ring: rx, wake_node, wake_me }), buf: Vec::new(), filled: 0 }),
+            addr,
+        ));
         register_tcp(&conn);
         let c = Arc::downgrade(&conn);
         #[cfg(feature = "tokio")]
@@ -449,17 +447,7 @@ impl Conn {
                     (req_id, reply) => c.complete(req_id, Ok(reply)),
                 }
             });
-            Conn {
-                transport: Transport::Local(make(sink)),
-                rx: None,
-                pending: Mutex::new(HashMap::new()),
-                next_req: AtomicU64::new(1),
-                closed: AtomicBool::new(false),
-                close_reason: Mutex::new(None),
-                peer: "in-process".into(),
-                reply_ewma_us: AtomicU64::new(30),
-                reader_thread: AtomicBool::new(true),
-            }
+            Conn::with(Transport::Local(make(sink)), None, "in-process")
         })
     }
 

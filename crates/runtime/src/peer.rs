@@ -293,28 +293,24 @@ impl PeerLink {
 
     /// Whether the peer closed its end (a one-way link never carries data back).
     pub fn peer_closed(&mut self) -> bool {
-        let mut b = [0u8; 64];
         if let Some((s, e)) = self.shm.as_mut() {
             e.wake_me.drain();
-            loop {
-                match io::Read::read(s, &mut b) {
-                    Ok(0) => return true,
-                    Ok(_) => continue,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => return true,
-                }
-            }
+            return closed_by_peer(s);
         }
-        let Some(s) = self.stream.as_mut() else { return false };
-        loop {
-            match io::Read::read(s, &mut b) {
-                Ok(0) => return true,
-                Ok(_) => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return true,
-            }
+        self.stream.as_mut().is_some_and(closed_by_peer)
+    }
+}
+
+/// Reads (and drops) what a non-blocking socket holds; true at end-of-file or on an error.
+fn closed_by_peer(s: &mut impl io::Read) -> bool {
+    let mut b = [0u8; 64];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return true,
         }
     }
 }
