@@ -68,6 +68,8 @@ fn redis_keys_and_ttls_survive_a_killed_data_node() {
         .args(["--datanode-port", &port.to_string(), "--rest-port", &free_port().to_string()])
         .args(["--redis-port", &redis.to_string(), "--data-memory", "256M", "--ldm-workers", "2"])
         .args(["--mysql-port", &free_port().to_string()])
+        // Not the default 1186: a management node of an earlier test may still be stopping.
+        .args(["--mgmd-port", &free_port().to_string()])
         .env("TERN_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
