@@ -216,7 +216,12 @@ enum Transport {
         out: Mutex<(Vec<u8>, bool)>,
         socket: std::os::unix::net::UnixStream,
     },
-    Local(Box<dyn LocalTransport>),
+    /// In-process: requests are handed to the data node's worker as values; `queued` holds the
+    /// deferred ones (see `request`).
+    Local {
+        t: Box<dyn LocalTransport>,
+        queued: Mutex<Vec<(u64, Request)>>,
+    },
 }
 
 struct ShmTx {
@@ -447,7 +452,7 @@ impl Conn {
                     (req_id, reply) => c.complete(req_id, Ok(reply)),
                 }
             });
-            Conn::with(Transport::Local(make(sink)), None, "in-process")
+            Conn::with(Transport::Local { t: make(sink), queued: Mutex::new(Vec::new()) }, None, "in-process")
         })
     }
 
@@ -456,7 +461,7 @@ impl Conn {
         match self.transport {
             Transport::Tcp { .. } => "tcp",
             Transport::Shm { .. } => "shm",
-            Transport::Local(_) => "in-process",
+            Transport::Local { .. } => "in-process",
         }
     }
 
@@ -518,7 +523,13 @@ impl Conn {
             p.insert(req_id, slot.clone());
         }
         match &self.transport {
-            Transport::Local(t) => t.send(req_id, req.clone()),
+            Transport::Local { t, queued } => {
+                if defer {
+                    queued.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((req_id, req.clone()));
+                } else {
+                    t.send(req_id, req.clone());
+                }
+            }
             Transport::Tcp { out, .. } | Transport::Shm { out, .. } => {
                 let buf = {
                     let mut o = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -550,7 +561,7 @@ impl Conn {
     fn write_out(&self, mut buf: Vec<u8>) -> Result<(), TernError> {
         let out = match &self.transport {
             Transport::Tcp { out, .. } | Transport::Shm { out, .. } => out,
-            Transport::Local(_) => return Ok(()),
+            Transport::Local { .. } => return Ok(()),
         };
         loop {
             let r = match &self.transport {
@@ -558,7 +569,7 @@ impl Conn {
                     stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner).write_all(&buf)
                 }
                 Transport::Shm { tx, .. } => self.write_shm(tx, &buf),
-                Transport::Local(_) => Ok(()),
+                Transport::Local { .. } => Ok(()),
             };
             if let Err(e) = r {
                 out.lock().unwrap_or_else(std::sync::PoisonError::into_inner).1 = false;
@@ -611,7 +622,11 @@ impl Conn {
     fn flush(&self) {
         let out = match &self.transport {
             Transport::Tcp { out, .. } | Transport::Shm { out, .. } => out,
-            Transport::Local(_) => return,
+            Transport::Local { t, queued } => {
+                let mut reqs = std::mem::take(&mut *queued.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+                t.send_all(&mut reqs);
+                return;
+            }
         };
         let buf = {
             let mut o = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -629,7 +644,7 @@ impl Conn {
     /// flushes (`flush_deferred`, called when the executor runs out of work or before a poll
     /// spins), so concurrent tasks' requests share one `write` and one data-node wake-up.
     pub fn request(self: &Arc<Self>, req: &Request) -> Result<ReplyFuture, TernError> {
-        let defer = DEFER.with(|d| d.get()) && matches!(self.transport, Transport::Tcp { .. } | Transport::Shm { .. });
+        let defer = DEFER.with(|d| d.get());
         let slot = self.send_with(req, defer)?;
         if defer {
             QUEUED.with(|q| {
@@ -922,5 +937,43 @@ fn read_loop(fd: std::os::fd::RawFd, conn: std::sync::Weak<Conn>) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An in-process transport that records what reaches it: one entry per call, the request ids.
+    #[derive(Default, Clone)]
+    struct Recorder(Arc<Mutex<Vec<Vec<u64>>>>);
+
+    impl LocalTransport for Recorder {
+        fn send(&self, req_id: u64, _req: Request) {
+            self.0.lock().unwrap().push(vec![req_id]);
+        }
+        fn send_all(&self, reqs: &mut Vec<(u64, Request)>) {
+            self.0.lock().unwrap().push(reqs.drain(..).map(|(id, _)| id).collect());
+        }
+    }
+
+    #[test]
+    fn deferred_in_process_requests_leave_together_and_in_order() {
+        let rec = Recorder::default();
+        let r = rec.clone();
+        let conn = Conn::local(move |_sink| Box::new(r));
+        set_defer_sends(true);
+        let futures: Vec<_> = (0..3).map(|_| conn.request(&Request::GetCatalog).unwrap()).collect();
+        assert!(rec.0.lock().unwrap().is_empty(), "deferred requests wait for the flush");
+        flush_deferred();
+        assert_eq!(*rec.0.lock().unwrap(), vec![vec![1, 2, 3]], "one hand-off, in order");
+        // A request that is not deferred sends what this thread queued first.
+        let _f4 = conn.request(&Request::GetCatalog).unwrap();
+        let _s5 = conn.send(&Request::GetCatalog).unwrap();
+        assert_eq!(*rec.0.lock().unwrap(), vec![vec![1, 2, 3], vec![4], vec![5]]);
+        set_defer_sends(false);
+        let _s6 = conn.send(&Request::GetCatalog).unwrap();
+        assert_eq!(rec.0.lock().unwrap().last(), Some(&vec![6]));
+        drop(futures);
     }
 }

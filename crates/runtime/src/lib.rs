@@ -430,6 +430,13 @@ impl tern_wire::LocalTransport for LocalConn {
     fn send(&self, req_id: u64, req: Request) {
         self.mailbox.push(Inbound::LocalRequest { client: self.client, req_id, req });
     }
+
+    fn send_all(&self, reqs: &mut Vec<(u64, Request)>) {
+        let client = self.client;
+        let mut items: Vec<Inbound> =
+            reqs.drain(..).map(|(req_id, req)| Inbound::LocalRequest { client, req_id, req }).collect();
+        self.mailbox.push_all(&mut items);
+    }
 }
 
 impl Drop for LocalConn {

@@ -22,6 +22,12 @@ pub use msg::*;
 /// the client library uses it, and neither depends on the other.
 pub trait LocalTransport: Send + Sync {
     fn send(&self, req_id: u64, req: Request);
+    /// Sends all of `reqs` (in order) at once, e.g. with one wake-up of the data node's worker.
+    fn send_all(&self, reqs: &mut Vec<(u64, Request)>) {
+        for (id, r) in reqs.drain(..) {
+            self.send(id, r);
+        }
+    }
 }
 
 /// Where an in-process connection's replies are delivered.
