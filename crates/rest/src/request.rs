@@ -14,6 +14,8 @@
 //! Every parse is bounded: values are borrowed as `RawValue` (serde_json skips them iteratively)
 //! and filter values are parsed with serde_json's recursion limit on.
 
+mod fast;
+
 use crate::config::RestOptions;
 use crate::error::RestError;
 use serde::{Deserialize, Deserializer};
@@ -308,16 +310,24 @@ pub struct WriteSpec {
 
 /// Parses a pk-read body (`/<version>/{db}/{table}/pk-read`) and validates it.
 pub fn pk_read(db: &str, table: &str, raw: &str, opts: &RestOptions) -> Result<ReadSpec, RestError> {
+    let spec = match fast::pk_read(db, table, raw) {
+        Some(spec) => spec,
+        None => pk_read_general(db, table, raw)?,
+    };
+    validate_read(&spec, opts)?;
+    Ok(spec)
+}
+
+/// The general parser of a pk-read body (every shape, every error text); see `fast`.
+fn pk_read_general(db: &str, table: &str, raw: &str) -> Result<ReadSpec, RestError> {
     let body: PkReadRaw = top_object(raw)?;
-    let spec = ReadSpec {
+    Ok(ReadSpec {
         db: db.to_string(),
         table: table.to_string(),
         filters: filters(body.filters, &PK_READ_FILTERS)?,
         read_columns: read_columns(body.read_columns)?,
         operation_id: operation_id(body.operation_id)?,
-    };
-    validate_read(&spec, opts)?;
-    Ok(spec)
+    })
 }
 
 /// Which batch endpoint an envelope belongs to.
@@ -407,6 +417,19 @@ fn check_batch_size(n: usize, opts: &RestOptions) -> Result<(), RestError> {
 
 /// Parses and validates a `/batch` envelope of pk-reads; any error fails the whole request.
 pub fn batch_read(raw: &str, opts: &RestOptions) -> Result<Vec<ReadSpec>, RestError> {
+    let specs = match fast::batch_read(raw) {
+        Some(specs) => specs,
+        None => batch_read_general(raw)?,
+    };
+    check_batch_size(specs.len(), opts)?;
+    for s in &specs {
+        validate_read(s, opts)?;
+    }
+    Ok(specs)
+}
+
+/// The general parser of a `/batch` envelope (every shape, every error text); see `fast`.
+fn batch_read_general(raw: &str) -> Result<Vec<ReadSpec>, RestError> {
     let ops = envelope(raw, Batch::Read)?;
     let mut specs = Vec::with_capacity(ops.len());
     for op in ops {
@@ -418,10 +441,6 @@ pub fn batch_read(raw: &str, opts: &RestOptions) -> Result<Vec<ReadSpec>, RestEr
             read_columns: read_columns(body.read_columns)?,
             operation_id: operation_id(body.operation_id)?,
         });
-    }
-    check_batch_size(specs.len(), opts)?;
-    for s in &specs {
-        validate_read(s, opts)?;
     }
     Ok(specs)
 }
@@ -533,17 +552,46 @@ fn validate_read(s: &ReadSpec, opts: &RestOptions) -> Result<(), RestError> {
     for (c, _) in &s.filters {
         validate_column(c)?;
     }
+    // Most reads name a few columns: compare pairwise; hash only long lists.
+    if s.filters.len() + reads.len() <= 8 {
+        for (i, (c, _)) in s.filters.iter().enumerate() {
+            if s.filters[..i].iter().any(|(o, _)| o == c) {
+                return Err(dup_filter(c));
+            }
+        }
+        for (i, c) in reads.iter().enumerate() {
+            if s.filters.iter().any(|(f, _)| f == c) {
+                return Err(read_in_filter(c));
+            }
+            if reads[..i].contains(c) {
+                return Err(dup_read(c));
+            }
+        }
+        return Ok(());
+    }
     let filter_names = unique_filters(&s.filters)?;
     let mut seen = HashSet::with_capacity(reads.len());
     for c in reads {
         if filter_names.contains(c.as_str()) {
-            return Err(bad(format!("field validation for read columns failed. '{c}' already included in filter")));
+            return Err(read_in_filter(c));
         }
         if !seen.insert(c.as_str()) {
-            return Err(bad(format!("field validation for 'ReadColumns' failed on the 'unique' tag: {c}")));
+            return Err(dup_read(c));
         }
     }
     Ok(())
+}
+
+fn dup_filter(c: &str) -> RestError {
+    bad(format!("field validation for filter failed on the 'unique' tag: {c}"))
+}
+
+fn read_in_filter(c: &str) -> RestError {
+    bad(format!("field validation for read columns failed. '{c}' already included in filter"))
+}
+
+fn dup_read(c: &str) -> RestError {
+    bad(format!("field validation for 'ReadColumns' failed on the 'unique' tag: {c}"))
 }
 
 /// The filter columns, or the first one given twice. Hashed: a body may carry tens of thousands
@@ -552,7 +600,7 @@ fn unique_filters(filters: &[(String, Json)]) -> Result<HashSet<&str>, RestError
     let mut seen = HashSet::with_capacity(filters.len());
     for (c, _) in filters {
         if !seen.insert(c.as_str()) {
-            return Err(bad(format!("field validation for filter failed on the 'unique' tag: {c}")));
+            return Err(dup_filter(c));
         }
     }
     Ok(seen)
@@ -647,6 +695,21 @@ mod tests {
             ),
             "field validation for 'ReadColumns' failed on the 'unique' tag: b"
         );
+        // Short lists are compared pairwise, long ones hashed: the same answers.
+        for n in [2, 12] {
+            let cols = |prefix: &str, last: &str| -> String {
+                let mut v: Vec<String> =
+                    (1..n).map(|i| format!(r#"{{"column": "{prefix}{i}", "value": 1}}"#)).collect();
+                v.push(format!(r#"{{"column": "{last}", "value": 1}}"#));
+                v.join(",")
+            };
+            let e = read_err(&format!(r#"{{"filters": [{}]}}"#, cols("f", "f1")));
+            assert_eq!(e, "field validation for filter failed on the 'unique' tag: f1");
+            let e = read_err(&format!(r#"{{"filters": [{}], "readColumns": [{}]}}"#, cols("f", "x"), cols("r", "f1")));
+            assert_eq!(e, "field validation for read columns failed. 'f1' already included in filter");
+            let e = read_err(&format!(r#"{{"filters": [{}], "readColumns": [{}]}}"#, cols("f", "x"), cols("r", "r1")));
+            assert_eq!(e, "field validation for 'ReadColumns' failed on the 'unique' tag: r1");
+        }
         let e = pk_read(&"d".repeat(65), "t", r#"{"filters": [{"column": "a", "value": 1}]}"#, &opts()).unwrap_err();
         assert_eq!(e.message, format!("Field validation for 'DB' failed on the 'max' tag: {}", "d".repeat(65)));
         let e = pk_read("db", "t\u{10000}", r#"{"filters": [{"column": "a", "value": 1}]}"#, &opts()).unwrap_err();
