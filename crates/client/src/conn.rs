@@ -96,6 +96,12 @@ impl Slot {
     /// Blocks the calling thread: spins briefly (a loopback round trip is ~15 µs), reading the
     /// socket itself when it can, then parks.
     pub fn wait(&self, conn: &Conn, timeout: Duration) -> Result<Reply, TernError> {
+        if hosts_worker() {
+            return Err(TernError::new(
+                ErrorCode::Internal,
+                "a blocking data-node request on the thread that runs the data node's worker",
+            ));
+        }
         let start = Instant::now();
         while start.elapsed() < Duration::from_micros(40) {
             if let Some(r) = self.take() {
@@ -141,6 +147,21 @@ const POLL_SPIN_MAX_US: u64 = 50;
 thread_local! {
     /// Whether a reply awaited on this thread may be spun for (see `allow_reply_spin`).
     static REPLY_SPIN: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    /// This thread runs a data-node worker next to its front-end tasks (see `set_hosts_worker`).
+    static HOSTS_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as the one that runs a data-node worker next to its front-end tasks
+/// (`tern_runtime::HostedWorker`): a reply awaited here is never spun for (the worker that
+/// answers runs on this thread once the task yields), and a blocking wait here is refused, as it
+/// could never end.
+pub fn set_hosts_worker() {
+    HOSTS_WORKER.with(|h| h.set(true));
+    REPLY_SPIN.with(|s| s.set(false));
+}
+
+pub(crate) fn hosts_worker() -> bool {
+    HOSTS_WORKER.with(std::cell::Cell::get)
 }
 
 /// Lets replies awaited on this thread from now on be spun for briefly (the default), or not: a
@@ -148,7 +169,7 @@ thread_local! {
 /// would hold that work back (with an in-process data node on a small machine it also takes
 /// the data node's CPU).
 pub fn allow_reply_spin(on: bool) {
-    REPLY_SPIN.with(|s| s.set(on));
+    REPLY_SPIN.with(|s| s.set(on && !hosts_worker()));
 }
 
 impl Future for ReplyFuture {

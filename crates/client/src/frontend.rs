@@ -19,9 +19,16 @@ pub fn runtime(threads: usize, name: &str, defer_sends: bool) -> Result<tokio::r
     b.on_thread_park(|| {
         crate::spinwatch::park_spin();
     });
-    if defer_sends {
-        b.on_thread_start(|| crate::set_defer_sends(true));
-    }
+    // This runtime's own spin set, for its workers and for this thread (which runs its
+    // `block_on` future, e.g. an accept loop that watches the connections).
+    let set = crate::spinwatch::new_set();
+    crate::spinwatch::enter(set);
+    b.on_thread_start(move || {
+        crate::spinwatch::enter(set);
+        if defer_sends {
+            crate::set_defer_sends(true);
+        }
+    });
     b.build().map_err(|e| e.to_string())
 }
 

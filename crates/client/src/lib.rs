@@ -23,10 +23,12 @@
 mod conn;
 #[cfg(feature = "tokio")]
 pub mod frontend;
+#[cfg(feature = "tokio")]
+pub mod hosted;
 pub mod spinwatch;
 
 use conn::Conn;
-pub use conn::{IN_FLIGHT_MAX, ReplyFuture, allow_reply_spin, flush_deferred, set_defer_sends};
+pub use conn::{IN_FLIGHT_MAX, ReplyFuture, allow_reply_spin, flush_deferred, set_defer_sends, set_hosts_worker};
 
 /// Data node addresses the management nodes say are not serving (failed, restarting): clients
 /// of this process try them last (see `set_down_nodes`).
@@ -984,7 +986,8 @@ pub fn register_local_node(addr: &str, make: LocalMaker) {
 /// suites run once over TCP and once so, the topology of front ends inside the data node), else
 /// over TCP.
 pub fn connect_prefer_local(addr: &str) -> Result<Client> {
-    if std::env::var("TERN_TEST_TRANSPORT").as_deref() == Ok("local") {
+    // ("hosted": the same, with the front end on the data node's worker 0.)
+    if matches!(std::env::var("TERN_TEST_TRANSPORT").as_deref(), Ok("local" | "hosted")) {
         let make = LOCAL_NODES
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -1261,6 +1264,8 @@ const SPIN_MAX_US: u64 = 60;
 /// back within the spin budget (a futex wake-up costs more than a short spin), then parks; on a
 /// machine with few cores a long spin would steal the CPU the server needs.
 pub fn block_on<F: Future>(f: F) -> F::Output {
+    // It would wait forever: the worker that answers runs on this thread.
+    assert!(!conn::hosts_worker(), "block_on on the thread that runs the data node's worker");
     let mut f = std::pin::pin!(f);
     let tw = Arc::new(ThreadWaker { thread: std::thread::current(), woke_at: std::sync::Mutex::new(None) });
     let waker = Waker::from(tw.clone());

@@ -809,12 +809,47 @@ pub fn run(
         let client = tokio::task::block_in_place(connect)?;
         let listener = tern_client::frontend::bind(opts.listen, "Redis").await?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let server = Server::new(client, opts, addr.port());
-        // Database 0 exists from the start (SQL users see redis_0 at once).
-        let s2 = server.clone();
-        s2.db(0).await.map_err(|e| e.0)?;
+        let server = start(client, opts, addr.port()).await?;
         ready(addr);
         server.serve(listener).await;
         Ok(())
     })
+}
+
+/// `run`, with the connections served by the runtime of `rt` (one that already runs elsewhere:
+/// the thread of a data-node worker that hosts front ends). Blocks this thread until the front
+/// end stops; `connect` runs here, outside that runtime.
+pub fn run_on(
+    rt: tokio::runtime::Handle,
+    connect: impl FnOnce() -> Result<Client, String>,
+    opts: RedisOptions,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), String> {
+    tern_client::spinwatch::set_spin(opts.spin);
+    let client = connect()?;
+    let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
+    let serving = rt.spawn(async move {
+        let listener = tern_client::frontend::bind(opts.listen, "Redis").await?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let server = start(client, opts, addr.port()).await?;
+        let _ = tx.send(addr);
+        server.serve(listener).await;
+        Ok(())
+    });
+    // (No address: it failed to start; its error comes from the task below.)
+    if let Ok(addr) = rx.recv() {
+        ready(addr);
+    }
+    // (Waiting for a task's end needs no driver on this thread.)
+    match rt.block_on(serving) {
+        Ok(r) => r,
+        Err(e) => Err(format!("the Redis front end stopped: {e}")),
+    }
+}
+
+/// The server, with database 0 created (SQL users see redis_0 at once).
+async fn start(client: Client, opts: RedisOptions, port: u16) -> Result<Arc<Server>, String> {
+    let server = Server::new(client, opts, port);
+    server.clone().db(0).await.map_err(|e| e.0)?;
+    Ok(server)
 }

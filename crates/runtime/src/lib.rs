@@ -23,8 +23,12 @@ use tern_kernel::signal::{Addr, Block, ClientId, Signal};
 use tern_kernel::{Node, NodeConfig};
 pub use tern_shm::Transporter;
 use tern_wire::Request;
+pub use worker::HostedWorker;
 pub use worker::ReplySink;
 use worker::{Inbound, IoQueue, Shared, Worker, WorkerBlocks, worker_of};
+
+/// Drives worker 0 on its thread (`DataNode::start_hosted`; e.g. `tern_client::hosted::host`).
+pub type Host = Box<dyn FnOnce(Box<dyn tern_wire::HostedWorker>) + Send>;
 
 #[derive(Debug, Clone)]
 pub struct DataNodeConfig {
@@ -172,6 +176,13 @@ pub struct DataNode {
 impl DataNode {
     /// Opens the data directory, recovers, binds the client port and starts every thread.
     pub fn start(cfg: DataNodeConfig) -> Result<DataNode, String> {
+        DataNode::start_hosted(cfg, None)
+    }
+
+    /// `start`, with worker 0 driven by `host` on that worker's thread (see `HostedWorker`:
+    /// an async runtime that also serves front ends). `host` returns when the worker says
+    /// `Turn::Stopped`, after `HostedWorker::finish`.
+    pub fn start_hosted(cfg: DataNodeConfig, mut host: Option<Host>) -> Result<DataNode, String> {
         let dir = DataDir::open(&cfg.data_dir, cfg.node.node_id)?;
         let listener = std::net::TcpListener::bind(cfg.listen).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AddrInUse {
@@ -280,6 +291,7 @@ impl DataNode {
                 shared.clone(),
                 cfg.node.cluster.clone(),
             );
+            let hosted = if i == 0 { host.take() } else { None };
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("tern-worker-{i}"))
@@ -287,7 +299,11 @@ impl DataNode {
                         // A worker that dies would leave its partitions unanswered while the
                         // node looks alive: stop the whole node instead, so that it is noticed
                         // and restarted (as an NDB data node stops on an internal error).
-                        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.run())).is_err() {
+                        let body = move || match hosted {
+                            Some(h) => h(Box::new(HostedWorker::new(w))),
+                            None => w.run(),
+                        };
+                        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).is_err() {
                             eprintln!("tern: data node worker {i} failed (see the panic above); stopping the node");
                             std::process::abort();
                         }

@@ -23,8 +23,8 @@ use tern_kernel::ldm::Ldm;
 use tern_kernel::signal::{Addr, Block, ClientId, IoReq, NodeId, Out, Signal};
 use tern_kernel::tc::Tc;
 use tern_types::cluster::{ClusterState, NodeState};
-use tern_wire::PeerHello;
 use tern_wire::{FRAME_HEADER_LEN, Reply, Request, begin_frame, decode_frame, finish_frame};
+use tern_wire::{PeerHello, Turn};
 
 pub const LISTENER: Token = Token(0);
 pub const WAKER: Token = Token(1);
@@ -280,31 +280,53 @@ impl Worker {
     }
 
     pub fn run(mut self) {
-        if let Some(l) = self.listener.as_mut() {
-            self.poll.registry().register(l, LISTENER, Interest::READABLE).expect("register listener");
-        }
+        self.register_listener();
         let mut events = Events::with_capacity(256);
         loop {
-            let mut worked = self.drain_mailbox();
-            if self.shared.stopping.load(Ordering::Acquire) {
-                break;
-            }
-            worked |= self.poll_sockets(&mut events, Some(Duration::ZERO));
-            worked |= self.poll_shm();
-            worked |= self.run_queue();
-            worked |= self.fire_timers();
-            self.flush();
-            if worked {
-                self.busy_since_idle = true;
-                continue;
+            match self.turn(&mut events, true) {
+                Turn::Stopped => break,
+                Turn::Worked => continue,
+                Turn::Idle => {}
             }
             if self.spin() {
                 continue;
             }
             self.park(&mut events);
         }
-        // TCP connections close when dropped; in-process ones are told (request id 0), so their
-        // waiting requests fail instead of waiting for a worker that is gone.
+        self.finish();
+    }
+
+    fn register_listener(&mut self) {
+        if let Some(l) = self.listener.as_mut() {
+            self.poll.registry().register(l, LISTENER, Interest::READABLE).expect("register listener");
+        }
+    }
+
+    /// One pass over everything that may have work, without waiting (`poll_io`: look at the
+    /// sockets too).
+    fn turn(&mut self, events: &mut Events, poll_io: bool) -> Turn {
+        let mut worked = self.drain_mailbox();
+        if self.shared.stopping.load(Ordering::Acquire) {
+            return Turn::Stopped;
+        }
+        if poll_io {
+            worked |= self.poll_sockets(events, Some(Duration::ZERO));
+        }
+        worked |= self.poll_shm();
+        worked |= self.run_queue();
+        worked |= self.fire_timers();
+        self.flush();
+        if worked {
+            self.busy_since_idle = true;
+            Turn::Worked
+        } else {
+            Turn::Idle
+        }
+    }
+
+    /// TCP connections close when dropped; in-process ones are told (request id 0), so their
+    /// waiting requests fail instead of waiting for a worker that is gone.
+    fn finish(&mut self) {
         for end in self.clients.values() {
             if let ClientEnd::Local(sink) = end {
                 let e = tern_types::TernError::new(tern_types::ErrorCode::ShuttingDown, "the data node stopped");
@@ -347,6 +369,18 @@ impl Worker {
     }
 
     fn park(&mut self, events: &mut Events) {
+        self.idle_hook();
+        let timeout = self.park_timeout();
+        if self.mailbox.prepare_sleep() {
+            if self.park_shm() {
+                self.poll_sockets(events, Some(timeout));
+            }
+            self.unpark_shm();
+            self.mailbox.woke();
+        }
+    }
+
+    fn idle_hook(&mut self) {
         if self.busy_since_idle
             && let Some(hook) = self.shared.idle_hook
         {
@@ -357,42 +391,49 @@ impl Worker {
                 hook();
             }
         }
+    }
+
+    /// How long a parked worker may sleep: until its next timer, at most 100 ms.
+    fn park_timeout(&self) -> Duration {
         let timeout = self.timers.peek().map(|t| {
             let due = t.0.0.0;
             Duration::from_millis(due.saturating_sub(self.shared.now_ms()).max(1))
         });
-        let timeout = Some(timeout.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(100)));
-        if self.mailbox.prepare_sleep() {
-            // Shared-memory clients wake this worker through their eventfd while it is parked.
-            // (A paused connection is not read until its client drains its replies, which wakes
-            // the worker through the eventfd too.)
-            let mut parked = std::mem::take(&mut self.shm_parked);
-            let mut all = true;
-            for &t in &self.shm_conns {
-                let Some(c) = self.conns.get(&t) else { continue };
-                let Some(e) = c.shm.as_ref() else { continue };
-                if e.rx.prepare_park() {
-                    parked.push(t);
-                } else if !c.paused {
-                    all = false;
-                    break;
-                }
+        timeout.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(100))
+    }
+
+    /// Asks every shared-memory client to wake this worker through its eventfd while it sleeps;
+    /// false when one has requests waiting already (do not sleep). (A paused connection is not
+    /// read until its client drains its replies, which wakes the worker through the eventfd too.)
+    fn park_shm(&mut self) -> bool {
+        let mut parked = std::mem::take(&mut self.shm_parked);
+        let mut all = true;
+        for &t in &self.shm_conns {
+            let Some(c) = self.conns.get(&t) else { continue };
+            let Some(e) = c.shm.as_ref() else { continue };
+            if e.rx.prepare_park() {
+                parked.push(t);
+            } else if !c.paused {
+                all = false;
+                break;
             }
-            if all {
-                self.poll_sockets(events, timeout);
+        }
+        self.shm_parked = parked;
+        all
+    }
+
+    fn unpark_shm(&mut self) {
+        // (A poll may have closed connections: unpark those still here.)
+        let mut parked = std::mem::take(&mut self.shm_parked);
+        for t in parked.drain(..) {
+            if let Some(e) = self.conns.get(&t).and_then(|c| c.shm.as_ref()) {
+                e.rx.unpark();
             }
-            // (The poll may have closed connections: unpark those still here.)
-            for t in parked.drain(..) {
-                if let Some(e) = self.conns.get(&t).and_then(|c| c.shm.as_ref()) {
-                    e.rx.unpark();
-                }
-            }
-            self.shm_parked = parked;
-            self.mailbox.woke();
-            if self.spin_us == 0 {
-                // With spinning switched off (spin_max_us = 0) it stays off.
-                self.spin_us = grown_spin(0, self.shared.spin_max_us);
-            }
+        }
+        self.shm_parked = parked;
+        if self.spin_us == 0 {
+            // With spinning switched off (spin_max_us = 0) it stays off.
+            self.spin_us = grown_spin(0, self.shared.spin_max_us);
         }
     }
 
@@ -1080,6 +1121,86 @@ impl Worker {
         for token in resume {
             self.read_conn(token);
         }
+    }
+}
+
+/// Worker 0 driven by an async runtime on its thread (see `tern_wire::HostedWorker`): requests
+/// and replies between it and the front-end tasks there cross no thread. It does not spin: its
+/// thread's other tasks need the time (the driver's park hook spins instead).
+pub struct HostedWorker {
+    w: Worker,
+    events: Events,
+}
+
+impl HostedWorker {
+    pub(crate) fn new(mut w: Worker) -> HostedWorker {
+        w.register_listener();
+        HostedWorker { w, events: Events::with_capacity(256) }
+    }
+}
+
+impl tern_wire::HostedWorker for HostedWorker {
+    fn bind_thread(&self) {
+        self.w.mailbox.set_host_thread();
+    }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.w.poll.as_raw_fd()
+    }
+
+    fn spin_max_us(&self) -> u64 {
+        self.w.shared.spin_max_us
+    }
+
+    fn turn(&mut self, io: bool) -> Turn {
+        let mut events = std::mem::replace(&mut self.events, Events::with_capacity(0));
+        let t = self.w.turn(&mut events, io);
+        self.events = events;
+        t
+    }
+
+    fn park(&mut self, waker: &std::task::Waker) -> Option<Duration> {
+        self.w.idle_hook();
+        let timeout = self.w.park_timeout();
+        self.w.mailbox.park_hosted(waker);
+        if !self.w.mailbox.is_empty() {
+            return None;
+        }
+        if !self.w.park_shm() {
+            self.unpark();
+            return None;
+        }
+        Some(timeout)
+    }
+
+    fn unpark(&mut self) {
+        self.w.unpark_shm();
+        self.w.mailbox.woke();
+    }
+
+    fn probe(&self) -> Arc<dyn tern_wire::MailProbe> {
+        Arc::new(MailProbe(self.w.mailbox.clone()))
+    }
+
+    fn finish(mut self: Box<Self>) {
+        self.w.finish();
+    }
+}
+
+struct MailProbe(Arc<Mailbox<Inbound>>);
+
+impl tern_wire::MailProbe for MailProbe {
+    fn waiting(&self) -> bool {
+        !self.0.is_empty()
+    }
+
+    fn kick(&self) -> bool {
+        self.0.kick_hosted()
+    }
+
+    fn arm(&self) -> bool {
+        self.0.arm_hosted()
     }
 }
 

@@ -65,6 +65,26 @@ pub struct DatanodeToml {
     /// "tcp", "shm" or "auto" (default): whether processes on this host may connect through
     /// shared memory.
     pub transporter: Option<String>,
+    /// Where front ends served by this process run: "worker" (default: the Redis front end on
+    /// worker 0's thread) or "threads" (each front end on threads of its own).
+    pub front_ends: Option<String>,
+}
+
+/// Whether `front_ends` ("worker", the default, or "threads") puts front ends on worker 0.
+pub fn front_ends_on_worker(v: Option<&str>) -> Result<bool> {
+    match v {
+        None | Some("worker") => Ok(true),
+        Some("threads") => Ok(false),
+        Some(v) => bail!("front_ends must be \"worker\" or \"threads\", not {v:?}"),
+    }
+}
+
+/// ldm workers when the Redis front end runs on worker 0: one core fewer than `auto_ldm_workers`
+/// (that thread also serves Redis; the other front ends' threads and the clients need a core).
+/// Measured on 2 cores (BENCHMARKS.md, issue 12): 1 ldm beat 2 for Redis at every row and for
+/// sysbench point_select at 1 thread.
+pub fn auto_ldm_workers_hosting() -> u16 {
+    (cores().saturating_sub(1)).clamp(1, 16) as u16
 }
 
 pub fn cores() -> usize {
@@ -105,6 +125,11 @@ impl DatanodeToml {
 
     pub fn parse(text: &str) -> Result<DatanodeToml> {
         toml::from_str(text).map_err(|e| anyhow::anyhow!("{}", e.message()))
+    }
+
+    /// Whether the TOML leaves the ldm worker count to Tern.
+    pub fn ldm_auto(&self) -> bool {
+        self.ldm_workers.is_none() || matches!(&self.ldm_workers, Some(toml::Value::String(s)) if s == "auto")
     }
 
     pub fn log_level(&self) -> String {
@@ -175,6 +200,19 @@ mod tests {
     fn unknown_keys_are_named() {
         let e = DatanodeToml::parse("node_id = 1\ndata_memroy = \"1G\"\n").unwrap_err().to_string();
         assert!(e.contains("data_memroy"), "{e}");
+    }
+
+    #[test]
+    fn front_end_layout() {
+        let c = DatanodeToml::parse("ldm_workers = \"auto\"\nfront_ends = \"threads\"\n").unwrap();
+        assert!(c.ldm_auto());
+        assert!(!front_ends_on_worker(c.front_ends.as_deref()).unwrap());
+        let c = DatanodeToml::parse("ldm_workers = 2\n").unwrap();
+        assert!(!c.ldm_auto());
+        assert!(front_ends_on_worker(c.front_ends.as_deref()).unwrap(), "the default");
+        let e = front_ends_on_worker(Some("ldm")).unwrap_err().to_string();
+        assert!(e.contains("\"worker\" or \"threads\""), "{e}");
+        assert!(auto_ldm_workers_hosting() >= 1);
     }
 
     #[test]

@@ -77,6 +77,11 @@ pub struct UpArgs {
     /// memory) or auto (default: shared memory, all processes being on this host).
     #[arg(long)]
     pub transporter: Option<String>,
+    /// With one data node and the front ends inside it: "worker" (default: the Redis front end
+    /// runs on the data node's worker 0 thread, no thread between a request and its row) or
+    /// "threads" (every front end on threads of its own).
+    #[arg(long)]
+    pub front_ends: Option<String>,
 }
 
 fn write_datanode_config(a: &UpArgs, dir: &Path) -> Result<PathBuf> {
@@ -89,11 +94,15 @@ fn write_datanode_config(a: &UpArgs, dir: &Path) -> Result<PathBuf> {
         let n: u16 = a.ldm_workers.parse().context("--ldm-workers must be \"auto\" or a number")?;
         n.to_string()
     };
-    let text = format!(
+    let mut text = format!(
         "# Written by `tern up` on every start; edit the flags instead.\nnode_id = 1\ndata_dir = {:?}\nlisten = \"127.0.0.1:{}\"\ndata_memory = {memory}\nldm_workers = {workers}\n",
         node_dir.display().to_string(),
         a.datanode_port
     );
+    if let Some(f) = &a.front_ends {
+        crate::config::front_ends_on_worker(Some(f)).context("--front-ends")?;
+        text.push_str(&format!("front_ends = {f:?}\n"));
+    }
     let path = dir.join("datanode-1.toml");
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)

@@ -30,6 +30,50 @@ pub trait LocalTransport: Send + Sync {
     }
 }
 
+/// What one pass of a hosted worker's loop found (see `HostedWorker`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    Worked,
+    Idle,
+    Stopped,
+}
+
+/// A data-node worker whose loop an async runtime drives on the worker's own thread, next to
+/// front-end tasks (the layout with front ends on the worker): the runtime implements it, the
+/// client library's `hosted` module drives it, and neither depends on the other. The driver
+/// calls `turn` while it finds work, yields to the other tasks between turns, and when idle
+/// parks with `park` until the mailbox gets a push (`probe`), the descriptor `fd` turns
+/// readable, or the timeout.
+pub trait HostedWorker: Send {
+    /// Call once, on the thread that drives the worker.
+    fn bind_thread(&self);
+    /// The worker's epoll descriptor: readable when a socket, a shared-memory client or a push
+    /// from another thread (while armed) wants the worker. Open until `finish`.
+    fn fd(&self) -> std::os::fd::RawFd;
+    /// The node's longest idle spin (µs; 0: never spin).
+    fn spin_max_us(&self) -> u64;
+    /// One pass; `io`: whether the descriptor turned readable since the last pass.
+    fn turn(&mut self, io: bool) -> Turn;
+    /// Prepares to wait: `waker` is woken by pushes. None: work arrived, do not wait (no
+    /// `unpark` needed). Some(t): wait at most t, then call `unpark`.
+    fn park(&mut self, waker: &std::task::Waker) -> Option<std::time::Duration>;
+    fn unpark(&mut self);
+    fn probe(&self) -> std::sync::Arc<dyn MailProbe>;
+    /// After `Turn::Stopped`: tells in-process clients the node stopped.
+    fn finish(self: Box<Self>);
+}
+
+/// A hosted worker's mailbox as its thread's park hook sees it.
+pub trait MailProbe: Send + Sync {
+    /// Pushes wait (cheap; any thread).
+    fn waiting(&self) -> bool;
+    /// Wakes the parked worker task if pushes wait; true if so.
+    fn kick(&self) -> bool;
+    /// The thread is about to sleep: later pushes from other threads wake it through the
+    /// worker's eventfd. False (and the task woken) when pushes arrived meanwhile.
+    fn arm(&self) -> bool;
+}
+
 /// Where an in-process connection's replies are delivered.
 pub type ReplySink = std::sync::Arc<dyn Fn(u64, Reply) + Send + Sync>;
 

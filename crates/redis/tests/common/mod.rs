@@ -10,13 +10,32 @@ use std::time::{Duration, Instant};
 use tern_redis::RedisOptions;
 use tern_runtime::{DataNode, DataNodeConfig};
 
+/// The runtimes of data nodes whose worker 0 hosts front ends (`TERN_TEST_TRANSPORT=hosted`),
+/// by the node's address.
+static HOSTS: std::sync::Mutex<Vec<(String, tokio::runtime::Handle)>> = std::sync::Mutex::new(Vec::new());
+
+pub fn hosted() -> bool {
+    std::env::var("TERN_TEST_TRANSPORT").as_deref() == Ok("hosted")
+}
+
 pub fn start_node(data_memory: u64) -> (tempfile::TempDir, DataNode, String) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = DataNodeConfig::local(dir.path(), data_memory);
     cfg.redo_segment_bytes = 4 << 20;
-    let n = DataNode::start(cfg).unwrap();
+    // The layout of `tern up` on one host: the Redis front end on worker 0's thread.
+    let (host, rt) = if hosted() {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        (Some(tern_client::hosted::host(tx)), Some(rx))
+    } else {
+        (None, None)
+    };
+    let n = DataNode::start_hosted(cfg, host).unwrap();
+    let rt = rt.map(|rx| rx.recv_timeout(Duration::from_secs(20)).unwrap());
     assert!(n.wait_started(Duration::from_secs(20)));
     let addr = n.local_addr().to_string();
+    if let Some(rt) = rt {
+        HOSTS.lock().unwrap().push((addr.clone(), rt));
+    }
     let c = n.local_connector();
     tern_client::register_local_node(&addr, std::sync::Arc::new(move |w, s| Box::new(c.connect_to(w, s))));
     (dir, n, addr)
@@ -27,9 +46,13 @@ pub fn start_tern(addr: &str, mut opts: RedisOptions) -> u16 {
     opts.listen = "127.0.0.1:0".parse().unwrap();
     let addr = addr.to_string();
     let (tx, rx) = std::sync::mpsc::channel();
+    let host = HOSTS.lock().unwrap().iter().rev().find(|(a, _)| *a == addr).map(|(_, h)| h.clone());
     std::thread::spawn(move || {
         let connect = move || tern_client::connect_prefer_local(&addr).map_err(|e| e.to_string());
-        tern_redis::run(connect, opts, |a| tx.send(a).unwrap()).unwrap()
+        match host {
+            Some(rt) => tern_redis::run_on(rt, connect, opts, |a| tx.send(a).unwrap()).unwrap(),
+            None => tern_redis::run(connect, opts, |a| tx.send(a).unwrap()).unwrap(),
+        }
     });
     rx.recv_timeout(Duration::from_secs(20)).unwrap().port()
 }
