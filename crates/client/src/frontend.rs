@@ -32,6 +32,31 @@ pub fn runtime(threads: usize, name: &str, defer_sends: bool) -> Result<tokio::r
     b.build().map_err(|e| e.to_string())
 }
 
+/// Runs a front end as a task of `rt` (a runtime that runs elsewhere: the thread of a data-node
+/// worker that hosts front ends, see `crate::hosted`), blocking this thread until it ends.
+/// `serve` gets a sender for the address it listens on, which is passed to `ready` here.
+pub fn serve_on<F>(
+    rt: tokio::runtime::Handle,
+    what: &str,
+    serve: impl FnOnce(std::sync::mpsc::Sender<SocketAddr>) -> F,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), String>
+where
+    F: std::future::Future<Output = Result<(), String>> + Send + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    let serving = rt.spawn(serve(tx));
+    // (No address: it failed to start; its error comes from the task below.)
+    if let Ok(addr) = rx.recv() {
+        ready(addr);
+    }
+    // (Waiting for a task's end needs no driver on this thread.)
+    match rt.block_on(serving) {
+        Ok(r) => r,
+        Err(e) => Err(format!("the {what} front end stopped: {e}")),
+    }
+}
+
 /// Binds `addr` for the front end `what`; a taken port is said so.
 pub async fn bind(addr: SocketAddr, what: &str) -> Result<tokio::net::TcpListener, String> {
     tokio::net::TcpListener::bind(addr).await.map_err(|e| {

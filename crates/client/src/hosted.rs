@@ -1,6 +1,6 @@
 //! Front ends on a data-node worker's thread (the single-host layout `front_ends = "worker"`):
 //! worker 0 of the data node runs as a task of a current-thread tokio runtime on its own
-//! thread, next to the connection tasks of the front ends placed there (Redis). A request
+//! thread, next to the connection tasks of the front ends placed there (Redis, REST). A request
 //! goes from a connection task to the worker's mailbox and its reply comes back to the task
 //! without crossing a thread: no futex, no eventfd, no cache line moving between cores —
 //! redis-server's shape (one thread does all of a request), with Tern's blocks in between.
@@ -144,4 +144,28 @@ async fn drive(mut w: Box<dyn HostedWorker>) {
     }
     drop(fd);
     w.finish();
+}
+
+/// Runtimes of in-process data nodes whose worker 0 hosts front ends, by the node's TCP address
+/// (newest last): tests start their front ends there with `TERN_TEST_TRANSPORT=hosted`.
+static HOSTS: std::sync::Mutex<Vec<(String, tokio::runtime::Handle)>> = std::sync::Mutex::new(Vec::new());
+
+/// Names the runtime that hosts the worker of the in-process data node at `addr`.
+pub fn register(addr: &str, rt: tokio::runtime::Handle) {
+    HOSTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((addr.to_string(), rt));
+}
+
+/// The runtime registered for `addr`, when the environment says `TERN_TEST_TRANSPORT=hosted`.
+pub fn registered(addr: &str) -> Option<tokio::runtime::Handle> {
+    if !test_hosted() {
+        return None;
+    }
+    let hosts = HOSTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    hosts.iter().rev().find(|(a, _)| a == addr).map(|(_, h)| h.clone())
+}
+
+/// Whether the front-end test suites run with their front end on the data node's worker
+/// (`TERN_TEST_TRANSPORT=hosted`).
+pub fn test_hosted() -> bool {
+    std::env::var("TERN_TEST_TRANSPORT").as_deref() == Ok("hosted")
 }

@@ -827,24 +827,15 @@ pub fn run_on(
 ) -> Result<(), String> {
     tern_client::spinwatch::set_spin(opts.spin);
     let client = connect()?;
-    let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
-    let serving = rt.spawn(async move {
+    let serve = move |tx: std::sync::mpsc::Sender<SocketAddr>| async move {
         let listener = tern_client::frontend::bind(opts.listen, "Redis").await?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let server = start(client, opts, addr.port()).await?;
         let _ = tx.send(addr);
         server.serve(listener).await;
         Ok(())
-    });
-    // (No address: it failed to start; its error comes from the task below.)
-    if let Ok(addr) = rx.recv() {
-        ready(addr);
-    }
-    // (Waiting for a task's end needs no driver on this thread.)
-    match rt.block_on(serving) {
-        Ok(r) => r,
-        Err(e) => Err(format!("the Redis front end stopped: {e}")),
-    }
+    };
+    tern_client::frontend::serve_on(rt, "Redis", serve, ready)
 }
 
 /// The server, with database 0 created (SQL users see redis_0 at once).

@@ -400,3 +400,24 @@ pub fn run(
         Ok(())
     })
 }
+
+/// `run`, with the connections served by the runtime of `rt` (one that already runs elsewhere:
+/// the thread of a data-node worker that hosts front ends). Blocks this thread until the front
+/// end stops; `connect` runs here, outside that runtime.
+pub fn run_on(
+    rt: tokio::runtime::Handle,
+    connect: impl FnOnce() -> Result<Client, String>,
+    opts: RestOptions,
+    ready: impl FnOnce(std::net::SocketAddr),
+) -> Result<(), String> {
+    tern_client::spinwatch::set_spin(opts.spin);
+    let acceptor = opts.tls.as_ref().map(tls::acceptor).transpose()?;
+    let client = connect()?;
+    let serve = move |tx: std::sync::mpsc::Sender<std::net::SocketAddr>| async move {
+        let listener = tern_client::frontend::bind(opts.listen, "REST").await?;
+        let _ = tx.send(listener.local_addr().map_err(|e| e.to_string())?);
+        RestServer::new(client, opts).serve(listener, acceptor).await;
+        Ok(())
+    };
+    tern_client::frontend::serve_on(rt, "REST", serve, ready)
+}

@@ -650,6 +650,10 @@ fn keep_alive_pipelining_and_bad_bytes() {
 
 #[test]
 fn data_node_gone_is_a_server_error_not_a_crash() {
+    // (Not when the front end runs on the node's worker: it stops with the node.)
+    if tern_client::hosted::test_hosted() {
+        return;
+    }
     let e = env();
     setup_simple(&e);
     let Env { _dir, _node, client, port } = e;

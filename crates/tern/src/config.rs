@@ -65,8 +65,8 @@ pub struct DatanodeToml {
     /// "tcp", "shm" or "auto" (default): whether processes on this host may connect through
     /// shared memory.
     pub transporter: Option<String>,
-    /// Where front ends served by this process run: "worker" (default: the Redis front end on
-    /// worker 0's thread) or "threads" (each front end on threads of its own).
+    /// Where front ends served by this process run: "worker" (default: the Redis and REST front ends
+    /// on worker 0's thread) or "threads" (each front end on threads of its own).
     pub front_ends: Option<String>,
 }
 
@@ -79,8 +79,8 @@ pub fn front_ends_on_worker(v: Option<&str>) -> Result<bool> {
     }
 }
 
-/// ldm workers when the Redis front end runs on worker 0: one core fewer than `auto_ldm_workers`
-/// (that thread also serves Redis; the other front ends' threads and the clients need a core).
+/// ldm workers when the Redis and REST front ends run on worker 0: one core fewer than `auto_ldm_workers`
+/// (that thread also serves them; the other front ends' threads and the clients need a core).
 /// Measured on 2 cores (BENCHMARKS.md, issue 12): 1 ldm beat 2 for Redis at every row and for
 /// sysbench point_select at 1 thread.
 pub fn auto_ldm_workers_hosting() -> u16 {

@@ -541,9 +541,9 @@ fn datanode(
         toml.data_dir = Some(d);
     }
     init_logging(&toml.log_level());
-    // The Redis front end on worker 0's thread (see `tern_client::hosted`), or on its own.
-    let on_worker =
-        front.as_ref().is_some_and(|a| !a.no_redis) && config::front_ends_on_worker(toml.front_ends.as_deref())?;
+    // The Redis and REST front ends on worker 0's thread (see `tern_client::hosted`), or on their own.
+    let on_worker = front.as_ref().is_some_and(|a| !a.no_redis || !a.no_rest)
+        && config::front_ends_on_worker(toml.front_ends.as_deref())?;
     if on_worker && toml.ldm_auto() {
         toml.ldm_workers = Some(toml::Value::Integer(config::auto_ldm_workers_hosting().into()));
     }
@@ -796,7 +796,12 @@ fn serve_front_ends(
     if !a.no_rest {
         waiting += 1;
         let c = durable(rest_durable, connect.clone());
-        spawn_front_end("REST API", "tern-rest-main", &tx, move |ready| tern_rest::run(c, opts, ready))?;
+        match on_worker.clone() {
+            Some(rt) => {
+                spawn_front_end("REST API", "tern-rest-main", &tx, move |ready| tern_rest::run_on(rt, c, opts, ready))?
+            }
+            None => spawn_front_end("REST API", "tern-rest-main", &tx, move |ready| tern_rest::run(c, opts, ready))?,
+        }
     }
     if let Some(mopts) = mysql_options(a)? {
         waiting += 1;

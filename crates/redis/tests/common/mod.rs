@@ -10,13 +10,7 @@ use std::time::{Duration, Instant};
 use tern_redis::RedisOptions;
 use tern_runtime::{DataNode, DataNodeConfig};
 
-/// The runtimes of data nodes whose worker 0 hosts front ends (`TERN_TEST_TRANSPORT=hosted`),
-/// by the node's address.
-static HOSTS: std::sync::Mutex<Vec<(String, tokio::runtime::Handle)>> = std::sync::Mutex::new(Vec::new());
-
-pub fn hosted() -> bool {
-    std::env::var("TERN_TEST_TRANSPORT").as_deref() == Ok("hosted")
-}
+pub use tern_client::hosted::test_hosted as hosted;
 
 pub fn start_node(data_memory: u64) -> (tempfile::TempDir, DataNode, String) {
     let dir = tempfile::tempdir().unwrap();
@@ -34,7 +28,7 @@ pub fn start_node(data_memory: u64) -> (tempfile::TempDir, DataNode, String) {
     assert!(n.wait_started(Duration::from_secs(20)));
     let addr = n.local_addr().to_string();
     if let Some(rt) = rt {
-        HOSTS.lock().unwrap().push((addr.clone(), rt));
+        tern_client::hosted::register(&addr, rt);
     }
     let c = n.local_connector();
     tern_client::register_local_node(&addr, std::sync::Arc::new(move |w, s| Box::new(c.connect_to(w, s))));
@@ -46,7 +40,7 @@ pub fn start_tern(addr: &str, mut opts: RedisOptions) -> u16 {
     opts.listen = "127.0.0.1:0".parse().unwrap();
     let addr = addr.to_string();
     let (tx, rx) = std::sync::mpsc::channel();
-    let host = HOSTS.lock().unwrap().iter().rev().find(|(a, _)| *a == addr).map(|(_, h)| h.clone());
+    let host = tern_client::hosted::registered(&addr);
     std::thread::spawn(move || {
         let connect = move || tern_client::connect_prefer_local(&addr).map_err(|e| e.to_string());
         match host {
