@@ -393,12 +393,21 @@ pub fn run(
     let rt = tern_client::frontend::runtime(opts.threads, "tern-rest", true)?;
     rt.block_on(async move {
         let client = tokio::task::block_in_place(connect)?;
-        let listener = tern_client::frontend::bind(opts.listen, "REST").await?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        ready(addr);
-        RestServer::new(client, opts).serve(listener, acceptor).await;
-        Ok(())
+        serve(client, opts, acceptor, ready).await
     })
+}
+
+/// Binds, says where (`bound`), and serves until the process ends.
+async fn serve(
+    client: Client,
+    opts: RestOptions,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    bound: impl FnOnce(std::net::SocketAddr),
+) -> Result<(), String> {
+    let listener = tern_client::frontend::bind(opts.listen, "REST").await?;
+    bound(listener.local_addr().map_err(|e| e.to_string())?);
+    RestServer::new(client, opts).serve(listener, acceptor).await;
+    Ok(())
 }
 
 /// `run`, with the connections served by the runtime of `rt` (one that already runs elsewhere:
@@ -413,11 +422,10 @@ pub fn run_on(
     tern_client::spinwatch::set_spin(opts.spin);
     let acceptor = opts.tls.as_ref().map(tls::acceptor).transpose()?;
     let client = connect()?;
-    let serve = move |tx: std::sync::mpsc::Sender<std::net::SocketAddr>| async move {
-        let listener = tern_client::frontend::bind(opts.listen, "REST").await?;
-        let _ = tx.send(listener.local_addr().map_err(|e| e.to_string())?);
-        RestServer::new(client, opts).serve(listener, acceptor).await;
-        Ok(())
+    let task = move |tx: std::sync::mpsc::Sender<std::net::SocketAddr>| {
+        serve(client, opts, acceptor, move |addr| {
+            let _ = tx.send(addr);
+        })
     };
-    tern_client::frontend::serve_on(rt, "REST", serve, ready)
+    tern_client::frontend::serve_on(rt, "REST", task, ready)
 }
