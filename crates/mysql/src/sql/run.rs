@@ -709,6 +709,9 @@ fn limit_of(x: &Option<X>, env: &Env) -> Result<Option<u64>, SqlError> {
 }
 
 /// Runs a SELECT plan: its result rows (one value per item).
+/// Rows a join builds from cached matches between two yields to the executor.
+const YIELD_EVERY_ROWS: usize = 4096;
+
 pub async fn run_select(
     run: &mut Runner<'_>,
     p: &SelectPlan,
@@ -737,7 +740,15 @@ pub async fn run_select(
         let mut next = Vec::new();
         let independent = i == 0 || is_independent(src);
         let mut cache: Option<Vec<Vec<Value>>> = None;
+        let mut since_yield = 0usize;
         for prefix in &rows {
+            // Joining cached rows does not wait for the data node: let the executor thread's
+            // other connections run now and then (a large join would hold it for seconds; it
+            // also lets a KILL from another connection on this thread arrive).
+            if since_yield >= YIELD_EVERY_ROWS {
+                since_yield = 0;
+                tokio::task::yield_now().await;
+            }
             let matches = if rows.len() == 1 {
                 // One prefix (always so for the first table): no cache to keep.
                 let lim = if independent { pushed_limit } else { 0 };
@@ -757,6 +768,7 @@ pub async fn run_select(
                     );
                 }
                 let c = cache.clone().expect("fetched");
+                since_yield += c.len();
                 for r in &c {
                     run.budget.charge_row(r)?;
                 }
