@@ -975,7 +975,14 @@ impl Worker {
         }
     }
 
-    fn reply(&mut self, client: ClientId, req_id: u64, reply: Reply) {
+    fn reply(&mut self, client: ClientId, req_id: u64, mut reply: Reply) {
+        if let Reply::Status(st) = &mut reply {
+            // The node's epochs, not one tc's view: the tcs learn a new epoch at slightly
+            // different times, and a client may ask a tc that lags the one that answered its
+            // durable commit (the published values lead every tc's).
+            st.current_epoch = st.current_epoch.max(self.shared.current_epoch.load(Ordering::Acquire));
+            st.durable_epoch = st.durable_epoch.max(self.shared.durable_epoch.load(Ordering::Acquire));
+        }
         match self.clients.get(&client) {
             Some(ClientEnd::Tcp(token)) => {
                 let token = *token;
