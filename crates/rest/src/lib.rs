@@ -387,14 +387,35 @@ pub fn run(
     opts: RestOptions,
     ready: impl FnOnce(std::net::SocketAddr),
 ) -> Result<(), String> {
+    run_on(None, connect, opts, ready)
+}
+
+/// `run`; with `Some(rt)` the connections are served by that runtime (one that already runs
+/// elsewhere: the thread of a data-node worker that hosts front ends) and `connect` runs here,
+/// outside it.
+pub fn run_on(
+    rt: Option<tokio::runtime::Handle>,
+    connect: impl FnOnce() -> Result<Client, String>,
+    opts: RestOptions,
+    ready: impl FnOnce(std::net::SocketAddr),
+) -> Result<(), String> {
     tern_client::spinwatch::set_spin(opts.spin);
     // Certificate problems are reported before anything starts.
     let acceptor = opts.tls.as_ref().map(tls::acceptor).transpose()?;
-    let rt = tern_client::frontend::runtime(opts.threads, "tern-rest", true)?;
-    rt.block_on(async move {
-        let client = tokio::task::block_in_place(connect)?;
-        serve(client, opts, acceptor, ready).await
-    })
+    let Some(rt) = rt else {
+        let rt = tern_client::frontend::runtime(opts.threads, "tern-rest", true)?;
+        return rt.block_on(async move {
+            let client = tokio::task::block_in_place(connect)?;
+            serve(client, opts, acceptor, ready).await
+        });
+    };
+    let client = connect()?;
+    let task = move |tx: std::sync::mpsc::Sender<std::net::SocketAddr>| {
+        serve(client, opts, acceptor, move |addr| {
+            let _ = tx.send(addr);
+        })
+    };
+    tern_client::frontend::serve_on(rt, "REST", task, ready)
 }
 
 /// Binds, says where (`bound`), and serves until the process ends.
@@ -408,24 +429,4 @@ async fn serve(
     bound(listener.local_addr().map_err(|e| e.to_string())?);
     RestServer::new(client, opts).serve(listener, acceptor).await;
     Ok(())
-}
-
-/// `run`, with the connections served by the runtime of `rt` (one that already runs elsewhere:
-/// the thread of a data-node worker that hosts front ends). Blocks this thread until the front
-/// end stops; `connect` runs here, outside that runtime.
-pub fn run_on(
-    rt: tokio::runtime::Handle,
-    connect: impl FnOnce() -> Result<Client, String>,
-    opts: RestOptions,
-    ready: impl FnOnce(std::net::SocketAddr),
-) -> Result<(), String> {
-    tern_client::spinwatch::set_spin(opts.spin);
-    let acceptor = opts.tls.as_ref().map(tls::acceptor).transpose()?;
-    let client = connect()?;
-    let task = move |tx: std::sync::mpsc::Sender<std::net::SocketAddr>| {
-        serve(client, opts, acceptor, move |addr| {
-            let _ = tx.send(addr);
-        })
-    };
-    tern_client::frontend::serve_on(rt, "REST", task, ready)
 }

@@ -796,12 +796,8 @@ fn serve_front_ends(
     if !a.no_rest {
         waiting += 1;
         let c = durable(rest_durable, connect.clone());
-        match on_worker.clone() {
-            Some(rt) => {
-                spawn_front_end("REST API", "tern-rest-main", &tx, move |ready| tern_rest::run_on(rt, c, opts, ready))?
-            }
-            None => spawn_front_end("REST API", "tern-rest-main", &tx, move |ready| tern_rest::run(c, opts, ready))?,
-        }
+        let rt = on_worker.clone();
+        spawn_front_end("REST API", "tern-rest-main", &tx, move |ready| tern_rest::run_on(rt, c, opts, ready))?;
     }
     if let Some(mopts) = mysql_options(a)? {
         waiting += 1;
