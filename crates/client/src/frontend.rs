@@ -38,13 +38,14 @@ pub fn runtime(threads: usize, name: &str, defer_sends: bool) -> Result<tokio::r
 pub fn serve_on<F>(
     rt: tokio::runtime::Handle,
     what: &str,
-    serve: impl FnOnce(std::sync::mpsc::Sender<SocketAddr>) -> F,
+    serve: impl FnOnce(std::sync::mpsc::SyncSender<SocketAddr>) -> F,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String>
 where
     F: std::future::Future<Output = Result<(), String>> + Send + 'static,
 {
-    let (tx, rx) = std::sync::mpsc::channel();
+    // (One message: the address.)
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let serving = rt.spawn(serve(tx));
     // (No address: it failed to start; its error comes from the task below.)
     if let Ok(addr) = rx.recv() {

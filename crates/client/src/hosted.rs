@@ -62,8 +62,8 @@ pub fn host(
                 if probe.kick() {
                     return;
                 }
-                let us = spin_us.load(std::sync::atomic::Ordering::Relaxed);
                 if spin_max > 0 {
+                    let us = spin_us.load(std::sync::atomic::Ordering::Relaxed);
                     let found = crate::spinwatch::park_spin_until(us, &|| probe.waiting());
                     let next = match (found, probe.waiting()) {
                         (true, false) => (us * 2).min(spin_max),
@@ -71,8 +71,6 @@ pub fn host(
                         (false, _) => (us - us / 8).max(1),
                     };
                     spin_us.store(next, std::sync::atomic::Ordering::Relaxed);
-                } else {
-                    crate::flush_deferred();
                 }
                 if !probe.kick() {
                     probe.arm();

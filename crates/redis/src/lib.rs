@@ -801,46 +801,45 @@ pub fn run(
     opts: RedisOptions,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String> {
-    tern_client::spinwatch::set_spin(opts.spin);
-    // Data-node requests of all connections served in one executor pass leave in one write when
-    // the worker runs out of work (cross-connection batching).
-    let rt = tern_client::frontend::runtime(opts.threads, "tern-redis", true)?;
-    rt.block_on(async move {
-        let client = tokio::task::block_in_place(connect)?;
-        let listener = tern_client::frontend::bind(opts.listen, "Redis").await?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let server = start(client, opts, addr.port()).await?;
-        ready(addr);
-        server.serve(listener).await;
-        Ok(())
-    })
+    run_on(None, connect, opts, ready)
 }
 
-/// `run`, with the connections served by the runtime of `rt` (one that already runs elsewhere:
-/// the thread of a data-node worker that hosts front ends). Blocks this thread until the front
-/// end stops; `connect` runs here, outside that runtime.
+/// `run`; with `Some(rt)` the connections are served by that runtime (one that already runs
+/// elsewhere: the thread of a data-node worker that hosts front ends) and `connect` runs here,
+/// outside it.
 pub fn run_on(
-    rt: tokio::runtime::Handle,
+    rt: Option<tokio::runtime::Handle>,
     connect: impl FnOnce() -> Result<Client, String>,
     opts: RedisOptions,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String> {
     tern_client::spinwatch::set_spin(opts.spin);
-    let client = connect()?;
-    let serve = move |tx: std::sync::mpsc::Sender<SocketAddr>| async move {
-        let listener = tern_client::frontend::bind(opts.listen, "Redis").await?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let server = start(client, opts, addr.port()).await?;
-        let _ = tx.send(addr);
-        server.serve(listener).await;
-        Ok(())
+    let Some(rt) = rt else {
+        // Data-node requests of all connections served in one executor pass leave in one write
+        // when the worker runs out of work (cross-connection batching).
+        let rt = tern_client::frontend::runtime(opts.threads, "tern-redis", true)?;
+        return rt.block_on(async move {
+            let client = tokio::task::block_in_place(connect)?;
+            serve(client, opts, ready).await
+        });
     };
-    tern_client::frontend::serve_on(rt, "Redis", serve, ready)
+    let client = connect()?;
+    let task = move |tx: std::sync::mpsc::SyncSender<SocketAddr>| {
+        serve(client, opts, move |addr| {
+            let _ = tx.send(addr);
+        })
+    };
+    tern_client::frontend::serve_on(rt, "Redis", task, ready)
 }
 
-/// The server, with database 0 created (SQL users see redis_0 at once).
-async fn start(client: Client, opts: RedisOptions, port: u16) -> Result<Arc<Server>, String> {
-    let server = Server::new(client, opts, port);
+/// Binds, creates database 0 (SQL users see redis_0 at once), says where (`bound`), and serves
+/// until the process ends.
+async fn serve(client: Client, opts: RedisOptions, bound: impl FnOnce(SocketAddr)) -> Result<(), String> {
+    let listener = tern_client::frontend::bind(opts.listen, "Redis").await?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let server = Server::new(client, opts, addr.port());
     server.clone().db(0).await.map_err(|e| e.0)?;
-    Ok(server)
+    bound(addr);
+    server.serve(listener).await;
+    Ok(())
 }

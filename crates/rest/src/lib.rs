@@ -410,7 +410,7 @@ pub fn run_on(
         });
     };
     let client = connect()?;
-    let task = move |tx: std::sync::mpsc::Sender<std::net::SocketAddr>| {
+    let task = move |tx: std::sync::mpsc::SyncSender<std::net::SocketAddr>| {
         serve(client, opts, acceptor, move |addr| {
             let _ = tx.send(addr);
         })

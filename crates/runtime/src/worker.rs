@@ -1161,10 +1161,7 @@ impl tern_wire::HostedWorker for HostedWorker {
     }
 
     fn turn(&mut self, io: bool) -> Turn {
-        let mut events = std::mem::replace(&mut self.events, Events::with_capacity(0));
-        let t = self.w.turn(&mut events, io);
-        self.events = events;
-        t
+        self.w.turn(&mut self.events, io)
     }
 
     fn park(&mut self, waker: &std::task::Waker) -> Option<Duration> {

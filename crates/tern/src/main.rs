@@ -807,12 +807,7 @@ fn serve_front_ends(
     if let Some(ropts) = redis {
         waiting += 1;
         let c = durable(redis_durable, connect);
-        match on_worker {
-            Some(rt) => {
-                spawn_front_end("Redis", "tern-redis-main", &tx, move |ready| tern_redis::run_on(rt, c, ropts, ready))?
-            }
-            None => spawn_front_end("Redis", "tern-redis-main", &tx, move |ready| tern_redis::run(c, ropts, ready))?,
-        }
+        spawn_front_end("Redis", "tern-redis-main", &tx, move |ready| tern_redis::run_on(on_worker, c, ropts, ready))?;
     }
     drop(tx);
     while waiting > 0 {

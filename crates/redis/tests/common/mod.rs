@@ -43,10 +43,7 @@ pub fn start_tern(addr: &str, mut opts: RedisOptions) -> u16 {
     let host = tern_client::hosted::registered(&addr);
     std::thread::spawn(move || {
         let connect = move || tern_client::connect_prefer_local(&addr).map_err(|e| e.to_string());
-        match host {
-            Some(rt) => tern_redis::run_on(rt, connect, opts, |a| tx.send(a).unwrap()).unwrap(),
-            None => tern_redis::run(connect, opts, |a| tx.send(a).unwrap()).unwrap(),
-        }
+        tern_redis::run_on(host, connect, opts, |a| tx.send(a).unwrap()).unwrap()
     });
     rx.recv_timeout(Duration::from_secs(20)).unwrap().port()
 }
