@@ -518,13 +518,13 @@ impl Conn {
     }
 
     /// Sends a request; the returned slot receives the reply.
-    pub fn send(&self, req: &Request) -> Result<Arc<Slot>, TernError> {
+    pub fn send(&self, req: Request) -> Result<Arc<Slot>, TernError> {
         self.send_with(req, false)
     }
 
     /// Sends a request; with `defer`, a request on a TCP connection is only queued and goes out
     /// with the others queued by this thread when it calls `flush_deferred` (see `request`).
-    fn send_with(&self, req: &Request, defer: bool) -> Result<Arc<Slot>, TernError> {
+    fn send_with(&self, req: Request, defer: bool) -> Result<Arc<Slot>, TernError> {
         if !defer {
             // Whatever this thread queued goes first (a blocking call must not strand it).
             flush_deferred();
@@ -546,9 +546,9 @@ impl Conn {
         match &self.transport {
             Transport::Local { t, queued } => {
                 if defer {
-                    queued.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((req_id, req.clone()));
+                    queued.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((req_id, req));
                 } else {
-                    t.send(req_id, req.clone());
+                    t.send(req_id, req);
                 }
             }
             Transport::Tcp { out, .. } | Transport::Shm { out, .. } => {
@@ -664,7 +664,7 @@ impl Conn {
     /// queued and leaves together with every other request this thread queued before it next
     /// flushes (`flush_deferred`, called when the executor runs out of work or before a poll
     /// spins), so concurrent tasks' requests share one `write` and one data-node wake-up.
-    pub fn request(self: &Arc<Self>, req: &Request) -> Result<ReplyFuture, TernError> {
+    pub fn request(self: &Arc<Self>, req: Request) -> Result<ReplyFuture, TernError> {
         let defer = DEFER.with(|d| d.get());
         let slot = self.send_with(req, defer)?;
         if defer {
@@ -984,16 +984,16 @@ mod tests {
         let r = rec.clone();
         let conn = Conn::local(move |_sink| Box::new(r));
         set_defer_sends(true);
-        let futures: Vec<_> = (0..3).map(|_| conn.request(&Request::GetCatalog).unwrap()).collect();
+        let futures: Vec<_> = (0..3).map(|_| conn.request(Request::GetCatalog).unwrap()).collect();
         assert!(rec.0.lock().unwrap().is_empty(), "deferred requests wait for the flush");
         flush_deferred();
         assert_eq!(*rec.0.lock().unwrap(), vec![vec![1, 2, 3]], "one hand-off, in order");
         // A request that is not deferred sends what this thread queued first.
-        let _f4 = conn.request(&Request::GetCatalog).unwrap();
-        let _s5 = conn.send(&Request::GetCatalog).unwrap();
+        let _f4 = conn.request(Request::GetCatalog).unwrap();
+        let _s5 = conn.send(Request::GetCatalog).unwrap();
         assert_eq!(*rec.0.lock().unwrap(), vec![vec![1, 2, 3], vec![4], vec![5]]);
         set_defer_sends(false);
-        let _s6 = conn.send(&Request::GetCatalog).unwrap();
+        let _s6 = conn.send(Request::GetCatalog).unwrap();
         assert_eq!(rec.0.lock().unwrap().last(), Some(&vec![6]));
         drop(futures);
     }

@@ -210,7 +210,7 @@ impl Client {
         local: Option<LocalMaker>,
     ) -> Result<Client> {
         let hello = Request::Hello { client_name: "tern-client".into(), worker: None };
-        let (workers, first_worker) = match conn.send(&hello)?.wait(&conn, opts.request_timeout)? {
+        let (workers, first_worker) = match conn.send(hello)?.wait(&conn, opts.request_timeout)? {
             Reply::Welcome { workers, worker, .. } => (workers.max(1), worker),
             r => return Err(unexpected(r)),
         };
@@ -255,7 +255,7 @@ impl Client {
         let opts = &self.inner.opts;
         let c = Conn::open(addr, opts.connect_timeout, opts.transporter)?;
         let hello = Request::Hello { client_name: "tern-client".into(), worker: w };
-        match c.send(&hello)?.wait(&c, opts.request_timeout)? {
+        match c.send(hello)?.wait(&c, opts.request_timeout)? {
             Reply::Welcome { worker, .. } if w.is_none_or(|w| w == worker) => Ok((c, worker)),
             Reply::Welcome { .. } => Err(TernError::new(ErrorCode::Internal, "node did not move the connection")),
             r => Err(unexpected(r)),
@@ -418,14 +418,14 @@ impl Client {
     /// Sends a request and waits for its reply on this thread.
     fn call(&self, req: Request) -> Result<Reply> {
         let c = self.main_conn();
-        let r = c.send(&req)?.wait(&c, self.inner.opts.request_timeout);
+        let r = c.send(req)?.wait(&c, self.inner.opts.request_timeout);
         self.note_not_started(&c, &r);
         r
     }
 
     async fn call_async(&self, req: &Request) -> Result<Reply> {
         let c = self.main_conn();
-        let r = c.request(req)?.await;
+        let r = c.request(req.clone())?.await;
         self.note_not_started(&c, &r);
         r
     }
@@ -773,6 +773,11 @@ impl TableHandle {
 
     /// Encodes a primary key from values in key order, coercing them to the key types.
     pub fn key(&self, values: &[Value]) -> Result<Vec<u8>> {
+        self.key_owned(values.to_vec())
+    }
+
+    /// `key` from values it may consume (no copy of byte strings).
+    pub fn key_owned(&self, mut values: Vec<Value>) -> Result<Vec<u8>> {
         if values.len() != self.table.primary_key.len() {
             return Err(TernError::new(
                 ErrorCode::InvalidRequest,
@@ -783,18 +788,22 @@ impl TableHandle {
                 ),
             ));
         }
-        let mut vals = Vec::with_capacity(values.len());
-        for (v, &c) in values.iter().zip(&self.table.primary_key) {
-            vals.push(coerce(self.table.columns[c as usize].ty, v.clone())?);
+        for (v, &c) in values.iter_mut().zip(&self.table.primary_key) {
+            *v = coerce(self.table.columns[c as usize].ty, std::mem::replace(v, Value::Null))?;
         }
-        let mut out = Vec::new();
-        self.layout.encode_key(&vals, &mut out)?;
+        let mut out = Vec::with_capacity(32);
+        self.layout.encode_key(&values, &mut out)?;
         Ok(out)
     }
 
     /// Encodes a full row from one value per column (defaults fill `Value::Null` where a default
     /// exists; NOT NULL is checked).
     pub fn row(&self, values: &[Value]) -> Result<Vec<u8>> {
+        self.row_owned(values.to_vec())
+    }
+
+    /// `row` from values it may consume (no copy of byte strings).
+    pub fn row_owned(&self, mut values: Vec<Value>) -> Result<Vec<u8>> {
         if values.len() != self.table.columns.len() {
             return Err(TernError::new(
                 ErrorCode::InvalidRequest,
@@ -806,20 +815,23 @@ impl TableHandle {
                 ),
             ));
         }
-        let mut vals = Vec::with_capacity(values.len());
-        for (v, c) in values.iter().zip(&self.table.columns) {
-            let v = match (v, &c.default) {
+        let mut bytes = 0;
+        for (v, c) in values.iter_mut().zip(&self.table.columns) {
+            let given = std::mem::replace(v, Value::Null);
+            let given = match (given, &c.default) {
                 (Value::Null, Some(d)) if !c.nullable => d.clone(),
-                _ => v.clone(),
+                (given, _) => given,
             };
-            let v = coerce(c.ty, v)?;
+            *v = coerce(c.ty, given)?;
             if v.is_null() && !c.nullable {
                 return Err(TernError::new(ErrorCode::NotNull, format!("Column '{}' cannot be null", c.name)));
             }
-            vals.push(v);
+            if let Value::Bytes(b) = v {
+                bytes += b.len();
+            }
         }
-        let mut out = Vec::with_capacity(self.layout.fixed_row_len().unwrap_or(64));
-        self.layout.encode_row(&vals, &mut out)?;
+        let mut out = Vec::with_capacity(self.layout.fixed_row_len().unwrap_or(64 + bytes + 8 * values.len()));
+        self.layout.encode_row(&values, &mut out)?;
         Ok(out)
     }
 
@@ -890,7 +902,12 @@ impl TableHandle {
 
     /// Insert or overwrite.
     pub fn write(&self, values: &[Value]) -> Result<KeyOp> {
-        let row = self.row(values)?;
+        self.write_owned(values.to_vec())
+    }
+
+    /// `write` from values it may consume.
+    pub fn write_owned(&self, values: Vec<Value>) -> Result<KeyOp> {
+        let row = self.row_owned(values)?;
         Ok(self.op(OpKind::Write, self.layout.key_of(&row).to_vec(), row))
     }
 
@@ -1050,7 +1067,7 @@ impl Transaction {
         // Once a batch wrote a durable table, the commit (in this batch or a later one) is.
         self.durable = self.durable || self.client.writes_durable_table(&ops);
         let req = Request::Txn(TxnReq { txn: self.id, ops, exec, abort, durable: self.durable, nowait: self.nowait });
-        let reply = match conn.request(&req) {
+        let reply = match conn.request(req) {
             Ok(f) => match f.await {
                 // The commit was sent and its coordinator is gone: it may have committed (its
                 // takeover finishes it) or not. Not a failure to retry blindly.
@@ -1109,7 +1126,7 @@ impl Drop for Transaction {
                 nowait: false,
             });
             if let Some(c) = &self.conn {
-                let _ = c.send(&req);
+                let _ = c.send(req);
             }
         }
     }
@@ -1195,7 +1212,7 @@ impl Drop for Scanner {
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .0
-                .send(&Request::ScanClose { scan: self.id });
+                .send(Request::ScanClose { scan: self.id });
         }
     }
 }

@@ -36,6 +36,9 @@ pub const K_VALUE: u16 = 5;
 pub const K_EXPIRY: u16 = 6;
 /// Every column but the key, in this order (see `Meta`).
 pub const META: [u16; 6] = [K_ID, K_TYPE, K_LEN, K_PARTS, K_VALUE, K_EXPIRY];
+/// The columns of a replaced key row that its clean-up needs (`write_meta` returns these; decode
+/// with `Meta::decode_old`): not the inline value, which would be copied for nothing.
+pub const OLD: [u16; 3] = [K_ID, K_TYPE, K_PARTS];
 
 pub const TYPE_STRING: u8 = 0;
 pub const TYPE_HASH: u8 = 1;
@@ -46,6 +49,9 @@ pub struct Db {
     pub keys: TableHandle,
     pub values: TableHandle,
     pub hashes: TableHandle,
+    /// The types of `META`'s and `OLD`'s columns (decoding a key row's `Meta`).
+    meta_types: Vec<ColumnType>,
+    old_types: Vec<ColumnType>,
 }
 
 pub fn db_name(index: u32) -> String {
@@ -133,11 +139,16 @@ pub async fn open(client: &Client, index: u32) -> Result<Db, TernError> {
         }
         client.refresh_catalog_async().await?;
     }
+    let keys = client.table(&name, "string_keys")?;
+    let meta_types = META.iter().map(|&c| keys.table.columns[c as usize].ty).collect();
+    let old_types = OLD.iter().map(|&c| keys.table.columns[c as usize].ty).collect();
     Ok(Db {
         index,
-        keys: client.table(&name, "string_keys")?,
+        keys,
         values: client.table(&name, "string_values")?,
         hashes: client.table(&name, "hset_keys")?,
+        meta_types,
+        old_types,
     })
 }
 
@@ -160,7 +171,12 @@ pub struct Meta {
 
 impl Meta {
     pub fn string(value: &[u8]) -> Meta {
-        Meta { id: 0, kind: TYPE_STRING, len: value.len() as u64, parts: 0, start: value.to_vec(), expiry: None }
+        Meta::string_owned(value.to_vec())
+    }
+
+    /// `string` taking the (inline) value.
+    pub fn string_owned(value: Vec<u8>) -> Meta {
+        Meta { id: 0, kind: TYPE_STRING, len: value.len() as u64, parts: 0, start: value, expiry: None }
     }
 
     pub fn hash(id: u64) -> Meta {
@@ -174,15 +190,15 @@ impl Meta {
     }
 
     pub fn decode(db: &Db, bytes: &[u8]) -> Result<Meta, TernError> {
-        let v = db.keys.decode_projection(&META, bytes)?;
+        let mut v = tern_types::row::decode_values(&db.meta_types, &mut &bytes[..])?;
         let u = |x: &Value| x.as_i128().unwrap_or(0);
         Ok(Meta {
             id: u(&v[0]) as u64,
             kind: u(&v[1]) as u8,
             len: u(&v[2]) as u64,
             parts: u(&v[3]) as u32,
-            start: match &v[4] {
-                Value::Bytes(b) => b.clone(),
+            start: match std::mem::replace(&mut v[4], Value::Null) {
+                Value::Bytes(b) => b,
                 _ => Vec::new(),
             },
             expiry: match v[5] {
@@ -192,15 +208,35 @@ impl Meta {
         })
     }
 
+    /// A replaced key row as `write_meta` returns it (`OLD`: what its clean-up needs; no length,
+    /// value or expiry).
+    pub fn decode_old(db: &Db, bytes: &[u8]) -> Result<Meta, TernError> {
+        let v = tern_types::row::decode_values(&db.old_types, &mut &bytes[..])?;
+        let u = |x: &Value| x.as_i128().unwrap_or(0);
+        Ok(Meta {
+            id: u(&v[0]) as u64,
+            kind: u(&v[1]) as u8,
+            len: 0,
+            parts: u(&v[2]) as u32,
+            start: Vec::new(),
+            expiry: None,
+        })
+    }
+
     /// The whole key row.
     pub fn row(&self, db: &Db, key: &[u8]) -> Result<Vec<u8>, TernError> {
-        db.keys.row(&[
+        self.clone().into_row(db, key)
+    }
+
+    /// `row`, moving the inline value.
+    pub fn into_row(self, db: &Db, key: &[u8]) -> Result<Vec<u8>, TernError> {
+        db.keys.row_owned(vec![
             Value::Bytes(key.to_vec()),
             Value::UInt(self.id),
             Value::UInt(self.kind as u64),
             Value::UInt(self.len),
             Value::UInt(self.parts as u64),
-            Value::Bytes(self.start.clone()),
+            Value::Bytes(self.start),
             expiry_value(self.expiry),
         ])
     }
@@ -214,25 +250,37 @@ pub fn expiry_value(ms: Option<i64>) -> Value {
 }
 
 pub fn key_of(db: &Db, key: &[u8]) -> Result<Vec<u8>, TernError> {
-    db.keys.key(&[Value::Bytes(key.to_vec())])
+    db.keys.key_owned(vec![Value::Bytes(key.to_vec())])
 }
 
 /// Read (committed, or locked) of a key row with its `Meta` columns.
 pub fn read_meta(db: &Db, key: &[u8], kind: OpKind) -> Result<KeyOp, TernError> {
-    let mut op = db.keys.read_columns(&[Value::Bytes(key.to_vec())], &META)?;
-    op.kind = kind;
-    Ok(op)
+    Ok(KeyOp {
+        table: db.keys.id(),
+        kind,
+        key: key_of(db, key)?,
+        row: Vec::new(),
+        updates: Vec::new(),
+        projection: Some(META.to_vec()),
+    })
 }
 
-/// Writes a key row, returning the previous row's `Meta` (NotFound when there was none).
+/// Writes a key row, returning the previous row's `OLD` columns (decode with
+/// `Meta::decode_old`; NotFound when there was none).
 pub fn write_meta(db: &Db, key: &[u8], meta: &Meta) -> Result<KeyOp, TernError> {
+    write_meta_owned(db, key, meta.clone())
+}
+
+/// `write_meta` taking the `Meta` (its inline value moves into the row).
+pub fn write_meta_owned(db: &Db, key: &[u8], meta: Meta) -> Result<KeyOp, TernError> {
+    let row = meta.into_row(db, key)?;
     Ok(KeyOp {
         table: db.keys.id(),
         kind: OpKind::Write,
-        key: key_of(db, key)?,
-        row: meta.row(db, key)?,
+        key: db.keys.layout.key_of(&row).to_vec(),
+        row,
         updates: Vec::new(),
-        projection: Some(META.to_vec()),
+        projection: Some(OLD.to_vec()),
     })
 }
 

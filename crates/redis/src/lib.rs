@@ -217,11 +217,14 @@ enum Fast {
     Set(Vec<u8>, Vec<u8>),
 }
 
-fn fast(args: &[Vec<u8>]) -> Option<Fast> {
+/// The fast-path form of a command, taking its arguments (None: the command runs on its own).
+fn fast(args: &mut [Vec<u8>]) -> Option<Fast> {
     match args.len() {
-        2 if args[0].eq_ignore_ascii_case(b"get") && args[1].len() <= KEY_MAX => Some(Fast::Get(args[1].clone())),
+        2 if args[0].eq_ignore_ascii_case(b"get") && args[1].len() <= KEY_MAX => {
+            Some(Fast::Get(std::mem::take(&mut args[1])))
+        }
         3 if args[0].eq_ignore_ascii_case(b"set") && args[1].len() <= KEY_MAX && args[2].len() <= INLINE_MAX => {
-            Some(Fast::Set(args[1].clone(), args[2].clone()))
+            Some(Fast::Set(std::mem::take(&mut args[1]), std::mem::take(&mut args[2])))
         }
         _ => None,
     }
@@ -444,26 +447,24 @@ impl Server {
     /// Returns false when the connection is to close (QUIT).
     async fn run_pipeline(self: &Arc<Self>, sess: &mut Session, cmds: Vec<Vec<Vec<u8>>>, out: &mut Vec<u8>) -> bool {
         let mut run: Vec<Fast> = Vec::new();
-        // Keys SET earlier in the current run: a GET of one starts a new run, so it sees the SET.
-        let mut written: Vec<&[u8]> = Vec::new();
-        for args in &cmds {
-            if let Some(f) = fast(args).filter(|_| sess.multi.is_none()) {
-                match &f {
-                    Fast::Get(k) if written.contains(&&k[..]) => {
-                        self.run_fast(sess, std::mem::take(&mut run), out).await;
-                        written.clear();
-                    }
-                    Fast::Set(..) => written.push(&args[1]),
-                    Fast::Get(_) => {}
+        for mut args in cmds {
+            if sess.multi.is_none()
+                && let Some(f) = fast(&mut args)
+            {
+                // A GET of a key SET earlier in the current run starts a new run, so it sees
+                // the SET.
+                if let Fast::Get(k) = &f
+                    && run.iter().any(|r| matches!(r, Fast::Set(w, _) if w == k))
+                {
+                    self.run_fast(sess, std::mem::take(&mut run), out).await;
                 }
                 run.push(f);
                 continue;
             }
-            written.clear();
             if !run.is_empty() {
                 self.run_fast(sess, std::mem::take(&mut run), out).await;
             }
-            if !self.command(sess, args.clone(), out).await {
+            if !self.command(sess, args, out).await {
                 return false;
             }
         }
@@ -483,7 +484,7 @@ impl Server {
         }
     }
 
-    async fn run_fast_resp2(self: &Arc<Self>, sess: &mut Session, run: Vec<Fast>, out: &mut Vec<u8>) {
+    async fn run_fast_resp2(self: &Arc<Self>, sess: &mut Session, mut run: Vec<Fast>, out: &mut Vec<u8>) {
         self.stats.commands.fetch_add(run.len() as u64, Ordering::Relaxed);
         let t0 = Instant::now();
         let gets = run.iter().filter(|f| matches!(f, Fast::Get(_))).count() as u64;
@@ -497,10 +498,11 @@ impl Server {
             }
         };
         let mut ops = Vec::with_capacity(run.len());
-        for f in &run {
+        for f in &mut run {
             let op = match f {
                 Fast::Get(k) => db::read_meta(&db, k, OpKind::Read),
-                Fast::Set(k, v) => db::write_meta(&db, k, &Meta::string(v)),
+                // The value moves into the row (only the key is needed afterwards).
+                Fast::Set(k, v) => db::write_meta_owned(&db, k, Meta::string_owned(std::mem::take(v))),
             };
             match op {
                 Ok(o) => ops.push(o),
@@ -515,13 +517,15 @@ impl Server {
         let results = self.run_split(ops).await;
         for (f, r) in run.iter().zip(results) {
             let meta = match r {
-                OpResult::Row(b) => match Meta::decode(&db, &b) {
-                    Ok(m) => Some(m),
-                    Err(e) => {
-                        resp::error(out, &RErr::from(e).0);
-                        continue;
+                OpResult::Row(b) => {
+                    match if matches!(f, Fast::Set(..)) { Meta::decode_old(&db, &b) } else { Meta::decode(&db, &b) } {
+                        Ok(m) => Some(m),
+                        Err(e) => {
+                            resp::error(out, &RErr::from(e).0);
+                            continue;
+                        }
                     }
-                },
+                }
                 OpResult::Error(e) => {
                     resp::error(out, &RErr::from(e).0);
                     continue;

@@ -101,7 +101,11 @@ impl Heap {
                 let (p, i) = (id as usize / *per_page, id as usize % *per_page);
                 pages[p][i * *slot..(i + 1) * *slot].copy_from_slice(row);
             }
-            Heap::Var { rows, .. } => rows[id as usize] = Some(row.into()),
+            Heap::Var { rows, .. } => match &mut rows[id as usize] {
+                // Same length (a changed value of a fixed-size column, most updates): in place.
+                Some(r) if r.len() == row.len() => r.copy_from_slice(row),
+                r => *r = Some(row.into()),
+            },
         }
     }
 

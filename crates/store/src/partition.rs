@@ -210,19 +210,19 @@ impl Partition {
     /// Replaces the row at `id` with `row`, which must have the same primary key.
     pub fn update(&mut self, id: RowId, row: &[u8]) -> TernResult<()> {
         assert!(self.heap.is_live(id), "update of a dead row id");
-        let old = self.heap.get(id).to_vec();
-        if self.layout.key_of(&old) != self.layout.key_of(row) {
+        let old = self.heap.get(id);
+        if self.layout.key_of(old) != self.layout.key_of(row) {
             return Err(TernError::new(ErrorCode::Internal, "update may not change the primary key"));
         }
         let mut changes = Vec::new();
         for (i, idx) in self.indexes.iter().enumerate() {
-            let (ok, _) = self.index_key(idx, &old, true)?;
+            let (ok, _) = self.index_key(idx, old, true)?;
             let (nk, _) = self.index_key(idx, row, true)?;
             if ok != nk {
                 changes.push((i, ok, nk));
             }
         }
-        let old_charge = self.charge(&old);
+        let old_charge = self.charge(old);
         let new_charge = self.charge(row);
         self.heap.replace(id, row);
         for (i, ok, nk) in changes {
@@ -256,9 +256,27 @@ impl Partition {
         Ok(c)
     }
 
+    /// `lookup` given where the key was seen before (checked, not trusted): a commit applying a
+    /// change its prepare looked up skips the second hash probe.
+    #[inline]
+    pub fn lookup_at(&self, hint: Option<RowId>, key: &[u8]) -> Option<RowId> {
+        if let Some(id) = hint
+            && self.heap.is_live(id)
+            && self.layout.key_of(self.heap.get(id)) == key
+        {
+            return Some(id);
+        }
+        self.lookup(key)
+    }
+
     /// Insert or replace by primary key.
     pub fn upsert(&mut self, row: &[u8]) -> TernResult<RowId> {
-        match self.lookup(self.layout.key_of(row)) {
+        self.upsert_at(None, row)
+    }
+
+    /// `upsert` with `lookup_at`'s hint.
+    pub fn upsert_at(&mut self, hint: Option<RowId>, row: &[u8]) -> TernResult<RowId> {
+        match self.lookup_at(hint, self.layout.key_of(row)) {
             Some(id) => {
                 self.update(id, row)?;
                 Ok(id)

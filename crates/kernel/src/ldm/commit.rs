@@ -20,11 +20,11 @@ impl Ldm {
                 let rows_before = part.len() as i64;
                 match &ch.row {
                     Some(r) => {
-                        part.upsert(r).expect("a staged row was checked at prepare");
+                        part.upsert_at(ch.at, r).expect("a staged row was checked at prepare");
                         ops.push(RedoOpRef::Put { table: lk.0, partition: lk.1, row: r });
                     }
                     None => {
-                        if let Some(id) = part.lookup(&lk.2) {
+                        if let Some(id) = part.lookup_at(ch.at, &lk.2) {
                             part.delete(id).expect("live row");
                         }
                         ops.push(RedoOpRef::Delete { table: lk.0, partition: lk.1, key: &lk.2 });

@@ -191,7 +191,7 @@ impl Ldm {
             let mut held = None;
             let resume = part.scan(s.next, |rid, row| {
                 let key = layout.key_of(row);
-                if locks.get(&(t, p, key.to_vec())).is_some_and(|e| e.exclusive.is_some()) {
+                if locks.get(&(t, p, KeyBuf::new(key))).is_some_and(|e| e.exclusive.is_some()) {
                     held = Some(rid);
                     return false;
                 }

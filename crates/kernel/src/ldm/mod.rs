@@ -23,6 +23,7 @@
 mod commit;
 mod copy;
 mod durability;
+mod keybuf;
 mod locks;
 mod prepare;
 mod rows;
@@ -30,6 +31,7 @@ mod scan;
 #[cfg(test)]
 mod tests;
 
+use keybuf::KeyBuf;
 use locks::LockEntry;
 pub use rows::parse_decimal_i64;
 use rows::*;
@@ -42,7 +44,7 @@ use crate::signal::{
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use tern_store::{IndexBound, MemoryBudget, Partition};
+use tern_store::{IndexBound, MemoryBudget, Partition, RowId};
 use tern_types::schema::{ColumnType, TableId};
 use tern_types::value::{coerce, rescale};
 use tern_types::{Catalog, ErrorCode, RowLayout, TernError, TernResult, Value};
@@ -100,7 +102,8 @@ struct UniqueIndex {
     table: TableId,
     layout: Arc<RowLayout>,
 }
-type LockKey = (TableId, u32, Vec<u8>);
+/// A row lock's (and a pending change's) key: table, partition, encoded primary key.
+type LockKey = (TableId, u32, KeyBuf);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LockMode {
@@ -113,6 +116,8 @@ struct Change {
     /// None = delete.
     row: Option<Vec<u8>>,
     reserved: u64,
+    /// Where prepare found the row (a hint for commit's `Partition::upsert_at`).
+    at: Option<RowId>,
     /// A dirty update (`OpKind::UpdateDirty`): the row to start from when the key is absent at
     /// commit (empty: none) and the updates to apply at commit to the row committed then.
     deferred: Option<(Vec<u8>, Vec<ColumnUpdate>)>,

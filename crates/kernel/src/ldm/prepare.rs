@@ -39,11 +39,11 @@ impl Ldm {
                 PrepOp::Exec { partition, op, .. } => match op.kind {
                     OpKind::Read => None,
                     OpKind::UpdateDirty if batch.chain.len() == 1 && !self.uniques.contains_key(&op.table) => None,
-                    OpKind::ReadShared => Some(((op.table, *partition, op.key.clone()), LockMode::Shared)),
-                    _ => Some(((op.table, *partition, op.key.clone()), LockMode::Exclusive)),
+                    OpKind::ReadShared => Some(((op.table, *partition, KeyBuf::new(&op.key)), LockMode::Shared)),
+                    _ => Some(((op.table, *partition, KeyBuf::new(&op.key)), LockMode::Exclusive)),
                 },
                 PrepOp::Replica { table, partition, key, .. } => {
-                    Some(((*table, *partition, key.clone()), LockMode::Exclusive))
+                    Some(((*table, *partition, KeyBuf::new(key)), LockMode::Exclusive))
                 }
             };
             let mode = lock.as_ref().map(|l| l.1);
@@ -100,7 +100,7 @@ impl Ldm {
             if mode.is_some() {
                 batch.holds_state = true;
             }
-            match &batch.ops[i] {
+            match &mut batch.ops[i] {
                 PrepOp::Exec { idx, partition, op } => {
                     let idx = *idx;
                     let mut triggers = Vec::new();
@@ -113,9 +113,11 @@ impl Ldm {
                     batch.triggers.extend(triggers.into_iter().map(|t| (idx, t)));
                 }
                 PrepOp::Replica { table, partition, key, row } => {
-                    let lk = (*table, *partition, key.clone());
-                    let row = row.clone();
-                    if let Err(e) = self.stage(txn, lk, row) {
+                    let lk = (*table, *partition, KeyBuf::new(key));
+                    // The next replica (if any) gets this after-image too.
+                    let last = batch.pos as usize + 1 == batch.chain.len();
+                    let row = if last { row.take() } else { row.clone() };
+                    if let Err(e) = self.stage(txn, (lk, None), row) {
                         batch.results.push((REPLICA_FAILED, OpResult::Error(e)));
                     }
                 }
@@ -137,7 +139,7 @@ impl Ldm {
                     if let PrepOp::Exec { partition, op, .. } = op
                         && op.kind.is_write()
                     {
-                        let lk = (op.table, *partition, op.key.clone());
+                        let lk = (op.table, *partition, KeyBuf::new(&op.key));
                         let Some(change) = self.txns.get(&batch.txn).and_then(|t| t.changes.get(&lk)) else {
                             continue; // nothing changed (a failed op, an update of a missing row)
                         };
@@ -158,6 +160,8 @@ impl Ldm {
             let to = batch.chain[next];
             out.send(to, Signal::Prepare(batch));
         } else {
+            // The coordinator needs the results, not the operations (nor their rows).
+            batch.ops = Vec::new();
             out.send(batch.txn.tc, Signal::Prepared(batch));
         }
     }
@@ -192,11 +196,26 @@ impl Ldm {
 
     /// `current_row` including rows whose TTL has passed.
     pub(super) fn current_row_raw(&self, txn: TxnRef, lk: &LockKey) -> Option<Vec<u8>> {
+        self.current_row_at(txn, lk).0.map(<[u8]>::to_vec)
+    }
+
+    /// `current_row_raw` without copying the row, and where the committed row is stored (a hint
+    /// for commit, also when the row is this transaction's pending change).
+    pub(super) fn current_row_at(&self, txn: TxnRef, lk: &LockKey) -> (Option<&[u8]>, Option<RowId>) {
         if let Some(c) = self.txns.get(&txn).and_then(|t| t.changes.get(lk)) {
-            return c.row.clone();
+            return (c.row.as_deref(), c.at);
         }
-        let p = self.parts.get(&(lk.0, lk.1))?;
-        p.lookup(&lk.2).map(|id| p.row(id).to_vec())
+        let Some(p) = self.parts.get(&(lk.0, lk.1)) else { return (None, None) };
+        match p.lookup(&lk.2) {
+            Some(id) => (Some(p.row(id)), Some(id)),
+            None => (None, None),
+        }
+    }
+
+    /// `current_row` with `current_row_at`'s hint.
+    fn current_row_owned_at(&self, txn: TxnRef, lk: &LockKey) -> (Option<Vec<u8>>, Option<RowId>) {
+        let (r, at) = self.current_row_at(txn, lk);
+        (r.filter(|r| !self.expired(lk.0, r)).map(<[u8]>::to_vec), at)
     }
 
     /// Whether `row` of `table` has passed its TTL (interfaces.md §5: now > column + seconds).
@@ -209,7 +228,13 @@ impl Ldm {
 
     /// Executes one operation at the primary. Writes to a table with unique indexes add the
     /// index-table operations that keep them (NDB's unique-index triggers) to `triggers`.
-    pub(super) fn exec_op(&mut self, txn: TxnRef, partition: u32, op: &KeyOp, triggers: &mut Vec<KeyOp>) -> OpResult {
+    pub(super) fn exec_op(
+        &mut self,
+        txn: TxnRef,
+        partition: u32,
+        op: &mut KeyOp,
+        triggers: &mut Vec<KeyOp>,
+    ) -> OpResult {
         let Some(layout) = self.layout(op.table).cloned() else {
             return err_op(ErrorCode::SchemaChanged, "table is not known at this data node (schema changed)");
         };
@@ -223,7 +248,7 @@ impl Ldm {
             // Read committed: this transaction's own pending write, else the committed row.
             let own = self.txns.get(&txn).filter(|t| !t.changes.is_empty());
             if let Some(t) = own
-                && let Some(c) = t.changes.get(&(op.table, partition, op.key.clone()))
+                && let Some(c) = t.changes.get(&(op.table, partition, KeyBuf::new(&op.key)))
             {
                 return match &c.row {
                     Some(r) if !self.expired(op.table, r) => project(&layout, r, op.projection.as_deref()),
@@ -236,7 +261,7 @@ impl Ldm {
                 _ => OpResult::NotFound,
             };
         }
-        let lk: LockKey = (op.table, partition, op.key.clone());
+        let lk: LockKey = (op.table, partition, KeyBuf::new(&op.key));
         match op.kind {
             OpKind::Read | OpKind::ReadShared | OpKind::ReadExclusive => match self.current_row(txn, &lk) {
                 Some(r) => project(&layout, &r, op.projection.as_deref()),
@@ -249,18 +274,24 @@ impl Ldm {
                 if layout.key_of(&op.row) != &op.key[..] {
                     return err_op(ErrorCode::InvalidRequest, "row key differs from the operation key");
                 }
-                let old = self.current_row(txn, &lk);
+                let (old, at) = self.current_row_at(txn, &lk);
+                let old = old.filter(|r| !self.expired(op.table, r));
                 if op.kind == OpKind::Insert && old.is_some() {
                     return err_op(ErrorCode::DuplicateKey, "Duplicate entry for key 'PRIMARY'");
                 }
-                let result = previous(&layout, old.as_deref(), op.projection.as_deref());
-                self.stage_with_triggers(txn, lk, old, Some(op.row.clone()), triggers, result)
+                let result = previous(&layout, old, op.projection.as_deref());
+                // The old row is copied only for unique-index triggers; the new row moves (the
+                // batch keeps the op's key, which is all the chain and the tc use afterwards).
+                let old = if self.uniques.contains_key(&op.table) { old.map(<[u8]>::to_vec) } else { None };
+                let row = std::mem::take(&mut op.row);
+                self.stage_with_triggers(txn, (lk, at), old, Some(row), triggers, result)
             }
             OpKind::UpdateDirty if !self.txns.get(&txn).is_some_and(|t| t.locks.contains(&lk)) => {
                 self.exec_dirty_update(txn, &layout, lk, op)
             }
             OpKind::Update | OpKind::UpdateDirty => {
-                let (cur, base) = match self.current_row(txn, &lk) {
+                let (cur, at) = self.current_row_owned_at(txn, &lk);
+                let (cur, base) = match cur {
                     Some(cur) => (Some(cur.clone()), cur),
                     None if op.row.is_empty() => return OpResult::NotFound,
                     None => {
@@ -282,18 +313,18 @@ impl Ldm {
                     Some(cols) => project(&layout, &row, Some(cols)),
                     None => OpResult::Done,
                 };
-                self.stage_with_triggers(txn, lk, cur, Some(row), triggers, result)
+                self.stage_with_triggers(txn, (lk, at), cur, Some(row), triggers, result)
             }
             OpKind::Delete => {
-                let Some(cur) = self.current_row(txn, &lk) else {
+                let (Some(cur), at) = self.current_row_owned_at(txn, &lk) else {
                     return OpResult::NotFound;
                 };
                 let result = previous(&layout, Some(&cur), op.projection.as_deref());
-                self.stage_with_triggers(txn, lk, Some(cur), None, triggers, result)
+                self.stage_with_triggers(txn, (lk, at), Some(cur), None, triggers, result)
             }
             OpKind::DeleteExpired => match self.current_row_raw(txn, &lk) {
                 Some(cur) if self.expired(op.table, &cur) => {
-                    self.stage_with_triggers(txn, lk, Some(cur), None, triggers, OpResult::Done)
+                    self.stage_with_triggers(txn, (lk, None), Some(cur), None, triggers, OpResult::Done)
                 }
                 _ => OpResult::NotFound,
             },
@@ -341,7 +372,7 @@ impl Ldm {
             .map(|d| d.1.clone())
             .unwrap_or_default();
         updates.extend(op.updates.iter().cloned());
-        match self.stage(txn, lk.clone(), Some(row)) {
+        match self.stage(txn, (lk.clone(), None), Some(row)) {
             Ok(()) => {
                 if let Some(c) = self.txns.get_mut(&txn).and_then(|t| t.changes.get_mut(&lk)) {
                     c.deferred = Some((op.row.clone(), updates));
@@ -355,13 +386,13 @@ impl Ldm {
     pub(super) fn stage_with_triggers(
         &mut self,
         txn: TxnRef,
-        lk: LockKey,
+        lk: (LockKey, Option<RowId>),
         old: Option<Vec<u8>>,
         new: Option<Vec<u8>>,
         triggers: &mut Vec<KeyOp>,
         ok: OpResult,
     ) -> OpResult {
-        if let Err(e) = self.unique_triggers(lk.0, old.as_deref(), new.as_deref(), triggers) {
+        if let Err(e) = self.unique_triggers(lk.0.0, old.as_deref(), new.as_deref(), triggers) {
             return OpResult::Error(e);
         }
         match self.stage(txn, lk, new) {
@@ -432,8 +463,14 @@ impl Ldm {
     }
 
     /// Records a pending after-image, reserving its data memory (uniqueness is the index
-    /// tables' business, checked through the trigger operations).
-    pub(super) fn stage(&mut self, txn: TxnRef, lk: LockKey, row: Option<Vec<u8>>) -> TernResult<()> {
+    /// tables' business, checked through the trigger operations). `lk` comes with where the
+    /// row was found, if known.
+    pub(super) fn stage(
+        &mut self,
+        txn: TxnRef,
+        (lk, at): (LockKey, Option<RowId>),
+        row: Option<Vec<u8>>,
+    ) -> TernResult<()> {
         let part = self
             .parts
             .get(&(lk.0, lk.1))
@@ -444,7 +481,7 @@ impl Ldm {
             self.budget.reserve(reserved)?;
         }
         let t = self.txns.entry(txn).or_default();
-        if let Some(prev) = t.changes.insert(lk, Change { row, reserved, deferred: None }) {
+        if let Some(prev) = t.changes.insert(lk, Change { row, reserved, at, deferred: None }) {
             self.budget.release(prev.reserved);
         }
         Ok(())

@@ -6,7 +6,8 @@
 //! Scans read committed rows: inside EXEC they do not see the transaction's own writes.
 
 use super::{
-    CR, Cx, Fail, NO_SUCH_KEY, NOT_INT, Pace, R, SYNTAX, delete_key, err, fail, int_arg, is, meta_of, set_col, update,
+    CR, Cx, Fail, NO_SUCH_KEY, NOT_INT, Pace, R, SYNTAX, delete_key, err, fail, int_arg, is, meta_of, old_of, set_col,
+    update,
 };
 use crate::db::{self, Db, KEY_MAX, Meta, TYPE_HASH, TYPE_STRING};
 use crate::glob::Glob;
@@ -218,7 +219,7 @@ impl Server {
         }
         let ops = vec![db.keys.delete(&[Value::Bytes(src.to_vec())])?, db::write_meta(db, dst, &m)?];
         let rs = cx.write(ops, true).await?;
-        if let Some(old) = meta_of(db, rs.into_iter().nth(1))? {
+        if let Some(old) = old_of(db, rs.into_iter().nth(1))? {
             cx.garbage(db, old);
         }
         self.touch(db.index, src);
@@ -294,7 +295,7 @@ impl Server {
             let v = self.assemble(cx, from, m).await?.ok_or_else(super::transactions::changed)?;
             let ops = self.string_ops(to, key, &v, m.expiry).await?;
             let rs = cx.write(ops, false).await?;
-            if let Some(old) = meta_of(to, rs.into_iter().next())? {
+            if let Some(old) = old_of(to, rs.into_iter().next())? {
                 cx.garbage(to, old);
             }
             return Ok(());
@@ -314,7 +315,7 @@ impl Server {
             fields.into_iter().for_each(|(f, v)| _ = changes.insert(f, Some(v)));
         }
         let rs = cx.write(vec![db::write_meta(to, key, &meta)?], false).await?;
-        if let Some(old) = meta_of(to, rs.into_iter().next())? {
+        if let Some(old) = old_of(to, rs.into_iter().next())? {
             cx.garbage(to, old);
         }
         Ok(())

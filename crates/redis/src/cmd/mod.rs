@@ -334,6 +334,14 @@ fn meta_of(db: &Db, r: Option<OpResult>) -> R<Option<Meta>> {
     }
 }
 
+/// The replaced key row a `db::write_meta` returned (`Meta::decode_old`).
+fn old_of(db: &Db, r: Option<OpResult>) -> R<Option<Meta>> {
+    match row_of(r)? {
+        Some(b) => Ok(Some(Meta::decode_old(db, &b)?)),
+        None => Ok(None),
+    }
+}
+
 fn update(db: &Db, key: &[u8], updates: Vec<ColumnUpdate>) -> Result<KeyOp, TernError> {
     db.keys.update(&[Value::Bytes(key.to_vec())], updates)
 }
@@ -391,7 +399,7 @@ impl Server {
     ) -> CR {
         let ops = self.string_ops(db, key, value, expiry).await?;
         let rs = cx.write(ops, last).await?;
-        if let Some(old) = meta_of(db, rs.into_iter().next())? {
+        if let Some(old) = old_of(db, rs.into_iter().next())? {
             cx.garbage(db, old);
         }
         self.touch(db.index, key);

@@ -395,7 +395,7 @@ impl Server {
         for r in rs {
             if let OpResult::Row(b) = r
                 && b.len() > 1
-                && let Ok(m) = Meta::decode(db, &b)
+                && let Ok(m) = Meta::decode_old(db, &b)
             {
                 cx.garbage(db, m);
             }
