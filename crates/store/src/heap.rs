@@ -40,6 +40,17 @@ impl Heap {
         }
     }
 
+    /// Starts loading what `get(id)` reads before the row itself: a boxed row's pointer (fixed
+    /// pages are found by arithmetic on a small, hot array).
+    #[inline]
+    pub(crate) fn prefetch_entry(&self, id: RowId) {
+        if let Heap::Var { rows, .. } = self
+            && let Some(e) = rows.get(id as usize)
+        {
+            crate::hash_index::prefetch_ptr(e as *const _);
+        }
+    }
+
     pub(crate) fn is_live(&self, id: RowId) -> bool {
         match self {
             Heap::Fixed { live, slots, .. } => id < *slots && live[id as usize / 64] & (1 << (id % 64)) != 0,

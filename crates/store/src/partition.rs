@@ -117,7 +117,17 @@ impl Partition {
         self.hash.prefetch_slot(index_hash(key));
     }
 
-    /// Second step: start loading the row `key` most likely names (its slots should be loaded).
+    /// Second step: start loading where the row `key` most likely names is stored (its slots
+    /// should be loaded).
+    #[inline]
+    pub fn prefetch_entry(&self, key: &[u8]) {
+        if let Some(id) = self.hash.first_candidate(index_hash(key)) {
+            self.heap.prefetch_entry(id);
+        }
+    }
+
+    /// Third step: start loading the row `key` most likely names (its slots and heap entry
+    /// should be loaded).
     #[inline]
     pub fn prefetch_row(&self, key: &[u8]) {
         if let Some(id) = self.hash.first_candidate(index_hash(key)) {

@@ -167,17 +167,18 @@ impl Ldm {
     }
 
     /// Overlaps the cache misses of a batch's key lookups: first start loading every op's index
-    /// slots, then (slots now at hand) every op's row, before executing any op.
+    /// slots, then (slots now at hand) every op's heap entry, then its row, before executing
+    /// any op.
     pub(super) fn prefetch_batch(&self, batch: &PrepareBatch) {
-        for pass in 0..2 {
+        for pass in 0..3 {
             for op in &batch.ops {
                 if let PrepOp::Exec { partition, op, .. } = op
                     && let Some(p) = self.parts.get(&(op.table, *partition))
                 {
-                    if pass == 0 {
-                        p.prefetch_slot(&op.key);
-                    } else {
-                        p.prefetch_row(&op.key);
+                    match pass {
+                        0 => p.prefetch_slot(&op.key),
+                        1 => p.prefetch_entry(&op.key),
+                        _ => p.prefetch_row(&op.key),
                     }
                 }
             }
