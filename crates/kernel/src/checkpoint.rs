@@ -48,6 +48,9 @@ pub struct CheckpointStream {
     buf: Vec<u8>,
     crc: u32,
     rows: u64,
+    /// Capacity of each new chunk buffer (a chunk that grows by doubling copies itself and
+    /// faults in fresh pages several times).
+    chunk_capacity: usize,
 }
 
 impl CheckpointStream {
@@ -59,7 +62,13 @@ impl CheckpointStream {
         e.u16(ldm);
         e.u64(id);
         e.u64(start_lsn);
-        CheckpointStream { buf, crc: 0, rows: 0 }
+        CheckpointStream { buf, crc: 0, rows: 0, chunk_capacity: 64 * 1024 }
+    }
+
+    /// Chunks are taken once they hold about `bytes`: size their buffers for that.
+    pub fn set_chunk_capacity(&mut self, bytes: usize) {
+        self.chunk_capacity = bytes;
+        self.buf.reserve(bytes.saturating_sub(self.buf.len()));
     }
 
     pub fn partition(&mut self, table: TableId, partition: u32) {
@@ -82,7 +91,7 @@ impl CheckpointStream {
 
     /// Takes what has been produced so far.
     pub fn take_chunk(&mut self) -> Vec<u8> {
-        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(64 * 1024));
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(self.chunk_capacity));
         self.crc = crc32c::crc32c_append(self.crc, &chunk);
         chunk
     }

@@ -5,7 +5,11 @@ use super::*;
 impl Ldm {
     pub(super) fn write_redo_buffer(&mut self, out: &mut Out) {
         if !self.redo_buf.is_empty() {
-            let bytes = std::mem::take(&mut self.redo_buf);
+            // The next buffer is sized for what this one held (up to a full buffer), so a busy
+            // ldm does not grow each buffer by doubling (copies and fresh page faults each time).
+            let cap =
+                (self.redo_buf.len() + (self.redo_buf.len() >> 3)).clamp(4096, self.cfg.redo_buffer_bytes + (64 << 10));
+            let bytes = std::mem::replace(&mut self.redo_buf, Vec::with_capacity(cap));
             out.io(self.addr, IoReq::RedoAppend { ldm: self.instance(), bytes });
             self.appended_since_sync = true;
         }
@@ -77,13 +81,15 @@ impl Ldm {
         self.checkpoint_start_lsn = self.lsn;
         // A file of that name can only be debris; start from nothing.
         out.io(self.addr, IoReq::DeleteFile { name: checkpoint::part_name(self.instance(), id) });
+        let mut stream = CheckpointStream::new(self.instance(), id, self.lsn);
+        stream.set_chunk_capacity(self.cfg.checkpoint_chunk_bytes.max(1) + (64 << 10));
         self.checkpoint_run = Some(CheckpointRun {
             id,
             start_lsn: self.lsn,
             parts: self.parts.keys().copied().collect(),
             part_idx: 0,
             next_row: None,
-            stream: Some(CheckpointStream::new(self.instance(), id, self.lsn)),
+            stream: Some(stream),
             chunk_tokens: Vec::new(),
             finish: None,
             step_queued: false,
