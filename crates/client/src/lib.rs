@@ -134,7 +134,7 @@ struct Inner {
     /// Lazily opened connections to each worker (distribution awareness).
     per_worker: Vec<RwLock<Option<Arc<Conn>>>>,
     /// Row layout and partition count per table id, for choosing a transaction's worker.
-    routing: RwLock<std::collections::HashMap<u32, (Arc<tern_types::RowLayout>, u32)>>,
+    routing: RwLock<tern_types::hash::FastMap<u32, (Arc<tern_types::RowLayout>, u32)>>,
     opts: ClientOptions,
     catalog: RwLock<Arc<Catalog>>,
     next_txn: AtomicU64,

@@ -160,13 +160,13 @@ pub struct Tc {
     layouts: tern_types::hash::FastMap<TableId, Arc<RowLayout>>,
     /// Tables created with RonDB's `READ_BACKUP=1` (table comment `NDB_TABLE=READ_BACKUP=1`):
     /// committed reads may go to a backup replica on this node.
-    read_backup: std::collections::HashSet<TableId>,
+    read_backup: std::collections::HashSet<TableId, tern_types::hash::FastState>,
     next_id: u64,
     txns: tern_types::hash::FastMap<u64, Txn>,
     by_client: tern_types::hash::FastMap<(ClientId, u64), u64>,
     /// Transactions aborted while the client had no request outstanding (inactivity, a failed
     /// data node): the client's next request for one gets this error.
-    aborted_idle: HashMap<(ClientId, u64), TernError>,
+    aborted_idle: tern_types::hash::FastMap<(ClientId, u64), TernError>,
     current_epoch: u64,
     gate_closed: bool,
     gate_queue: Vec<u64>,
@@ -215,7 +215,7 @@ impl Tc {
             next_id: (incarnation as u64) << 40,
             txns: Default::default(),
             by_client: Default::default(),
-            aborted_idle: HashMap::new(),
+            aborted_idle: Default::default(),
             current_epoch: 0,
             gate_closed: false,
             gate_queue: Vec::new(),

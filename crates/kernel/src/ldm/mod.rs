@@ -201,7 +201,7 @@ pub struct Ldm {
     fetch: Option<copy::Fetch>,
     copies: BTreeMap<(TableId, u32, Addr), copy::CopySession>,
     /// Per table, its unique indexes and their hidden index tables.
-    uniques: HashMap<TableId, Vec<UniqueIndex>>,
+    uniques: tern_types::hash::FastMap<TableId, Vec<UniqueIndex>>,
     catalog_version: u64,
     parts: BTreeMap<PartKey, Partition>,
     txns: tern_types::hash::FastMap<TxnRef, LdmTxn>,
@@ -228,7 +228,7 @@ pub struct Ldm {
     phase: Phase,
     dist: Addr,
     /// Tables with a TTL: (column, seconds).
-    ttls: HashMap<TableId, (usize, u64)>,
+    ttls: tern_types::hash::FastMap<TableId, (usize, u64)>,
     /// The driver's clock (ms), set once at the top of every `handle`: all deadlines read it.
     now_ms: u64,
     /// Wall-clock now in µs since the Unix epoch, refreshed on every signal.
@@ -265,7 +265,7 @@ impl Ldm {
             tables: HashMap::new(),
             fetch: None,
             copies: BTreeMap::new(),
-            uniques: HashMap::new(),
+            uniques: Default::default(),
             catalog_version: 0,
             parts: BTreeMap::new(),
             txns: Default::default(),
@@ -287,7 +287,7 @@ impl Ldm {
             old_checkpoints: start.old_checkpoints,
             phase: Phase::Created,
             dist: Addr::new(addr.node, Block::Dist),
-            ttls: HashMap::new(),
+            ttls: Default::default(),
             now_ms: 0,
             now_us: 0,
         };
