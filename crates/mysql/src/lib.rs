@@ -9,4 +9,4 @@ pub mod proto;
 pub mod server;
 pub mod sql;
 
-pub use server::{MysqlOptions, run};
+pub use server::{MysqlOptions, run, run_on};

@@ -620,6 +620,27 @@ pub fn run(
     opts: MysqlOptions,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String> {
+    run_on(None, connect, opts, ready)
+}
+
+/// `run`, on the given runtime (a data node's hosting worker) or, with None, on its own threads.
+pub fn run_on(
+    on: Option<tokio::runtime::Handle>,
+    connect: impl FnOnce() -> Result<Client, String>,
+    opts: MysqlOptions,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), String> {
+    if let Some(rt) = on {
+        let client = connect()?;
+        let task = move |tx: std::sync::mpsc::SyncSender<SocketAddr>| async move {
+            let listener = tern_client::frontend::bind(opts.listen, "MySQL").await?;
+            let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            let _ = tx.send(addr);
+            MysqlServer::new(client, opts).serve(listener).await;
+            Ok(())
+        };
+        return tern_client::frontend::serve_on(rt, "MySQL", task, ready);
+    }
     let rt = tern_client::frontend::runtime(opts.threads, "tern-mysql", false)?;
     rt.block_on(async move {
         let client = tokio::task::block_in_place(connect)?;

@@ -161,6 +161,40 @@ fn count(r: Res) -> String {
     }
 }
 
+/// Statements over many held rows (a join of cached rows, its grouping, DISTINCT and a sort
+/// large enough to run off the executor thread) answer as MySQL does, while another connection
+/// is served meanwhile (with TERN_TEST_TRANSPORT=hosted the executor is the data node's worker).
+#[test]
+fn large_sorts_groups_and_distinct_answer_correctly_while_others_are_served() {
+    let (_d, _n, port) = start(1 << 20);
+    let (mut m, _) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    table(&mut m, 300);
+    let runner = std::thread::spawn(move || {
+        // 90,000 joined rows: sorted, grouped and made distinct.
+        let top = m.query("SELECT a.id * 1000 + b.id AS k FROM lim.t a, lim.t b ORDER BY k DESC LIMIT 2");
+        let groups = m.query("SELECT (a.id + b.id) % 5 AS g, COUNT(*) FROM lim.t a, lim.t b GROUP BY g ORDER BY g");
+        let d2 = m.query("SELECT DISTINCT a.v + b.v AS s FROM lim.t a, lim.t b ORDER BY s DESC LIMIT 3");
+        (top, groups, d2)
+    });
+    let (mut other, _) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    for i in 0..50 {
+        assert_eq!(count(other.query(&format!("SELECT v FROM lim.t WHERE id = {i}"))), (i % 10).to_string());
+    }
+    let (top, groups, d2) = runner.join().unwrap();
+    let rows = |r: Res| match r {
+        Res::Rows(_, rows) => {
+            rows.into_iter().map(|r| r.into_iter().map(Option::unwrap_or_default).collect()).collect()
+        }
+        other => panic!("expected rows, got {other:?}"),
+    };
+    let top: Vec<Vec<String>> = rows(top);
+    assert_eq!(top, [["299299"], ["299298"]]);
+    let groups: Vec<Vec<String>> = rows(groups);
+    assert_eq!(groups, (0..5).map(|g| vec![g.to_string(), "18000".to_string()]).collect::<Vec<_>>());
+    let d2: Vec<Vec<String>> = rows(d2);
+    assert_eq!(d2, [["18"], ["17"], ["16"]]);
+}
+
 #[test]
 fn memory_limit_and_huge_values_fail_the_statement_only() {
     let (_d, _n, port) = start(1 << 20);

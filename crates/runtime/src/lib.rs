@@ -160,6 +160,10 @@ pub const EXPECT_SPIN_US_DEFAULT: u64 = 150;
 /// Longest a graceful shutdown waits for the last epochs to become durable.
 pub const SHUTDOWN_FLUSH_MAX: Duration = Duration::from_secs(10);
 
+/// Stack of a worker thread that hosts front ends (as `tern_client::frontend::WORKER_STACK_BYTES`,
+/// which this crate does not depend on: parsers and evaluators bound their recursion for it).
+pub const HOSTING_STACK_BYTES: usize = 16 << 20;
+
 /// A running data node.
 pub struct DataNode {
     shared: Arc<Shared>,
@@ -292,9 +296,14 @@ impl DataNode {
                 cfg.node.cluster.clone(),
             );
             let hosted = if i == 0 { host.take() } else { None };
+            let mut builder = std::thread::Builder::new().name(format!("tern-worker-{i}"));
+            if hosted.is_some() {
+                // Front-end tasks run here: their parsers and evaluators need the stack front-end
+                // threads have (`tern_client::frontend::WORKER_STACK_BYTES`).
+                builder = builder.stack_size(HOSTING_STACK_BYTES);
+            }
             threads.push(
-                std::thread::Builder::new()
-                    .name(format!("tern-worker-{i}"))
+                builder
                     .spawn(move || {
                         // A worker that dies would leave its partitions unanswered while the
                         // node looks alive: stop the whole node instead, so that it is noticed

@@ -65,8 +65,8 @@ pub struct DatanodeToml {
     /// "tcp", "shm" or "auto" (default): whether processes on this host may connect through
     /// shared memory.
     pub transporter: Option<String>,
-    /// Where front ends served by this process run: "worker" (default: the Redis and REST front ends
-    /// on worker 0's thread) or "threads" (each front end on threads of its own).
+    /// Where front ends served by this process run: "worker" (default: the Redis, REST and MySQL
+    /// front ends on worker 0's thread) or "threads" (each front end on threads of its own).
     pub front_ends: Option<String>,
 }
 

@@ -541,8 +541,8 @@ fn datanode(
         toml.data_dir = Some(d);
     }
     init_logging(&toml.log_level());
-    // The Redis and REST front ends on worker 0's thread (see `tern_client::hosted`), or on their own.
-    let on_worker = front.as_ref().is_some_and(|a| !a.no_redis || !a.no_rest)
+    // The front ends on worker 0's thread (see `tern_client::hosted`), or on their own.
+    let on_worker = front.as_ref().is_some_and(|a| !a.no_redis || !a.no_rest || !a.no_mysql)
         && config::front_ends_on_worker(toml.front_ends.as_deref())?;
     if on_worker && toml.ldm_auto() {
         toml.ldm_workers = Some(toml::Value::Integer(config::auto_ldm_workers_hosting().into()));
@@ -802,7 +802,8 @@ fn serve_front_ends(
     if let Some(mopts) = mysql_options(a)? {
         waiting += 1;
         let c = durable(mysql_durable, connect.clone());
-        spawn_front_end("MySQL", "tern-mysql-main", &tx, move |ready| tern_mysql::run(c, mopts, ready))?;
+        let rt = on_worker.clone();
+        spawn_front_end("MySQL", "tern-mysql-main", &tx, move |ready| tern_mysql::run_on(rt, c, mopts, ready))?;
     }
     if let Some(ropts) = redis {
         waiting += 1;

@@ -77,9 +77,9 @@ pub struct UpArgs {
     /// memory) or auto (default: shared memory, all processes being on this host).
     #[arg(long)]
     pub transporter: Option<String>,
-    /// With one data node and the front ends inside it: "worker" (default: the Redis and REST front
-    /// ends run on the data node's worker 0 thread, no thread between a request and its row) or
-    /// "threads" (every front end on threads of its own).
+    /// With one data node and the front ends inside it: "worker" (default: the Redis, REST and
+    /// MySQL front ends run on the data node's worker 0 thread, no thread between a request and its
+    /// row) or "threads" (every front end on threads of its own).
     #[arg(long)]
     pub front_ends: Option<String>,
 }

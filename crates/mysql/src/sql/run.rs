@@ -708,10 +708,30 @@ fn limit_of(x: &Option<X>, env: &Env) -> Result<Option<u64>, SqlError> {
     }
 }
 
-/// Runs a SELECT plan: its result rows (one value per item).
-/// Rows a join builds from cached matches between two yields to the executor.
+/// Rows a statement handles between two yields to the executor when it works on rows it holds
+/// (joins over cached matches, filters, grouping, projection, DISTINCT): the executor thread may
+/// be a data node's worker (the front ends on the worker), whose other connections and own
+/// signals must not wait behind one statement.
 const YIELD_EVERY_ROWS: usize = 4096;
 
+/// Results with more rows than this are sorted on the blocking pool, off the executor thread.
+const SORT_OFF_THREAD_ROWS: usize = 16_384;
+
+/// Counts rows and yields to the executor every `YIELD_EVERY_ROWS` of them.
+#[derive(Default)]
+struct Pace(usize);
+
+impl Pace {
+    async fn row(&mut self) {
+        self.0 += 1;
+        if self.0 >= YIELD_EVERY_ROWS {
+            self.0 = 0;
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// Runs a SELECT plan: its result rows (one value per item).
 pub async fn run_select(
     run: &mut Runner<'_>,
     p: &SelectPlan,
@@ -802,9 +822,11 @@ pub async fn run_select(
             break;
         }
     }
+    let mut pace = Pace::default();
     if !srcs.is_empty() {
         let mut kept = Vec::with_capacity(rows.len());
         for r in rows {
+            pace.row().await;
             if passes(&p.filter, &r, env)? {
                 kept.push(r);
             }
@@ -843,6 +865,7 @@ pub async fn run_select(
         let mut groups: Vec<(Vec<Value>, Vec<Value>, Vec<AggState>)> = Vec::new();
         let mut index: std::collections::HashMap<Vec<u8>, Vec<usize>> = std::collections::HashMap::new();
         for r in &rows {
+            pace.row().await;
             let key: Vec<Value> = p.group_by.iter().map(|g| ev(g, r, &[], env)).collect::<Result<_, _>>()?;
             let hk = group_hash(&key);
             let slot = index.get(&hk).and_then(|c| c.iter().copied().find(|&g| key_eq(&groups[g].0, &key)));
@@ -879,6 +902,7 @@ pub async fn run_select(
         }
     } else {
         for r in &rows {
+            pace.row().await;
             let items = p.items.iter().map(|x| ev(x, r, &[], env)).collect::<Result<Vec<_>, _>>()?;
             run.budget.charge_row(&items)?;
             let keys = if p.scan_order.is_some() && p.push_limit {
@@ -897,11 +921,11 @@ pub async fn run_select(
         }
         out.extend(rows.into_iter().map(|r| (r, Vec::new())));
         if !*all {
-            dedup(&mut out);
+            dedup(&mut out).await;
         }
     }
     if p.distinct {
-        dedup(&mut out);
+        dedup(&mut out).await;
     }
     if !p.order.is_empty() && (p.scan_order.is_none() || !p.push_limit) {
         if !p.unions.is_empty() {
@@ -916,20 +940,17 @@ pub async fn run_select(
             }
         }
         let dirs: Vec<bool> = p.order.iter().map(|(_, d)| *d).collect();
-        out.sort_by(|a, b| {
-            for (k, desc) in dirs.iter().enumerate() {
-                let (x, y) = (a.1.get(k), b.1.get(k));
-                let o = match (x, y) {
-                    (Some(x), Some(y)) => eval::sort_cmp(x, y),
-                    _ => Ordering::Equal,
-                };
-                let o = if *desc { o.reverse() } else { o };
-                if o != Ordering::Equal {
-                    return o;
-                }
-            }
-            Ordering::Equal
-        });
+        if out.len() > SORT_OFF_THREAD_ROWS {
+            // A long sort must not hold the executor thread (see `YIELD_EVERY_ROWS`).
+            out = tokio::task::spawn_blocking(move || {
+                sort_rows(&mut out, &dirs);
+                out
+            })
+            .await
+            .map_err(|e| SqlError::new(1105, "HY000", format!("sorting failed: {e}")))?;
+        } else {
+            sort_rows(&mut out, &dirs);
+        }
     }
     let start = (offset as usize).min(out.len());
     let end = match limit {
@@ -1032,10 +1053,31 @@ fn group_hash(k: &[Value]) -> Vec<u8> {
     out
 }
 
-fn dedup(out: &mut Vec<(Vec<Value>, Vec<Value>)>) {
+/// Sorts result rows by their ORDER BY keys (`dirs`: descending per key).
+fn sort_rows(out: &mut [(Vec<Value>, Vec<Value>)], dirs: &[bool]) {
+    out.sort_by(|a, b| {
+        for (k, desc) in dirs.iter().enumerate() {
+            let (x, y) = (a.1.get(k), b.1.get(k));
+            let o = match (x, y) {
+                (Some(x), Some(y)) => eval::sort_cmp(x, y),
+                _ => Ordering::Equal,
+            };
+            let o = if *desc { o.reverse() } else { o };
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        Ordering::Equal
+    });
+}
+
+async fn dedup(out: &mut Vec<(Vec<Value>, Vec<Value>)>) {
     let mut seen: std::collections::HashMap<Vec<u8>, Vec<usize>> = std::collections::HashMap::new();
     let mut kept: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(out.len());
-    for r in out.drain(..) {
+    let mut pace = Pace::default();
+    let rows = std::mem::take(out);
+    for r in rows {
+        pace.row().await;
         let h = group_hash(&r.0);
         let dup = seen.get(&h).is_some_and(|c| c.iter().any(|&i| key_eq(&kept[i].0, &r.0)));
         if !dup {

@@ -17,7 +17,16 @@ pub fn start(max_packet: usize) -> (tempfile::TempDir, DataNode, u16) {
 /// port on 127.0.0.1).
 pub fn start_with(opts: MysqlOptions) -> (tempfile::TempDir, DataNode, u16) {
     let dir = tempfile::tempdir().unwrap();
-    let n = DataNode::start(DataNodeConfig::local(dir.path(), 64 << 20)).unwrap();
+    // TERN_TEST_TRANSPORT=hosted: the layout of `tern up` on one host, the MySQL front end on
+    // worker 0's thread.
+    let (host, rt) = if tern_client::hosted::test_hosted() {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        (Some(tern_client::hosted::host(tx)), Some(rx))
+    } else {
+        (None, None)
+    };
+    let n = DataNode::start_hosted(DataNodeConfig::local(dir.path(), 64 << 20), host).unwrap();
+    let rt = rt.map(|rx| rx.recv_timeout(Duration::from_secs(20)).unwrap());
     assert!(n.wait_started(Duration::from_secs(20)));
     let addr = n.local_addr().to_string();
     let c = n.local_connector();
@@ -26,7 +35,7 @@ pub fn start_with(opts: MysqlOptions) -> (tempfile::TempDir, DataNode, u16) {
     let opts = MysqlOptions { listen: "127.0.0.1:0".parse().unwrap(), ..opts };
     std::thread::spawn(move || {
         let connect = move || tern_client::connect_prefer_local(&addr).map_err(|e| e.to_string());
-        tern_mysql::run(connect, opts, |a| tx.send(a).unwrap()).unwrap()
+        tern_mysql::run_on(rt, connect, opts, |a| tx.send(a).unwrap()).unwrap()
     });
     let port = rx.recv_timeout(Duration::from_secs(20)).unwrap().port();
     (dir, n, port)
