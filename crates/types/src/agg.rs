@@ -8,7 +8,6 @@ use crate::bin::{Dec, DecodeError, DecodeResult, Enc};
 use crate::row::RowLayout;
 use crate::value::Value;
 use std::cmp::Ordering;
-use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AggOp {
@@ -150,30 +149,32 @@ pub fn start(op: AggOp) -> Value {
     }
 }
 
-/// Partial groups being built from stored rows.
+/// Partial groups being built from stored rows: one hash lookup per row, groups kept in
+/// first-seen order.
 #[derive(Default)]
 pub struct Partial {
-    groups: HashMap<Vec<u8>, (Vec<Value>, Vec<Value>)>,
-    order: Vec<Vec<u8>>,
+    /// Encoded group values -> index in `entries`.
+    index: crate::hash::FastMap<Vec<u8>, usize>,
+    /// (group values, accumulators) per group.
+    entries: Vec<(Vec<Value>, Vec<Value>)>,
 }
 
 impl Partial {
     pub fn add(&mut self, a: &Aggregation, layout: &RowLayout, row: &[u8]) {
         let mut key = Vec::new();
-        let mut vals = Vec::with_capacity(a.group_by.len());
         {
             let mut e = Enc::new(&mut key);
             for &c in &a.group_by {
-                let v = layout.get(row, c as usize).unwrap_or(Value::Null);
-                v.encode(&mut e);
-                vals.push(v);
+                layout.get(row, c as usize).unwrap_or(Value::Null).encode(&mut e);
             }
         }
-        if !self.groups.contains_key(&key) {
-            self.order.push(key.clone());
-            self.groups.insert(key.clone(), (vals, a.aggs.iter().map(|(op, _)| start(*op)).collect()));
+        let next = self.entries.len();
+        let g = *self.index.entry(key).or_insert(next);
+        if g == next {
+            let vals = a.group_by.iter().map(|&c| layout.get(row, c as usize).unwrap_or(Value::Null)).collect();
+            self.entries.push((vals, a.aggs.iter().map(|(op, _)| start(*op)).collect()));
         }
-        let (_, accs) = self.groups.get_mut(&key).expect("inserted");
+        let accs = &mut self.entries[g].1;
         for ((op, col), acc) in a.aggs.iter().zip(accs.iter_mut()) {
             let v = match col {
                 None => Value::Int(1),
@@ -184,18 +185,17 @@ impl Partial {
     }
 
     pub fn len(&self) -> usize {
-        self.groups.len()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.groups.is_empty()
+        self.entries.is_empty()
     }
 
     /// The partial rows (group values, then accumulators), in first-seen order.
-    pub fn finish(mut self) -> Vec<Vec<u8>> {
-        let mut out = Vec::with_capacity(self.order.len());
-        for k in self.order {
-            let (vals, accs) = self.groups.remove(&k).expect("listed");
+    pub fn finish(self) -> Vec<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.entries.len());
+        for (vals, accs) in self.entries {
             let mut buf = Vec::new();
             let mut e = Enc::new(&mut buf);
             for v in vals.iter().chain(accs.iter()) {
