@@ -167,3 +167,16 @@ pub fn registered(addr: &str) -> Option<tokio::runtime::Handle> {
 pub fn test_hosted() -> bool {
     std::env::var("TERN_TEST_TRANSPORT").as_deref() == Ok("hosted")
 }
+
+/// A host for worker 0 (`DataNode::start_hosted`) and where its runtime's handle arrives.
+pub type Hosting =
+    (Option<Box<dyn FnOnce(Box<dyn HostedWorker>) + Send>>, Option<std::sync::mpsc::Receiver<tokio::runtime::Handle>>);
+
+/// For the front ends' test suites: hosting as `tern up` does when `test_hosted()`, none otherwise.
+pub fn test_hosting() -> Hosting {
+    if !test_hosted() {
+        return (None, None);
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    (Some(host(tx)), Some(rx))
+}

@@ -19,12 +19,7 @@ pub fn start_with(opts: MysqlOptions) -> (tempfile::TempDir, DataNode, u16) {
     let dir = tempfile::tempdir().unwrap();
     // TERN_TEST_TRANSPORT=hosted: the layout of `tern up` on one host, the MySQL front end on
     // worker 0's thread.
-    let (host, rt) = if tern_client::hosted::test_hosted() {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        (Some(tern_client::hosted::host(tx)), Some(rx))
-    } else {
-        (None, None)
-    };
+    let (host, rt) = tern_client::hosted::test_hosting();
     let n = DataNode::start_hosted(DataNodeConfig::local(dir.path(), 64 << 20), host).unwrap();
     let rt = rt.map(|rx| rx.recv_timeout(Duration::from_secs(20)).unwrap());
     assert!(n.wait_started(Duration::from_secs(20)));

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use tern_redis::RedisOptions;
 use tern_runtime::{DataNode, DataNodeConfig};
 
+#[allow(unused_imports)]
 pub use tern_client::hosted::test_hosted as hosted;
 
 pub fn start_node(data_memory: u64) -> (tempfile::TempDir, DataNode, String) {
@@ -17,12 +18,7 @@ pub fn start_node(data_memory: u64) -> (tempfile::TempDir, DataNode, String) {
     let mut cfg = DataNodeConfig::local(dir.path(), data_memory);
     cfg.redo_segment_bytes = 4 << 20;
     // The layout of `tern up` on one host: the Redis front end on worker 0's thread.
-    let (host, rt) = if hosted() {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        (Some(tern_client::hosted::host(tx)), Some(rx))
-    } else {
-        (None, None)
-    };
+    let (host, rt) = tern_client::hosted::test_hosting();
     let n = DataNode::start_hosted(cfg, host).unwrap();
     let rt = rt.map(|rx| rx.recv_timeout(Duration::from_secs(20)).unwrap());
     assert!(n.wait_started(Duration::from_secs(20)));
