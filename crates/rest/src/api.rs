@@ -28,7 +28,9 @@ impl MissRefresh {
         client: &Client,
         mut names: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> Result<(), RestError> {
-        if names.all(|(db, t)| client.cached_table(db, t).is_some()) {
+        // (Consecutive operations of a batch mostly name the same table: asked once.)
+        let mut last: Option<(&str, &str)> = None;
+        if names.all(|n| last.replace(n) == Some(n) || client.cached_table(n.0, n.1).is_some()) {
             return Ok(());
         }
         let seen = Instant::now();
@@ -41,8 +43,24 @@ impl MissRefresh {
     }
 }
 
+/// The tables one request named so far (a batch names the same few tables over and over): each
+/// looked up in the client's cache once per request.
+#[derive(Default)]
+pub struct Tables(Vec<(String, String, TableHandle)>);
+
+impl Tables {
+    fn get(&mut self, client: &Client, db: &str, name: &str) -> Option<TableHandle> {
+        if let Some((.., h)) = self.0.iter().find(|(d, n, _)| d == db && n == name) {
+            return Some(h.clone());
+        }
+        let h = client.cached_table(db, name)?;
+        self.0.push((db.to_string(), name.to_string(), h.clone()));
+        Some(h)
+    }
+}
+
 /// The table, or RonDB's 404. Hidden index tables are not reachable.
-pub fn table(client: &Client, _misses: &MissRefresh, db: &str, name: &str) -> Result<TableHandle, RestError> {
+pub fn table(client: &Client, tables: &mut Tables, db: &str, name: &str) -> Result<TableHandle, RestError> {
     let missing = || RestError::not_found(format!("Database/Table does not exist. Database: {db} Table: {name}"));
     // Hidden index tables and Tern's own database are not reachable through REST.
     if name.starts_with('$') || db == crate::apikey::KEY_DB {
@@ -50,7 +68,7 @@ pub fn table(client: &Client, _misses: &MissRefresh, db: &str, name: &str) -> Re
     }
     // (A table created since the catalog was read: the caller refreshed it first, see
     // `MissRefresh::ensure_known`.)
-    client.cached_table(db, name).ok_or_else(missing)
+    tables.get(client, db, name).ok_or_else(missing)
 }
 
 /// Encodes the primary key from filters (steps 11 and 13).
@@ -87,8 +105,8 @@ pub struct ReadOp {
 }
 
 /// Steps 10–13: schema checks, then the key operation.
-pub fn resolve_read(client: &Client, misses: &MissRefresh, spec: ReadSpec) -> Result<ReadOp, RestError> {
-    let t = table(client, misses, &spec.db, &spec.table)?;
+pub fn resolve_read(client: &Client, tables: &mut Tables, spec: ReadSpec) -> Result<ReadOp, RestError> {
+    let t = table(client, tables, &spec.db, &spec.table)?;
     let key = key_from_filters(&t, &spec.filters)?;
     let columns: Vec<u16> = match &spec.read_columns {
         None => (0..t.table.columns.len() as u16)
@@ -110,7 +128,15 @@ pub fn resolve_read(client: &Client, misses: &MissRefresh, spec: ReadSpec) -> Re
             cols
         }
     };
-    let op = t.read_columns(&key, &columns).map_err(|e| RestError::bad_request(e.message))?;
+    let key = t.key_owned(key).map_err(|e| RestError::bad_request(e.message))?;
+    let op = KeyOp {
+        table: t.id(),
+        kind: tern_client::OpKind::Read,
+        key,
+        row: Vec::new(),
+        updates: Vec::new(),
+        projection: Some(columns.clone()),
+    };
     Ok(ReadOp { op, columns, operation_id: spec.operation_id, table: t })
 }
 
@@ -186,15 +212,15 @@ pub fn percent_decode(s: &str) -> Result<String, RestError> {
 
 /// Builds the write operation of a batchwrite / batchdelete sub-operation; schema-dependent
 /// problems fail only this sub-operation.
-pub fn resolve_write(client: &Client, misses: &MissRefresh, spec: WriteSpec) -> SubOp {
-    match build_write(client, misses, &spec) {
+pub fn resolve_write(client: &Client, tables: &mut Tables, spec: WriteSpec) -> SubOp {
+    match build_write(client, tables, &spec) {
         Ok(op) => SubOp::Write { op, operation_id: spec.operation_id },
         Err(e) => SubOp::Failed(e, spec.operation_id),
     }
 }
 
-fn build_write(client: &Client, misses: &MissRefresh, spec: &WriteSpec) -> Result<KeyOp, RestError> {
-    let t = table(client, misses, &spec.db, &spec.table)?;
+fn build_write(client: &Client, tables: &mut Tables, spec: &WriteSpec) -> Result<KeyOp, RestError> {
+    let t = table(client, tables, &spec.db, &spec.table)?;
     let key = key_from_filters(&t, &spec.filters)?;
     let mut set = Vec::with_capacity(spec.writes.len());
     for (c, v) in &spec.writes {

@@ -323,7 +323,7 @@ impl RestServer {
         let spec = request::pk_read(&db, &table, &text, &self.opts)?;
         self.authorize(key, &[&db]).await?;
         self.misses.ensure_known(&self.client, std::iter::once((db.as_str(), table.as_str()))).await?;
-        let read = api::resolve_read(&self.client, &self.misses, spec)?;
+        let read = api::resolve_read(&self.client, &mut api::Tables::default(), spec)?;
         let mut txn = self.client.begin();
         let r = txn.execute(vec![read.op.clone()], tern_client::Exec::Commit).await.map_err(RestError::from)?;
         match r.into_iter().next() {
@@ -346,11 +346,12 @@ impl RestServer {
         self.authorize(key, &dbs).await?;
         self.misses.ensure_known(&self.client, specs.iter().map(|s| (s.db.as_str(), s.table.as_str()))).await?;
         // ... then per-operation schema checks, which fail only their operation.
+        let mut tables = api::Tables::default();
         let subs = specs
             .into_iter()
             .map(|s| {
                 let id = s.operation_id.clone();
-                match api::resolve_read(&self.client, &self.misses, s) {
+                match api::resolve_read(&self.client, &mut tables, s) {
                     Ok(r) => api::SubOp::Read(r),
                     Err(e) => api::SubOp::Failed(e, id),
                 }
@@ -372,7 +373,8 @@ impl RestServer {
         let dbs: Vec<&str> = specs.iter().map(|s| s.db.as_str()).collect();
         self.authorize(key, &dbs).await?;
         self.misses.ensure_known(&self.client, specs.iter().map(|s| (s.db.as_str(), s.table.as_str()))).await?;
-        let subs = specs.into_iter().map(|s| api::resolve_write(&self.client, &self.misses, s)).collect();
+        let mut tables = api::Tables::default();
+        let subs = specs.into_iter().map(|s| api::resolve_write(&self.client, &mut tables, s)).collect();
         let mut out = String::with_capacity(256);
         api::run_batch(&self.client, subs, &mut out).await?;
         Ok(json(200, out))
