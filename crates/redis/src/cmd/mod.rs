@@ -374,16 +374,16 @@ impl Server {
         let mut meta = Meta::string(&value[..value.len().min(INLINE_MAX)]);
         meta.len = value.len() as u64;
         meta.expiry = expiry;
-        let mut ops = Vec::new();
         if value.len() > INLINE_MAX {
             meta.id = self.new_id(db).await?;
             meta.parts = db::parts_for(value.len());
-            ops.push(db::write_meta(db, key, &meta)?);
-            ops.extend(db::part_ops(db, meta.id, value)?);
+            let id = meta.id;
+            let mut ops = vec![db::write_meta_owned(db, key, meta)?];
+            ops.extend(db::part_ops(db, id, value)?);
+            Ok(ops)
         } else {
-            ops.push(db::write_meta(db, key, &meta)?);
+            Ok(vec![db::write_meta_owned(db, key, meta)?])
         }
-        Ok(ops)
     }
 
     /// Writes a string value under `key` (the key locked or about to be), replacing what was
