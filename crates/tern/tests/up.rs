@@ -350,8 +350,10 @@ fn up_by_default_runs_a_replicated_cluster_that_heals() {
     sql(mysql, "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v INT)").unwrap();
     // SQL writers on their own connection, one INSERT per statement, until told to stop.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // INSERTs acknowledged so far (the load goes on until there are enough of them too).
+    let sql_acked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let sql_writer = {
-        let stop = stop.clone();
+        let (stop, sql_acked) = (stop.clone(), sql_acked.clone());
         std::thread::spawn(move || {
             let (mut acked, mut worst, mut last) = (Vec::new(), Duration::ZERO, Instant::now());
             for id in 0..100_000 {
@@ -360,6 +362,7 @@ fn up_by_default_runs_a_replicated_cluster_that_heals() {
                 }
                 if sql(mysql, &format!("INSERT INTO d.t VALUES ({id}, {id})")).is_ok() {
                     acked.push(id);
+                    sql_acked.store(acked.len(), std::sync::atomic::Ordering::Relaxed);
                     worst = worst.max(last.elapsed());
                     last = Instant::now();
                 }
@@ -388,7 +391,11 @@ fn up_by_default_runs_a_replicated_cluster_that_heals() {
             worst = worst.max(last_ack.elapsed());
             last_ack = Instant::now();
         }
-        if writes > 20 && status(2) == "started" && child_pid(child.id(), "datanode-2.toml").is_some_and(|p| p != pid) {
+        if writes > 20
+            && sql_acked.load(std::sync::atomic::Ordering::Relaxed) > 20
+            && status(2) == "started"
+            && child_pid(child.id(), "datanode-2.toml").is_some_and(|p| p != pid)
+        {
             break;
         }
         assert!(
