@@ -65,9 +65,12 @@ impl Ldm {
     }
 
     /// Where answers about a transaction go: its coordinator, or — when that coordinator's node
-    /// has failed — the tc running the takeover (the master's first tc).
+    /// has failed — the tc running the takeover (the master's first tc). A coordinator whose
+    /// node failed and is back (a new incarnation, in the chains again as Copying before the
+    /// takeover's commits and aborts were answered) counts as failed: its new tc knows nothing
+    /// of the transaction, and the takeover waiting for the answer would stall the epochs.
     pub(super) fn coordinator(&self, txn: TxnRef) -> Addr {
-        if self.cluster.state_of(txn.tc.node).in_chains() {
+        if self.cluster.state_of(txn.tc.node).in_chains() && !self.coordinator_gone(&txn) {
             txn.tc
         } else {
             Addr::new(self.cluster.master().unwrap_or(self.addr.node), Block::Tc(0))

@@ -490,7 +490,7 @@ impl Ldm {
 
     /// Whether the coordinator of `txn` has failed or restarted since it began (transaction ids
     /// carry the coordinator's incarnation in their top bits).
-    fn coordinator_gone(&self, txn: &TxnRef) -> bool {
+    pub(super) fn coordinator_gone(&self, txn: &TxnRef) -> bool {
         self.cluster
             .nodes
             .get(&txn.tc.node)
