@@ -32,13 +32,23 @@ pub fn runtime(threads: usize, name: &str, defer_sends: bool) -> Result<tokio::r
     b.build().map_err(|e| e.to_string())
 }
 
-/// Runs a front end as a task of `rt` (a runtime that runs elsewhere: the thread of a data-node
-/// worker that hosts front ends, see `crate::hosted`), blocking this thread until it ends.
-/// `serve` gets a sender for the address it listens on, which is passed to `ready` here.
-pub fn serve_on<F>(
-    rt: tokio::runtime::Handle,
+/// Where a front end reports the address it listens on (called once it is bound).
+pub type Bound = Box<dyn FnOnce(SocketAddr) + Send>;
+
+/// Runs a front end, blocking this thread until it ends: as a task of `on` (a runtime that runs
+/// elsewhere: the thread of a data-node worker that hosts front ends, see `crate::hosted`) or,
+/// with None, on a `runtime(threads, name, defer_sends)` of its own (`own`), whose `block_on`
+/// this thread runs (the accept loop lives here). `connect` makes the client on this thread,
+/// never on a runtime worker (where it would wait for the data node while the worker's other
+/// tasks wait for it); for an own runtime inside that runtime's context, so the client's
+/// sockets are read by its reactor. `serve` binds, reports its address (passed to `ready`
+/// here) and serves.
+pub fn run_front_end<F>(
+    on: Option<tokio::runtime::Handle>,
+    own: (usize, &str, bool),
     what: &str,
-    serve: impl FnOnce(std::sync::mpsc::SyncSender<SocketAddr>) -> F,
+    connect: impl FnOnce() -> Result<crate::Client, String>,
+    serve: impl FnOnce(crate::Client, Bound) -> F,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String>
 where
@@ -46,7 +56,30 @@ where
 {
     // (One message: the address.)
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let serving = rt.spawn(serve(tx));
+    let bound: Bound = Box::new(move |addr| {
+        let _ = tx.send(addr);
+    });
+    let Some(rt) = on else {
+        let rt = runtime(own.0, own.1, own.2)?;
+        let client = {
+            let _in = rt.enter();
+            connect()?
+        };
+        let mut serving = std::pin::pin!(serve(client, bound));
+        let mut ready = Some(ready);
+        // The address is sent while `serving` is polled: look for it after each poll.
+        return rt.block_on(std::future::poll_fn(|cx| {
+            let r = serving.as_mut().poll(cx);
+            if let Ok(addr) = rx.try_recv()
+                && let Some(ready) = ready.take()
+            {
+                ready(addr);
+            }
+            r
+        }));
+    };
+    let client = connect()?;
+    let serving = rt.spawn(serve(client, bound));
     // (No address: it failed to start; its error comes from the task below.)
     if let Ok(addr) = rx.recv() {
         ready(addr);

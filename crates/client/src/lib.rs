@@ -886,7 +886,12 @@ impl TableHandle {
 
     /// A read returning only `columns` (decode with `decode_projection`).
     pub fn read_columns(&self, key: &[Value], columns: &[u16]) -> Result<KeyOp> {
-        let mut op = self.read(key)?;
+        self.read_columns_owned(key.to_vec(), columns)
+    }
+
+    /// `read_columns` from key values it may consume.
+    pub fn read_columns_owned(&self, key: Vec<Value>, columns: &[u16]) -> Result<KeyOp> {
+        let mut op = self.op(OpKind::Read, self.key_owned(key)?, Vec::new());
         op.projection = Some(columns.to_vec());
         Ok(op)
     }

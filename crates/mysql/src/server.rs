@@ -630,26 +630,14 @@ pub fn run_on(
     opts: MysqlOptions,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String> {
-    if let Some(rt) = on {
-        let client = connect()?;
-        let task = move |tx: std::sync::mpsc::SyncSender<SocketAddr>| async move {
-            let listener = tern_client::frontend::bind(opts.listen, "MySQL").await?;
-            let addr = listener.local_addr().map_err(|e| e.to_string())?;
-            let _ = tx.send(addr);
-            MysqlServer::new(client, opts).serve(listener).await;
-            Ok(())
-        };
-        return tern_client::frontend::serve_on(rt, "MySQL", task, ready);
-    }
-    let rt = tern_client::frontend::runtime(opts.threads, "tern-mysql", false)?;
-    rt.block_on(async move {
-        let client = tokio::task::block_in_place(connect)?;
+    let own = (opts.threads, "tern-mysql", false);
+    let serve = move |client, bound: tern_client::frontend::Bound| async move {
         let listener = tern_client::frontend::bind(opts.listen, "MySQL").await?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        ready(addr);
+        bound(listener.local_addr().map_err(|e| e.to_string())?);
         MysqlServer::new(client, opts).serve(listener).await;
         Ok(())
-    })
+    };
+    tern_client::frontend::run_front_end(on, own, "MySQL", connect, serve, ready)
 }
 
 fn unknown_stmt(id: u32, what: &str) -> SqlError {

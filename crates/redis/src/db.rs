@@ -255,14 +255,9 @@ pub fn key_of(db: &Db, key: &[u8]) -> Result<Vec<u8>, TernError> {
 
 /// Read (committed, or locked) of a key row with its `Meta` columns.
 pub fn read_meta(db: &Db, key: &[u8], kind: OpKind) -> Result<KeyOp, TernError> {
-    Ok(KeyOp {
-        table: db.keys.id(),
-        kind,
-        key: key_of(db, key)?,
-        row: Vec::new(),
-        updates: Vec::new(),
-        projection: Some(META.to_vec()),
-    })
+    let mut op = db.keys.read_columns_owned(vec![Value::Bytes(key.to_vec())], &META)?;
+    op.kind = kind;
+    Ok(op)
 }
 
 /// Writes a key row, returning the previous row's `OLD` columns (decode with

@@ -809,8 +809,9 @@ pub fn run(
 }
 
 /// `run`; with `Some(rt)` the connections are served by that runtime (one that already runs
-/// elsewhere: the thread of a data-node worker that hosts front ends) and `connect` runs here,
-/// outside it.
+/// elsewhere: the thread of a data-node worker that hosts front ends). On a runtime of its own,
+/// data-node requests of all connections served in one executor pass leave in one write when
+/// the worker runs out of work (cross-connection batching).
 pub fn run_on(
     rt: Option<tokio::runtime::Handle>,
     connect: impl FnOnce() -> Result<Client, String>,
@@ -818,22 +819,9 @@ pub fn run_on(
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String> {
     tern_client::spinwatch::set_spin(opts.spin);
-    let Some(rt) = rt else {
-        // Data-node requests of all connections served in one executor pass leave in one write
-        // when the worker runs out of work (cross-connection batching).
-        let rt = tern_client::frontend::runtime(opts.threads, "tern-redis", true)?;
-        return rt.block_on(async move {
-            let client = tokio::task::block_in_place(connect)?;
-            serve(client, opts, ready).await
-        });
-    };
-    let client = connect()?;
-    let task = move |tx: std::sync::mpsc::SyncSender<SocketAddr>| {
-        serve(client, opts, move |addr| {
-            let _ = tx.send(addr);
-        })
-    };
-    tern_client::frontend::serve_on(rt, "Redis", task, ready)
+    let own = (opts.threads, "tern-redis", true);
+    let serve = move |client, bound| serve(client, opts, bound);
+    tern_client::frontend::run_front_end(rt, own, "Redis", connect, serve, ready)
 }
 
 /// Binds, creates database 0 (SQL users see redis_0 at once), says where (`bound`), and serves

@@ -43,18 +43,22 @@ impl MissRefresh {
     }
 }
 
-/// The tables one request named so far (a batch names the same few tables over and over): each
-/// looked up in the client's cache once per request.
+/// The table a request's previous operation named (consecutive operations of a batch mostly
+/// name the same one): asked of the client's cache only when the name changes, in constant time
+/// per operation whatever the batch holds.
 #[derive(Default)]
-pub struct Tables(Vec<(String, String, TableHandle)>);
+pub struct Tables(Option<(String, String, TableHandle)>);
 
 impl Tables {
     fn get(&mut self, client: &Client, db: &str, name: &str) -> Option<TableHandle> {
-        if let Some((.., h)) = self.0.iter().find(|(d, n, _)| d == db && n == name) {
+        if let Some((d, n, h)) = &self.0
+            && d == db
+            && n == name
+        {
             return Some(h.clone());
         }
         let h = client.cached_table(db, name)?;
-        self.0.push((db.to_string(), name.to_string(), h.clone()));
+        self.0 = Some((db.to_string(), name.to_string(), h.clone()));
         Some(h)
     }
 }
@@ -128,15 +132,7 @@ pub fn resolve_read(client: &Client, tables: &mut Tables, spec: ReadSpec) -> Res
             cols
         }
     };
-    let key = t.key_owned(key).map_err(|e| RestError::bad_request(e.message))?;
-    let op = KeyOp {
-        table: t.id(),
-        kind: tern_client::OpKind::Read,
-        key,
-        row: Vec::new(),
-        updates: Vec::new(),
-        projection: Some(columns.clone()),
-    };
+    let op = t.read_columns_owned(key, &columns).map_err(|e| RestError::bad_request(e.message))?;
     Ok(ReadOp { op, columns, operation_id: spec.operation_id, table: t })
 }
 

@@ -382,8 +382,7 @@ impl RestServer {
 }
 
 /// Binds the REST port (a clear error when it is taken) and serves on a runtime of
-/// `opts.threads` workers, blocking this thread until the process ends. `connect` makes the
-/// native client inside the runtime, so its connections are read by the runtime's reactor.
+/// `opts.threads` workers, blocking this thread until the process ends.
 pub fn run(
     connect: impl FnOnce() -> Result<Client, String>,
     opts: RestOptions,
@@ -393,8 +392,7 @@ pub fn run(
 }
 
 /// `run`; with `Some(rt)` the connections are served by that runtime (one that already runs
-/// elsewhere: the thread of a data-node worker that hosts front ends) and `connect` runs here,
-/// outside it.
+/// elsewhere: the thread of a data-node worker that hosts front ends).
 pub fn run_on(
     rt: Option<tokio::runtime::Handle>,
     connect: impl FnOnce() -> Result<Client, String>,
@@ -404,20 +402,9 @@ pub fn run_on(
     tern_client::spinwatch::set_spin(opts.spin);
     // Certificate problems are reported before anything starts.
     let acceptor = opts.tls.as_ref().map(tls::acceptor).transpose()?;
-    let Some(rt) = rt else {
-        let rt = tern_client::frontend::runtime(opts.threads, "tern-rest", true)?;
-        return rt.block_on(async move {
-            let client = tokio::task::block_in_place(connect)?;
-            serve(client, opts, acceptor, ready).await
-        });
-    };
-    let client = connect()?;
-    let task = move |tx: std::sync::mpsc::SyncSender<std::net::SocketAddr>| {
-        serve(client, opts, acceptor, move |addr| {
-            let _ = tx.send(addr);
-        })
-    };
-    tern_client::frontend::serve_on(rt, "REST", task, ready)
+    let own = (opts.threads, "tern-rest", true);
+    let serve = move |client, bound| serve(client, opts, acceptor, bound);
+    tern_client::frontend::run_front_end(rt, own, "REST", connect, serve, ready)
 }
 
 /// Binds, says where (`bound`), and serves until the process ends.
