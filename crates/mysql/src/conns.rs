@@ -7,11 +7,11 @@
 //! never across an await, and a poisoned lock is used as is: one panicking connection must not
 //! stop the others from being listed or killed.
 
-use crate::sql::limits::Interrupt;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tern_client::frontend::{ConnLimit, ConnSlot};
+use tern_sql::limits::Interrupt;
 
 /// MySQL's default `max_connections`.
 pub const MAX_CONNECTIONS_DEFAULT: usize = 151;

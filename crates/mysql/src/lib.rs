@@ -7,6 +7,10 @@
 pub mod conns;
 pub mod proto;
 pub mod server;
-pub mod sql;
+pub mod session;
+pub mod users;
+
+/// The SQL engine (the `tern-sql` crate), as this crate used to hold it.
+pub use tern_sql as sql;
 
 pub use server::{MysqlOptions, run, run_on};

@@ -3,6 +3,7 @@
 //! strings, the v10 initial handshake, the client's HandshakeResponse41, `mysql_native_password`,
 //! OK / ERR / EOF packets, column definitions (Protocol::ColumnDefinition41) and text result rows.
 
+pub use tern_sql::meta::{ColumnDef, charset, flag, ty};
 use tern_types::Value;
 use tern_types::sha1::sha1;
 use tern_types::time;
@@ -54,52 +55,6 @@ pub mod com {
     pub const STMT_RESET: u8 = 0x1a;
     pub const SET_OPTION: u8 = 0x1b;
     pub const RESET_CONNECTION: u8 = 0x1f;
-}
-
-/// Column types (`enum_field_types`).
-pub mod ty {
-    pub const DECIMAL: u8 = 0;
-    pub const TINY: u8 = 1;
-    pub const SHORT: u8 = 2;
-    pub const LONG: u8 = 3;
-    pub const FLOAT: u8 = 4;
-    pub const DOUBLE: u8 = 5;
-    pub const NULL: u8 = 6;
-    pub const TIMESTAMP: u8 = 7;
-    pub const LONGLONG: u8 = 8;
-    pub const INT24: u8 = 9;
-    pub const DATE: u8 = 10;
-    pub const TIME: u8 = 11;
-    pub const DATETIME: u8 = 12;
-    pub const YEAR: u8 = 13;
-    pub const VARCHAR: u8 = 15;
-    pub const BIT: u8 = 16;
-    pub const NEWDECIMAL: u8 = 246;
-    pub const BLOB: u8 = 252;
-    pub const VAR_STRING: u8 = 253;
-    pub const STRING: u8 = 254;
-}
-
-/// Column definition flags.
-pub mod flag {
-    pub const NOT_NULL: u16 = 1;
-    pub const PRI_KEY: u16 = 2;
-    pub const UNIQUE_KEY: u16 = 4;
-    pub const MULTIPLE_KEY: u16 = 8;
-    pub const BLOB: u16 = 16;
-    pub const UNSIGNED: u16 = 32;
-    pub const ZEROFILL: u16 = 64;
-    pub const BINARY: u16 = 128;
-    pub const ENUM: u16 = 256;
-    pub const AUTO_INCREMENT: u16 = 512;
-    pub const SET: u16 = 2048;
-    pub const NUM: u16 = 32768;
-}
-
-/// Character set ids used in handshakes and column definitions.
-pub mod charset {
-    pub const UTF8MB4_GENERAL_CI: u8 = 45;
-    pub const BINARY: u8 = 63;
 }
 
 /// A malformed packet.
@@ -417,54 +372,21 @@ pub fn err_packet(errno: u16, sqlstate: &str, message: &str) -> Vec<u8> {
     p
 }
 
-/// A column of a result set (Protocol::ColumnDefinition41).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ColumnDef {
-    pub schema: String,
-    pub table: String,
-    pub org_table: String,
-    pub name: String,
-    pub org_name: String,
-    pub charset: u16,
-    pub length: u32,
-    pub ty: u8,
-    pub flags: u16,
-    pub decimals: u8,
-}
-
-impl ColumnDef {
-    /// A computed column (no table) of type `ty`.
-    pub fn expr(name: &str, ty: u8, length: u32) -> ColumnDef {
-        let binary = !matches!(ty, ty::VAR_STRING | ty::STRING | ty::VARCHAR | ty::BLOB);
-        ColumnDef {
-            schema: String::new(),
-            table: String::new(),
-            org_table: String::new(),
-            name: name.into(),
-            org_name: String::new(),
-            charset: if binary { charset::BINARY as u16 } else { charset::UTF8MB4_GENERAL_CI as u16 },
-            length,
-            ty,
-            flags: if binary { flag::BINARY | flag::NUM } else { 0 },
-            decimals: if binary { 0 } else { 31 },
-        }
+/// A column definition's payload (Protocol::ColumnDefinition41).
+pub fn column_def(c: &ColumnDef) -> Vec<u8> {
+    let mut p = Vec::with_capacity(64);
+    put_lenenc_str(&mut p, b"def");
+    for s in [&c.schema, &c.table, &c.org_table, &c.name, &c.org_name] {
+        put_lenenc_str(&mut p, s.as_bytes());
     }
-
-    pub fn encode(&self) -> Vec<u8> {
-        let mut p = Vec::with_capacity(64);
-        put_lenenc_str(&mut p, b"def");
-        for s in [&self.schema, &self.table, &self.org_table, &self.name, &self.org_name] {
-            put_lenenc_str(&mut p, s.as_bytes());
-        }
-        p.push(0x0c);
-        p.extend_from_slice(&self.charset.to_le_bytes());
-        p.extend_from_slice(&self.length.to_le_bytes());
-        p.push(self.ty);
-        p.extend_from_slice(&self.flags.to_le_bytes());
-        p.push(self.decimals);
-        p.extend_from_slice(&[0, 0]);
-        p
-    }
+    p.push(0x0c);
+    p.extend_from_slice(&c.charset.to_le_bytes());
+    p.extend_from_slice(&c.length.to_le_bytes());
+    p.push(c.ty);
+    p.extend_from_slice(&c.flags.to_le_bytes());
+    p.push(c.decimals);
+    p.extend_from_slice(&[0, 0]);
+    p
 }
 
 /// A text-protocol row: each value as a length-encoded string, NULL as 0xFB.
@@ -493,7 +415,7 @@ pub fn put_text_resultset(
     put_lenenc_int(&mut count, columns.len() as u64);
     seq = put_packets(out, seq, &count);
     for c in columns {
-        seq = put_packets(out, seq, &c.encode());
+        seq = put_packets(out, seq, &column_def(c));
     }
     if !deprecate_eof {
         seq = put_packets(out, seq, &eof_packet(status, 0));
@@ -538,7 +460,7 @@ pub fn text_value(v: &Value, c: &ColumnDef) -> Option<Vec<u8>> {
         }
         Value::Float(f) => format_g6(*f as f64).into_bytes(),
         Value::Double(d) if c.ty == ty::FLOAT => format_g6(*d).into_bytes(),
-        other => crate::sql::eval::text(other).unwrap_or_default(),
+        other => tern_sql::eval::text(other).unwrap_or_default(),
     })
 }
 
@@ -570,7 +492,7 @@ fn put_temporal(p: &mut Vec<u8>, micros: i64, date_only: bool) {
 /// type (integers and floats little-endian, temporal values as length-prefixed fields,
 /// everything else as a length-encoded string).
 pub fn binary_row(p: &mut Vec<u8>, columns: &[ColumnDef], row: &[Value]) {
-    use crate::sql::eval::{text, to_f64, to_i128};
+    use tern_sql::eval::{text, to_f64, to_i128};
     p.push(0);
     let start = p.len();
     p.resize(start + (columns.len() + 2).div_ceil(8), 0);
@@ -689,7 +611,7 @@ pub fn binary_param(r: &mut Reader, t: u8, unsigned: bool) -> Result<Value, Malf
         ty::NEWDECIMAL | ty::DECIMAL => {
             let s = r.lenenc_str()?;
             let text = String::from_utf8_lossy(s);
-            crate::sql::parse::number(text.trim()).unwrap_or(Value::Bytes(s.to_vec()))
+            tern_sql::parse::number(text.trim()).unwrap_or(Value::Bytes(s.to_vec()))
         }
         _ => Value::Bytes(r.lenenc_str()?.to_vec()),
     })

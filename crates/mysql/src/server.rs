@@ -11,17 +11,15 @@ use std::net::SocketAddr;
 pub const STMTS_MAX: usize = 16_382;
 use crate::conns::{Conn, Conns};
 use crate::proto::ColumnDef;
-use crate::sql::session::{Answer, Session, Stmt};
+use crate::session::{Answer, Session, Stmt};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use tern_client::{Client, TernError};
-use tern_types::ErrorCode;
+use tern_client::Client;
 use tern_types::Value;
-use tern_types::error::ErrorClass;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// What the server says it is (clients parse the leading MySQL version).
-pub const SERVER_VERSION: &str = "8.0.35-tern";
+pub use tern_sql::{SERVER_VERSION, SqlError};
 pub const VERSION_COMMENT: &str = "Tern";
 
 #[derive(Debug, Clone)]
@@ -54,7 +52,7 @@ impl Default for MysqlOptions {
 
 pub struct MysqlServer {
     pub client: Client,
-    globals: crate::sql::session::Globals,
+    globals: crate::session::Globals,
     pub opts: MysqlOptions,
     next_id: AtomicU32,
     pub conns: Arc<Conns>,
@@ -62,48 +60,9 @@ pub struct MysqlServer {
     busy: std::sync::atomic::AtomicUsize,
 }
 
-/// An error for the client: errno, SQLSTATE, message, and the Tern error it came from (if it
-/// did). Code that decides what an error means (retry, transaction gone, duplicate) branches on
-/// `code` / `class()`, never on errno: one errno stands for several causes (1297 is overload,
-/// node failure, a schema change and shutdown alike).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SqlError {
-    pub errno: u16,
-    pub sqlstate: &'static str,
-    pub message: String,
-    pub code: Option<ErrorCode>,
-}
-
-impl SqlError {
-    pub fn new(errno: u16, sqlstate: &'static str, message: impl Into<String>) -> SqlError {
-        SqlError { errno, sqlstate, message: message.into(), code: None }
-    }
-
-    /// The same error, marked as caused by `code`.
-    pub fn with_code(mut self, code: ErrorCode) -> SqlError {
-        self.code = Some(code);
-        self
-    }
-
-    /// Whether the data node's error `code` caused it.
-    pub fn is(&self, code: ErrorCode) -> bool {
-        self.code == Some(code)
-    }
-
-    pub fn class(&self) -> Option<ErrorClass> {
-        self.code.map(ErrorCode::class)
-    }
-}
-
-impl From<TernError> for SqlError {
-    fn from(e: TernError) -> SqlError {
-        SqlError { errno: e.code.mysql_errno(), sqlstate: e.code.sqlstate(), message: e.message, code: Some(e.code) }
-    }
-}
-
 impl MysqlServer {
     pub fn new(client: Client, opts: MysqlOptions) -> Arc<MysqlServer> {
-        let globals: crate::sql::session::Globals = Default::default();
+        let globals: crate::session::Globals = Default::default();
         globals.write().unwrap_or_else(|e| e.into_inner()).extend(opts.globals.iter().cloned());
         let conns = Arc::new(Conns::new(opts.max_connections));
         Arc::new(MysqlServer { client, opts, next_id: AtomicU32::new(1), globals, conns, busy: Default::default() })
@@ -170,7 +129,7 @@ impl MysqlServer {
             auth = p;
         }
         // Accounts: `mysql.user` rows; `root` has no password until its row gives one.
-        let stored = match crate::sql::users::lookup(&self.client, &hr.user, "localhost").await {
+        let stored = match crate::users::lookup(&self.client, &hr.user, "localhost").await {
             Ok(s) => s,
             Err(e) => {
                 let _ = self.send_err(&mut s, seq, &e).await;
@@ -199,7 +158,7 @@ impl MysqlServer {
         let interactive = hr.capabilities & cap::INTERACTIVE != 0;
         let mut sess = self.session(id, &hr.user, conn);
         conn.set_user(&hr.user);
-        sess.grants = match crate::sql::users::grants(&self.client, &hr.user, "localhost").await {
+        sess.grants = match crate::users::grants(&self.client, &hr.user, "localhost").await {
             Ok(g) => g,
             Err(e) => {
                 let _ = self.send_err(&mut s, seq, &e).await;
@@ -264,9 +223,9 @@ impl MysqlServer {
                     let mut seq = 1;
                     if let Ok(h) = sess.table(None, &table) {
                         for (c, col) in h.table.columns.iter().enumerate().filter(|(_, c)| !c.hidden) {
-                            let mut def = crate::sql::plan::column_def(&h, c, &table, &col.name);
+                            let mut def = tern_sql::plan::column_def(&h, c, &table, &col.name);
                             def.schema = h.table.database.clone();
-                            let mut p = def.encode();
+                            let mut p = proto::column_def(&def);
                             p.push(0xFB);
                             seq = proto::put_packets(&mut out, seq, &p);
                         }
@@ -295,12 +254,12 @@ impl MysqlServer {
                     };
                 }
                 com::QUERY => {
-                    let text = crate::sql::lex::decode_statement(arg);
+                    let text = tern_sql::lex::decode_statement(arg);
                     // CLIENT_MULTI_STATEMENTS (off unless the client asks): each statement's
                     // result in turn, all but the last with MORE_RESULTS_EXISTS; an error ends
                     // the run.
                     let parts =
-                        if multi && text.contains(';') { crate::sql::lex::split_statements(&text) } else { Vec::new() };
+                        if multi && text.contains(';') { tern_sql::lex::split_statements(&text) } else { Vec::new() };
                     if parts.len() > 1 {
                         let mut seq = 1u8;
                         let n = parts.len();
@@ -346,7 +305,7 @@ impl MysqlServer {
                     }
                 }
                 com::STMT_PREPARE => {
-                    let sql = crate::sql::lex::decode_statement(arg);
+                    let sql = tern_sql::lex::decode_statement(arg);
                     match sess.prepare(&sql).await {
                         Ok(prep) => {
                             let id = sess.next_stmt;
@@ -362,7 +321,7 @@ impl MysqlServer {
                             if prep.params > 0 {
                                 for _ in 0..prep.params {
                                     let d = ColumnDef::expr("?", proto::ty::VAR_STRING, 0);
-                                    seq = proto::put_packets(&mut out, seq, &d.encode());
+                                    seq = proto::put_packets(&mut out, seq, &proto::column_def(&d));
                                 }
                                 if !deprecate_eof {
                                     seq = proto::put_packets(&mut out, seq, &proto::eof_packet(sess.status(), 0));
@@ -370,7 +329,7 @@ impl MysqlServer {
                             }
                             if !columns.is_empty() {
                                 for c in &columns {
-                                    seq = proto::put_packets(&mut out, seq, &c.encode());
+                                    seq = proto::put_packets(&mut out, seq, &proto::column_def(c));
                                 }
                                 if !deprecate_eof {
                                     proto::put_packets(&mut out, seq, &proto::eof_packet(sess.status(), 0));
@@ -495,7 +454,7 @@ impl MysqlServer {
         s: &mut tokio::net::TcpStream,
         buf: &mut Vec<u8>,
         sess: &mut Session,
-        mut job: crate::sql::load::LoadJob,
+        mut job: tern_sql::load::LoadJob,
         caps: u32,
     ) -> Option<Vec<u8>> {
         let mut out = Vec::new();
@@ -649,7 +608,7 @@ fn unknown_stmt(id: u32, what: &str) -> SqlError {
 fn execute_args(
     sess: &mut Session,
     arg: &[u8],
-) -> Result<(std::sync::Arc<crate::sql::session::Prepared>, Vec<Value>), SqlError> {
+) -> Result<(std::sync::Arc<crate::session::Prepared>, Vec<Value>), SqlError> {
     let bad = || SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute");
     let mut r = proto::Reader::new(arg);
     let id = r.u32().map_err(|_| bad())?;
@@ -719,7 +678,7 @@ fn put_answer_at(
             proto::put_lenenc_int(&mut count, columns.len() as u64);
             let mut seq = proto::put_packets(out, seq, &count);
             for c in &columns {
-                seq = proto::put_packets(out, seq, &c.encode());
+                seq = proto::put_packets(out, seq, &proto::column_def(c));
             }
             if !deprecate_eof {
                 seq = proto::put_packets(out, seq, &proto::eof_packet(status, 0));

@@ -2,8 +2,8 @@
 //! type names.
 
 use super::{ParseError, Parser};
-use crate::sql::ast::*;
-use crate::sql::lex::Tok;
+use crate::ast::*;
+use crate::lex::Tok;
 
 impl Parser<'_> {
     pub(super) fn if_not_exists(&mut self) -> bool {

@@ -7,7 +7,7 @@ use super::ast::{BinOp, Lock, UnOp};
 use super::eval::{self, EResult};
 use super::limits;
 use super::plan::*;
-use crate::server::SqlError;
+use crate::SqlError;
 use std::cmp::Ordering;
 use tern_client::{
     AbortOption, Bound, Client, ColumnUpdate, Exec, Filter, KeyOp, OpKind, OpResult, TableHandle, Transaction,

@@ -11,7 +11,7 @@
 //! function call holds, summed over every call in progress on the thread, stay under
 //! `EVAL_BYTES_MAX`, so nested string functions cannot multiply memory.
 
-use crate::server::SqlError;
+use crate::SqlError;
 use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};

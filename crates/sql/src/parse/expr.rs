@@ -12,8 +12,8 @@
 
 use super::{EXPR_DEPTH_MAX, ParseError, Parser, balanced};
 use super::{RESERVED, number};
-use crate::sql::ast::*;
-use crate::sql::lex::Tok;
+use crate::ast::*;
+use crate::lex::Tok;
 use tern_types::Value;
 
 impl Parser<'_> {

@@ -6,7 +6,7 @@
 use super::eval;
 use super::plan::*;
 use super::run::*;
-use crate::server::SqlError;
+use crate::SqlError;
 use std::cmp::Ordering;
 use tern_client::{AbortOption, ColumnUpdate, KeyOp, OpResult, TableHandle, UpdateExpr};
 use tern_types::schema::Members;

@@ -5,7 +5,7 @@
 //! key ranges are index scans.
 
 use super::ast::{ColumnSpec, CreateTable, Expr, IndexSpec, TypeName};
-use crate::server::SqlError;
+use crate::SqlError;
 use tern_types::schema::{HIDDEN_ROWID, Index, Members, Ttl};
 use tern_types::value::coerce;
 use tern_types::{Column, ColumnType, Table, Value};
@@ -465,8 +465,8 @@ pub fn show_create(t: &Table) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::ast::Statement;
-    use crate::sql::parse::parse;
+    use crate::ast::Statement;
+    use crate::parse::parse;
 
     fn ct(sql: &str) -> Result<Table, SqlError> {
         let Statement::CreateTable(c) = parse(sql).unwrap().stmt else { panic!() };

@@ -1,8 +1,8 @@
 //! Session and administration statements: SET, SHOW, GRANT/REVOKE.
 
 use super::{ParseError, Parser};
-use crate::sql::ast::*;
-use crate::sql::lex::Tok;
+use crate::ast::*;
+use crate::lex::Tok;
 use tern_types::Value;
 
 impl Parser<'_> {

@@ -1,18 +1,18 @@
 //! A client session: its database, transaction, variables, prepared statements and cached
 //! plans, and the dispatch of every statement kind to planning and execution.
 
-use super::ast::*;
-use super::limits::{self, Budget, DeadlineKind, Interrupt};
-use super::parse::{ParseError, parse};
-use super::plan::{self, Catalog as _, InsertPlan, ModifyPlan, SelectPlan};
-use super::run::{self, Env, Runner, Sess, TxnState};
-use super::{ddl, eval, write};
 use crate::proto::{self, ColumnDef, ty};
 use crate::server::{SERVER_VERSION, SqlError, VERSION_COMMENT};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tern_client::{Client, DdlReq, ErrorCode, TableHandle};
+use tern_sql::ast::*;
+use tern_sql::limits::{self, Budget, DeadlineKind, Interrupt};
+use tern_sql::parse::{ParseError, parse};
+use tern_sql::plan::{self, Catalog as _, InsertPlan, ModifyPlan, SelectPlan};
+use tern_sql::run::{self, Env, Runner, Sess, TxnState};
+use tern_sql::{ddl, eval, write};
 use tern_types::Value;
 use tern_types::error::ErrorClass;
 
@@ -28,7 +28,7 @@ pub enum Answer {
         rows: Vec<Vec<Value>>,
     },
     /// LOAD DATA LOCAL INFILE: the server asks the client for the file and feeds the job.
-    LocalInfile(Box<super::load::LoadJob>),
+    LocalInfile(Box<tern_sql::load::LoadJob>),
 }
 
 impl Answer {
@@ -88,7 +88,7 @@ pub struct Session {
     pub user: String,
     pub host: String,
     /// Databases this user may use (None: all).
-    pub grants: super::users::Grants,
+    pub grants: crate::users::Grants,
     pub db: Option<String>,
     pub ts: TxnState,
     pub autocommit: bool,
@@ -520,7 +520,7 @@ impl Session {
     /// Whether this user may use database `db` (1044 otherwise).
     pub fn check_db(&self, db: &str) -> Result<(), SqlError> {
         match &self.grants {
-            Some(list) if !db.eq_ignore_ascii_case(super::infoschema::DB) && !list.iter().any(|d| d == db) => {
+            Some(list) if !db.eq_ignore_ascii_case(tern_sql::infoschema::DB) && !list.iter().any(|d| d == db) => {
                 Err(SqlError::new(
                     1044,
                     "42000",
@@ -640,7 +640,7 @@ impl Session {
         let version = self.catalog_version();
         let exact = self.cache.get(sql).is_some_and(|p| p.version == version && p.db == self.db);
         if !exact
-            && let Some((norm, params)) = super::normalize::normalize(sql)
+            && let Some((norm, params)) = tern_sql::normalize::normalize(sql)
             && let Some(prep) = self.prepare_normalized(&norm, params.len())
         {
             return self.execute(&prep, &params).await;
@@ -1047,27 +1047,27 @@ impl Session {
             Statement::CreateUser { users, if_not_exists } => {
                 self.check_admin("CREATE USER")?;
                 for (u, h, pw) in users {
-                    super::users::create_user(&self.client, u, h, pw.as_deref(), *if_not_exists).await?;
+                    crate::users::create_user(&self.client, u, h, pw.as_deref(), *if_not_exists).await?;
                 }
                 Ok(Answer::ok())
             }
             Statement::DropUser { users, if_exists } => {
                 self.check_admin("CREATE USER")?;
                 for (u, h) in users {
-                    super::users::drop_user(&self.client, u, h, *if_exists).await?;
+                    crate::users::drop_user(&self.client, u, h, *if_exists).await?;
                 }
                 Ok(Answer::ok())
             }
             Statement::Grant { db, user, host, revoke } => {
                 self.check_admin("GRANT OPTION")?;
-                super::users::grant(&self.client, db, user, host, *revoke).await?;
+                crate::users::grant(&self.client, db, user, host, *revoke).await?;
                 Ok(Answer::ok())
             }
             Statement::AlterUser { user, host, password } => {
                 if *user != self.user {
                     self.check_admin("CREATE USER")?;
                 }
-                super::users::alter_user(&self.client, user, host, password).await?;
+                crate::users::alter_user(&self.client, user, host, password).await?;
                 Ok(Answer::ok())
             }
             Statement::LoadData(ld) => {
@@ -1079,7 +1079,7 @@ impl Session {
                     ));
                 }
                 let h = self.table(ld.table.db.as_deref(), &ld.table.name)?;
-                Ok(Answer::LocalInfile(Box::new(super::load::LoadJob::new((**ld).clone(), h)?)))
+                Ok(Answer::LocalInfile(Box::new(tern_sql::load::LoadJob::new((**ld).clone(), h)?)))
             }
             Statement::Select(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
                 unreachable!("planned statements")
@@ -1294,7 +1294,7 @@ impl Session {
                     r.resize(to.table.columns.len(), Value::Null);
                 }
                 if let Some(a) = auto {
-                    max_auto = max_auto.max(super::eval::to_i128(&r[a]).unwrap_or(0).max(0) as u64);
+                    max_auto = max_auto.max(eval::to_i128(&r[a]).unwrap_or(0).max(0) as u64);
                 }
                 rows.push(r);
             }
@@ -1360,8 +1360,8 @@ impl Session {
                 if db != "information_schema" {
                     self.known_db(&db).await?;
                 }
-                let mut tables = if db.eq_ignore_ascii_case(super::infoschema::DB) {
-                    super::infoschema::TABLES.iter().map(|t| t.to_string()).collect()
+                let mut tables = if db.eq_ignore_ascii_case(tern_sql::infoschema::DB) {
+                    tern_sql::infoschema::TABLES.iter().map(|t| t.to_string()).collect()
                 } else {
                     self.client.tables(&db)
                 };
@@ -1589,7 +1589,7 @@ impl Session {
                 let grants = if user == self.user {
                     self.grants.clone()
                 } else {
-                    super::users::grants(&self.client, &user, "localhost").await?
+                    crate::users::grants(&self.client, &user, "localhost").await?
                 };
                 let rows = match grants {
                     None => vec![format!("GRANT ALL PRIVILEGES ON *.* TO `{user}`@`%` WITH GRANT OPTION")],
@@ -1651,8 +1651,8 @@ impl plan::Catalog for CatalogView<'_> {
             .or_else(|| self.sess.db.clone())
             .ok_or_else(|| SqlError::new(1046, "3D000", "No database selected"))?;
         self.sess.check_db(&db)?;
-        if db.eq_ignore_ascii_case(super::infoschema::DB) {
-            return super::infoschema::table(name).ok_or_else(|| {
+        if db.eq_ignore_ascii_case(tern_sql::infoschema::DB) {
+            return tern_sql::infoschema::table(name).ok_or_else(|| {
                 SqlError::new(
                     1109,
                     "42S02",
@@ -1693,7 +1693,7 @@ pub fn parse_error(e: ParseError, sql: &str) -> SqlError {
             "HY000",
             format!(
                 "Thread stack overrun: the expression is nested more than {} levels deep",
-                crate::sql::parse::EXPR_DEPTH_MAX
+                tern_sql::parse::EXPR_DEPTH_MAX
             ),
         ),
         ParseError::SelectNesting => SqlError::new(1473, "HY000", "Too high level of nesting for select"),

@@ -7,8 +7,8 @@
 
 use super::ast::*;
 use super::eval;
-use crate::proto::{self, ColumnDef, flag, ty};
-use crate::server::SqlError;
+use crate::SqlError;
+use crate::meta::{self, ColumnDef, flag, ty};
 use tern_client::TableHandle;
 use tern_types::filter::CmpOp;
 use tern_types::schema::{HIDDEN_ROWID, Index};
@@ -852,7 +852,7 @@ pub fn column_def(h: &TableHandle, c: usize, alias: &str, name: &str) -> ColumnD
     let mut flags = 0;
     if let Some(m) = &col.members {
         // MySQL sends ENUM and SET columns as MYSQL_TYPE_STRING with ENUM_FLAG / SET_FLAG.
-        t = proto::ty::STRING;
+        t = meta::ty::STRING;
         flags |= if m.set { flag::SET } else { flag::ENUM };
     }
     if !col.nullable {
@@ -888,7 +888,7 @@ pub fn column_def(h: &TableHandle, c: usize, alias: &str, name: &str) -> ColumnD
         org_table: h.table.name.clone(),
         name: name.to_string(),
         org_name: col.name.clone(),
-        charset: if binary { proto::charset::BINARY as u16 } else { proto::charset::UTF8MB4_GENERAL_CI as u16 },
+        charset: if binary { meta::charset::BINARY as u16 } else { meta::charset::UTF8MB4_GENERAL_CI as u16 },
         length: len,
         ty: t,
         flags,
@@ -1593,8 +1593,8 @@ pub fn plan_insert(ins: &Insert, cat: &dyn Catalog, db: Option<&str>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::ast::Statement;
-    use crate::sql::parse::parse;
+    use crate::ast::Statement;
+    use crate::parse::parse;
     use tern_types::{Column, Table};
 
     struct Cat(TableHandle);

@@ -6,7 +6,7 @@
 
 use super::ast::LoadData;
 use super::write::store_value;
-use crate::server::SqlError;
+use crate::SqlError;
 use tern_client::{AbortOption, Client, Exec, OpResult, TableHandle};
 use tern_types::{ErrorCode, Value};
 
@@ -425,8 +425,8 @@ impl RecordParser {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::ast::Statement;
-    use crate::sql::parse::parse;
+    use crate::ast::Statement;
+    use crate::parse::parse;
 
     fn spec(sql: &str) -> LoadData {
         let Statement::LoadData(l) = parse(sql).unwrap().stmt else { panic!() };

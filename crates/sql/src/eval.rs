@@ -4,7 +4,7 @@
 //! functions clients and fixtures use.
 
 use super::ast::{BinOp, CastTy};
-use crate::server::SqlError;
+use crate::SqlError;
 use std::cmp::Ordering;
 use tern_types::time;
 use tern_types::value::{format_decimal, parse_decimal, rescale};
@@ -1039,7 +1039,7 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
             })
         }
         "DATABASE" | "SCHEMA" => Ok(ctx.database().map(|d| Value::Bytes(d.into_bytes())).unwrap_or(Value::Null)),
-        "VERSION" => bytes(crate::server::SERVER_VERSION.as_bytes().to_vec()),
+        "VERSION" => bytes(crate::SERVER_VERSION.as_bytes().to_vec()),
         "USER" | "CURRENT_USER" | "SESSION_USER" | "SYSTEM_USER" => bytes(ctx.user().into_bytes()),
         "CONNECTION_ID" => Ok(Value::UInt(ctx.connection_id() as u64)),
         "LAST_INSERT_ID" => {

@@ -2,8 +2,8 @@
 //! INSERT/REPLACE, UPDATE, DELETE and LOAD DATA.
 
 use super::{ParseError, Parser, RESERVED, SELECT_NESTING_MAX, balanced};
-use crate::sql::ast::*;
-use crate::sql::lex::Tok;
+use crate::ast::*;
+use crate::lex::Tok;
 use tern_types::Value;
 
 impl Parser<'_> {

@@ -1,0 +1,66 @@
+//! Tern's SQL engine, shared by the MySQL front end (`tern-mysql`: wire protocol, sessions,
+//! accounts) and REST's RonSQL endpoint.
+//!
+//! `lex` → `parse` (statements as `ast`) → `plan` (names resolved, access paths chosen; plans are
+//! cached by the caller's session) → `run` / `write` (execution through the native client) with
+//! `eval` supplying MySQL's value semantics, `ddl` the table definitions and `meta` the result
+//! columns in MySQL's type system.
+
+pub mod ast;
+pub mod ddl;
+pub mod eval;
+pub mod infoschema;
+pub mod lex;
+pub mod limits;
+pub mod load;
+pub mod meta;
+pub mod normalize;
+pub mod parse;
+pub mod plan;
+pub mod run;
+pub mod write;
+
+use tern_types::error::ErrorClass;
+use tern_types::{ErrorCode, TernError};
+
+/// What the server says it is (clients parse the leading MySQL version; `VERSION()`).
+pub const SERVER_VERSION: &str = "8.0.35-tern";
+
+/// An error for the client: errno, SQLSTATE, message, and the Tern error it came from (if it
+/// did). Code that decides what an error means (retry, transaction gone, duplicate) branches on
+/// `code` / `class()`, never on errno: one errno stands for several causes (1297 is overload,
+/// node failure, a schema change and shutdown alike).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlError {
+    pub errno: u16,
+    pub sqlstate: &'static str,
+    pub message: String,
+    pub code: Option<ErrorCode>,
+}
+
+impl SqlError {
+    pub fn new(errno: u16, sqlstate: &'static str, message: impl Into<String>) -> SqlError {
+        SqlError { errno, sqlstate, message: message.into(), code: None }
+    }
+
+    /// The same error, marked as caused by `code`.
+    pub fn with_code(mut self, code: ErrorCode) -> SqlError {
+        self.code = Some(code);
+        self
+    }
+
+    /// Whether the data node's error `code` caused it.
+    pub fn is(&self, code: ErrorCode) -> bool {
+        self.code == Some(code)
+    }
+
+    pub fn class(&self) -> Option<ErrorClass> {
+        self.code.map(ErrorCode::class)
+    }
+}
+
+impl From<TernError> for SqlError {
+    fn from(e: TernError) -> SqlError {
+        SqlError { errno: e.code.mysql_errno(), sqlstate: e.code.sqlstate(), message: e.message, code: Some(e.code) }
+    }
+}
