@@ -643,10 +643,72 @@ impl Session {
             && let Some((norm, params)) = tern_sql::normalize::normalize(sql)
             && let Some(prep) = self.prepare_normalized(&norm, params.len())
         {
+            if self.for_engine(&prep) {
+                return self.engine_query(sql, None, column_names(&prep.stmt)).await;
+            }
             return self.execute(&prep, &params).await;
         }
-        let prep = self.prepare(sql).await?;
+        let prep = match self.prepare(sql).await {
+            Ok(p) => p,
+            // What the OLTP path does not parse or plan (derived tables, CTEs, correlated
+            // subqueries, window functions, ...) may still be a query the engine runs.
+            Err(e) if matches!(e.errno, 1064 | 1235) && is_query_text(sql) => {
+                return self.engine_query(sql, Some(e), None).await;
+            }
+            Err(e) => return Err(e),
+        };
+        if self.for_engine(&prep) {
+            return self.engine_query(sql, None, column_names(&prep.stmt)).await;
+        }
         self.execute(&prep, &[]).await
+    }
+
+    /// Whether a planned statement runs better in the query engine: a SELECT without locking
+    /// reads, while the session holds no data-node transaction (the engine reads committed rows,
+    /// so it would miss the transaction's own writes), that would join by scanning an inner
+    /// table once per outer row.
+    fn for_engine(&self, prep: &Prepared) -> bool {
+        fn scans_inner(p: &SelectPlan) -> bool {
+            p.srcs.iter().skip(1).any(|s| matches!(s.access, plan::Access::Scan))
+                || p.subs.iter().any(scans_inner)
+                || p.unions.iter().any(|(_, u)| scans_inner(u))
+        }
+        match &prep.plan {
+            Plan::Select(p) => p.lock.is_none() && self.ts.txn.is_none() && scans_inner(p),
+            _ => false,
+        }
+    }
+
+    /// Runs a query in the analytic engine (`tern_sql::engine`). `ours`: the OLTP path's error
+    /// for it, answered instead when the engine cannot parse the text either.
+    /// `names`: the result's column names as MySQL gives them (alias, else the text as written),
+    /// when the OLTP parser read the statement.
+    async fn engine_query(
+        &mut self,
+        sql: &str,
+        ours: Option<SqlError>,
+        names: Option<Vec<String>>,
+    ) -> Result<Answer, SqlError> {
+        self.interrupt.statement_starts();
+        let allowed: Vec<String> = self.client.databases().into_iter().filter(|d| self.check_db(d).is_ok()).collect();
+        let mut budget = self.budget(true);
+        let r = tern_sql::engine::query(&self.client, self.db.as_deref(), sql, &allowed, &mut budget).await;
+        match r {
+            Ok(mut r) => {
+                if let Some(names) = names.filter(|n| n.len() == r.columns.len()) {
+                    for (c, n) in r.columns.iter_mut().zip(names) {
+                        c.name = n;
+                    }
+                }
+                self.found_rows = r.rows.len() as u64;
+                self.row_count = -1;
+                Ok(Answer::Rows { columns: r.columns, rows: r.rows })
+            }
+            Err(e) => match ours {
+                Some(o) if e.errno == 1064 => Err(o),
+                _ => Err(e),
+            },
+        }
     }
 
     /// The cached plan of a normalised text (None: it does not plan; the caller uses the text
@@ -1669,6 +1731,42 @@ impl plan::Catalog for CatalogView<'_> {
 }
 
 /// MySQL's 1064 text for a parse error; 1235 for statements Tern does not serve.
+/// A SELECT's column names as MySQL gives them (alias, else the expression as written), when
+/// its list has no `*` and no UNION follows.
+fn column_names(stmt: &Statement) -> Option<Vec<String>> {
+    let Statement::Select(q) = stmt else { return None };
+    if !q.unions.is_empty() {
+        return None;
+    }
+    q.items
+        .iter()
+        .map(|i| match i {
+            SelectItem::Star(_) => None,
+            SelectItem::Expr { alias, text, .. } => Some(alias.clone().unwrap_or_else(|| text.clone())),
+        })
+        .collect()
+}
+
+/// Whether a statement text is a query (SELECT, WITH, or one in parentheses), past leading
+/// blanks and comments.
+fn is_query_text(sql: &str) -> bool {
+    let mut t = sql.trim_start();
+    loop {
+        if let Some(rest) = t.strip_prefix("/*") {
+            match rest.find("*/") {
+                Some(i) => t = rest[i + 2..].trim_start(),
+                None => return false,
+            }
+        } else if let Some(rest) = t.strip_prefix('(') {
+            t = rest.trim_start();
+        } else {
+            break;
+        }
+    }
+    let word: String = t.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+    word.eq_ignore_ascii_case("select") || word.eq_ignore_ascii_case("with")
+}
+
 pub fn parse_error(e: ParseError, sql: &str) -> SqlError {
     match e {
         ParseError::Syntax(near) if sql.trim().is_empty() => {

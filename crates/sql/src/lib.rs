@@ -8,6 +8,7 @@
 
 pub mod ast;
 pub mod ddl;
+pub mod engine;
 pub mod eval;
 pub mod infoschema;
 pub mod lex;

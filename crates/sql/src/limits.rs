@@ -89,6 +89,11 @@ impl Budget {
     }
 
     /// Fails when the statement was killed or its time is up.
+    /// The statement's memory bound in bytes.
+    pub fn memory_max(&self) -> u64 {
+        self.memory_max
+    }
+
     pub fn check(&self) -> Result<(), SqlError> {
         if self.interrupt.killed() {
             return Err(SqlError::new(1317, "70100", "Query execution was interrupted"));

@@ -1160,6 +1160,20 @@ pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<Se
     cx.clause = "order clause";
     let mut order = Vec::new();
     for (e, desc) in &q.order_by {
+        if !q.unions.is_empty() {
+            // After a UNION, ORDER BY names result columns (by name, alias or position); the
+            // executor evaluates these against the result rows.
+            let i = match e {
+                Expr::Column { name, .. } => names.iter().position(|(n, _)| n.eq_ignore_ascii_case(name)),
+                Expr::Lit(Value::Int(k)) if *k >= 1 && (*k as usize) <= items.len() => Some(*k as usize - 1),
+                _ => None,
+            };
+            let Some(i) = i else {
+                return Err(SqlError::new(1054, "42S22", "Unknown column in 'order clause'"));
+            };
+            order.push((X::Col(i), *desc));
+            continue;
+        }
         let x = match cx.x(e) {
             Ok(x) if !matches!(e, Expr::Lit(_)) => x,
             Ok(_) | Err(_) if alias_of(e, &items).is_some() => alias_of(e, &items).expect("checked"),

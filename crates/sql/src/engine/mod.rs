@@ -1,0 +1,199 @@
+//! The analytic query engine: Apache DataFusion planning and running the SELECTs the OLTP path
+//! (`plan` / `run`: key lookups, index ranges, nested-loop joins with batched key reads) does not
+//! serve well — joins that would scan inner tables, derived tables, CTEs, correlated subqueries,
+//! window functions, set operations (see ARCHITECTURE.md, "Query engine", for the decision).
+//!
+//! A statement is parsed by DataFusion's parser in its MySQL dialect and planned against
+//! `table::TernCatalog`, whose tables scan Tern partitions in parallel with projections and
+//! simple filters pushed to the data node. Plans run on the engine's own threads (a tokio
+//! runtime of `threads` workers), never on a front end's or data node's thread; memory is bounded
+//! per statement (hash tables, sorts and aggregations spill to disk beyond it, other operators
+//! fail with MySQL's 3170), and the statement stops on KILL or its deadline.
+
+pub mod arrow;
+pub mod table;
+
+use crate::SqlError;
+use crate::limits::Budget;
+use crate::meta::ColumnDef;
+use datafusion::common::DataFusionError;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tern_client::Client;
+use tern_types::Value;
+
+/// The engine's threads.
+struct Engine {
+    rt: tokio::runtime::Runtime,
+    threads: usize,
+}
+
+fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(1, 16);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("tern-engine")
+            .thread_stack_size(16 << 20)
+            .enable_all()
+            .build()
+            .expect("the query engine's runtime starts");
+        Engine { rt, threads }
+    })
+}
+
+/// A result set.
+pub struct Rows {
+    pub columns: Vec<ColumnDef>,
+    pub rows: Vec<Vec<Value>>,
+}
+
+/// Name of the default schema when no database is selected (no Tern database can be named so:
+/// names are at most 64 characters of MySQL identifiers... and this one has a NUL).
+const NO_DATABASE: &str = "\0no database";
+
+/// How often a waiting statement looks at KILL and its deadline.
+const CHECK_EVERY: Duration = Duration::from_millis(20);
+
+/// Plans and runs `sql` (one SELECT / WITH statement) with `db` as the current database.
+/// `allowed`: the databases the statement may read (others are unknown to it).
+pub async fn query(
+    client: &Client,
+    db: Option<&str>,
+    sql: &str,
+    allowed: &[String],
+    budget: &mut Budget,
+) -> Result<Rows, SqlError> {
+    let e = engine();
+    let memory = budget.memory_max().min(usize::MAX as u64) as usize;
+    let (client, db, sql, allowed) = (client.clone(), db.map(str::to_string), sql.to_string(), allowed.to_vec());
+    let threads = e.threads;
+    let mut task = e.rt.spawn(async move { run(client, db, &sql, allowed, memory, threads).await });
+    let batches = loop {
+        tokio::select! {
+            r = &mut task => break r.map_err(|e| SqlError::new(1105, "HY000", format!("query engine: {e}")))??,
+            _ = tokio::time::sleep(CHECK_EVERY) => {
+                if let Err(e) = budget.check() {
+                    task.abort();
+                    return Err(e);
+                }
+            }
+        }
+    };
+    let (schema, batches) = batches;
+    let columns = schema.fields().iter().map(|f| arrow::column_def(f)).collect();
+    let mut rows = Vec::new();
+    for b in &batches {
+        let from = rows.len();
+        arrow::rows_of(b, &mut rows).map_err(|e| SqlError::new(1105, "HY000", e))?;
+        for r in &rows[from..] {
+            budget.charge_row(r)?;
+        }
+    }
+    Ok(Rows { columns, rows })
+}
+
+type Output = (datafusion::arrow::datatypes::SchemaRef, Vec<datafusion::arrow::array::RecordBatch>);
+
+async fn run(
+    client: Client,
+    db: Option<String>,
+    sql: &str,
+    allowed: Vec<String>,
+    memory: usize,
+    threads: usize,
+) -> Result<Output, SqlError> {
+    let mut config = SessionConfig::new()
+        .with_target_partitions(threads)
+        .with_information_schema(false)
+        .with_create_default_catalog_and_schema(false)
+        .with_default_catalog_and_schema("def", db.as_deref().unwrap_or(NO_DATABASE));
+    {
+        let o = config.options_mut();
+        o.sql_parser.dialect = datafusion::config::Dialect::MySQL;
+        // MySQL sorts NULL first in ascending order.
+        o.sql_parser.default_null_ordering = "nulls_min".into();
+        o.sql_parser.map_string_types_to_utf8view = false;
+    }
+    let runtime = RuntimeEnvBuilder::new().with_memory_limit(memory, 1.0).build_arc().map_err(df_error)?;
+    let ctx = SessionContext::new_with_config_rt(config, runtime);
+    ctx.register_catalog("def", Arc::new(table::TernCatalog { client, allowed }));
+    let state = ctx.state();
+    let stmt = state
+        .sql_to_statement(sql, &datafusion::config::Dialect::MySQL)
+        .map_err(|e| SqlError::new(1064, "42000", format!("You have an error in your SQL syntax; {}", strip(&e))))?;
+    let plan = state.statement_to_plan(stmt).await.map_err(|e| plan_error(e, db.as_deref()))?;
+    if !matches!(
+        plan,
+        datafusion::logical_expr::LogicalPlan::Projection(_)
+            | datafusion::logical_expr::LogicalPlan::Sort(_)
+            | datafusion::logical_expr::LogicalPlan::Limit(_)
+            | datafusion::logical_expr::LogicalPlan::Aggregate(_)
+            | datafusion::logical_expr::LogicalPlan::Filter(_)
+            | datafusion::logical_expr::LogicalPlan::Union(_)
+            | datafusion::logical_expr::LogicalPlan::Distinct(_)
+            | datafusion::logical_expr::LogicalPlan::Window(_)
+            | datafusion::logical_expr::LogicalPlan::Join(_)
+            | datafusion::logical_expr::LogicalPlan::SubqueryAlias(_)
+            | datafusion::logical_expr::LogicalPlan::TableScan(_)
+            | datafusion::logical_expr::LogicalPlan::Values(_)
+            | datafusion::logical_expr::LogicalPlan::EmptyRelation(_)
+    ) {
+        // Only queries reach the engine: no DDL, DML, COPY or SET of its own.
+        return Err(SqlError::new(
+            1235,
+            "42000",
+            "This version of Tern doesn't yet support 'this statement in the query engine'",
+        ));
+    }
+    let df = ctx.execute_logical_plan(plan).await.map_err(df_error)?;
+    let schema = Arc::new(df.schema().as_arrow().clone());
+    let batches = df.collect().await.map_err(df_error)?;
+    Ok((schema, batches))
+}
+
+/// DataFusion's message without its "Error during planning: " style prefix chain.
+fn strip(e: &DataFusionError) -> String {
+    let s = e.strip_backtrace();
+    s.rsplit_once(": ").map(|(_, m)| m.to_string()).filter(|m| !m.is_empty()).unwrap_or(s)
+}
+
+fn plan_error(e: DataFusionError, db: Option<&str>) -> SqlError {
+    let text = e.strip_backtrace();
+    if let Some(rest) = text.split("table '").nth(1)
+        && text.contains("not found")
+    {
+        let name = rest.split('\'').next().unwrap_or("");
+        let name = name.strip_prefix("def.").unwrap_or(name);
+        if name.starts_with(NO_DATABASE) || (db.is_none() && !name.contains('.')) {
+            return SqlError::new(1046, "3D000", "No database selected");
+        }
+        return SqlError::new(1146, "42S02", format!("Table '{name}' doesn't exist"));
+    }
+    if text.contains("No field named") || text.contains("Schema error") {
+        return SqlError::new(1054, "42S22", format!("Unknown column in query: {}", strip(&e)));
+    }
+    df_error(e)
+}
+
+fn df_error(e: DataFusionError) -> SqlError {
+    match e {
+        DataFusionError::ResourcesExhausted(m) => SqlError::new(
+            3170,
+            "HY000",
+            format!("Memory capacity of max_query_memory bytes exceeded for this query: {m}"),
+        ),
+        DataFusionError::External(x) => match x.downcast::<tern_types::TernError>() {
+            Ok(t) => SqlError::from(*t),
+            Err(x) => SqlError::new(1105, "HY000", x.to_string()),
+        },
+        DataFusionError::Context(_, inner) => df_error(*inner),
+        DataFusionError::NotImplemented(m) => {
+            SqlError::new(1235, "42000", format!("This version of Tern doesn't yet support '{m}'"))
+        }
+        e => SqlError::new(1105, "HY000", e.strip_backtrace()),
+    }
+}
