@@ -25,6 +25,17 @@ const CHECK_EVERY: u32 = 256;
 /// Bytes of argument values all expression evaluations in progress on a thread may hold.
 pub const EVAL_BYTES_MAX: usize = 256 << 20;
 
+/// MySQL's 3170 for a statement past `max_query_memory` bytes.
+pub fn memory_exceeded(max: u64) -> SqlError {
+    SqlError::new(
+        3170,
+        "HY000",
+        format!(
+            "Memory capacity of {max} bytes for 'max_query_memory' exceeded. The statement's intermediate results (rows read, joined, grouped or sorted) did not fit; raise max_query_memory or narrow the query"
+        ),
+    )
+}
+
 /// What `KILL` asked of a connection.
 #[derive(Debug, Default)]
 pub struct Interrupt(AtomicU8);
@@ -120,14 +131,7 @@ impl Budget {
     pub fn charge(&mut self, bytes: usize) -> Result<(), SqlError> {
         self.used = self.used.saturating_add(bytes as u64);
         if self.used > self.memory_max {
-            return Err(SqlError::new(
-                3170,
-                "HY000",
-                format!(
-                    "Memory capacity of {} bytes for 'max_query_memory' exceeded. The statement's intermediate results (rows read, joined, grouped or sorted) did not fit; raise max_query_memory or narrow the query",
-                    self.memory_max
-                ),
-            ));
+            return Err(memory_exceeded(self.memory_max));
         }
         self.ticks = self.ticks.wrapping_add(1);
         if self.ticks.is_multiple_of(CHECK_EVERY) {

@@ -151,7 +151,17 @@ async fn run(
     }
     let df = ctx.execute_logical_plan(plan).await.map_err(df_error)?;
     let schema = Arc::new(df.schema().as_arrow().clone());
-    let batches = df.collect().await.map_err(df_error)?;
+    // The result set counts against the same bound as the operators' memory.
+    let mut stream = df.execute_stream().await.map_err(df_error)?;
+    let (mut batches, mut bytes) = (Vec::new(), 0usize);
+    while let Some(b) = futures::StreamExt::next(&mut stream).await {
+        let b = b.map_err(df_error)?;
+        bytes = bytes.saturating_add(b.get_array_memory_size());
+        if bytes > memory {
+            return Err(crate::limits::memory_exceeded(memory as u64));
+        }
+        batches.push(b);
+    }
     Ok((schema, batches))
 }
 
@@ -172,6 +182,17 @@ fn plan_error(e: DataFusionError, db: Option<&str>) -> SqlError {
             return SqlError::new(1046, "3D000", "No database selected");
         }
         return SqlError::new(1146, "42S02", format!("Table '{name}' doesn't exist"));
+    }
+    if text.contains("must appear in the GROUP BY clause") {
+        // The engine groups as MySQL's ONLY_FULL_GROUP_BY does.
+        return SqlError::new(
+            1055,
+            "42000",
+            format!(
+                "Expression of SELECT list is not in GROUP BY clause and contains nonaggregated column: {}",
+                strip(&e)
+            ),
+        );
     }
     if text.contains("No field named") || text.contains("Schema error") {
         return SqlError::new(1054, "42S22", format!("Unknown column in query: {}", strip(&e)));
