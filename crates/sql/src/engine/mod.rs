@@ -72,9 +72,9 @@ pub async fn query(
     let (client, db, sql, allowed) = (client.clone(), db.map(str::to_string), sql.to_string(), allowed.to_vec());
     let threads = e.threads;
     let mut task = e.rt.spawn(async move { run(client, db, &sql, allowed, memory, threads).await });
-    let batches = loop {
+    loop {
         tokio::select! {
-            r = &mut task => break r.map_err(|e| SqlError::new(1105, "HY000", format!("query engine: {e}")))??,
+            r = &mut task => return r.map_err(|e| SqlError::new(1105, "HY000", format!("query engine: {e}")))?,
             _ = tokio::time::sleep(CHECK_EVERY) => {
                 if let Err(e) = budget.check() {
                     task.abort();
@@ -82,21 +82,8 @@ pub async fn query(
                 }
             }
         }
-    };
-    let (schema, batches) = batches;
-    let columns = schema.fields().iter().map(|f| arrow::column_def(f)).collect();
-    let mut rows = Vec::new();
-    for b in &batches {
-        let from = rows.len();
-        arrow::rows_of(b, &mut rows).map_err(|e| SqlError::new(1105, "HY000", e))?;
-        for r in &rows[from..] {
-            budget.charge_row(r)?;
-        }
     }
-    Ok(Rows { columns, rows })
 }
-
-type Output = (datafusion::arrow::datatypes::SchemaRef, Vec<datafusion::arrow::array::RecordBatch>);
 
 async fn run(
     client: Client,
@@ -105,7 +92,7 @@ async fn run(
     allowed: Vec<String>,
     memory: usize,
     threads: usize,
-) -> Result<Output, SqlError> {
+) -> Result<Rows, SqlError> {
     let mut config = SessionConfig::new()
         .with_target_partitions(threads)
         .with_information_schema(false)
@@ -126,22 +113,8 @@ async fn run(
         .sql_to_statement(sql, &datafusion::config::Dialect::MySQL)
         .map_err(|e| SqlError::new(1064, "42000", format!("You have an error in your SQL syntax; {}", strip(&e))))?;
     let plan = state.statement_to_plan(stmt).await.map_err(|e| plan_error(e, db.as_deref()))?;
-    if !matches!(
-        plan,
-        datafusion::logical_expr::LogicalPlan::Projection(_)
-            | datafusion::logical_expr::LogicalPlan::Sort(_)
-            | datafusion::logical_expr::LogicalPlan::Limit(_)
-            | datafusion::logical_expr::LogicalPlan::Aggregate(_)
-            | datafusion::logical_expr::LogicalPlan::Filter(_)
-            | datafusion::logical_expr::LogicalPlan::Union(_)
-            | datafusion::logical_expr::LogicalPlan::Distinct(_)
-            | datafusion::logical_expr::LogicalPlan::Window(_)
-            | datafusion::logical_expr::LogicalPlan::Join(_)
-            | datafusion::logical_expr::LogicalPlan::SubqueryAlias(_)
-            | datafusion::logical_expr::LogicalPlan::TableScan(_)
-            | datafusion::logical_expr::LogicalPlan::Values(_)
-            | datafusion::logical_expr::LogicalPlan::EmptyRelation(_)
-    ) {
+    use datafusion::logical_expr::LogicalPlan as P;
+    if matches!(plan, P::Dml(_) | P::Ddl(_) | P::Copy(_) | P::Statement(_)) {
         // Only queries reach the engine: no DDL, DML, COPY or SET of its own.
         return Err(SqlError::new(
             1235,
@@ -150,19 +123,20 @@ async fn run(
         ));
     }
     let df = ctx.execute_logical_plan(plan).await.map_err(df_error)?;
-    let schema = Arc::new(df.schema().as_arrow().clone());
-    // The result set counts against the same bound as the operators' memory.
+    let columns = df.schema().fields().iter().map(|f| arrow::column_def(f)).collect();
+    // Each batch becomes rows here, on the engine's threads, as it arrives; the rows count
+    // against the same bound as the operators' memory.
     let mut stream = df.execute_stream().await.map_err(df_error)?;
-    let (mut batches, mut bytes) = (Vec::new(), 0usize);
+    let (mut rows, mut bytes) = (Vec::new(), 0usize);
     while let Some(b) = futures::StreamExt::next(&mut stream).await {
-        let b = b.map_err(df_error)?;
-        bytes = bytes.saturating_add(b.get_array_memory_size());
+        let from = rows.len();
+        arrow::rows_of(&b.map_err(df_error)?, &mut rows).map_err(|e| SqlError::new(1105, "HY000", e))?;
+        bytes = rows[from..].iter().fold(bytes, |n, r| n.saturating_add(crate::limits::row_bytes(r)));
         if bytes > memory {
             return Err(crate::limits::memory_exceeded(memory as u64));
         }
-        batches.push(b);
     }
-    Ok((schema, batches))
+    Ok(Rows { columns, rows })
 }
 
 /// DataFusion's message without its "Error during planning: " style prefix chain.
