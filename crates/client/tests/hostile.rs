@@ -109,7 +109,7 @@ fn random_request(rng: &mut Rng, tables: &[u32]) -> Request {
             partition: if rng.chance(30) { Some(rng.below(4) as u32) } else { None },
             expired: rng.chance(10),
             aggregate: rng.chance(20).then(|| tern_types::agg::Aggregation {
-                group_by: (0..rng.below(3)).map(|_| rng.below(8) as u16).collect(),
+                group_by: (0..rng.below(3)).map(|_| tern_types::agg::AggExpr::Col(rng.below(8) as u16)).collect(),
                 aggs: (0..rng.below(4))
                     .map(|_| {
                         let op = *rng.pick(&[
@@ -117,8 +117,19 @@ fn random_request(rng: &mut Rng, tables: &[u32]) -> Request {
                             tern_types::agg::AggOp::Sum,
                             tern_types::agg::AggOp::Min,
                             tern_types::agg::AggOp::Max,
+                            tern_types::agg::AggOp::Var,
                         ]);
-                        (op, rng.chance(70).then(|| rng.below(8) as u16))
+                        let c = tern_types::agg::AggExpr::Col(rng.below(8) as u16);
+                        let arg = match rng.below(3) {
+                            0 => None,
+                            1 => Some(c),
+                            _ => Some(tern_types::agg::AggExpr::Bin(
+                                tern_types::agg::Arith::Mul,
+                                Box::new(c),
+                                Box::new(tern_types::agg::AggExpr::Lit(Value::Int(rng.below(1000) as i64 - 500))),
+                            )),
+                        };
+                        (op, arg)
                     })
                     .collect(),
             }),

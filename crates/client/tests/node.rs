@@ -714,7 +714,7 @@ fn dirty_updates_take_no_lock_and_lose_no_increment() {
 /// the rows give. A bad aggregate column is an error, not a crash.
 #[test]
 fn aggregating_scans_return_mergeable_partial_groups() {
-    use tern_types::agg::{AggOp, Aggregation, decode_partial, fold, start as acc_start};
+    use tern_types::agg::{AggExpr, AggOp, Aggregation, Arith, decode_partial};
     let dir = tempfile::tempdir().unwrap();
     let _n = start(dir.path(), 64 << 20);
     let c = Client::connect(&_n.local_addr().to_string()).unwrap();
@@ -731,25 +731,39 @@ fn aggregating_scans_return_mergeable_partial_groups() {
         c.blocking().execute(ops).unwrap();
     }
     let a = Aggregation {
-        group_by: vec![1],
+        group_by: vec![AggExpr::Col(1)],
         aggs: vec![
             (AggOp::Count, None),
-            (AggOp::Sum, Some(0)),
-            (AggOp::Min, Some(2)),
-            (AggOp::Max, Some(0)),
-            (AggOp::Count, Some(1)),
+            (AggOp::Sum, Some(AggExpr::Col(0))),
+            (AggOp::Min, Some(AggExpr::Col(2))),
+            (AggOp::Max, Some(AggExpr::Col(0))),
+            (AggOp::Count, Some(AggExpr::Col(1))),
+            // SUM(id * 3 - v): an arithmetic argument (NULL where v is NULL).
+            (
+                AggOp::Sum,
+                Some(AggExpr::Bin(
+                    Arith::Sub,
+                    Box::new(AggExpr::Bin(
+                        Arith::Mul,
+                        Box::new(AggExpr::Col(0)),
+                        Box::new(AggExpr::Lit(Value::Int(3))),
+                    )),
+                    Box::new(AggExpr::Col(1)),
+                )),
+            ),
         ],
+    };
+    let args_of = |row: &[Value]| -> Vec<Value> {
+        let v3 =
+            row[1].as_i128().map(|v| Value::Int((row[0].as_i128().unwrap() * 3 - v) as i64)).unwrap_or(Value::Null);
+        vec![Value::Int(1), row[0].clone(), row[2].clone(), row[0].clone(), row[1].clone(), v3]
     };
     let run = |spec: ScanSpec| -> std::collections::BTreeMap<String, Vec<Value>> {
         let mut merged: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
         for r in c.blocking().scan_all(spec).unwrap() {
             let (g, accs) = decode_partial(&a, &r).unwrap();
-            let m = merged
-                .entry(format!("{:?}", g[0]))
-                .or_insert_with(|| a.aggs.iter().map(|(op, _)| acc_start(*op)).collect());
-            for ((op, _), (m, v)) in a.aggs.iter().zip(m.iter_mut().zip(&accs)) {
-                fold(*op, m, v, true);
-            }
+            let m = merged.entry(format!("{:?}", g[0])).or_insert_with(|| a.start());
+            a.merge(m, &accs);
         }
         merged
     };
@@ -758,12 +772,9 @@ fn aggregating_scans_return_mergeable_partial_groups() {
         let mut m: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
         for i in (0..n).filter(|&i| keep(i)) {
             let v = if i % 7 == 0 { Value::Null } else { Value::Int(i % 5 - 2) };
-            let e = m.entry(format!("{v:?}")).or_insert_with(|| a.aggs.iter().map(|(op, _)| acc_start(*op)).collect());
+            let e = m.entry(format!("{v:?}")).or_insert_with(|| a.start());
             let row = [Value::Int(i), v.clone(), Value::str(&format!("s{:04}", i % 11))];
-            for ((op, col), acc) in a.aggs.iter().zip(e.iter_mut()) {
-                let x = col.map(|c| row[c as usize].clone()).unwrap_or(Value::Int(1));
-                fold(*op, acc, &x, false);
-            }
+            a.fold_values(e, &args_of(&row));
         }
         m
     };
@@ -784,7 +795,7 @@ fn aggregating_scans_return_mergeable_partial_groups() {
     ispec.aggregate = Some(a.clone());
     assert_eq!(run(ispec), expect(&|i| i % 7 != 0 && (0..=1).contains(&(i % 5 - 2))));
     let mut bad = ScanSpec::table(t.id());
-    bad.aggregate = Some(Aggregation { group_by: vec![9], aggs: vec![] });
+    bad.aggregate = Some(Aggregation { group_by: vec![AggExpr::Col(9)], aggs: vec![] });
     assert!(c.blocking().scan_all(bad).is_err());
 }
 

@@ -853,7 +853,7 @@ fn dec_scan_pos(d: &mut Dec) -> DecodeResult<ScanPos> {
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
-    use tern_types::agg::AggOp;
+    use tern_types::agg::{AggExpr, AggOp, Arith};
     use tern_types::cluster::{ClusterConfig, DataNodeSpec, MgmdSpec};
     use tern_types::filter::CmpOp;
     use tern_types::rng::Rng;
@@ -998,8 +998,20 @@ mod tests {
             with_keys: true,
             expired: false,
             aggregate: Some(Arc::new(Aggregation {
-                group_by: vec![3],
-                aggs: vec![(AggOp::Count, None), (AggOp::Sum, Some(2)), (AggOp::Max, Some(4))],
+                group_by: vec![AggExpr::Col(3), AggExpr::Neg(Box::new(AggExpr::Col(1)))],
+                aggs: vec![
+                    (AggOp::Count, None),
+                    (AggOp::Sum, Some(AggExpr::Col(2))),
+                    (AggOp::Max, Some(AggExpr::Col(4))),
+                    (
+                        AggOp::Var,
+                        Some(AggExpr::Bin(
+                            Arith::Mul,
+                            Box::new(AggExpr::Col(2)),
+                            Box::new(AggExpr::Lit(Value::Decimal { v: 15, scale: 1 })),
+                        )),
+                    ),
+                ],
             })),
         })
     }

@@ -460,6 +460,10 @@ pub fn text_value(v: &Value, c: &ColumnDef) -> Option<Vec<u8>> {
         }
         Value::Float(f) => format_g6(*f as f64).into_bytes(),
         Value::Double(d) if c.ty == ty::FLOAT => format_g6(*d).into_bytes(),
+        // A double column with fixed fraction digits (DOUBLE(M,D), VARIANCE of exact numbers).
+        Value::Double(d) if c.ty == ty::DOUBLE && c.decimals < 31 && d.is_finite() => {
+            format!("{:.*}", c.decimals as usize, d).into_bytes()
+        }
         other => tern_sql::eval::text(other).unwrap_or_default(),
     })
 }

@@ -56,6 +56,48 @@ pub enum AggFn {
     BitAnd,
     BitOr,
     BitXor,
+    /// STD / STDDEV / STDDEV_POP, STDDEV_SAMP, VARIANCE / VAR_POP, VAR_SAMP (doubles).
+    StdPop,
+    StdSamp,
+    VarPop,
+    VarSamp,
+}
+
+impl AggFn {
+    /// Variance family: (sample?, square root?).
+    pub fn variance(self) -> Option<(bool, bool)> {
+        match self {
+            AggFn::StdPop => Some((false, true)),
+            AggFn::StdSamp => Some((true, true)),
+            AggFn::VarPop => Some((false, false)),
+            AggFn::VarSamp => Some((true, false)),
+            _ => None,
+        }
+    }
+}
+
+/// A grouped single-table query the data node aggregates (RonSQL's pushdown): the program
+/// shipped with the scan and how the query's values come from the merged partial groups.
+#[derive(Debug, Clone)]
+pub struct PushedAgg {
+    pub agg: tern_types::agg::Aggregation,
+    /// Per aggregate of the query, how its value comes from a group's slots.
+    pub finals: Vec<Final>,
+    /// The select list, HAVING and ORDER BY rewritten over `X::Agg(i)`: i below the query's
+    /// aggregate count is an aggregate, `aggs.len() + j` is grouping expression j's value.
+    pub items: Vec<X>,
+    pub having: Option<X>,
+    pub order: Vec<(X, bool)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Final {
+    /// COUNT, SUM, MIN, MAX: the slot as it is.
+    Slot(usize),
+    /// AVG: SUM slot / COUNT slot.
+    Avg(usize, usize),
+    /// Variance family from the (count, mean, M2) slots.
+    Var { slot: usize, samp: bool, sqrt: bool },
 }
 
 #[derive(Debug, Clone)]
@@ -133,7 +175,7 @@ pub struct SelectPlan {
     pub scan_order: Option<bool>,
     /// Aggregation the data node can do (single table, plain columns): the scan returns partial
     /// groups, aggregates in the order of `aggs`.
-    pub agg_push: Option<tern_types::agg::Aggregation>,
+    pub agg_push: Option<PushedAgg>,
     /// Subqueries, executed before this plan (uncorrelated).
     pub subs: Vec<SelectPlan>,
     pub unions: Vec<(bool, SelectPlan)>,
@@ -258,6 +300,10 @@ pub fn agg_fn(name: &str) -> Option<AggFn> {
         "BIT_AND" => AggFn::BitAnd,
         "BIT_OR" => AggFn::BitOr,
         "BIT_XOR" => AggFn::BitXor,
+        "STD" | "STDDEV" | "STDDEV_POP" => AggFn::StdPop,
+        "STDDEV_SAMP" => AggFn::StdSamp,
+        "VARIANCE" | "VAR_POP" => AggFn::VarPop,
+        "VAR_SAMP" => AggFn::VarSamp,
         _ => return None,
     })
 }
@@ -962,6 +1008,17 @@ fn expr_type(x: &X, src: &[(usize, ColumnType)], aggs: &[Agg]) -> (u8, u32, u8) 
                     a.arg.as_ref().map(|x| expr_type(x, src, aggs)).unwrap_or((ty::VAR_STRING, 255, 31))
                 }
                 AggFn::GroupConcat => (ty::BLOB, 1024, 31),
+                // A double; over exact numbers shown with 4 more fraction digits than the
+                // argument's (MySQL's decimals for the variance family).
+                AggFn::StdPop | AggFn::StdSamp | AggFn::VarPop | AggFn::VarSamp => {
+                    let inner = a.arg.as_ref().map(|x| expr_type(x, src, aggs)).unwrap_or((ty::DOUBLE, 23, 31));
+                    match inner.0 {
+                        ty::DOUBLE | ty::FLOAT | ty::VAR_STRING | ty::STRING | ty::BLOB | ty::NULL => {
+                            (ty::DOUBLE, 23, 31)
+                        }
+                        _ => (ty::DOUBLE, 23, (inner.2 + 4).min(30)),
+                    }
+                }
             },
             None => (ty::LONGLONG, 21, 0),
         },
@@ -1349,9 +1406,10 @@ pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<Se
     })
 }
 
-/// The aggregation a single-table grouped query can leave to the data node: COUNT/SUM/MIN/MAX
-/// of plain columns (SUM of numeric ones), grouped by plain columns, with every other column the
-/// query shows being a grouping column.
+/// The aggregation a single-table grouped query can leave to the data node: COUNT / SUM / AVG /
+/// MIN / MAX / the variance family over columns or arithmetic (+ - * and unary minus) on numeric
+/// columns and numeric literals, grouped by columns or such expressions, with every other value
+/// the query shows computed from the groups and aggregates.
 fn pushable_aggregation(
     src: &Src,
     filter: &[X],
@@ -1360,8 +1418,8 @@ fn pushable_aggregation(
     items: &[X],
     having: Option<&X>,
     order: &[(X, bool)],
-) -> Option<tern_types::agg::Aggregation> {
-    use tern_types::agg::AggOp;
+) -> Option<PushedAgg> {
+    use tern_types::agg::{AggOp, Aggregation};
     let t = &src.handle.table;
     if t.database == super::infoschema::DB || matches!(src.access, Access::Key(_) | Access::Keys(_)) {
         return None;
@@ -1376,50 +1434,150 @@ fn pushable_aggregation(
     {
         return None;
     }
-    let group: Vec<u16> =
-        group_by.iter().map(|g| if let X::Col(c) = g { Some(*c as u16) } else { None }).collect::<Option<_>>()?;
+    let group = group_by.iter().map(|g| agg_expr(g, t, false)).collect::<Option<Vec<_>>>()?;
     let mut spec = Vec::new();
+    let mut finals = Vec::new();
+    let mut slot = 0;
+    let mut push = |spec: &mut Vec<_>, op: AggOp, arg| {
+        spec.push((op, arg));
+        let at = slot;
+        slot += op.slots();
+        at
+    };
     for a in aggs {
         if a.distinct {
             return None;
         }
-        let col = match &a.arg {
-            None => None,
-            Some(X::Col(c)) => Some(*c as u16),
-            Some(_) => return None,
+        // SUM, AVG and the variance family only over numbers (strings convert per row in SQL).
+        let numeric = !matches!(a.func, AggFn::Count | AggFn::Min | AggFn::Max);
+        let arg = match &a.arg {
+            None if a.func == AggFn::Count => None,
+            None => return None,
+            Some(x) => Some(agg_expr(x, t, numeric)?),
         };
-        let op = match a.func {
-            AggFn::Count => AggOp::Count,
-            AggFn::Sum => {
-                let ty = t.columns[col? as usize].ty;
-                if !(ty.is_integer()
-                    || matches!(ty, ColumnType::Decimal { .. } | ColumnType::Float | ColumnType::Double))
-                {
-                    return None;
-                }
-                AggOp::Sum
+        finals.push(match a.func {
+            AggFn::Count => Final::Slot(push(&mut spec, AggOp::Count, arg)),
+            AggFn::Sum => Final::Slot(push(&mut spec, AggOp::Sum, arg)),
+            AggFn::Min => Final::Slot(push(&mut spec, AggOp::Min, arg)),
+            AggFn::Max => Final::Slot(push(&mut spec, AggOp::Max, arg)),
+            AggFn::Avg => {
+                let s = push(&mut spec, AggOp::Sum, arg.clone());
+                Final::Avg(s, push(&mut spec, AggOp::Count, arg))
             }
-            AggFn::Min => AggOp::Min,
-            AggFn::Max => AggOp::Max,
-            _ => return None,
-        };
-        if op != AggOp::Count && col.is_none() {
-            return None;
-        }
-        spec.push((op, col));
-    }
-    // Columns shown outside aggregates must be grouping columns.
-    let mut ok = true;
-    for x in items.iter().chain(having).chain(order.iter().map(|(x, _)| x)) {
-        walk(x, &mut |n| {
-            if let X::Col(c) = n
-                && !group.contains(&(*c as u16))
-            {
-                ok = false;
+            f => {
+                let (samp, sqrt) = f.variance()?;
+                Final::Var { slot: push(&mut spec, AggOp::Var, arg), samp, sqrt }
             }
         });
     }
-    ok.then_some(tern_types::agg::Aggregation { group_by: group, aggs: spec })
+    // What the query shows outside aggregates must be computed from the grouping values.
+    let nagg = aggs.len();
+    let over = |x: &X| over_groups(x, group_by, nagg);
+    let items = items.iter().map(over).collect::<Option<Vec<_>>>()?;
+    let having = match having {
+        Some(h) => Some(over(h)?),
+        None => None,
+    };
+    let order = order.iter().map(|(x, d)| Some((over(x)?, *d))).collect::<Option<Vec<_>>>()?;
+    Some(PushedAgg { agg: Aggregation { group_by: group, aggs: spec }, finals, items, having, order })
+}
+
+/// A compiled expression as the data node's aggregation program evaluates it: columns, numeric
+/// literals and + - * / unary minus over numeric columns (`numeric`: the value must be a number).
+fn agg_expr(x: &X, t: &tern_types::schema::Table, numeric: bool) -> Option<tern_types::agg::AggExpr> {
+    use tern_types::agg::{AggExpr, Arith};
+    let is_num = |ty: ColumnType| {
+        ty.is_integer() || matches!(ty, ColumnType::Decimal { .. } | ColumnType::Float | ColumnType::Double)
+    };
+    Some(match x {
+        X::Col(c) => {
+            let col = t.columns.get(*c)?;
+            if numeric && !is_num(col.ty) {
+                return None;
+            }
+            AggExpr::Col(*c as u16)
+        }
+        X::Lit(v @ (Value::Int(_) | Value::UInt(_) | Value::Decimal { .. } | Value::Double(_))) => {
+            AggExpr::Lit(v.clone())
+        }
+        X::Un(UnOp::Neg, a) => AggExpr::Neg(Box::new(agg_expr(a, t, true)?)),
+        X::Bin(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), a, b) => {
+            let op = match op {
+                BinOp::Add => Arith::Add,
+                BinOp::Sub => Arith::Sub,
+                _ => Arith::Mul,
+            };
+            AggExpr::Bin(op, Box::new(agg_expr(a, t, true)?), Box::new(agg_expr(b, t, true)?))
+        }
+        _ => return None,
+    })
+}
+
+/// `x` with every grouping expression replaced by its value's position after the aggregates;
+/// None when a column is left that is not inside a grouping expression.
+fn over_groups(x: &X, group_by: &[X], nagg: usize) -> Option<X> {
+    if let Some(j) = group_by.iter().position(|g| same_x(g, x)) {
+        return Some(X::Agg(nagg + j));
+    }
+    Some(match x {
+        X::Col(_) | X::NewCol(_) | X::InSub(..) | X::Exists(..) | X::Sub(_) => return None,
+        X::Lit(_) | X::Param(_) | X::Agg(_) | X::Sys(..) | X::User(_) => x.clone(),
+        X::Un(op, a) => X::Un(*op, Box::new(over_groups(a, group_by, nagg)?)),
+        X::Bin(op, a, b) => {
+            X::Bin(*op, Box::new(over_groups(a, group_by, nagg)?), Box::new(over_groups(b, group_by, nagg)?))
+        }
+        X::IsNull(a, n) => X::IsNull(Box::new(over_groups(a, group_by, nagg)?), *n),
+        X::IsBool(a, b, n) => X::IsBool(Box::new(over_groups(a, group_by, nagg)?), *b, *n),
+        X::In(a, l, n) => X::In(
+            Box::new(over_groups(a, group_by, nagg)?),
+            l.iter().map(|e| over_groups(e, group_by, nagg)).collect::<Option<_>>()?,
+            *n,
+        ),
+        X::Between(a, b, c, n) => X::Between(
+            Box::new(over_groups(a, group_by, nagg)?),
+            Box::new(over_groups(b, group_by, nagg)?),
+            Box::new(over_groups(c, group_by, nagg)?),
+            *n,
+        ),
+        X::Like(a, b, n) => {
+            X::Like(Box::new(over_groups(a, group_by, nagg)?), Box::new(over_groups(b, group_by, nagg)?), *n)
+        }
+        X::Func(f, args) => {
+            X::Func(f.clone(), args.iter().map(|e| over_groups(e, group_by, nagg)).collect::<Option<_>>()?)
+        }
+        X::Case(base, arms, other) => X::Case(
+            match base {
+                Some(b) => Some(Box::new(over_groups(b, group_by, nagg)?)),
+                None => None,
+            },
+            arms.iter()
+                .map(|(w, th)| Some((over_groups(w, group_by, nagg)?, over_groups(th, group_by, nagg)?)))
+                .collect::<Option<_>>()?,
+            match other {
+                Some(o) => Some(Box::new(over_groups(o, group_by, nagg)?)),
+                None => None,
+            },
+        ),
+        X::Cast(a, ty) => X::Cast(Box::new(over_groups(a, group_by, nagg)?), ty.clone()),
+        X::DateAdd(a, b, u, s) => X::DateAdd(
+            Box::new(over_groups(a, group_by, nagg)?),
+            Box::new(over_groups(b, group_by, nagg)?),
+            u.clone(),
+            *s,
+        ),
+    })
+}
+
+/// Structural equality of the expressions a grouping expression can be (columns, literals,
+/// arithmetic).
+fn same_x(a: &X, b: &X) -> bool {
+    match (a, b) {
+        (X::Col(x), X::Col(y)) => x == y,
+        (X::Lit(x), X::Lit(y)) => x == y,
+        (X::Un(o1, x), X::Un(o2, y)) => o1 == o2 && same_x(x, y),
+        (X::Bin(o1, x1, y1), X::Bin(o2, x2, y2)) => o1 == o2 && same_x(x1, x2) && same_x(y1, y2),
+        _ => false,
+    }
 }
 
 /// `pk_col = constant` or `pk_col IN (constants)` on a single-table query's key column.
@@ -1664,13 +1822,31 @@ mod tests {
 
     #[test]
     fn aggregation_pushdown_when_the_data_node_can() {
+        use tern_types::agg::{AggExpr, AggOp, Arith};
         let a = plan("SELECT SUM(k) FROM t WHERE id BETWEEN ? AND ?").agg_push.expect("pushed");
-        assert_eq!(a.aggs, vec![(tern_types::agg::AggOp::Sum, Some(1))]);
+        assert_eq!(a.agg.aggs, vec![(AggOp::Sum, Some(AggExpr::Col(1)))]);
         assert!(plan("SELECT k, COUNT(*), MIN(c) FROM t GROUP BY k").agg_push.is_some());
-        // Not: AVG, DISTINCT, expressions, unpushable conditions, SUM of text, key lookups.
-        assert!(plan("SELECT AVG(k) FROM t").agg_push.is_none());
+        // AVG is a SUM and a COUNT; arithmetic arguments; the variance family; grouping by an
+        // expression, shown through an expression over it.
+        let a = plan("SELECT k * 2 + 1, AVG(k), SUM(-k * 3), STDDEV_SAMP(k) FROM t GROUP BY k * 2")
+            .agg_push
+            .expect("pushed");
+        assert_eq!(
+            a.agg.group_by,
+            vec![AggExpr::Bin(Arith::Mul, Box::new(AggExpr::Col(1)), Box::new(AggExpr::Lit(Value::Int(2))))]
+        );
+        assert_eq!(
+            a.agg.aggs.iter().map(|x| x.0).collect::<Vec<_>>(),
+            [AggOp::Sum, AggOp::Count, AggOp::Sum, AggOp::Var]
+        );
+        assert_eq!(a.finals, [Final::Avg(0, 1), Final::Slot(2), Final::Var { slot: 3, samp: true, sqrt: true }]);
+        assert!(matches!(&a.items[0], X::Bin(BinOp::Add, g, _) if matches!(**g, X::Agg(3))));
+        // Not: DISTINCT, unpushable conditions, SUM of text, key lookups, columns outside the
+        // grouping expressions, functions.
         assert!(plan("SELECT COUNT(DISTINCT k) FROM t").agg_push.is_none());
-        assert!(plan("SELECT SUM(k + 1) FROM t").agg_push.is_none());
+        assert!(plan("SELECT k, COUNT(*) FROM t GROUP BY k * 2").agg_push.is_none());
+        assert!(plan("SELECT SUM(ABS(k)) FROM t").agg_push.is_none());
+        assert!(plan("SELECT SUM(c + 1) FROM t").agg_push.is_none());
         assert!(plan("SELECT COUNT(*) FROM t WHERE c LIKE 'a%'").agg_push.is_none());
         assert!(plan("SELECT SUM(c) FROM t").agg_push.is_none());
         assert!(plan("SELECT COUNT(*) FROM t WHERE id = 1").agg_push.is_none());

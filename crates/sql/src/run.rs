@@ -494,19 +494,25 @@ impl Runner<'_> {
         let mut sc = self.client.scan(spec);
         let mut groups: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
         let mut index: std::collections::HashMap<Vec<u8>, Vec<usize>> = std::collections::HashMap::new();
-        while let Some(batch) = sc.next_batch().await.map_err(tern_err)? {
+        loop {
+            self.budget.check()?;
+            let batch = match sc.next_batch().await {
+                Ok(Some(b)) => b,
+                Ok(None) => break,
+                // Arithmetic the data node could not do (overflow): the rows are aggregated
+                // here instead, which reports MySQL's own error.
+                Err(e) if e.code == tern_types::ErrorCode::ValueOutOfRange => return Ok(None),
+                Err(e) => return Err(tern_err(e)),
+            };
             for b in batch {
                 let (g, accs) = tern_types::agg::decode_partial(a, &b)
                     .map_err(|e| SqlError::new(1105, "HY000", format!("bad aggregate from the data node: {e:?}")))?;
                 let hk = group_hash(&g);
                 let slot = index.get(&hk).and_then(|c| c.iter().copied().find(|&i| key_eq(&groups[i].0, &g)));
                 match slot {
-                    Some(i) => {
-                        for ((op, _), (m, v)) in a.aggs.iter().zip(groups[i].1.iter_mut().zip(&accs)) {
-                            tern_types::agg::fold(*op, m, v, true);
-                        }
-                    }
+                    Some(i) => a.merge(&mut groups[i].1, &accs),
                     None => {
+                        self.budget.charge(limits::row_bytes(&g) + limits::row_bytes(&accs))?;
                         index.entry(hk).or_default().push(groups.len());
                         groups.push((g, accs));
                     }
@@ -745,7 +751,7 @@ pub async fn run_select(
     // Aggregation done by the data node: groups come back instead of rows.
     let mut pushed_groups = None;
     if let Some(a) = &p.agg_push {
-        pushed_groups = run.fetch_aggregate(&p.srcs[0], env, a).await?;
+        pushed_groups = run.fetch_aggregate(&p.srcs[0], env, &a.agg).await?;
     }
     // Rows of the join.
     let mut rows: Vec<Vec<Value>> = vec![vec![Value::Null; p.width]];
@@ -835,30 +841,22 @@ pub async fn run_select(
     }
     // Project (grouping first).
     let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
-    if let (Some(a), Some(pg)) = (&p.agg_push, pushed_groups) {
-        let off = p.srcs[0].offset;
-        let mut groups: Vec<(Vec<Value>, Vec<Value>)> = pg
-            .into_iter()
-            .map(|(g, accs)| {
-                let mut first = vec![Value::Null; p.width];
-                for (&c, v) in a.group_by.iter().zip(g) {
-                    first[off + c as usize] = v;
-                }
-                (first, accs)
-            })
-            .collect();
+    if let (Some(a), Some(mut groups)) = (&p.agg_push, pushed_groups) {
         if groups.is_empty() && p.group_by.is_empty() {
-            groups
-                .push((vec![Value::Null; p.width], a.aggs.iter().map(|(op, _)| tern_types::agg::start(*op)).collect()));
+            groups.push((Vec::new(), a.agg.start()));
         }
-        for (first, aggv) in groups {
-            if let Some(hv) = &p.having
-                && eval::truth(&ev(hv, &first, &aggv, env)?) != Some(true)
+        // Aggregate values then grouping values (`PushedAgg` rewrote the expressions so).
+        let none: Vec<Value> = Vec::new();
+        for (g, slots) in groups {
+            let mut aggv: Vec<Value> = a.finals.iter().map(|f| final_value(*f, &slots)).collect();
+            aggv.extend(g);
+            if let Some(hv) = &a.having
+                && eval::truth(&ev(hv, &none, &aggv, env)?) != Some(true)
             {
                 continue;
             }
-            let items = p.items.iter().map(|x| ev(x, &first, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
-            let keys = p.order.iter().map(|(x, _)| ev(x, &first, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
+            let items = a.items.iter().map(|x| ev(x, &none, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
+            let keys = a.order.iter().map(|(x, _)| ev(x, &none, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
             out.push((items, keys));
         }
     } else if p.grouped {
@@ -1088,6 +1086,34 @@ async fn dedup(out: &mut Vec<(Vec<Value>, Vec<Value>)>) {
     *out = kept;
 }
 
+/// A query aggregate's value from the merged slots of a pushed aggregation.
+fn final_value(f: crate::plan::Final, slots: &[Value]) -> Value {
+    use crate::plan::Final;
+    let get = |i: usize| slots.get(i).cloned().unwrap_or(Value::Null);
+    match f {
+        Final::Slot(i) => get(i),
+        Final::Avg(s, c) => match (get(s), get(c).as_i128().unwrap_or(0)) {
+            (Value::Null, _) | (_, 0) => Value::Null,
+            (s, n) => avg(s, n as i64),
+        },
+        Final::Var { slot, samp, sqrt } => {
+            let n = get(slot).as_i128().unwrap_or(0) as i64;
+            variance(n, get(slot + 2).as_f64().unwrap_or(0.0), samp, sqrt)
+        }
+    }
+}
+
+/// VAR_POP / VAR_SAMP / STDDEV_POP / STDDEV_SAMP from a count and the sum of squared
+/// deviations (NULL without rows, or with one row for the sample forms, as MySQL).
+fn variance(n: i64, m2: f64, samp: bool, sqrt: bool) -> Value {
+    let d = if samp { n - 1 } else { n };
+    if d <= 0 {
+        return Value::Null;
+    }
+    let v = (m2 / d as f64).max(0.0);
+    Value::Double(if sqrt { v.sqrt() } else { v })
+}
+
 /// Running state of one aggregate.
 pub enum AggState {
     Count(i64),
@@ -1096,6 +1122,8 @@ pub enum AggState {
     MinMax(Option<Value>),
     Concat(Option<Vec<u8>>),
     Bits(u64),
+    /// Count, mean, sum of squared deviations (MySQL's recurrence).
+    Var(i64, f64, f64),
     Distinct(Vec<Value>),
 }
 
@@ -1112,6 +1140,7 @@ impl AggState {
             AggFn::GroupConcat => AggState::Concat(None),
             AggFn::BitAnd => AggState::Bits(u64::MAX),
             AggFn::BitOr | AggFn::BitXor => AggState::Bits(0),
+            AggFn::StdPop | AggFn::StdSamp | AggFn::VarPop | AggFn::VarSamp => AggState::Var(0, 0.0, 0.0),
         }
     }
 
@@ -1164,6 +1193,13 @@ impl AggState {
                     _ => *b ^ x,
                 };
             }
+            AggState::Var(n, mean, m2) => {
+                let x = eval::to_f64(&v).unwrap_or(0.0);
+                *n += 1;
+                let new_mean = *mean + (x - *mean) / *n as f64;
+                *m2 += (x - *mean) * (x - new_mean);
+                *mean = new_mean;
+            }
             AggState::Distinct(vals) => {
                 if !vals.iter().any(|x| eval::group_eq(x, &v)) {
                     vals.push(v);
@@ -1184,6 +1220,10 @@ impl AggState {
             AggState::MinMax(m) => m.unwrap_or(Value::Null),
             AggState::Concat(c) => c.map(Value::Bytes).unwrap_or(Value::Null),
             AggState::Bits(b) => Value::UInt(b),
+            AggState::Var(n, _, m2) => {
+                let (samp, sqrt) = a.func.variance().unwrap_or((false, false));
+                variance(n, m2, samp, sqrt)
+            }
             AggState::Distinct(vals) => {
                 let mut st = AggState::new(&Agg { func: a.func, arg: None, distinct: false });
                 let plain = Agg { func: a.func, arg: a.arg.clone(), distinct: false };

@@ -1,28 +1,247 @@
-//! Aggregation pushed down to the data node's scans (RonSQL-style): an ldm folds the rows of a
-//! scan batch into partial groups — COUNT, SUM, MIN, MAX per group of column values — and returns
-//! one row per group instead of the rows; the client merges the partials of every batch and
-//! partition. Partial rows are the group values followed by the accumulators, each encoded with
+//! Aggregation pushed down to the data node's scans (RonSQL-style): an ldm evaluates an
+//! aggregation program over the stored rows of a scan batch — grouping expressions and
+//! COUNT / SUM / MIN / MAX / variance accumulators whose arguments are arithmetic over columns
+//! and literals — and returns one partial row per group instead of the rows; the client merges
+//! the partials of every batch and partition (SUM of SUMs, counts added, variances combined).
+//! Partial rows are the group values followed by the accumulator slots, each encoded with
 //! `Value::encode`.
+//!
+//! Arithmetic follows MySQL's rules as the SQL layer evaluates them (`tern_sql::eval::arith`):
+//! integers stay BIGINT (overflow is an error), DECIMAL is exact (sum: the larger scale;
+//! product: the scales added), anything with FLOAT/DOUBLE is a double. An error (overflow) fails
+//! the scan with `ValueOutOfRange`; the SQL layer then evaluates the rows itself, which gives
+//! MySQL's own error text.
 
 use crate::bin::{Dec, DecodeError, DecodeResult, Enc};
-use crate::row::RowLayout;
-use crate::value::Value;
+use crate::row::{RowLayout, Stored};
+use crate::value::{Value, rescale};
 use std::cmp::Ordering;
+
+/// Nesting limit of a pushed expression (a hostile program cannot exhaust the stack).
+pub const EXPR_DEPTH_MAX: usize = 32;
+/// Nodes of all expressions of one program.
+pub const EXPR_NODES_MAX: usize = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AggOp {
-    /// COUNT(col), or COUNT(*) without a column.
+    /// COUNT(expr), or COUNT(*) without an argument.
     Count,
     Sum,
     Min,
     Max,
+    /// Population variance state (count, mean, sum of squared deviations) from which the
+    /// SQL layer derives VAR_POP / VAR_SAMP / STDDEV_POP / STDDEV_SAMP.
+    Var,
+}
+
+impl AggOp {
+    /// Accumulator slots the operation keeps in a partial row.
+    pub fn slots(self) -> usize {
+        match self {
+            AggOp::Var => 3,
+            _ => 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arith {
+    Add,
+    Sub,
+    Mul,
+}
+
+/// An expression evaluated per stored row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AggExpr {
+    Col(u16),
+    Lit(Value),
+    Neg(Box<AggExpr>),
+    Bin(Arith, Box<AggExpr>, Box<AggExpr>),
+}
+
+/// Why a row could not be folded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AggError(pub String);
+
+type AResult<T> = Result<T, AggError>;
+
+fn out_of_range(what: &str) -> AggError {
+    AggError(format!("{what} value is out of range in a pushed aggregate"))
+}
+
+impl AggExpr {
+    pub fn eval(&self, layout: &RowLayout, row: &[u8]) -> AResult<Value> {
+        match self {
+            AggExpr::Col(c) => layout.get(row, *c as usize).map_err(|e| AggError(e.message)),
+            AggExpr::Lit(v) => Ok(v.clone()),
+            AggExpr::Neg(a) => neg(a.eval(layout, row)?),
+            AggExpr::Bin(op, a, b) => arith(*op, &a.eval(layout, row)?, &b.eval(layout, row)?),
+        }
+    }
+
+    fn max_column(&self) -> Option<u16> {
+        match self {
+            AggExpr::Col(c) => Some(*c),
+            AggExpr::Lit(_) => None,
+            AggExpr::Neg(a) => a.max_column(),
+            AggExpr::Bin(_, a, b) => a.max_column().max(b.max_column()),
+        }
+    }
+
+    fn encode(&self, e: &mut Enc) {
+        match self {
+            AggExpr::Col(c) => {
+                e.u8(0);
+                e.u16(*c);
+            }
+            AggExpr::Lit(v) => {
+                e.u8(1);
+                v.encode(e);
+            }
+            AggExpr::Neg(a) => {
+                e.u8(2);
+                a.encode(e);
+            }
+            AggExpr::Bin(op, a, b) => {
+                e.u8(match op {
+                    Arith::Add => 3,
+                    Arith::Sub => 4,
+                    Arith::Mul => 5,
+                });
+                a.encode(e);
+                b.encode(e);
+            }
+        }
+    }
+
+    fn decode(d: &mut Dec, depth: usize, nodes: &mut usize) -> DecodeResult<AggExpr> {
+        *nodes += 1;
+        if depth > EXPR_DEPTH_MAX || *nodes > EXPR_NODES_MAX {
+            return Err(DecodeError("aggregate expression too deep or too large"));
+        }
+        Ok(match d.u8()? {
+            0 => AggExpr::Col(d.u16()?),
+            1 => AggExpr::Lit(Value::decode(d)?),
+            2 => AggExpr::Neg(Box::new(AggExpr::decode(d, depth + 1, nodes)?)),
+            t @ 3..=5 => {
+                let op = match t {
+                    3 => Arith::Add,
+                    4 => Arith::Sub,
+                    _ => Arith::Mul,
+                };
+                let a = AggExpr::decode(d, depth + 1, nodes)?;
+                let b = AggExpr::decode(d, depth + 1, nodes)?;
+                AggExpr::Bin(op, Box::new(a), Box::new(b))
+            }
+            _ => return Err(DecodeError("bad aggregate expression")),
+        })
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Num {
+    Int,
+    Dec,
+    Dbl,
+}
+
+fn num_kind(v: &Value) -> Option<Num> {
+    Some(match v {
+        Value::Int(_) | Value::UInt(_) | Value::Year(_) | Value::Bit(_) => Num::Int,
+        Value::Decimal { .. } => Num::Dec,
+        Value::Float(_) | Value::Double(_) => Num::Dbl,
+        _ => return None,
+    })
+}
+
+fn as_dec(v: &Value) -> Option<(i128, u8)> {
+    match v {
+        Value::Decimal { v, scale } => Some((*v, *scale)),
+        o => Some((o.as_i128()?, 0)),
+    }
+}
+
+fn dec_result(v: i128, scale: u8) -> AResult<Value> {
+    if v.unsigned_abs() >= 10u128.pow(38) { Err(out_of_range("DECIMAL")) } else { Ok(Value::Decimal { v, scale }) }
+}
+
+/// Unary minus, as the SQL layer evaluates it.
+pub fn neg(v: Value) -> AResult<Value> {
+    Ok(match v {
+        Value::Null => Value::Null,
+        Value::Int(i) => Value::Int(i.checked_neg().ok_or_else(|| out_of_range("BIGINT"))?),
+        Value::UInt(u) if u <= 1 << 63 => Value::Int((u as i128).wrapping_neg() as i64),
+        Value::UInt(_) => return Err(out_of_range("BIGINT")),
+        Value::Decimal { v, scale } => Value::Decimal { v: -v, scale },
+        o => Value::Double(-o.as_f64().ok_or_else(|| AggError("not a number".into()))?),
+    })
+}
+
+/// `a op b` over numbers, as the SQL layer evaluates it (NULL in, NULL out).
+pub fn arith(op: Arith, a: &Value, b: &Value) -> AResult<Value> {
+    if a.is_null() || b.is_null() {
+        return Ok(Value::Null);
+    }
+    let (Some(ka), Some(kb)) = (num_kind(a), num_kind(b)) else {
+        return Err(AggError("arithmetic on a value that is not a number".into()));
+    };
+    let kind = if ka == Num::Dbl || kb == Num::Dbl {
+        Num::Dbl
+    } else if ka == Num::Dec || kb == Num::Dec {
+        Num::Dec
+    } else {
+        Num::Int
+    };
+    match kind {
+        Num::Int => {
+            let (x, y) = (a.as_i128().unwrap_or(0), b.as_i128().unwrap_or(0));
+            let r = match op {
+                Arith::Add => x + y,
+                Arith::Sub => x - y,
+                Arith::Mul => x.checked_mul(y).ok_or_else(|| out_of_range("BIGINT"))?,
+            };
+            if matches!(a, Value::UInt(_)) || matches!(b, Value::UInt(_)) {
+                if r < 0 || r > u64::MAX as i128 {
+                    return Err(out_of_range("BIGINT UNSIGNED"));
+                }
+                return Ok(if r <= i64::MAX as i128 { Value::Int(r as i64) } else { Value::UInt(r as u64) });
+            }
+            i64::try_from(r).map(Value::Int).map_err(|_| out_of_range("BIGINT"))
+        }
+        Num::Dec => {
+            let (Some((x, sx)), Some((y, sy))) = (as_dec(a), as_dec(b)) else { return Ok(Value::Null) };
+            match op {
+                Arith::Mul => dec_result(x.checked_mul(y).ok_or_else(|| out_of_range("DECIMAL"))?, sx + sy),
+                Arith::Add | Arith::Sub => {
+                    let s = sx.max(sy);
+                    let xs = rescale(x, sx, s).ok_or_else(|| out_of_range("DECIMAL"))?;
+                    let ys = rescale(y, sy, s).ok_or_else(|| out_of_range("DECIMAL"))?;
+                    dec_result(if op == Arith::Add { xs + ys } else { xs - ys }, s)
+                }
+            }
+        }
+        Num::Dbl => {
+            let (x, y) = (a.as_f64().unwrap_or(0.0), b.as_f64().unwrap_or(0.0));
+            let r = match op {
+                Arith::Add => x + y,
+                Arith::Sub => x - y,
+                Arith::Mul => x * y,
+            };
+            if !r.is_finite() {
+                return Err(out_of_range("DOUBLE"));
+            }
+            Ok(Value::Double(r))
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Aggregation {
-    /// Grouping columns (empty: one group).
-    pub group_by: Vec<u16>,
-    pub aggs: Vec<(AggOp, Option<u16>)>,
+    /// Grouping expressions (empty: one group).
+    pub group_by: Vec<AggExpr>,
+    /// Operations and their arguments (None: COUNT(*)).
+    pub aggs: Vec<(AggOp, Option<AggExpr>)>,
 }
 
 /// Groups and accumulators a scan may hold at once; beyond, rows stream as partial groups of one.
@@ -31,33 +250,35 @@ pub const GROUPS_MAX: usize = 65_536;
 impl Aggregation {
     pub fn encode(&self, e: &mut Enc) {
         e.u32(self.group_by.len() as u32);
-        for &c in &self.group_by {
-            e.u16(c);
+        for g in &self.group_by {
+            g.encode(e);
         }
         e.u32(self.aggs.len() as u32);
-        for (op, col) in &self.aggs {
+        for (op, arg) in &self.aggs {
             e.u8(match op {
                 AggOp::Count => 0,
                 AggOp::Sum => 1,
                 AggOp::Min => 2,
                 AggOp::Max => 3,
+                AggOp::Var => 4,
             });
-            match col {
+            match arg {
                 None => e.u8(0),
-                Some(c) => {
+                Some(x) => {
                     e.u8(1);
-                    e.u16(*c);
+                    x.encode(e);
                 }
             }
         }
     }
 
     pub fn decode(d: &mut Dec) -> DecodeResult<Aggregation> {
+        let mut nodes = 0;
         let n = d.u32()? as usize;
         if n > 4096 {
-            return Err(DecodeError("too many grouping columns"));
+            return Err(DecodeError("too many grouping expressions"));
         }
-        let group_by = (0..n).map(|_| d.u16()).collect::<DecodeResult<_>>()?;
+        let group_by = (0..n).map(|_| AggExpr::decode(d, 0, &mut nodes)).collect::<DecodeResult<_>>()?;
         let n = d.u32()? as usize;
         if n > 4096 {
             return Err(DecodeError("too many aggregates"));
@@ -69,22 +290,112 @@ impl Aggregation {
                 1 => AggOp::Sum,
                 2 => AggOp::Min,
                 3 => AggOp::Max,
+                4 => AggOp::Var,
                 _ => return Err(DecodeError("bad aggregate")),
             };
-            let col = match d.u8()? {
+            let arg = match d.u8()? {
                 0 => None,
-                1 => Some(d.u16()?),
-                _ => return Err(DecodeError("bad aggregate column tag")),
+                1 => Some(AggExpr::decode(d, 0, &mut nodes)?),
+                _ => return Err(DecodeError("bad aggregate argument tag")),
             };
-            aggs.push((op, col));
+            if op != AggOp::Count && arg.is_none() {
+                return Err(DecodeError("aggregate without an argument"));
+            }
+            aggs.push((op, arg));
         }
         Ok(Aggregation { group_by, aggs })
     }
 
     /// The largest column it reads (to check it against the table).
     pub fn max_column(&self) -> Option<u16> {
-        self.group_by.iter().copied().chain(self.aggs.iter().filter_map(|a| a.1)).max()
+        self.group_by.iter().chain(self.aggs.iter().filter_map(|a| a.1.as_ref())).filter_map(AggExpr::max_column).max()
     }
+
+    /// Accumulator slots of a partial row.
+    pub fn slot_count(&self) -> usize {
+        self.aggs.iter().map(|(op, _)| op.slots()).sum()
+    }
+
+    /// Initial accumulator slots.
+    pub fn start(&self) -> Vec<Value> {
+        let mut out = Vec::with_capacity(self.slot_count());
+        for (op, _) in &self.aggs {
+            match op {
+                AggOp::Count => out.push(Value::Int(0)),
+                AggOp::Var => out.extend([Value::Int(0), Value::Double(0.0), Value::Double(0.0)]),
+                _ => out.push(Value::Null),
+            }
+        }
+        out
+    }
+
+    /// Folds one row's argument values (one per aggregate; COUNT(*) takes any non-NULL value)
+    /// into `acc` (laid out as `start`).
+    pub fn fold_values(&self, acc: &mut [Value], args: &[Value]) {
+        let mut i = 0;
+        for ((op, _), v) in self.aggs.iter().zip(args) {
+            fold_value(*op, &mut acc[i..i + op.slots()], v.clone());
+            i += op.slots();
+        }
+    }
+
+    /// Merges the accumulator slots of a partial into `acc` (both laid out as `start`).
+    pub fn merge(&self, acc: &mut [Value], part: &[Value]) {
+        let mut i = 0;
+        for (op, _) in &self.aggs {
+            let n = op.slots();
+            if i + n > acc.len() || i + n > part.len() {
+                return;
+            }
+            match op {
+                AggOp::Count => acc[i] = Value::Int(int_of(&acc[i]).saturating_add(int_of(&part[i]))),
+                AggOp::Sum => add_sum(&mut acc[i], &part[i]),
+                AggOp::Min | AggOp::Max => min_max(*op, &mut acc[i], &part[i]),
+                AggOp::Var => {
+                    let (na, ma, sa) = var_of(&acc[i..i + 3]);
+                    let (nb, mb, sb) = var_of(&part[i..i + 3]);
+                    let (n, m, s) = var_merge((na, ma, sa), (nb, mb, sb));
+                    acc[i] = Value::Int(n);
+                    acc[i + 1] = Value::Double(m);
+                    acc[i + 2] = Value::Double(s);
+                }
+            }
+            i += n;
+        }
+    }
+}
+
+fn int_of(v: &Value) -> i64 {
+    v.as_i128().unwrap_or(0) as i64
+}
+
+fn var_of(s: &[Value]) -> (i64, f64, f64) {
+    (int_of(&s[0]), s[1].as_f64().unwrap_or(0.0), s[2].as_f64().unwrap_or(0.0))
+}
+
+/// Combines two (count, mean, M2) variance states (Chan et al.'s pairwise update).
+pub fn var_merge(a: (i64, f64, f64), b: (i64, f64, f64)) -> (i64, f64, f64) {
+    if a.0 == 0 {
+        return b;
+    }
+    if b.0 == 0 {
+        return a;
+    }
+    let n = a.0 + b.0;
+    let delta = b.1 - a.1;
+    let mean = a.1 + delta * b.0 as f64 / n as f64;
+    let m2 = a.2 + b.2 + delta * delta * (a.0 as f64) * (b.0 as f64) / n as f64;
+    (n, mean, m2)
+}
+
+/// Folds one value into a variance state (the recurrence MySQL's VARIANCE uses).
+fn var_add(s: &mut [Value], x: f64) {
+    let (n, mean, m2) = var_of(s);
+    let n = n + 1;
+    let new_mean = mean + (x - mean) / n as f64;
+    s[0] = Value::Int(n);
+    s[1] = Value::Double(new_mean);
+    s[2] = Value::Double(m2 + (x - mean) * (x - new_mean));
 }
 
 /// Adds `v` to a SUM: integers and decimals exactly (as scaled i128), floats as doubles.
@@ -109,79 +420,114 @@ fn add_sum(acc: &mut Value, v: &Value) {
         }
         (Value::Decimal { v: a, scale: sa }, Some((x, s))) => {
             let t = (*sa).max(s);
-            let a2 = crate::value::rescale(*a, *sa, t).unwrap_or(*a);
-            let x2 = crate::value::rescale(x, s, t).unwrap_or(x);
+            let a2 = rescale(*a, *sa, t).unwrap_or(*a);
+            let x2 = rescale(x, s, t).unwrap_or(x);
             Value::Decimal { v: a2.saturating_add(x2), scale: t }
         }
         (acc, _) => Value::Double(acc.as_f64().unwrap_or(0.0) + v.as_f64().unwrap_or(0.0)),
     };
 }
 
-/// Folds `v` into an accumulator of `op` (partials from several sources merge the same way,
-/// counts adding up).
-pub fn fold(op: AggOp, acc: &mut Value, v: &Value, is_partial: bool) {
+fn min_max(op: AggOp, acc: &mut Value, v: &Value) {
+    if v.is_null() {
+        return;
+    }
+    let better = match acc.cmp_sql(v) {
+        None => acc.is_null(),
+        Some(o) => (op == AggOp::Min && o == Ordering::Greater) || (op == AggOp::Max && o == Ordering::Less),
+    };
+    if better {
+        *acc = v.clone();
+    }
+}
+
+/// Folds one row's argument value into the slots of `op`.
+fn fold_value(op: AggOp, slots: &mut [Value], v: Value) {
     match op {
         AggOp::Count => {
-            let add = if is_partial { v.as_i128().unwrap_or(0) as i64 } else { (!v.is_null()) as i64 };
-            *acc = Value::Int(acc.as_i128().unwrap_or(0) as i64 + add);
-        }
-        AggOp::Sum => add_sum(acc, v),
-        AggOp::Min | AggOp::Max => {
-            if v.is_null() {
-                return;
+            if !v.is_null() {
+                slots[0] = Value::Int(int_of(&slots[0]) + 1);
             }
-            let better = match acc.cmp_sql(v) {
-                None => acc.is_null(),
-                Some(o) => (op == AggOp::Min && o == Ordering::Greater) || (op == AggOp::Max && o == Ordering::Less),
-            };
-            if better {
-                *acc = v.clone();
+        }
+        AggOp::Sum => add_sum(&mut slots[0], &v),
+        AggOp::Min | AggOp::Max => min_max(op, &mut slots[0], &v),
+        AggOp::Var => {
+            if let Some(x) = v.as_f64()
+                && !v.is_null()
+            {
+                var_add(slots, x);
             }
         }
     }
 }
 
-/// The initial accumulator.
-pub fn start(op: AggOp) -> Value {
-    match op {
-        AggOp::Count => Value::Int(0),
-        _ => Value::Null,
-    }
-}
-
-/// Partial groups being built from stored rows: one hash lookup per row, groups kept in
-/// first-seen order.
+/// Partial groups being built from stored rows: one hash lookup per row (no allocation for a
+/// row of a known group), groups kept in first-seen order.
 #[derive(Default)]
 pub struct Partial {
-    /// Encoded group values -> index in `entries`.
+    /// Group key bytes -> index in `entries`.
     index: crate::hash::FastMap<Vec<u8>, usize>,
-    /// (group values, accumulators) per group.
+    /// (group values, accumulator slots) per group.
     entries: Vec<(Vec<Value>, Vec<Value>)>,
+    key: Vec<u8>,
 }
 
 impl Partial {
-    pub fn add(&mut self, a: &Aggregation, layout: &RowLayout, row: &[u8]) {
-        let mut key = Vec::new();
-        {
-            let mut e = Enc::new(&mut key);
-            for &c in &a.group_by {
-                layout.get(row, c as usize).unwrap_or(Value::Null).encode(&mut e);
+    pub fn add(&mut self, a: &Aggregation, layout: &RowLayout, row: &[u8]) -> AResult<()> {
+        self.key.clear();
+        let mut exprs_vals: Option<Vec<Value>> = None;
+        for g in &a.group_by {
+            match g {
+                AggExpr::Col(c) => match layout.stored(row, *c as usize) {
+                    Stored::Bytes(b) => {
+                        self.key.push(1);
+                        self.key.extend_from_slice(&(b.len() as u32).to_le_bytes());
+                        self.key.extend_from_slice(b);
+                    }
+                    Stored::Null => self.key.push(0),
+                    Stored::Key => {
+                        // A key column: its decoded value is the group key.
+                        let v = g.eval(layout, row)?;
+                        self.key.push(2);
+                        v.encode(&mut Enc::new(&mut self.key));
+                    }
+                },
+                _ => {
+                    let v = g.eval(layout, row)?;
+                    self.key.push(2);
+                    v.encode(&mut Enc::new(&mut self.key));
+                    exprs_vals.get_or_insert_with(Vec::new).push(v);
+                }
             }
         }
-        let next = self.entries.len();
-        let g = *self.index.entry(key).or_insert(next);
-        if g == next {
-            let vals = a.group_by.iter().map(|&c| layout.get(row, c as usize).unwrap_or(Value::Null)).collect();
-            self.entries.push((vals, a.aggs.iter().map(|(op, _)| start(*op)).collect()));
-        }
+        let g = match self.index.get(&self.key[..]) {
+            Some(&g) => g,
+            None => {
+                let mut vals = Vec::with_capacity(a.group_by.len());
+                let mut ev = exprs_vals.take().unwrap_or_default().into_iter();
+                for g in &a.group_by {
+                    vals.push(match g {
+                        AggExpr::Col(c) => layout.get(row, *c as usize).unwrap_or(Value::Null),
+                        _ => ev.next().unwrap_or(Value::Null),
+                    });
+                }
+                let g = self.entries.len();
+                self.entries.push((vals, a.start()));
+                self.index.insert(self.key.clone(), g);
+                g
+            }
+        };
         let accs = &mut self.entries[g].1;
-        for ((op, col), acc) in a.aggs.iter().zip(accs.iter_mut()) {
-            let v = match col {
+        let mut i = 0;
+        for (op, arg) in &a.aggs {
+            let v = match arg {
                 None => Value::Int(1),
-                Some(c) => layout.get(row, *c as usize).unwrap_or(Value::Null),
+                Some(x) => x.eval(layout, row)?,
             };
-            fold(*op, acc, &v, false);
+            fold_value(*op, &mut accs[i..i + op.slots()], v);
+            i += op.slots();
         }
+        Ok(())
     }
 
     pub fn len(&self) -> usize {
@@ -192,7 +538,7 @@ impl Partial {
         self.entries.is_empty()
     }
 
-    /// The partial rows (group values, then accumulators), in first-seen order.
+    /// The partial rows (group values, then accumulator slots), in first-seen order.
     pub fn finish(self) -> Vec<Vec<u8>> {
         let mut out = Vec::with_capacity(self.entries.len());
         for (vals, accs) in self.entries {
@@ -207,11 +553,11 @@ impl Partial {
     }
 }
 
-/// Splits a partial row into its group values and accumulators.
+/// Splits a partial row into its group values and accumulator slots.
 pub fn decode_partial(a: &Aggregation, bytes: &[u8]) -> DecodeResult<(Vec<Value>, Vec<Value>)> {
     let mut d = Dec::new(bytes);
     let groups = (0..a.group_by.len()).map(|_| Value::decode(&mut d)).collect::<DecodeResult<Vec<_>>>()?;
-    let accs = (0..a.aggs.len()).map(|_| Value::decode(&mut d)).collect::<DecodeResult<Vec<_>>>()?;
+    let accs = (0..a.slot_count()).map(|_| Value::decode(&mut d)).collect::<DecodeResult<Vec<_>>>()?;
     Ok((groups, accs))
 }
 
@@ -220,8 +566,16 @@ mod tests {
     use super::*;
     use crate::schema::{Column, ColumnType, Table};
 
+    fn col(c: u16) -> Box<AggExpr> {
+        Box::new(AggExpr::Col(c))
+    }
+
+    fn dec(v: i128, scale: u8) -> Value {
+        Value::Decimal { v, scale }
+    }
+
     #[test]
-    fn partial_groups_and_merge() {
+    fn partial_groups_expressions_and_merge() {
         let t = Table::new(
             "d",
             "t",
@@ -233,35 +587,110 @@ mod tests {
             vec![0],
         );
         let layout = RowLayout::new(&t);
+        // x * (1 - x) with a literal decimal; id % ... grouping by g and by id + 1 (a key column
+        // inside an expression).
+        let one = Box::new(AggExpr::Lit(dec(100, 2)));
         let a = Aggregation {
-            group_by: vec![1],
-            aggs: vec![(AggOp::Count, None), (AggOp::Count, Some(2)), (AggOp::Sum, Some(2)), (AggOp::Max, Some(0))],
+            group_by: vec![AggExpr::Col(1)],
+            aggs: vec![
+                (AggOp::Count, None),
+                (AggOp::Count, Some(AggExpr::Col(2))),
+                (AggOp::Sum, Some(AggExpr::Col(2))),
+                (AggOp::Max, Some(AggExpr::Col(0))),
+                (AggOp::Sum, Some(AggExpr::Bin(Arith::Mul, col(2), Box::new(AggExpr::Bin(Arith::Sub, one, col(2)))))),
+                (AggOp::Var, Some(AggExpr::Col(0))),
+            ],
         };
         let mut p = Partial::default();
         for (id, g, x) in [(1, "a", Some(150)), (2, "b", None), (3, "a", Some(25)), (4, "a", None)] {
-            let vals =
-                vec![Value::Int(id), Value::str(g), x.map(|v| Value::Decimal { v, scale: 2 }).unwrap_or(Value::Null)];
+            let vals = vec![Value::Int(id), Value::str(g), x.map(|v| dec(v, 2)).unwrap_or(Value::Null)];
             let mut row = Vec::new();
             layout.encode_row(&vals, &mut row).unwrap();
-            p.add(&a, &layout, &row);
+            p.add(&a, &layout, &row).unwrap();
         }
         let rows = p.finish();
         assert_eq!(rows.len(), 2);
         let (g, acc) = decode_partial(&a, &rows[0]).unwrap();
         assert_eq!(g, vec![Value::str("a")]);
-        assert_eq!(acc, vec![Value::Int(3), Value::Int(2), Value::Decimal { v: 175, scale: 2 }, Value::Int(4)]);
+        // 1.50 * (1.00 - 1.50) + 0.25 * (1.00 - 0.25) = -0.75 + 0.1875
+        assert_eq!(&acc[..5], &[Value::Int(3), Value::Int(2), dec(175, 2), Value::Int(4), dec(-5625, 4)]);
+        // ids 1, 3, 4: mean 8/3, M2 = 1/9*(25 + 1 + 16) = 42/9
+        assert_eq!(acc[5], Value::Int(3));
+        assert!((acc[6].as_f64().unwrap() - 8.0 / 3.0).abs() < 1e-12);
+        assert!((acc[7].as_f64().unwrap() - 42.0 / 9.0).abs() < 1e-12);
         // Merging two partials of the same group.
-        let mut merged: Vec<Value> = a.aggs.iter().map(|(op, _)| start(*op)).collect();
-        for _ in 0..2 {
-            for ((op, _), (m, v)) in a.aggs.iter().zip(merged.iter_mut().zip(&acc)) {
-                fold(*op, m, v, true);
-            }
-        }
-        assert_eq!(merged, vec![Value::Int(6), Value::Int(4), Value::Decimal { v: 350, scale: 2 }, Value::Int(4)]);
+        let mut merged = a.start();
+        a.merge(&mut merged, &acc);
+        a.merge(&mut merged, &acc);
+        assert_eq!(&merged[..5], &[Value::Int(6), Value::Int(4), dec(350, 2), Value::Int(4), dec(-11250, 4)]);
+        // Six values (1, 3, 4 twice): same mean, M2 doubled.
+        assert_eq!(merged[5], Value::Int(6));
+        assert!((merged[7].as_f64().unwrap() - 84.0 / 9.0).abs() < 1e-12);
         let (g, acc) = decode_partial(&a, &rows[1]).unwrap();
         assert_eq!((g, acc[2].clone()), (vec![Value::str("b")], Value::Null));
         let mut buf = Vec::new();
         a.encode(&mut Enc::new(&mut buf));
         assert_eq!(Aggregation::decode(&mut Dec::new(&buf)).unwrap(), a);
+    }
+
+    #[test]
+    fn grouping_by_expressions_and_key_columns() {
+        let t = Table::new(
+            "d",
+            "t",
+            vec![
+                Column::new("id", ColumnType::BigInt { unsigned: false }).not_null(),
+                Column::new("v", ColumnType::Double),
+            ],
+            vec![0],
+        );
+        let layout = RowLayout::new(&t);
+        let a = Aggregation {
+            group_by: vec![AggExpr::Bin(Arith::Sub, col(0), Box::new(AggExpr::Lit(Value::Int(1)))), AggExpr::Col(0)],
+            aggs: vec![(AggOp::Sum, Some(AggExpr::Neg(col(1))))],
+        };
+        let mut p = Partial::default();
+        for (id, v) in [(5, 1.5), (6, 2.0), (5, 0.25)] {
+            let mut row = Vec::new();
+            layout.encode_row(&[Value::Int(id), Value::Double(v)], &mut row).unwrap();
+            p.add(&a, &layout, &row).unwrap();
+        }
+        let rows = p.finish();
+        assert_eq!(rows.len(), 2);
+        let (g, acc) = decode_partial(&a, &rows[0]).unwrap();
+        assert_eq!(g, vec![Value::Int(4), Value::Int(5)]);
+        assert_eq!(acc, vec![Value::Double(-1.75)]);
+    }
+
+    #[test]
+    fn arithmetic_follows_mysql_types_and_fails_on_overflow() {
+        assert_eq!(arith(Arith::Add, &Value::Int(2), &Value::Int(3)), Ok(Value::Int(5)));
+        assert_eq!(arith(Arith::Mul, &dec(150, 2), &dec(5, 1)), Ok(dec(750, 3)));
+        assert_eq!(arith(Arith::Sub, &Value::Int(1), &dec(25, 2)), Ok(dec(75, 2)));
+        assert_eq!(arith(Arith::Add, &Value::Int(1), &Value::Double(0.5)), Ok(Value::Double(1.5)));
+        assert_eq!(arith(Arith::Add, &Value::Null, &Value::Int(1)), Ok(Value::Null));
+        assert!(arith(Arith::Add, &Value::Int(i64::MAX), &Value::Int(1)).is_err());
+        assert!(arith(Arith::Sub, &Value::UInt(1), &Value::Int(2)).is_err());
+        assert!(arith(Arith::Mul, &Value::Double(1e300), &Value::Double(1e300)).is_err());
+        assert!(neg(Value::Int(i64::MIN)).is_err());
+        assert!(arith(Arith::Add, &Value::str("1"), &Value::Int(1)).is_err());
+    }
+
+    #[test]
+    fn hostile_programs_are_refused() {
+        // Nesting beyond the limit.
+        let mut x = AggExpr::Col(0);
+        for _ in 0..(EXPR_DEPTH_MAX + 5) {
+            x = AggExpr::Neg(Box::new(x));
+        }
+        let a = Aggregation { group_by: vec![], aggs: vec![(AggOp::Sum, Some(x))] };
+        let mut buf = Vec::new();
+        a.encode(&mut Enc::new(&mut buf));
+        assert!(Aggregation::decode(&mut Dec::new(&buf)).is_err());
+        // A non-COUNT aggregate without an argument.
+        let a = Aggregation { group_by: vec![], aggs: vec![(AggOp::Sum, None)] };
+        let mut buf = Vec::new();
+        a.encode(&mut Enc::new(&mut buf));
+        assert!(Aggregation::decode(&mut Dec::new(&buf)).is_err());
     }
 }

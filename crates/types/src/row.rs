@@ -24,6 +24,15 @@ enum Slot {
     Var { idx: u32, null_bit: Option<u32> },
 }
 
+/// A column of a stored row without decoding (`RowLayout::stored`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored<'a> {
+    Null,
+    Bytes(&'a [u8]),
+    /// A key column: decode it.
+    Key,
+}
+
 /// Precomputed layout of a table's rows.
 #[derive(Debug, Clone)]
 pub struct RowLayout {
@@ -426,6 +435,29 @@ impl RowLayout {
     }
 
     /// Whether the stored row's column is NULL (cheap; no decoding).
+    /// A column's bytes as stored (the same value always has the same bytes), without decoding:
+    /// for grouping rows by raw bytes. Key columns (or a damaged row) answer `Key`: decode those.
+    pub fn stored<'a>(&self, row: &'a [u8], col: usize) -> Stored<'a> {
+        match self.slots.get(col) {
+            Some(Slot::Fixed { off, width, null_bit }) => {
+                let body = self.body_of(row);
+                if is_null(body, *null_bit) {
+                    return Stored::Null;
+                }
+                let at = self.null_bytes + *off as usize;
+                body.get(at..at + *width as usize).map_or(Stored::Key, Stored::Bytes)
+            }
+            Some(Slot::Var { idx, null_bit }) => {
+                let body = self.body_of(row);
+                if is_null(body, *null_bit) {
+                    return Stored::Null;
+                }
+                self.var_slice(body, *idx as usize).map_or(Stored::Key, Stored::Bytes)
+            }
+            _ => Stored::Key,
+        }
+    }
+
     pub fn is_null(&self, row: &[u8], col: usize) -> bool {
         match self.slots[col] {
             Slot::Key(_) => false,

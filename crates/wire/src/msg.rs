@@ -877,8 +877,11 @@ mod tests {
                 partition: Some(1),
                 expired: true,
                 aggregate: Some(tern_types::agg::Aggregation {
-                    group_by: vec![1],
-                    aggs: vec![(tern_types::agg::AggOp::Count, None), (tern_types::agg::AggOp::Sum, Some(2))],
+                    group_by: vec![tern_types::agg::AggExpr::Col(1)],
+                    aggs: vec![
+                        (tern_types::agg::AggOp::Count, None),
+                        (tern_types::agg::AggOp::Sum, Some(tern_types::agg::AggExpr::Col(2))),
+                    ],
                 }),
             }),
             Request::Ddl(DdlReq::DropTable { database: "d".into(), name: "t".into(), if_exists: true }),

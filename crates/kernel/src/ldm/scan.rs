@@ -38,7 +38,10 @@ impl Ldm {
                 return true;
             }
             if let Some(a) = &agg {
-                partial.add(a, layout, row);
+                if let Err(e) = partial.add(a, layout, row) {
+                    error = Some(TernError::new(ErrorCode::ValueOutOfRange, e.0));
+                    return false;
+                }
                 folded += 1;
                 return folded < agg_max && partial.len() < tern_types::agg::GROUPS_MAX;
             }
