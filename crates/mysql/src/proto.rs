@@ -3,11 +3,11 @@
 //! strings, the v10 initial handshake, the client's HandshakeResponse41, `mysql_native_password`,
 //! OK / ERR / EOF packets, column definitions (Protocol::ColumnDefinition41) and text result rows.
 
+pub use tern_sql::meta::text_value;
 pub use tern_sql::meta::{ColumnDef, charset, flag, ty};
 use tern_types::Value;
 use tern_types::sha1::sha1;
 use tern_types::time;
-use tern_types::value::format_g6;
 
 /// Largest payload of one packet; a longer payload continues in the next packet(s).
 pub const PACKET_MAX: usize = 0xFF_FFFF;
@@ -426,46 +426,6 @@ pub fn put_text_resultset(
     }
     let end = if deprecate_eof { eof_ok_packet(status, 0) } else { eof_packet(status, 0) };
     put_packets(out, seq, &end)
-}
-
-/// A value's text-protocol form for a column (None for NULL): BIT as big-endian bytes,
-/// temporal values with the column's fractional digits, doubles in shortest form.
-pub fn text_value(v: &Value, c: &ColumnDef) -> Option<Vec<u8>> {
-    let fsp = if c.decimals <= 6 { c.decimals } else { 6 };
-    Some(match v {
-        Value::Null => return None,
-        Value::Bit(b) => {
-            let n = (c.length as usize).div_ceil(8).clamp(1, 8);
-            b.to_be_bytes()[8 - n..].to_vec()
-        }
-        Value::DateTime(t) | Value::Timestamp(t) => {
-            let fsp = if c.ty == ty::DATETIME || c.ty == ty::TIMESTAMP {
-                fsp
-            } else if t % 1_000_000 != 0 {
-                6
-            } else {
-                0
-            };
-            time::format_datetime(*t, fsp).into_bytes()
-        }
-        Value::Time(t) => {
-            let fsp = if c.ty == ty::TIME {
-                fsp
-            } else if t % 1_000_000 != 0 {
-                6
-            } else {
-                0
-            };
-            time::format_time(*t, fsp).into_bytes()
-        }
-        Value::Float(f) => format_g6(*f as f64).into_bytes(),
-        Value::Double(d) if c.ty == ty::FLOAT => format_g6(*d).into_bytes(),
-        // A double column with fixed fraction digits (DOUBLE(M,D), VARIANCE of exact numbers).
-        Value::Double(d) if c.ty == ty::DOUBLE && c.decimals < 31 && d.is_finite() => {
-            format!("{:.*}", c.decimals as usize, d).into_bytes()
-        }
-        other => tern_sql::eval::text(other).unwrap_or_default(),
-    })
 }
 
 fn put_temporal(p: &mut Vec<u8>, micros: i64, date_only: bool) {

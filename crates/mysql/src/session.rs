@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tern_client::{Client, DdlReq, ErrorCode, TableHandle};
 use tern_sql::ast::*;
 use tern_sql::limits::{self, Budget, DeadlineKind, Interrupt};
-use tern_sql::parse::{ParseError, parse};
+use tern_sql::parse::parse;
+pub use tern_sql::parse::sql_error as parse_error;
 use tern_sql::plan::{self, Catalog as _, InsertPlan, ModifyPlan, SelectPlan};
 use tern_sql::run::{self, Env, Runner, Sess, TxnState};
 use tern_sql::{ddl, eval, write};
@@ -1730,7 +1731,6 @@ impl plan::Catalog for CatalogView<'_> {
     }
 }
 
-/// MySQL's 1064 text for a parse error; 1235 for statements Tern does not serve.
 /// A SELECT's column names as MySQL gives them (alias, else the expression as written), when
 /// its list has no `*` and no UNION follows.
 fn column_names(stmt: &Statement) -> Option<Vec<String>> {
@@ -1765,37 +1765,6 @@ fn is_query_text(sql: &str) -> bool {
     }
     let word: String = t.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
     word.eq_ignore_ascii_case("select") || word.eq_ignore_ascii_case("with")
-}
-
-pub fn parse_error(e: ParseError, sql: &str) -> SqlError {
-    match e {
-        ParseError::Syntax(near) if sql.trim().is_empty() => {
-            let _ = near;
-            SqlError::new(1065, "42000", "Query was empty")
-        }
-        ParseError::Syntax(near) => SqlError::new(
-            1064,
-            "42000",
-            format!(
-                "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server version for the right syntax to use near '{near}' at line 1"
-            ),
-        ),
-        ParseError::Unsupported(what) => {
-            SqlError::new(1235, "42000", format!("This version of Tern doesn't yet support '{what}'"))
-        }
-        ParseError::Exhausted(near) => {
-            SqlError::new(1064, "42000", format!("memory exhausted near '{near}' at line 1"))
-        }
-        ParseError::TooDeep => SqlError::new(
-            1436,
-            "HY000",
-            format!(
-                "Thread stack overrun: the expression is nested more than {} levels deep",
-                tern_sql::parse::EXPR_DEPTH_MAX
-            ),
-        ),
-        ParseError::SelectNesting => SqlError::new(1473, "HY000", "Too high level of nesting for select"),
-    }
 }
 
 /// Result columns with the types of variables, parameters and subqueries taken from the values

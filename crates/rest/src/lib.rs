@@ -24,6 +24,7 @@ pub mod error;
 pub mod json;
 mod metrics;
 pub mod request;
+pub mod ronsql;
 pub mod tls;
 
 use crate::config::RestOptions;
@@ -62,6 +63,8 @@ pub struct RestServer {
     over_cap: Arc<Vec<u8>>,
     keys: Option<apikey::ApiKeys>,
     misses: api::MissRefresh,
+    /// RonSQL queries running now (at most `ronsql::RUNNING_MAX`).
+    ronsql_running: tern_client::frontend::ConnLimit,
 }
 
 type Resp = Response<Full<Bytes>>;
@@ -91,6 +94,18 @@ fn body_share(req: &Request<Incoming>, limit: usize) -> usize {
     }
 }
 
+/// A RonSQL query's error: its class's status, the class headers and the text body.
+fn ronsql_error(e: &tern_sql::ronsql::RonSqlError) -> Resp {
+    let mut b = Response::builder()
+        .status(StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header("content-type", "text/plain; charset=utf-8")
+        .header("x-ronsql-error-class", e.class.name());
+    if let Some(code) = e.ndb_error {
+        b = b.header("x-ronsql-ndb-error", code.to_string());
+    }
+    b.body(Full::new(Bytes::from(e.body()))).expect("valid response")
+}
+
 fn error(v: Version, e: RestError) -> Resp {
     match v {
         Version::V1 => text(e.status, e.message),
@@ -115,6 +130,7 @@ impl RestServer {
             over_cap,
             keys,
             misses: api::MissRefresh::default(),
+            ronsql_running: tern_client::frontend::ConnLimit::new(ronsql::RUNNING_MAX),
         })
     }
 
@@ -286,6 +302,7 @@ impl RestServer {
             // rdrs2 registers DELETE; Tern also keeps POST, which it documented first.
             ["batchdelete"] => ("batchdelete", &[Method::DELETE, Method::POST]),
             [_, _, "pk-read"] => ("pk-read", &[Method::POST]),
+            ["ronsql"] => ("ronsql", &[Method::POST]),
             _ => return ("unknown", text(404, "Not Found")),
         };
         if !allowed.contains(&method) {
@@ -297,6 +314,7 @@ impl RestServer {
             "batch" => self.batch(key, req).await,
             "batchwrite" => self.batch_write(key, req, request::Batch::Write).await,
             "batchdelete" => self.batch_write(key, req, request::Batch::Delete).await,
+            "ronsql" => self.ronsql(key, req).await,
             _ => self.pk_read(parts[0], parts[1], key, req).await,
         };
         (endpoint, r.unwrap_or_else(|e| error(v, e)))
@@ -335,6 +353,34 @@ impl RestServer {
             Some(tern_client::OpResult::NotFound) => Err(RestError::not_found("Not Found")),
             Some(tern_client::OpResult::Error(e)) => Err(e.into()),
             _ => Err(RestError::new(500, "the data node returned no result")),
+        }
+    }
+
+    async fn ronsql(&self, key: Option<&str>, req: Request<Incoming>) -> Result<Resp, RestError> {
+        let text = self.text_body(req).await?;
+        let p = ronsql::parse(&text)?;
+        self.authorize(key, &[&p.database]).await?;
+        ronsql::check_operation_id(&p, self.opts.operation_id_max_size)?;
+        let Some(_running) = self.ronsql_running.try_acquire() else {
+            return Ok(ronsql_error(&tern_sql::ronsql::RonSqlError {
+                class: tern_sql::ronsql::ErrorClass::Resource,
+                message: format!("too many RonSQL queries running (at most {}), retry later", ronsql::RUNNING_MAX),
+                ndb_error: None,
+            }));
+        };
+        // A table this API server has not seen yet: refresh the catalog once (a missing table
+        // is then the query's own error).
+        if let Ok((db, table)) = tern_sql::ronsql::table_of(&p.query) {
+            let db = db.unwrap_or_else(|| p.database.clone());
+            let _ = self.misses.ensure_known(&self.client, std::iter::once((db.as_str(), table.as_str()))).await;
+        }
+        match tern_sql::ronsql::run(&self.client, &ronsql::query(&p), ronsql::budget()).await {
+            Ok(a) => Ok(Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", a.content_type)
+                .body(Full::new(Bytes::from(a.body)))
+                .expect("valid response")),
+            Err(e) => Ok(ronsql_error(&e)),
         }
     }
 

@@ -18,6 +18,7 @@ pub mod meta;
 pub mod normalize;
 pub mod parse;
 pub mod plan;
+pub mod ronsql;
 pub mod run;
 pub mod write;
 

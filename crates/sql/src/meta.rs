@@ -80,3 +80,46 @@ impl ColumnDef {
         }
     }
 }
+
+use tern_types::value::format_g6;
+use tern_types::{Value, time};
+
+/// A value's text-protocol form for a column (None for NULL): BIT as big-endian bytes,
+/// temporal values with the column's fractional digits, doubles in shortest form.
+pub fn text_value(v: &Value, c: &ColumnDef) -> Option<Vec<u8>> {
+    let fsp = if c.decimals <= 6 { c.decimals } else { 6 };
+    Some(match v {
+        Value::Null => return None,
+        Value::Bit(b) => {
+            let n = (c.length as usize).div_ceil(8).clamp(1, 8);
+            b.to_be_bytes()[8 - n..].to_vec()
+        }
+        Value::DateTime(t) | Value::Timestamp(t) => {
+            let fsp = if c.ty == ty::DATETIME || c.ty == ty::TIMESTAMP {
+                fsp
+            } else if t % 1_000_000 != 0 {
+                6
+            } else {
+                0
+            };
+            time::format_datetime(*t, fsp).into_bytes()
+        }
+        Value::Time(t) => {
+            let fsp = if c.ty == ty::TIME {
+                fsp
+            } else if t % 1_000_000 != 0 {
+                6
+            } else {
+                0
+            };
+            time::format_time(*t, fsp).into_bytes()
+        }
+        Value::Float(f) => format_g6(*f as f64).into_bytes(),
+        Value::Double(d) if c.ty == ty::FLOAT => format_g6(*d).into_bytes(),
+        // A double column with fixed fraction digits (DOUBLE(M,D), VARIANCE of exact numbers).
+        Value::Double(d) if c.ty == ty::DOUBLE && c.decimals < 31 && d.is_finite() => {
+            format!("{:.*}", c.decimals as usize, d).into_bytes()
+        }
+        other => crate::eval::text(other).unwrap_or_default(),
+    })
+}

@@ -594,6 +594,11 @@ fn cols_below(x: &X, limit: usize) -> bool {
     ok
 }
 
+/// Visits `x` and every expression inside it.
+pub fn walk_x(x: &X, f: &mut dyn FnMut(&X)) {
+    walk(x, f)
+}
+
 fn walk(x: &X, f: &mut dyn FnMut(&X)) {
     f(x);
     match x {

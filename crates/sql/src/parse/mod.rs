@@ -4,6 +4,7 @@
 
 use super::ast::*;
 use super::lex::{Tok, tokenize};
+use crate::SqlError;
 use tern_types::Value;
 
 mod admin;
@@ -56,6 +57,35 @@ pub fn parse(sql: &str) -> Result<Parsed, ParseError> {
         return Err(p.error());
     }
     Ok(Parsed { stmt, params: p.params })
+}
+
+/// MySQL's 1064 text for a parse error; 1235 for statements Tern does not serve.
+pub fn sql_error(e: ParseError, sql: &str) -> SqlError {
+    match e {
+        ParseError::Syntax(near) if sql.trim().is_empty() => {
+            let _ = near;
+            SqlError::new(1065, "42000", "Query was empty")
+        }
+        ParseError::Syntax(near) => SqlError::new(
+            1064,
+            "42000",
+            format!(
+                "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server version for the right syntax to use near '{near}' at line 1"
+            ),
+        ),
+        ParseError::Unsupported(what) => {
+            SqlError::new(1235, "42000", format!("This version of Tern doesn't yet support '{what}'"))
+        }
+        ParseError::Exhausted(near) => {
+            SqlError::new(1064, "42000", format!("memory exhausted near '{near}' at line 1"))
+        }
+        ParseError::TooDeep => SqlError::new(
+            1436,
+            "HY000",
+            format!("Thread stack overrun: the expression is nested more than {} levels deep", EXPR_DEPTH_MAX),
+        ),
+        ParseError::SelectNesting => SqlError::new(1473, "HY000", "Too high level of nesting for select"),
+    }
 }
 
 /// Parses a standalone expression (for `PREPARE ... FROM` tests and defaults).
