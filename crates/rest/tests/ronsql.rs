@@ -32,9 +32,11 @@ fn req(query: &str, extra: &str) -> String {
     format!(r#"{{"query": {}, "database": "tpch"{extra}}}"#, serde_json::Value::String(query.into()))
 }
 
-/// lineitem rows: (orderkey, linenumber, quantity in cents, price in cents, discount in
+/// A lineitem row: (orderkey, linenumber, quantity in cents, price in cents, discount in
 /// hundredths, flag, status, ship day, comment).
-fn rows() -> Vec<(i64, i64, i64, i64, i64, &'static str, &'static str, i32, Option<String>)> {
+type Row = (i64, i64, i64, i64, i64, &'static str, &'static str, i32, Option<String>);
+
+fn rows() -> Vec<Row> {
     (0..600i64)
         .map(|i| {
             let flag = ["A", "N", "R"][(i % 3) as usize];

@@ -1563,7 +1563,7 @@ fn over_groups(x: &X, group_by: &[X], nagg: usize) -> Option<X> {
                 None => None,
             },
         ),
-        X::Cast(a, ty) => X::Cast(Box::new(over_groups(a, group_by, nagg)?), ty.clone()),
+        X::Cast(a, ty) => X::Cast(Box::new(over_groups(a, group_by, nagg)?), *ty),
         X::DateAdd(a, b, u, s) => X::DateAdd(
             Box::new(over_groups(a, group_by, nagg)?),
             Box::new(over_groups(b, group_by, nagg)?),
