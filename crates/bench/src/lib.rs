@@ -11,6 +11,7 @@
 pub mod redis;
 pub mod rest;
 pub mod sql;
+pub mod tpch;
 
 use hdrhistogram::Histogram;
 use std::time::{Duration, Instant};

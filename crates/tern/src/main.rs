@@ -294,6 +294,32 @@ enum BenchSuite {
         #[arg(long)]
         json: bool,
     },
+    /// TPC-H through the MySQL protocol: generates the data (tpchgen-cli), loads it with LOAD
+    /// DATA, runs the 22 queries, and with --against runs them on MariaDB (started for the run)
+    /// and/or DuckDB (through Python) in the same run, comparing the answers.
+    Tpch {
+        /// MySQL server address (Tern's front end).
+        #[arg(long, default_value = "127.0.0.1:3306")]
+        addr: String,
+        /// Scale factor (1 = lineitem of 6 million rows).
+        #[arg(long, default_value_t = 0.1)]
+        scale: f64,
+        /// Directory for generated data (kept per scale factor) and the peer's files.
+        #[arg(long, default_value = "tpch-data")]
+        dir: std::path::PathBuf,
+        /// Peers to run the same queries on: mariadb, duckdb.
+        #[arg(long, value_delimiter = ',')]
+        against: Vec<String>,
+        /// Queries, e.g. 1-22 or 1,3,6.
+        #[arg(long, default_value = "1-22")]
+        queries: String,
+        /// Seconds a query may run on one engine.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Keep the data already loaded into Tern.
+        #[arg(long)]
+        no_load: bool,
+    },
     /// flexAsynch-like batched primary-key operations through the native client.
     Native {
         /// Data node address.
@@ -326,6 +352,23 @@ enum BenchSuite {
         #[arg(long)]
         read_backup: bool,
     },
+}
+
+/// `1-22` or `1,3,6` (or both) as query numbers in 1..=22.
+fn parse_query_list(s: &str) -> anyhow::Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (a.trim().parse()?, b.trim().parse()?);
+        if a == 0 || b > 22 || a > b {
+            bail!("queries are numbered 1 to 22: {part}");
+        }
+        out.extend(a..=b);
+    }
+    if out.is_empty() {
+        bail!("no queries");
+    }
+    Ok(out)
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -1089,6 +1132,24 @@ fn bench(suite: BenchSuite) -> Result<()> {
                     tern_bench::print_row(&r);
                 }
             }
+            Ok(())
+        }
+        BenchSuite::Tpch { addr, scale, dir, against, queries, timeout, no_load } => {
+            if scale.is_nan() || scale <= 0.0 {
+                bail!("--scale must be positive");
+            }
+            let queries = parse_query_list(&queries)?;
+            let o = tern_bench::tpch::TpchOptions {
+                addr,
+                scale,
+                dir,
+                against,
+                queries,
+                timeout: std::time::Duration::from_secs(timeout.max(1)),
+                no_load,
+            };
+            let r = tern_bench::tpch::run(&o).map_err(|e| anyhow::anyhow!(e))?;
+            tern_bench::tpch::print(&r);
             Ok(())
         }
         BenchSuite::Native { addr, threads, batch, rows, seconds, phases, json, memory, table, read_backup } => {

@@ -1,0 +1,72 @@
+//! TPC-H through the MySQL front end of `tern up`, differentially against MariaDB: `tern bench
+//! tpch` generates scale factor 0.01 (tpchgen-cli, which `.ci/run` installs), loads it with LOAD
+//! DATA into Tern and into a MariaDB it starts, runs the 22 queries (the specification's
+//! validation parameters) on both, and every answer must equal MariaDB's text exactly.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `tern up`, stopped (SIGINT, as a user's Ctrl-C) when dropped, also when the test fails.
+struct Up(Child);
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        unsafe {
+            libc::kill(self.0.id() as i32, libc::SIGINT);
+        }
+        let until = Instant::now() + Duration::from_secs(30);
+        while self.0.try_wait().ok().flatten().is_none() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn all_22_tpch_queries_answer_as_mariadb_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let mysql = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["up", "--datanodes", "1", "--replicas", "1", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .args(["--datanode-port", &free_port().to_string(), "--rest-port", &free_port().to_string()])
+        .args(["--redis-port", &free_port().to_string(), "--data-memory", "512M"])
+        .args(["--mysql-port", &mysql.to_string(), "--mgmd-port", &free_port().to_string()])
+        .env("TERN_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let _up = Up(child);
+    let mut line = String::new();
+    BufReader::new(out).read_line(&mut line).unwrap();
+    assert!(line.contains(&format!("mysql=127.0.0.1:{mysql}")), "ready line names the MySQL port: {line}");
+
+    let bench = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["bench", "tpch", "--scale", "0.01", "--against", "mariadb", "--timeout", "300"])
+        .args(["--addr", &format!("127.0.0.1:{mysql}"), "--dir"])
+        .arg(dir.path().join("tpch"))
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&bench.stdout);
+    assert!(bench.status.success(), "tern bench tpch failed:\n{report}\n{}", String::from_utf8_lossy(&bench.stderr));
+    println!("{report}");
+    let lines: Vec<&str> = report.lines().filter(|l| l.starts_with('Q')).collect();
+    assert_eq!(lines.len(), 22, "one line per query:\n{report}");
+    for l in lines {
+        assert!(l.ends_with("= mariadb"), "answer differs from MariaDB's: {l}\n{report}");
+    }
+    // lineitem was loaded completely (60,175 rows at this scale).
+    assert!(
+        report.lines().any(|l| l.starts_with("tern") && l.contains("lineitem") && l.contains(" 60175 ")),
+        "{report}"
+    );
+}
