@@ -667,10 +667,13 @@ impl Session {
     /// Whether a planned statement runs better in the query engine: a SELECT without locking
     /// reads, while the session holds no data-node transaction (the engine reads committed rows,
     /// so it would miss the transaction's own writes), that would join by scanning an inner
-    /// table once per outer row.
+    /// table once per outer row, or that joins starting from a full scan of its first table (an
+    /// analytic join: its nested loops would hold every joined row; the engine's hash joins
+    /// build on one side and spill).
     fn for_engine(&self, prep: &Prepared) -> bool {
         fn scans_inner(p: &SelectPlan) -> bool {
             p.srcs.iter().skip(1).any(|s| matches!(s.access, plan::Access::Scan))
+                || (p.srcs.len() > 1 && matches!(p.srcs[0].access, plan::Access::Scan))
                 || p.subs.iter().any(scans_inner)
                 || p.unions.iter().any(|(_, u)| scans_inner(u))
         }

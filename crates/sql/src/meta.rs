@@ -76,7 +76,8 @@ impl ColumnDef {
             length,
             ty,
             flags: if binary { flag::BINARY | flag::NUM } else { 0 },
-            decimals: if binary { 0 } else { 31 },
+            // 31: no fixed fraction digits (strings; doubles print in shortest form).
+            decimals: if binary && !matches!(ty, ty::DOUBLE | ty::FLOAT) { 0 } else { 31 },
         }
     }
 }
