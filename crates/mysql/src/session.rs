@@ -645,7 +645,10 @@ impl Session {
             && let Some(prep) = self.prepare_normalized(&norm, params.len())
         {
             if self.for_engine(&prep) {
-                return self.engine_query(sql, None, column_names(&prep.stmt)).await;
+                match self.engine_query(sql, None, column_names(&prep.stmt)).await {
+                    Err(e) if engine_lacks(&e) => {}
+                    r => return r,
+                }
             }
             return self.execute(&prep, &params).await;
         }
@@ -659,7 +662,10 @@ impl Session {
             Err(e) => return Err(e),
         };
         if self.for_engine(&prep) {
-            return self.engine_query(sql, None, column_names(&prep.stmt)).await;
+            match self.engine_query(sql, None, column_names(&prep.stmt)).await {
+                Err(e) if engine_lacks(&e) => {}
+                r => return r,
+            }
         }
         self.execute(&prep, &[]).await
     }
@@ -1748,6 +1754,13 @@ fn column_names(stmt: &Statement) -> Option<Vec<String>> {
             SelectItem::Expr { alias, text, .. } => Some(alias.clone().unwrap_or_else(|| text.clone())),
         })
         .collect()
+}
+
+/// Whether the engine refused a statement the OLTP path planned for want of something (a MySQL
+/// function or syntax it does not know): the OLTP path then runs it. Not for KILL, deadlines or
+/// memory, which the OLTP path would meet too.
+fn engine_lacks(e: &SqlError) -> bool {
+    matches!(e.errno, 1064 | 1105 | 1235) && e.code.is_none()
 }
 
 /// Whether a statement text is a query (SELECT, WITH, or one in parentheses), past leading
