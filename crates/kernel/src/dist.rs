@@ -532,8 +532,7 @@ impl Dist {
             }
             self.copying = Some(self.ldms.len());
         }
-        let failed: BTreeSet<NodeId> =
-            old.live_nodes().into_iter().filter(|&n| !self.cluster.state_of(n).in_chains()).collect();
+        let failed: BTreeSet<NodeId> = self.cluster.failed_since(&old).into_iter().collect();
         if failed.is_empty() {
             return;
         }

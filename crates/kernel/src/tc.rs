@@ -913,8 +913,7 @@ impl Tc {
         }
         let old = std::mem::replace(&mut self.cluster, state);
         self.set_routing();
-        let failed: Vec<NodeId> =
-            old.live_nodes().into_iter().filter(|&n| !self.cluster.state_of(n).in_chains()).collect();
+        let failed: Vec<NodeId> = self.cluster.failed_since(&old);
         if failed.is_empty() {
             return;
         }

@@ -350,6 +350,19 @@ impl ClusterState {
     }
 
     /// Nodes holding replicas (in write chains), ascending.
+    /// The nodes live in `old` that are gone in this newer map: out of the chains, or back in
+    /// them as a new incarnation (a map that went out while the node was down may never have
+    /// reached a block: its restart must still count as the previous incarnation's failure).
+    pub fn failed_since(&self, old: &ClusterState) -> Vec<NodeId> {
+        old.live_nodes()
+            .into_iter()
+            .filter(|n| match (old.nodes.get(n), self.nodes.get(n)) {
+                (Some(o), Some(s)) => !s.state.in_chains() || s.incarnation != o.incarnation,
+                _ => true,
+            })
+            .collect()
+    }
+
     pub fn live_nodes(&self) -> Vec<NodeId> {
         self.nodes.iter().filter(|(_, s)| s.state.in_chains()).map(|(id, _)| *id).collect()
     }
