@@ -121,7 +121,16 @@ pub fn query(n: usize, scale: f64) -> String {
 
 /// The rows a `.tbl` file holds.
 fn count_lines(p: &Path) -> u64 {
-    std::fs::read(p).map(|b| b.iter().filter(|&&c| c == b'\n').count() as u64).unwrap_or(0)
+    use std::io::Read;
+    let Ok(mut f) = std::fs::File::open(p) else { return 0 };
+    let (mut buf, mut n) = (vec![0u8; 1 << 20], 0u64);
+    while let Ok(k) = f.read(&mut buf) {
+        if k == 0 {
+            break;
+        }
+        n += buf[..k].iter().filter(|&&c| c == b'\n').count() as u64;
+    }
+    n
 }
 
 /// Generates the data (once per scale factor) and returns its directory.
@@ -361,9 +370,16 @@ fn run_duckdb(data: &Path, o: &TpchOptions) -> Result<PeerRun, String> {
             (t.to_string(), cols.replace(", PRIMARY KEY", ", _end VARCHAR, PRIMARY KEY"))
         })
         .collect();
-    let columns: serde_like::Map = SCHEMA.iter().map(|(t, ddl)| (t.to_string(), duck_columns(ddl))).collect();
+    let columns: serde_json::Map<String, serde_json::Value> =
+        SCHEMA.iter().map(|(t, ddl)| (t.to_string(), duck_columns(ddl).into())).collect();
     let queries: Vec<(usize, String)> = o.queries.iter().map(|&n| (n, query(n, o.scale))).collect();
-    let spec = serde_like::spec(&data.display().to_string(), &schema, &columns, &queries);
+    let spec = serde_json::json!({
+        "dir": data.display().to_string(),
+        "schema": schema,
+        "columns": columns,
+        "queries": queries,
+    })
+    .to_string();
     let mut child = Command::new("python3")
         .arg("-c")
         .arg(DUCKDB_SCRIPT)
@@ -380,174 +396,41 @@ fn run_duckdb(data: &Path, o: &TpchOptions) -> Result<PeerRun, String> {
             String::from_utf8_lossy(&out.stderr).lines().rev().take(6).collect::<Vec<_>>().join(" / ")
         ));
     }
-    serde_like::parse_duck(&String::from_utf8_lossy(&out.stdout))
+    parse_duck(&String::from_utf8_lossy(&out.stdout))
 }
 
-/// Just enough JSON for the DuckDB exchange (the bench crate has no JSON dependency).
-mod serde_like {
-    use super::QueryRun;
-
-    pub type Map = Vec<(String, String)>;
-
-    fn s(x: &str) -> String {
-        let mut o = String::from("\"");
-        for c in x.chars() {
-            match c {
-                '"' => o.push_str("\\\""),
-                '\\' => o.push_str("\\\\"),
-                '\n' => o.push_str("\\n"),
-                c => o.push(c),
-            }
-        }
-        o.push('"');
-        o
-    }
-
-    pub fn spec(dir: &str, schema: &[(String, String)], columns: &Map, queries: &[(usize, String)]) -> String {
-        let schema: Vec<String> = schema.iter().map(|(t, d)| format!("[{}, {}]", s(t), s(d))).collect();
-        let columns: Vec<String> = columns.iter().map(|(t, c)| format!("{}: {}", s(t), s(c))).collect();
-        let queries: Vec<String> = queries.iter().map(|(n, q)| format!("[{n}, {}]", s(q))).collect();
-        format!(
-            "{{\"dir\": {}, \"schema\": [{}], \"columns\": {{{}}}, \"queries\": [{}]}}",
-            s(dir),
-            schema.join(", "),
-            columns.join(", "),
-            queries.join(", ")
-        )
-    }
-
-    /// A tiny JSON value parser.
-    #[derive(Debug)]
-    enum J {
-        Null,
-        Num(f64),
-        Str(String),
-        Arr(Vec<J>),
-        Obj(Vec<(String, J)>),
-    }
-
-    fn parse(b: &[u8], i: &mut usize) -> Result<J, String> {
-        while *i < b.len() && b[*i].is_ascii_whitespace() {
-            *i += 1;
-        }
-        match b.get(*i) {
-            Some(b'n') => {
-                *i += 4;
-                Ok(J::Null)
-            }
-            Some(b'[') => {
-                *i += 1;
-                let mut v = Vec::new();
-                loop {
-                    while b.get(*i).is_some_and(|c| c.is_ascii_whitespace() || *c == b',') {
-                        *i += 1;
-                    }
-                    if b.get(*i) == Some(&b']') {
-                        *i += 1;
-                        return Ok(J::Arr(v));
-                    }
-                    v.push(parse(b, i)?);
+/// DuckDB's answer: loads `[table, rows, seconds]` and queries `[n, seconds, rows | null,
+/// error | null]`.
+fn parse_duck(text: &str) -> Result<PeerRun, String> {
+    use serde_json::Value as J;
+    let top: J = serde_json::from_str(text).map_err(|e| format!("DuckDB's answer: {e}"))?;
+    let loads = top["loads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| Some((l[0].as_str()?.to_string(), l[1].as_u64()?, l[2].as_f64()?)))
+        .collect();
+    let cell = |c: &J| match c {
+        J::String(x) => x.clone(),
+        J::Null => "NULL".into(),
+        o => o.to_string(),
+    };
+    let runs = top["queries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|q| QueryRun {
+            seconds: q[1].as_f64().unwrap_or(0.0),
+            rows: match (&q[2], &q[3]) {
+                (J::Array(rs), _) => {
+                    Ok(rs.iter().map(|r| r.as_array().into_iter().flatten().map(cell).collect()).collect())
                 }
-            }
-            Some(b'{') => {
-                *i += 1;
-                let mut v = Vec::new();
-                loop {
-                    while b.get(*i).is_some_and(|c| c.is_ascii_whitespace() || *c == b',') {
-                        *i += 1;
-                    }
-                    if b.get(*i) == Some(&b'}') {
-                        *i += 1;
-                        return Ok(J::Obj(v));
-                    }
-                    let J::Str(k) = parse(b, i)? else { return Err("bad key".into()) };
-                    while b.get(*i).is_some_and(|c| c.is_ascii_whitespace() || *c == b':') {
-                        *i += 1;
-                    }
-                    v.push((k, parse(b, i)?));
-                }
-            }
-            Some(b'"') => {
-                *i += 1;
-                let mut out = Vec::new();
-                while let Some(&c) = b.get(*i) {
-                    *i += 1;
-                    match c {
-                        b'"' => return Ok(J::Str(String::from_utf8_lossy(&out).into_owned())),
-                        b'\\' => {
-                            let e = *b.get(*i).ok_or("bad escape")?;
-                            *i += 1;
-                            match e {
-                                b'n' => out.push(b'\n'),
-                                b't' => out.push(b'\t'),
-                                b'r' => out.push(b'\r'),
-                                b'b' => out.push(8),
-                                b'f' => out.push(12),
-                                b'u' => {
-                                    let h = std::str::from_utf8(b.get(*i..*i + 4).ok_or("bad \\u")?)
-                                        .map_err(|e| e.to_string())?;
-                                    let cp = u32::from_str_radix(h, 16).map_err(|e| e.to_string())?;
-                                    *i += 4;
-                                    let ch = char::from_u32(cp).unwrap_or('\u{fffd}');
-                                    out.extend_from_slice(ch.to_string().as_bytes());
-                                }
-                                o => out.push(o),
-                            }
-                        }
-                        o => out.push(o),
-                    }
-                }
-                Err("unterminated string".into())
-            }
-            Some(_) => {
-                let start = *i;
-                while b.get(*i).is_some_and(|c| !matches!(c, b',' | b']' | b'}') && !c.is_ascii_whitespace()) {
-                    *i += 1;
-                }
-                let t = std::str::from_utf8(&b[start..*i]).map_err(|e| e.to_string())?;
-                t.parse().map(J::Num).map_err(|_| format!("bad JSON token {t}"))
-            }
-            None => Err("unexpected end of JSON".into()),
-        }
-    }
-
-    pub fn parse_duck(text: &str) -> Result<super::PeerRun, String> {
-        let J::Obj(top) = parse(text.as_bytes(), &mut 0)? else { return Err("not an object".into()) };
-        let mut loads = Vec::new();
-        let mut runs = Vec::new();
-        for (k, v) in top {
-            let J::Arr(items) = v else { continue };
-            for it in items {
-                let J::Arr(f) = it else { continue };
-                match (k.as_str(), f.as_slice()) {
-                    ("loads", [J::Str(t), J::Num(n), J::Num(s)]) => loads.push((t.clone(), *n as u64, *s)),
-                    ("queries", [_, J::Num(s), rows, err]) => {
-                        let rows = match (rows, err) {
-                            (J::Arr(rs), _) => Ok(rs
-                                .iter()
-                                .map(|r| match r {
-                                    J::Arr(cells) => cells
-                                        .iter()
-                                        .map(|c| match c {
-                                            J::Str(x) => x.clone(),
-                                            J::Num(x) => x.to_string(),
-                                            _ => "NULL".into(),
-                                        })
-                                        .collect(),
-                                    _ => Vec::new(),
-                                })
-                                .collect()),
-                            (_, J::Str(e)) => Err(e.clone()),
-                            _ => Err("no result".into()),
-                        };
-                        runs.push(QueryRun { seconds: *s, rows });
-                    }
-                    _ => {}
-                }
-            }
-        }
-        Ok((loads, runs))
-    }
+                (_, J::String(e)) => Err(e.clone()),
+                _ => Err("no result".into()),
+            },
+        })
+        .collect();
+    Ok((loads, runs))
 }
 
 /// Whether two answers agree: same row count and, cell by cell, equal text or numbers within

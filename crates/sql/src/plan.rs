@@ -1493,7 +1493,9 @@ fn pushable_aggregation(
         None => None,
     };
     let order = order.iter().map(|(x, d)| Some((over(x)?, *d))).collect::<Option<Vec<_>>>()?;
-    Some(PushedAgg { agg: Aggregation { group_by: group, aggs: spec }, finals, items, having, order })
+    let agg = Aggregation { group_by: group, aggs: spec };
+    // Deeper or larger than the data node takes: the API server aggregates.
+    agg.within_limits().then_some(PushedAgg { agg, finals, items, having, order })
 }
 
 /// A compiled expression as the data node's aggregation program evaluates it: columns, numeric
@@ -1865,6 +1867,8 @@ mod tests {
         assert!(plan("SELECT k, COUNT(*) FROM t GROUP BY k * 2").agg_push.is_none());
         assert!(plan("SELECT SUM(ABS(k)) FROM t").agg_push.is_none());
         assert!(plan("SELECT SUM(c + 1) FROM t").agg_push.is_none());
+        let deep = format!("SELECT SUM({}k{}) FROM t", "(1 + ".repeat(40), ")".repeat(40));
+        assert!(plan(&deep).agg_push.is_none(), "deeper than the data node takes");
         assert!(plan("SELECT COUNT(*) FROM t WHERE c LIKE 'a%'").agg_push.is_none());
         assert!(plan("SELECT SUM(c) FROM t").agg_push.is_none());
         assert!(plan("SELECT COUNT(*) FROM t WHERE id = 1").agg_push.is_none());

@@ -80,6 +80,21 @@ impl AggExpr {
         }
     }
 
+    /// (depth, nodes) of the tree, as `decode` counts them (a leaf is depth 0).
+    fn size(&self) -> (usize, usize) {
+        match self {
+            AggExpr::Col(_) | AggExpr::Lit(_) => (0, 1),
+            AggExpr::Neg(a) => {
+                let (d, n) = a.size();
+                (d + 1, n + 1)
+            }
+            AggExpr::Bin(_, a, b) => {
+                let ((da, na), (db, nb)) = (a.size(), b.size());
+                (da.max(db) + 1, na + nb + 1)
+            }
+        }
+    }
+
     fn max_column(&self) -> Option<u16> {
         match self {
             AggExpr::Col(c) => Some(*c),
@@ -306,6 +321,20 @@ impl Aggregation {
         Ok(Aggregation { group_by, aggs })
     }
 
+    /// Whether the data node will take the program (`decode`'s depth and size limits): a
+    /// planner builds only programs that pass.
+    pub fn within_limits(&self) -> bool {
+        let mut nodes = 0;
+        for x in self.group_by.iter().chain(self.aggs.iter().filter_map(|a| a.1.as_ref())) {
+            let (d, n) = x.size();
+            nodes += n;
+            if d > EXPR_DEPTH_MAX {
+                return false;
+            }
+        }
+        nodes <= EXPR_NODES_MAX
+    }
+
     /// The largest column it reads (to check it against the table).
     pub fn max_column(&self) -> Option<u16> {
         self.group_by.iter().chain(self.aggs.iter().filter_map(|a| a.1.as_ref())).filter_map(AggExpr::max_column).max()
@@ -452,9 +481,7 @@ fn fold_value(op: AggOp, slots: &mut [Value], v: Value) {
         AggOp::Sum => add_sum(&mut slots[0], &v),
         AggOp::Min | AggOp::Max => min_max(op, &mut slots[0], &v),
         AggOp::Var => {
-            if let Some(x) = v.as_f64()
-                && !v.is_null()
-            {
+            if let Some(x) = v.as_f64() {
                 var_add(slots, x);
             }
         }
@@ -475,7 +502,6 @@ pub struct Partial {
 impl Partial {
     pub fn add(&mut self, a: &Aggregation, layout: &RowLayout, row: &[u8]) -> AResult<()> {
         self.key.clear();
-        let mut exprs_vals: Option<Vec<Value>> = None;
         for g in &a.group_by {
             match g {
                 AggExpr::Col(c) => match layout.stored(row, *c as usize) {
@@ -496,21 +522,15 @@ impl Partial {
                     let v = g.eval(layout, row)?;
                     self.key.push(2);
                     v.encode(&mut Enc::new(&mut self.key));
-                    exprs_vals.get_or_insert_with(Vec::new).push(v);
                 }
             }
         }
         let g = match self.index.get(&self.key[..]) {
             Some(&g) => g,
             None => {
-                let mut vals = Vec::with_capacity(a.group_by.len());
-                let mut ev = exprs_vals.take().unwrap_or_default().into_iter();
-                for g in &a.group_by {
-                    vals.push(match g {
-                        AggExpr::Col(c) => layout.get(row, *c as usize).unwrap_or(Value::Null),
-                        _ => ev.next().unwrap_or(Value::Null),
-                    });
-                }
+                // A new group (rare): its values are evaluated once more, rather than kept for
+                // every row.
+                let vals = a.group_by.iter().map(|g| g.eval(layout, row)).collect::<AResult<Vec<_>>>()?;
                 let g = self.entries.len();
                 self.entries.push((vals, a.start()));
                 self.index.insert(self.key.clone(), g);
@@ -684,9 +704,20 @@ mod tests {
             x = AggExpr::Neg(Box::new(x));
         }
         let a = Aggregation { group_by: vec![], aggs: vec![(AggOp::Sum, Some(x))] };
+        assert!(!a.within_limits());
         let mut buf = Vec::new();
         a.encode(&mut Enc::new(&mut buf));
         assert!(Aggregation::decode(&mut Dec::new(&buf)).is_err());
+        // At the limit: taken, and `within_limits` says so.
+        let mut x = AggExpr::Col(0);
+        for _ in 0..EXPR_DEPTH_MAX {
+            x = AggExpr::Neg(Box::new(x));
+        }
+        let a = Aggregation { group_by: vec![], aggs: vec![(AggOp::Sum, Some(x))] };
+        assert!(a.within_limits());
+        let mut buf = Vec::new();
+        a.encode(&mut Enc::new(&mut buf));
+        assert!(Aggregation::decode(&mut Dec::new(&buf)).is_ok());
         // A non-COUNT aggregate without an argument.
         let a = Aggregation { group_by: vec![], aggs: vec![(AggOp::Sum, None)] };
         let mut buf = Vec::new();
