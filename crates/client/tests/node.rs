@@ -553,7 +553,11 @@ fn composite_key_with_partition_key_subset() {
 #[test]
 fn ttl_string_increment_and_previous_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let node = start(dir.path(), 64 << 20);
+    // The data node's own purge is off: this test purges by hand.
+    let mut cfg = config(dir.path(), 64 << 20);
+    cfg.node.tc.purge_interval_ms = 0;
+    let node = DataNode::start(cfg).expect("start");
+    assert!(node.wait_started(Duration::from_secs(20)), "node started");
     let c = Client::connect(&node.local_addr().to_string()).unwrap();
     c.ddl(DdlReq::CreateDatabase { name: "test".into(), if_not_exists: true }).unwrap();
     let t = Table {
@@ -570,7 +574,7 @@ fn ttl_string_increment_and_previous_rows() {
         partition_key: vec![0],
         indexes: vec![],
         partition_count: 0,
-        ttl: Some(tern_types::schema::Ttl { column: 3, seconds: 0 }),
+        ttl: Some(tern_types::schema::Ttl::new(3, 0)),
         comment: String::new(),
     };
     c.ddl(DdlReq::CreateTable { table: t, if_not_exists: false }).unwrap();
@@ -867,4 +871,138 @@ fn deadlock_across_ldms_is_found_by_probes() {
         assert_eq!(read_v(&a, &t, 1), Some(winner));
         assert_eq!(read_v(&a, &t, other), Some(winner));
     }
+}
+
+/// The data node purges expired rows of every TTL table in the background (interfaces.md §5):
+/// through an ordered index on the TTL column when there is one and by scanning otherwise; rows
+/// that never expire or expire later stay; the rows of the table's cascade children go with
+/// their purged parent; the purged rows are counted in the node's status.
+#[test]
+fn ttl_tables_are_purged_in_the_data_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), 256 << 20);
+    cfg.node.tc.purge_interval_ms = 100;
+    cfg.node.tc.purge_batch_rows = 50;
+    let node = DataNode::start(cfg).expect("start");
+    assert!(node.wait_started(Duration::from_secs(20)), "node started");
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    c.ddl(DdlReq::CreateDatabase { name: "test".into(), if_not_exists: true }).unwrap();
+    let table = |name: &str, ts: ColumnType, indexed: bool, cascade: Vec<tern_types::schema::TtlCascade>| Table {
+        id: 0,
+        database: "test".into(),
+        name: name.into(),
+        columns: vec![
+            Column::new("id", ColumnType::BigInt { unsigned: false }).not_null(),
+            Column::new("at", ts),
+            Column::new("v", ColumnType::VarChar { len: 20 }),
+        ],
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: if indexed {
+            vec![Index { id: 0, name: "at_idx".into(), columns: vec![1], unique: false }]
+        } else {
+            vec![]
+        },
+        partition_count: 0,
+        ttl: Some(tern_types::schema::Ttl { column: 1, seconds: 2, cascade }),
+        comment: String::new(),
+    };
+    let child = Table {
+        id: 0,
+        database: "test".into(),
+        name: "parts".into(),
+        columns: vec![
+            Column::new("parent", ColumnType::BigInt { unsigned: false }).not_null(),
+            Column::new("n", ColumnType::Int { unsigned: false }).not_null(),
+        ],
+        primary_key: vec![0, 1],
+        partition_key: vec![0],
+        indexes: vec![],
+        partition_count: 0,
+        ttl: None,
+        comment: String::new(),
+    };
+    let cascade = vec![tern_types::schema::TtlCascade { child: "parts".into(), column: 0 }];
+    for t in [
+        table("scanned", ColumnType::DateTime { fsp: 6 }, false, cascade),
+        table("indexed", ColumnType::Timestamp { fsp: 0 }, true, vec![]),
+        child,
+    ] {
+        c.ddl(DdlReq::CreateTable { table: t, if_not_exists: false }).unwrap();
+    }
+    let b = c.blocking();
+    let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
+    // Per table: 700 rows already expired (at = now - 3 s with a 2 s TTL), 300 that expire in
+    // about 2 s, 100 that never do (NULL), 100 far in the future.
+    let expiry = |i: i64| match i % 12 {
+        0..=6 => Some(now_us - 3_000_000),
+        7..=9 => Some(now_us),
+        10 => None,
+        _ => Some(now_us + 3_600_000_000),
+    };
+    let ids: Vec<i64> = (0..1200).collect();
+    for name in ["scanned", "indexed"] {
+        let t = c.table("test", name).unwrap();
+        let ts = |us: i64| {
+            if name == "indexed" { Value::Timestamp(us / 1_000_000 * 1_000_000) } else { Value::DateTime(us) }
+        };
+        for chunk in ids.chunks(300) {
+            let ops = chunk
+                .iter()
+                .map(|&i| t.write(&[Value::Int(i), expiry(i).map(ts).unwrap_or(Value::Null), Value::str("x")]).unwrap())
+                .collect();
+            b.execute(ops).unwrap();
+        }
+    }
+    let parts = c.table("test", "parts").unwrap();
+    for chunk in ids.chunks(200) {
+        let ops = chunk
+            .iter()
+            .flat_map(|&i| (0..3).map(move |n| (i, n)))
+            .map(|(i, n)| parts.write(&[Value::Int(i), Value::Int(n)]).unwrap())
+            .collect();
+        b.execute(ops).unwrap();
+    }
+    let count = |name: &str, expired: bool| {
+        let t = c.table("test", name).unwrap();
+        let mut spec = ScanSpec::table(t.id());
+        spec.expired = expired;
+        b.scan_all(spec).unwrap().len()
+    };
+    let purged = |name: &str| {
+        let id = c.table("test", name).unwrap().id();
+        c.status().unwrap().ttl_purged.iter().find(|(t, _)| *t == id).map_or(0, |(_, n)| *n)
+    };
+    // Everything expires but the 200 rows per table that never do or expire in an hour.
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = count("scanned", true) + count("indexed", true) + count("scanned", false) + count("indexed", false);
+        if left == 400 && count("parts", false) == 600 {
+            break;
+        }
+        assert!(Instant::now() < until, "{left} rows left, {} parts", count("parts", false));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(count("scanned", false), 200);
+    assert_eq!(count("indexed", false), 200);
+    assert_eq!((purged("scanned"), purged("indexed"), purged("parts")), (1000, 1000, 3000));
+    // The survivors are the rows that never expire or expire later, with their parts.
+    let t = c.table("test", "scanned").unwrap();
+    let mut left: Vec<i64> = b
+        .scan_all(ScanSpec::table(t.id()))
+        .unwrap()
+        .iter()
+        .map(|r| t.decode_row(r).unwrap()[0].as_i128().unwrap() as i64)
+        .collect();
+    left.sort();
+    assert_eq!(left, ids.iter().copied().filter(|i| i % 12 >= 10).collect::<Vec<_>>());
+    let mut parents: Vec<i64> = b
+        .scan_all(ScanSpec::table(parts.id()))
+        .unwrap()
+        .iter()
+        .map(|r| parts.decode_row(r).unwrap()[0].as_i128().unwrap() as i64)
+        .collect();
+    parents.sort();
+    parents.dedup();
+    assert_eq!(parents, left);
 }

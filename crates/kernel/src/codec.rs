@@ -898,7 +898,11 @@ mod tests {
             partition_key: vec![0],
             indexes: vec![Index { id: 3, name: "by_email".into(), columns: vec![1], unique: true }],
             partition_count: 8,
-            ttl: Some(Ttl { column: 4, seconds: 3600 }),
+            ttl: Some(Ttl {
+                column: 4,
+                seconds: 3600,
+                cascade: vec![tern_types::schema::TtlCascade { child: "order_lines".into(), column: 0 }],
+            }),
             comment: "NDB_TABLE=READ_BACKUP=1".into(),
         }
     }

@@ -21,10 +21,15 @@ use crate::signal::{
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tern_store::MemoryBudget;
+use tern_types::Value;
 use tern_types::cluster::{ClusterState, NodeState, Routing};
 use tern_types::schema::TableId;
 use tern_types::{Catalog, ErrorCode, RowLayout, TernError};
-use tern_wire::{AbortOption, Exec, OpKind, OpResult, Outcome, Reply, Request, ScanReq, StatusInfo, TxnReq, TxnResp};
+use tern_wire::{
+    AbortOption, Exec, KeyOp, OpKind, OpResult, Outcome, Reply, Request, ScanReq, StatusInfo, TxnReq, TxnResp,
+};
+
+mod purge;
 
 #[derive(Debug, Clone)]
 pub struct TcConfig {
@@ -35,11 +40,29 @@ pub struct TcConfig {
     pub txns_max: usize,
     /// Open scans per tc.
     pub scans_max: usize,
+    /// TTL expiry and the purge compare stored DATETIME/TIMESTAMP values against
+    /// `wall_base_ms + now_ms` (as the ldm does).
+    pub wall_base_ms: u64,
+    /// How often a partition of a TTL table is purged (0: never); see `purge`.
+    pub purge_interval_ms: u64,
+    /// Expired rows deleted per purge transaction.
+    pub purge_batch_rows: u32,
+    /// Purge transactions per tick and tc, at most.
+    pub purge_batches_per_tick: u32,
 }
 
 impl Default for TcConfig {
     fn default() -> Self {
-        TcConfig { inactive_timeout_ms: 30_000, tick_ms: 100, txns_max: 100_000, scans_max: 10_000 }
+        TcConfig {
+            inactive_timeout_ms: 30_000,
+            tick_ms: 100,
+            txns_max: 100_000,
+            scans_max: 10_000,
+            wall_base_ms: 0,
+            purge_interval_ms: 1_000,
+            purge_batch_rows: 256,
+            purge_batches_per_tick: 8,
+        }
     }
 }
 
@@ -51,6 +74,16 @@ pub struct NodeStats {
     pub pid: std::sync::atomic::AtomicU32,
     /// Key reads sent to a backup replica on this node (READ_BACKUP).
     pub backup_reads: std::sync::atomic::AtomicU64,
+    /// Rows the TTL purge deleted, per table (cascaded rows under their own table).
+    pub ttl_purged: std::sync::Mutex<BTreeMap<TableId, u64>>,
+}
+
+impl NodeStats {
+    fn count_purged(&self, table: TableId, rows: u64) {
+        if rows > 0 {
+            *self.ttl_purged.lock().unwrap_or_else(|e| e.into_inner()).entry(table).or_default() += rows;
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +218,7 @@ pub struct Tc {
     now_ms: u64,
     budget: MemoryBudget,
     stats: Arc<NodeStats>,
+    purge: purge::Purge,
 }
 
 impl Tc {
@@ -231,6 +265,7 @@ impl Tc {
             now_ms: 0,
             budget,
             stats,
+            purge: Default::default(),
         };
         tc.set_catalog(catalog);
         tc.set_routing();
@@ -294,6 +329,12 @@ impl Tc {
     pub fn handle(&mut self, now_ms: u64, sig: Signal, out: &mut Out) {
         debug_assert!(now_ms >= self.now_ms, "time never goes back");
         self.now_ms = now_ms;
+        let replies = out.replies.len();
+        self.handle_signal(sig, out);
+        self.purge_replies(replies, out);
+    }
+
+    fn handle_signal(&mut self, sig: Signal, out: &mut Out) {
         match sig {
             Signal::ClientRequest { client, req_id, req } => self.request(client, req_id, req, out),
             Signal::ClientGone { client } => self.client_gone(client, out),
@@ -359,6 +400,7 @@ impl Tc {
             }
             Signal::Tick => {
                 self.expire_idle(out);
+                self.purge_tick(out);
                 out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
             }
             other => panic!("tc received an unexpected signal: {other:?}"),
@@ -419,6 +461,14 @@ impl Tc {
             catalog_version: self.catalog.version,
             pid: self.stats.pid.load(std::sync::atomic::Ordering::Relaxed),
             backup_reads: self.stats.backup_reads.load(std::sync::atomic::Ordering::Relaxed),
+            ttl_purged: self
+                .stats
+                .ttl_purged
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(&t, &n)| (t, n))
+                .collect(),
         }
     }
 

@@ -1292,11 +1292,15 @@ impl Session {
                         fix(&mut idx.columns);
                     }
                     def.indexes.retain(|i| !i.columns.is_empty());
-                    def.ttl = match def.ttl {
+                    def.ttl = match def.ttl.take() {
                         Some(t) if t.column as usize == c => None,
                         Some(mut t) => {
                             if t.column as usize > c {
                                 t.column -= 1;
+                            }
+                            t.cascade.retain(|x| x.column as usize != c);
+                            for x in t.cascade.iter_mut().filter(|x| x.column as usize > c) {
+                                x.column -= 1;
                             }
                             Some(t)
                         }

@@ -16,7 +16,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 use tern_client::{Client, Column, ColumnType, DdlReq, ErrorCode, KeyOp, OpKind, Table, TableHandle, TernError, Value};
-use tern_types::schema::Ttl;
+use tern_types::schema::{Ttl, TtlCascade};
 
 pub const KEY_MAX: usize = 3000;
 pub const INLINE_MAX: usize = 8000;
@@ -96,7 +96,12 @@ pub fn definitions(index: u32) -> [Table; 3] {
         vec![0],
         vec![0],
     );
-    keys.ttl = Some(Ttl { column: K_EXPIRY, seconds: 0 });
+    // The data node's purge deletes an expired key's overflow parts and hash fields with it.
+    keys.ttl = Some(Ttl {
+        column: K_EXPIRY,
+        seconds: 0,
+        cascade: ["string_values", "hset_keys"].map(|child| TtlCascade { child: child.into(), column: K_ID }).to_vec(),
+    });
     keys.comment = "NDB_TABLE=TTL=0@expiry_date".into();
     let values = table(
         &db,

@@ -48,8 +48,6 @@ pub struct RedisOptions {
     /// Bytes of received, not yet executed commands a connection may hold.
     pub max_pending: usize,
     pub limits: resp::Limits,
-    /// How often expired keys are purged (backing off to 64 intervals while none are found).
-    pub purge_interval: Duration,
     /// Open connections at most (redis-server's `maxclients`, 10,000); more are refused with
     /// `-ERR max number of clients reached`.
     pub max_clients: usize,
@@ -72,7 +70,6 @@ impl Default for RedisOptions {
             spin: Duration::from_micros(50),
             max_pending: 1 << 30,
             limits: resp::Limits::default(),
-            purge_interval: Duration::from_secs(1),
             max_clients: 10_000,
             timeout: Duration::ZERO,
             allocator: "libc",
@@ -87,7 +84,6 @@ pub struct Stats {
     pub connections: AtomicU64,
     /// Connections refused at `maxclients`.
     pub rejected: AtomicU64,
-    pub expired: AtomicU64,
     /// Per command of `cmd::COMMANDS`: calls, microseconds, rejected calls, failed calls.
     per_command: Vec<[AtomicU64; 4]>,
     /// Error replies by their code (the first word: ERR, WRONGTYPE ...).
@@ -100,7 +96,6 @@ impl Default for Stats {
             commands: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
-            expired: AtomicU64::new(0),
             per_command: (0..cmd::command_count()).map(|_| Default::default()).collect(),
             errors: Mutex::default(),
         }
@@ -110,7 +105,7 @@ impl Default for Stats {
 impl Stats {
     /// CONFIG RESETSTAT.
     pub fn reset(&self) {
-        for c in [&self.commands, &self.connections, &self.rejected, &self.expired] {
+        for c in [&self.commands, &self.connections, &self.rejected] {
             c.store(0, Ordering::Relaxed);
         }
         self.per_command.iter().flatten().for_each(|c| c.store(0, Ordering::Relaxed));
@@ -310,8 +305,6 @@ impl Server {
 
     /// Serves on a bound listener until the process ends.
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
-        let me = self.clone();
-        tokio::spawn(async move { me.purge_loop().await });
         let mut next_id = 0u64;
         loop {
             let (stream, peer) = tern_client::frontend::accept(&listener).await;
@@ -619,37 +612,6 @@ impl Server {
                 async move { cmd::exec_batched(&mut t, ops, Exec::Commit, AbortOption::IgnoreError).await }
             })
             .await
-    }
-
-    /// Deletes expired keys of the open databases, a bounded number per round.
-    /// A purge scans the whole `string_keys` table, so a database where it found nothing is
-    /// purged less and less often (up to every 64 intervals) until expired keys turn up again;
-    /// expired keys are invisible meanwhile, only their memory waits.
-    async fn purge_loop(self: Arc<Self>) {
-        // Per database: (intervals to skip, current back-off).
-        let mut pace: HashMap<u32, (u32, u32)> = HashMap::new();
-        loop {
-            tokio::time::sleep(self.opts.purge_interval).await;
-            let open: Vec<Arc<Db>> = lock(&self.dbs).values().cloned().collect();
-            for db in open {
-                let p = pace.entry(db.index).or_insert((0, 0));
-                if p.0 > 0 {
-                    p.0 -= 1;
-                    continue;
-                }
-                match self.purge(&db, 10_000).await {
-                    Ok(0) => {
-                        p.1 = (p.1 * 2).clamp(1, 64);
-                        p.0 = p.1;
-                    }
-                    Ok(n) => {
-                        *p = (0, 0);
-                        self.stats.expired.fetch_add(n, Ordering::Relaxed);
-                    }
-                    Err(e) => tracing::debug!("purging expired keys of redis_{}: {}", db.index, e.0),
-                }
-            }
-        }
     }
 }
 

@@ -47,7 +47,7 @@ fn both(peer: &mut Conn, tern: &mut Conn, args: &[&[u8]]) -> Reply {
 
 fn setup() -> (tempfile::TempDir, tern_runtime::DataNode, common::Peer, u16) {
     let (dir, node, addr) = start_node(512 << 20);
-    let opts = RedisOptions { purge_interval: Duration::from_millis(100), ..RedisOptions::default() };
+    let opts = RedisOptions::default();
     let port = start_tern(&addr, opts);
     (dir, node, start_peer(), port)
 }

@@ -1,5 +1,5 @@
 //! Tern-specific behaviour of the Redis front end: atomic in-node increments under concurrency,
-//! background purge of expired keys with their overflow rows, pipelining, many connections,
+//! the data node's purge of expired keys with their overflow rows and hash fields, pipelining, many connections,
 //! bounded per-connection memory, key limits, SQL visibility, databases, a data node that goes
 //! away, `maxclients`, the idle `timeout`, hostile input up to 1 MB and long commands that must
 //! not starve other connections.
@@ -12,7 +12,7 @@ use tern_client::{Client, OpResult, ScanSpec, Value};
 use tern_redis::RedisOptions;
 
 fn opts() -> RedisOptions {
-    RedisOptions { purge_interval: Duration::from_millis(100), ..RedisOptions::default() }
+    RedisOptions::default()
 }
 
 #[test]
@@ -142,6 +142,9 @@ fn expired_keys_are_purged_with_their_rows() {
     }
     assert_eq!(c.q("GET keep"), Reply::bulk("v"));
     assert_eq!(c.q("DBSIZE"), Reply::Int(1));
+    // The data node's purge counted the two keys.
+    let Reply::Bulk(Some(info)) = c.q("INFO stats") else { panic!("INFO") };
+    assert!(String::from_utf8(info).unwrap().contains("expired_keys:2\r\n"));
     // A replaced big value's overflow rows go too.
     assert_eq!(c.cmd(&[b"SET", b"big2", &big]), Reply::Simple("OK".into()));
     assert_eq!(c.q("SET big2 small"), Reply::Simple("OK".into()));

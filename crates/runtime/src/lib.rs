@@ -225,6 +225,7 @@ impl DataNode {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
+        node_cfg.tc.wall_base_ms = node_cfg.ldm.wall_base_ms;
         let node = Node::recover(&node_cfg, &storage)?;
         node.stats.pid.store(std::process::id(), Ordering::Relaxed);
         tracing::info!(

@@ -292,7 +292,9 @@ pub fn table_of(ct: &CreateTable, db: &str) -> Result<Table, SqlError> {
                             format!("TTL column '{col}' must be DATETIME or TIMESTAMP"),
                         ));
                     }
-                    t.ttl = Some(Ttl { column: c, seconds: secs });
+                    // An internal purge cascade (the Redis tables') survives a new comment.
+                    let cascade = t.ttl.take().map(|x| x.cascade).unwrap_or_default();
+                    t.ttl = Some(Ttl { column: c, seconds: secs, cascade });
                 }
             }
             _ => {} // CHARSET, COLLATE, AUTO_INCREMENT, ROW_FORMAT, ...: accepted
@@ -486,7 +488,7 @@ mod tests {
     #[test]
     fn rondb_options() {
         let t = ct("CREATE TABLE t (id INT, ts DATETIME NOT NULL, v VARCHAR(10), PRIMARY KEY (id, ts)) ENGINE=ndbcluster COMMENT=\"NDB_TABLE=TTL=60@ts\" PARTITION BY KEY(id)").unwrap();
-        assert_eq!(t.ttl, Some(Ttl { column: 1, seconds: 60 }));
+        assert_eq!(t.ttl, Some(Ttl::new(1, 60)));
         assert_eq!(t.partition_key, vec![0]);
         assert!(ct("CREATE TABLE t (id INT PRIMARY KEY, v INT) COMMENT='NDB_TABLE=TTL=60@v'").is_err());
         assert!(ct("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=bogus").is_err());

@@ -57,6 +57,8 @@ pub struct DatanodeToml {
     pub lock_wait_timeout_ms: Option<u64>,
     pub transaction_inactive_timeout_ms: Option<u64>,
     pub checkpoint_redo_mb: Option<u64>,
+    /// How often each partition of a TTL table is purged of expired rows (0: never).
+    pub ttl_purge_interval_ms: Option<u64>,
     pub redo_segment_mb: Option<u64>,
     pub spin_max_us: Option<u64>,
     /// µs a worker keeps spinning after an exchange with another worker (see the runtime).
@@ -167,6 +169,9 @@ impl DatanodeToml {
         }
         if let Some(v) = self.transaction_inactive_timeout_ms {
             node.tc.inactive_timeout_ms = v.max(1);
+        }
+        if let Some(v) = self.ttl_purge_interval_ms {
+            node.tc.purge_interval_ms = v;
         }
         if let Some(v) = self.checkpoint_redo_mb {
             node.ldm.checkpoint_redo_bytes = v.max(1) << 20;
@@ -304,8 +309,6 @@ pub struct RedisToml {
     pub durable_databases: Option<Vec<u32>>,
     /// Bytes of received, unexecuted commands a connection may hold ("1G").
     pub max_pending: Option<Size>,
-    /// How often expired keys are purged.
-    pub purge_interval_ms: Option<u64>,
     /// Open connections at most (redis-server's `maxclients`, default 10000).
     pub max_clients: Option<usize>,
     /// "always": answer a write once it is on disk on every replica; "everysec" (default) or
@@ -435,9 +438,6 @@ impl ApiToml {
         }
         if let Some(m) = &r.max_pending {
             o.max_pending = m.bytes()?.max(1 << 16) as usize;
-        }
-        if let Some(ms) = r.purge_interval_ms {
-            o.purge_interval = std::time::Duration::from_millis(ms.max(10));
         }
         if let Some(n) = r.max_clients {
             if n == 0 {

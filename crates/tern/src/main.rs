@@ -1028,6 +1028,7 @@ fn status(addr: &str, json: bool) -> Result<()> {
                 "durable_epoch": s.durable_epoch,
                 "catalog_version": s.catalog_version,
                 "backup_reads": s.backup_reads,
+                "ttl_purged_rows": s.ttl_purged.iter().map(|(_, n)| n).sum::<u64>(),
             }],
             "last_durable_epoch": s.durable_epoch,
         });

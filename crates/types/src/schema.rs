@@ -330,11 +330,29 @@ pub struct Index {
     pub unique: bool,
 }
 
-/// TTL option: rows are invisible once `now > column + seconds`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// TTL option: rows are invisible once `now > column + seconds`; the data node's purge deletes
+/// them in the background (`tern_kernel::purge`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ttl {
     pub column: u16,
     pub seconds: u32,
+    /// Rows of other tables that the purge deletes with a purged row (an `ON DELETE CASCADE`
+    /// that only the purge applies; the Redis front end's overflow and hash-field rows).
+    pub cascade: Vec<TtlCascade>,
+}
+
+impl Ttl {
+    pub fn new(column: u16, seconds: u32) -> Ttl {
+        Ttl { column, seconds, cascade: Vec::new() }
+    }
+}
+
+/// Rows of table `child` (same database) whose first column equals the purged row's `column`
+/// are purged with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TtlCascade {
+    pub child: String,
+    pub column: u16,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -478,12 +496,20 @@ impl Table {
             e.bool(i.unique);
         }
         e.u32(self.partition_count);
-        match self.ttl {
+        match &self.ttl {
             None => e.u8(0),
             Some(t) => {
-                e.u8(1);
+                // Tag 1 (no cascade) is what catalogs written before cascades hold.
+                e.u8(if t.cascade.is_empty() { 1 } else { 2 });
                 e.u16(t.column);
                 e.u32(t.seconds);
+                if !t.cascade.is_empty() {
+                    e.u32(t.cascade.len() as u32);
+                    for c in &t.cascade {
+                        e.str(&c.child);
+                        e.u16(c.column);
+                    }
+                }
             }
         }
         e.str(&self.comment);
@@ -535,14 +561,30 @@ impl Table {
         let partition_count = d.u32()?;
         let ttl = match d.u8()? {
             0 => None,
-            1 => Some(Ttl { column: d.u16()?, seconds: d.u32()? }),
+            tag @ (1 | 2) => {
+                let mut t = Ttl::new(d.u16()?, d.u32()?);
+                if tag == 2 {
+                    let n = d.len(COLUMNS_MAX)?;
+                    for _ in 0..n {
+                        t.cascade.push(TtlCascade { child: d.string()?, column: d.u16()? });
+                    }
+                }
+                Some(t)
+            }
             _ => return Err(DecodeError("bad ttl tag")),
         };
         let comment = d.string()?;
         let t =
             Table { id, database, name, columns, primary_key, partition_key, indexes, partition_count, ttl, comment };
         let in_range = |v: &Vec<u16>| v.iter().all(|&c| (c as usize) < t.columns.len());
-        if !in_range(&t.primary_key) || !in_range(&t.partition_key) || !t.indexes.iter().all(|i| in_range(&i.columns)) {
+        let ttl_in_range = t.ttl.as_ref().is_none_or(|x| {
+            (x.column as usize) < t.columns.len() && x.cascade.iter().all(|c| (c.column as usize) < t.columns.len())
+        });
+        if !in_range(&t.primary_key)
+            || !in_range(&t.partition_key)
+            || !t.indexes.iter().all(|i| in_range(&i.columns))
+            || !ttl_in_range
+        {
             return Err(DecodeError("column position out of range"));
         }
         Ok(t)
@@ -755,6 +797,28 @@ mod tests {
         assert_eq!(Catalog::decode(&buf).unwrap(), c);
         assert!(Catalog::decode(&buf[..buf.len() - 1]).is_err());
         assert!(Catalog::decode(b"garbage!").is_err());
+    }
+
+    /// A TTL is written with tag 1 (as before cascades existed) unless it has a cascade; both
+    /// read back, and a cascade naming a missing column is refused.
+    #[test]
+    fn ttl_with_and_without_cascade() {
+        for cascade in [vec![], vec![TtlCascade { child: "parts".into(), column: 0 }]] {
+            let mut t = sample_table();
+            t.columns.push(Column::new("at", ColumnType::DateTime { fsp: 0 }));
+            t.ttl = Some(Ttl { column: 3, seconds: 60, cascade: cascade.clone() });
+            let mut buf = Vec::new();
+            t.encode(&mut Enc::new(&mut buf));
+            assert_eq!(Table::decode(&mut Dec::new(&buf)).unwrap(), t);
+            let tag = buf.len() - 4 - t.comment.len() - 6 - if cascade.is_empty() { 0 } else { 4 + 4 + 5 + 2 } - 1;
+            assert_eq!(buf[tag], if cascade.is_empty() { 1 } else { 2 });
+        }
+        let mut t = sample_table();
+        t.columns.push(Column::new("at", ColumnType::DateTime { fsp: 0 }));
+        t.ttl = Some(Ttl { column: 3, seconds: 60, cascade: vec![TtlCascade { child: "p".into(), column: 9 }] });
+        let mut buf = Vec::new();
+        t.encode(&mut Enc::new(&mut buf));
+        assert!(Table::decode(&mut Dec::new(&buf)).is_err());
     }
 
     /// ENUM/SET members survive the catalog, and a catalog of format 1 (written before

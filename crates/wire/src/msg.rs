@@ -260,6 +260,8 @@ pub struct StatusInfo {
     pub pid: u32,
     /// Key reads this node's coordinators sent to a backup replica on this node (READ_BACKUP).
     pub backup_reads: u64,
+    /// Rows the TTL purge deleted on this node, per table id (ascending).
+    pub ttl_purged: Vec<(u32, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -771,6 +773,11 @@ impl Reply {
                 e.u64(s.catalog_version);
                 e.u32(s.pid);
                 e.u64(s.backup_reads);
+                e.u32(s.ttl_purged.len() as u32);
+                for &(t, n) in &s.ttl_purged {
+                    e.u32(t);
+                    e.u64(n);
+                }
             }
             Reply::Error(err) => {
                 e.u8(8);
@@ -825,6 +832,10 @@ impl Reply {
                 catalog_version: d.u64()?,
                 pid: d.u32()?,
                 backup_reads: d.u64()?,
+                ttl_purged: {
+                    let n = d.len(1 << 20)?;
+                    (0..n).map(|_| Ok((d.u32()?, d.u64()?))).collect::<DecodeResult<_>>()?
+                },
             }),
             8 => Reply::Error(dec_err(&mut d)?),
             _ => return Err(DecodeError("unknown reply kind")),

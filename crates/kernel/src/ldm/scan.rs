@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Rows one scan step looks at, at most (about a few milliseconds of work).
+const SCAN_EXAMINE_MAX: usize = 1 << 16;
+
 impl Ldm {
     pub(super) fn scan(&mut self, req: ScanFrag, out: &mut Out) {
         let mut rows = Vec::new();
@@ -32,10 +35,14 @@ impl Ldm {
         let mut partial = tern_types::agg::Partial::default();
         let mut folded = 0usize;
         let agg_max = max.saturating_mul(16);
+        // One step examines a bounded number of rows however few pass the filter, so a selective
+        // scan of a big partition cannot hold the thread (the tc asks again from `next`).
+        let mut examined = 0usize;
         let mut emit = |row: &[u8], key: Option<&[u8]>, rows: &mut Vec<Vec<u8>>, keys: &mut Vec<Vec<u8>>| -> bool {
+            examined += 1;
             let expired = ttl.is_some_and(|t| row_expired(layout, t, row, now_us));
             if expired != req.expired || !req.filter.passes(layout, row) {
-                return true;
+                return examined < SCAN_EXAMINE_MAX;
             }
             if let Some(a) = &agg {
                 if let Err(e) = partial.add(a, layout, row) {
@@ -43,7 +50,7 @@ impl Ldm {
                     return false;
                 }
                 folded += 1;
-                return folded < agg_max && partial.len() < tern_types::agg::GROUPS_MAX;
+                return folded < agg_max && partial.len() < tern_types::agg::GROUPS_MAX && examined < SCAN_EXAMINE_MAX;
             }
             match project(layout, row, req.projection.as_deref().map(|v| &v[..])) {
                 OpResult::Row(r) => rows.push(r),
@@ -56,7 +63,7 @@ impl Ldm {
             if let Some(k) = key {
                 keys.push(k.to_vec());
             }
-            rows.len() < max
+            rows.len() < max && examined < SCAN_EXAMINE_MAX
         };
         let next = match req.index {
             None => {

@@ -492,42 +492,6 @@ impl Server {
         Ok(())
     }
 
-    /// Deletes expired keys of database `db` with their parts and fields (a few batches).
-    pub async fn purge(&self, db: &Db, max: u64) -> R<u64> {
-        let mut spec = ScanSpec::table(db.keys.id());
-        spec.expired = true;
-        spec.projection = Some(vec![db::K_KEY, db::K_ID, db::K_TYPE, db::K_PARTS]);
-        spec.batch_rows = 256;
-        spec.limit = max;
-        let rows = self.client.scan(spec).collect().await?;
-        let mut purged = 0;
-        for chunk in rows.chunks(256) {
-            let mut ops = Vec::new();
-            let mut metas = Vec::new();
-            for r in chunk {
-                let v = db.keys.decode_projection(&[db::K_KEY, db::K_ID, db::K_TYPE, db::K_PARTS], r)?;
-                let mut op = db.keys.delete(&[v[0].clone()])?;
-                op.kind = OpKind::DeleteExpired;
-                ops.push(op);
-                let mut m = Meta::hash(v[1].as_i128().unwrap_or(0) as u64);
-                m.kind = v[2].as_i128().unwrap_or(0) as u8;
-                m.parts = v[3].as_i128().unwrap_or(0) as u32;
-                metas.push(m);
-            }
-            let rs = standalone!(self, |cx| cx
-                .write_ordered(ops.clone(), AbortOption::IgnoreError, true)
-                .await
-                .map_err(Fail::Txn))?;
-            for (r, m) in rs.into_iter().zip(metas) {
-                if r == OpResult::Done {
-                    purged += 1;
-                    self.cleanup_now(db, &m).await?;
-                }
-            }
-        }
-        Ok(purged)
-    }
-
     /// MEMORY USAGE: bytes the key's rows take, estimated from their sizes (None: no key).
     pub(super) async fn memory_usage(&self, cx: &mut Cx, db: &Db, key: &[u8]) -> CR<Option<i64>> {
         /// Per-row bookkeeping (row header, hash index slot) in the data node, roughly.

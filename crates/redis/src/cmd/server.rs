@@ -365,7 +365,7 @@ impl Server {
         status: &std::sync::OnceLock<Option<tern_client::StatusInfo>>,
     ) -> R<String> {
         // The data node's status, asked for once per INFO and only by the sections that show it.
-        if matches!(name, "memory" | "persistence") && status.get().is_none() {
+        if matches!(name, "memory" | "persistence" | "stats") && status.get().is_none() {
             let _ = status.set(self.client.status_async().await.ok());
         }
         let status = || status.get().unwrap_or(&None);
@@ -422,13 +422,22 @@ impl Server {
                 );
             }
             "stats" => {
+                // Keys the data node's TTL purge deleted (its counts of the `string_keys` tables).
+                let keys: Vec<u32> = (0..self.opts.databases)
+                    .filter_map(|i| self.client.table(&crate::db::db_name(i), "string_keys").ok())
+                    .map(|t| t.id())
+                    .collect();
+                let expired: u64 = status()
+                    .as_ref()
+                    .map(|s| s.ttl_purged.iter().filter(|(t, _)| keys.contains(t)).map(|(_, n)| n).sum())
+                    .unwrap_or(0);
                 let _ = write!(
                     t,
                     "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:0\r\npubsub_patterns:0\r\ntotal_error_replies:{}\r\n",
                     load(&st.connections),
                     load(&st.commands),
                     load(&st.rejected),
-                    load(&st.expired),
+                    expired,
                     st.error_total(),
                 );
             }
