@@ -21,6 +21,7 @@ pub mod apikey;
 pub mod config;
 pub mod conn;
 pub mod error;
+pub mod feature_store;
 pub mod json;
 mod metrics;
 pub mod request;
@@ -63,6 +64,8 @@ pub struct RestServer {
     over_cap: Arc<Vec<u8>>,
     keys: Option<apikey::ApiKeys>,
     misses: api::MissRefresh,
+    /// Feature views' metadata (`feature_store`).
+    fs_cache: feature_store::Cache,
     /// RonSQL queries running now (at most `ronsql::RUNNING_MAX`).
     ronsql_running: tern_client::frontend::ConnLimit,
 }
@@ -130,6 +133,7 @@ impl RestServer {
             over_cap,
             keys,
             misses: api::MissRefresh::default(),
+            fs_cache: Default::default(),
             ronsql_running: tern_client::frontend::ConnLimit::new(ronsql::RUNNING_MAX),
         })
     }
@@ -303,6 +307,8 @@ impl RestServer {
             ["batchdelete"] => ("batchdelete", &[Method::DELETE, Method::POST]),
             [_, _, "pk-read"] => ("pk-read", &[Method::POST]),
             ["ronsql"] => ("ronsql", &[Method::POST]),
+            ["feature_store"] => ("feature_store", &[Method::POST]),
+            ["batch_feature_store"] => ("batch_feature_store", &[Method::POST]),
             _ => return ("unknown", text(404, "Not Found")),
         };
         if !allowed.contains(&method) {
@@ -315,6 +321,8 @@ impl RestServer {
             "batchwrite" => self.batch_write(key, req, request::Batch::Write).await,
             "batchdelete" => self.batch_write(key, req, request::Batch::Delete).await,
             "ronsql" => self.ronsql(key, req).await,
+            "feature_store" => self.feature_store(key, req, false).await,
+            "batch_feature_store" => self.feature_store(key, req, true).await,
             _ => self.pk_read(parts[0], parts[1], key, req).await,
         };
         (endpoint, r.unwrap_or_else(|e| error(v, e)))
@@ -382,6 +390,42 @@ impl RestServer {
                 .expect("valid response")),
             Err(e) => Ok(ronsql_error(&e)),
         }
+    }
+
+    async fn feature_store(&self, key: Option<&str>, req: Request<Incoming>, batch: bool) -> Result<Resp, RestError> {
+        use feature_store::{Answer, HOPSWORKS};
+        let body = self.text_body(req).await?;
+        let answer = match feature_store::parse(&body, batch) {
+            Err(a) => a,
+            Ok(r) => {
+                let metadata = ["feature_store", "feature_view", "training_dataset_join", "training_dataset_feature"]
+                    .into_iter()
+                    .chain(["feature_group", "serving_key"]);
+                let _ = self.misses.ensure_known(&self.client, metadata.map(|t| (HOPSWORKS, t))).await;
+                match self.fs_cache.view(&self.client, &r).await {
+                    Err(e) => Answer::Error(e),
+                    Ok(view) => {
+                        let stores: Vec<&str> = view.stores.iter().map(|s| s.as_str()).collect();
+                        if let Err(e) = self.authorize(key, &stores).await {
+                            Answer::Error(feature_store::FsError {
+                                code: feature_store::FEATURE_STORE_NOT_SHARED.0,
+                                reason: feature_store::FEATURE_STORE_NOT_SHARED.1,
+                                message: e.message,
+                                status: 401,
+                            })
+                        } else {
+                            let _ = self.misses.ensure_known(&self.client, view.online_tables()).await;
+                            feature_store::serve(&self.client, &view, &r, batch).await
+                        }
+                    }
+                }
+            }
+        };
+        Ok(match answer {
+            Answer::Text(status, t) => text(status, t),
+            Answer::Error(e) => json(e.status, e.body()),
+            Answer::Json(body) => json(200, body),
+        })
     }
 
     async fn batch(&self, key: Option<&str>, req: Request<Incoming>) -> Result<Resp, RestError> {
