@@ -8,6 +8,7 @@
 //! Throughput is rows per second; latency is per batch (one round trip). Benchmarks are programs,
 //! never tests: nothing here asserts a speed.
 
+pub mod feature_store;
 pub mod redis;
 pub mod rest;
 pub mod sql;

@@ -153,13 +153,13 @@ pub fn generate(dir: &Path, scale: f64) -> Result<PathBuf, String> {
 }
 
 /// A MySQL-protocol endpoint reached through the `mariadb` client.
-struct My {
+pub(crate) struct My {
     host: String,
     port: String,
 }
 
 impl My {
-    fn new(addr: &str) -> Result<My, String> {
+    pub(crate) fn new(addr: &str) -> Result<My, String> {
         let (h, p) = addr.rsplit_once(':').ok_or_else(|| format!("address {addr} has no port"))?;
         Ok(My { host: h.to_string(), port: p.to_string() })
     }
@@ -177,7 +177,7 @@ impl My {
     }
 
     /// Runs SQL; returns its output lines split in tab-separated cells, within `timeout`.
-    fn run(&self, db: Option<&str>, sql: &str, timeout: Duration) -> Result<Vec<Vec<String>>, String> {
+    pub(crate) fn run(&self, db: Option<&str>, sql: &str, timeout: Duration) -> Result<Vec<Vec<String>>, String> {
         let mut child = self
             .cmd(db)
             .arg("-e")

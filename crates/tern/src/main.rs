@@ -272,6 +272,33 @@ enum BenchSuite {
         #[arg(long)]
         json: bool,
     },
+    /// The Feature Store REST API: feature vectors per second and latency of a view joining two
+    /// feature groups, at batch 1 (`/0.1.0/feature_store`) and larger (`batch_feature_store`).
+    /// Creates the metadata tables and the view through the MySQL front end (`mariadb` client).
+    FeatureStore {
+        /// Data node address (for writing the feature rows).
+        #[arg(long, default_value = "127.0.0.1:11860")]
+        addr: String,
+        /// MySQL front end (creates the metadata and the online tables).
+        #[arg(long, default_value = "127.0.0.1:3306")]
+        mysql: String,
+        /// REST API address.
+        #[arg(long, default_value = "127.0.0.1:4406")]
+        rest: String,
+        /// Users (rows in each feature group).
+        #[arg(long, default_value_t = 10_000)]
+        rows: u64,
+        #[arg(long, default_value = "1", value_delimiter = ',')]
+        threads: Vec<usize>,
+        /// Entries per request: 1 uses feature_store, more batch_feature_store.
+        #[arg(long, default_value = "1,100", value_delimiter = ',')]
+        batch: Vec<usize>,
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        #[arg(long)]
+        json: bool,
+    },
     /// Primary-key reads through the MySQL protocol: `point` (prepared `WHERE id = ?`) and `in`
     /// (prepared `WHERE id IN (batch keys)`); throughput in rows per second.
     Sql {
@@ -1109,6 +1136,34 @@ fn bench(suite: BenchSuite) -> Result<()> {
                 tern_bench::print_header();
             }
             for r in tern_bench::redis::run(&o).map_err(|e| anyhow::anyhow!(e))? {
+                if json {
+                    println!("{}", r.json());
+                } else {
+                    tern_bench::print_row(&r);
+                }
+            }
+            Ok(())
+        }
+        BenchSuite::FeatureStore { addr, mysql, rest, rows, threads, batch, seconds, json } => {
+            if threads.is_empty() || batch.is_empty() || threads.contains(&0) || batch.contains(&0) {
+                bail!("--threads and --batch need at least one value, each at least 1");
+            }
+            if batch.iter().any(|&b| b > 10_000) {
+                bail!("--batch is at most 10000 (the API's limit per request)");
+            }
+            let o = tern_bench::feature_store::FeatureStoreOptions {
+                datanode: addr,
+                mysql,
+                rest,
+                rows: rows.max(1),
+                threads,
+                batches: batch,
+                seconds,
+            };
+            if !json {
+                tern_bench::print_header();
+            }
+            for r in tern_bench::feature_store::run(&o).map_err(|e| anyhow::anyhow!(e))? {
                 if json {
                     println!("{}", r.json());
                 } else {
