@@ -232,7 +232,11 @@ pub fn arith(op: Arith, a: &Value, b: &Value) -> AResult<Value> {
                     let s = sx.max(sy);
                     let xs = rescale(x, sx, s).ok_or_else(|| out_of_range("DECIMAL"))?;
                     let ys = rescale(y, sy, s).ok_or_else(|| out_of_range("DECIMAL"))?;
-                    dec_result(if op == Arith::Add { xs + ys } else { xs - ys }, s)
+                    dec_result(
+                        if op == Arith::Add { xs.checked_add(ys) } else { xs.checked_sub(ys) }
+                            .ok_or_else(|| out_of_range("DECIMAL"))?,
+                        s,
+                    )
                 }
             }
         }
@@ -489,17 +493,28 @@ fn fold_value(op: AggOp, slots: &mut [Value], v: Value) {
 }
 
 /// Partial groups being built from stored rows: one hash lookup per row (no allocation for a
-/// row of a known group), groups kept in first-seen order.
+/// row of a known group), groups kept in first-seen order. The program is compiled for the
+/// table's layout on the first row (`aggfast`); the `Value` interpreter runs what cannot be.
 #[derive(Default)]
 pub struct Partial {
     /// Group key bytes -> index in `entries`.
     index: crate::hash::FastMap<Vec<u8>, usize>,
-    /// (group values, accumulator slots) per group.
+    /// (group values, accumulator slots) per group (the interpreter's slots).
     entries: Vec<(Vec<Value>, Vec<Value>)>,
     key: Vec<u8>,
+    /// None: not compiled yet; Some(None): not compilable.
+    fast: Option<Option<crate::aggfast::Fast>>,
+    /// The compiled program's accumulators, per group.
+    fast_accs: Vec<Vec<crate::aggfast::AccSlot>>,
 }
 
 impl Partial {
+    /// A partial that never compiles its program (tests compare the two).
+    #[cfg(test)]
+    pub(crate) fn interpreted() -> Partial {
+        Partial { fast: Some(None), ..Partial::default() }
+    }
+
     pub fn add(&mut self, a: &Aggregation, layout: &RowLayout, row: &[u8]) -> AResult<()> {
         self.key.clear();
         for g in &a.group_by {
@@ -525,6 +540,7 @@ impl Partial {
                 }
             }
         }
+        let fast = self.fast.get_or_insert_with(|| crate::aggfast::Fast::compile(a, layout));
         let g = match self.index.get(&self.key[..]) {
             Some(&g) => g,
             None => {
@@ -532,11 +548,20 @@ impl Partial {
                 // every row.
                 let vals = a.group_by.iter().map(|g| g.eval(layout, row)).collect::<AResult<Vec<_>>>()?;
                 let g = self.entries.len();
-                self.entries.push((vals, a.start()));
+                match fast {
+                    Some(f) => {
+                        self.entries.push((vals, Vec::new()));
+                        self.fast_accs.push(f.start());
+                    }
+                    None => self.entries.push((vals, a.start())),
+                }
                 self.index.insert(self.key.clone(), g);
                 g
             }
         };
+        if let Some(f) = fast {
+            return f.fold(&mut self.fast_accs[g], layout.body(row));
+        }
         let accs = &mut self.entries[g].1;
         let mut i = 0;
         for (op, arg) in &a.aggs {
@@ -559,7 +584,12 @@ impl Partial {
     }
 
     /// The partial rows (group values, then accumulator slots), in first-seen order.
-    pub fn finish(self) -> Vec<Vec<u8>> {
+    pub fn finish(mut self) -> Vec<Vec<u8>> {
+        if let Some(Some(f)) = &self.fast {
+            for (e, accs) in self.entries.iter_mut().zip(&self.fast_accs) {
+                e.1 = f.values(accs);
+            }
+        }
         let mut out = Vec::with_capacity(self.entries.len());
         for (vals, accs) in self.entries {
             let mut buf = Vec::new();

@@ -5,6 +5,7 @@
 //! it must stay cheap to build and safe to use from the deterministic simulator.
 
 pub mod agg;
+mod aggfast;
 pub mod base64;
 pub mod bin;
 pub mod cluster;

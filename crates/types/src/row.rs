@@ -458,6 +458,20 @@ impl RowLayout {
         }
     }
 
+    /// Where a fixed-width, non-key column is in a row's body (`body`): (byte offset, width,
+    /// null bit). None for key and variable-length columns.
+    pub fn fixed_at(&self, col: usize) -> Option<(usize, usize, Option<u32>)> {
+        match self.slots.get(col)? {
+            Slot::Fixed { off, width, null_bit } => Some((self.null_bytes + *off as usize, *width as usize, *null_bit)),
+            _ => None,
+        }
+    }
+
+    /// The non-key part of a stored row (null bits, fixed area, variable area).
+    pub fn body<'a>(&self, row: &'a [u8]) -> &'a [u8] {
+        self.body_of(row)
+    }
+
     pub fn is_null(&self, row: &[u8], col: usize) -> bool {
         match self.slots[col] {
             Slot::Key(_) => false,
