@@ -506,6 +506,9 @@ pub struct Partial {
     fast: Option<Option<crate::aggfast::Fast>>,
     /// The compiled program's accumulators, per group.
     fast_accs: Vec<Vec<crate::aggfast::AccSlot>>,
+    /// Rows waiting for the compiled program.
+    batch: crate::aggfast::Batch,
+    batched: usize,
 }
 
 impl Partial {
@@ -560,7 +563,13 @@ impl Partial {
             }
         };
         if let Some(f) = fast {
-            return f.fold(&mut self.fast_accs[g], layout.body(row));
+            f.push(&mut self.batch, layout.body(row), g as u32)?;
+            self.batched += 1;
+            if self.batched >= crate::aggfast::BATCH_ROWS {
+                self.batched = 0;
+                return f.flush(&mut self.batch, &mut self.fast_accs);
+            }
+            return Ok(());
         }
         let accs = &mut self.entries[g].1;
         let mut i = 0;
@@ -579,12 +588,23 @@ impl Partial {
         self.entries.len()
     }
 
+    /// Folds the rows still buffered for the compiled program.
+    fn flush(&mut self) -> AResult<()> {
+        self.batched = 0;
+        match &self.fast {
+            Some(Some(f)) => f.flush(&mut self.batch, &mut self.fast_accs),
+            _ => Ok(()),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
-    /// The partial rows (group values, then accumulator slots), in first-seen order.
-    pub fn finish(mut self) -> Vec<Vec<u8>> {
+    /// The partial rows (group values, then accumulator slots), in first-seen order (an error
+    /// of the rows still buffered fails it as one in `add` would).
+    pub fn finish(mut self) -> AResult<Vec<Vec<u8>>> {
+        self.flush()?;
         if let Some(Some(f)) = &self.fast {
             for (e, accs) in self.entries.iter_mut().zip(&self.fast_accs) {
                 e.1 = f.values(accs);
@@ -599,7 +619,7 @@ impl Partial {
             }
             out.push(buf);
         }
-        out
+        Ok(out)
     }
 }
 
@@ -658,7 +678,7 @@ mod tests {
             layout.encode_row(&vals, &mut row).unwrap();
             p.add(&a, &layout, &row).unwrap();
         }
-        let rows = p.finish();
+        let rows = p.finish().unwrap();
         assert_eq!(rows.len(), 2);
         let (g, acc) = decode_partial(&a, &rows[0]).unwrap();
         assert_eq!(g, vec![Value::str("a")]);
@@ -705,7 +725,7 @@ mod tests {
             layout.encode_row(&[Value::Int(id), Value::Double(v)], &mut row).unwrap();
             p.add(&a, &layout, &row).unwrap();
         }
-        let rows = p.finish();
+        let rows = p.finish().unwrap();
         assert_eq!(rows.len(), 2);
         let (g, acc) = decode_partial(&a, &rows[0]).unwrap();
         assert_eq!(g, vec![Value::Int(4), Value::Int(5)]);

@@ -99,11 +99,15 @@ impl Ldm {
                 }
             },
         };
-        let next = if error.is_some() { ScanPos::Done } else { next };
         if agg.is_some() {
-            rows = partial.finish();
+            match partial.finish() {
+                Ok(r) => rows = r,
+                Err(e) if error.is_none() => error = Some(TernError::new(ErrorCode::ValueOutOfRange, e.0)),
+                Err(_) => {}
+            }
             keys.clear();
         }
+        let next = if error.is_some() { ScanPos::Done } else { next };
         out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, next, error)));
     }
 
