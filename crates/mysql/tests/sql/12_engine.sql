@@ -27,4 +27,6 @@ SELECT YEAR(o_orderdate) AS o_year, COUNT(*) AS n FROM orders JOIN customer ON c
 SELECT l_returnflag, COUNT(*) AS n FROM lineitem WHERE l_partkey IN (SELECT p_partkey FROM part WHERE p_size > 10) GROUP BY l_returnflag HAVING COUNT(*) > 1 ORDER BY l_returnflag;
 SELECT o_orderstatus AS s, COUNT(*) AS n FROM orders GROUP BY o_orderstatus UNION ALL SELECT l_returnflag, COUNT(*) FROM lineitem GROUP BY l_returnflag ORDER BY s, n;
 SELECT c.c_name, o.o_orderkey FROM customer c LEFT JOIN orders o ON o.o_custkey = c.c_custkey AND o.o_totalprice > 150000 ORDER BY c.c_name, o.o_orderkey;
+SELECT x, x / 2 AS half, x / 0 AS by_zero, x * 1.5 / 7 AS mixed, s / 7.0 AS dec_div, s / 3 AS s3, x / CAST(3 AS DOUBLE) AS dbl, -x / 7 AS neg, (x - 3) / 0.7 AS dec_neg, x / NULL AS n FROM (SELECT n_nationkey AS x, SUM(n_regionkey) AS s FROM nation GROUP BY n_nationkey) AS d ORDER BY x;
+SELECT SUM(l_extendedprice) / 7.0 AS avg_yearly, SUM(l_quantity) / COUNT(*) AS per_line FROM lineitem, part WHERE p_partkey = l_partkey AND p_brand = 'Brand#13' AND l_quantity < (SELECT 1.2 * AVG(l_quantity) FROM lineitem WHERE l_partkey = p_partkey);
 SELECT * FROM (SELECT 1 AS a) AS t JOIN nosuchtable ON 1 = 1;

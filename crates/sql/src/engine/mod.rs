@@ -11,6 +11,7 @@
 //! fail with MySQL's 3170), and the statement stops on KILL or its deadline.
 
 pub mod arrow;
+mod mysql;
 pub mod table;
 
 use crate::SqlError;
@@ -104,9 +105,13 @@ async fn run(
         // MySQL sorts NULL first in ascending order.
         o.sql_parser.default_null_ordering = "nulls_min".into();
         o.sql_parser.map_string_types_to_utf8view = false;
+        // `1.5` is a DECIMAL literal in MySQL.
+        o.sql_parser.parse_float_as_decimal = true;
     }
     let runtime = RuntimeEnvBuilder::new().with_memory_limit(memory, 1.0).build_arc().map_err(df_error)?;
-    let ctx = SessionContext::new_with_config_rt(config, runtime);
+    let mut ctx = SessionContext::new_with_config_rt(config, runtime);
+    datafusion::execution::FunctionRegistry::register_expr_planner(&mut ctx, Arc::new(mysql::MySqlPlanner))
+        .map_err(df_error)?;
     ctx.register_catalog("def", Arc::new(table::TernCatalog { client, allowed }));
     let state = ctx.state();
     let stmt = state
