@@ -12,6 +12,7 @@
 
 pub mod arrow;
 mod mysql;
+mod names;
 pub mod table;
 
 use crate::SqlError;
@@ -114,9 +115,10 @@ async fn run(
         .map_err(df_error)?;
     ctx.register_catalog("def", Arc::new(table::TernCatalog { client, allowed }));
     let state = ctx.state();
-    let stmt = state
+    let mut stmt = state
         .sql_to_statement(sql, &datafusion::config::Dialect::MySQL)
         .map_err(|e| SqlError::new(1064, "42000", format!("You have an error in your SQL syntax; {}", strip(&e))))?;
+    names::name_columns(&mut stmt, sql);
     let plan = state.statement_to_plan(stmt).await.map_err(|e| plan_error(e, db.as_deref()))?;
     use datafusion::logical_expr::LogicalPlan as P;
     if matches!(plan, P::Dml(_) | P::Ddl(_) | P::Copy(_) | P::Statement(_)) {
