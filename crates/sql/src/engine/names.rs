@@ -85,8 +85,7 @@ fn item_texts(sql: &str) -> Option<Vec<&str>> {
     let mut items = Vec::new();
     let mut first: Option<usize> = None;
     let mut last = 0;
-    loop {
-        let Some(t) = tokens.get(i) else { break };
+    while let Some(t) = tokens.get(i) {
         let tok = &t.token;
         let blank = matches!(tok, Token::Whitespace(_));
         if depth == 0 && (ENDS.iter().any(|k| keyword(tok, k)) || matches!(tok, Token::SemiColon | Token::EOF)) {
