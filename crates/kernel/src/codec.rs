@@ -246,10 +246,11 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
                 enc_takeover_state(e, *state);
             });
         }
-        Signal::TakeoverDone { from, failed } => {
+        Signal::TakeoverDone { from, failed, map_version } => {
             e.u8(tag::TAKEOVER_DONE);
             enc_addr(e, *from);
             enc_nodes(e, failed);
+            e.u64(*map_version);
         }
         Signal::StartCopy => e.u8(tag::START_COPY),
         Signal::CopyFragReq { from, table, partition, map_version } => {
@@ -442,7 +443,7 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
             from: dec_addr(d)?,
             txns: dec_list(d, ITEMS_MAX, TXN_REF_BYTES_MIN + 1, |d| Ok((dec_txn(d)?, dec_takeover_state(d)?)))?,
         },
-        tag::TAKEOVER_DONE => Signal::TakeoverDone { from: dec_addr(d)?, failed: dec_nodes(d)? },
+        tag::TAKEOVER_DONE => Signal::TakeoverDone { from: dec_addr(d)?, failed: dec_nodes(d)?, map_version: d.u64()? },
         tag::START_COPY => Signal::StartCopy,
         tag::COPY_FRAG_REQ => {
             Signal::CopyFragReq { from: dec_addr(d)?, table: d.u32()?, partition: d.u32()?, map_version: d.u64()? }
@@ -1112,7 +1113,7 @@ mod tests {
                     ],
                 },
             ),
-            (dist(1), Signal::TakeoverDone { from: tc(1, 0), failed: vec![3] }),
+            (dist(1), Signal::TakeoverDone { from: tc(1, 0), failed: vec![3], map_version: 9 }),
             (ldm(2, 0), Signal::StartCopy),
             (ldm(1, 0), Signal::CopyFragReq { from: ldm(2, 0), table: 7, partition: 4, map_version: 10 }),
             (

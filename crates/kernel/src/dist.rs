@@ -107,6 +107,8 @@ pub struct Dist {
     /// Failed nodes whose transactions are still being taken over: no epoch finishes meanwhile
     /// (a taken-over commit joins the epoch its coordinator had given it).
     takeovers: BTreeSet<NodeId>,
+    /// Takeovers finished against a cluster map newer than this dist's: (map version, nodes).
+    done_ahead: Vec<(u64, Vec<NodeId>)>,
     /// Node restart: local ldms still copying their partitions, and rows copied so far.
     copying: Option<usize>,
     pub copied_rows: u64,
@@ -169,6 +171,7 @@ impl Dist {
             saved_nodes: BTreeSet::new(),
             started_nodes: BTreeSet::new(),
             takeovers: BTreeSet::new(),
+            done_ahead: Vec::new(),
             copying: None,
             copied_rows: 0,
             catalog_wait: None,
@@ -253,9 +256,14 @@ impl Dist {
                 self.io_done(token, out);
             }
             Signal::ClusterMap { state } => self.cluster_map(state, out),
-            Signal::TakeoverDone { failed, .. } => {
-                for n in failed {
-                    self.takeovers.remove(&n);
+            Signal::TakeoverDone { failed, map_version, .. } => {
+                for n in &failed {
+                    self.takeovers.remove(n);
+                }
+                // The takeover tc saw a map this dist has not yet: when that map (or a newer one)
+                // arrives, its failures of these nodes are already taken over.
+                if map_version > self.cluster.version {
+                    self.done_ahead.push((map_version, failed));
                 }
                 self.advance(out);
             }
@@ -533,6 +541,11 @@ impl Dist {
             self.copying = Some(self.ldms.len());
         }
         let failed: BTreeSet<NodeId> = self.cluster.failed_since(&old).into_iter().collect();
+        // Takeovers that finished before this map reached the dist (its tc saw it first).
+        let version = self.cluster.version;
+        let done: BTreeSet<NodeId> =
+            self.done_ahead.iter().filter(|(v, _)| *v <= version).flat_map(|(_, n)| n.iter().copied()).collect();
+        self.done_ahead.retain(|(v, _)| *v > version);
         if failed.is_empty() {
             return;
         }
@@ -556,14 +569,20 @@ impl Dist {
                 Round::Idle => {}
             }
             self.saved_nodes.retain(|n| !failed.contains(n));
-            self.takeovers.extend(failed);
+            self.takeovers.extend(failed.difference(&done));
         } else {
             self.round = Round::Idle;
             self.saved_epoch = 0;
             self.saved_nodes.clear();
             self.started_nodes = self.cluster.live_nodes().into_iter().collect();
             // The same set the takeover tc on this node takes over.
-            self.takeovers = self.cluster.nodes.iter().filter(|(_, s)| !s.state.in_chains()).map(|(&n, _)| n).collect();
+            self.takeovers = self
+                .cluster
+                .nodes
+                .iter()
+                .filter(|(n, s)| !s.state.in_chains() && !done.contains(n))
+                .map(|(&n, _)| n)
+                .collect();
         }
         self.advance(out);
     }

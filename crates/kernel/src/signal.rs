@@ -274,6 +274,9 @@ pub enum Signal {
     TakeoverDone {
         from: Addr,
         failed: Vec<NodeId>,
+        /// The cluster map version the takeover started from (the dist may not have seen it
+        /// yet; see `Dist::done_ahead`).
+        map_version: u64,
     },
     // Node restart: copying partitions to a node that rejoins (ndb-protocols.md §5.2).
     /// A restarted node's dist -> its ldms: fetch your partitions from their primaries.

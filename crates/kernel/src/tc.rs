@@ -169,6 +169,8 @@ struct Takeover {
     txns: BTreeMap<TxnRef, TakenOver>,
     /// Commit/abort answers awaited: (transaction, single-replica chain).
     awaiting: BTreeSet<(TxnRef, Vec<Addr>)>,
+    /// The cluster map version it started from.
+    map_version: u64,
 }
 
 /// A taken-over transaction: ldms holding it prepared, ldms that committed it, its commit epoch.
@@ -1117,7 +1119,8 @@ impl Tc {
         for &l in &reports {
             out.send(l, Signal::TakeoverReq { from: self.addr, failed: failed.clone(), map_version: version });
         }
-        self.takeover = Some(Takeover { failed, reports, txns: BTreeMap::new(), awaiting: BTreeSet::new() });
+        self.takeover =
+            Some(Takeover { failed, reports, txns: BTreeMap::new(), awaiting: BTreeSet::new(), map_version: version });
     }
 
     fn takeover_conf(&mut self, from: Addr, txns: Vec<(TxnRef, TakeoverState)>, out: &mut Out) {
@@ -1187,8 +1190,8 @@ impl Tc {
         if !t.awaiting.is_empty() {
             return;
         }
-        let failed = self.takeover.take().expect("running").failed;
-        out.send(Addr::new(self.addr.node, Block::Dist), Signal::TakeoverDone { from: self.addr, failed });
+        let Takeover { failed, map_version, .. } = self.takeover.take().expect("running");
+        out.send(Addr::new(self.addr.node, Block::Dist), Signal::TakeoverDone { from: self.addr, failed, map_version });
         if !self.takeover_queue.is_empty() {
             let next = std::mem::take(&mut self.takeover_queue);
             self.start_takeover(next, out);
