@@ -10,8 +10,7 @@
 
 use crate::rest::Http;
 use crate::tpch::My;
-use crate::{BenchRow, process_cpu_secs};
-use hdrhistogram::Histogram;
+use crate::{BenchRow, Measure, measure};
 use std::time::{Duration, Instant};
 use tern_client::{Client, Value};
 use tern_types::rng::Rng;
@@ -137,47 +136,17 @@ fn request(batch: usize, rng: &mut Rng, rows: u64) -> (&'static str, String) {
 }
 
 fn run_one(o: &FeatureStoreOptions, threads: usize, batch: usize, pid: u32) -> Result<BenchRow, String> {
-    let cpu0 = process_cpu_secs(pid);
-    let me0 = process_cpu_secs(std::process::id()).unwrap_or(0.0);
-    let start = Instant::now();
-    let results: Vec<Result<(u64, Histogram<u64>), String>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|t| {
-                s.spawn(move || -> Result<(u64, Histogram<u64>), String> {
-                    let mut http = Http::connect(&o.rest)?;
-                    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-                    let mut rng = Rng::new(t as u64 + 1);
-                    let until = Instant::now() + Duration::from_secs_f64(o.seconds);
-                    let mut vectors = 0u64;
-                    while Instant::now() < until {
-                        let (path, body) = request(batch, &mut rng, o.rows.max(1));
-                        let t0 = Instant::now();
-                        let (st, resp) = http.request("POST", path, &body)?;
-                        hist.record(t0.elapsed().as_micros() as u64).map_err(|e| e.to_string())?;
-                        if st != 200 || !resp.contains("COMPLETE") {
-                            return Err(format!("the feature store answered {st}: {resp}"));
-                        }
-                        vectors += batch as u64;
-                    }
-                    Ok((vectors, hist))
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("bench thread panicked".into()))).collect()
-    });
-    let elapsed = start.elapsed().as_secs_f64();
-    let (vectors, hist) = crate::merge_threads(results)?;
-    Ok(BenchRow {
-        benchmark: format!("feature-store-{}", if batch == 1 { "single" } else { "batch" }),
-        throughput: vectors as f64 / elapsed,
-        p50_us: hist.value_at_quantile(0.5),
-        p99_us: hist.value_at_quantile(0.99),
-        batch,
-        threads,
-        server_cpu_pct: match (cpu0, process_cpu_secs(pid)) {
-            (Some(a), Some(b)) => Some((b - a) / elapsed * 100.0),
-            _ => None,
-        },
-        client_cpu_pct: (process_cpu_secs(std::process::id()).unwrap_or(0.0) - me0) / elapsed * 100.0,
+    let name = format!("feature-store-{}", if batch == 1 { "single" } else { "batch" });
+    let m = Measure { name, threads, batch, seconds: o.seconds, server_pid: pid };
+    let setup = |t: usize| Ok((Http::connect(&o.rest)?, Rng::new(t as u64 + 1)));
+    measure(m, setup, |(http, rng): &mut (Http, Rng)| {
+        let (path, body) = request(batch, rng, o.rows.max(1));
+        let t0 = Instant::now();
+        let (st, resp) = http.request("POST", path, &body)?;
+        let took = t0.elapsed();
+        if st != 200 || !resp.contains("COMPLETE") {
+            return Err(format!("the feature store answered {st}: {resp}"));
+        }
+        Ok((batch as u64, took))
     })
 }

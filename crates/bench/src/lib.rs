@@ -236,6 +236,64 @@ pub(crate) fn merge_threads(
     Ok((rows, hist))
 }
 
+/// What one measurement is: its name, client threads, batch, seconds, and the server process
+/// whose CPU is reported.
+pub(crate) struct Measure {
+    pub name: String,
+    pub threads: usize,
+    pub batch: usize,
+    pub seconds: f64,
+    pub server_pid: u32,
+}
+
+/// Runs `m.threads` client threads for `m.seconds`: each builds its state with `setup(thread)`
+/// and repeats `step`, which does one request and returns (units done, the request's latency).
+/// One row: units per second, latency percentiles, and the CPU of the server and of this process.
+pub(crate) fn measure<S>(
+    m: Measure,
+    setup: impl Fn(usize) -> Result<S, String> + Sync,
+    step: impl Fn(&mut S) -> Result<(u64, Duration), String> + Sync,
+) -> Result<BenchRow, String> {
+    let cpu0 = process_cpu_secs(m.server_pid);
+    let me0 = process_cpu_secs(std::process::id()).unwrap_or(0.0);
+    let start = Instant::now();
+    let (setup, step) = (&setup, &step);
+    let results: Vec<Result<(u64, Histogram<u64>), String>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..m.threads)
+            .map(|t| {
+                s.spawn(move || -> Result<(u64, Histogram<u64>), String> {
+                    let mut state = setup(t)?;
+                    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+                    let until = Instant::now() + Duration::from_secs_f64(m.seconds);
+                    let mut units = 0u64;
+                    while Instant::now() < until {
+                        let (n, took) = step(&mut state)?;
+                        hist.record(took.as_micros() as u64).map_err(|e| e.to_string())?;
+                        units += n;
+                    }
+                    Ok((units, hist))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("bench thread panicked".into()))).collect()
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let (units, hist) = merge_threads(results)?;
+    Ok(BenchRow {
+        benchmark: m.name,
+        throughput: units as f64 / elapsed,
+        p50_us: hist.value_at_quantile(0.5),
+        p99_us: hist.value_at_quantile(0.99),
+        batch: m.batch,
+        threads: m.threads,
+        server_cpu_pct: match (cpu0, process_cpu_secs(m.server_pid)) {
+            (Some(a), Some(b)) => Some((b - a) / elapsed * 100.0),
+            _ => None,
+        },
+        client_cpu_pct: (process_cpu_secs(std::process::id()).unwrap_or(0.0) - me0) / elapsed * 100.0,
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn worker(
     client: &Client,

@@ -4,11 +4,10 @@
 //! per second; latency is per round trip. Works against any Redis-protocol server (Tern's front
 //! end or redis-server, for comparison).
 
-use crate::{BenchRow, process_cpu_secs};
-use hdrhistogram::Histogram;
+use crate::{BenchRow, Measure, measure};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tern_types::rng::Rng;
 
 #[derive(Debug, Clone)]
@@ -149,68 +148,36 @@ pub fn run(o: &RedisOptions) -> Result<Vec<BenchRow>, String> {
 }
 
 fn run_one(o: &RedisOptions, bench: &str, threads: usize, batch: usize, pid: u32) -> Result<BenchRow, String> {
-    let cpu0 = process_cpu_secs(pid);
-    let me0 = process_cpu_secs(std::process::id()).unwrap_or(0.0);
-    let start = Instant::now();
-    let results: Vec<Result<(u64, Histogram<u64>), String>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|t| {
-                s.spawn(move || -> Result<(u64, Histogram<u64>), String> {
-                    let mut c = RespConn::connect(&o.redis)?;
-                    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-                    let mut rng = Rng::new(t as u64 * 7919 + 1);
-                    let value = vec![b'w'; o.value_size];
-                    let until = Instant::now() + Duration::from_secs_f64(o.seconds);
-                    let mut keys_done = 0u64;
-                    while Instant::now() < until {
-                        let keys: Vec<Vec<u8>> = (0..batch).map(|_| key(rng.below(o.keys.max(1)))).collect();
-                        let replies = match bench {
-                            "SET" | "GET" => {
-                                for k in &keys {
-                                    if bench == "SET" {
-                                        c.push(&[b"SET", k, &value]);
-                                    } else {
-                                        c.push(&[b"GET", k]);
-                                    }
-                                }
-                                batch
-                            }
-                            _ => {
-                                let mut args: Vec<&[u8]> = vec![if bench == "MSET" { b"MSET" } else { b"MGET" }];
-                                for k in &keys {
-                                    args.push(k);
-                                    if bench == "MSET" {
-                                        args.push(&value);
-                                    }
-                                }
-                                c.push(&args);
-                                1
-                            }
-                        };
-                        let t0 = Instant::now();
-                        c.round_trip(replies)?;
-                        hist.record(t0.elapsed().as_micros() as u64).map_err(|e| e.to_string())?;
-                        keys_done += batch as u64;
+    let m = Measure { name: bench.to_string(), threads, batch, seconds: o.seconds, server_pid: pid };
+    let value = vec![b'w'; o.value_size];
+    let setup = |t: usize| Ok((RespConn::connect(&o.redis)?, Rng::new(t as u64 * 7919 + 1)));
+    measure(m, setup, |(c, rng): &mut (RespConn, Rng)| {
+        let keys: Vec<Vec<u8>> = (0..batch).map(|_| key(rng.below(o.keys.max(1)))).collect();
+        let replies = match bench {
+            "SET" | "GET" => {
+                for k in &keys {
+                    if bench == "SET" {
+                        c.push(&[b"SET", k, &value]);
+                    } else {
+                        c.push(&[b"GET", k]);
                     }
-                    Ok((keys_done, hist))
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("bench thread panicked".into()))).collect()
-    });
-    let elapsed = start.elapsed().as_secs_f64();
-    let (rows, hist) = crate::merge_threads(results)?;
-    Ok(BenchRow {
-        benchmark: bench.to_string(),
-        throughput: rows as f64 / elapsed,
-        p50_us: hist.value_at_quantile(0.5),
-        p99_us: hist.value_at_quantile(0.99),
-        batch,
-        threads,
-        server_cpu_pct: match (cpu0, process_cpu_secs(pid)) {
-            (Some(a), Some(b)) => Some((b - a) / elapsed * 100.0),
-            _ => None,
-        },
-        client_cpu_pct: (process_cpu_secs(std::process::id()).unwrap_or(0.0) - me0) / elapsed * 100.0,
+                }
+                batch
+            }
+            _ => {
+                let mut args: Vec<&[u8]> = vec![if bench == "MSET" { b"MSET" } else { b"MGET" }];
+                for k in &keys {
+                    args.push(k);
+                    if bench == "MSET" {
+                        args.push(&value);
+                    }
+                }
+                c.push(&args);
+                1
+            }
+        };
+        let t0 = Instant::now();
+        c.round_trip(replies)?;
+        Ok((batch as u64, t0.elapsed()))
     })
 }

@@ -2,8 +2,7 @@
 //! BenchmarkBinary) against pk-read and batch, with threads × batch sizes. Each thread keeps one
 //! HTTP/1.1 keep-alive connection. Throughput is rows per second; latency is per request.
 
-use crate::{BenchRow, process_cpu_secs};
-use hdrhistogram::Histogram;
+use crate::{BenchRow, Measure, measure};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -216,64 +215,33 @@ pub fn run(o: &RestOptions) -> Result<Vec<BenchRow>, String> {
 
 fn run_one(o: &RestOptions, bench: &str, threads: usize, batch: usize, pid: u32) -> Result<BenchRow, String> {
     let path_read = format!("/0.1.0/{REST_BENCH_DB}/{}/pk-read", table_of(bench));
-    let cpu0 = process_cpu_secs(pid);
-    let me0 = process_cpu_secs(std::process::id()).unwrap_or(0.0);
-    let start = Instant::now();
-    let results: Vec<Result<(u64, Histogram<u64>), String>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|t| {
-                let path_read = path_read.clone();
-                s.spawn(move || -> Result<(u64, Histogram<u64>), String> {
-                    let mut http = Http::connect_spin(&o.rest, o.client_spin)?;
-                    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-                    let mut rng = Rng::new(t as u64 + 1);
-                    let until = Instant::now() + Duration::from_secs_f64(o.seconds);
-                    let mut rows = 0u64;
-                    while Instant::now() < until {
-                        let (path, body) = if batch <= 1 {
-                            (path_read.as_str(), format!("{{\"filters\":{}}}", filter_for(bench, rng.below(o.rows.max(1)))))
-                        } else {
-                            let mut b = String::from("{\"operations\":[");
-                            for j in 0..batch {
-                                if j > 0 {
-                                    b.push(',');
-                                }
-                                b.push_str(&format!(
-                                    "{{\"method\":\"POST\",\"relative-url\":\"{REST_BENCH_DB}/{}/pk-read\",\"body\":{{\"filters\":{}}}}}",
-                                    table_of(bench),
-                                    filter_for(bench, rng.below(o.rows.max(1)))
-                                ));
-                            }
-                            b.push_str("]}");
-                            ("/0.1.0/batch", b)
-                        };
-                        let t0 = Instant::now();
-                        let (st, resp) = http.request("POST", path, &body)?;
-                        hist.record(t0.elapsed().as_micros() as u64).map_err(|e| e.to_string())?;
-                        if st != 200 {
-                            return Err(format!("REST answered {st}: {resp}"));
-                        }
-                        rows += batch.max(1) as u64;
-                    }
-                    Ok((rows, hist))
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("bench thread panicked".into()))).collect()
-    });
-    let elapsed = start.elapsed().as_secs_f64();
-    let (rows, hist) = crate::merge_threads(results)?;
-    Ok(BenchRow {
-        benchmark: format!("{bench}-{}", if batch <= 1 { "pkread" } else { "batch" }),
-        throughput: rows as f64 / elapsed,
-        p50_us: hist.value_at_quantile(0.5),
-        p99_us: hist.value_at_quantile(0.99),
-        batch: batch.max(1),
-        threads,
-        server_cpu_pct: match (cpu0, process_cpu_secs(pid)) {
-            (Some(a), Some(b)) => Some((b - a) / elapsed * 100.0),
-            _ => None,
-        },
-        client_cpu_pct: (process_cpu_secs(std::process::id()).unwrap_or(0.0) - me0) / elapsed * 100.0,
+    let name = format!("{bench}-{}", if batch <= 1 { "pkread" } else { "batch" });
+    let m = Measure { name, threads, batch: batch.max(1), seconds: o.seconds, server_pid: pid };
+    let setup = |t: usize| Ok((Http::connect_spin(&o.rest, o.client_spin)?, Rng::new(t as u64 + 1)));
+    measure(m, setup, |(http, rng): &mut (Http, Rng)| {
+        let (path, body) = if batch <= 1 {
+            (path_read.as_str(), format!("{{\"filters\":{}}}", filter_for(bench, rng.below(o.rows.max(1)))))
+        } else {
+            let mut b = String::from("{\"operations\":[");
+            for j in 0..batch {
+                if j > 0 {
+                    b.push(',');
+                }
+                b.push_str(&format!(
+                    "{{\"method\":\"POST\",\"relative-url\":\"{REST_BENCH_DB}/{}/pk-read\",\"body\":{{\"filters\":{}}}}}",
+                    table_of(bench),
+                    filter_for(bench, rng.below(o.rows.max(1)))
+                ));
+            }
+            b.push_str("]}");
+            ("/0.1.0/batch", b)
+        };
+        let t0 = Instant::now();
+        let (st, resp) = http.request("POST", path, &body)?;
+        let took = t0.elapsed();
+        if st != 200 {
+            return Err(format!("REST answered {st}: {resp}"));
+        }
+        Ok((batch.max(1) as u64, took))
     })
 }

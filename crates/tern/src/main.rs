@@ -1089,6 +1089,20 @@ fn human(b: u64) -> String {
     }
 }
 
+/// A bench suite's rows: a table (with its header) or one JSON object per line.
+fn print_rows(rows: Vec<tern_bench::BenchRow>, json: bool) {
+    if !json {
+        tern_bench::print_header();
+    }
+    for r in rows {
+        if json {
+            println!("{}", r.json());
+        } else {
+            tern_bench::print_row(&r);
+        }
+    }
+}
+
 fn bench(suite: BenchSuite) -> Result<()> {
     match suite {
         BenchSuite::Rest { addr, rest, rows, threads, batch, seconds, benchmarks, json, client_spin_us } => {
@@ -1107,16 +1121,7 @@ fn bench(suite: BenchSuite) -> Result<()> {
                 benchmarks,
                 client_spin: Duration::from_micros(client_spin_us.min(10_000)),
             };
-            if !json {
-                tern_bench::print_header();
-            }
-            for r in tern_bench::rest::run(&o).map_err(|e| anyhow::anyhow!(e))? {
-                if json {
-                    println!("{}", r.json());
-                } else {
-                    tern_bench::print_row(&r);
-                }
-            }
+            print_rows(tern_bench::rest::run(&o).map_err(|e| anyhow::anyhow!(e))?, json);
             Ok(())
         }
         BenchSuite::Redis { redis, keys, threads, batch, seconds, value_size, benchmarks, json } => {
@@ -1132,16 +1137,7 @@ fn bench(suite: BenchSuite) -> Result<()> {
                 value_size,
                 benchmarks,
             };
-            if !json {
-                tern_bench::print_header();
-            }
-            for r in tern_bench::redis::run(&o).map_err(|e| anyhow::anyhow!(e))? {
-                if json {
-                    println!("{}", r.json());
-                } else {
-                    tern_bench::print_row(&r);
-                }
-            }
+            print_rows(tern_bench::redis::run(&o).map_err(|e| anyhow::anyhow!(e))?, json);
             Ok(())
         }
         BenchSuite::FeatureStore { addr, mysql, rest, rows, threads, batch, seconds, json } => {
@@ -1160,16 +1156,7 @@ fn bench(suite: BenchSuite) -> Result<()> {
                 batches: batch,
                 seconds,
             };
-            if !json {
-                tern_bench::print_header();
-            }
-            for r in tern_bench::feature_store::run(&o).map_err(|e| anyhow::anyhow!(e))? {
-                if json {
-                    println!("{}", r.json());
-                } else {
-                    tern_bench::print_row(&r);
-                }
-            }
+            print_rows(tern_bench::feature_store::run(&o).map_err(|e| anyhow::anyhow!(e))?, json);
             Ok(())
         }
         BenchSuite::Sql { addr, rows, threads, batch, seconds, benchmarks, json } => {
@@ -1178,16 +1165,7 @@ fn bench(suite: BenchSuite) -> Result<()> {
             }
             let o =
                 tern_bench::sql::SqlOptions { addr, rows: rows.max(1), threads, batches: batch, seconds, benchmarks };
-            if !json {
-                tern_bench::print_header();
-            }
-            for r in tern_bench::sql::run(&o).map_err(|e| anyhow::anyhow!(e))? {
-                if json {
-                    println!("{}", r.json());
-                } else {
-                    tern_bench::print_row(&r);
-                }
-            }
+            print_rows(tern_bench::sql::run(&o).map_err(|e| anyhow::anyhow!(e))?, json);
             Ok(())
         }
         BenchSuite::Tpch { addr, scale, dir, against, queries, timeout, no_load } => {

@@ -4,29 +4,10 @@
 //! validation parameters) on both, and every answer must equal MariaDB's text exactly.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// `tern up`, stopped (SIGINT, as a user's Ctrl-C) when dropped, also when the test fails.
-struct Up(Child);
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        unsafe {
-            libc::kill(self.0.id() as i32, libc::SIGINT);
-        }
-        let until = Instant::now() + Duration::from_secs(30);
-        while self.0.try_wait().ok().flatten().is_none() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::{Up, free_port};
 
 #[test]
 fn all_22_tpch_queries_answer_as_mariadb_does() {
