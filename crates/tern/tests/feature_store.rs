@@ -6,12 +6,12 @@
 //! features with and without validation, metadata and detailed status, and rdrs2's errors.
 
 use serde_json::{Value as Json, json};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{Up, free_port};
+use common::free_port;
 
 fn post(port: u16, path: &str, body: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -47,22 +47,7 @@ fn load(mysql: u16, file: &str) {
 fn feature_vectors_as_rdrs2_serves_them() {
     let dir = tempfile::tempdir().unwrap();
     let (mysql, rest) = (free_port(), free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["up", "--datanodes", "1", "--replicas", "1", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .args(["--datanode-port", &free_port().to_string(), "--rest-port", &rest.to_string()])
-        .args(["--redis-port", &free_port().to_string(), "--data-memory", "256M"])
-        .args(["--mysql-port", &mysql.to_string(), "--mgmd-port", &free_port().to_string()])
-        .env("TERN_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let _up = Up(child);
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line).unwrap();
+    let (_up, line) = common::up_single(dir.path(), mysql, rest, "256M");
     assert!(line.contains(&format!("rest=127.0.0.1:{rest}")), "ready line: {line}");
     let root = env!("CARGO_MANIFEST_DIR");
     load(mysql, &format!("{root}/../rest/feature_store_metadata.sql"));

@@ -3,32 +3,16 @@
 //! DATA into Tern and into a MariaDB it starts, runs the 22 queries (the specification's
 //! validation parameters) on both, and every answer must equal MariaDB's text exactly.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 mod common;
-use common::{Up, free_port};
+use common::free_port;
 
 #[test]
 fn all_22_tpch_queries_answer_as_mariadb_does() {
     let dir = tempfile::tempdir().unwrap();
     let mysql = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["up", "--datanodes", "1", "--replicas", "1", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .args(["--datanode-port", &free_port().to_string(), "--rest-port", &free_port().to_string()])
-        .args(["--redis-port", &free_port().to_string(), "--data-memory", "512M"])
-        .args(["--mysql-port", &mysql.to_string(), "--mgmd-port", &free_port().to_string()])
-        .env("TERN_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let _up = Up(child);
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line).unwrap();
+    let (_up, line) = common::up_single(dir.path(), mysql, free_port(), "512M");
     assert!(line.contains(&format!("mysql=127.0.0.1:{mysql}")), "ready line names the MySQL port: {line}");
 
     let bench = Command::new(env!("CARGO_BIN_EXE_tern"))

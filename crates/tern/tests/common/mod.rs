@@ -24,3 +24,27 @@ impl Drop for Up {
         let _ = self.0.wait();
     }
 }
+
+/// `tern up` with one data node in `dir/data`, the MySQL and REST front ends on the given ports
+/// (the others on free ones), once it printed its ready line (returned).
+pub fn up_single(dir: &std::path::Path, mysql: u16, rest: u16, data_memory: &str) -> (Up, String) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["up", "--datanodes", "1", "--replicas", "1", "--data-dir"])
+        .arg(dir.join("data"))
+        .args(["--datanode-port", &free_port().to_string(), "--rest-port", &rest.to_string()])
+        .args(["--redis-port", &free_port().to_string(), "--data-memory", data_memory])
+        .args(["--mysql-port", &mysql.to_string(), "--mgmd-port", &free_port().to_string()])
+        .env("TERN_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let up = Up(child);
+    let mut line = String::new();
+    BufReader::new(out).read_line(&mut line).unwrap();
+    (up, line)
+}
