@@ -38,10 +38,11 @@ impl Ldm {
         // One step examines a bounded number of rows however few pass the filter, so a selective
         // scan of a big partition cannot hold the thread (the tc asks again from `next`).
         let mut examined = 0usize;
+        let filter = req.filter.prepare(layout);
         let mut emit = |row: &[u8], key: Option<&[u8]>, rows: &mut Vec<Vec<u8>>, keys: &mut Vec<Vec<u8>>| -> bool {
             examined += 1;
             let expired = ttl.is_some_and(|t| row_expired(layout, t, row, now_us));
-            if expired != req.expired || !req.filter.passes(layout, row) {
+            if expired != req.expired || !filter.passes(layout, row) {
                 return examined < SCAN_EXAMINE_MAX;
             }
             if let Some(a) = &agg {
