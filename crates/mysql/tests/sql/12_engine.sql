@@ -30,4 +30,5 @@ SELECT c.c_name, o.o_orderkey FROM customer c LEFT JOIN orders o ON o.o_custkey 
 SELECT x, x / 2 AS half, x / 0 AS by_zero, x * 1.5 / 7 AS mixed, s / 7.0 AS dec_div, s / 3 AS s3, x / CAST(3 AS DOUBLE) AS dbl, -x / 7 AS neg, (x - 3) / 0.7 AS dec_neg, x / NULL AS n FROM (SELECT n_nationkey AS x, SUM(n_regionkey) AS s FROM nation GROUP BY n_nationkey) AS d ORDER BY x;
 SELECT SUM(l_extendedprice) / 7.0 AS avg_yearly, SUM(l_quantity) / COUNT(*) AS per_line FROM lineitem, part WHERE p_partkey = l_partkey AND p_brand = 'Brand#13' AND l_quantity < (SELECT 1.2 * AVG(l_quantity) FROM lineitem WHERE l_partkey = p_partkey);
 SELECT x / 2, x+1, 'lit', COUNT(*), d.x, SUM( x ) FROM (SELECT n_nationkey AS x FROM nation) AS d GROUP BY x ORDER BY x LIMIT 3;
+SELECT x, x % 0 AS m0, x % 3 AS m3, -x % 3 AS mneg, s % 2.5 AS mdec, x % NULL AS mn FROM (SELECT n_nationkey AS x, SUM(n_regionkey) AS s FROM nation GROUP BY n_nationkey) AS d ORDER BY x;
 SELECT * FROM (SELECT 1 AS a) AS t JOIN nosuchtable ON 1 = 1;

@@ -5,7 +5,8 @@
 //!   (`div_precision_increment`, at most 30) and precision p1 + s2 + 4 (at most 38), rounded half
 //!   away from zero, as MySQL's `Item_func_div` types and rounds it;
 //! * any other numeric `/`: a DOUBLE;
-//! * a zero divisor gives NULL (MySQL's default, without strict-mode division errors).
+//! * a zero divisor gives NULL (MySQL's default, without strict-mode division errors), for `%`
+//!   too.
 //!
 //! Literals with a decimal point are DECIMAL, as in MySQL (`parse_float_as_decimal` in `run`).
 
@@ -14,7 +15,8 @@ use datafusion::arrow::datatypes::{DataType, i256};
 use datafusion::common::{DFSchema, Result, exec_err, plan_err};
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
 use datafusion::logical_expr::{
-    ColumnarValue, ExprSchemable, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    BinaryExpr, ColumnarValue, Expr, ExprSchemable, Operator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility, lit,
 };
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 use std::sync::Arc;
@@ -46,10 +48,19 @@ fn numeric(t: &DataType) -> bool {
 
 impl ExprPlanner for MySqlPlanner {
     fn plan_binary_op(&self, expr: RawBinaryExpr, schema: &DFSchema) -> Result<PlannerResult<RawBinaryExpr>> {
+        let (lt, rt) = (expr.left.get_type(schema)?, expr.right.get_type(schema)?);
+        if expr.op == BinaryOperator::Modulo && numeric(&lt) && numeric(&rt) {
+            // MySQL: `a % 0` is NULL (DataFusion fails the statement): `a % NULLIF(b, 0)`.
+            let right = datafusion::functions::core::expr_fn::nullif(expr.right, lit(0));
+            return Ok(PlannerResult::Planned(Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(expr.left),
+                Operator::Modulo,
+                Box::new(right),
+            ))));
+        }
         if expr.op != BinaryOperator::Divide {
             return Ok(PlannerResult::Original(expr));
         }
-        let (lt, rt) = (expr.left.get_type(schema)?, expr.right.get_type(schema)?);
         if let (Some((p1, s1)), Some((p2, s2))) = (exact(&lt), exact(&rt)) {
             let left = expr.left.cast_to(&DataType::Decimal128(p1, s1), schema)?;
             let right = expr.right.cast_to(&DataType::Decimal128(p2, s2), schema)?;
