@@ -165,14 +165,15 @@ pub fn parse(body: &str, batch: bool) -> Result<FsRequest, Answer> {
         };
         (entries, vec![passed])
     };
-    let flags = |key: &str, names: &[&str], strict: bool| -> Result<Option<Vec<bool>>, Answer> {
+    // An options object: each named flag as given (None: absent).
+    let flags = |key: &str, names: &[&str], strict: bool| -> Result<Option<Vec<Option<bool>>>, Answer> {
         match o.get(key) {
             None | Some(Json::Null) => Ok(None),
             Some(Json::Object(m)) => {
-                let mut out = vec![false; names.len()];
+                let mut out = vec![None; names.len()];
                 for (k, v) in m {
                     match (names.iter().position(|n| n == k), v) {
-                        (Some(i), Json::Bool(b)) => out[i] = *b,
+                        (Some(i), Json::Bool(b)) => out[i] = Some(*b),
                         (None, _) if !strict => {}
                         _ => return Err(invalid(&format!("{k}{key}"))),
                     }
@@ -182,14 +183,12 @@ pub fn parse(body: &str, batch: bool) -> Result<FsRequest, Answer> {
             Some(_) => Err(invalid(key)),
         }
     };
-    let metadata = flags("metadataOptions", &["featureName", "featureType"], !batch)?.map(|f| (f[0], f[1]));
-    let options = flags("options", &["validatePassedFeatures", "includeDetailedStatus"], true)?;
-    let (validate_passed, detailed) = match &options {
-        // rdrs2's default validates passed features.
-        Some(f) if o["options"].get("validatePassedFeatures").is_some() => (f[0], f[1]),
-        Some(f) => (true, f[1]),
-        None => (true, false),
-    };
+    let metadata = flags("metadataOptions", &["featureName", "featureType"], !batch)?
+        .map(|f| (f[0].unwrap_or(false), f[1].unwrap_or(false)));
+    let options = flags("options", &["validatePassedFeatures", "includeDetailedStatus"], true)?.unwrap_or_default();
+    // rdrs2's default validates passed features.
+    let validate_passed = options.first().copied().flatten().unwrap_or(true);
+    let detailed = options.get(1).copied().flatten().unwrap_or(false);
     Ok(FsRequest { store, view, version, entries, passed, metadata, validate_passed, detailed })
 }
 
@@ -199,7 +198,8 @@ pub fn parse(body: &str, batch: bool) -> Result<FsRequest, Answer> {
 struct ServingKey {
     fg: i64,
     name: String,
-    prefix: String,
+    /// prefix + name: the key's name in the view's output and in entries.
+    full: String,
     required: bool,
     join_on: String,
     join_index: i64,
@@ -362,11 +362,12 @@ async fn load_view(client: &Client, store: &str, view: &str, version: i64) -> Re
         .iter()
         .map(|r| {
             let (name, prefix, required, join_on) = (text(&r[1]), text(&r[2]), int(&r[3]) != Some(0), text(&r[4]));
-            let required_entry = if required { format!("{prefix}{name}") } else { join_on.clone() };
+            let full = format!("{prefix}{name}");
+            let required_entry = if required { full.clone() } else { join_on.clone() };
             ServingKey {
                 fg: int(&r[0]).unwrap_or(0),
                 name,
-                prefix,
+                full,
                 required,
                 join_on,
                 join_index: int(&r[5]).unwrap_or(0),
@@ -376,7 +377,7 @@ async fn load_view(client: &Client, store: &str, view: &str, version: i64) -> Re
         .collect();
     let mut valid_keys = HashSet::new();
     for k in &keys {
-        valid_keys.insert(format!("{}{}", k.prefix, k.name));
+        valid_keys.insert(k.full.clone());
         valid_keys.insert(k.name.clone());
     }
     // Output order: by idx, labels left out.
@@ -508,10 +509,7 @@ impl View {
     /// The key value of serving key `k` in an entry: the required entry, then prefix + name,
     /// then the bare name.
     fn key_value<'a>(&self, k: &ServingKey, entry: &'a Map<String, Json>) -> Option<&'a Json> {
-        entry
-            .get(&k.required_entry)
-            .or_else(|| entry.get(&format!("{}{}", k.prefix, k.name)))
-            .or_else(|| entry.get(&k.name))
+        entry.get(&k.required_entry).or_else(|| entry.get(&k.full)).or_else(|| entry.get(&k.name))
     }
 
     /// Serving-key values echoed into their features' slots (rdrs2's three passes, later ones
@@ -525,18 +523,16 @@ impl View {
             }
         };
         for k in &self.keys {
-            set(&format!("{}{}", k.prefix, k.name), entry.get(&k.name));
+            set(&k.full, entry.get(&k.name));
         }
         for k in &self.keys {
-            let full = format!("{}{}", k.prefix, k.name);
-            set(&full, entry.get(&full));
+            set(&k.full, entry.get(&k.full));
         }
         for k in &self.keys {
-            let full = format!("{}{}", k.prefix, k.name);
             if k.required {
-                set(&full, entry.get(&full));
+                set(&k.full, entry.get(&k.full));
             } else if !k.join_on.is_empty() {
-                set(&full, entry.get(&k.join_on));
+                set(&k.full, entry.get(&k.join_on));
             }
         }
     }
@@ -550,11 +546,42 @@ struct Vector {
     detailed: Vec<(i64, u16)>,
 }
 
-/// A planned key read: (entry, group read) and its operation; None when the entry lacks a key.
+/// A planned key read: (entry, group read); `read_op`: false when the entry lacks a key of that
+/// group (no operation was sent).
 struct Planned {
     entry: usize,
     read: usize,
-    op: Option<(KeyOp, TableHandle, Vec<u16>)>,
+    read_op: bool,
+}
+
+/// A group read resolved once per request: its online table, the serving key of each of the
+/// table's primary-key columns (None: the view has none for it), and the columns read (their
+/// error is reported only when a read is planned, as it would be per entry).
+struct Resolved {
+    t: TableHandle,
+    keys: Vec<Option<usize>>,
+    cols: Result<Vec<u16>, FsError>,
+}
+
+fn resolve(client: &Client, view: &View, g: &GroupRead) -> Result<Resolved, FsError> {
+    let t = client.table(&g.db, &g.table).map_err(|e| fs_err(READ_FROM_DB_FAIL, e.message).with_status(500))?;
+    let keys = t
+        .table
+        .primary_key
+        .iter()
+        .map(|&c| {
+            let name = &t.table.columns[c as usize].name;
+            g.keys.iter().copied().find(|&i| view.keys[i].name == *name)
+        })
+        .collect();
+    let cols = g
+        .columns
+        .iter()
+        .map(|(name, _)| {
+            t.column(name).map_err(|_| fs_err(INCORRECT_PRIMARY_KEY, format!("Column does not exist. Column: {name}")))
+        })
+        .collect();
+    Ok(Resolved { t, keys, cols })
 }
 
 /// Serves a parsed request: single when `batch` is false.
@@ -589,19 +616,26 @@ async fn serve_inner(client: &Client, view: &View, r: &FsRequest, batch: bool) -
             c => ok.push(c.is_ok()),
         }
     }
-    // The key reads.
-    let mut plans = Vec::new();
+    // The key reads (each group's table resolved when first needed).
+    let mut resolved: Vec<Option<Resolved>> = view.reads.iter().map(|_| None).collect();
+    let (mut plans, mut ops) = (Vec::new(), Vec::new());
     for (i, e) in r.entries.iter().enumerate().filter(|(i, _)| ok[*i]) {
         for (j, g) in view.reads.iter().enumerate() {
-            plans.push(Planned { entry: i, read: j, op: plan_read(client, view, g, e)? });
+            let res = match &mut resolved[j] {
+                Some(res) => res,
+                slot => slot.insert(resolve(client, view, g)?),
+            };
+            let op = plan_read(view, res, e)?;
+            plans.push(Planned { entry: i, read: j, read_op: op.is_some() });
+            ops.extend(op);
         }
     }
-    let ops: Vec<KeyOp> = plans.iter().filter_map(|p| p.op.as_ref().map(|(op, _, _)| op.clone())).collect();
     let mut results = Vec::with_capacity(ops.len());
-    for chunk in ops.chunks(READS_PER_TXN) {
+    while !ops.is_empty() {
+        let rest = ops.split_off(ops.len().min(READS_PER_TXN));
         let mut txn = client.begin();
         let rs = txn
-            .execute_with(chunk.to_vec(), Exec::Commit, AbortOption::IgnoreError)
+            .execute_with(std::mem::replace(&mut ops, rest), Exec::Commit, AbortOption::IgnoreError)
             .await
             .map_err(|e| fs_err(READ_FROM_DB_FAIL, e.message).with_status(500))?;
         results.extend(rs);
@@ -614,11 +648,14 @@ async fn serve_inner(client: &Client, view: &View, r: &FsRequest, batch: bool) -
     for p in &plans {
         let v = vectors[p.entry].as_mut().expect("planned entries are valid");
         let g = &view.reads[p.read];
-        let Some((_, t, cols)) = &p.op else {
+        if !p.read_op {
             // A key of this group is missing from the entry.
             v.status = "MISSING";
             v.detailed.push((g.fg, 400));
             continue;
+        }
+        let Some(Resolved { t, cols: Ok(cols), .. }) = &resolved[p.read] else {
+            return Err(fs_err(READ_FROM_DB_FAIL, "a planned read lost its table").with_status(500));
         };
         match results.next() {
             Some(OpResult::Row(bytes)) => {
@@ -662,18 +699,13 @@ impl FsError {
     }
 }
 
-/// The key read of group `g` for an entry (None: a key value is missing).
-fn plan_read(
-    client: &Client,
-    view: &View,
-    g: &GroupRead,
-    entry: &Map<String, Json>,
-) -> Result<Option<(KeyOp, TableHandle, Vec<u16>)>, FsError> {
-    let t = client.table(&g.db, &g.table).map_err(|e| fs_err(READ_FROM_DB_FAIL, e.message).with_status(500))?;
-    let mut key = Vec::with_capacity(t.table.primary_key.len());
-    for &c in &t.table.primary_key {
+/// The key read of a resolved group for an entry (None: a key value is missing).
+fn plan_read(view: &View, res: &Resolved, entry: &Map<String, Json>) -> Result<Option<KeyOp>, FsError> {
+    let t = &res.t;
+    let mut key = Vec::with_capacity(res.keys.len());
+    for (&c, k) in t.table.primary_key.iter().zip(&res.keys) {
         let col = &t.table.columns[c as usize];
-        let Some(k) = g.keys.iter().map(|&i| &view.keys[i]).find(|k| k.name == col.name) else { return Ok(None) };
+        let Some(k) = k.map(|i| &view.keys[i]) else { return Ok(None) };
         let Some(json) = view.key_value(k, entry) else { return Ok(None) };
         let v = parse_value(col, json, true).map_err(|e: RestError| {
             // rdrs2 names the type from the data node's "Wrong data type. Expecting X." text.
@@ -685,15 +717,9 @@ fn plan_read(
         })?;
         key.push(v);
     }
-    let mut cols = Vec::with_capacity(g.columns.len());
-    for (name, _) in &g.columns {
-        cols.push(
-            t.column(name)
-                .map_err(|_| fs_err(INCORRECT_PRIMARY_KEY, format!("Column does not exist. Column: {name}")))?,
-        );
-    }
-    let op = t.read_columns_owned(key, &cols).map_err(|e| fs_err(INCORRECT_PRIMARY_KEY, e.message))?;
-    Ok(Some((op, t, cols)))
+    let cols = res.cols.as_ref().map_err(|e| e.clone())?;
+    let op = t.read_columns_owned(key, cols).map_err(|e| fs_err(INCORRECT_PRIMARY_KEY, e.message))?;
+    Ok(Some(op))
 }
 
 fn push_slots(out: &mut String, slots: &[Option<String>]) {

@@ -9,7 +9,7 @@
 //! other literals) is run by the interpreter.
 
 use crate::agg::{AggError, AggExpr, AggOp, Aggregation, Arith};
-use crate::row::RowLayout;
+use crate::row::{RowLayout, stored_i128, stored_int, stored_u64};
 use crate::schema::ColumnType;
 use crate::value::Value;
 
@@ -37,21 +37,11 @@ struct At {
 impl At {
     #[inline]
     fn bytes<'a>(&self, body: &'a [u8]) -> AResult<Option<&'a [u8]>> {
-        if let Some(b) = self.null_bit
-            && body.get((b / 8) as usize).is_some_and(|x| x & (1 << (b % 8)) != 0)
-        {
+        if crate::row::is_null(body, self.null_bit) {
             return Ok(None);
         }
         body.get(self.off..self.off + self.width).map(Some).ok_or_else(damaged)
     }
-}
-
-#[inline]
-fn le_u64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    let n = b.len().min(8);
-    a[..n].copy_from_slice(&b[..n]);
-    u64::from_le_bytes(a)
 }
 
 /// A column the program reads, copied per row into the batch.
@@ -504,18 +494,10 @@ impl Fast {
         }
         for (l, c) in self.loads.iter().zip(batch.cols.iter_mut()) {
             match (l, c) {
-                (Load::Int(at, bits), Col::I(v)) => v.push(at.bytes(body)?.map(|b| {
-                    let u = le_u64(b);
-                    ((u << (64 - bits)) as i64) >> (64 - bits)
-                })),
-                (Load::Dec(at), Col::D(v)) => v.push(at.bytes(body)?.map(|b| {
-                    let mut a = [0u8; 16];
-                    let n = b.len().min(16);
-                    a[..n].copy_from_slice(&b[..n]);
-                    i128::from_le_bytes(a)
-                })),
+                (Load::Int(at, bits), Col::I(v)) => v.push(at.bytes(body)?.map(|b| stored_int(b, *bits))),
+                (Load::Dec(at), Col::D(v)) => v.push(at.bytes(body)?.map(stored_i128)),
                 (Load::Flt(at, single), Col::F(v)) => v.push(at.bytes(body)?.map(|b| {
-                    let u = le_u64(b);
+                    let u = stored_u64(b);
                     if *single { f32::from_bits(u as u32) as f64 } else { f64::from_bits(u) }
                 })),
                 _ => return Err(shape()),

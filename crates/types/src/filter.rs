@@ -21,6 +21,20 @@ pub enum CmpOp {
     Ge,
 }
 
+impl CmpOp {
+    /// Whether `a op b` holds when `a` compares to `b` as `ord`.
+    pub fn holds(self, ord: Ordering) -> bool {
+        match self {
+            CmpOp::Eq => ord == Ordering::Equal,
+            CmpOp::Ne => ord != Ordering::Equal,
+            CmpOp::Lt => ord == Ordering::Less,
+            CmpOp::Le => ord != Ordering::Greater,
+            CmpOp::Gt => ord == Ordering::Greater,
+            CmpOp::Ge => ord != Ordering::Less,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Filter {
     True,
@@ -40,15 +54,7 @@ impl Filter {
             Filter::True => Some(true),
             Filter::Cmp { col, op, value } => {
                 let v = layout.get(row, *col as usize).ok()?;
-                let ord = v.cmp_sql(value)?;
-                Some(match op {
-                    CmpOp::Eq => ord == Ordering::Equal,
-                    CmpOp::Ne => ord != Ordering::Equal,
-                    CmpOp::Lt => ord == Ordering::Less,
-                    CmpOp::Le => ord != Ordering::Greater,
-                    CmpOp::Gt => ord == Ordering::Greater,
-                    CmpOp::Ge => ord != Ordering::Less,
-                })
+                Some(op.holds(v.cmp_sql(value)?))
             }
             Filter::IsNull(c) => Some(layout.is_null(row, *c as usize)),
             Filter::IsNotNull(c) => Some(!layout.is_null(row, *c as usize)),
@@ -268,31 +274,17 @@ impl PNode<'_> {
         match self {
             PNode::Generic(f) => f.eval(layout, row),
             PNode::Cmp { off, width, null_bit, read, op, lit } => {
-                if let Some(b) = null_bit
-                    && body.get((b / 8) as usize).is_some_and(|x| x & (1 << (b % 8)) != 0)
-                {
+                if crate::row::is_null(body, *null_bit) {
                     return None;
                 }
                 let bytes = body.get(*off..off + width)?;
-                let mut a = [0u8; 16];
-                let n = bytes.len().min(16);
-                a[..n].copy_from_slice(&bytes[..n]);
-                let u = u64::from_le_bytes(a[..8].try_into().expect("8 bytes"));
                 let v: i128 = match read {
-                    Read::Int(bits) => (((u << (64 - bits)) as i64) >> (64 - bits)) as i128,
-                    Read::Date => (u as u32 as i32) as i128,
-                    Read::Micros => u as i64 as i128,
-                    Read::Decimal => i128::from_le_bytes(a),
+                    Read::Int(bits) => crate::row::stored_int(bytes, *bits) as i128,
+                    Read::Date => (crate::row::stored_u64(bytes) as u32 as i32) as i128,
+                    Read::Micros => crate::row::stored_u64(bytes) as i64 as i128,
+                    Read::Decimal => crate::row::stored_i128(bytes),
                 };
-                let ord = v.cmp(lit);
-                Some(match op {
-                    CmpOp::Eq => ord == Ordering::Equal,
-                    CmpOp::Ne => ord != Ordering::Equal,
-                    CmpOp::Lt => ord == Ordering::Less,
-                    CmpOp::Le => ord != Ordering::Greater,
-                    CmpOp::Gt => ord == Ordering::Greater,
-                    CmpOp::Ge => ord != Ordering::Less,
-                })
+                Some(op.holds(v.cmp(lit)))
             }
             PNode::And(ns) => {
                 let mut unknown = false;

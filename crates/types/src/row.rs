@@ -490,8 +490,33 @@ fn set_null(out: &mut [u8], body: usize, bit: Option<u32>) -> TernResult<()> {
     }
 }
 
+/// The first 8 bytes of a stored fixed-width number, little endian (zero-extended).
 #[inline]
-fn is_null(body: &[u8], bit: Option<u32>) -> bool {
+pub fn stored_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    let n = b.len().min(8);
+    a[..n].copy_from_slice(&b[..n]);
+    u64::from_le_bytes(a)
+}
+
+/// A stored signed integer of `bits` bits, sign-extended.
+#[inline]
+pub fn stored_int(b: &[u8], bits: u32) -> i64 {
+    ((stored_u64(b) << (64 - bits)) as i64) >> (64 - bits)
+}
+
+/// A stored DECIMAL (16 bytes, little endian).
+#[inline]
+pub fn stored_i128(b: &[u8]) -> i128 {
+    let mut a = [0u8; 16];
+    let n = b.len().min(16);
+    a[..n].copy_from_slice(&b[..n]);
+    i128::from_le_bytes(a)
+}
+
+/// Whether a row body's null bit `bit` is set (None: the column is NOT NULL).
+#[inline]
+pub fn is_null(body: &[u8], bit: Option<u32>) -> bool {
     match bit {
         Some(b) => body.get((b / 8) as usize).is_some_and(|x| x & (1 << (b % 8)) != 0),
         None => false,
@@ -530,15 +555,11 @@ fn read_fixed(ty: ColumnType, b: &[u8]) -> Value {
     if matches!(ty, T::Binary { .. }) || ty.fixed_width().is_none() {
         return Value::Bytes(b.to_vec());
     }
-    let mut a = [0u8; 16];
-    let n = b.len().min(16);
-    a[..n].copy_from_slice(&b[..n]);
-    let u = u64::from_le_bytes(a[..8].try_into().expect("8 bytes"));
-    let sext = |bits: u32| ((u << (64 - bits)) as i64) >> (64 - bits);
+    let u = stored_u64(b);
     match ty {
-        T::TinyInt { unsigned: false } => Value::Int(sext(8)),
-        T::SmallInt { unsigned: false } => Value::Int(sext(16)),
-        T::MediumInt { unsigned: false } | T::Int { unsigned: false } => Value::Int(sext(32)),
+        T::TinyInt { unsigned: false } => Value::Int(stored_int(b, 8)),
+        T::SmallInt { unsigned: false } => Value::Int(stored_int(b, 16)),
+        T::MediumInt { unsigned: false } | T::Int { unsigned: false } => Value::Int(stored_int(b, 32)),
         T::BigInt { unsigned: false } => Value::Int(u as i64),
         T::TinyInt { unsigned: true }
         | T::SmallInt { unsigned: true }
@@ -547,7 +568,7 @@ fn read_fixed(ty: ColumnType, b: &[u8]) -> Value {
         | T::BigInt { unsigned: true } => Value::UInt(u),
         T::Float => Value::Float(f32::from_bits(u as u32)),
         T::Double => Value::Double(f64::from_bits(u)),
-        T::Decimal { scale, .. } => Value::Decimal { v: i128::from_le_bytes(a), scale },
+        T::Decimal { scale, .. } => Value::Decimal { v: stored_i128(b), scale },
         T::Date => Value::Date(u as u32 as i32),
         T::Time { .. } => Value::Time(u as i64),
         T::DateTime { .. } => Value::DateTime(u as i64),
