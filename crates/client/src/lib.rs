@@ -77,7 +77,8 @@ pub use tern_types::schema::{Catalog, Column, ColumnType, Index, Table};
 use tern_types::value::coerce;
 pub use tern_types::{ErrorCode, TernError, Value};
 pub use tern_wire::{
-    AbortOption, Bound, ColumnUpdate, DdlReq, Exec, KeyOp, OpKind, OpResult, Outcome, StatusInfo, UpdateExpr,
+    AbortOption, Bound, ColumnUpdate, DdlReq, Exec, KeyOp, KeyRange, OpKind, OpResult, Outcome, SCAN_RANGES_MAX,
+    StatusInfo, UpdateExpr,
 };
 use tern_wire::{Reply, Request, ScanReq, TxnReq};
 

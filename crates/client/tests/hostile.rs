@@ -100,6 +100,12 @@ fn random_request(rng: &mut Rng, tables: &[u32]) -> Request {
             index: if rng.chance(50) { Some(rng.below(6) as u32) } else { None },
             lo: rng.chance(50).then(|| Bound { key: random_bytes(rng, 10), inclusive: rng.chance(50) }),
             hi: rng.chance(50).then(|| Bound { key: random_bytes(rng, 10), inclusive: rng.chance(50) }),
+            ranges: (0..if rng.chance(20) { rng.below(5) } else { 0 })
+                .map(|_| {
+                    let b = |rng: &mut Rng| Bound { key: random_bytes(rng, 10), inclusive: rng.chance(50) };
+                    (rng.chance(80).then(|| b(rng)), rng.chance(80).then(|| b(rng)))
+                })
+                .collect(),
             filter: Filter::Cmp { col: rng.below(6) as u16, op: CmpOp::Gt, value: random_value(rng) },
             projection: None,
             limit: rng.below(5),

@@ -749,8 +749,7 @@ fn enc_scan_frag(e: &mut Enc, f: &ScanFrag) {
             e.u32(index);
         }
     }
-    tern_wire::enc_bound(e, &f.lo);
-    tern_wire::enc_bound(e, &f.hi);
+    tern_wire::enc_ranges(e, &f.ranges);
     f.filter.encode(e);
     tern_wire::enc_opt_cols(e, f.projection.as_deref().map(|cols| cols.as_slice()));
     e.bool(f.descending);
@@ -778,8 +777,7 @@ fn dec_scan_frag(d: &mut Dec) -> DecodeResult<ScanFrag> {
             1 => Some(d.u32()?),
             _ => return Err(DecodeError("bad index tag")),
         },
-        lo: tern_wire::dec_bound(d)?,
-        hi: tern_wire::dec_bound(d)?,
+        ranges: Arc::new(tern_wire::dec_ranges(d)?),
         filter: Arc::new(Filter::decode(d)?),
         projection: tern_wire::dec_opt_cols(d)?.map(Arc::new),
         descending: d.bool()?,
@@ -837,6 +835,17 @@ fn enc_scan_pos(e: &mut Enc, pos: &ScanPos) {
             e.bytes(key);
         }
         ScanPos::Done => e.u8(3),
+        ScanPos::Ranged(range, after) => {
+            e.u8(4);
+            e.u32(*range);
+            match after {
+                None => e.u8(0),
+                Some(key) => {
+                    e.u8(1);
+                    e.bytes(key);
+                }
+            }
+        }
     }
 }
 
@@ -846,6 +855,14 @@ fn dec_scan_pos(d: &mut Dec) -> DecodeResult<ScanPos> {
         1 => ScanPos::RowId(d.u32()?),
         2 => ScanPos::After(d.bytes()?.to_vec()),
         3 => ScanPos::Done,
+        4 => ScanPos::Ranged(
+            d.u32()?,
+            match d.u8()? {
+                0 => None,
+                1 => Some(d.bytes()?.to_vec()),
+                _ => return Err(DecodeError("bad scan position tag")),
+            },
+        ),
         _ => return Err(DecodeError("bad scan position tag")),
     })
 }
@@ -993,8 +1010,13 @@ mod tests {
             table: 7,
             partition: 3,
             index: Some(3),
-            lo: Some(Bound { key: vec![1, b'a'], inclusive: true }),
-            hi: Some(Bound { key: vec![1, b'm'], inclusive: false }),
+            ranges: Arc::new(vec![
+                (
+                    Some(Bound { key: vec![1, b'a'], inclusive: true }),
+                    Some(Bound { key: vec![1, b'm'], inclusive: false }),
+                ),
+                (None, Some(Bound { key: vec![1, b'z'], inclusive: true })),
+            ]),
             filter: Arc::new(filter),
             projection: Some(Arc::new(vec![0, 1, 2])),
             descending: true,
@@ -1070,6 +1092,14 @@ mod tests {
             (ldm(1, 1), Signal::DeadlockVictim { txn: txn(902), batch: 3 }),
             (dist(2), Signal::NodeHeartbeat { from: 1, incarnation: 7 }),
             (ldm(1, 3), Signal::ScanFrag(scan_frag())),
+            (ldm(1, 3), Signal::ScanFrag(Box::new(ScanFrag { resume: ScanPos::Ranged(1, None), ..*scan_frag() }))),
+            (
+                ldm(1, 3),
+                Signal::ScanFrag(Box::new(ScanFrag {
+                    resume: ScanPos::Ranged(7, Some(vec![1, b'q'])),
+                    ..*scan_frag()
+                })),
+            ),
             (
                 tc(2, 0),
                 Signal::ScanFragRows(Box::new(ScanFragRows {

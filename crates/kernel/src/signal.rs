@@ -9,7 +9,7 @@ use tern_types::cluster::ClusterState;
 use tern_types::filter::Filter;
 use tern_types::schema::{IndexId, TableId};
 use tern_types::{Catalog, TernError};
-use tern_wire::{Bound, DdlReq, KeyOp, OpResult, Reply, Request};
+use tern_wire::{DdlReq, KeyOp, KeyRange, OpResult, Reply, Request};
 
 pub use tern_types::cluster::NodeId;
 pub type ClientId = u64;
@@ -115,8 +115,8 @@ pub struct ScanFrag {
     pub table: TableId,
     pub partition: u32,
     pub index: Option<IndexId>,
-    pub lo: Option<Bound>,
-    pub hi: Option<Bound>,
+    /// Ranges of the index to read, in order (one for a plain range scan); unused without one.
+    pub ranges: Arc<Vec<KeyRange>>,
     pub filter: Arc<Filter>,
     pub projection: Option<Arc<Vec<u16>>>,
     pub descending: bool,
@@ -136,6 +136,9 @@ pub enum ScanPos {
     Start,
     RowId(u32),
     After(Vec<u8>),
+    /// In a multi-range scan: the range (counted in reading order) and the entry key to resume
+    /// after (`None`: the range's start).
+    Ranged(u32, Option<Vec<u8>>),
     Done,
 }
 

@@ -76,9 +76,19 @@ pub struct NodeStats {
     pub backup_reads: std::sync::atomic::AtomicU64,
     /// Rows the TTL purge deleted, per table (cascaded rows under their own table).
     pub ttl_purged: std::sync::Mutex<BTreeMap<TableId, u64>>,
+    /// Rows per table in the partition replicas this node holds (`rows` is their sum).
+    pub table_rows: std::sync::Mutex<BTreeMap<TableId, i64>>,
 }
 
 impl NodeStats {
+    /// Counts `delta` rows more (or fewer) of `table` on this node.
+    pub fn add_rows(&self, table: TableId, delta: i64) {
+        if delta != 0 {
+            self.rows.fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+            *self.table_rows.lock().unwrap_or_else(|e| e.into_inner()).entry(table).or_default() += delta;
+        }
+    }
+
     fn count_purged(&self, table: TableId, rows: u64) {
         if rows > 0 {
             *self.ttl_purged.lock().unwrap_or_else(|e| e.into_inner()).entry(table).or_default() += rows;
@@ -152,6 +162,8 @@ struct Scan {
     req: ScanReq,
     filter: Arc<tern_types::filter::Filter>,
     projection: Option<Arc<Vec<u16>>>,
+    /// The index ranges every fragment reads (`lo..hi` as one range, or the request's list).
+    ranges: Arc<Vec<tern_wire::KeyRange>>,
     parts: BTreeMap<u32, PartScan>,
     sent: u64,
     /// The client asked for the next batch and has not been answered.
@@ -470,6 +482,15 @@ impl Tc {
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
                 .map(|(&t, &n)| (t, n))
+                .collect(),
+            table_rows: self
+                .stats
+                .table_rows
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter(|(t, _)| self.catalog.tables.contains_key(t))
+                .map(|(&t, &n)| (t, n.max(0) as u64))
                 .collect(),
         }
     }
@@ -1200,7 +1221,7 @@ impl Tc {
 
     // ---------------------------------------------------------------- scans
 
-    fn scan_start(&mut self, client: ClientId, req_id: u64, req: ScanReq, out: &mut Out) {
+    fn scan_start(&mut self, client: ClientId, req_id: u64, mut req: ScanReq, out: &mut Out) {
         let fail =
             |out: &mut Out, code, msg: String| out.reply(client, req_id, Reply::Error(TernError::new(code, msg)));
         let Some(t) = self.catalog.table(req.table) else {
@@ -1215,6 +1236,9 @@ impl Tc {
             || req.projection.as_ref().is_some_and(|p| p.iter().any(|&c| c as usize >= t.columns.len()))
         {
             return fail(out, ErrorCode::NoSuchColumn, "scan names a column the table does not have".into());
+        }
+        if req.index.is_none() && !req.ranges.is_empty() {
+            return fail(out, ErrorCode::InvalidRequest, "index ranges given for a scan without an index".into());
         }
         if self.scans.len() >= self.cfg.scans_max {
             return fail(out, ErrorCode::Overloaded, "too many open scans at this node".into());
@@ -1232,10 +1256,15 @@ impl Tc {
         if self.scans.contains_key(&key) {
             return fail(out, ErrorCode::InvalidRequest, format!("scan {} is already open", req.scan));
         }
+        let ranges = match std::mem::take(&mut req.ranges) {
+            r if r.is_empty() => vec![(req.lo.clone(), req.hi.clone())],
+            r => r,
+        };
         let scan = Scan {
             local,
             client,
             req_id,
+            ranges: Arc::new(ranges),
             filter: Arc::new(req.filter.clone()),
             projection: req.projection.clone().map(Arc::new),
             parts: parts
@@ -1365,8 +1394,7 @@ impl Tc {
                     table: s.req.table,
                     partition,
                     index: s.req.index,
-                    lo: s.req.lo.clone(),
-                    hi: s.req.hi.clone(),
+                    ranges: s.ranges.clone(),
                     filter: s.filter.clone(),
                     projection: s.projection.clone(),
                     descending: s.req.descending,

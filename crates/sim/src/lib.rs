@@ -1073,6 +1073,7 @@ impl Sim {
             index: None,
             lo: None,
             hi: None,
+            ranges: Vec::new(),
             filter: tern_types::filter::Filter::True,
             projection: None,
             limit: 0,

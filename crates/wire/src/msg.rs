@@ -9,6 +9,8 @@ use tern_types::{Catalog, ErrorCode, TernError, Value};
 pub const OPS_PER_BATCH_MAX: usize = 16_384;
 /// Rows per scan batch.
 pub const SCAN_BATCH_ROWS_MAX: u32 = 4096;
+/// Index ranges one scan may read (`ScanReq::ranges`).
+pub const SCAN_RANGES_MAX: usize = 1 << 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpKind {
@@ -165,6 +167,9 @@ pub struct Bound {
     pub inclusive: bool,
 }
 
+/// One range of an ordered index: from `lo` to `hi` (an open end is `None`).
+pub type KeyRange = (Option<Bound>, Option<Bound>);
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScanReq {
     pub scan: u64,
@@ -173,6 +178,9 @@ pub struct ScanReq {
     pub index: Option<IndexId>,
     pub lo: Option<Bound>,
     pub hi: Option<Bound>,
+    /// Several ranges of the index, ascending and disjoint, read one after the other (a
+    /// multi-range scan, as for the keys of a join); when not empty, `lo` and `hi` are unused.
+    pub ranges: Vec<KeyRange>,
     pub filter: Filter,
     pub projection: Option<Vec<u16>>,
     /// 0 = no limit.
@@ -199,6 +207,7 @@ impl ScanReq {
             index: None,
             lo: None,
             hi: None,
+            ranges: Vec::new(),
             filter: Filter::True,
             projection: None,
             limit: 0,
@@ -262,6 +271,9 @@ pub struct StatusInfo {
     pub backup_reads: u64,
     /// Rows the TTL purge deleted on this node, per table id (ascending).
     pub ttl_purged: Vec<(u32, u64)>,
+    /// Rows per table in the partition replicas this node holds, per table id (ascending): the
+    /// query engine's estimate of a table's size.
+    pub table_rows: Vec<(u32, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -363,6 +375,21 @@ pub fn enc_bound(e: &mut Enc, b: &Option<Bound>) {
             e.bool(b.inclusive);
         }
     }
+}
+
+/// Appends a list of index ranges.
+pub fn enc_ranges(e: &mut Enc, ranges: &[KeyRange]) {
+    e.u32(ranges.len() as u32);
+    for (lo, hi) in ranges {
+        enc_bound(e, lo);
+        enc_bound(e, hi);
+    }
+}
+
+/// Reads what `enc_ranges` wrote (at most `SCAN_RANGES_MAX`).
+pub fn dec_ranges(d: &mut Dec) -> DecodeResult<Vec<KeyRange>> {
+    let n = d.len(SCAN_RANGES_MAX)?;
+    (0..n).map(|_| Ok((dec_bound(d)?, dec_bound(d)?))).collect()
 }
 
 /// Reads what `enc_bound` wrote.
@@ -497,6 +524,7 @@ impl Request {
                 }
                 enc_bound(&mut e, &s.lo);
                 enc_bound(&mut e, &s.hi);
+                enc_ranges(&mut e, &s.ranges);
                 s.filter.encode(&mut e);
                 enc_opt_cols(&mut e, s.projection.as_deref());
                 e.u64(s.limit);
@@ -590,6 +618,7 @@ impl Request {
                 };
                 let lo = dec_bound(&mut d)?;
                 let hi = dec_bound(&mut d)?;
+                let ranges = dec_ranges(&mut d)?;
                 let filter = Filter::decode(&mut d)?;
                 let projection = dec_opt_cols(&mut d)?;
                 let limit = d.u64()?;
@@ -613,6 +642,7 @@ impl Request {
                     index,
                     lo,
                     hi,
+                    ranges,
                     filter,
                     projection,
                     limit,
@@ -778,6 +808,11 @@ impl Reply {
                     e.u32(t);
                     e.u64(n);
                 }
+                e.u32(s.table_rows.len() as u32);
+                for &(t, n) in &s.table_rows {
+                    e.u32(t);
+                    e.u64(n);
+                }
             }
             Reply::Error(err) => {
                 e.u8(8);
@@ -836,6 +871,10 @@ impl Reply {
                     let n = d.len(1 << 20)?;
                     (0..n).map(|_| Ok((d.u32()?, d.u64()?))).collect::<DecodeResult<_>>()?
                 },
+                table_rows: {
+                    let n = d.len(1 << 20)?;
+                    (0..n).map(|_| Ok((d.u32()?, d.u64()?))).collect::<DecodeResult<_>>()?
+                },
             }),
             8 => Reply::Error(dec_err(&mut d)?),
             _ => return Err(DecodeError("unknown reply kind")),
@@ -879,6 +918,7 @@ mod tests {
                 index: Some(4),
                 lo: Some(Bound { key: vec![1], inclusive: true }),
                 hi: None,
+                ranges: vec![(None, Some(Bound { key: vec![2], inclusive: false }))],
                 filter: Filter::IsNull(3),
                 projection: None,
                 limit: 10,
@@ -916,6 +956,11 @@ mod tests {
             }),
             Reply::ScanRows { scan: 3, rows: vec![vec![9; 5]], done: true },
             Reply::Status(StatusInfo { node_id: 1, state: "started".into(), ..Default::default() }),
+            Reply::Status(StatusInfo {
+                ttl_purged: vec![(3, 9)],
+                table_rows: vec![(3, 100), (4, 0)],
+                ..Default::default()
+            }),
             Reply::Error(TernError::new(ErrorCode::NoSuchTable, "no")),
         ];
         for r in reps {

@@ -31,7 +31,7 @@ impl Ldm {
                     }
                 }
                 let after = part.charged();
-                self.stats.rows.fetch_add(part.len() as i64 - rows_before, std::sync::atomic::Ordering::Relaxed);
+                self.stats.add_rows(lk.0, part.len() as i64 - rows_before);
                 if after >= before {
                     self.budget.force(after - before);
                 } else {

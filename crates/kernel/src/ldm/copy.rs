@@ -56,7 +56,7 @@ impl Ldm {
         for k in &keys {
             let old = self.parts.remove(k).expect("listed");
             self.budget.release(old.charged());
-            self.stats.rows.fetch_sub(old.len() as i64, std::sync::atomic::Ordering::Relaxed);
+            self.stats.add_rows(k.0, -(old.len() as i64));
             if let Some(t) = self.tables.get(&k.0) {
                 self.parts.insert(*k, Partition::new(t, k.1, self.layouts[&k.0].clone()));
             }
@@ -110,7 +110,7 @@ impl Ldm {
                 p.upsert(r).expect("a row the primary holds fits its layout");
             }
             self.budget.force(p.charged().saturating_sub(before.0));
-            self.stats.rows.fetch_add(p.len() as i64 - before.1 as i64, std::sync::atomic::Ordering::Relaxed);
+            self.stats.add_rows(key.0, p.len() as i64 - before.1 as i64);
         }
         if done {
             self.fetch_next(out);

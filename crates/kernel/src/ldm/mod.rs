@@ -292,7 +292,7 @@ impl Ldm {
             now_us: 0,
         };
         for p in start.partitions {
-            ldm.stats.rows.fetch_add(p.len() as i64, std::sync::atomic::Ordering::Relaxed);
+            ldm.stats.add_rows(p.table, p.len() as i64);
             ldm.parts.insert((p.table, p.partition), p);
         }
         ldm.apply_catalog(catalog);
@@ -363,7 +363,7 @@ impl Ldm {
         for k in dropped {
             let p = self.parts.remove(&k).expect("listed");
             self.budget.release(p.charged());
-            self.stats.rows.fetch_sub(p.len() as i64, std::sync::atomic::Ordering::Relaxed);
+            self.stats.add_rows(k.0, -(p.len() as i64));
         }
         let owned: Vec<(TableId, u32)> = catalog
             .tables

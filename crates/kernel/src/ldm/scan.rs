@@ -6,6 +6,9 @@ use super::*;
 /// Rows one scan step looks at, at most (about a few milliseconds of work).
 const SCAN_EXAMINE_MAX: usize = 1 << 16;
 
+/// Ranges of a multi-range scan one step reads, at most.
+const RANGES_PER_STEP: usize = 4096;
+
 impl Ldm {
     pub(super) fn scan(&mut self, req: ScanFrag, out: &mut Out) {
         let mut rows = Vec::new();
@@ -84,19 +87,44 @@ impl Ldm {
                     ScanPos::Done
                 }
                 Some(pos) => {
-                    let lo = req.lo.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
-                    let hi = req.hi.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
-                    let after = match &req.resume {
-                        ScanPos::After(k) => Some(&k[..]),
-                        _ => None,
+                    // The ranges in reading order (reversed when descending); a step goes on
+                    // to the next range while its batch has room, and stops after at most
+                    // RANGES_PER_STEP ranges (an empty range still costs a seek).
+                    let n = req.ranges.len();
+                    let multi = n > 1;
+                    let (mut i, mut after) = match &req.resume {
+                        ScanPos::After(k) if !multi => (0, Some(k.clone())),
+                        ScanPos::Ranged(r, k) if multi => (*r as usize, k.clone()),
+                        _ => (0, None),
                     };
                     let with_keys = req.with_keys;
-                    match part.index_scan(pos, lo.as_ref(), hi.as_ref(), after, req.descending, |k, _, row| {
-                        emit(row, with_keys.then_some(k), &mut rows, &mut keys)
-                    }) {
-                        Some(k) => ScanPos::After(k),
-                        None => ScanPos::Done,
+                    let mut next = ScanPos::Done;
+                    let mut visited = 0usize;
+                    while i < n {
+                        let (lo, hi) = &req.ranges[if req.descending { n - 1 - i } else { i }];
+                        let lo = lo.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
+                        let hi = hi.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
+                        let stopped = part.index_scan(
+                            pos,
+                            lo.as_ref(),
+                            hi.as_ref(),
+                            after.as_deref(),
+                            req.descending,
+                            |k, _, row| emit(row, with_keys.then_some(k), &mut rows, &mut keys),
+                        );
+                        if let Some(k) = stopped {
+                            next = if multi { ScanPos::Ranged(i as u32, Some(k)) } else { ScanPos::After(k) };
+                            break;
+                        }
+                        i += 1;
+                        after = None;
+                        visited += 1;
+                        if visited >= RANGES_PER_STEP && i < n {
+                            next = ScanPos::Ranged(i as u32, None);
+                            break;
+                        }
                     }
+                    next
                 }
             },
         };

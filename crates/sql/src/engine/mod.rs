@@ -13,6 +13,7 @@
 pub mod arrow;
 mod mysql;
 mod names;
+mod scan;
 pub mod table;
 
 use crate::SqlError;
@@ -56,6 +57,9 @@ pub struct Rows {
 /// Name of the default schema when no database is selected (no Tern database can be named so:
 /// names are at most 64 characters of MySQL identifiers... and this one has a NUL).
 const NO_DATABASE: &str = "\0no database";
+
+/// Keys of a hash join's build side, at most, that its probe-side scan reads by key.
+const JOIN_KEYS_MAX: usize = 1 << 16;
 
 /// How often a waiting statement looks at KILL and its deadline.
 const CHECK_EVERY: Duration = Duration::from_millis(20);
@@ -108,12 +112,27 @@ async fn run(
         o.sql_parser.map_string_types_to_utf8view = false;
         // `1.5` is a DECIMAL literal in MySQL.
         o.sql_parser.parse_float_as_decimal = true;
+        // A hash join hands the keys of a build side of up to this many rows to the scan on its
+        // probe side, which then reads only those (`scan`: key reads or index ranges).
+        o.optimizer.hash_join_inlist_pushdown_max_distinct_values = JOIN_KEYS_MAX;
+        o.optimizer.hash_join_inlist_pushdown_max_size = JOIN_KEYS_MAX * 64;
     }
     let runtime = RuntimeEnvBuilder::new().with_memory_limit(memory, 1.0).build_arc().map_err(df_error)?;
-    let mut ctx = SessionContext::new_with_config_rt(config, runtime);
+    let state = datafusion::execution::SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(scan::JoinKeysRule))
+        .build();
+    let mut ctx = SessionContext::new_with_state(state);
     datafusion::execution::FunctionRegistry::register_expr_planner(&mut ctx, Arc::new(mysql::MySqlPlanner))
         .map_err(df_error)?;
-    ctx.register_catalog("def", Arc::new(table::TernCatalog { client, allowed }));
+    // Table sizes for the join planner (which side to hash), from the node's row counts.
+    let rows = match client.status_async().await {
+        Ok(s) => s.table_rows.into_iter().collect(),
+        Err(_) => Default::default(),
+    };
+    ctx.register_catalog("def", Arc::new(table::TernCatalog { client, allowed, rows: Arc::new(rows) }));
     let state = ctx.state();
     let mut stmt = state
         .sql_to_statement(sql, &datafusion::config::Dialect::MySQL)

@@ -1,31 +1,29 @@
 //! Tern's tables as the engine's: a catalog whose schemas are Tern databases, tables whose scans
-//! are Tern scans (one stream per partition, so partitions are read in parallel), with the
-//! projection, simple filters and (unfiltered) limits pushed to the data node.
+//! are Tern scans (`scan::TernScanExec`: one stream per partition, so partitions are read in
+//! parallel), with the projection, simple filters and (unfiltered) limits pushed to the data node.
 
-use super::arrow::{batch_of, schema_of};
+use super::arrow::schema_of;
+use super::scan::{TernScanExec, tern_value};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
-use datafusion::common::{DataFusionError, Result, ScalarValue};
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::common::{DataFusionError, Result};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use tern_client::{Client, ScanSpec, TableHandle};
+use tern_client::{Client, TableHandle};
+use tern_types::Value;
 use tern_types::filter::{CmpOp, Filter};
-use tern_types::{ColumnType, Value};
-
-/// Rows per scan batch the engine asks for.
-const SCAN_BATCH_ROWS: u32 = 2048;
 
 /// Every Tern database as a schema.
 pub struct TernCatalog {
     pub client: Client,
     /// The databases the statement may read.
     pub allowed: Vec<String>,
+    /// Rows per table id, as the data node counts them (the join planner's estimates).
+    pub rows: Arc<HashMap<u32, u64>>,
 }
 
 impl CatalogProvider for TernCatalog {
@@ -36,13 +34,14 @@ impl CatalogProvider for TernCatalog {
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
         let dbs = self.schema_names();
         let db = dbs.iter().find(|d| *d == name).or_else(|| dbs.iter().find(|d| d.eq_ignore_ascii_case(name)))?;
-        Some(Arc::new(TernSchema { client: self.client.clone(), db: db.clone() }))
+        Some(Arc::new(TernSchema { client: self.client.clone(), db: db.clone(), rows: self.rows.clone() }))
     }
 }
 
 pub struct TernSchema {
     client: Client,
     db: String,
+    rows: Arc<HashMap<u32, u64>>,
 }
 
 impl fmt::Debug for TernCatalog {
@@ -77,7 +76,7 @@ impl SchemaProvider for TernSchema {
                 }
             }
         };
-        Ok(found.map(|h| Arc::new(TernTable::new(self.client.clone(), h)) as Arc<dyn TableProvider>))
+        Ok(found.map(|h| Arc::new(TernTable::new(self.client.clone(), h, self.rows.clone())) as Arc<dyn TableProvider>))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -89,6 +88,7 @@ pub struct TernTable {
     client: Client,
     handle: TableHandle,
     schema: SchemaRef,
+    rows: Arc<HashMap<u32, u64>>,
 }
 
 impl fmt::Debug for TernTable {
@@ -98,9 +98,9 @@ impl fmt::Debug for TernTable {
 }
 
 impl TernTable {
-    pub fn new(client: Client, handle: TableHandle) -> TernTable {
+    pub fn new(client: Client, handle: TableHandle, rows: Arc<HashMap<u32, u64>>) -> TernTable {
         let schema = schema_of(&handle.table);
-        TernTable { client, handle, schema }
+        TernTable { client, handle, schema, rows }
     }
 }
 
@@ -139,7 +139,6 @@ impl TableProvider for TernTable {
         let keep = !cols.is_empty();
         let read: Vec<u16> =
             if keep { cols.iter().map(|&c| c as u16).collect() } else { vec![self.handle.table.primary_key[0]] };
-        let types: Vec<ColumnType> = read.iter().map(|&c| self.handle.table.columns[c as usize].ty).collect();
         let pushed: Vec<Filter> = filters.iter().filter_map(|f| to_filter(f, &self.schema)).collect();
         let filter = match pushed.len() {
             0 => Filter::True,
@@ -147,69 +146,17 @@ impl TableProvider for TernTable {
             _ => Filter::And(pushed),
         };
         let limit = if filter == Filter::True { limit } else { None };
-        let parts = self.handle.table.partition_count.max(1);
-        let streams: Vec<Arc<dyn PartitionStream>> = (0..parts)
-            .map(|p| {
-                let mut spec = ScanSpec::table(self.handle.id());
-                spec.projection = Some(read.clone());
-                spec.filter = filter.clone();
-                spec.batch_rows = SCAN_BATCH_ROWS;
-                spec.partition = Some(p);
-                spec.limit = limit.unwrap_or(0) as u64;
-                Arc::new(PartScan {
-                    client: self.client.clone(),
-                    spec,
-                    types: types.clone(),
-                    keep,
-                    schema: schema.clone(),
-                }) as Arc<dyn PartitionStream>
-            })
-            .collect();
-        Ok(Arc::new(StreamingTableExec::try_new(schema, streams, None, Vec::new(), false, limit)?))
-    }
-}
-
-/// One partition's scan as a stream of batches.
-struct PartScan {
-    client: Client,
-    spec: ScanSpec,
-    types: Vec<ColumnType>,
-    keep: bool,
-    schema: SchemaRef,
-}
-
-impl fmt::Debug for PartScan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PartScan(table {} partition {:?})", self.spec.table, self.spec.partition)
-    }
-}
-
-impl PartitionStream for PartScan {
-    fn schema(&self) -> &SchemaRef {
-        &self.schema
-    }
-
-    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let scanner = self.client.scan(self.spec.clone());
-        let (types, keep, schema) = (self.types.clone(), self.keep, self.schema.clone());
-        let stream = futures::stream::unfold(Some(scanner), move |state| {
-            let (types, schema) = (types.clone(), schema.clone());
-            async move {
-                let mut scanner = state?;
-                loop {
-                    match scanner.next_batch().await {
-                        Ok(Some(rows)) if rows.is_empty() => continue,
-                        Ok(Some(rows)) => {
-                            let b = batch_of(&rows, &types, keep, &schema).map_err(DataFusionError::Execution);
-                            return Some((b, Some(scanner)));
-                        }
-                        Ok(None) => return None,
-                        Err(e) => return Some((Err(DataFusionError::External(Box::new(e))), None)),
-                    }
-                }
-            }
-        });
-        Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), stream))
+        let rows = self.rows.get(&self.handle.id()).copied();
+        Ok(Arc::new(TernScanExec::new(
+            self.client.clone(),
+            self.handle.clone(),
+            schema,
+            read,
+            keep,
+            filter,
+            limit,
+            rows,
+        )))
     }
 }
 
@@ -279,26 +226,5 @@ pub fn to_filter(e: &Expr, schema: &SchemaRef) -> Option<Filter> {
 /// A non-NULL constant as a Tern value.
 fn literal(e: &Expr) -> Option<Value> {
     let Expr::Literal(s, _) = e else { return None };
-    Some(match s {
-        ScalarValue::Int8(Some(v)) => Value::Int(*v as i64),
-        ScalarValue::Int16(Some(v)) => Value::Int(*v as i64),
-        ScalarValue::Int32(Some(v)) => Value::Int(*v as i64),
-        ScalarValue::Int64(Some(v)) => Value::Int(*v),
-        ScalarValue::UInt8(Some(v)) => Value::UInt(*v as u64),
-        ScalarValue::UInt16(Some(v)) => Value::UInt(*v as u64),
-        ScalarValue::UInt32(Some(v)) => Value::UInt(*v as u64),
-        ScalarValue::UInt64(Some(v)) => Value::UInt(*v),
-        ScalarValue::Float32(Some(v)) => Value::Float(*v),
-        ScalarValue::Float64(Some(v)) => Value::Double(*v),
-        ScalarValue::Decimal128(Some(v), _, s) if *s >= 0 => Value::Decimal { v: *v, scale: *s as u8 },
-        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
-            Value::Bytes(s.as_bytes().to_vec())
-        }
-        ScalarValue::Binary(Some(b)) | ScalarValue::LargeBinary(Some(b)) | ScalarValue::BinaryView(Some(b)) => {
-            Value::Bytes(b.clone())
-        }
-        ScalarValue::Date32(Some(d)) => Value::Date(*d),
-        ScalarValue::TimestampMicrosecond(Some(us), None) => Value::DateTime(*us),
-        _ => return None,
-    })
+    tern_value(s)
 }
