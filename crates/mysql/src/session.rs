@@ -638,6 +638,9 @@ impl Session {
 
     /// Runs a COM_QUERY text.
     pub async fn query(&mut self, sql: &str) -> Result<Answer, SqlError> {
+        if let Some((analyze, inner)) = explain_of(sql) {
+            return self.explain(inner, analyze).await;
+        }
         let version = self.catalog_version();
         let exact = self.cache.get(sql).is_some_and(|p| p.version == version && p.db == self.db);
         if !exact
@@ -687,6 +690,55 @@ impl Session {
             Plan::Select(p) => p.lock.is_none() && self.ts.txn.is_none() && scans_inner(p),
             _ => false,
         }
+    }
+
+    /// `EXPLAIN [FORMAT=TREE | EXTENDED | ANALYZE] <query>`: how the query runs, as one row of
+    /// text in a column `EXPLAIN` (the shape of MySQL's FORMAT=TREE): the key-value path's
+    /// tables, access paths and pushed conditions, or the engine's operator tree; ANALYZE runs
+    /// the query and adds the rows it returned (and, in the engine, each operator's metrics —
+    /// for Tern scans the keys read by key and by index ranges).
+    async fn explain(&mut self, sql: &str, analyze: bool) -> Result<Answer, SqlError> {
+        let text = match self.prepare(sql).await {
+            Ok(prep) if !self.for_engine(&prep) => {
+                let Plan::Select(p) = &prep.plan else {
+                    return Err(SqlError::new(
+                        1235,
+                        "42000",
+                        "This version of Tern doesn't yet support 'EXPLAIN of this statement'",
+                    ));
+                };
+                let names = column_names(&prep.stmt).unwrap_or_default();
+                let mut text = String::from("Key-value path:\n");
+                {
+                    let env = Env { params: &[], subs: Vec::new(), sess: &*self, newrow: None };
+                    text.push_str(&tern_sql::ronsql::explain_tables(p, &names, &env));
+                }
+                if analyze {
+                    self.interrupt.statement_starts();
+                    if let Answer::Rows { rows, .. } = self.execute(&prep, &[]).await? {
+                        text.push_str(&format!("Rows returned: {}\n", rows.len()));
+                    }
+                }
+                text
+            }
+            Ok(_) => self.engine_explain(sql, analyze).await?,
+            Err(e) if matches!(e.errno, 1064 | 1235) => match self.engine_explain(sql, analyze).await {
+                Err(x) if x.errno == 1064 => return Err(e),
+                r => r?,
+            },
+            Err(e) => return Err(e),
+        };
+        Ok(Answer::Rows {
+            columns: vec![ColumnDef::expr("EXPLAIN", ty::VAR_STRING, text.len() as u32)],
+            rows: vec![vec![Value::Bytes(text.trim_end().as_bytes().to_vec())]],
+        })
+    }
+
+    async fn engine_explain(&mut self, sql: &str, analyze: bool) -> Result<String, SqlError> {
+        self.interrupt.statement_starts();
+        let allowed: Vec<String> = self.client.databases().into_iter().filter(|d| self.check_db(d).is_ok()).collect();
+        let mut budget = self.budget(true);
+        tern_sql::engine::explain(&self.client, self.db.as_deref(), sql, &allowed, &mut budget, analyze).await
     }
 
     /// Runs a query in the analytic engine (`tern_sql::engine`). `ours`: the OLTP path's error
@@ -1767,6 +1819,45 @@ fn engine_lacks(e: &SqlError) -> bool {
     matches!(e.errno, 1064 | 1105 | 1235) && e.code.is_none()
 }
 
+/// `EXPLAIN` (or DESCRIBE / DESC) of a query, with its options: `ANALYZE` (run it too),
+/// `EXTENDED`, `FORMAT=TREE` / `FORMAT=TRADITIONAL`; Some((analyze, the query)). Other forms
+/// (`EXPLAIN tbl`, FORMAT=JSON) are not this.
+fn explain_of(sql: &str) -> Option<(bool, &str)> {
+    let word = |t: &str| -> Option<(String, usize)> {
+        let t2 = t.trim_start();
+        let skipped = t.len() - t2.len();
+        let n = t2.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '=')).unwrap_or(t2.len());
+        (n > 0).then(|| (t2[..n].to_ascii_uppercase(), skipped + n))
+    };
+    let (first, mut at) = word(sql)?;
+    if !matches!(first.as_str(), "EXPLAIN" | "DESCRIBE" | "DESC") {
+        return None;
+    }
+    let mut analyze = false;
+    loop {
+        let rest = &sql[at..];
+        // FORMAT = TREE with blanks around `=`.
+        let squeezed: String = rest.trim_start().chars().take(24).filter(|c| !c.is_whitespace()).collect();
+        let up = squeezed.to_ascii_uppercase();
+        if up.starts_with("FORMAT=TREE") || up.starts_with("FORMAT=TRADITIONAL") {
+            let eq = rest.find('=')?;
+            let (_, n) = word(&rest[eq + 1..])?;
+            at += eq + 1 + n;
+            continue;
+        }
+        match word(rest) {
+            Some((w, n)) if w == "ANALYZE" => {
+                analyze = true;
+                at += n;
+            }
+            Some((w, n)) if w == "EXTENDED" => at += n,
+            _ => break,
+        }
+    }
+    let inner = &sql[at..];
+    is_query_text(inner).then_some((analyze, inner))
+}
+
 /// Whether a statement text is a query (SELECT, WITH, or one in parentheses), past leading
 /// blanks and comments.
 fn is_query_text(sql: &str) -> bool {
@@ -1842,4 +1933,25 @@ fn implicit_default(t: tern_types::ColumnType) -> Option<Value> {
         C::Time { .. } => Value::Time(0),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::explain_of;
+
+    #[test]
+    fn explain_forms() {
+        assert_eq!(explain_of("EXPLAIN SELECT 1"), Some((false, " SELECT 1")));
+        assert_eq!(explain_of("  explain analyze select * from t"), Some((true, " select * from t")));
+        assert_eq!(explain_of("EXPLAIN FORMAT = TREE WITH x AS (SELECT 1) SELECT * FROM x").map(|e| e.0), Some(false));
+        assert_eq!(explain_of("explain format=tree (select 1)"), Some((false, " (select 1)")));
+        assert_eq!(explain_of("DESCRIBE EXTENDED SELECT a FROM t").map(|e| e.1.trim()), Some("SELECT a FROM t"));
+        // Not a query's EXPLAIN: a table's columns, JSON, or no EXPLAIN at all.
+        assert_eq!(explain_of("EXPLAIN t"), None);
+        assert_eq!(explain_of("DESC t"), None);
+        assert_eq!(explain_of("EXPLAIN FORMAT=JSON SELECT 1"), None);
+        assert_eq!(explain_of("SELECT 1"), None);
+        assert_eq!(explain_of("EXPLAINSELECT 1"), None);
+        assert_eq!(explain_of(""), None);
+    }
 }

@@ -482,46 +482,71 @@ pub fn push_json_str(out: &mut String, s: &str, ascii: bool) {
 /// EXPLAIN's text: the access path, the conditions pushed to the data node, the aggregation
 /// program it runs (or that the API server aggregates), and the output steps.
 pub fn explain_plan(p: &SelectPlan, names: &[String], format: OutputFormat, env: &Env<'_>) -> String {
+    let mut out = explain_tables(p, names, env);
+    out.push_str(match format {
+        OutputFormat::Text => "Output in mysql-style tab separated format.\n",
+        OutputFormat::TextNoHeader => "Output in mysql-style tab separated, header-less format.\n",
+        OutputFormat::Json => "Output in UTF-8 encoded JSON.\n",
+        OutputFormat::JsonAscii => "Output in ASCII encoded JSON.\n",
+    });
+    out.push('\n');
+    out
+}
+
+/// How the key-value path reads a planned SELECT: per table (in join order: each later table
+/// read once per batch of rows before it) its access path and the conditions pushed to the data
+/// node, then what the API server does (checks, aggregation or the pushed program, order,
+/// limit). The MySQL front end's EXPLAIN shows it for queries that do not go to the engine.
+pub fn explain_tables(p: &SelectPlan, names: &[String], env: &Env<'_>) -> String {
     let mut out = String::new();
-    let Some(src) = p.srcs.first() else {
+    if p.srcs.is_empty() {
         out.push_str("No table: evaluated by the API server.\n");
         return out;
-    };
-    let t = &src.handle.table;
+    }
+    for (i, src) in p.srcs.iter().enumerate() {
+        let t = &src.handle.table;
+        let col = |c: usize| format!("`{}`", t.columns.get(c).map_or("?", |c| c.name.as_str()));
+        if i > 0 {
+            out.push_str("Joined (nested loop, batched by the rows before it):\n");
+        }
+        out.push_str(&format!("Table: `{}`.`{}`\n", t.database, t.name));
+        match &src.access {
+            Access::Scan => out.push_str("Execute as table scan.\n"),
+            Access::Index { index, ranges } => {
+                let cols: Vec<String> = index.columns.iter().map(|&c| col(c as usize)).collect();
+                out.push_str(&format!(
+                    "Execute as index scan.\nIndex: `{}`({}), {} range{}\n",
+                    index.name,
+                    cols.join(", "),
+                    ranges.len(),
+                    if ranges.len() == 1 { "" } else { "s" }
+                ));
+            }
+            Access::Key(_) => out.push_str("Execute as primary key lookup.\n"),
+            Access::Keys(k) => out.push_str(&format!("Execute as {} primary key lookups.\n", k.len())),
+        }
+        if src.push.is_empty() {
+            out.push_str("No conditions pushed to the data node.\n");
+        } else {
+            out.push_str(&format!("Conditions pushed to the data node ({}):\n", src.push.len()));
+            for c in &src.push {
+                let line = match c {
+                    plan::Push::Cmp(c, op, x) => {
+                        format!("{} {} {}", col(*c as usize), cmp_text(*op), x_text(x, &col, env))
+                    }
+                    plan::Push::IsNull(c, true) => format!("{} IS NULL", col(*c as usize)),
+                    plan::Push::IsNull(c, false) => format!("{} IS NOT NULL", col(*c as usize)),
+                    plan::Push::In(c, l) => {
+                        let vals: Vec<String> = l.iter().map(|x| x_text(x, &col, env)).collect();
+                        format!("{} IN ({})", col(*c as usize), vals.join(", "))
+                    }
+                };
+                out.push_str(&format!("  {line}\n"));
+            }
+        }
+    }
+    let t = &p.srcs[0].handle.table;
     let col = |c: usize| format!("`{}`", t.columns.get(c).map_or("?", |c| c.name.as_str()));
-    out.push_str(&format!("Table: `{}`.`{}`\n", t.database, t.name));
-    match &src.access {
-        Access::Scan => out.push_str("Execute as table scan.\n"),
-        Access::Index { index, ranges } => {
-            let cols: Vec<String> = index.columns.iter().map(|&c| col(c as usize)).collect();
-            out.push_str(&format!(
-                "Execute as index scan.\nIndex: `{}`({}), {} range{}\n",
-                index.name,
-                cols.join(", "),
-                ranges.len(),
-                if ranges.len() == 1 { "" } else { "s" }
-            ));
-        }
-        Access::Key(_) => out.push_str("Execute as primary key lookup.\n"),
-        Access::Keys(k) => out.push_str(&format!("Execute as {} primary key lookups.\n", k.len())),
-    }
-    if src.push.is_empty() {
-        out.push_str("No conditions pushed to the data node.\n");
-    } else {
-        out.push_str(&format!("Conditions pushed to the data node ({}):\n", src.push.len()));
-        for c in &src.push {
-            let line = match c {
-                plan::Push::Cmp(c, op, x) => format!("{} {} {}", col(*c as usize), cmp_text(*op), x_text(x, &col, env)),
-                plan::Push::IsNull(c, true) => format!("{} IS NULL", col(*c as usize)),
-                plan::Push::IsNull(c, false) => format!("{} IS NOT NULL", col(*c as usize)),
-                plan::Push::In(c, l) => {
-                    let vals: Vec<String> = l.iter().map(|x| x_text(x, &col, env)).collect();
-                    format!("{} IN ({})", col(*c as usize), vals.join(", "))
-                }
-            };
-            out.push_str(&format!("  {line}\n"));
-        }
-    }
     if !p.filter.is_empty() && p.agg_push.is_none() {
         out.push_str(&format!("Conditions checked by the API server: {}\n", p.filter.len()));
     }
@@ -545,13 +570,6 @@ pub fn explain_plan(p: &SelectPlan, names: &[String], format: OutputFormat, env:
             eval::text(n).map(|t| String::from_utf8_lossy(&t).into_owned()).unwrap_or_default()
         ));
     }
-    out.push_str(match format {
-        OutputFormat::Text => "Output in mysql-style tab separated format.\n",
-        OutputFormat::TextNoHeader => "Output in mysql-style tab separated, header-less format.\n",
-        OutputFormat::Json => "Output in UTF-8 encoded JSON.\n",
-        OutputFormat::JsonAscii => "Output in ASCII encoded JSON.\n",
-    });
-    out.push('\n');
     out
 }
 

@@ -73,11 +73,33 @@ pub async fn query(
     allowed: &[String],
     budget: &mut Budget,
 ) -> Result<Rows, SqlError> {
-    let e = engine();
     let memory = budget.memory_max().min(usize::MAX as u64) as usize;
-    let (client, db, sql, allowed) = (client.clone(), db.map(str::to_string), sql.to_string(), allowed.to_vec());
-    let threads = e.threads;
-    let mut task = e.rt.spawn(async move { run(client, db, &sql, allowed, memory, threads).await });
+    let s = Statement::new(client, db, sql, allowed, memory);
+    checked(budget, async move { s.run().await }).await
+}
+
+/// The engine's plan of `sql` as text (what `EXPLAIN FORMAT=TREE` shows), or with `analyze`
+/// the plan after running it, with each operator's rows, times and, for Tern scans, the keys
+/// they looked up (`EXPLAIN ANALYZE`).
+pub async fn explain(
+    client: &Client,
+    db: Option<&str>,
+    sql: &str,
+    allowed: &[String],
+    budget: &mut Budget,
+    analyze: bool,
+) -> Result<String, SqlError> {
+    let memory = budget.memory_max().min(usize::MAX as u64) as usize;
+    let s = Statement::new(client, db, sql, allowed, memory);
+    checked(budget, async move { s.explain(analyze).await }).await
+}
+
+/// Runs `f` on the engine's threads while the statement's KILL and deadline are watched.
+async fn checked<T: Send + 'static>(
+    budget: &mut Budget,
+    f: impl std::future::Future<Output = Result<T, SqlError>> + Send + 'static,
+) -> Result<T, SqlError> {
+    let mut task = engine().rt.spawn(f);
     loop {
         tokio::select! {
             r = &mut task => return r.map_err(|e| SqlError::new(1105, "HY000", format!("query engine: {e}")))?,
@@ -91,78 +113,119 @@ pub async fn query(
     }
 }
 
-async fn run(
+/// One statement for the engine.
+struct Statement {
     client: Client,
     db: Option<String>,
-    sql: &str,
+    sql: String,
     allowed: Vec<String>,
     memory: usize,
-    threads: usize,
-) -> Result<Rows, SqlError> {
-    let mut config = SessionConfig::new()
-        .with_target_partitions(threads)
-        .with_information_schema(false)
-        .with_create_default_catalog_and_schema(false)
-        .with_default_catalog_and_schema("def", db.as_deref().unwrap_or(NO_DATABASE));
-    {
-        let o = config.options_mut();
-        o.sql_parser.dialect = datafusion::config::Dialect::MySQL;
-        // MySQL sorts NULL first in ascending order.
-        o.sql_parser.default_null_ordering = "nulls_min".into();
-        o.sql_parser.map_string_types_to_utf8view = false;
-        // `1.5` is a DECIMAL literal in MySQL.
-        o.sql_parser.parse_float_as_decimal = true;
-        // A hash join hands the keys of a build side of up to this many rows to the scan on its
-        // probe side, which then reads only those (`scan`: key reads or index ranges).
-        o.optimizer.hash_join_inlist_pushdown_max_distinct_values = JOIN_KEYS_MAX;
-        o.optimizer.hash_join_inlist_pushdown_max_size = JOIN_KEYS_MAX * 64;
-    }
-    let runtime = RuntimeEnvBuilder::new().with_memory_limit(memory, 1.0).build_arc().map_err(df_error)?;
-    let state = datafusion::execution::SessionStateBuilder::new()
-        .with_config(config)
-        .with_runtime_env(runtime)
-        .with_default_features()
-        .with_physical_optimizer_rule(Arc::new(scan::JoinKeysRule))
-        .build();
-    let mut ctx = SessionContext::new_with_state(state);
-    datafusion::execution::FunctionRegistry::register_expr_planner(&mut ctx, Arc::new(mysql::MySqlPlanner))
-        .map_err(df_error)?;
-    // Table sizes for the join planner (which side to hash), from the node's row counts.
-    let rows = match client.status_async().await {
-        Ok(s) => s.table_rows.into_iter().collect(),
-        Err(_) => Default::default(),
-    };
-    ctx.register_catalog("def", Arc::new(table::TernCatalog { client, allowed, rows: Arc::new(rows) }));
-    let state = ctx.state();
-    let mut stmt = state
-        .sql_to_statement(sql, &datafusion::config::Dialect::MySQL)
-        .map_err(|e| SqlError::new(1064, "42000", format!("You have an error in your SQL syntax; {}", strip(&e))))?;
-    names::name_columns(&mut stmt, sql);
-    let plan = state.statement_to_plan(stmt).await.map_err(|e| plan_error(e, db.as_deref()))?;
-    use datafusion::logical_expr::LogicalPlan as P;
-    if matches!(plan, P::Dml(_) | P::Ddl(_) | P::Copy(_) | P::Statement(_)) {
-        // Only queries reach the engine: no DDL, DML, COPY or SET of its own.
-        return Err(SqlError::new(
-            1235,
-            "42000",
-            "This version of Tern doesn't yet support 'this statement in the query engine'",
-        ));
-    }
-    let df = ctx.execute_logical_plan(plan).await.map_err(df_error)?;
-    let columns = df.schema().fields().iter().map(|f| arrow::column_def(f)).collect();
-    // Each batch becomes rows here, on the engine's threads, as it arrives; the rows count
-    // against the same bound as the operators' memory.
-    let mut stream = df.execute_stream().await.map_err(df_error)?;
-    let (mut rows, mut bytes) = (Vec::new(), 0usize);
-    while let Some(b) = futures::StreamExt::next(&mut stream).await {
-        let from = rows.len();
-        arrow::rows_of(&b.map_err(df_error)?, &mut rows).map_err(|e| SqlError::new(1105, "HY000", e))?;
-        bytes = rows[from..].iter().fold(bytes, |n, r| n.saturating_add(crate::limits::row_bytes(r)));
-        if bytes > memory {
-            return Err(crate::limits::memory_exceeded(memory as u64));
+}
+
+impl Statement {
+    fn new(client: &Client, db: Option<&str>, sql: &str, allowed: &[String], memory: usize) -> Statement {
+        Statement {
+            client: client.clone(),
+            db: db.map(str::to_string),
+            sql: sql.to_string(),
+            allowed: allowed.to_vec(),
+            memory,
         }
     }
-    Ok(Rows { columns, rows })
+
+    /// The statement planned (logically) in a session of its own.
+    async fn plan(self) -> Result<(SessionContext, datafusion::dataframe::DataFrame, usize), SqlError> {
+        let Statement { client, db, sql, allowed, memory } = self;
+        let mut config = SessionConfig::new()
+            .with_target_partitions(engine().threads)
+            .with_information_schema(false)
+            .with_create_default_catalog_and_schema(false)
+            .with_default_catalog_and_schema("def", db.as_deref().unwrap_or(NO_DATABASE));
+        {
+            let o = config.options_mut();
+            o.sql_parser.dialect = datafusion::config::Dialect::MySQL;
+            // MySQL sorts NULL first in ascending order.
+            o.sql_parser.default_null_ordering = "nulls_min".into();
+            o.sql_parser.map_string_types_to_utf8view = false;
+            // `1.5` is a DECIMAL literal in MySQL.
+            o.sql_parser.parse_float_as_decimal = true;
+            // A hash join hands the keys of a build side of up to this many rows to the scan on
+            // its probe side, which then reads only those (`scan`: key reads or index ranges).
+            o.optimizer.hash_join_inlist_pushdown_max_distinct_values = JOIN_KEYS_MAX;
+            o.optimizer.hash_join_inlist_pushdown_max_size = JOIN_KEYS_MAX * 64;
+        }
+        let runtime = RuntimeEnvBuilder::new().with_memory_limit(memory, 1.0).build_arc().map_err(df_error)?;
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .with_physical_optimizer_rule(Arc::new(scan::JoinKeysRule))
+            .build();
+        let mut ctx = SessionContext::new_with_state(state);
+        datafusion::execution::FunctionRegistry::register_expr_planner(&mut ctx, Arc::new(mysql::MySqlPlanner))
+            .map_err(df_error)?;
+        // Table sizes for the join planner (which side to hash), from the node's row counts.
+        let rows = match client.status_async().await {
+            Ok(s) => s.table_rows.into_iter().collect(),
+            Err(_) => Default::default(),
+        };
+        ctx.register_catalog("def", Arc::new(table::TernCatalog { client, allowed, rows: Arc::new(rows) }));
+        let state = ctx.state();
+        let mut stmt = state.sql_to_statement(&sql, &datafusion::config::Dialect::MySQL).map_err(|e| {
+            SqlError::new(1064, "42000", format!("You have an error in your SQL syntax; {}", strip(&e)))
+        })?;
+        names::name_columns(&mut stmt, &sql);
+        let plan = state.statement_to_plan(stmt).await.map_err(|e| plan_error(e, db.as_deref()))?;
+        use datafusion::logical_expr::LogicalPlan as P;
+        if matches!(plan, P::Dml(_) | P::Ddl(_) | P::Copy(_) | P::Statement(_) | P::Explain(_) | P::Analyze(_)) {
+            // Only queries reach the engine: no DDL, DML, COPY, SET or EXPLAIN of its own.
+            return Err(SqlError::new(
+                1235,
+                "42000",
+                "This version of Tern doesn't yet support 'this statement in the query engine'",
+            ));
+        }
+        let df = ctx.execute_logical_plan(plan).await.map_err(df_error)?;
+        Ok((ctx, df, memory))
+    }
+
+    async fn run(self) -> Result<Rows, SqlError> {
+        let (_ctx, df, memory) = self.plan().await?;
+        let columns = df.schema().fields().iter().map(|f| arrow::column_def(f)).collect();
+        // Each batch becomes rows here, on the engine's threads, as it arrives; the rows count
+        // against the same bound as the operators' memory.
+        let mut stream = df.execute_stream().await.map_err(df_error)?;
+        let (mut rows, mut bytes) = (Vec::new(), 0usize);
+        while let Some(b) = futures::StreamExt::next(&mut stream).await {
+            let from = rows.len();
+            arrow::rows_of(&b.map_err(df_error)?, &mut rows).map_err(|e| SqlError::new(1105, "HY000", e))?;
+            bytes = rows[from..].iter().fold(bytes, |n, r| n.saturating_add(crate::limits::row_bytes(r)));
+            if bytes > memory {
+                return Err(crate::limits::memory_exceeded(memory as u64));
+            }
+        }
+        Ok(Rows { columns, rows })
+    }
+
+    async fn explain(self, analyze: bool) -> Result<String, SqlError> {
+        let (ctx, df, _) = self.plan().await?;
+        let plan = df.create_physical_plan().await.map_err(df_error)?;
+        let mut out = String::from("Query engine (DataFusion) plan:\n");
+        if analyze {
+            let mut stream =
+                datafusion::physical_plan::execute_stream(plan.clone(), ctx.task_ctx()).map_err(df_error)?;
+            let mut n = 0usize;
+            while let Some(b) = futures::StreamExt::next(&mut stream).await {
+                n += b.map_err(df_error)?.num_rows();
+            }
+            let shown = datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(plan.as_ref());
+            out.push_str(&format!("{}Rows returned: {n}\n", shown.indent(true)));
+        } else {
+            let shown = datafusion::physical_plan::displayable(plan.as_ref());
+            out.push_str(&shown.indent(true).to_string());
+        }
+        Ok(out)
+    }
 }
 
 /// DataFusion's message without its "Error during planning: " style prefix chain.
