@@ -27,7 +27,61 @@ struct OrderedIndex {
     columns: Vec<u16>,
     unique: bool,
     /// Entry key: encoded index columns followed by the primary key bytes.
-    map: BTreeMap<Vec<u8>, RowId>,
+    map: BTreeMap<IKey, RowId>,
+}
+
+/// An ordered-index entry key: its bytes, and their first 8 as a big-endian number kept in the
+/// tree node, so that most comparisons while descending the tree decide on that number instead
+/// of following a pointer to the bytes (`perf` of LOAD DATA into lineitem, three ordered
+/// indexes: 31 % of the worker in `memcmp`, mostly the cache misses of reaching each key's
+/// bytes). Ordered exactly as the bytes are (equal heads fall back to the bytes; a shorter key
+/// pads with zeros, which orders as the bytes do), so lookups by `[u8]` through `Borrow` agree.
+#[derive(Debug, Clone)]
+struct IKey {
+    head: u64,
+    bytes: Box<[u8]>,
+}
+
+impl IKey {
+    fn new(bytes: Vec<u8>) -> IKey {
+        let mut h = [0u8; 8];
+        let n = bytes.len().min(8);
+        h[..n].copy_from_slice(&bytes[..n]);
+        IKey { head: u64::from_be_bytes(h), bytes: bytes.into_boxed_slice() }
+    }
+}
+
+impl PartialEq for IKey {
+    fn eq(&self, o: &IKey) -> bool {
+        self.head == o.head && self.bytes == o.bytes
+    }
+}
+
+impl Eq for IKey {}
+
+impl Ord for IKey {
+    fn cmp(&self, o: &IKey) -> std::cmp::Ordering {
+        self.head.cmp(&o.head).then_with(|| self.bytes.cmp(&o.bytes))
+    }
+}
+
+impl PartialOrd for IKey {
+    fn partial_cmp(&self, o: &IKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for IKey {
+    fn borrow(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl std::ops::Deref for IKey {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
 }
 
 /// A bound on the encoded index-column prefix of an ordered-index scan.
@@ -209,7 +263,7 @@ impl Partition {
         let layout = &self.layout;
         self.hash.insert(h, id, |r| index_hash(layout.key_of(heap.get(r))));
         for (idx, k) in self.indexes.iter_mut().zip(entries) {
-            let prev = idx.map.insert(k, id);
+            let prev = idx.map.insert(IKey::new(k), id);
             assert!(prev.is_none(), "index entry keys include the primary key, so they are unique");
         }
         self.rows += 1;
@@ -237,9 +291,9 @@ impl Partition {
         self.heap.replace(id, row);
         for (i, ok, nk) in changes {
             let idx = &mut self.indexes[i];
-            let removed = idx.map.remove(&ok);
+            let removed = idx.map.remove(&IKey::new(ok));
             assert_eq!(removed, Some(id), "index entry of the old row present");
-            idx.map.insert(nk, id);
+            idx.map.insert(IKey::new(nk), id);
         }
         self.charged = self.charged - old_charge + new_charge;
         Ok(())
@@ -256,7 +310,7 @@ impl Partition {
         let h = index_hash(self.layout.key_of(&old));
         assert!(self.hash.remove(h, id), "hash index lost a live row");
         for (idx, k) in self.indexes.iter_mut().zip(entries) {
-            let removed = idx.map.remove(&k);
+            let removed = idx.map.remove(&IKey::new(k));
             assert_eq!(removed, Some(id), "index entry present");
         }
         self.heap.remove(id);
@@ -353,7 +407,7 @@ impl Partition {
                     return None;
                 }
                 if in_lo(k) && !f(k, *id, self.heap.get(*id)) {
-                    return Some(k.clone());
+                    return Some(k.to_vec());
                 }
             }
         } else {
@@ -369,7 +423,7 @@ impl Partition {
                     return None;
                 }
                 if !f(k, *id, self.heap.get(*id)) {
-                    return Some(k.clone());
+                    return Some(k.to_vec());
                 }
             }
         }
@@ -400,7 +454,7 @@ impl Partition {
                         ));
                     }
                 }
-                idx.map.insert(k, id);
+                idx.map.insert(IKey::new(k), id);
             }
             id += 1;
         }
@@ -438,6 +492,37 @@ impl Partition {
         assert_eq!(self.hash.len() as u64, self.rows);
         for idx in &self.indexes {
             assert_eq!(idx.map.len() as u64, self.rows, "index {} has one entry per row", idx.name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IKey;
+
+    /// IKey orders exactly as its bytes do (the `Borrow<[u8]>` contract the range scans rely
+    /// on), over keys that share prefixes, end inside and past the 8-byte head, and hold zeros.
+    #[test]
+    fn index_keys_order_as_their_bytes() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut keys: Vec<Vec<u8>> =
+            vec![vec![], vec![0], vec![0, 0], vec![1], vec![1, 0], vec![1, 0, 0, 0, 0, 0, 0, 0, 0]];
+        for _ in 0..3000 {
+            let len = (next() % 14) as usize;
+            keys.push((0..len).map(|_| [0u8, 1, 2, 255][(next() % 4) as usize]).collect());
+        }
+        for a in &keys {
+            for b in keys.iter().step_by(7) {
+                let (ka, kb) = (IKey::new(a.clone()), IKey::new(b.clone()));
+                assert_eq!(ka.cmp(&kb), a.cmp(b), "{a:?} vs {b:?}");
+                assert_eq!(ka == kb, a == b);
+            }
         }
     }
 }
