@@ -1040,6 +1040,17 @@ fn status(addr: &str, json: bool) -> Result<()> {
     let c = tern_client::Client::connect(addr).with_context(|| format!("no data node answers at {addr}"))?;
     let s = c.status()?;
     if json {
+        // Rows per table in the replicas this node holds, and rows its TTL purge deleted.
+        let cat = c.catalog();
+        let tables: Vec<serde_json::Value> = s
+            .table_rows
+            .iter()
+            .filter_map(|&(id, rows)| {
+                let t = cat.table(id)?;
+                let purged = s.ttl_purged.iter().find(|(p, _)| *p == id).map_or(0, |(_, n)| *n);
+                Some(serde_json::json!({"table": format!("{}.{}", t.database, t.name), "rows": rows, "ttl_purged_rows": purged}))
+            })
+            .collect();
         let v = serde_json::json!({
             "nodes": [{
                 "node_id": s.node_id,
@@ -1056,6 +1067,7 @@ fn status(addr: &str, json: bool) -> Result<()> {
                 "catalog_version": s.catalog_version,
                 "backup_reads": s.backup_reads,
                 "ttl_purged_rows": s.ttl_purged.iter().map(|(_, n)| n).sum::<u64>(),
+                "tables": tables,
             }],
             "last_durable_epoch": s.durable_epoch,
         });

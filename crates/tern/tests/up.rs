@@ -135,6 +135,12 @@ fn up_serves_restarts_a_killed_datanode_and_stops_cleanly() {
     assert_eq!(t.decode_row(b).unwrap()[1], Value::Int(98));
     let new_pid = c.status().unwrap().pid;
     drop(c);
+    // `tern status --json` counts the table's rows (recovered after the restart).
+    let out = Command::new(env!("CARGO_BIN_EXE_tern")).args(["status", "--addr", &addr, "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tables = v["nodes"][0]["tables"].as_array().expect("tables");
+    assert!(tables.iter().any(|t| t["table"] == "u.t" && t["rows"] == 50 && t["ttl_purged_rows"] == 0), "{tables:?}");
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
