@@ -160,6 +160,7 @@ impl Statement {
             .with_runtime_env(runtime)
             .with_default_features()
             .with_physical_optimizer_rule(Arc::new(scan::JoinKeysRule))
+            .with_physical_optimizer_rule(Arc::new(scan::YieldingJoinsRule))
             .build();
         let mut ctx = SessionContext::new_with_state(state);
         datafusion::execution::FunctionRegistry::register_expr_planner(&mut ctx, Arc::new(mysql::MySqlPlanner))

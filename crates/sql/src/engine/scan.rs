@@ -26,7 +26,8 @@ use datafusion::physical_expr::expressions::{
 };
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::coop::{CooperativeExec, make_cooperative};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::filter_pushdown::{
     ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
 };
@@ -110,6 +111,43 @@ impl PhysicalOptimizerRule for JoinKeysRule {
     }
 }
 
+/// Wraps every join in a `CooperativeExec`: a join whose input is all in memory (a cross join of
+/// small tables read once) produces batch after batch without ever waiting, so without a yield
+/// point its statement could not be stopped by KILL or its deadline (the task's abort waits for
+/// a yield) and would hold one of the engine's threads until done — found when `tern-mysql`'s
+/// limits tests hung after a killed 4-way cross join once row counts changed the join's sides.
+#[derive(Debug)]
+pub struct YieldingJoinsRule;
+
+impl PhysicalOptimizerRule for YieldingJoinsRule {
+    fn optimize(&self, plan: Arc<dyn ExecutionPlan>, _config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
+        use datafusion::physical_plan::joins::{
+            CrossJoinExec, NestedLoopJoinExec, SortMergeJoinExec, SymmetricHashJoinExec,
+        };
+        plan.transform_up(|node| {
+            let join = node.is::<HashJoinExec>()
+                || node.is::<CrossJoinExec>()
+                || node.is::<NestedLoopJoinExec>()
+                || node.is::<SortMergeJoinExec>()
+                || node.is::<SymmetricHashJoinExec>();
+            if join {
+                Ok(Transformed::yes(Arc::new(CooperativeExec::new(node)) as Arc<dyn ExecutionPlan>))
+            } else {
+                Ok(Transformed::no(node))
+            }
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "tern_yielding_joins"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
 /// A scan of one Tern table.
 #[derive(Clone)]
 pub struct TernScanExec {
@@ -154,12 +192,15 @@ impl TernScanExec {
     ) -> TernScanExec {
         let types = read.iter().map(|&c| handle.table.columns[c as usize].ty).collect();
         let parts = handle.table.partition_count.max(1) as usize;
-        let props = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(parts),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        ));
+        let props = Arc::new(
+            PlanProperties::new(
+                EquivalenceProperties::new(schema.clone()),
+                Partitioning::UnknownPartitioning(parts),
+                EmissionType::Incremental,
+                Boundedness::Bounded,
+            )
+            .with_scheduling_type(SchedulingType::Cooperative),
+        );
         TernScanExec {
             client,
             handle,
@@ -406,7 +447,9 @@ impl ExecutionPlan for TernScanExec {
         })
         .try_flatten()
         .inspect_ok(move |b: &RecordBatch| output.record_output(b.num_rows()));
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+        // Cooperative (tokio's budget): a pipeline whose input is always ready still yields, so
+        // KILL and deadlines can stop it and other statements get the engine's threads.
+        Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(schema, stream))))
     }
 }
 
