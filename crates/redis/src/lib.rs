@@ -88,6 +88,9 @@ pub struct Stats {
     per_command: Vec<[AtomicU64; 4]>,
     /// Error replies by their code (the first word: ERR, WRONGTYPE ...).
     errors: Mutex<std::collections::BTreeMap<String, u64>>,
+    /// The data node's count of purged keys at the last CONFIG RESETSTAT (INFO's
+    /// `expired_keys` counts from there, as redis-server's does).
+    pub expired_base: AtomicU64,
 }
 
 impl Default for Stats {
@@ -98,6 +101,7 @@ impl Default for Stats {
             rejected: AtomicU64::new(0),
             per_command: (0..cmd::command_count()).map(|_| Default::default()).collect(),
             errors: Mutex::default(),
+            expired_base: AtomicU64::new(0),
         }
     }
 }

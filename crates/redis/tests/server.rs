@@ -145,6 +145,10 @@ fn expired_keys_are_purged_with_their_rows() {
     // The data node's purge counted the two keys.
     let Reply::Bulk(Some(info)) = c.q("INFO stats") else { panic!("INFO") };
     assert!(String::from_utf8(info).unwrap().contains("expired_keys:2\r\n"));
+    // CONFIG RESETSTAT starts the count again, as redis-server's does.
+    assert_eq!(c.q("CONFIG RESETSTAT"), Reply::Simple("OK".into()));
+    let Reply::Bulk(Some(info)) = c.q("INFO stats") else { panic!("INFO") };
+    assert!(String::from_utf8(info).unwrap().contains("expired_keys:0\r\n"));
     // A replaced big value's overflow rows go too.
     assert_eq!(c.cmd(&[b"SET", b"big2", &big]), Reply::Simple("OK".into()));
     assert_eq!(c.q("SET big2 small"), Reply::Simple("OK".into()));

@@ -606,7 +606,15 @@ impl Server {
             }
             "hello" => self.hello(sess, a, out)?,
             "client" => self.client_cmd(sess, a, out)?,
-            "config" => self.config_cmd(a, out)?,
+            "config" => {
+                if a.len() == 2 && a[1].eq_ignore_ascii_case(b"resetstat") {
+                    // INFO's expired_keys counts from here (the count itself is the data node's).
+                    if let Ok(s) = self.client.status_async().await {
+                        self.stats.expired_base.store(self.expired_keys(&s), Ordering::Relaxed);
+                    }
+                }
+                self.config_cmd(a, out)?
+            }
             "command" => self.command_cmd(a, out)?,
             "info" => self.info(sess, a, out).await?,
             "time" => {

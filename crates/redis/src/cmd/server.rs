@@ -358,6 +358,16 @@ impl Server {
         Ok(())
     }
 
+    /// Keys the data node's TTL purge deleted, by its status: the purged rows of every Redis
+    /// database's `string_keys` table.
+    pub(super) fn expired_keys(&self, s: &tern_client::StatusInfo) -> u64 {
+        let keys: Vec<u32> = (0..self.opts.databases)
+            .filter_map(|i| self.client.table(&crate::db::db_name(i), "string_keys").ok())
+            .map(|t| t.id())
+            .collect();
+        s.ttl_purged.iter().filter(|(t, _)| keys.contains(t)).map(|(_, n)| n).sum()
+    }
+
     async fn info_section(
         &self,
         sess: &Session,
@@ -422,15 +432,10 @@ impl Server {
                 );
             }
             "stats" => {
-                // Keys the data node's TTL purge deleted (its counts of the `string_keys` tables).
-                let keys: Vec<u32> = (0..self.opts.databases)
-                    .filter_map(|i| self.client.table(&crate::db::db_name(i), "string_keys").ok())
-                    .map(|t| t.id())
-                    .collect();
-                let expired: u64 = status()
-                    .as_ref()
-                    .map(|s| s.ttl_purged.iter().filter(|(t, _)| keys.contains(t)).map(|(_, n)| n).sum())
-                    .unwrap_or(0);
+                // Keys the data node's TTL purge deleted (its counts of the `string_keys` tables)
+                // since the last CONFIG RESETSTAT.
+                let expired = status().as_ref().map_or(0, |s| self.expired_keys(s));
+                let expired = expired.saturating_sub(st.expired_base.load(Ordering::Relaxed));
                 let _ = write!(
                     t,
                     "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:0\r\npubsub_patterns:0\r\ntotal_error_replies:{}\r\n",
