@@ -147,12 +147,10 @@ impl LoadJob {
             p.buf.extend_from_slice(&chunk);
             p.parse(last);
             let keep = if last || p.error.is_some() { 0 } else { p.pending.len() % BATCH };
-            let mut full = p.pending.split_off(0);
-            p.pending = full.split_off(full.len() - keep);
-            let mut batches = Vec::with_capacity(full.len() / BATCH + 1);
-            while !full.is_empty() {
-                let rest = full.split_off(full.len().min(BATCH));
-                batches.push(std::mem::replace(&mut full, rest));
+            let mut batches = Vec::with_capacity(p.pending.len() / BATCH + 1);
+            while p.pending.len() > keep {
+                let n = (p.pending.len() - keep).min(BATCH);
+                batches.push(p.pending.drain(..n).collect::<Vec<_>>());
             }
             (p, batches)
         })

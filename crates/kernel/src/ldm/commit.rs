@@ -11,6 +11,9 @@ impl Ldm {
         self.apply_deferred(&mut changes);
         if !changes.is_empty() {
             let mut ops: Vec<RedoOpRef<'_>> = Vec::with_capacity(changes.len());
+            // Row count changes per table, told to the node's stats once per table (the changes
+            // are ordered by table), not once per row.
+            let mut counted: Option<(TableId, i64)> = None;
             for (lk, ch) in &changes {
                 let Some(part) = self.parts.get_mut(&(lk.0, lk.1)) else {
                     self.budget.release(ch.reserved);
@@ -31,13 +34,24 @@ impl Ldm {
                     }
                 }
                 let after = part.charged();
-                self.stats.add_rows(lk.0, part.len() as i64 - rows_before);
+                let delta = part.len() as i64 - rows_before;
+                match &mut counted {
+                    Some((t, n)) if *t == lk.0 => *n += delta,
+                    c => {
+                        if let Some((t, n)) = c.replace((lk.0, delta)) {
+                            self.stats.add_rows(t, n);
+                        }
+                    }
+                }
                 if after >= before {
                     self.budget.force(after - before);
                 } else {
                     self.budget.release(before - after);
                 }
                 self.budget.release(ch.reserved);
+            }
+            if let Some((t, n)) = counted {
+                self.stats.add_rows(t, n);
             }
             let before = self.redo_buf.len();
             let tc_instance = match txn.tc.block {

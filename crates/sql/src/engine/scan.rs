@@ -43,6 +43,7 @@ use futures::{StreamExt, TryStreamExt};
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::Duration;
 use tern_client::{AbortOption, Client, Exec, KeyRange, OpResult, SCAN_RANGES_MAX, ScanSpec, TableHandle};
 use tern_types::filter::Filter;
@@ -170,6 +171,8 @@ pub struct TernScanExec {
     props: Arc<PlanProperties>,
     /// Rows sent, and keys looked up by key reads and by index ranges (EXPLAIN ANALYZE).
     metrics: ExecutionPlanMetricsSet,
+    /// What the join filters allow, worked out once for all partitions of an execution.
+    keyed: Arc<OnceLock<Option<Keyed>>>,
 }
 
 impl fmt::Debug for TernScanExec {
@@ -214,6 +217,7 @@ impl TernScanExec {
             dynamic: Vec::new(),
             props,
             metrics: ExecutionPlanMetricsSet::new(),
+            keyed: Arc::default(),
         }
     }
 
@@ -223,17 +227,39 @@ impl TernScanExec {
 
     /// What partition `p` reads, once the join filters are known.
     async fn access(&self, p: u32) -> Access {
+        let mut exprs = Vec::new();
         for d in &self.dynamic {
             let Some(d) = d.downcast_ref::<DynamicFilterPhysicalExpr>() else { continue };
             if tokio::time::timeout(DYNAMIC_FILTER_WAIT, d.wait_complete()).await.is_err() {
                 continue;
             }
-            let Ok(expr) = d.current() else { continue };
-            if let Some(a) = self.keyed(&expr, p) {
-                return a;
-            }
+            exprs.extend(d.current());
         }
-        Access::Scans(VecDeque::from([self.spec(p, self.filter.clone())]))
+        let keyed = self.keyed.get_or_init(|| exprs.iter().find_map(|e| self.keyed(e)));
+        match keyed {
+            None => Access::Scans(VecDeque::from([self.spec(p, self.filter.clone())])),
+            Some(Keyed::Empty) => Access::Empty,
+            Some(Keyed::Keys(values)) => {
+                let keys: Vec<Vec<Value>> = values
+                    .iter()
+                    .map(|v| vec![v.clone()])
+                    .filter(|k| self.handle.partition_of(k).is_ok_and(|q| q == p))
+                    .collect();
+                Access::Keys(keys.chunks(KEY_READS_PER_BATCH).map(<[_]>::to_vec).collect())
+            }
+            Some(Keyed::Ranges(index, ranges)) => Access::Scans(
+                ranges
+                    .chunks(RANGES_PER_SCAN)
+                    .map(|chunk| {
+                        let mut spec = self.spec(p, self.filter.clone());
+                        spec.index = Some(*index);
+                        spec.ranges = chunk.to_vec();
+                        spec.limit = 0;
+                        spec
+                    })
+                    .collect(),
+            ),
+        }
     }
 
     fn spec(&self, p: u32, filter: Filter) -> ScanSpec {
@@ -246,12 +272,12 @@ impl TernScanExec {
         spec
     }
 
-    /// Partition `p` read by the keys of one join filter, when it lists them for a column the
+    /// How the keys of one join filter read the table, when it lists them for a column the
     /// table can look up by. (The filter's key bounds alone are not used to narrow a full scan:
     /// the keys of a join's build side usually span the probe side's whole range, and each
     /// bound costs a comparison per row in the data node's thread; measured on TPC-H Q3, Q18,
     /// Q21, whose key columns the prepared filter reads through the slow path.)
-    fn keyed(&self, expr: &Arc<dyn PhysicalExpr>, p: u32) -> Option<Access> {
+    fn keyed(&self, expr: &Arc<dyn PhysicalExpr>) -> Option<Keyed> {
         let t = &self.handle.table;
         if !self.keep {
             return None;
@@ -262,20 +288,15 @@ impl TernScanExec {
                 continue;
             }
             let Keys::Set(values) = keys_of(expr, c) else { continue };
-            let Some(values) = values.iter().map(tern_value).collect::<Option<Vec<Value>>>() else { continue };
+            let Some(mut values) = values.iter().map(tern_value).collect::<Option<Vec<Value>>>() else { continue };
             if values.is_empty() {
-                return Some(Access::Empty);
+                return Some(Keyed::Empty);
             }
             // Key reads when the column is the whole primary key.
             if t.primary_key == [col] {
-                let mut keys: Vec<Vec<Value>> = values
-                    .into_iter()
-                    .map(|v| vec![v])
-                    .filter(|k| self.handle.partition_of(k).is_ok_and(|q| q == p))
-                    .collect();
-                keys.sort_by(|a, b| cmp_values(&a[0], &b[0]));
-                keys.dedup();
-                return Some(Access::Keys(keys.chunks(KEY_READS_PER_BATCH).map(<[_]>::to_vec).collect()));
+                values.sort_by(cmp_values);
+                values.dedup();
+                return Some(Keyed::Keys(values));
             }
             // A multi-range scan of an ordered index led by the column.
             let Some(index) = t.indexes.iter().find(|i| i.columns.first() == Some(&col)) else { continue };
@@ -291,20 +312,20 @@ impl TernScanExec {
             };
             ranges.sort_by(|a, b| a.0.as_ref().map(|x| &x.key).cmp(&b.0.as_ref().map(|x| &x.key)));
             ranges.dedup();
-            let specs = ranges
-                .chunks(RANGES_PER_SCAN)
-                .map(|chunk| {
-                    let mut spec = self.spec(p, self.filter.clone());
-                    spec.index = Some(index.id);
-                    spec.ranges = chunk.to_vec();
-                    spec.limit = 0;
-                    spec
-                })
-                .collect();
-            return Some(Access::Scans(specs));
+            return Some(Keyed::Ranges(index.id, ranges));
         }
         None
     }
+}
+
+/// What a join filter's keys allow a scan to read.
+enum Keyed {
+    /// Nothing can join.
+    Empty,
+    /// These primary keys (sorted, distinct).
+    Keys(Vec<Value>),
+    /// These ranges of an ordered index (ascending, distinct).
+    Ranges(u32, Vec<KeyRange>),
 }
 
 /// How a partition is read.
@@ -381,6 +402,7 @@ impl ExecutionPlan for TernScanExec {
         // this scan does not see: read everything rather than the old keys.
         let mut s = (*self).clone();
         s.dynamic.clear();
+        s.keyed = Arc::default();
         Ok(Arc::new(s))
     }
 
