@@ -115,6 +115,19 @@ fn random_packets_do_not_hurt_the_server() {
             }
             m.send(0, &p);
             let Some((_, first)) = m.packet() else { break };
+            if cmd == proto::com::STMT_PREPARE && first[0] == 0x00 && first.len() >= 9 {
+                // COM_STMT_PREPARE_OK: its parameter and column definitions follow, each list
+                // ended by an EOF packet unless the client deprecated EOF.
+                let columns = u16::from_le_bytes([first[5], first[6]]);
+                let params = u16::from_le_bytes([first[7], first[8]]);
+                for n in [params, columns] {
+                    let eof = usize::from(n > 0 && !m.eof_deprecated());
+                    for _ in 0..n as usize + eof {
+                        m.packet().expect("a definition after COM_STMT_PREPARE_OK");
+                    }
+                }
+                continue;
+            }
             let _ = m.result_from(first);
         }
         let mut g = My::raw(port);

@@ -153,6 +153,11 @@ impl My {
         (m, res)
     }
 
+    /// Whether the session sends no EOF packets (CLIENT_DEPRECATE_EOF agreed).
+    pub fn eof_deprecated(&self) -> bool {
+        self.eof_deprecated
+    }
+
     pub fn result_from(&mut self, first: Vec<u8>) -> Res {
         match first[0] {
             0x00 => {
