@@ -101,37 +101,51 @@ enum Vals<'a, T> {
     Lit(T),
 }
 
+/// A `Vals` with its kind settled once per batch: a column's values and null flags (cut to
+/// the batch's rows, so the loops below need no bounds checks), or one literal.
+#[derive(Clone, Copy)]
+enum View<'a, T> {
+    Col(&'a [T], &'a [bool]),
+    Lit(T),
+}
+
 impl<T: Copy + Default> Vals<'_, T> {
     #[inline(always)]
-    fn at(&self, i: usize) -> (T, bool) {
+    fn view(&self, n: usize) -> View<'_, T> {
         match self {
-            Vals::Ref(c) => (c.v[i], c.null[i]),
-            Vals::Own(c) => (c.v[i], c.null[i]),
-            Vals::Lit(x) => (*x, false),
+            Vals::Ref(c) => View::Col(&c.v[..n], &c.null[..n]),
+            Vals::Own(c) => View::Col(&c.v[..n], &c.null[..n]),
+            Vals::Lit(x) => View::Lit(*x),
         }
     }
 
     /// `f` over every row (absent in, absent out); `f` returns None for an overflow, which fails
     /// the batch with `err`.
     fn map<U: Copy + Default>(&self, n: usize, err: &str, f: impl Fn(T) -> Option<U>) -> AResult<Vals<'static, U>> {
-        let mut out = Vector { v: vec![U::default(); n], null: vec![false; n] };
-        let mut ok = true;
-        for i in 0..n {
-            let (x, xn) = self.at(i);
-            if xn {
-                out.null[i] = true;
-            } else {
-                let r = f(x);
-                ok &= r.is_some();
-                out.v[i] = r.unwrap_or_default();
+        match self.view(n) {
+            View::Lit(x) => match f(x) {
+                Some(y) => Ok(Vals::Lit(y)),
+                None => Err(out_of_range(err)),
+            },
+            View::Col(v, null) => {
+                let mut out = Vector { v: vec![U::default(); n], null: null.to_vec() };
+                let mut ok = true;
+                for ((o, &x), &xn) in out.v.iter_mut().zip(v).zip(null) {
+                    if !xn {
+                        let r = f(x);
+                        ok &= r.is_some();
+                        *o = r.unwrap_or_default();
+                    }
+                }
+                if ok { Ok(Vals::Own(out)) } else { Err(out_of_range(err)) }
             }
         }
-        if ok { Ok(Vals::Own(out)) } else { Err(out_of_range(err)) }
     }
 }
 
 /// `f` over the rows where both sides have a value (absent otherwise); None from `f` is an
-/// overflow, failing the batch with `err`.
+/// overflow, failing the batch with `err`. One loop per pair of kinds (column or literal), so
+/// no row pays for the choice.
 fn zip<T: Copy + Default, U: Copy + Default>(
     a: &Vals<T>,
     b: &Vals<T>,
@@ -139,18 +153,33 @@ fn zip<T: Copy + Default, U: Copy + Default>(
     err: &str,
     f: impl Fn(T, T) -> Option<U>,
 ) -> AResult<Vals<'static, U>> {
-    let mut out = Vector { v: vec![U::default(); n], null: vec![false; n] };
-    let mut ok = true;
-    for i in 0..n {
-        let ((x, xn), (y, yn)) = (a.at(i), b.at(i));
-        if xn || yn {
-            out.null[i] = true;
-        } else {
-            let r = f(x, y);
-            ok &= r.is_some();
-            out.v[i] = r.unwrap_or_default();
+    #[inline(always)]
+    fn run<U: Copy + Default>(n: usize, null: Vec<bool>, f: impl Fn(usize) -> Option<U>) -> (Vector<U>, bool) {
+        let mut out = Vector { v: vec![U::default(); n], null };
+        let mut ok = true;
+        for (i, o) in out.v.iter_mut().enumerate() {
+            if !out.null[i] {
+                let r = f(i);
+                ok &= r.is_some();
+                *o = r.unwrap_or_default();
+            }
         }
+        (out, ok)
     }
+    let (out, ok) = match (a.view(n), b.view(n)) {
+        (View::Lit(x), View::Lit(y)) => {
+            return match f(x, y) {
+                Some(r) => Ok(Vals::Lit(r)),
+                None => Err(out_of_range(err)),
+            };
+        }
+        (View::Col(x, xn), View::Lit(y)) => run(n, xn.to_vec(), |i| f(x[i], y)),
+        (View::Lit(x), View::Col(y, yn)) => run(n, yn.to_vec(), |i| f(x, y[i])),
+        (View::Col(x, xn), View::Col(y, yn)) => {
+            let null = xn.iter().zip(yn).map(|(a, b)| *a | *b).collect();
+            run(n, null, |i| f(x[i], y[i]))
+        }
+    };
     if ok { Ok(Vals::Own(out)) } else { Err(out_of_range(err)) }
 }
 
@@ -423,22 +452,43 @@ enum Arg<'a> {
     F(Vals<'a, f64>),
 }
 
-impl Arg<'_> {
-    /// Row `i` as a double (a variance's input), None when absent.
-    #[inline(always)]
-    fn f64_at(&self, i: usize) -> Option<f64> {
-        match self {
-            Arg::Rows => None,
-            Arg::I(v) => present(v.at(i)).map(|x| x as f64),
-            Arg::D(v, s) => present(v.at(i)).map(|x| x as f64 / 10f64.powi(*s as i32)),
-            Arg::F(v) => present(v.at(i)),
+/// `f(group, value)` for every row with a value, in row order; false from `f` (an accumulator
+/// of another kind) stops with false.
+#[inline(always)]
+fn each<T: Copy>(groups: &[u32], view: View<T>, mut f: impl FnMut(usize, T) -> bool) -> bool {
+    match view {
+        View::Lit(x) => groups.iter().all(|&g| f(g as usize, x)),
+        View::Col(v, null) => {
+            let (v, null) = (&v[..groups.len()], &null[..groups.len()]);
+            for (i, &g) in groups.iter().enumerate() {
+                if !null[i] && !f(g as usize, v[i]) {
+                    return false;
+                }
+            }
+            true
         }
     }
 }
 
+/// One more row with a value for a COUNT accumulator.
 #[inline(always)]
-fn present<T>((x, null): (T, bool)) -> Option<T> {
-    (!null).then_some(x)
+fn count(acc: &mut Acc) -> bool {
+    match acc {
+        Acc::Count(c) => {
+            *c += 1;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Welford's step of a variance accumulator.
+#[inline(always)]
+fn var_step(n: &mut i64, mean: &mut f64, m2: &mut f64, x: f64) {
+    *n += 1;
+    let new_mean = *mean + (x - *mean) / *n as f64;
+    *m2 += (x - *mean) * (x - new_mean);
+    *mean = new_mean;
 }
 
 impl Fast {
@@ -539,10 +589,13 @@ impl Fast {
                 })
             })
             .collect::<AResult<Vec<_>>>()?;
+        let groups = &batch.groups[..];
+        if groups.iter().any(|&g| accs.get(g as usize).is_none_or(|a| a.len() != self.aggs.len())) {
+            return Err(shape());
+        }
         for (k, (a, arg)) in self.aggs.iter().zip(&args).enumerate() {
-            for (row, &g) in batch.groups.iter().enumerate() {
-                let AccSlot(acc) = accs.get_mut(g as usize).and_then(|v| v.get_mut(k)).ok_or_else(shape)?;
-                fold_one(a.op, acc, arg, row)?;
+            if !fold_all(a.op, &a.start, k, arg, groups, accs) {
+                return Err(shape());
             }
         }
         Ok(())
@@ -566,55 +619,93 @@ impl Fast {
     }
 }
 
-/// Folds row `row` of an argument into one accumulator.
-#[inline]
-fn fold_one(op: AggOp, acc: &mut Acc, arg: &Arg, row: usize) -> AResult<()> {
-    match (acc, arg) {
-        (Acc::Count(n), Arg::Rows) => *n += 1,
-        (Acc::Count(n), Arg::I(v)) => *n += !v.at(row).1 as i64,
-        (Acc::Count(n), Arg::D(v, _)) => *n += !v.at(row).1 as i64,
-        (Acc::Count(n), Arg::F(v)) => *n += !v.at(row).1 as i64,
-        (Acc::SumD(s, _), Arg::I(v)) => {
-            if let Some(x) = present(v.at(row)) {
-                *s = Some(s.unwrap_or(0).saturating_add(x as i128));
-            }
-        }
-        (Acc::SumD(s, _), Arg::D(v, _)) => {
-            if let Some(x) = present(v.at(row)) {
-                *s = Some(s.unwrap_or(0).saturating_add(x));
-            }
-        }
-        (Acc::SumF(s), Arg::F(v)) => {
-            if let Some(x) = present(v.at(row)) {
-                *s = Some(s.unwrap_or(0.0) + x);
-            }
-        }
-        (Acc::MinMaxI(m), Arg::I(v)) => {
-            if let Some(x) = present(v.at(row)) {
-                *m = Some(pick(op, *m, x));
-            }
-        }
-        (Acc::MinMaxD(m, _), Arg::D(v, _)) => {
-            if let Some(x) = present(v.at(row)) {
-                *m = Some(pick(op, *m, x));
-            }
-        }
-        (Acc::MinMaxF(m), Arg::F(v)) => {
-            if let Some(x) = present(v.at(row)) {
-                *m = Some(pick(op, *m, x));
-            }
-        }
-        (Acc::Var(n, mean, m2), arg) => {
-            if let Some(x) = arg.f64_at(row) {
-                *n += 1;
-                let new_mean = *mean + (x - *mean) / *n as f64;
-                *m2 += (x - *mean) * (x - new_mean);
-                *mean = new_mean;
-            }
-        }
-        _ => return Err(shape()),
+/// Folds a batch's values of aggregate `k` into its groups' accumulators, in row order: one
+/// loop per kind of accumulator and argument (chosen by the aggregate's template `start`).
+/// False when an accumulator is not of the template's kind.
+fn fold_all(op: AggOp, start: &Acc, k: usize, arg: &Arg, groups: &[u32], accs: &mut [Vec<AccSlot>]) -> bool {
+    let n = groups.len();
+    macro_rules! fold {
+        ($view:expr, |$acc:ident, $x:ident| $body:expr) => {
+            each(groups, $view, |g, $x| {
+                let AccSlot($acc) = &mut accs[g][k];
+                $body
+            })
+        };
     }
-    Ok(())
+    match (start, arg) {
+        (Acc::Count(_), Arg::Rows) => groups.iter().all(|&g| count(&mut accs[g as usize][k].0)),
+        (Acc::Count(_), Arg::I(v)) => fold!(v.view(n), |acc, _x| count(acc)),
+        (Acc::Count(_), Arg::D(v, _)) => fold!(v.view(n), |acc, _x| count(acc)),
+        (Acc::Count(_), Arg::F(v)) => fold!(v.view(n), |acc, _x| count(acc)),
+        (Acc::SumD(..), Arg::I(v)) => fold!(v.view(n), |acc, x| match acc {
+            Acc::SumD(s, _) => {
+                *s = Some(s.unwrap_or(0).saturating_add(x as i128));
+                true
+            }
+            _ => false,
+        }),
+        (Acc::SumD(..), Arg::D(v, _)) => fold!(v.view(n), |acc, x| match acc {
+            Acc::SumD(s, _) => {
+                *s = Some(s.unwrap_or(0).saturating_add(x));
+                true
+            }
+            _ => false,
+        }),
+        (Acc::SumF(_), Arg::F(v)) => fold!(v.view(n), |acc, x| match acc {
+            Acc::SumF(s) => {
+                *s = Some(s.unwrap_or(0.0) + x);
+                true
+            }
+            _ => false,
+        }),
+        (Acc::MinMaxI(_), Arg::I(v)) => fold!(v.view(n), |acc, x| match acc {
+            Acc::MinMaxI(m) => {
+                *m = Some(pick(op, *m, x));
+                true
+            }
+            _ => false,
+        }),
+        (Acc::MinMaxD(..), Arg::D(v, _)) => fold!(v.view(n), |acc, x| match acc {
+            Acc::MinMaxD(m, _) => {
+                *m = Some(pick(op, *m, x));
+                true
+            }
+            _ => false,
+        }),
+        (Acc::MinMaxF(_), Arg::F(v)) => fold!(v.view(n), |acc, x| match acc {
+            Acc::MinMaxF(m) => {
+                *m = Some(pick(op, *m, x));
+                true
+            }
+            _ => false,
+        }),
+        (Acc::Var(..), Arg::I(v)) => fold!(v.view(n), |acc, x| match acc {
+            Acc::Var(c, mean, m2) => {
+                var_step(c, mean, m2, x as f64);
+                true
+            }
+            _ => false,
+        }),
+        (Acc::Var(..), Arg::D(v, scale)) => {
+            let d = 10f64.powi(*scale as i32);
+            fold!(v.view(n), |acc, x| match acc {
+                Acc::Var(c, mean, m2) => {
+                    var_step(c, mean, m2, x as f64 / d);
+                    true
+                }
+                _ => false,
+            })
+        }
+        (Acc::Var(..), Arg::F(v)) => fold!(v.view(n), |acc, x| match acc {
+            Acc::Var(c, mean, m2) => {
+                var_step(c, mean, m2, x);
+                true
+            }
+            _ => false,
+        }),
+        (Acc::Var(..), Arg::Rows) => true,
+        _ => false,
+    }
 }
 
 fn pick<T: PartialOrd + Copy>(op: AggOp, cur: Option<T>, v: T) -> T {

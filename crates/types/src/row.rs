@@ -468,6 +468,21 @@ impl RowLayout {
     }
 
     /// The non-key part of a stored row (null bits, fixed area, variable area).
+    /// Where a variable-length column is in a row's body: (its index among the variable
+    /// columns, null bit). None for key and fixed-width columns.
+    pub fn var_at(&self, col: usize) -> Option<(usize, Option<u32>)> {
+        match self.slots.get(col)? {
+            Slot::Var { idx, null_bit } => Some((*idx as usize, *null_bit)),
+            _ => None,
+        }
+    }
+
+    /// The bytes of variable-length column `idx` (`var_at`) in a row's body; None for a
+    /// damaged row.
+    pub fn var_bytes<'a>(&self, body: &'a [u8], idx: usize) -> Option<&'a [u8]> {
+        self.var_slice(body, idx).ok()
+    }
+
     pub fn body<'a>(&self, row: &'a [u8]) -> &'a [u8] {
         self.body_of(row)
     }
@@ -493,10 +508,23 @@ fn set_null(out: &mut [u8], body: usize, bit: Option<u32>) -> TernResult<()> {
 /// The first 8 bytes of a stored fixed-width number, little endian (zero-extended).
 #[inline]
 pub fn stored_u64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    let n = b.len().min(8);
-    a[..n].copy_from_slice(&b[..n]);
-    u64::from_le_bytes(a)
+    // A whole word (every 8-byte column, and any column followed by more of the row) is one
+    // load; a shorter column is copied byte by byte (not by a `memcpy` call of unknown length).
+    if let Some(w) = b.first_chunk::<8>() {
+        return u64::from_le_bytes(*w);
+    }
+    match *b {
+        [x] => x as u64,
+        [x, y] => u16::from_le_bytes([x, y]) as u64,
+        [x, y, z, w] => u32::from_le_bytes([x, y, z, w]) as u64,
+        _ => {
+            let mut a = [0u8; 8];
+            for (x, y) in a.iter_mut().zip(b) {
+                *x = *y;
+            }
+            u64::from_le_bytes(a)
+        }
+    }
 }
 
 /// A stored signed integer of `bits` bits, sign-extended.
@@ -508,9 +536,13 @@ pub fn stored_int(b: &[u8], bits: u32) -> i64 {
 /// A stored DECIMAL (16 bytes, little endian).
 #[inline]
 pub fn stored_i128(b: &[u8]) -> i128 {
+    if let Some(w) = b.first_chunk::<16>() {
+        return i128::from_le_bytes(*w);
+    }
     let mut a = [0u8; 16];
-    let n = b.len().min(16);
-    a[..n].copy_from_slice(&b[..n]);
+    for (x, y) in a.iter_mut().zip(b) {
+        *x = *y;
+    }
     i128::from_le_bytes(a)
 }
 
