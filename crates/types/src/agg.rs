@@ -493,8 +493,8 @@ fn fold_value(op: AggOp, slots: &mut [Value], v: Value) {
 }
 
 /// Where a grouping expression's key bytes come from: a fixed-width column's stored bytes (a
-/// null flag, then the bytes), a variable-length column's (a null flag, the length, the
-/// bytes), or the encoded value of anything else (a key column, an expression).
+/// null flag, then the bytes), a variable-length column's (a null flag, the length in one byte
+/// below 255 or 255 and four bytes, the bytes), or the encoded value of anything else (a key column, an expression).
 #[derive(Debug, Clone, Copy)]
 enum KeyCol {
     Fixed { at: usize, width: usize, null_bit: Option<u32> },
@@ -596,7 +596,14 @@ impl Partial {
                     } else {
                         let b = layout.var_bytes(body, idx).ok_or_else(damaged)?;
                         self.key.push(1);
-                        put(&mut self.key, &(b.len() as u32).to_le_bytes());
+                        // The length in one byte when short (TPC-H's flags: a 6-byte key).
+                        match u8::try_from(b.len()) {
+                            Ok(n) if n < u8::MAX => self.key.push(n),
+                            _ => {
+                                self.key.push(u8::MAX);
+                                put(&mut self.key, &(b.len() as u32).to_le_bytes());
+                            }
+                        }
                         put(&mut self.key, b);
                     }
                 }
@@ -793,7 +800,7 @@ mod tests {
     }
 
     /// Random rows (runs of equal groups and scattered ones) grouped by a nullable fixed-width
-    /// column, a nullable variable-length one (empty and prefix strings) and a key column: every
+    /// column, nullable variable-length ones (empty, prefix and long strings) and a key column: every
     /// group's count and sum equal a naive count by decoded values. Prints the seed.
     #[test]
     fn group_keys_from_stored_bytes() {
@@ -807,14 +814,24 @@ mod tests {
                 Column::new("id", ColumnType::Int { unsigned: false }).not_null(),
                 Column::new("k", ColumnType::SmallInt { unsigned: false }).not_null(),
                 Column::new("t", ColumnType::TinyInt { unsigned: false }),
-                Column::new("s", ColumnType::VarChar { len: 5 }),
-                Column::new("u", ColumnType::VarChar { len: 5 }),
+                Column::new("s", ColumnType::VarChar { len: 300 }),
+                Column::new("u", ColumnType::VarChar { len: 300 }),
                 Column::new("x", ColumnType::BigInt { unsigned: false }),
             ],
             vec![0, 1],
         );
         let layout = RowLayout::new(&t);
-        let strs = [None, Some(""), Some("a"), Some("ab"), Some("b")];
+        let long: Vec<String> = [254, 255, 300].iter().map(|&n| "x".repeat(n)).collect();
+        let strs = [
+            None,
+            Some(""),
+            Some("a"),
+            Some("ab"),
+            Some("b"),
+            Some(&long[0][..]),
+            Some(&long[1][..]),
+            Some(&long[2][..]),
+        ];
         for group_by in [vec![2, 3], vec![3, 4], vec![1, 3], vec![4, 2, 1]] {
             let a = Aggregation {
                 group_by: group_by.iter().map(|&c| AggExpr::Col(c)).collect(),
