@@ -11,6 +11,7 @@
 //! fail with MySQL's 3170), and the statement stops on KILL or its deadline.
 
 pub mod arrow;
+mod funcs;
 mod mysql;
 mod names;
 mod scan;
@@ -176,6 +177,7 @@ impl Statement {
             SqlError::new(1064, "42000", format!("You have an error in your SQL syntax; {}", strip(&e)))
         })?;
         names::name_columns(&mut stmt, &sql);
+        funcs::rewrite(&mut stmt);
         let plan = state.statement_to_plan(stmt).await.map_err(|e| plan_error(e, db.as_deref()))?;
         use datafusion::logical_expr::LogicalPlan as P;
         if matches!(plan, P::Dml(_) | P::Ddl(_) | P::Copy(_) | P::Statement(_) | P::Explain(_) | P::Analyze(_)) {

@@ -1,0 +1,102 @@
+//! MySQL functions the query engine lacks or computes differently, rewritten in the statement
+//! before planning into SQL that DataFusion evaluates as MySQL does (MySQL 8.0 reference manual,
+//! "Flow Control Functions", "Date and Time Functions", "String Functions"):
+//! * `IF(c, a, b)` → `CASE WHEN c THEN a ELSE b END`;
+//! * `YEAR`, `QUARTER`, `MONTH`, `DAY`/`DAYOFMONTH`, `HOUR`, `MINUTE`, `SECOND` → `EXTRACT` as an
+//!   integer;
+//! * `DATE_ADD`/`ADDDATE` and `DATE_SUB`/`SUBDATE` with an `INTERVAL` → `d + INTERVAL …` / `d -
+//!   INTERVAL …`;
+//! * `DATEDIFF(a, b)` → the days between the two dates (times ignored);
+//! * `CONCAT(a, …)` → NULL when any argument is NULL (DataFusion's `concat` skips NULLs).
+//!
+//! Arguments are rendered back to SQL and the replacement parsed again; rewriting runs after
+//! the children (a nested call is rewritten first) and never revisits what it produced.
+
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{Expr, FunctionArg, FunctionArgExpr, FunctionArguments, visit_expressions_mut};
+use datafusion::sql::sqlparser::dialect::MySqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use std::ops::ControlFlow;
+
+/// Rewrites the MySQL functions of `stmt` (see the module's list).
+pub fn rewrite(stmt: &mut DfStatement) {
+    let DfStatement::Statement(s) = stmt else { return };
+    let _ = visit_expressions_mut(s.as_mut(), |e| {
+        if let Some(n) = rewritten(e) {
+            *e = n;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// The replacement of one function call, None to keep it.
+fn rewritten(e: &Expr) -> Option<Expr> {
+    let Expr::Function(f) = e else { return None };
+    if f.over.is_some() || f.filter.is_some() || f.name.0.len() != 1 {
+        return None;
+    }
+    let FunctionArguments::List(list) = &f.args else { return None };
+    if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+        return None;
+    }
+    let mut args = Vec::with_capacity(list.args.len());
+    let mut interval = Vec::with_capacity(list.args.len());
+    for a in &list.args {
+        let FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) = a else { return None };
+        interval.push(matches!(x, Expr::Interval(_)));
+        args.push(format!("({x})"));
+    }
+    let name = f.name.to_string().to_ascii_uppercase();
+    let sql = match (name.as_str(), &args[..]) {
+        ("IF", [c, a, b]) => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
+        ("YEAR" | "QUARTER" | "MONTH" | "HOUR" | "MINUTE" | "SECOND", [x]) => {
+            format!("CAST(EXTRACT({name} FROM {x}) AS BIGINT)")
+        }
+        ("DAY" | "DAYOFMONTH", [x]) => format!("CAST(EXTRACT(DAY FROM {x}) AS BIGINT)"),
+        ("DATE_ADD" | "ADDDATE", [d, i]) if interval[1] => format!("({d} + {i})"),
+        ("DATE_SUB" | "SUBDATE", [d, i]) if interval[1] => format!("({d} - {i})"),
+        ("DATEDIFF", [a, b]) => {
+            format!("(CAST(CAST(CAST({a} AS DATE) AS INT) AS BIGINT) - CAST(CAST(CAST({b} AS DATE) AS INT) AS BIGINT))")
+        }
+        ("CONCAT", xs) if !xs.is_empty() => {
+            let nulls: Vec<String> = xs.iter().map(|x| format!("{x} IS NULL")).collect();
+            format!("CASE WHEN {} THEN NULL ELSE concat({}) END", nulls.join(" OR "), xs.join(", "))
+        }
+        _ => return None,
+    };
+    Parser::new(&MySqlDialect {}).try_with_sql(&sql).ok()?.parse_expr().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::sql::sqlparser::ast::Statement;
+
+    fn rewrite_sql(sql: &str) -> String {
+        let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).unwrap();
+        let mut stmt = DfStatement::Statement(Box::new(stmts.remove(0)));
+        rewrite(&mut stmt);
+        let DfStatement::Statement(s) = stmt else { unreachable!() };
+        let s: Statement = *s;
+        s.to_string()
+    }
+
+    #[test]
+    fn mysql_functions_become_engine_sql() {
+        assert_eq!(
+            rewrite_sql("SELECT IF(a > 1, 'x', b) FROM t"),
+            "SELECT CASE WHEN (a > 1) THEN ('x') ELSE (b) END FROM t"
+        );
+        // Nested calls are rewritten inside out, and what was produced is not rewritten again.
+        assert_eq!(
+            rewrite_sql("SELECT CONCAT(a, IF(b, c, d)) FROM t"),
+            "SELECT CASE WHEN (a) IS NULL OR (CASE WHEN (b) THEN (c) ELSE (d) END) IS NULL THEN NULL \
+             ELSE concat((a), (CASE WHEN (b) THEN (c) ELSE (d) END)) END FROM t"
+        );
+        assert_eq!(rewrite_sql("SELECT year(d) FROM t"), "SELECT CAST(EXTRACT(YEAR FROM (d)) AS BIGINT) FROM t");
+        assert_eq!(rewrite_sql("SELECT DATE_SUB(d, INTERVAL 2 DAY) FROM t"), "SELECT ((d) - (INTERVAL 2 DAY)) FROM t");
+        // Not a MySQL-only form: kept.
+        assert_eq!(rewrite_sql("SELECT DATE_ADD(d) FROM t"), "SELECT DATE_ADD(d) FROM t");
+        assert_eq!(rewrite_sql("SELECT COUNT(DISTINCT a) FROM t"), "SELECT COUNT(DISTINCT a) FROM t");
+    }
+}
