@@ -494,7 +494,8 @@ fn fold_value(op: AggOp, slots: &mut [Value], v: Value) {
 
 /// Where a grouping expression's key bytes come from: a fixed-width column's stored bytes (a
 /// null flag, then the bytes), a variable-length column's (a null flag, the length in one byte
-/// below 255 or 255 and four bytes, the bytes), or the encoded value of anything else (a key column, an expression).
+/// below 255 or 255 and four bytes, the bytes), or the encoded value of anything else (a key
+/// column, an expression).
 #[derive(Debug, Clone, Copy)]
 enum KeyCol {
     Fixed { at: usize, width: usize, null_bit: Option<u32> },
@@ -541,8 +542,9 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 /// Up to this many groups a row's group is found by comparing keys, not by hashing.
 const FEW_GROUPS: usize = 8;
 
-/// Partial groups being built from stored rows: one hash lookup per row (no allocation for a
-/// row of a known group), groups kept in first-seen order. The program is compiled for the
+/// Partial groups being built from stored rows: a row's group is the previous row's when their
+/// keys are equal, else found by comparing keys (up to FEW_GROUPS groups) or one hash lookup (no
+/// allocation for a row of a known group); groups kept in first-seen order. The program is compiled for the
 /// table's layout on the first row (`aggfast`); the `Value` interpreter runs what cannot be.
 #[derive(Default)]
 pub struct Partial {
@@ -628,7 +630,7 @@ impl Partial {
         std::mem::swap(&mut self.key, &mut self.last_key);
         let fast = self.fast.as_ref().and_then(|f| f.as_ref());
         if let Some(f) = fast {
-            f.push(&mut self.batch, layout.body(row), g as u32)?;
+            f.push(&mut self.batch, body, g as u32)?;
             self.batched += 1;
             if self.batched >= crate::aggfast::BATCH_ROWS {
                 self.batched = 0;

@@ -470,18 +470,6 @@ fn each<T: Copy>(groups: &[u32], view: View<T>, mut f: impl FnMut(usize, T) -> b
     }
 }
 
-/// One more row with a value for a COUNT accumulator.
-#[inline(always)]
-fn count(acc: &mut Acc) -> bool {
-    match acc {
-        Acc::Count(c) => {
-            *c += 1;
-            true
-        }
-        _ => false,
-    }
-}
-
 /// Welford's step of a variance accumulator.
 #[inline(always)]
 fn var_step(n: &mut i64, mean: &mut f64, m2: &mut f64, x: f64) {
@@ -624,85 +612,39 @@ impl Fast {
 /// False when an accumulator is not of the template's kind.
 fn fold_all(op: AggOp, start: &Acc, k: usize, arg: &Arg, groups: &[u32], accs: &mut [Vec<AccSlot>]) -> bool {
     let n = groups.len();
+    // `$body` for every row with a value `$x` whose group's accumulator matches `$acc`.
     macro_rules! fold {
-        ($view:expr, |$acc:ident, $x:ident| $body:expr) => {
-            each(groups, $view, |g, $x| {
-                let AccSlot($acc) = &mut accs[g][k];
-                $body
-            })
-        };
-    }
-    match (start, arg) {
-        (Acc::Count(_), Arg::Rows) => groups.iter().all(|&g| count(&mut accs[g as usize][k].0)),
-        (Acc::Count(_), Arg::I(v)) => fold!(v.view(n), |acc, _x| count(acc)),
-        (Acc::Count(_), Arg::D(v, _)) => fold!(v.view(n), |acc, _x| count(acc)),
-        (Acc::Count(_), Arg::F(v)) => fold!(v.view(n), |acc, _x| count(acc)),
-        (Acc::SumD(..), Arg::I(v)) => fold!(v.view(n), |acc, x| match acc {
-            Acc::SumD(s, _) => {
-                *s = Some(s.unwrap_or(0).saturating_add(x as i128));
-                true
-            }
-            _ => false,
-        }),
-        (Acc::SumD(..), Arg::D(v, _)) => fold!(v.view(n), |acc, x| match acc {
-            Acc::SumD(s, _) => {
-                *s = Some(s.unwrap_or(0).saturating_add(x));
-                true
-            }
-            _ => false,
-        }),
-        (Acc::SumF(_), Arg::F(v)) => fold!(v.view(n), |acc, x| match acc {
-            Acc::SumF(s) => {
-                *s = Some(s.unwrap_or(0.0) + x);
-                true
-            }
-            _ => false,
-        }),
-        (Acc::MinMaxI(_), Arg::I(v)) => fold!(v.view(n), |acc, x| match acc {
-            Acc::MinMaxI(m) => {
-                *m = Some(pick(op, *m, x));
-                true
-            }
-            _ => false,
-        }),
-        (Acc::MinMaxD(..), Arg::D(v, _)) => fold!(v.view(n), |acc, x| match acc {
-            Acc::MinMaxD(m, _) => {
-                *m = Some(pick(op, *m, x));
-                true
-            }
-            _ => false,
-        }),
-        (Acc::MinMaxF(_), Arg::F(v)) => fold!(v.view(n), |acc, x| match acc {
-            Acc::MinMaxF(m) => {
-                *m = Some(pick(op, *m, x));
-                true
-            }
-            _ => false,
-        }),
-        (Acc::Var(..), Arg::I(v)) => fold!(v.view(n), |acc, x| match acc {
-            Acc::Var(c, mean, m2) => {
-                var_step(c, mean, m2, x as f64);
-                true
-            }
-            _ => false,
-        }),
-        (Acc::Var(..), Arg::D(v, scale)) => {
-            let d = 10f64.powi(*scale as i32);
-            fold!(v.view(n), |acc, x| match acc {
-                Acc::Var(c, mean, m2) => {
-                    var_step(c, mean, m2, x as f64 / d);
+        ($view:expr, |$x:pat_param| $acc:pat => $body:expr) => {
+            each(groups, $view, |g, $x| match &mut accs[g][k].0 {
+                $acc => {
+                    $body;
                     true
                 }
                 _ => false,
             })
+        };
+    }
+    match (start, arg) {
+        (Acc::Count(_), Arg::Rows) => fold!(View::Lit(()), |_| Acc::Count(c) => *c += 1),
+        (Acc::Count(_), Arg::I(v)) => fold!(v.view(n), |_| Acc::Count(c) => *c += 1),
+        (Acc::Count(_), Arg::D(v, _)) => fold!(v.view(n), |_| Acc::Count(c) => *c += 1),
+        (Acc::Count(_), Arg::F(v)) => fold!(v.view(n), |_| Acc::Count(c) => *c += 1),
+        (Acc::SumD(..), Arg::I(v)) => {
+            fold!(v.view(n), |x| Acc::SumD(s, _) => *s = Some(s.unwrap_or(0).saturating_add(x as i128)))
         }
-        (Acc::Var(..), Arg::F(v)) => fold!(v.view(n), |acc, x| match acc {
-            Acc::Var(c, mean, m2) => {
-                var_step(c, mean, m2, x);
-                true
-            }
-            _ => false,
-        }),
+        (Acc::SumD(..), Arg::D(v, _)) => {
+            fold!(v.view(n), |x| Acc::SumD(s, _) => *s = Some(s.unwrap_or(0).saturating_add(x)))
+        }
+        (Acc::SumF(_), Arg::F(v)) => fold!(v.view(n), |x| Acc::SumF(s) => *s = Some(s.unwrap_or(0.0) + x)),
+        (Acc::MinMaxI(_), Arg::I(v)) => fold!(v.view(n), |x| Acc::MinMaxI(m) => *m = Some(pick(op, *m, x))),
+        (Acc::MinMaxD(..), Arg::D(v, _)) => fold!(v.view(n), |x| Acc::MinMaxD(m, _) => *m = Some(pick(op, *m, x))),
+        (Acc::MinMaxF(_), Arg::F(v)) => fold!(v.view(n), |x| Acc::MinMaxF(m) => *m = Some(pick(op, *m, x))),
+        (Acc::Var(..), Arg::I(v)) => fold!(v.view(n), |x| Acc::Var(c, mean, m2) => var_step(c, mean, m2, x as f64)),
+        (Acc::Var(..), Arg::D(v, scale)) => {
+            let d = 10f64.powi(*scale as i32);
+            fold!(v.view(n), |x| Acc::Var(c, mean, m2) => var_step(c, mean, m2, x as f64 / d))
+        }
+        (Acc::Var(..), Arg::F(v)) => fold!(v.view(n), |x| Acc::Var(c, mean, m2) => var_step(c, mean, m2, x)),
         (Acc::Var(..), Arg::Rows) => true,
         _ => false,
     }

@@ -467,7 +467,6 @@ impl RowLayout {
         }
     }
 
-    /// The non-key part of a stored row (null bits, fixed area, variable area).
     /// Where a variable-length column is in a row's body: (its index among the variable
     /// columns, null bit). None for key and fixed-width columns.
     pub fn var_at(&self, col: usize) -> Option<(usize, Option<u32>)> {
@@ -483,6 +482,7 @@ impl RowLayout {
         self.var_slice(body, idx).ok()
     }
 
+    /// The non-key part of a stored row (null bits, fixed area, variable area).
     pub fn body<'a>(&self, row: &'a [u8]) -> &'a [u8] {
         self.body_of(row)
     }

@@ -7,14 +7,15 @@
 //! * `DATE_ADD`/`ADDDATE` and `DATE_SUB`/`SUBDATE` with an `INTERVAL` → `d + INTERVAL …` / `d -
 //!   INTERVAL …`;
 //! * `DATEDIFF(a, b)` → the days between the two dates (times ignored);
-//! * `CONCAT(a, …)` → NULL when any argument is NULL (DataFusion's `concat` skips NULLs).
+//! * `CONCAT(a, …)` → `a || …` (each argument cast to a string), NULL when any argument is NULL
+//!   (DataFusion's `concat` skips NULLs).
 //!
 //! Arguments are rendered back to SQL and the replacement parsed again; rewriting runs after
 //! the children (a nested call is rewritten first) and never revisits what it produced.
 
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{Expr, FunctionArg, FunctionArgExpr, FunctionArguments, visit_expressions_mut};
-use datafusion::sql::sqlparser::dialect::MySqlDialect;
+use datafusion::sql::sqlparser::dialect::{GenericDialect, MySqlDialect};
 use datafusion::sql::sqlparser::parser::Parser;
 use std::ops::ControlFlow;
 
@@ -58,9 +59,13 @@ fn rewritten(e: &Expr) -> Option<Expr> {
         ("DATEDIFF", [a, b]) => {
             format!("(CAST(CAST(CAST({a} AS DATE) AS INT) AS BIGINT) - CAST(CAST(CAST({b} AS DATE) AS INT) AS BIGINT))")
         }
+        // `||` is NULL when either side is (and each argument appears once: nested CONCATs
+        // grow the statement linearly); the casts are those DataFusion's `concat` makes.
         ("CONCAT", xs) if !xs.is_empty() => {
-            let nulls: Vec<String> = xs.iter().map(|x| format!("{x} IS NULL")).collect();
-            format!("CASE WHEN {} THEN NULL ELSE concat({}) END", nulls.join(" OR "), xs.join(", "))
+            let parts: Vec<String> = xs.iter().map(|x| format!("CAST({x} AS VARCHAR)")).collect();
+            let sql = format!("({})", parts.join(" || "));
+            // Parsed as standard SQL, where `||` concatenates (in MySQL's dialect it is OR).
+            return Parser::new(&GenericDialect {}).try_with_sql(&sql).ok()?.parse_expr().ok();
         }
         _ => return None,
     };
@@ -90,9 +95,11 @@ mod tests {
         // Nested calls are rewritten inside out, and what was produced is not rewritten again.
         assert_eq!(
             rewrite_sql("SELECT CONCAT(a, IF(b, c, d)) FROM t"),
-            "SELECT CASE WHEN (a) IS NULL OR (CASE WHEN (b) THEN (c) ELSE (d) END) IS NULL THEN NULL \
-             ELSE concat((a), (CASE WHEN (b) THEN (c) ELSE (d) END)) END FROM t"
+            "SELECT (CAST((a) AS VARCHAR) || CAST((CASE WHEN (b) THEN (c) ELSE (d) END) AS VARCHAR)) FROM t"
         );
+        // Nested CONCATs grow the statement linearly, not exponentially.
+        let nested = format!("SELECT {}a{} FROM t", "CONCAT(b, ".repeat(12), ")".repeat(12));
+        assert!(rewrite_sql(&nested).len() < nested.len() * 8);
         assert_eq!(rewrite_sql("SELECT year(d) FROM t"), "SELECT CAST(EXTRACT(YEAR FROM (d)) AS BIGINT) FROM t");
         assert_eq!(rewrite_sql("SELECT DATE_SUB(d, INTERVAL 2 DAY) FROM t"), "SELECT ((d) - (INTERVAL 2 DAY)) FROM t");
         // Not a MySQL-only form: kept.
