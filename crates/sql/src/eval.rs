@@ -1002,9 +1002,73 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
             })
         }
         "FROM_UNIXTIME" => {
-            Ok(arg_int(args, 0).map(|s| Value::DateTime(s * time::MICROS_PER_SEC)).unwrap_or(Value::Null))
+            need(1)?;
+            let Some(at) = arg_int(args, 0).and_then(|s| s.checked_mul(time::MICROS_PER_SEC)) else {
+                return Ok(Value::Null);
+            };
+            match args.get(1) {
+                None => Ok(Value::DateTime(at)),
+                Some(_) => Ok(t(1).map_or(Value::Null, |f| Value::Bytes(time::date_format(at, &f)))),
+            }
         }
         "DATE" => Ok(cast(args.first().cloned().unwrap_or(Value::Null), CastTy::Date)?),
+        "DATE_FORMAT" => {
+            need(2)?;
+            let (Value::DateTime(at), Some(f)) = (cast(args[0].clone(), CastTy::DateTime)?, t(1)) else {
+                return Ok(Value::Null);
+            };
+            Ok(Value::Bytes(time::date_format(at, &f)))
+        }
+        "DAYOFWEEK" | "WEEKDAY" | "DAYOFYEAR" | "WEEK" | "LAST_DAY" | "MONTHNAME" | "DAYNAME" => {
+            need(1)?;
+            let Value::DateTime(at) = cast(args[0].clone(), CastTy::DateTime)? else { return Ok(Value::Null) };
+            let days = at.div_euclid(time::MICROS_PER_DAY) as i32;
+            let (y, m, _) = time::civil_from_days(days);
+            Ok(match name {
+                "DAYOFWEEK" => Value::Int((time::weekday(days) as i64 + 1) % 7 + 1),
+                "WEEKDAY" => Value::Int(time::weekday(days) as i64),
+                "DAYOFYEAR" => Value::Int((days - time::days_from_civil(y, 1, 1)) as i64 + 1),
+                "WEEK" => {
+                    // WEEK(d, mode): mode's bits are Monday first, weeks 1..53, and (flipped
+                    // when Sunday is first) week 1 holding the first day of the week.
+                    let mode = arg_int(args, 1).unwrap_or(0).rem_euclid(8) as u32;
+                    let monday = mode & 1 != 0;
+                    let first_weekday = (mode & 4 != 0) == monday;
+                    Value::Int(time::week(days, monday, mode & 2 != 0, first_weekday).0 as i64)
+                }
+                "LAST_DAY" => Value::Date(time::days_from_civil(y, m, time::days_in_month(y, m))),
+                "MONTHNAME" => Value::Bytes(time::date_format(at, b"%M")),
+                _ => Value::Bytes(time::date_format(at, b"%W")),
+            })
+        }
+        "SUBSTRING_INDEX" => {
+            need(3)?;
+            let (Some(s), Some(d), Some(n)) = (t(0), t(1), arg_int(args, 2)) else { return Ok(Value::Null) };
+            if d.is_empty() || n == 0 {
+                return bytes(Vec::new());
+            }
+            // The text before the n-th delimiter (n > 0) or after the n-th from the end.
+            let at: Vec<usize> = s.windows(d.len()).enumerate().filter(|(_, w)| *w == &d[..]).map(|(i, _)| i).collect();
+            let k = n.unsigned_abs().min(usize::MAX as u64) as usize;
+            if k > at.len() {
+                return bytes(s);
+            }
+            bytes(if n > 0 { s[..at[k - 1]].to_vec() } else { s[at[at.len() - k] + d.len()..].to_vec() })
+        }
+        "FIELD" => {
+            need(2)?;
+            let Some(x) = args.first().filter(|v| !v.is_null()) else { return Ok(Value::Int(0)) };
+            Ok(Value::Int(
+                args[1..].iter().position(|v| compare(x, v) == Some(Ordering::Equal)).map_or(0, |i| i as i64 + 1),
+            ))
+        }
+        "ELT" => {
+            need(2)?;
+            Ok(match arg_int(args, 0) {
+                Some(n) if n >= 1 && (n as usize) < args.len() => args[n as usize].clone(),
+                _ => Value::Null,
+            })
+        }
         "YEAR" | "MONTH" | "DAY" | "DAYOFMONTH" | "HOUR" | "MINUTE" | "SECOND" => {
             need(1)?;
             let v = cast(args[0].clone(), CastTy::DateTime)?;

@@ -259,6 +259,7 @@ const BIT_AS_BYTES: &[&str] = &[
     "CONCAT",
     "CONCAT_WS",
     "SUBSTRING",
+    "SUBSTRING_INDEX",
     "SUBSTR",
     "MID",
     "LEFT",
@@ -472,6 +473,17 @@ impl Compiler<'_, '_> {
 }
 
 const FUNCTIONS: &[&str] = &[
+    "DATE_FORMAT",
+    "DAYOFWEEK",
+    "WEEKDAY",
+    "DAYOFYEAR",
+    "WEEK",
+    "LAST_DAY",
+    "MONTHNAME",
+    "DAYNAME",
+    "SUBSTRING_INDEX",
+    "FIELD",
+    "ELT",
     "CONCAT",
     "CONCAT_WS",
     "LENGTH",
@@ -1072,13 +1084,15 @@ fn expr_type(x: &X, src: &[(usize, ColumnType)], aggs: &[Agg]) -> (u8, u32, u8) 
             "LENGTH" | "OCTET_LENGTH" | "CHAR_LENGTH" | "CHARACTER_LENGTH" | "LOCATE" | "INSTR" | "POSITION"
             | "ASCII" | "ORD" | "ISNULL" | "SIGN" | "CONNECTION_ID" | "LAST_INSERT_ID" | "ROW_COUNT" | "FOUND_ROWS"
             | "UNIX_TIMESTAMP" | "YEAR" | "MONTH" | "DAY" | "DAYOFMONTH" | "HOUR" | "MINUTE" | "SECOND"
-            | "DATEDIFF" | "SLEEP" => (ty::LONGLONG, 21, 0),
-            "NOW" | "CURRENT_TIMESTAMP" | "SYSDATE" | "LOCALTIME" | "LOCALTIMESTAMP" | "UTC_TIMESTAMP"
-            | "FROM_UNIXTIME" => (ty::DATETIME, 19, 0),
-            "CURDATE" | "CURRENT_DATE" | "UTC_DATE" | "DATE" => (ty::DATE, 10, 0),
+            | "DATEDIFF" | "SLEEP" | "DAYOFWEEK" | "WEEKDAY" | "DAYOFYEAR" | "WEEK" | "FIELD" => (ty::LONGLONG, 21, 0),
+            "NOW" | "CURRENT_TIMESTAMP" | "SYSDATE" | "LOCALTIME" | "LOCALTIMESTAMP" | "UTC_TIMESTAMP" => {
+                (ty::DATETIME, 19, 0)
+            }
+            "FROM_UNIXTIME" if args.len() < 2 => (ty::DATETIME, 19, 0),
+            "CURDATE" | "CURRENT_DATE" | "UTC_DATE" | "DATE" | "LAST_DAY" => (ty::DATE, 10, 0),
             "CURTIME" | "CURRENT_TIME" => (ty::TIME, 8, 0),
-            "ABS" | "ROUND" | "TRUNCATE" | "FLOOR" | "CEIL" | "CEILING" | "MOD" | "COALESCE" | "IFNULL" | "NVL"
-            | "NULLIF" | "GREATEST" | "LEAST" | "IF"
+            "ABS" | "FLOOR" | "CEIL" | "CEILING" | "MOD" | "COALESCE" | "IFNULL" | "NVL" | "NULLIF" | "GREATEST"
+            | "LEAST" | "IF"
                 if !args.is_empty() =>
             {
                 let i = if name == "IF" { 1.min(args.len() - 1) } else { 0 };
@@ -1096,7 +1110,12 @@ fn expr_type(x: &X, src: &[(usize, ColumnType)], aggs: &[Agg]) -> (u8, u32, u8) 
                     Some(_) => d,
                     None => 0,
                 };
-                if t == ty::NEWDECIMAL { (t, l, want.min(d)) } else { (t, l, d) }
+                match t {
+                    ty::NEWDECIMAL => (t, l, want.min(d)),
+                    // A DOUBLE shows the digits asked for (a constant count).
+                    ty::DOUBLE if matches!(args.get(1), Some(X::Lit(_))) => (t, l, want),
+                    _ => (t, l, d),
+                }
             }
             "POW" | "POWER" | "SQRT" | "RAND" => (ty::DOUBLE, 23, 31),
             _ => (ty::VAR_STRING, 255, 31),

@@ -20,6 +20,9 @@ pub const ROW_OVERHEAD_BYTES: u64 = 8;
 /// Charged per ordered-index entry beyond its key bytes (tree node share).
 pub const INDEX_ENTRY_OVERHEAD_BYTES: u64 = 48;
 
+/// How many rows ahead of the one it reads a full scan starts loading a boxed row.
+const SCAN_PREFETCH: RowId = 6;
+
 #[derive(Debug)]
 struct OrderedIndex {
     id: IndexId,
@@ -355,6 +358,7 @@ impl Partition {
         let limit = self.heap.id_limit();
         let mut id = from;
         while id < limit {
+            self.heap.prefetch_row(id.saturating_add(SCAN_PREFETCH));
             if self.heap.is_live(id) && !f(id, self.heap.get(id)) {
                 return (id + 1 < limit).then_some(id + 1);
             }
@@ -374,14 +378,14 @@ impl Partition {
     /// Ordered-index scan between bounds on the encoded index-column prefix, resuming after the
     /// entry key `after` when given. `f` returns false to stop; the result is the last entry key
     /// visited when stopped early (resume after it), or None when the range is exhausted.
-    pub fn index_scan(
-        &self,
+    pub fn index_scan<'a>(
+        &'a self,
         index_pos: usize,
         lo: Option<&IndexBound>,
         hi: Option<&IndexBound>,
         after: Option<&[u8]>,
         descending: bool,
-        mut f: impl FnMut(&[u8], RowId, &[u8]) -> bool,
+        mut f: impl FnMut(&[u8], RowId, &'a [u8]) -> bool,
     ) -> Option<Vec<u8>> {
         let map = &self.indexes[index_pos].map;
         let start: Bound<&[u8]> = match lo {

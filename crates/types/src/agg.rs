@@ -533,10 +533,90 @@ fn put(key: &mut Vec<u8>, b: &[u8]) {
     }
 }
 
-/// Equal byte strings, short ones compared without a call to `memcmp`.
+/// Equal group keys (padded to whole words, `pad`): short ones compared a word at a time, not
+/// byte by byte or by a call to `memcmp`.
 #[inline(always)]
 fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && if a.len() <= 32 { a.iter().zip(b).all(|(x, y)| x == y) } else { a == b }
+    let word = |k: &[u8], i: usize| u64::from_le_bytes(k[i..i + 8].try_into().expect("8 bytes"));
+    a.len() == b.len()
+        && if a.len() <= 32 && a.len().is_multiple_of(8) {
+            (0..a.len()).step_by(8).all(|i| word(a, i) == word(b, i))
+        } else {
+            a == b
+        }
+}
+
+/// Pads a group key with zeros to a whole number of words. Keys are self-delimiting (every part
+/// has a flag and a fixed or stated length), so padding keeps distinct keys distinct.
+#[inline(always)]
+fn pad(key: &mut Vec<u8>) {
+    while !key.len().is_multiple_of(8) {
+        key.push(0);
+    }
+}
+
+/// A padded key (`pad`) of at most 16 bytes as one number (zero-extended: still one number per
+/// key, as keys are self-delimiting).
+#[inline(always)]
+fn packed(key: &[u8]) -> u128 {
+    let word = |i: usize| key.get(i..i + 8).map_or(0, |w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
+    (word(8) as u128) << 64 | word(0) as u128
+}
+
+/// The first `n` (≤ 8) bytes of `b` as a little-endian number.
+#[inline(always)]
+fn le_bytes(b: &[u8], n: usize) -> Option<u64> {
+    if n == 8 {
+        return b.first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
+    }
+    match b.first_chunk::<8>() {
+        // A whole word and a mask: no byte-by-byte loop.
+        Some(w) => Some(u64::from_le_bytes(*w) & ((1u64 << (8 * n)) - 1)),
+        None => Some(b.get(..n)?.iter().rev().fold(0u64, |acc, &x| acc << 8 | x as u64)),
+    }
+}
+
+/// A row's group key as `Partial::build_key` makes it, padded and `packed`, when it has at most
+/// 16 bytes of columns' stored bytes (no part longer than 8 bytes); None otherwise (the caller
+/// builds the bytes). Made in registers: a key written a byte at a time and read back as a word
+/// would wait on its stores.
+#[inline(always)]
+fn small_key(key_cols: &[KeyCol], layout: &RowLayout, body: &[u8]) -> Option<u128> {
+    let mut k = 0u128;
+    let mut pos = 0usize;
+    for kc in key_cols {
+        match *kc {
+            KeyCol::Fixed { at, width, null_bit } => {
+                if !crate::row::is_null(body, null_bit) {
+                    if width > 8 || pos + 1 + width > 16 {
+                        return None;
+                    }
+                    let v = le_bytes(body.get(at..)?, width)?;
+                    k |= 1 << (8 * pos) | (v as u128) << (8 * (pos + 1));
+                    pos += width;
+                }
+            }
+            KeyCol::Var { idx, null_bit } => {
+                if !crate::row::is_null(body, null_bit) {
+                    let b = layout.var_bytes(body, idx)?;
+                    let n = b.len();
+                    if n > 8 || pos + 2 + n > 16 {
+                        return None;
+                    }
+                    let v = if n == 0 { 0 } else { le_bytes(b, n)? };
+                    k |= 1 << (8 * pos) | (n as u128) << (8 * (pos + 1)) | (v as u128) << (8 * (pos + 2));
+                    pos += 1 + n;
+                }
+            }
+            KeyCol::Eval => return None,
+        }
+        // The flag byte (0 for NULL).
+        pos += 1;
+        if pos > 16 {
+            return None;
+        }
+    }
+    Some(k)
 }
 
 /// Up to this many groups a row's group is found by comparing keys, not by hashing.
@@ -547,7 +627,7 @@ const FEW_GROUPS: usize = 8;
 /// allocation for a row of a known group); groups kept in first-seen order. The program is compiled for the
 /// table's layout on the first row (`aggfast`); the `Value` interpreter runs what cannot be.
 #[derive(Default)]
-pub struct Partial {
+pub struct Partial<'r> {
     /// Group key bytes -> index in `entries` (made once there are more than FEW_GROUPS).
     index: crate::hash::FastMap<Vec<u8>, usize>,
     /// Every group's key bytes, in `entries` order.
@@ -557,31 +637,86 @@ pub struct Partial {
     key: Vec<u8>,
     /// How each grouping expression's key bytes are read (settled on the first row).
     key_cols: Vec<KeyCol>,
+    /// The groups with keys of at most 16 bytes (`packed`), while there are at most FEW_GROUPS.
+    small: Vec<(u128, u32)>,
     /// The previous row's group and its key bytes.
     last: Option<usize>,
     last_key: Vec<u8>,
     /// None: not compiled yet; Some(None): not compilable.
     fast: Option<Option<crate::aggfast::Fast>>,
-    /// The compiled program's accumulators, per group.
-    fast_accs: Vec<Vec<crate::aggfast::AccSlot>>,
-    /// Rows waiting for the compiled program.
-    batch: crate::aggfast::Batch,
-    batched: usize,
+    /// The compiled program's accumulators of every group.
+    fast_accs: crate::aggfast::Accs,
+    /// Rows waiting for the compiled program (borrowed from the scanned partition).
+    batch: crate::aggfast::Batch<'r>,
 }
 
-impl Partial {
+impl<'r> Partial<'r> {
     /// A partial that never compiles its program (tests compare the two).
     #[cfg(test)]
-    pub(crate) fn interpreted() -> Partial {
+    pub(crate) fn interpreted() -> Partial<'r> {
         Partial { fast: Some(None), ..Partial::default() }
     }
 
-    pub fn add(&mut self, a: &Aggregation, layout: &RowLayout, row: &[u8]) -> AResult<()> {
+    pub fn add(&mut self, a: &Aggregation, layout: &RowLayout, row: &'r [u8]) -> AResult<()> {
         if self.key_cols.len() != a.group_by.len() {
             self.key_cols = a.group_by.iter().map(|g| KeyCol::of(g, layout)).collect();
         }
-        self.key.clear();
+        if self.fast.is_none() {
+            let fast = crate::aggfast::Fast::compile(a, layout);
+            if let Some(f) = &fast {
+                self.fast_accs = f.accs();
+            }
+            self.fast = Some(fast);
+        }
         let body = layout.body(row);
+        // A short key among few groups is made in registers and compared with every group's
+        // without a branch per group (which group a row has is often unpredictable, as in TPC-H
+        // Q1); otherwise, or for a new group, the key's bytes are built.
+        let mut g = usize::MAX;
+        if self.keys.len() <= FEW_GROUPS
+            && let Some(k) = small_key(&self.key_cols, layout, body)
+        {
+            for &(x, i) in &self.small {
+                if x == k {
+                    g = i as usize;
+                }
+            }
+        }
+        if g == usize::MAX {
+            self.build_key(a, layout, row, body)?;
+            // Rows of one group often come together (a scan in key order): the previous row's
+            // group is tried before the lookup.
+            g = match self.last {
+                Some(g) if same(&self.last_key, &self.key) => g,
+                _ => self.lookup(a, layout, row)?,
+            };
+            self.last = Some(g);
+            std::mem::swap(&mut self.key, &mut self.last_key);
+        }
+        let fast = self.fast.as_ref().and_then(|f| f.as_ref());
+        if let Some(f) = fast {
+            f.push(&mut self.batch, body, g as u32)?;
+            if self.batch.len() >= crate::aggfast::BATCH_ROWS {
+                return f.flush(&mut self.batch, &mut self.fast_accs);
+            }
+            return Ok(());
+        }
+        let accs = &mut self.entries[g].1;
+        let mut i = 0;
+        for (op, arg) in &a.aggs {
+            let v = match arg {
+                None => Value::Int(1),
+                Some(x) => x.eval(layout, row)?,
+            };
+            fold_value(*op, &mut accs[i..i + op.slots()], v);
+            i += op.slots();
+        }
+        Ok(())
+    }
+
+    /// Builds the row's group key bytes in `self.key` (padded).
+    fn build_key(&mut self, a: &Aggregation, layout: &RowLayout, row: &[u8], body: &[u8]) -> AResult<()> {
+        self.key.clear();
         for (kc, g) in self.key_cols.iter().zip(&a.group_by) {
             match *kc {
                 KeyCol::Fixed { at, width, null_bit } => {
@@ -617,37 +752,7 @@ impl Partial {
                 }
             }
         }
-        if self.fast.is_none() {
-            self.fast = Some(crate::aggfast::Fast::compile(a, layout));
-        }
-        // Rows of one group often come together (a scan in key order, few groups): the previous
-        // row's group is tried before the hash lookup.
-        let g = match self.last {
-            Some(g) if same(&self.last_key, &self.key) => g,
-            _ => self.lookup(a, layout, row)?,
-        };
-        self.last = Some(g);
-        std::mem::swap(&mut self.key, &mut self.last_key);
-        let fast = self.fast.as_ref().and_then(|f| f.as_ref());
-        if let Some(f) = fast {
-            f.push(&mut self.batch, body, g as u32)?;
-            self.batched += 1;
-            if self.batched >= crate::aggfast::BATCH_ROWS {
-                self.batched = 0;
-                return f.flush(&mut self.batch, &mut self.fast_accs);
-            }
-            return Ok(());
-        }
-        let accs = &mut self.entries[g].1;
-        let mut i = 0;
-        for (op, arg) in &a.aggs {
-            let v = match arg {
-                None => Value::Int(1),
-                Some(x) => x.eval(layout, row)?,
-            };
-            fold_value(*op, &mut accs[i..i + op.slots()], v);
-            i += op.slots();
-        }
+        pad(&mut self.key);
         Ok(())
     }
 
@@ -665,11 +770,14 @@ impl Partial {
         let vals = a.group_by.iter().map(|g| g.eval(layout, row)).collect::<AResult<Vec<_>>>()?;
         let g = self.entries.len();
         match self.fast.as_ref().and_then(|f| f.as_ref()) {
-            Some(f) => {
+            Some(_) => {
                 self.entries.push((vals, Vec::new()));
-                self.fast_accs.push(f.start());
+                self.fast_accs.push_group();
             }
             None => self.entries.push((vals, a.start())),
+        }
+        if self.key.len() <= 16 {
+            self.small.push((packed(&self.key), g as u32));
         }
         self.keys.push(self.key.clone());
         if self.keys.len() > FEW_GROUPS {
@@ -688,7 +796,6 @@ impl Partial {
 
     /// Folds the rows still buffered for the compiled program.
     fn flush(&mut self) -> AResult<()> {
-        self.batched = 0;
         match &self.fast {
             Some(Some(f)) => f.flush(&mut self.batch, &mut self.fast_accs),
             _ => Ok(()),
@@ -704,8 +811,8 @@ impl Partial {
     pub fn finish(mut self) -> AResult<Vec<Vec<u8>>> {
         self.flush()?;
         if let Some(Some(f)) = &self.fast {
-            for (e, accs) in self.entries.iter_mut().zip(&self.fast_accs) {
-                e.1 = f.values(accs);
+            for (g, e) in self.entries.iter_mut().enumerate() {
+                e.1 = f.values(&self.fast_accs, g);
             }
         }
         let mut out = Vec::with_capacity(self.entries.len());
@@ -769,12 +876,18 @@ mod tests {
                 (AggOp::Var, Some(AggExpr::Col(0))),
             ],
         };
+        let stored: Vec<Vec<u8>> = [(1, "a", Some(150)), (2, "b", None), (3, "a", Some(25)), (4, "a", None)]
+            .into_iter()
+            .map(|(id, g, x)| {
+                let vals = vec![Value::Int(id), Value::str(g), x.map(|v| dec(v, 2)).unwrap_or(Value::Null)];
+                let mut row = Vec::new();
+                layout.encode_row(&vals, &mut row).unwrap();
+                row
+            })
+            .collect();
         let mut p = Partial::default();
-        for (id, g, x) in [(1, "a", Some(150)), (2, "b", None), (3, "a", Some(25)), (4, "a", None)] {
-            let vals = vec![Value::Int(id), Value::str(g), x.map(|v| dec(v, 2)).unwrap_or(Value::Null)];
-            let mut row = Vec::new();
-            layout.encode_row(&vals, &mut row).unwrap();
-            p.add(&a, &layout, &row).unwrap();
+        for row in &stored {
+            p.add(&a, &layout, row).unwrap();
         }
         let rows = p.finish().unwrap();
         assert_eq!(rows.len(), 2);
@@ -830,17 +943,20 @@ mod tests {
             Some("a"),
             Some("ab"),
             Some("b"),
+            Some("abcdefg"),
+            Some("abcdefgh"),
+            Some("abcdefghi"),
             Some(&long[0][..]),
             Some(&long[1][..]),
             Some(&long[2][..]),
         ];
-        for group_by in [vec![2, 3], vec![3, 4], vec![1, 3], vec![4, 2, 1]] {
+        for group_by in [vec![2, 3], vec![3, 4], vec![1, 3], vec![4, 2, 1], vec![3], vec![2]] {
             let a = Aggregation {
                 group_by: group_by.iter().map(|&c| AggExpr::Col(c)).collect(),
                 aggs: vec![(AggOp::Count, None), (AggOp::Sum, Some(AggExpr::Col(5)))],
             };
             let mut naive: Vec<(Vec<Value>, i64, i128)> = Vec::new();
-            let mut p = Partial::default();
+            let mut stored = Vec::new();
             let mut vals = Vec::new();
             for id in 0..3000 {
                 if vals.is_empty() || rng.chance(30) {
@@ -854,7 +970,7 @@ mod tests {
                 row_vals.push(Value::Int(x));
                 let mut row = Vec::new();
                 layout.encode_row(&row_vals, &mut row).unwrap();
-                p.add(&a, &layout, &row).unwrap();
+                stored.push(row);
                 let key: Vec<Value> = group_by.iter().map(|&c| row_vals[c as usize].clone()).collect();
                 match naive.iter_mut().find(|(k, ..)| *k == key) {
                     Some(e) => {
@@ -863,6 +979,23 @@ mod tests {
                     }
                     None => naive.push((key, 1, x as i128)),
                 }
+            }
+            // A key made in registers equals the built bytes, packed.
+            let mut q =
+                Partial { key_cols: a.group_by.iter().map(|g| KeyCol::of(g, &layout)).collect(), ..Partial::default() };
+            let mut small = 0;
+            for row in &stored {
+                let body = layout.body(row);
+                q.build_key(&a, &layout, row, body).unwrap();
+                if let Some(k) = small_key(&q.key_cols, &layout, body) {
+                    assert_eq!(k, packed(&q.key), "groups of {group_by:?}, seed {seed}");
+                    small += 1;
+                }
+            }
+            assert!(group_by.contains(&1) || small > 0, "seed {seed}");
+            let mut p = Partial::default();
+            for row in &stored {
+                p.add(&a, &layout, row).unwrap();
             }
             let rows = p.finish().unwrap();
             assert_eq!(rows.len(), naive.len(), "groups of {group_by:?}, seed {seed}");
@@ -890,11 +1023,17 @@ mod tests {
             group_by: vec![AggExpr::Bin(Arith::Sub, col(0), Box::new(AggExpr::Lit(Value::Int(1)))), AggExpr::Col(0)],
             aggs: vec![(AggOp::Sum, Some(AggExpr::Neg(col(1))))],
         };
+        let stored: Vec<Vec<u8>> = [(5, 1.5), (6, 2.0), (5, 0.25)]
+            .into_iter()
+            .map(|(id, v)| {
+                let mut row = Vec::new();
+                layout.encode_row(&[Value::Int(id), Value::Double(v)], &mut row).unwrap();
+                row
+            })
+            .collect();
         let mut p = Partial::default();
-        for (id, v) in [(5, 1.5), (6, 2.0), (5, 0.25)] {
-            let mut row = Vec::new();
-            layout.encode_row(&[Value::Int(id), Value::Double(v)], &mut row).unwrap();
-            p.add(&a, &layout, &row).unwrap();
+        for row in &stored {
+            p.add(&a, &layout, row).unwrap();
         }
         let rows = p.finish().unwrap();
         assert_eq!(rows.len(), 2);

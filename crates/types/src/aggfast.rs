@@ -34,17 +34,7 @@ struct At {
     null_bit: Option<u32>,
 }
 
-impl At {
-    #[inline]
-    fn bytes<'a>(&self, body: &'a [u8]) -> AResult<Option<&'a [u8]>> {
-        if crate::row::is_null(body, self.null_bit) {
-            return Ok(None);
-        }
-        body.get(self.off..self.off + self.width).map(Some).ok_or_else(damaged)
-    }
-}
-
-/// A column the program reads, copied per row into the batch.
+/// A column the program reads, copied from the batch's rows into a typed vector.
 #[derive(Debug, Clone, Copy)]
 enum Load {
     Int(At, u32),
@@ -52,27 +42,12 @@ enum Load {
     Flt(At, bool),
 }
 
-/// A column of values over a batch; `null[i]`: row i has no value (its `v[i]` is 0).
+/// A column of values over a batch; `null` (None when no row is NULL, as for a NOT NULL
+/// column): `null[i]` — row i has no value (its `v[i]` is 0).
 #[derive(Debug, Clone, Default)]
 struct Vector<T> {
     v: Vec<T>,
-    null: Vec<bool>,
-}
-
-impl<T: Copy + Default> Vector<T> {
-    fn with_capacity(n: usize) -> Self {
-        Vector { v: Vec::with_capacity(n), null: Vec::with_capacity(n) }
-    }
-
-    fn push(&mut self, x: Option<T>) {
-        self.null.push(x.is_none());
-        self.v.push(x.unwrap_or_default());
-    }
-
-    fn clear(&mut self) {
-        self.v.clear();
-        self.null.clear();
-    }
+    null: Option<Vec<bool>>,
 }
 
 /// The batch's copy of one loaded column.
@@ -83,15 +58,52 @@ enum Col {
     F(Vector<f64>),
 }
 
-/// Rows buffered for evaluation: their loaded columns and their groups.
+/// Rows buffered for evaluation (their bodies, borrowed from the scanned partition) and their
+/// groups; the loaded columns are filled from them when the batch is evaluated.
 #[derive(Debug, Default)]
-pub struct Batch {
-    cols: Vec<Col>,
+pub struct Batch<'r> {
+    rows: Vec<&'r [u8]>,
     groups: Vec<u32>,
+    cols: Vec<Col>,
 }
 
-/// Rows per batch.
-pub const BATCH_ROWS: usize = 1024;
+impl Batch<'_> {
+    pub(crate) fn len(&self) -> usize {
+        self.rows.len()
+    }
+}
+
+/// Rows per batch (a batch's vectors stay in the core's L2 cache).
+pub const BATCH_ROWS: usize = 512;
+
+/// Fills `out` with `f` of column `at`'s bytes in every row.
+fn load<T: Copy + Default>(rows: &[&[u8]], at: At, out: &mut Vector<T>, f: impl Fn(&[u8]) -> T) -> AResult<()> {
+    out.v.clear();
+    let (lo, hi) = (at.off, at.off + at.width);
+    match at.null_bit {
+        None => {
+            out.null = None;
+            for body in rows {
+                out.v.push(f(body.get(lo..hi).ok_or_else(damaged)?));
+            }
+        }
+        Some(bit) => {
+            let mut null = out.null.take().unwrap_or_default();
+            null.clear();
+            for body in rows {
+                if crate::row::is_null(body, Some(bit)) {
+                    null.push(true);
+                    out.v.push(T::default());
+                } else {
+                    null.push(false);
+                    out.v.push(f(body.get(lo..hi).ok_or_else(damaged)?));
+                }
+            }
+            out.null = Some(null);
+        }
+    }
+    Ok(())
+}
 
 /// An expression's values over a batch: a loaded column (borrowed), computed values, or one
 /// literal for every row.
@@ -105,18 +117,19 @@ enum Vals<'a, T> {
 /// the batch's rows, so the loops below need no bounds checks), or one literal.
 #[derive(Clone, Copy)]
 enum View<'a, T> {
-    Col(&'a [T], &'a [bool]),
+    Col(&'a [T], Option<&'a [bool]>),
     Lit(T),
 }
 
 impl<T: Copy + Default> Vals<'_, T> {
     #[inline(always)]
     fn view(&self, n: usize) -> View<'_, T> {
-        match self {
-            Vals::Ref(c) => View::Col(&c.v[..n], &c.null[..n]),
-            Vals::Own(c) => View::Col(&c.v[..n], &c.null[..n]),
-            Vals::Lit(x) => View::Lit(*x),
-        }
+        let c: &Vector<T> = match self {
+            Vals::Ref(c) => c,
+            Vals::Own(c) => c,
+            Vals::Lit(x) => return View::Lit(*x),
+        };
+        View::Col(&c.v[..n], c.null.as_deref().map(|x| &x[..n]))
     }
 
     /// `f` over every row (absent in, absent out); `f` returns None for an overflow, which fails
@@ -128,19 +141,41 @@ impl<T: Copy + Default> Vals<'_, T> {
                 None => Err(out_of_range(err)),
             },
             View::Col(v, null) => {
-                let mut out = Vector { v: vec![U::default(); n], null: null.to_vec() };
-                let mut ok = true;
-                for ((o, &x), &xn) in out.v.iter_mut().zip(v).zip(null) {
-                    if !xn {
-                        let r = f(x);
-                        ok &= r.is_some();
-                        *o = r.unwrap_or_default();
-                    }
-                }
+                let (out, ok) = run(n, null.map(<[bool]>::to_vec), |i| f(v[i]));
                 if ok { Ok(Vals::Own(out)) } else { Err(out_of_range(err)) }
             }
         }
     }
+}
+
+/// `f(i)` for every row i with a value (`null` None: every row); false when some `f` gave
+/// None (an overflow).
+#[inline(always)]
+fn run<U: Copy + Default>(n: usize, null: Option<Vec<bool>>, f: impl Fn(usize) -> Option<U>) -> (Vector<U>, bool) {
+    let mut ok = true;
+    // `extend` over a range knows its length: no capacity check per value.
+    let v: Vec<U> = match &null {
+        None => (0..n)
+            .map(|i| {
+                let r = f(i);
+                ok &= r.is_some();
+                r.unwrap_or_default()
+            })
+            .collect(),
+        Some(nl) => nl[..n]
+            .iter()
+            .enumerate()
+            .map(|(i, &xn)| {
+                if xn {
+                    return U::default();
+                }
+                let r = f(i);
+                ok &= r.is_some();
+                r.unwrap_or_default()
+            })
+            .collect(),
+    };
+    (Vector { v, null }, ok)
 }
 
 /// `f` over the rows where both sides have a value (absent otherwise); None from `f` is an
@@ -153,19 +188,6 @@ fn zip<T: Copy + Default, U: Copy + Default>(
     err: &str,
     f: impl Fn(T, T) -> Option<U>,
 ) -> AResult<Vals<'static, U>> {
-    #[inline(always)]
-    fn run<U: Copy + Default>(n: usize, null: Vec<bool>, f: impl Fn(usize) -> Option<U>) -> (Vector<U>, bool) {
-        let mut out = Vector { v: vec![U::default(); n], null };
-        let mut ok = true;
-        for (i, o) in out.v.iter_mut().enumerate() {
-            if !out.null[i] {
-                let r = f(i);
-                ok &= r.is_some();
-                *o = r.unwrap_or_default();
-            }
-        }
-        (out, ok)
-    }
     let (out, ok) = match (a.view(n), b.view(n)) {
         (View::Lit(x), View::Lit(y)) => {
             return match f(x, y) {
@@ -173,10 +195,14 @@ fn zip<T: Copy + Default, U: Copy + Default>(
                 None => Err(out_of_range(err)),
             };
         }
-        (View::Col(x, xn), View::Lit(y)) => run(n, xn.to_vec(), |i| f(x[i], y)),
-        (View::Lit(x), View::Col(y, yn)) => run(n, yn.to_vec(), |i| f(x, y[i])),
+        (View::Col(x, xn), View::Lit(y)) => run(n, xn.map(<[bool]>::to_vec), |i| f(x[i], y)),
+        (View::Lit(x), View::Col(y, yn)) => run(n, yn.map(<[bool]>::to_vec), |i| f(x, y[i])),
         (View::Col(x, xn), View::Col(y, yn)) => {
-            let null = xn.iter().zip(yn).map(|(a, b)| *a | *b).collect();
+            let null = match (xn, yn) {
+                (None, None) => None,
+                (Some(a), None) | (None, Some(a)) => Some(a.to_vec()),
+                (Some(a), Some(b)) => Some(a.iter().zip(b).map(|(a, b)| *a | *b).collect()),
+            };
             run(n, null, |i| f(x[i], y[i]))
         }
     };
@@ -224,8 +250,8 @@ enum CE {
 }
 
 impl IE {
-    fn eval<'a>(&self, b: &'a Batch) -> AResult<Vals<'a, i64>> {
-        let n = b.groups.len();
+    fn eval<'a>(&self, b: &'a Batch<'_>) -> AResult<Vals<'a, i64>> {
+        let n = b.rows.len();
         Ok(match self {
             IE::Col(slot) => match &b.cols[*slot] {
                 Col::I(v) => Vals::Ref(v),
@@ -256,8 +282,8 @@ fn dec(v: Option<i128>) -> Option<i128> {
 }
 
 impl DE {
-    fn eval<'a>(&self, b: &'a Batch) -> AResult<Vals<'a, i128>> {
-        let n = b.groups.len();
+    fn eval<'a>(&self, b: &'a Batch<'_>) -> AResult<Vals<'a, i128>> {
+        let n = b.rows.len();
         Ok(match self {
             DE::Col(slot) => match &b.cols[*slot] {
                 Col::D(v) => Vals::Ref(v),
@@ -287,8 +313,8 @@ impl DE {
 }
 
 impl FE {
-    fn eval<'a>(&self, b: &'a Batch) -> AResult<Vals<'a, f64>> {
-        let n = b.groups.len();
+    fn eval<'a>(&self, b: &'a Batch<'_>) -> AResult<Vals<'a, f64>> {
+        let n = b.rows.len();
         let finite = |r: f64| r.is_finite().then_some(r);
         Ok(match self {
             FE::Col(slot) => match &b.cols[*slot] {
@@ -415,26 +441,115 @@ fn compile(e: &AggExpr, layout: &RowLayout, loads: &mut Vec<(usize, Load)>) -> O
     })
 }
 
-/// A typed accumulator.
-#[derive(Debug, Clone)]
+/// The kind of a compiled aggregate's accumulator.
+#[derive(Debug, Clone, Copy)]
 enum Acc {
-    Count(i64),
-    /// SUM of integers or decimals: exact, at a fixed scale (None: no value yet).
-    SumD(Option<i128>, u8),
-    SumF(Option<f64>),
+    Count,
+    /// SUM of integers or decimals: exact, at a fixed scale.
+    SumD(u8),
+    SumF,
     /// MIN/MAX over integers (kept as BIGINT), decimals (at their scale) or doubles.
-    MinMaxI(Option<i64>),
-    MinMaxD(Option<i128>, u8),
-    MinMaxF(Option<f64>),
-    Var(i64, f64, f64),
+    MinMaxI,
+    MinMaxD(u8),
+    MinMaxF,
+    Var,
 }
 
-/// One compiled aggregate: its operation, argument and accumulator template.
+/// One aggregate's accumulators, one entry per group (`has[g]`: group g has seen a value).
+#[derive(Debug, Clone)]
+enum AccCol {
+    Count(Vec<i64>),
+    SumD(Vec<i128>, Vec<bool>, u8),
+    SumF(Vec<f64>, Vec<bool>),
+    MinMaxI(Vec<i64>, Vec<bool>),
+    MinMaxD(Vec<i128>, Vec<bool>, u8),
+    MinMaxF(Vec<f64>, Vec<bool>),
+    Var(Vec<(i64, f64, f64)>),
+}
+
+impl AccCol {
+    fn new(kind: Acc) -> AccCol {
+        match kind {
+            Acc::Count => AccCol::Count(Vec::new()),
+            Acc::SumD(s) => AccCol::SumD(Vec::new(), Vec::new(), s),
+            Acc::SumF => AccCol::SumF(Vec::new(), Vec::new()),
+            Acc::MinMaxI => AccCol::MinMaxI(Vec::new(), Vec::new()),
+            Acc::MinMaxD(s) => AccCol::MinMaxD(Vec::new(), Vec::new(), s),
+            Acc::MinMaxF => AccCol::MinMaxF(Vec::new(), Vec::new()),
+            Acc::Var => AccCol::Var(Vec::new()),
+        }
+    }
+
+    fn push(&mut self) {
+        match self {
+            AccCol::Count(c) => c.push(0),
+            AccCol::SumD(v, h, _) | AccCol::MinMaxD(v, h, _) => {
+                v.push(0);
+                h.push(false);
+            }
+            AccCol::SumF(v, h) | AccCol::MinMaxF(v, h) => {
+                v.push(0.0);
+                h.push(false);
+            }
+            AccCol::MinMaxI(v, h) => {
+                v.push(0);
+                h.push(false);
+            }
+            AccCol::Var(v) => v.push((0, 0.0, 0.0)),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            AccCol::Count(c) => c.len(),
+            AccCol::SumD(v, ..) | AccCol::MinMaxD(v, ..) => v.len(),
+            AccCol::SumF(v, _) | AccCol::MinMaxF(v, _) => v.len(),
+            AccCol::MinMaxI(v, _) => v.len(),
+            AccCol::Var(v) => v.len(),
+        }
+    }
+
+    /// Group g's slots as the interpreter keeps them.
+    fn values(&self, g: usize, out: &mut Vec<Value>) {
+        let opt = |has: &[bool], v: Value| if has[g] { v } else { Value::Null };
+        match self {
+            AccCol::Count(c) => out.push(Value::Int(c[g])),
+            AccCol::SumD(v, h, scale) | AccCol::MinMaxD(v, h, scale) => {
+                out.push(opt(h, Value::Decimal { v: v[g], scale: *scale }))
+            }
+            AccCol::SumF(v, h) | AccCol::MinMaxF(v, h) => out.push(opt(h, Value::Double(v[g]))),
+            AccCol::MinMaxI(v, h) => out.push(opt(h, Value::Int(v[g]))),
+            AccCol::Var(v) => {
+                let (n, mean, m2) = v[g];
+                out.extend([Value::Int(n), Value::Double(mean), Value::Double(m2)]);
+            }
+        }
+    }
+}
+
+/// The accumulators of every group of a compiled program, one column per aggregate.
+#[derive(Debug, Clone, Default)]
+pub struct Accs {
+    cols: Vec<AccCol>,
+    groups: usize,
+}
+
+impl Accs {
+    /// Fresh accumulators for a new group (its index: the number of groups before).
+    pub fn push_group(&mut self) {
+        for c in &mut self.cols {
+            c.push();
+        }
+        self.groups += 1;
+    }
+}
+
+/// One compiled aggregate: its operation, argument and accumulator kind.
 #[derive(Debug, Clone)]
 struct Agg {
     op: AggOp,
     arg: Option<CE>,
-    start: Acc,
+    acc: Acc,
 }
 
 /// The compiled program.
@@ -442,6 +557,8 @@ struct Agg {
 pub struct Fast {
     aggs: Vec<Agg>,
     loads: Vec<Load>,
+    /// Bytes a row body has at least (the end of the furthest column loaded).
+    body_min: usize,
 }
 
 /// One aggregate's argument over a batch.
@@ -452,27 +569,30 @@ enum Arg<'a> {
     F(Vals<'a, f64>),
 }
 
-/// `f(group, value)` for every row with a value, in row order; false from `f` (an accumulator
-/// of another kind) stops with false.
+/// `f(group, value)` for every row with a value, in row order.
 #[inline(always)]
-fn each<T: Copy>(groups: &[u32], view: View<T>, mut f: impl FnMut(usize, T) -> bool) -> bool {
+fn each<T: Copy>(groups: &[u32], view: View<T>, mut f: impl FnMut(usize, T)) {
     match view {
-        View::Lit(x) => groups.iter().all(|&g| f(g as usize, x)),
-        View::Col(v, null) => {
-            let (v, null) = (&v[..groups.len()], &null[..groups.len()]);
-            for (i, &g) in groups.iter().enumerate() {
-                if !null[i] && !f(g as usize, v[i]) {
-                    return false;
+        View::Lit(x) => groups.iter().for_each(|&g| f(g as usize, x)),
+        View::Col(v, None) => {
+            for (&g, &x) in groups.iter().zip(v) {
+                f(g as usize, x);
+            }
+        }
+        View::Col(v, Some(null)) => {
+            for ((&g, &x), &n) in groups.iter().zip(v).zip(null) {
+                if !n {
+                    f(g as usize, x);
                 }
             }
-            true
         }
     }
 }
 
 /// Welford's step of a variance accumulator.
 #[inline(always)]
-fn var_step(n: &mut i64, mean: &mut f64, m2: &mut f64, x: f64) {
+fn var_step(s: &mut (i64, f64, f64), x: f64) {
+    let (n, mean, m2) = s;
     *n += 1;
     let new_mean = *mean + (x - *mean) / *n as f64;
     *m2 += (x - *mean) * (x - new_mean);
@@ -489,79 +609,91 @@ impl Fast {
                 None => None,
                 Some(e) => Some(compile(e, layout, &mut loads)?),
             };
-            let start = match (op, &arg) {
-                (AggOp::Count, _) => Acc::Count(0),
-                (AggOp::Var, _) => Acc::Var(0, 0.0, 0.0),
+            let acc = match (op, &arg) {
+                (AggOp::Count, _) => Acc::Count,
+                (AggOp::Var, _) => Acc::Var,
                 (_, None) => return None,
-                (AggOp::Sum, Some(CE::I(_))) => Acc::SumD(None, 0),
-                (AggOp::Sum, Some(CE::D(_, s))) => Acc::SumD(None, *s),
-                (AggOp::Sum, Some(CE::F(_))) => Acc::SumF(None),
-                (AggOp::Min | AggOp::Max, Some(CE::I(_))) => Acc::MinMaxI(None),
-                (AggOp::Min | AggOp::Max, Some(CE::D(_, s))) => Acc::MinMaxD(None, *s),
+                (AggOp::Sum, Some(CE::I(_))) => Acc::SumD(0),
+                (AggOp::Sum, Some(CE::D(_, s))) => Acc::SumD(*s),
+                (AggOp::Sum, Some(CE::F(_))) => Acc::SumF,
+                (AggOp::Min | AggOp::Max, Some(CE::I(_))) => Acc::MinMaxI,
+                (AggOp::Min | AggOp::Max, Some(CE::D(_, s))) => Acc::MinMaxD(*s),
                 // The interpreter keeps a bare FLOAT column's MIN/MAX as FLOAT.
                 (AggOp::Min | AggOp::Max, Some(CE::F(FE::Col(c))))
                     if matches!(loads.get(*c), Some((_, Load::Flt(_, true)))) =>
                 {
                     return None;
                 }
-                (AggOp::Min | AggOp::Max, Some(CE::F(_))) => Acc::MinMaxF(None),
+                (AggOp::Min | AggOp::Max, Some(CE::F(_))) => Acc::MinMaxF,
             };
-            aggs.push(Agg { op: *op, arg, start });
+            aggs.push(Agg { op: *op, arg, acc });
         }
-        Some(Fast { aggs, loads: loads.into_iter().map(|(_, l)| l).collect() })
+        let loads: Vec<Load> = loads.into_iter().map(|(_, l)| l).collect();
+        let body_min = loads
+            .iter()
+            .map(|l| match l {
+                Load::Int(at, _) | Load::Dec(at) | Load::Flt(at, _) => at.off + at.width,
+            })
+            .max()
+            .unwrap_or(0);
+        Some(Fast { aggs, loads, body_min })
     }
 
-    /// Fresh accumulators of a new group.
-    pub fn start(&self) -> Vec<AccSlot> {
-        self.aggs.iter().map(|a| AccSlot(a.start.clone())).collect()
+    /// Accumulators for no group yet.
+    pub fn accs(&self) -> Accs {
+        Accs { cols: self.aggs.iter().map(|a| AccCol::new(a.acc)).collect(), groups: 0 }
     }
 
-    /// Copies the columns the program reads from one row's body (`RowLayout::body`) into the
-    /// batch, with the row's group.
-    pub fn push(&self, batch: &mut Batch, body: &[u8], group: u32) -> AResult<()> {
-        if batch.cols.len() != self.loads.len() {
-            batch.cols = self
-                .loads
-                .iter()
-                .map(|l| match l {
-                    Load::Int(..) => Col::I(Vector::with_capacity(BATCH_ROWS)),
-                    Load::Dec(_) => Col::D(Vector::with_capacity(BATCH_ROWS)),
-                    Load::Flt(..) => Col::F(Vector::with_capacity(BATCH_ROWS)),
-                })
-                .collect();
+    /// Buffers one row's body (`RowLayout::body`) with its group.
+    #[inline]
+    pub fn push<'r>(&self, batch: &mut Batch<'r>, body: &'r [u8], group: u32) -> AResult<()> {
+        if body.len() < self.body_min {
+            return Err(damaged());
         }
-        for (l, c) in self.loads.iter().zip(batch.cols.iter_mut()) {
-            match (l, c) {
-                (Load::Int(at, bits), Col::I(v)) => v.push(at.bytes(body)?.map(|b| stored_int(b, *bits))),
-                (Load::Dec(at), Col::D(v)) => v.push(at.bytes(body)?.map(stored_i128)),
-                (Load::Flt(at, single), Col::F(v)) => v.push(at.bytes(body)?.map(|b| {
-                    let u = stored_u64(b);
-                    if *single { f32::from_bits(u as u32) as f64 } else { f64::from_bits(u) }
-                })),
-                _ => return Err(shape()),
-            }
-        }
+        batch.rows.push(body);
         batch.groups.push(group);
         Ok(())
     }
 
     /// Evaluates the batch and folds it, row by row in the order pushed, into the groups'
     /// accumulators; the batch is empty afterwards.
-    pub fn flush(&self, batch: &mut Batch, accs: &mut [Vec<AccSlot>]) -> AResult<()> {
-        let result = self.fold(batch, accs);
-        for c in batch.cols.iter_mut() {
-            match c {
-                Col::I(v) => v.clear(),
-                Col::D(v) => v.clear(),
-                Col::F(v) => v.clear(),
-            }
-        }
+    pub fn flush(&self, batch: &mut Batch<'_>, accs: &mut Accs) -> AResult<()> {
+        let result = self.load(batch).and_then(|()| self.fold(batch, accs));
+        batch.rows.clear();
         batch.groups.clear();
         result
     }
 
-    fn fold(&self, batch: &Batch, accs: &mut [Vec<AccSlot>]) -> AResult<()> {
-        if batch.groups.is_empty() {
+    /// Copies the columns the program reads from the batch's rows into its vectors.
+    fn load(&self, batch: &mut Batch<'_>) -> AResult<()> {
+        if batch.cols.len() != self.loads.len() {
+            batch.cols = self
+                .loads
+                .iter()
+                .map(|l| match l {
+                    Load::Int(..) => Col::I(Vector::default()),
+                    Load::Dec(_) => Col::D(Vector::default()),
+                    Load::Flt(..) => Col::F(Vector::default()),
+                })
+                .collect();
+        }
+        let rows = &batch.rows[..];
+        for (l, c) in self.loads.iter().zip(batch.cols.iter_mut()) {
+            match (l, c) {
+                (Load::Int(at, bits), Col::I(v)) => load(rows, *at, v, |b| stored_int(b, *bits))?,
+                (Load::Dec(at), Col::D(v)) => load(rows, *at, v, stored_i128)?,
+                (Load::Flt(at, true), Col::F(v)) => {
+                    load(rows, *at, v, |b| f32::from_bits(stored_u64(b) as u32) as f64)?
+                }
+                (Load::Flt(at, false), Col::F(v)) => load(rows, *at, v, |b| f64::from_bits(stored_u64(b)))?,
+                _ => return Err(shape()),
+            }
+        }
+        Ok(())
+    }
+
+    fn fold(&self, batch: &Batch<'_>, accs: &mut Accs) -> AResult<()> {
+        if batch.rows.is_empty() {
             return Ok(());
         }
         // Every argument first (an error anywhere fails the batch, as it fails the scan).
@@ -578,88 +710,170 @@ impl Fast {
             })
             .collect::<AResult<Vec<_>>>()?;
         let groups = &batch.groups[..];
-        if groups.iter().any(|&g| accs.get(g as usize).is_none_or(|a| a.len() != self.aggs.len())) {
+        // Every group indexes every accumulator column (checked once, not per row).
+        let n = accs.groups;
+        if accs.cols.len() != self.aggs.len()
+            || accs.cols.iter().any(|c| c.len() != n)
+            || groups.iter().any(|&g| g as usize >= n)
+        {
             return Err(shape());
         }
-        for (k, (a, arg)) in self.aggs.iter().zip(&args).enumerate() {
-            if !fold_all(a.op, &a.start, k, arg, groups, accs) {
+        // With few groups, the batch's rows per group are counted once (two lanes).
+        let tally = (n <= LANE_GROUPS).then(|| {
+            let mut lanes = [[0i64; LANE_GROUPS]; 2];
+            let pairs = groups.chunks_exact(2);
+            for &g in pairs.remainder() {
+                lanes[0][g as usize] += 1;
+            }
+            for p in pairs {
+                lanes[0][p[0] as usize] += 1;
+                lanes[1][p[1] as usize] += 1;
+            }
+            Tally { groups: n, rows: std::array::from_fn(|g| lanes[0][g] + lanes[1][g]) }
+        });
+        for ((a, arg), col) in self.aggs.iter().zip(&args).zip(accs.cols.iter_mut()) {
+            if !fold_all(a.op, col, arg, groups, tally.as_ref()) {
                 return Err(shape());
             }
         }
         Ok(())
     }
 
-    /// A group's accumulators as the interpreter's slots (`Aggregation::start`'s layout).
-    pub fn values(&self, accs: &[AccSlot]) -> Vec<Value> {
-        let mut out = Vec::with_capacity(accs.len() + 2);
-        for AccSlot(acc) in accs {
-            match *acc {
-                Acc::Count(n) => out.push(Value::Int(n)),
-                Acc::SumD(s, scale) => out.push(s.map_or(Value::Null, |v| Value::Decimal { v, scale })),
-                Acc::SumF(s) => out.push(s.map_or(Value::Null, Value::Double)),
-                Acc::MinMaxI(m) => out.push(m.map_or(Value::Null, Value::Int)),
-                Acc::MinMaxD(m, scale) => out.push(m.map_or(Value::Null, |v| Value::Decimal { v, scale })),
-                Acc::MinMaxF(m) => out.push(m.map_or(Value::Null, Value::Double)),
-                Acc::Var(n, mean, m2) => out.extend([Value::Int(n), Value::Double(mean), Value::Double(m2)]),
-            }
+    /// Group g's accumulators as the interpreter's slots (`Aggregation::start`'s layout).
+    pub fn values(&self, accs: &Accs, g: usize) -> Vec<Value> {
+        let mut out = Vec::with_capacity(accs.cols.len() + 2);
+        for c in &accs.cols {
+            c.values(g, &mut out);
         }
         out
     }
 }
 
-/// Folds a batch's values of aggregate `k` into its groups' accumulators, in row order: one
-/// loop per kind of accumulator and argument (chosen by the aggregate's template `start`).
-/// False when an accumulator is not of the template's kind.
-fn fold_all(op: AggOp, start: &Acc, k: usize, arg: &Arg, groups: &[u32], accs: &mut [Vec<AccSlot>]) -> bool {
+/// Groups up to which a batch's counts and exact sums are made in two interleaved lanes of
+/// per-group partials (consecutive rows of one group then do not wait on each other's store to
+/// the same accumulator).
+const LANE_GROUPS: usize = 8;
+
+/// A batch's rows per group, when there are at most LANE_GROUPS groups.
+struct Tally {
+    groups: usize,
+    rows: [i64; LANE_GROUPS],
+}
+
+/// Whether a view has a value in every row.
+fn no_nulls<T>(v: &View<T>) -> bool {
+    matches!(v, View::Lit(_) | View::Col(_, None))
+}
+
+/// Adds a batch's exact values to their groups' sums in two lanes (`Tally`'s groups), when no
+/// order of the additions can overflow (then the result equals the row-by-row saturating sums):
+/// false, and nothing added, otherwise. NULL rows hold 0 and only skip `has`.
+fn sum_lanes<T: Copy>(
+    groups: &[u32],
+    view: View<T>,
+    tally: &Tally,
+    sums: &mut [i128],
+    has: &mut [bool],
+    wide: impl Fn(T) -> i128,
+) -> bool {
+    let View::Col(v, null) = view else { return false };
+    let biggest = v.iter().map(|&x| wide(x).unsigned_abs()).max().unwrap_or(0);
+    let start = sums.iter().map(|x| x.unsigned_abs()).max().unwrap_or(0);
+    let safe =
+        biggest.checked_mul(v.len() as u128).and_then(|b| b.checked_add(start)).is_some_and(|b| b <= i128::MAX as u128);
+    if !safe || sums.len() != tally.groups {
+        return false;
+    }
+    let mut lanes = [[0i128; LANE_GROUPS]; 2];
+    let (pg, pv) = (groups.chunks_exact(2), v.chunks_exact(2));
+    for (&g, &x) in pg.remainder().iter().zip(pv.remainder()) {
+        lanes[0][g as usize] += wide(x);
+    }
+    for (g, x) in pg.zip(pv) {
+        lanes[0][g[0] as usize] += wide(x[0]);
+        lanes[1][g[1] as usize] += wide(x[1]);
+    }
+    for (g, s) in sums.iter_mut().enumerate() {
+        *s += lanes[0][g] + lanes[1][g];
+    }
+    match null {
+        None => has.iter_mut().zip(&tally.rows).for_each(|(h, &r)| *h |= r > 0),
+        Some(null) => groups.iter().zip(null).for_each(|(&g, &n)| has[g as usize] |= !n),
+    }
+    true
+}
+
+/// Folds a batch's values of one aggregate into its groups' accumulators, in row order (or,
+/// for counts and exact sums over few groups, in lanes with the same result): one loop per
+/// kind of accumulator and argument. False when the accumulator is not of the argument's
+/// kind. Every group is below the columns' length (`Fast::fold` checks).
+fn fold_all(op: AggOp, col: &mut AccCol, arg: &Arg, groups: &[u32], tally: Option<&Tally>) -> bool {
     let n = groups.len();
-    // `$body` for every row with a value `$x` whose group's accumulator matches `$acc`.
-    macro_rules! fold {
-        ($view:expr, |$x:pat_param| $acc:pat => $body:expr) => {
-            each(groups, $view, |g, $x| match &mut accs[g][k].0 {
-                $acc => {
-                    $body;
-                    true
-                }
-                _ => false,
-            })
+    let min = op == AggOp::Min;
+    // COUNT over rows that all have a value: the batch's rows per group.
+    if let (AccCol::Count(c), Some(t)) = (&mut *col, tally)
+        && c.len() == t.groups
+        && match arg {
+            Arg::Rows => true,
+            Arg::I(v) => no_nulls(&v.view(n)),
+            Arg::D(v, _) => no_nulls(&v.view(n)),
+            Arg::F(v) => no_nulls(&v.view(n)),
+        }
+    {
+        c.iter_mut().zip(&t.rows).for_each(|(c, r)| *c += r);
+        return true;
+    }
+    if let (AccCol::SumD(s, h, _), Some(t)) = (&mut *col, tally) {
+        let done = match arg {
+            Arg::I(v) => sum_lanes(groups, v.view(n), t, s, h, |x| x as i128),
+            Arg::D(v, _) => sum_lanes(groups, v.view(n), t, s, h, |x| x),
+            _ => false,
         };
+        if done {
+            return true;
+        }
     }
-    match (start, arg) {
-        (Acc::Count(_), Arg::Rows) => fold!(View::Lit(()), |_| Acc::Count(c) => *c += 1),
-        (Acc::Count(_), Arg::I(v)) => fold!(v.view(n), |_| Acc::Count(c) => *c += 1),
-        (Acc::Count(_), Arg::D(v, _)) => fold!(v.view(n), |_| Acc::Count(c) => *c += 1),
-        (Acc::Count(_), Arg::F(v)) => fold!(v.view(n), |_| Acc::Count(c) => *c += 1),
-        (Acc::SumD(..), Arg::I(v)) => {
-            fold!(v.view(n), |x| Acc::SumD(s, _) => *s = Some(s.unwrap_or(0).saturating_add(x as i128)))
-        }
-        (Acc::SumD(..), Arg::D(v, _)) => {
-            fold!(v.view(n), |x| Acc::SumD(s, _) => *s = Some(s.unwrap_or(0).saturating_add(x)))
-        }
-        (Acc::SumF(_), Arg::F(v)) => fold!(v.view(n), |x| Acc::SumF(s) => *s = Some(s.unwrap_or(0.0) + x)),
-        (Acc::MinMaxI(_), Arg::I(v)) => fold!(v.view(n), |x| Acc::MinMaxI(m) => *m = Some(pick(op, *m, x))),
-        (Acc::MinMaxD(..), Arg::D(v, _)) => fold!(v.view(n), |x| Acc::MinMaxD(m, _) => *m = Some(pick(op, *m, x))),
-        (Acc::MinMaxF(_), Arg::F(v)) => fold!(v.view(n), |x| Acc::MinMaxF(m) => *m = Some(pick(op, *m, x))),
-        (Acc::Var(..), Arg::I(v)) => fold!(v.view(n), |x| Acc::Var(c, mean, m2) => var_step(c, mean, m2, x as f64)),
-        (Acc::Var(..), Arg::D(v, scale)) => {
+    match (col, arg) {
+        (AccCol::Count(c), Arg::Rows) => groups.iter().for_each(|&g| c[g as usize] += 1),
+        (AccCol::Count(c), Arg::I(v)) => each(groups, v.view(n), |g, _| c[g] += 1),
+        (AccCol::Count(c), Arg::D(v, _)) => each(groups, v.view(n), |g, _| c[g] += 1),
+        (AccCol::Count(c), Arg::F(v)) => each(groups, v.view(n), |g, _| c[g] += 1),
+        (AccCol::SumD(s, h, _), Arg::I(v)) => each(groups, v.view(n), |g, x| {
+            s[g] = s[g].saturating_add(x as i128);
+            h[g] = true;
+        }),
+        (AccCol::SumD(s, h, _), Arg::D(v, _)) => each(groups, v.view(n), |g, x| {
+            s[g] = s[g].saturating_add(x);
+            h[g] = true;
+        }),
+        (AccCol::SumF(s, h), Arg::F(v)) => each(groups, v.view(n), |g, x| {
+            s[g] += x;
+            h[g] = true;
+        }),
+        (AccCol::MinMaxI(m, h), Arg::I(v)) => each(groups, v.view(n), |g, x| pick(min, &mut m[g], &mut h[g], x)),
+        (AccCol::MinMaxD(m, h, _), Arg::D(v, _)) => each(groups, v.view(n), |g, x| pick(min, &mut m[g], &mut h[g], x)),
+        (AccCol::MinMaxF(m, h), Arg::F(v)) => each(groups, v.view(n), |g, x| pick(min, &mut m[g], &mut h[g], x)),
+        (AccCol::Var(s), Arg::I(v)) => each(groups, v.view(n), |g, x| var_step(&mut s[g], x as f64)),
+        (AccCol::Var(s), Arg::D(v, scale)) => {
             let d = 10f64.powi(*scale as i32);
-            fold!(v.view(n), |x| Acc::Var(c, mean, m2) => var_step(c, mean, m2, x as f64 / d))
+            each(groups, v.view(n), |g, x| var_step(&mut s[g], x as f64 / d))
         }
-        (Acc::Var(..), Arg::F(v)) => fold!(v.view(n), |x| Acc::Var(c, mean, m2) => var_step(c, mean, m2, x)),
-        (Acc::Var(..), Arg::Rows) => true,
-        _ => false,
+        (AccCol::Var(s), Arg::F(v)) => each(groups, v.view(n), |g, x| var_step(&mut s[g], x)),
+        (AccCol::Var(_), Arg::Rows) => {}
+        _ => return false,
     }
+    true
 }
 
-fn pick<T: PartialOrd + Copy>(op: AggOp, cur: Option<T>, v: T) -> T {
-    match cur {
-        Some(c) if (op == AggOp::Min && c <= v) || (op == AggOp::Max && c >= v) => c,
-        _ => v,
+/// MIN (`min`) or MAX: `v` replaces the current value when better or the first.
+#[inline(always)]
+fn pick<T: PartialOrd + Copy>(min: bool, cur: &mut T, has: &mut bool, v: T) {
+    // As the interpreter: the current value stays only when it is at least as good.
+    if !*has || !((min && *cur <= v) || (!min && *cur >= v)) {
+        *cur = v;
+        *has = true;
     }
 }
-
-/// A group's typed accumulator (opaque outside this module).
-#[derive(Debug, Clone)]
-pub struct AccSlot(Acc);
 
 #[cfg(test)]
 mod tests {
@@ -753,7 +967,9 @@ mod tests {
             let a = Aggregation { group_by, aggs };
             compiled += Fast::compile(&a, &l).is_some() as u32;
             let big = case % 5 == 0;
-            let rows: Vec<Vec<u8>> = (0..200).map(|i| row(&mut rng, &l, i, big)).collect();
+            // Some cases span several batches.
+            let n = if case % 4 == 1 { 2 * BATCH_ROWS as i64 + 77 } else { 200 };
+            let rows: Vec<Vec<u8>> = (0..n).map(|i| row(&mut rng, &l, i, big)).collect();
             let run = |interpreted: bool| {
                 let mut p = if interpreted { Partial::interpreted() } else { Partial::default() };
                 for r in &rows {

@@ -166,6 +166,131 @@ pub fn truncate_fsp(micros: i64, fsp: u8) -> i64 {
     micros - micros.rem_euclid(unit)
 }
 
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+
+/// Day of the week of a day number, 0 = Monday.
+pub fn weekday(days: i32) -> u32 {
+    // 1970-01-01 was a Thursday.
+    (days as i64 + 3).rem_euclid(7) as u32
+}
+
+/// MySQL's week number of a date and the year it belongs to, for the behaviour bits of its
+/// week calculation: Monday first (else Sunday), weeks of the year's last days may belong to
+/// the next year (`week_year`; the week number is then 1..=53, else 0..=53), and week 1 is the
+/// first with the first day of the week in it (`first_weekday`) or the first with 4 or more days
+/// of the year. (MySQL 8.0 reference manual, WEEK() and DATE_FORMAT(); the steps are those its
+/// week calculation is documented by.)
+pub fn week(days: i32, monday_first: bool, week_year: bool, first_weekday: bool) -> (u32, i32) {
+    let (mut year, month, day) = civil_from_days(days);
+    let mut first = days_from_civil(year, 1, 1);
+    let wd = |d: i32| if monday_first { weekday(d) } else { (weekday(d) + 1) % 7 };
+    let mut weekday0 = wd(first);
+    let year_days = |y: i32| if is_leap(y) { 366 } else { 365 };
+    let mut week_year = week_year;
+    let starts_late = |w: u32| (first_weekday && w != 0) || (!first_weekday && w >= 4);
+    if month == 1 && day <= 7 - weekday0 {
+        if !week_year && starts_late(weekday0) {
+            return (0, year);
+        }
+        week_year = true;
+        year -= 1;
+        let n = year_days(year);
+        first -= n;
+        weekday0 = (weekday0 + 53 * 7 - n as u32) % 7;
+    }
+    let since =
+        if starts_late(weekday0) { days - (first + (7 - weekday0 as i32)) } else { days - (first - weekday0 as i32) };
+    if week_year && since >= 52 * 7 {
+        let w = (weekday0 + year_days(year) as u32) % 7;
+        if (!first_weekday && w < 4) || (first_weekday && w == 0) {
+            return (1, year + 1);
+        }
+    }
+    ((since / 7 + 1) as u32, year)
+}
+
+/// MySQL's DATE_FORMAT of a date and time (microseconds since 1970-01-01 00:00:00) with the
+/// specifiers of the MySQL 8.0 reference manual; an unknown specifier `%x` gives `x`.
+pub fn date_format(micros: i64, fmt: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let days = micros.div_euclid(MICROS_PER_DAY) as i32;
+    let rest = micros.rem_euclid(MICROS_PER_DAY);
+    let (y, m, d) = civil_from_days(days);
+    let secs = rest / MICROS_PER_SEC;
+    let (h, mi, s, us) = (secs / 3600, secs / 60 % 60, secs % 60, rest % MICROS_PER_SEC);
+    let h12 = if h % 12 == 0 { 12 } else { h % 12 };
+    let ampm = if h < 12 { "AM" } else { "PM" };
+    let wd = weekday(days);
+    let mut out = Vec::with_capacity(fmt.len() + 16);
+    let mut it = fmt.iter();
+    while let Some(&c) = it.next() {
+        if c != b'%' {
+            out.push(c);
+            continue;
+        }
+        let Some(&k) = it.next() else { break };
+        let _ = match k {
+            b'a' => write!(out, "{}", &WEEKDAYS[wd as usize][..3]),
+            b'b' => write!(out, "{}", &MONTHS[m as usize - 1][..3]),
+            b'c' => write!(out, "{m}"),
+            b'D' => {
+                let suffix = match (d % 10, d / 10 == 1) {
+                    (_, true) => "th",
+                    (1, _) => "st",
+                    (2, _) => "nd",
+                    (3, _) => "rd",
+                    _ => "th",
+                };
+                write!(out, "{d}{suffix}")
+            }
+            b'd' => write!(out, "{d:02}"),
+            b'e' => write!(out, "{d}"),
+            b'f' => write!(out, "{us:06}"),
+            b'H' => write!(out, "{h:02}"),
+            b'h' | b'I' => write!(out, "{h12:02}"),
+            b'i' => write!(out, "{mi:02}"),
+            b'j' => write!(out, "{:03}", days - days_from_civil(y, 1, 1) + 1),
+            b'k' => write!(out, "{h}"),
+            b'l' => write!(out, "{h12}"),
+            b'M' => write!(out, "{}", MONTHS[m as usize - 1]),
+            b'm' => write!(out, "{m:02}"),
+            b'p' => write!(out, "{ampm}"),
+            b'r' => write!(out, "{h12:02}:{mi:02}:{s:02} {ampm}"),
+            b'S' | b's' => write!(out, "{s:02}"),
+            b'T' => write!(out, "{h:02}:{mi:02}:{s:02}"),
+            b'U' => write!(out, "{:02}", week(days, false, false, true).0),
+            b'u' => write!(out, "{:02}", week(days, true, false, false).0),
+            b'V' => write!(out, "{:02}", week(days, false, true, true).0),
+            b'v' => write!(out, "{:02}", week(days, true, true, false).0),
+            b'W' => write!(out, "{}", WEEKDAYS[wd as usize]),
+            b'w' => write!(out, "{}", (wd + 1) % 7),
+            b'X' => write!(out, "{:04}", week(days, false, true, true).1),
+            b'x' => write!(out, "{:04}", week(days, true, true, false).1),
+            b'Y' => write!(out, "{y:04}"),
+            b'y' => write!(out, "{:02}", y.rem_euclid(100)),
+            other => {
+                out.push(other);
+                Ok(())
+            }
+        };
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,5 +318,29 @@ mod tests {
         assert_eq!(format_time(t, 1), "-838:59:58.5");
         assert!(parse_time("839:00:00").is_none());
         assert_eq!(truncate_fsp(1_234_567, 3), 1_234_000);
+    }
+
+    #[test]
+    fn mysql_date_format_and_weeks() {
+        let t = parse_datetime("2024-03-05 13:04:05.000123").unwrap();
+        let f = |fmt: &str| String::from_utf8(date_format(t, fmt.as_bytes())).unwrap();
+        assert_eq!(f("%Y-%m-%d %H:%i:%s"), "2024-03-05 13:04:05");
+        assert_eq!(
+            f("%a %b %c %D %e %f %h %I %j %k %l %M %p %r %T %W %w %y %% %q"),
+            "Tue Mar 3 5th 5 000123 01 01 065 13 1 March PM 01:04:05 PM 13:04:05 Tuesday 2 24 % q"
+        );
+        // Week numbers of the MySQL manual's examples (WEEK('2008-02-20') = 7, mode 1 = 8;
+        // '2008-12-31' in mode 1 is week 53; '2000-01-01' is week 52 of 1999 with %V/%X).
+        let d = |s: &str| parse_date(s).unwrap();
+        assert_eq!(week(d("2008-02-20"), false, false, true).0, 7);
+        assert_eq!(week(d("2008-02-20"), true, false, false).0, 8);
+        assert_eq!(week(d("2008-12-31"), true, false, false).0, 53);
+        assert_eq!(week(d("2000-01-01"), false, true, true), (52, 1999));
+        assert_eq!(week(d("2000-01-01"), false, false, true).0, 0);
+        let day =
+            |s: &str, fmt: &str| String::from_utf8(date_format(d(s) as i64 * MICROS_PER_DAY, fmt.as_bytes())).unwrap();
+        assert_eq!(day("2000-01-01", "%X %V %x %v %U %u"), "1999 52 1999 52 00 00");
+        assert_eq!(day("2011-12-11", "%D %D"), "11th 11th");
+        assert_eq!(day("2024-01-01", "%W %a %w"), "Monday Mon 1");
     }
 }

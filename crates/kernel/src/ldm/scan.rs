@@ -9,6 +9,15 @@ const SCAN_EXAMINE_MAX: usize = 1 << 16;
 /// Ranges of a multi-range scan one step reads, at most.
 const RANGES_PER_STEP: usize = 4096;
 
+/// Names the lifetime of the rows a scan's row function takes: the partition's, so an
+/// aggregating scan may keep them in its batch until the step ends.
+fn emitter<'a, F>(f: F) -> F
+where
+    F: FnMut(&'a [u8], Option<&[u8]>, &mut Vec<Vec<u8>>, &mut Vec<Vec<u8>>) -> bool,
+{
+    f
+}
+
 impl Ldm {
     pub(super) fn scan(&mut self, req: ScanFrag, out: &mut Out) {
         let mut rows = Vec::new();
@@ -42,7 +51,7 @@ impl Ldm {
         // scan of a big partition cannot hold the thread (the tc asks again from `next`).
         let mut examined = 0usize;
         let filter = req.filter.prepare(layout);
-        let mut emit = |row: &[u8], key: Option<&[u8]>, rows: &mut Vec<Vec<u8>>, keys: &mut Vec<Vec<u8>>| -> bool {
+        let mut emit = emitter(|row, key, rows, keys| {
             examined += 1;
             let expired = ttl.is_some_and(|t| row_expired(layout, t, row, now_us));
             if expired != req.expired || !filter.passes(layout, row) {
@@ -68,7 +77,7 @@ impl Ldm {
                 keys.push(k.to_vec());
             }
             rows.len() < max && examined < SCAN_EXAMINE_MAX
-        };
+        });
         let next = match req.index {
             None => {
                 let from = match req.resume {

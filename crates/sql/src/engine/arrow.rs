@@ -44,8 +44,49 @@ pub fn arrow_type(t: ColumnType) -> DataType {
 /// identifiers to lower case, and MySQL's column names are case-insensitive.
 pub fn schema_of(t: &Table) -> SchemaRef {
     Arc::new(Schema::new(
-        t.columns.iter().map(|c| Field::new(c.name.to_lowercase(), arrow_type(c.ty), c.nullable)).collect::<Vec<_>>(),
+        t.columns
+            .iter()
+            .map(|c| {
+                let f = Field::new(c.name.to_lowercase(), arrow_type(c.ty), c.nullable);
+                match c.ty {
+                    // The fraction digits a temporal column shows (kept through projections).
+                    ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } | ColumnType::Time { fsp } => {
+                        f.with_metadata([(FSP.to_string(), fsp.to_string())].into())
+                    }
+                    _ => f,
+                }
+            })
+            .collect::<Vec<_>>(),
     ))
+}
+
+/// Field metadata: the digits after the point a column shows (a temporal column's fractional
+/// seconds, a rounded DOUBLE's decimals).
+pub const FSP: &str = "tern.decimals";
+
+/// Whether a result field's fraction digits are known from its metadata (else `fsp_of` the
+/// values decides).
+pub fn fsp_known(f: &Field) -> bool {
+    f.metadata().contains_key(FSP)
+}
+
+/// The fraction digits a DATETIME or TIME value needs (0 for whole seconds).
+pub fn fsp_of(v: &Value) -> u8 {
+    match v {
+        Value::DateTime(t) | Value::Timestamp(t) | Value::Time(t) => {
+            let mut f = t.rem_euclid(1_000_000);
+            if f == 0 {
+                return 0;
+            }
+            let mut digits = 6;
+            while f % 10 == 0 {
+                f /= 10;
+                digits -= 1;
+            }
+            digits
+        }
+        _ => 0,
+    }
 }
 
 enum Col {
@@ -225,6 +266,11 @@ pub fn column_def(f: &Field) -> ColumnDef {
     if t == ty::NEWDECIMAL || t == ty::DATETIME || t == ty::TIME {
         d.decimals = decimals;
     }
+    if let Some(fsp) = f.metadata().get(FSP).and_then(|v| v.parse().ok())
+        && matches!(t, ty::DATETIME | ty::TIME | ty::DOUBLE)
+    {
+        d.decimals = fsp;
+    }
     d
 }
 
@@ -262,7 +308,7 @@ pub fn rows_of(batch: &RecordBatch, out: &mut Vec<Vec<Value>>) -> Result<(), Str
     Ok(())
 }
 
-fn value_at(c: &ArrayRef, i: usize) -> Value {
+pub(crate) fn value_at(c: &ArrayRef, i: usize) -> Value {
     if c.is_null(i) {
         return Value::Null;
     }

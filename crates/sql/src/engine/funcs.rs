@@ -8,7 +8,11 @@
 //!   INTERVAL …`;
 //! * `DATEDIFF(a, b)` → the days between the two dates (times ignored);
 //! * `CONCAT(a, …)` → `a || …` (each argument cast to a string), NULL when any argument is NULL
-//!   (DataFusion's `concat` skips NULLs).
+//!   (DataFusion's `concat` skips NULLs);
+//! * `MOD(a, b)` → `a % b`;
+//! * `SUBSTRING`/`SUBSTR` → `MID` (MySQL's negative start counts from the end).
+//!
+//! Functions the engine lacks that need no rewriting run on the OLTP evaluator (`udf`).
 //!
 //! Arguments are rendered back to SQL and the replacement parsed again; rewriting runs after
 //! the children (a nested call is rewritten first) and never revisits what it produced.
@@ -32,6 +36,17 @@ pub fn rewrite(stmt: &mut DfStatement) {
 
 /// The replacement of one function call, None to keep it.
 fn rewritten(e: &Expr) -> Option<Expr> {
+    // SUBSTRING/SUBSTR (either syntax) → MID, which the OLTP evaluator runs (`udf`): the
+    // engine's own counts a negative start before the string, MySQL's from its end.
+    if let Expr::Substring { expr, substring_from, substring_for, .. } = e {
+        let args: Vec<String> = [Some(expr), substring_from.as_ref(), substring_for.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|x| format!("({x})"))
+            .collect();
+        let sql = format!("MID({})", args.join(", "));
+        return Parser::new(&MySqlDialect {}).try_with_sql(&sql).ok()?.parse_expr().ok();
+    }
     let Expr::Function(f) = e else { return None };
     if f.over.is_some() || f.filter.is_some() || f.name.0.len() != 1 {
         return None;
@@ -56,6 +71,8 @@ fn rewritten(e: &Expr) -> Option<Expr> {
         ("DAY" | "DAYOFMONTH", [x]) => format!("CAST(EXTRACT(DAY FROM {x}) AS BIGINT)"),
         ("DATE_ADD" | "ADDDATE", [d, i]) if interval[1] => format!("({d} + {i})"),
         ("DATE_SUB" | "SUBDATE", [d, i]) if interval[1] => format!("({d} - {i})"),
+        // MySQL's `%` (a zero divisor gives NULL; the engine's planner makes `%` MySQL's).
+        ("MOD", [a, b]) => format!("({a} % {b})"),
         ("DATEDIFF", [a, b]) => {
             format!("(CAST(CAST(CAST({a} AS DATE) AS INT) AS BIGINT) - CAST(CAST(CAST({b} AS DATE) AS INT) AS BIGINT))")
         }
@@ -105,5 +122,10 @@ mod tests {
         // Not a MySQL-only form: kept.
         assert_eq!(rewrite_sql("SELECT DATE_ADD(d) FROM t"), "SELECT DATE_ADD(d) FROM t");
         assert_eq!(rewrite_sql("SELECT COUNT(DISTINCT a) FROM t"), "SELECT COUNT(DISTINCT a) FROM t");
+        assert_eq!(
+            rewrite_sql("SELECT SUBSTRING(a, -3), SUBSTR(a FROM 2 FOR 1) FROM t"),
+            "SELECT MID((a), (-3)), MID((a), (2), (1)) FROM t"
+        );
+        assert_eq!(rewrite_sql("SELECT MOD(a, 2) FROM t"), "SELECT ((a) % (2)) FROM t");
     }
 }

@@ -16,6 +16,7 @@ mod mysql;
 mod names;
 mod scan;
 pub mod table;
+mod udf;
 
 use crate::SqlError;
 use crate::limits::Budget;
@@ -166,6 +167,7 @@ impl Statement {
         let mut ctx = SessionContext::new_with_state(state);
         datafusion::execution::FunctionRegistry::register_expr_planner(&mut ctx, Arc::new(mysql::MySqlPlanner))
             .map_err(df_error)?;
+        udf::register(&ctx);
         // Table sizes for the join planner (which side to hash), from the node's row counts.
         let rows = match client.status_async().await {
             Ok(s) => s.table_rows.into_iter().collect(),
@@ -194,7 +196,8 @@ impl Statement {
 
     async fn run(self) -> Result<Rows, SqlError> {
         let (_ctx, df, memory) = self.plan().await?;
-        let columns = df.schema().fields().iter().map(|f| arrow::column_def(f)).collect();
+        let mut columns: Vec<ColumnDef> = df.schema().fields().iter().map(|f| arrow::column_def(f)).collect();
+        let fsp_known: Vec<bool> = df.schema().fields().iter().map(|f| arrow::fsp_known(f)).collect();
         // Each batch becomes rows here, on the engine's threads, as it arrives; the rows count
         // against the same bound as the operators' memory.
         let mut stream = df.execute_stream().await.map_err(df_error)?;
@@ -205,6 +208,13 @@ impl Statement {
             bytes = rows[from..].iter().fold(bytes, |n, r| n.saturating_add(crate::limits::row_bytes(r)));
             if bytes > memory {
                 return Err(crate::limits::memory_exceeded(memory as u64));
+            }
+        }
+        // A computed DATETIME or TIME shows the fraction digits its values need (a column's
+        // own are in its metadata).
+        for (i, (c, known)) in columns.iter_mut().zip(&fsp_known).enumerate() {
+            if !known && (c.ty == crate::meta::ty::DATETIME || c.ty == crate::meta::ty::TIME) {
+                c.decimals = rows.iter().map(|r| r.get(i).map_or(0, arrow::fsp_of)).max().unwrap_or(0);
             }
         }
         Ok(Rows { columns, rows })

@@ -1,0 +1,24 @@
+-- MySQL functions in both paths: each query once as the key-value/scan path runs it and once
+-- through a derived table (the analytic engine, which runs these functions on the same
+-- evaluator): DATE_FORMAT, the week and day functions, SUBSTRING_INDEX, FIELD/ELT,
+-- FROM_UNIXTIME/UNIX_TIMESTAMP, TRUNCATE, FLOOR/CEIL of decimals, LENGTH in bytes, SUBSTRING
+-- with negative positions, MOD and friends.
+CREATE TABLE fe (id INT PRIMARY KEY, name VARCHAR(20), d DATE, ts DATETIME, amt DECIMAL(10,3), x DOUBLE, n BIGINT) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+INSERT INTO fe VALUES (1, 'www.mysql.com', '2024-03-05', '2024-03-05 13:04:05', 12.345, 2.75, 255), (2, 'héllo', '2000-01-01', '2000-01-01 00:00:00', -7.5, -1.25, -7), (3, NULL, NULL, NULL, NULL, NULL, NULL), (4, 'a,b,c', '2008-12-31', '2008-12-31 23:59:59', 0.999, 0, 0), (5, 'x', '2011-12-11', '1999-07-04 06:30:00', 100, 1e10, 1700000000);
+SELECT id, DATE_FORMAT(ts, '%Y-%m-%d %H:%i:%s') AS a, DATE_FORMAT(d, '%a %b %c %D %e %j %M %W %w %y') AS b, DATE_FORMAT(ts, '%h %I %k %l %p %r %T %f %% %q') AS c FROM fe ORDER BY id;
+SELECT id, DATE_FORMAT(ts, '%Y-%m-%d %H:%i:%s') AS a, DATE_FORMAT(d, '%a %b %c %D %e %j %M %W %w %y') AS b, DATE_FORMAT(ts, '%h %I %k %l %p %r %T %f %% %q') AS c FROM (SELECT * FROM fe) AS t ORDER BY id;
+SELECT id, DATE_FORMAT(d, '%U %u %V %v %X %x') AS w, WEEK(d) AS w0, WEEK(d, 1) AS w1, WEEK(d, 2) AS w2, WEEK(d, 3) AS w3, WEEK(d, 5) AS w5, WEEK(d, 7) AS w7 FROM fe ORDER BY id;
+SELECT id, DATE_FORMAT(d, '%U %u %V %v %X %x') AS w, WEEK(d) AS w0, WEEK(d, 1) AS w1, WEEK(d, 2) AS w2, WEEK(d, 3) AS w3, WEEK(d, 5) AS w5, WEEK(d, 7) AS w7 FROM (SELECT * FROM fe) AS t ORDER BY id;
+SELECT id, DAYOFWEEK(d) AS dw, WEEKDAY(d) AS wd, DAYOFYEAR(ts) AS dy, LAST_DAY(d) AS ld, MONTHNAME(d) AS mn, DAYNAME(ts) AS dn FROM fe ORDER BY id;
+SELECT id, DAYOFWEEK(d) AS dw, WEEKDAY(d) AS wd, DAYOFYEAR(ts) AS dy, LAST_DAY(d) AS ld, MONTHNAME(d) AS mn, DAYNAME(ts) AS dn FROM (SELECT * FROM fe) AS t ORDER BY id;
+SELECT id, SUBSTRING_INDEX(name, '.', 2) AS a, SUBSTRING_INDEX(name, '.', -2) AS b, SUBSTRING_INDEX(name, ',', 1) AS c, SUBSTRING_INDEX(name, 'zz', 1) AS e, SUBSTRING_INDEX(name, '.', 0) AS z FROM fe ORDER BY id;
+SELECT id, SUBSTRING_INDEX(name, '.', 2) AS a, SUBSTRING_INDEX(name, '.', -2) AS b, SUBSTRING_INDEX(name, ',', 1) AS c, SUBSTRING_INDEX(name, 'zz', 1) AS e, SUBSTRING_INDEX(name, '.', 0) AS z FROM (SELECT * FROM fe) AS t ORDER BY id;
+SELECT id, FIELD(name, 'x', 'a,b,c', 'héllo') AS f, ELT(id, 'one', 'two', 'three') AS e, FROM_UNIXTIME(n) AS fu, FROM_UNIXTIME(n, '%Y %D %M') AS fuf, UNIX_TIMESTAMP(ts) AS ut FROM fe WHERE id <> 2 ORDER BY id;
+SELECT id, FIELD(name, 'x', 'a,b,c', 'héllo') AS f, ELT(id, 'one', 'two', 'three') AS e, FROM_UNIXTIME(n) AS fu, FROM_UNIXTIME(n, '%Y %D %M') AS fuf, UNIX_TIMESTAMP(ts) AS ut FROM (SELECT * FROM fe) AS t WHERE id <> 2 ORDER BY id;
+SELECT id, TRUNCATE(amt, 1) AS t1, TRUNCATE(amt, 0) AS t0, TRUNCATE(x, 1) AS tx, FLOOR(amt) AS fl, CEIL(amt) AS ce, CEILING(x) AS cx, MOD(n, 4) AS m, MOD(n, 0) AS m0, SIGN(amt) AS s FROM fe ORDER BY id;
+SELECT id, TRUNCATE(amt, 1) AS t1, TRUNCATE(amt, 0) AS t0, TRUNCATE(x, 1) AS tx, FLOOR(amt) AS fl, CEIL(amt) AS ce, CEILING(x) AS cx, MOD(n, 4) AS m, MOD(n, 0) AS m0, SIGN(amt) AS s FROM (SELECT * FROM fe) AS t ORDER BY id;
+SELECT id, LENGTH(name) AS len, SUBSTRING(name, -3) AS s3, SUBSTRING(name, 2, 3) AS s23, MID(name, -4, 2) AS m, LCASE(name) AS lc, UCASE(name) AS uc, LOCATE('l', name) AS lo, ORD(name) AS o, ISNULL(name) AS isn FROM fe ORDER BY id;
+SELECT id, LENGTH(name) AS len, SUBSTRING(name, -3) AS s3, SUBSTRING(name, 2, 3) AS s23, MID(name, -4, 2) AS m, LCASE(name) AS lc, UCASE(name) AS uc, LOCATE('l', name) AS lo, ORD(name) AS o, ISNULL(name) AS isn FROM (SELECT * FROM fe) AS t ORDER BY id;
+SELECT id, HEX(n) AS hn, HEX(name) AS hs, CONCAT('[', SPACE(id), ']') AS sp FROM fe WHERE id IN (1, 4, 5) ORDER BY id;
+SELECT id, HEX(n) AS hn, HEX(name) AS hs, CONCAT('[', SPACE(id), ']') AS sp FROM (SELECT * FROM fe) AS t WHERE id IN (1, 4, 5) ORDER BY id;
+SELECT DATE_FORMAT(d, '%Y-%m') AS month, COUNT(*) AS n, SUM(TRUNCATE(amt, 0)) AS s FROM (SELECT * FROM fe) AS t GROUP BY DATE_FORMAT(d, '%Y-%m') ORDER BY month;

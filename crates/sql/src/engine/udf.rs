@@ -1,0 +1,279 @@
+//! MySQL functions the query engine lacks or computes differently from MySQL, registered as
+//! engine functions that evaluate each row with the OLTP evaluator (`eval::call`), so a function
+//! gives the same answer whichever path runs the statement. The result's type is settled from
+//! the arguments' types when the statement is planned (`Ret`).
+
+use super::arrow::value_at;
+use crate::eval::{self, FnCtx};
+use datafusion::arrow::array::{
+    ArrayRef, BinaryBuilder, Date32Builder, Decimal128Builder, Float64Builder, Int64Builder, StringBuilder,
+    TimestampMicrosecondBuilder,
+};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
+use datafusion::common::{DataFusionError, ScalarValue};
+use datafusion::logical_expr::{
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+};
+use datafusion::prelude::SessionContext;
+use std::sync::Arc;
+use tern_types::value::{Value, rescale};
+
+/// How a function's result type follows from its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Ret {
+    Text,
+    Bytes,
+    Int,
+    Date,
+    /// ROUND / TRUNCATE: a DECIMAL with the scale the second argument (a literal) asks for, an
+    /// integer for integers, a DOUBLE otherwise.
+    Rounded,
+    /// FLOOR / CEIL: an integer for integers and DECIMALs, a DOUBLE otherwise.
+    Floor,
+    /// FROM_UNIXTIME: a DATETIME, or text with a format argument.
+    FromUnix,
+}
+
+/// The functions, by the name the engine calls them: MySQL's that the engine lacks, and those it
+/// computes differently (DATE_FORMAT's specifiers, LENGTH in bytes, MID — which SUBSTRING
+/// becomes, `funcs` — with negative positions, FLOOR/CEIL of a DECIMAL as an integer,
+/// FROM_UNIXTIME without a fraction).
+const FUNCTIONS: &[(&str, Ret)] = &[
+    ("date_format", Ret::Text),
+    ("substring_index", Ret::Text),
+    ("mid", Ret::Text),
+    ("lcase", Ret::Text),
+    ("ucase", Ret::Text),
+    ("space", Ret::Text),
+    ("hex", Ret::Text),
+    ("monthname", Ret::Text),
+    ("dayname", Ret::Text),
+    ("elt", Ret::Text),
+    ("unhex", Ret::Bytes),
+    ("length", Ret::Int),
+    ("sign", Ret::Int),
+    ("locate", Ret::Int),
+    ("ord", Ret::Int),
+    ("isnull", Ret::Int),
+    ("unix_timestamp", Ret::Int),
+    ("dayofweek", Ret::Int),
+    ("weekday", Ret::Int),
+    ("dayofyear", Ret::Int),
+    ("week", Ret::Int),
+    ("field", Ret::Int),
+    ("date", Ret::Date),
+    ("last_day", Ret::Date),
+    ("curdate", Ret::Date),
+    ("from_unixtime", Ret::FromUnix),
+    ("truncate", Ret::Rounded),
+    ("floor", Ret::Floor),
+    ("ceil", Ret::Floor),
+    ("ceiling", Ret::Floor),
+];
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct MySqlFn {
+    name: &'static str,
+    upper: String,
+    ret: Ret,
+    signature: Signature,
+}
+
+/// Registers every function of `FUNCTIONS` in `ctx` (replacing the engine's own of that name).
+pub fn register(ctx: &SessionContext) {
+    for &(name, ret) in FUNCTIONS {
+        let signature = Signature::one_of(vec![TypeSignature::VariadicAny, TypeSignature::Nullary], Volatility::Stable);
+        ctx.register_udf(ScalarUDF::new_from_impl(MySqlFn { name, upper: name.to_ascii_uppercase(), ret, signature }));
+    }
+}
+
+fn exec(msg: impl Into<String>) -> DataFusionError {
+    DataFusionError::Execution(msg.into())
+}
+
+/// The scale ROUND/TRUNCATE give a DECIMAL (the evaluator's rule: the digits asked for, 0 when
+/// negative).
+fn rounded_scale(d: Option<&ScalarValue>) -> Option<i8> {
+    let d = match d {
+        None => 0,
+        Some(v) => match v.cast_to(&DataType::Int64).ok()? {
+            ScalarValue::Int64(Some(d)) => d,
+            _ => return None,
+        },
+    };
+    Some(d.clamp(0, 30) as i8)
+}
+
+impl MySqlFn {
+    fn result_type(&self, args: &[DataType], scalars: &[Option<&ScalarValue>]) -> datafusion::common::Result<DataType> {
+        let first = args.first();
+        Ok(match self.ret {
+            Ret::Text => DataType::Utf8,
+            Ret::Bytes => DataType::Binary,
+            Ret::Int => DataType::Int64,
+            Ret::Date => DataType::Date32,
+            Ret::FromUnix if args.len() >= 2 => DataType::Utf8,
+            Ret::FromUnix => DataType::Timestamp(TimeUnit::Microsecond, None),
+            Ret::Floor => match first {
+                Some(t) if t.is_integer() || matches!(t, DataType::Decimal128(..) | DataType::Null) => DataType::Int64,
+                _ => DataType::Float64,
+            },
+            Ret::Rounded => match first {
+                Some(t) if t.is_integer() => DataType::Int64,
+                Some(DataType::Decimal128(p, _)) => {
+                    let s = rounded_scale(scalars.get(1).copied().flatten())
+                        .ok_or_else(|| exec(format!("{}: the number of decimals must be a constant", self.upper)))?;
+                    DataType::Decimal128((*p).max(s as u8 + 1).min(38), s)
+                }
+                Some(DataType::Null) => DataType::Int64,
+                _ => DataType::Float64,
+            },
+        })
+    }
+}
+
+/// Session values for functions run by the engine (only the clock is used; the others are
+/// session state the engine's functions do not read).
+struct EngineCtx {
+    now: i64,
+}
+
+impl FnCtx for EngineCtx {
+    fn now(&self) -> i64 {
+        self.now
+    }
+    fn database(&self) -> Option<String> {
+        None
+    }
+    fn user(&self) -> String {
+        String::new()
+    }
+    fn connection_id(&self) -> u32 {
+        0
+    }
+    fn last_insert_id(&self) -> u64 {
+        0
+    }
+    fn set_last_insert_id(&self, _: u64) {}
+    fn row_count(&self) -> i64 {
+        0
+    }
+    fn found_rows(&self) -> u64 {
+        0
+    }
+}
+
+/// An array of `ty` from the evaluator's values (converted as the MySQL front end would show
+/// them).
+fn array_of(values: &[Value], ty: &DataType) -> datafusion::common::Result<ArrayRef> {
+    let n = values.len();
+    Ok(match ty {
+        DataType::Int64 => {
+            let mut b = Int64Builder::with_capacity(n);
+            for v in values {
+                b.append_option(eval::to_i128(v).map(|x| x.clamp(i64::MIN as i128, i64::MAX as i128) as i64));
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Float64 => {
+            let mut b = Float64Builder::with_capacity(n);
+            for v in values {
+                b.append_option(eval::to_f64(v));
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Decimal128(p, s) => {
+            let mut b = Decimal128Builder::with_capacity(n);
+            for v in values {
+                let x = match v {
+                    Value::Null => None,
+                    Value::Decimal { v, scale } => rescale(*v, *scale, *s as u8),
+                    o => eval::to_i128(o).and_then(|x| rescale(x, 0, *s as u8)),
+                };
+                b.append_option(x);
+            }
+            Arc::new(b.finish().with_precision_and_scale(*p, *s)?)
+        }
+        DataType::Date32 => {
+            let mut b = Date32Builder::with_capacity(n);
+            for v in values {
+                b.append_option(match v {
+                    Value::Date(d) => Some(*d),
+                    Value::DateTime(t) | Value::Timestamp(t) => {
+                        Some(t.div_euclid(tern_types::time::MICROS_PER_DAY) as i32)
+                    }
+                    _ => None,
+                });
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, None) => {
+            let mut b = TimestampMicrosecondBuilder::with_capacity(n);
+            for v in values {
+                b.append_option(match v {
+                    Value::DateTime(t) | Value::Timestamp(t) => Some(*t),
+                    Value::Date(d) => Some(*d as i64 * tern_types::time::MICROS_PER_DAY),
+                    _ => None,
+                });
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Binary => {
+            let mut b = BinaryBuilder::with_capacity(n, n * 8);
+            for v in values {
+                b.append_option(eval::text(v));
+            }
+            Arc::new(b.finish())
+        }
+        _ => {
+            let mut b = StringBuilder::with_capacity(n, n * 8);
+            for v in values {
+                b.append_option(eval::text(v).map(|t| String::from_utf8_lossy(&t).into_owned()));
+            }
+            Arc::new(b.finish())
+        }
+    })
+}
+
+impl ScalarUDFImpl for MySqlFn {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[DataType]) -> datafusion::common::Result<DataType> {
+        self.result_type(args, &[])
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> datafusion::common::Result<FieldRef> {
+        let types: Vec<DataType> = args.arg_fields.iter().map(|f| f.data_type().clone()).collect();
+        let ty = self.result_type(&types, args.scalar_arguments)?;
+        let field = Field::new(self.name, ty.clone(), true);
+        // A rounded DOUBLE shows the digits asked for, as MySQL's does.
+        if self.ret == Ret::Rounded
+            && ty == DataType::Float64
+            && let Some(d) = rounded_scale(args.scalar_arguments.get(1).copied().flatten())
+            && args.scalar_arguments.get(1).copied().flatten().is_some()
+        {
+            return Ok(Arc::new(field.with_metadata([(super::arrow::FSP.to_string(), d.to_string())].into())));
+        }
+        Ok(Arc::new(field))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> datafusion::common::Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let ctx = EngineCtx { now: eval::now_micros() };
+        let mut out = Vec::with_capacity(rows);
+        let mut vals = Vec::with_capacity(arrays.len());
+        for i in 0..rows {
+            vals.clear();
+            vals.extend(arrays.iter().map(|a| value_at(a, i)));
+            out.push(eval::call(&self.upper, &vals, &ctx).map_err(|e| exec(e.message.clone()))?);
+        }
+        Ok(ColumnarValue::Array(array_of(&out, args.return_field.data_type())?))
+    }
+}
