@@ -22,3 +22,5 @@ SELECT id, LENGTH(name) AS len, SUBSTRING(name, -3) AS s3, SUBSTRING(name, 2, 3)
 SELECT id, HEX(n) AS hn, HEX(name) AS hs, CONCAT('[', SPACE(id), ']') AS sp FROM fe WHERE id IN (1, 4, 5) ORDER BY id;
 SELECT id, HEX(n) AS hn, HEX(name) AS hs, CONCAT('[', SPACE(id), ']') AS sp FROM (SELECT * FROM fe) AS t WHERE id IN (1, 4, 5) ORDER BY id;
 SELECT DATE_FORMAT(d, '%Y-%m') AS month, COUNT(*) AS n, SUM(TRUNCATE(amt, 0)) AS s FROM (SELECT * FROM fe) AS t GROUP BY DATE_FORMAT(d, '%Y-%m') ORDER BY month;
+SELECT id, CAST(amt AS SIGNED) AS s, CAST(x AS SIGNED) AS sx, CAST(n AS UNSIGNED) AS u, CONVERT(amt, SIGNED) AS cs, CONVERT(amt, CHAR) AS cc, CONVERT(name USING utf8mb4) AS cu, CAST(CONCAT(id, '7') AS SIGNED) AS fromtext FROM fe ORDER BY id;
+SELECT id, CAST(amt AS SIGNED) AS s, CAST(x AS SIGNED) AS sx, CAST(n AS UNSIGNED) AS u, CONVERT(amt, SIGNED) AS cs, CONVERT(amt, CHAR) AS cc, CONVERT(name USING utf8mb4) AS cu, CAST(CONCAT(id, '7') AS SIGNED) AS fromtext FROM (SELECT * FROM fe) AS t ORDER BY id;

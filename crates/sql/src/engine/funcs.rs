@@ -10,7 +10,9 @@
 //! * `CONCAT(a, …)` → `a || …` (each argument cast to a string), NULL when any argument is NULL
 //!   (DataFusion's `concat` skips NULLs);
 //! * `MOD(a, b)` → `a % b`;
-//! * `SUBSTRING`/`SUBSTR` → `MID` (MySQL's negative start counts from the end).
+//! * `SUBSTRING`/`SUBSTR` → `MID` (MySQL's negative start counts from the end);
+//! * `CAST(x AS SIGNED|UNSIGNED)` and `CONVERT(x, SIGNED|UNSIGNED)` → the evaluator's cast (`udf`),
+//!   `CONVERT(x, type)` → `CAST(x AS type)`, `CONVERT(x USING charset)` → `CAST(x AS CHAR)`.
 //!
 //! Functions the engine lacks that need no rewriting run on the OLTP evaluator (`udf`).
 //!
@@ -18,7 +20,9 @@
 //! the children (a nested call is rewritten first) and never revisits what it produced.
 
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{Expr, FunctionArg, FunctionArgExpr, FunctionArguments, visit_expressions_mut};
+use datafusion::sql::sqlparser::ast::{
+    DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, visit_expressions_mut,
+};
 use datafusion::sql::sqlparser::dialect::{GenericDialect, MySqlDialect};
 use datafusion::sql::sqlparser::parser::Parser;
 use std::ops::ControlFlow;
@@ -46,6 +50,32 @@ fn rewritten(e: &Expr) -> Option<Expr> {
             .collect();
         let sql = format!("MID({})", args.join(", "));
         return Parser::new(&MySqlDialect {}).try_with_sql(&sql).ok()?.parse_expr().ok();
+    }
+    // CAST/CONVERT to SIGNED or UNSIGNED (which the engine does not know) run on the OLTP
+    // evaluator's cast (`udf`: MySQL rounds a DECIMAL, reads a string's leading number);
+    // CONVERT(x, type) is CAST(x AS type) and CONVERT(x USING charset) is x.
+    let signed = |t: &DataType| match t {
+        DataType::Signed | DataType::SignedInteger => Some("tern_cast_signed"),
+        DataType::Unsigned | DataType::UnsignedInteger => Some("tern_cast_unsigned"),
+        _ => None,
+    };
+    match e {
+        Expr::Cast { expr, data_type, format: None, .. } => {
+            let f = signed(data_type)?;
+            return Parser::new(&MySqlDialect {}).try_with_sql(&format!("{f}(({expr}))")).ok()?.parse_expr().ok();
+        }
+        Expr::Convert { is_try: false, expr, data_type, charset, styles, .. } if styles.is_empty() => {
+            let sql = match (data_type, charset) {
+                (Some(t), None) => match signed(t) {
+                    Some(f) => format!("{f}(({expr}))"),
+                    None => format!("CAST(({expr}) AS {t})"),
+                },
+                (None, Some(_)) => format!("CAST(({expr}) AS CHAR)"),
+                _ => return None,
+            };
+            return Parser::new(&MySqlDialect {}).try_with_sql(&sql).ok()?.parse_expr().ok();
+        }
+        _ => {}
     }
     let Expr::Function(f) = e else { return None };
     if f.over.is_some() || f.filter.is_some() || f.name.0.len() != 1 {
@@ -127,5 +157,11 @@ mod tests {
             "SELECT MID((a), (-3)), MID((a), (2), (1)) FROM t"
         );
         assert_eq!(rewrite_sql("SELECT MOD(a, 2) FROM t"), "SELECT ((a) % (2)) FROM t");
+        assert_eq!(
+            rewrite_sql(
+                "SELECT CAST(a AS SIGNED), CONVERT(b, UNSIGNED), CONVERT(c, CHAR), CONVERT(d USING utf8mb4) FROM t"
+            ),
+            "SELECT tern_cast_signed((a)), tern_cast_unsigned((b)), CAST((c) AS CHAR), CAST((d) AS CHAR) FROM t"
+        );
     }
 }

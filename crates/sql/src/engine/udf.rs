@@ -4,10 +4,11 @@
 //! the arguments' types when the statement is planned (`Ret`).
 
 use super::arrow::value_at;
+use crate::ast::CastTy;
 use crate::eval::{self, FnCtx};
 use datafusion::arrow::array::{
     ArrayRef, BinaryBuilder, Date32Builder, Decimal128Builder, Float64Builder, Int64Builder, StringBuilder,
-    TimestampMicrosecondBuilder,
+    TimestampMicrosecondBuilder, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
 use datafusion::common::{DataFusionError, ScalarValue};
@@ -24,6 +25,7 @@ enum Ret {
     Text,
     Bytes,
     Int,
+    UInt,
     Date,
     /// ROUND / TRUNCATE: a DECIMAL with the scale the second argument (a literal) asks for, an
     /// integer for integers, a DOUBLE otherwise.
@@ -69,6 +71,9 @@ const FUNCTIONS: &[(&str, Ret)] = &[
     ("floor", Ret::Floor),
     ("ceil", Ret::Floor),
     ("ceiling", Ret::Floor),
+    // What CAST(x AS SIGNED / UNSIGNED) become (`funcs`).
+    ("tern_cast_signed", Ret::Int),
+    ("tern_cast_unsigned", Ret::UInt),
 ];
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -111,6 +116,7 @@ impl MySqlFn {
             Ret::Text => DataType::Utf8,
             Ret::Bytes => DataType::Binary,
             Ret::Int => DataType::Int64,
+            Ret::UInt => DataType::UInt64,
             Ret::Date => DataType::Date32,
             Ret::FromUnix if args.len() >= 2 => DataType::Utf8,
             Ret::FromUnix => DataType::Timestamp(TimeUnit::Microsecond, None),
@@ -172,6 +178,13 @@ fn array_of(values: &[Value], ty: &DataType) -> datafusion::common::Result<Array
             let mut b = Int64Builder::with_capacity(n);
             for v in values {
                 b.append_option(eval::to_i128(v).map(|x| x.clamp(i64::MIN as i128, i64::MAX as i128) as i64));
+            }
+            Arc::new(b.finish())
+        }
+        DataType::UInt64 => {
+            let mut b = UInt64Builder::with_capacity(n);
+            for v in values {
+                b.append_option(eval::to_i128(v).map(|x| x.clamp(0, u64::MAX as i128) as u64));
             }
             Arc::new(b.finish())
         }
@@ -272,7 +285,12 @@ impl ScalarUDFImpl for MySqlFn {
         for i in 0..rows {
             vals.clear();
             vals.extend(arrays.iter().map(|a| value_at(a, i)));
-            out.push(eval::call(&self.upper, &vals, &ctx).map_err(|e| exec(e.message.clone()))?);
+            let v = match self.name {
+                "tern_cast_signed" => eval::cast(vals.first().cloned().unwrap_or(Value::Null), CastTy::Signed),
+                "tern_cast_unsigned" => eval::cast(vals.first().cloned().unwrap_or(Value::Null), CastTy::Unsigned),
+                _ => eval::call(&self.upper, &vals, &ctx),
+            };
+            out.push(v.map_err(|e| exec(e.message.clone()))?);
         }
         Ok(ColumnarValue::Array(array_of(&out, args.return_field.data_type())?))
     }
