@@ -1041,6 +1041,49 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
                 _ => Value::Bytes(time::date_format(at, b"%W")),
             })
         }
+        "STR_TO_DATE" => {
+            need(2)?;
+            let (Some(v), Some(f)) = (t(0), t(1)) else { return Ok(Value::Null) };
+            Ok(match time::str_to_date(&v, &f) {
+                Some(time::Parsed::Date(d)) => Value::Date(d),
+                Some(time::Parsed::DateTime(t)) => Value::DateTime(t),
+                Some(time::Parsed::Time(t)) => Value::Time(t),
+                None => Value::Null,
+            })
+        }
+        "FORMAT" => {
+            need(2)?;
+            if null_in {
+                return Ok(Value::Null);
+            }
+            // Rounded half away from zero to d digits, then thousands separated by commas.
+            let d = arg_int(args, 1).unwrap_or(0).clamp(0, 30);
+            let x = match &args[0] {
+                Value::Int(i) => Value::Decimal { v: *i as i128, scale: 0 },
+                Value::UInt(u) => Value::Decimal { v: *u as i128, scale: 0 },
+                v @ Value::Decimal { .. } => v.clone(),
+                o => Value::Double(to_f64(o).unwrap_or(0.0)),
+            };
+            let text = match round(&x, d, false)? {
+                Value::Decimal { v, scale } => format_decimal(v, scale),
+                Value::Double(f) => format!("{:.*}", d as usize, f),
+                o => String::from_utf8_lossy(&text(&o).unwrap_or_default()).into_owned(),
+            };
+            let (sign, digits) = text.strip_prefix('-').map_or(("", text.as_str()), |t| ("-", t));
+            let (int, frac) = digits.split_once('.').map_or((digits, None), |(a, b)| (a, Some(b)));
+            let mut out = String::from(sign);
+            for (k, ch) in int.chars().enumerate() {
+                if k > 0 && (int.len() - k) % 3 == 0 {
+                    out.push(',');
+                }
+                out.push(ch);
+            }
+            if let Some(f) = frac {
+                out.push('.');
+                out.push_str(f);
+            }
+            bytes(out.into_bytes())
+        }
         "SUBSTRING_INDEX" => {
             need(3)?;
             let (Some(s), Some(d), Some(n)) = (t(0), t(1), arg_int(args, 2)) else { return Ok(Value::Null) };

@@ -473,6 +473,8 @@ impl Compiler<'_, '_> {
 }
 
 const FUNCTIONS: &[&str] = &[
+    "STR_TO_DATE",
+    "FORMAT",
     "DATE_FORMAT",
     "DAYOFWEEK",
     "WEEKDAY",
@@ -1089,6 +1091,15 @@ fn expr_type(x: &X, src: &[(usize, ColumnType)], aggs: &[Agg]) -> (u8, u32, u8) 
                 (ty::DATETIME, 19, 0)
             }
             "FROM_UNIXTIME" if args.len() < 2 => (ty::DATETIME, 19, 0),
+            // STR_TO_DATE's type follows its (constant) format's parts.
+            "STR_TO_DATE" => match args.get(1) {
+                Some(X::Lit(Value::Bytes(f))) => match tern_types::time::str_to_date_parts(f) {
+                    (true, false, _) => (ty::DATE, 10, 0),
+                    (false, true, frac) => (ty::TIME, 17, if frac { 6 } else { 0 }),
+                    (_, _, frac) => (ty::DATETIME, 26, if frac { 6 } else { 0 }),
+                },
+                _ => (ty::DATETIME, 26, 6),
+            },
             "CURDATE" | "CURRENT_DATE" | "UTC_DATE" | "DATE" | "LAST_DAY" => (ty::DATE, 10, 0),
             "CURTIME" | "CURRENT_TIME" => (ty::TIME, 8, 0),
             "ABS" | "FLOOR" | "CEIL" | "CEILING" | "MOD" | "COALESCE" | "IFNULL" | "NVL" | "NULLIF" | "GREATEST"

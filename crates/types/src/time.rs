@@ -291,6 +291,184 @@ pub fn date_format(micros: i64, fmt: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Whether a STR_TO_DATE format names date parts and time parts (its result's type), and
+/// whether it reads fractional seconds.
+pub fn str_to_date_parts(fmt: &[u8]) -> (bool, bool, bool) {
+    let (mut date, mut time, mut frac) = (false, false, false);
+    let mut f = fmt.iter();
+    while let Some(&c) = f.next() {
+        if c == b'%' {
+            match f.next() {
+                Some(b'Y' | b'y' | b'm' | b'c' | b'M' | b'b' | b'd' | b'e' | b'D' | b'j') => date = true,
+                Some(b'H' | b'k' | b'h' | b'I' | b'l' | b'i' | b's' | b'S' | b'p' | b'T' | b'r') => time = true,
+                Some(b'f') => (time, frac) = (true, true),
+                _ => {}
+            }
+        }
+    }
+    (date, time, frac)
+}
+
+/// What `str_to_date` read: a date, a date and time, or a time (microseconds), by the parts its
+/// format names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parsed {
+    Date(i32),
+    DateTime(i64),
+    Time(i64),
+}
+
+/// MySQL's STR_TO_DATE: `s` read by the DATE_FORMAT specifiers of `fmt` (numbers of up to the
+/// specifier's digits, month and day names, AM/PM, literal characters matched exactly); None
+/// when `s` does not match or the date is invalid. The result is a DATE when the format has only
+/// date parts, a TIME when only time parts, else a DATETIME.
+pub fn str_to_date(s: &[u8], fmt: &[u8]) -> Option<Parsed> {
+    let (mut y, mut mo, mut d) = (None::<i64>, None::<i64>, None::<i64>);
+    let (mut h, mut mi, mut sec, mut us) = (0i64, 0i64, 0i64, 0i64);
+    let (mut pm, mut twelve, mut has_time) = (None::<bool>, false, false);
+    let mut yday = None::<i64>;
+    let mut i = 0usize;
+    let num = |i: &mut usize, max: usize| -> Option<i64> {
+        let start = *i;
+        while *i < s.len() && *i - start < max && s[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        if *i == start {
+            return None;
+        }
+        std::str::from_utf8(&s[start..*i]).ok()?.parse().ok()
+    };
+    let name = |i: &mut usize, names: &[&str], short: bool| -> Option<i64> {
+        for (k, n) in names.iter().enumerate() {
+            let n = if short { &n[..3] } else { n };
+            if s.len() >= *i + n.len() && s[*i..*i + n.len()].eq_ignore_ascii_case(n.as_bytes()) {
+                *i += n.len();
+                return Some(k as i64);
+            }
+        }
+        None
+    };
+    let mut f = fmt.iter();
+    while let Some(&c) = f.next() {
+        // As MySQL: spaces before each part of the input are skipped, spaces in the format
+        // match nothing, and the rest of the format is ignored once the input ends.
+        while i < s.len() && s[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= s.len() {
+            break;
+        }
+        if c != b'%' {
+            if c.is_ascii_whitespace() {
+                continue;
+            }
+            if s.get(i) != Some(&c) {
+                return None;
+            }
+            i += 1;
+            continue;
+        }
+        let k = *f.next()?;
+        match k {
+            b'Y' => y = Some(num(&mut i, 4)?),
+            b'y' => y = Some(num(&mut i, 2).map(|v| if v < 70 { 2000 + v } else { 1900 + v })?),
+            b'm' | b'c' => mo = Some(num(&mut i, 2)?),
+            b'M' => mo = Some(name(&mut i, &MONTHS, false)? + 1),
+            b'b' => mo = Some(name(&mut i, &MONTHS, true)? + 1),
+            b'd' | b'e' => d = Some(num(&mut i, 2)?),
+            b'D' => {
+                d = Some(num(&mut i, 2)?);
+                i += 2.min(s.len() - i);
+            }
+            b'j' => yday = Some(num(&mut i, 3)?),
+            b'H' | b'k' => {
+                h = num(&mut i, 2)?;
+                has_time = true;
+            }
+            b'h' | b'I' | b'l' => {
+                h = num(&mut i, 2)?;
+                twelve = true;
+                has_time = true;
+            }
+            b'i' => {
+                mi = num(&mut i, 2)?;
+                has_time = true;
+            }
+            b's' | b'S' => {
+                sec = num(&mut i, 2)?;
+                has_time = true;
+            }
+            b'f' => {
+                let start = i;
+                let v = num(&mut i, 6)?;
+                us = v * 10i64.pow(6 - (i - start) as u32);
+                has_time = true;
+            }
+            b'p' => pm = Some(name(&mut i, &["AM", "PM"], false)? == 1),
+            b'T' | b'r' => {
+                twelve = k == b'r';
+                h = num(&mut i, 2)?;
+                (s.get(i) == Some(&b':')).then_some(())?;
+                i += 1;
+                mi = num(&mut i, 2)?;
+                (s.get(i) == Some(&b':')).then_some(())?;
+                i += 1;
+                sec = num(&mut i, 2)?;
+                has_time = true;
+                if twelve {
+                    while i < s.len() && s[i].is_ascii_whitespace() {
+                        i += 1;
+                    }
+                    pm = Some(name(&mut i, &["AM", "PM"], false)? == 1);
+                }
+            }
+            b'W' | b'a' => {
+                name(&mut i, &WEEKDAYS, k == b'a')?;
+            }
+            b'%' => {
+                (s.get(i) == Some(&b'%')).then_some(())?;
+                i += 1;
+            }
+            _ => return None,
+        }
+    }
+    if twelve {
+        if !(1..=12).contains(&h) {
+            return None;
+        }
+        h %= 12;
+        if pm == Some(true) {
+            h += 12;
+        }
+    }
+    if h > 23 || mi > 59 || sec > 59 {
+        return None;
+    }
+    let time = ((h * 60 + mi) * 60 + sec) * MICROS_PER_SEC + us;
+    let has_date = y.is_some() || mo.is_some() || d.is_some() || yday.is_some();
+    if !has_date {
+        return has_time.then_some(Parsed::Time(time));
+    }
+    let y = y.unwrap_or(0);
+    let days = match yday {
+        Some(n) if mo.is_none() && d.is_none() => {
+            if n < 1 || n > if is_leap(y as i32) { 366 } else { 365 } {
+                return None;
+            }
+            days_from_civil(y as i32, 1, 1) + n as i32 - 1
+        }
+        _ => {
+            let (m, dd) = (mo.unwrap_or(0), d.unwrap_or(0));
+            // MySQL reads a zero month or day as a zero date, which Tern does not store: NULL.
+            if !(1..=12).contains(&m) || dd < 1 || dd > days_in_month(y as i32, m as u32) as i64 || y > 9999 {
+                return None;
+            }
+            days_from_civil(y as i32, m as u32, dd as u32)
+        }
+    };
+    Some(if has_time { Parsed::DateTime(days as i64 * MICROS_PER_DAY + time) } else { Parsed::Date(days) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,5 +520,25 @@ mod tests {
         assert_eq!(day("2000-01-01", "%X %V %x %v %U %u"), "1999 52 1999 52 00 00");
         assert_eq!(day("2011-12-11", "%D %D"), "11th 11th");
         assert_eq!(day("2024-01-01", "%W %a %w"), "Monday Mon 1");
+    }
+
+    #[test]
+    fn mysql_str_to_date() {
+        let p = |s: &str, f: &str| str_to_date(s.as_bytes(), f.as_bytes());
+        assert_eq!(p("01,5,2013", "%d,%m,%Y"), Some(Parsed::Date(parse_date("2013-05-01").unwrap())));
+        assert_eq!(p("May 1, 2013", "%M %d,%Y"), Some(Parsed::Date(parse_date("2013-05-01").unwrap())));
+        assert_eq!(p("a09:30:17", "a%h:%i:%s"), Some(Parsed::Time(parse_time("09:30:17").unwrap())));
+        assert_eq!(
+            p("2024-03-05 01:04:05 PM", "%Y-%m-%d %r"),
+            Some(Parsed::DateTime(parse_datetime("2024-03-05 13:04:05").unwrap()))
+        );
+        assert_eq!(
+            p("05/03/2024 1:04:05.5 pm", "%d/%m/%Y %l:%i:%s.%f %p"),
+            Some(Parsed::DateTime(parse_datetime("2024-03-05 13:04:05.5").unwrap()))
+        );
+        assert_eq!(p("2023-02-29", "%Y-%m-%d"), None);
+        assert_eq!(p("2024-13-01", "%Y-%m-%d"), None);
+        assert_eq!(p("x2024", "%Y"), None);
+        assert_eq!(p("2024 060", "%Y %j"), Some(Parsed::Date(parse_date("2024-02-29").unwrap())));
     }
 }

@@ -7,8 +7,8 @@ use super::arrow::value_at;
 use crate::ast::CastTy;
 use crate::eval::{self, FnCtx};
 use datafusion::arrow::array::{
-    ArrayRef, BinaryBuilder, Date32Builder, Decimal128Builder, Float64Builder, Int64Builder, StringBuilder,
-    TimestampMicrosecondBuilder, UInt64Builder,
+    ArrayRef, BinaryBuilder, Date32Builder, Decimal128Builder, DurationMicrosecondBuilder, Float64Builder,
+    Int64Builder, StringBuilder, TimestampMicrosecondBuilder, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
 use datafusion::common::{DataFusionError, ScalarValue};
@@ -32,6 +32,8 @@ enum Ret {
     Rounded,
     /// FLOOR / CEIL: an integer for integers and DECIMALs, a DOUBLE otherwise.
     Floor,
+    /// STR_TO_DATE: a DATE, TIME or DATETIME by the parts its (constant) format names.
+    StrToDate,
     /// FROM_UNIXTIME: a DATETIME, or text with a format argument.
     FromUnix,
 }
@@ -42,6 +44,8 @@ enum Ret {
 /// FROM_UNIXTIME without a fraction).
 const FUNCTIONS: &[(&str, Ret)] = &[
     ("date_format", Ret::Text),
+    ("format", Ret::Text),
+    ("str_to_date", Ret::StrToDate),
     ("substring_index", Ret::Text),
     ("mid", Ret::Text),
     ("lcase", Ret::Text),
@@ -120,6 +124,18 @@ impl MySqlFn {
             Ret::Date => DataType::Date32,
             Ret::FromUnix if args.len() >= 2 => DataType::Utf8,
             Ret::FromUnix => DataType::Timestamp(TimeUnit::Microsecond, None),
+            Ret::StrToDate => {
+                let fmt = match scalars.get(1).copied().flatten() {
+                    Some(ScalarValue::Utf8(Some(f))) => f.clone(),
+                    _ if scalars.is_empty() => String::new(),
+                    _ => return Err(exec("STR_TO_DATE: the format must be a constant string")),
+                };
+                match tern_types::time::str_to_date_parts(fmt.as_bytes()) {
+                    (true, false, _) => DataType::Date32,
+                    (false, true, _) => DataType::Duration(TimeUnit::Microsecond),
+                    _ => DataType::Timestamp(TimeUnit::Microsecond, None),
+                }
+            }
             Ret::Floor => match first {
                 Some(t) if t.is_integer() || matches!(t, DataType::Decimal128(..) | DataType::Null) => DataType::Int64,
                 _ => DataType::Float64,
@@ -231,6 +247,16 @@ fn array_of(values: &[Value], ty: &DataType) -> datafusion::common::Result<Array
             }
             Arc::new(b.finish())
         }
+        DataType::Duration(TimeUnit::Microsecond) => {
+            let mut b = DurationMicrosecondBuilder::with_capacity(n);
+            for v in values {
+                b.append_option(match v {
+                    Value::Time(t) => Some(*t),
+                    _ => None,
+                });
+            }
+            Arc::new(b.finish())
+        }
         DataType::Binary => {
             let mut b = BinaryBuilder::with_capacity(n, n * 8);
             for v in values {
@@ -265,6 +291,15 @@ impl ScalarUDFImpl for MySqlFn {
         let types: Vec<DataType> = args.arg_fields.iter().map(|f| f.data_type().clone()).collect();
         let ty = self.result_type(&types, args.scalar_arguments)?;
         let field = Field::new(self.name, ty.clone(), true);
+        // STR_TO_DATE's value shows fractional seconds when its format reads them.
+        if self.ret == Ret::StrToDate
+            && let Some(ScalarValue::Utf8(Some(f))) = args.scalar_arguments.get(1).copied().flatten()
+        {
+            let frac = tern_types::time::str_to_date_parts(f.as_bytes()).2;
+            return Ok(Arc::new(
+                field.with_metadata([(super::arrow::FSP.to_string(), if frac { "6" } else { "0" }.to_string())].into()),
+            ));
+        }
         // A rounded DOUBLE shows the digits asked for, as MySQL's does.
         if self.ret == Ret::Rounded
             && ty == DataType::Float64
