@@ -262,7 +262,8 @@ fn execution_time_limits_and_kill() {
     assert_eq!(m.query("SET max_execution_time = 0"), Res::Ok);
     assert_eq!(m.query("SET max_statement_time = 0.3"), Res::Ok);
     for slow in [SLOW_JOIN, SLOW_JOIN_OLTP] {
-        let Res::Err(1969, ..) = m.query(slow) else { panic!("max_statement_time: {slow}") };
+        let r = m.query(slow);
+        let Res::Err(1969, ..) = r else { panic!("max_statement_time: {slow}: {r:?}") };
     }
     assert_eq!(m.query("SET max_statement_time = 0"), Res::Ok);
 

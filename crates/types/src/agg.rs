@@ -776,7 +776,8 @@ impl<'r> Partial<'r> {
             }
             None => self.entries.push((vals, a.start())),
         }
-        if self.key.len() <= 16 {
+        // Only while groups are found by their packed keys (at most FEW_GROUPS).
+        if self.key.len() <= 16 && self.keys.len() <= FEW_GROUPS {
             self.small.push((packed(&self.key), g as u32));
         }
         self.keys.push(self.key.clone());
