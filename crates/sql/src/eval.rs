@@ -1041,6 +1041,44 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
                 _ => Value::Bytes(time::date_format(at, b"%W")),
             })
         }
+        "TIMESTAMPADD" => {
+            need(3)?;
+            let unit = t(0).map(|u| String::from_utf8_lossy(&u).into_owned()).unwrap_or_default();
+            date_add(&args[2], &args[1], &unit, 1)
+        }
+        "TIMESTAMPDIFF" => {
+            need(3)?;
+            let unit = t(0).map(|u| String::from_utf8_lossy(&u).into_owned()).unwrap_or_default();
+            let (Value::DateTime(a), Value::DateTime(b)) =
+                (cast(args[1].clone(), CastTy::DateTime)?, cast(args[2].clone(), CastTy::DateTime)?)
+            else {
+                return Ok(Value::Null);
+            };
+            // Whole units from a to b, truncated toward zero; months by the calendar (a month
+            // is complete when b's day and time reach a's).
+            let months = |a: i64, b: i64| -> i64 {
+                let (lo, hi, sign) = if b >= a { (a, b, 1) } else { (b, a, -1) };
+                let split = |t: i64| {
+                    let (y, m, d) = time::civil_from_days(t.div_euclid(time::MICROS_PER_DAY) as i32);
+                    (y as i64 * 12 + m as i64, d, t.rem_euclid(time::MICROS_PER_DAY))
+                };
+                let ((ml, dl, rl), (mh, dh, rh)) = (split(lo), split(hi));
+                sign * (mh - ml - ((dh, rh) < (dl, rl)) as i64)
+            };
+            let d = b - a;
+            Ok(Value::Int(match unit.as_str() {
+                "MICROSECOND" => d,
+                "SECOND" => d / time::MICROS_PER_SEC,
+                "MINUTE" => d / (60 * time::MICROS_PER_SEC),
+                "HOUR" => d / (3600 * time::MICROS_PER_SEC),
+                "DAY" => d / time::MICROS_PER_DAY,
+                "WEEK" => d / (7 * time::MICROS_PER_DAY),
+                "MONTH" => months(a, b),
+                "QUARTER" => months(a, b) / 3,
+                "YEAR" => months(a, b) / 12,
+                _ => return Ok(Value::Null),
+            }))
+        }
         "STR_TO_DATE" => {
             need(2)?;
             let (Some(v), Some(f)) = (t(0), t(1)) else { return Ok(Value::Null) };

@@ -12,7 +12,8 @@
 //! * `MOD(a, b)` → `a % b`;
 //! * `SUBSTRING`/`SUBSTR` → `MID` (MySQL's negative start counts from the end);
 //! * `CAST(x AS SIGNED|UNSIGNED)` and `CONVERT(x, SIGNED|UNSIGNED)` → the evaluator's cast (`udf`),
-//!   `CONVERT(x, type)` → `CAST(x AS type)`, `CONVERT(x USING charset)` → `CAST(x AS CHAR)`.
+//!   `CONVERT(x, type)` → `CAST(x AS type)`, `CONVERT(x USING charset)` → `CAST(x AS CHAR)`;
+//! * `TIMESTAMPDIFF`/`TIMESTAMPADD(unit, …)` → the unit as a string for the evaluator's functions.
 //!
 //! Functions the engine lacks that need no rewriting run on the OLTP evaluator (`udf`).
 //!
@@ -93,6 +94,19 @@ fn rewritten(e: &Expr) -> Option<Expr> {
         args.push(format!("({x})"));
     }
     let name = f.name.to_string().to_ascii_uppercase();
+    // TIMESTAMPDIFF/TIMESTAMPADD(unit, a, b): the unit keyword becomes a string for the
+    // evaluator's functions (`udf`).
+    if matches!(name.as_str(), "TIMESTAMPDIFF" | "TIMESTAMPADD")
+        && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Identifier(unit))), ..] = &list.args[..]
+        && args.len() == 3
+    {
+        let unit = unit.value.to_ascii_uppercase();
+        if !unit.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return None;
+        }
+        let sql = format!("{}('{unit}', {}, {})", name.to_ascii_lowercase(), args[1], args[2]);
+        return Parser::new(&MySqlDialect {}).try_with_sql(&sql).ok()?.parse_expr().ok();
+    }
     let sql = match (name.as_str(), &args[..]) {
         ("IF", [c, a, b]) => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
         ("YEAR" | "QUARTER" | "MONTH" | "HOUR" | "MINUTE" | "SECOND", [x]) => {
@@ -157,6 +171,10 @@ mod tests {
             "SELECT MID((a), (-3)), MID((a), (2), (1)) FROM t"
         );
         assert_eq!(rewrite_sql("SELECT MOD(a, 2) FROM t"), "SELECT ((a) % (2)) FROM t");
+        assert_eq!(
+            rewrite_sql("SELECT TIMESTAMPDIFF(MONTH, a, b), TIMESTAMPADD(day, 1, a) FROM t"),
+            "SELECT timestampdiff('MONTH', (a), (b)), timestampadd('DAY', (1), (a)) FROM t"
+        );
         assert_eq!(
             rewrite_sql(
                 "SELECT CAST(a AS SIGNED), CONVERT(b, UNSIGNED), CONVERT(c, CHAR), CONVERT(d USING utf8mb4) FROM t"

@@ -34,6 +34,8 @@ enum Ret {
     Floor,
     /// STR_TO_DATE: a DATE, TIME or DATETIME by the parts its (constant) format names.
     StrToDate,
+    /// TIMESTAMPADD(unit, n, d): a DATE for a DATE moved by days or more, else a DATETIME.
+    DateAdd,
     /// FROM_UNIXTIME: a DATETIME, or text with a format argument.
     FromUnix,
 }
@@ -46,6 +48,8 @@ const FUNCTIONS: &[(&str, Ret)] = &[
     ("date_format", Ret::Text),
     ("format", Ret::Text),
     ("str_to_date", Ret::StrToDate),
+    ("timestampdiff", Ret::Int),
+    ("timestampadd", Ret::DateAdd),
     ("substring_index", Ret::Text),
     ("mid", Ret::Text),
     ("lcase", Ret::Text),
@@ -134,6 +138,18 @@ impl MySqlFn {
                     (true, false, _) => DataType::Date32,
                     (false, true, _) => DataType::Duration(TimeUnit::Microsecond),
                     _ => DataType::Timestamp(TimeUnit::Microsecond, None),
+                }
+            }
+            Ret::DateAdd => {
+                let unit = match scalars.first().copied().flatten() {
+                    Some(ScalarValue::Utf8(Some(u))) => u.to_ascii_uppercase(),
+                    _ => String::new(),
+                };
+                let by_days = matches!(unit.as_str(), "DAY" | "WEEK" | "MONTH" | "QUARTER" | "YEAR");
+                if by_days && args.get(2) == Some(&DataType::Date32) {
+                    DataType::Date32
+                } else {
+                    DataType::Timestamp(TimeUnit::Microsecond, None)
                 }
             }
             Ret::Floor => match first {

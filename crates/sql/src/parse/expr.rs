@@ -433,6 +433,22 @@ impl Parser<'_> {
                     star: false,
                 });
             }
+            "TIMESTAMPDIFF" | "TIMESTAMPADD" => {
+                // TIMESTAMPDIFF(unit, a, b) / TIMESTAMPADD(unit, n, d): the unit is a keyword.
+                let unit = self.ident()?.to_ascii_uppercase();
+                let unit = unit.strip_prefix("SQL_TSI_").unwrap_or(&unit).to_string();
+                self.expect_sym(",")?;
+                let a = self.expr()?;
+                self.expect_sym(",")?;
+                let b = self.expr()?;
+                self.expect_sym(")")?;
+                return Ok(Expr::Func {
+                    name: u,
+                    args: vec![Expr::Lit(Value::Bytes(unit.into_bytes())), a, b],
+                    distinct: false,
+                    star: false,
+                });
+            }
             "TRIM" => {
                 let mut mode = "BOTH";
                 for m in ["BOTH", "LEADING", "TRAILING"] {
