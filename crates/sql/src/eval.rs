@@ -1065,7 +1065,8 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
                 let ((ml, dl, rl), (mh, dh, rh)) = (split(lo), split(hi));
                 sign * (mh - ml - ((dh, rh) < (dl, rl)) as i64)
             };
-            let d = b - a;
+            // (Saturating: FROM_UNIXTIME reaches beyond the calendar's years.)
+            let d = b.saturating_sub(a);
             Ok(Value::Int(match unit.as_str() {
                 "MICROSECOND" => d,
                 "SECOND" => d / time::MICROS_PER_SEC,

@@ -695,7 +695,7 @@ impl<'r> Partial<'r> {
         }
         let fast = self.fast.as_ref().and_then(|f| f.as_ref());
         if let Some(f) = fast {
-            f.push(&mut self.batch, body, g as u32)?;
+            f.push(&mut self.batch, body, g as u32);
             if self.batch.len() >= crate::aggfast::BATCH_ROWS {
                 return f.flush(&mut self.batch, &mut self.fast_accs);
             }

@@ -557,8 +557,6 @@ struct Agg {
 pub struct Fast {
     aggs: Vec<Agg>,
     loads: Vec<Load>,
-    /// Bytes a row body has at least (the end of the furthest column loaded).
-    body_min: usize,
 }
 
 /// One aggregate's argument over a batch.
@@ -628,15 +626,8 @@ impl Fast {
             };
             aggs.push(Agg { op: *op, arg, acc });
         }
-        let loads: Vec<Load> = loads.into_iter().map(|(_, l)| l).collect();
-        let body_min = loads
-            .iter()
-            .map(|l| match l {
-                Load::Int(at, _) | Load::Dec(at) | Load::Flt(at, _) => at.off + at.width,
-            })
-            .max()
-            .unwrap_or(0);
-        Some(Fast { aggs, loads, body_min })
+        let loads = loads.into_iter().map(|(_, l)| l).collect();
+        Some(Fast { aggs, loads })
     }
 
     /// Accumulators for no group yet.
@@ -644,15 +635,12 @@ impl Fast {
         Accs { cols: self.aggs.iter().map(|a| AccCol::new(a.acc)).collect(), groups: 0 }
     }
 
-    /// Buffers one row's body (`RowLayout::body`) with its group.
+    /// Buffers one row's body (`RowLayout::body`) with its group (a damaged row fails the batch
+    /// when its columns are loaded).
     #[inline]
-    pub fn push<'r>(&self, batch: &mut Batch<'r>, body: &'r [u8], group: u32) -> AResult<()> {
-        if body.len() < self.body_min {
-            return Err(damaged());
-        }
+    pub fn push<'r>(&self, batch: &mut Batch<'r>, body: &'r [u8], group: u32) {
         batch.rows.push(body);
         batch.groups.push(group);
-        Ok(())
     }
 
     /// Evaluates the batch and folds it, row by row in the order pushed, into the groups'

@@ -403,17 +403,7 @@ impl RowLayout {
     }
 
     fn var_slice<'a>(&self, body: &'a [u8], idx: usize) -> TernResult<&'a [u8]> {
-        let lens = self.null_bytes + self.fixed_len;
-        let mut data = lens + 4 * self.var_count;
-        let len_at = |j: usize| -> TernResult<usize> {
-            let b = body.get(lens + 4 * j..lens + 4 * j + 4).ok_or_else(|| corrupt("var lengths"))?;
-            Ok(u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
-        };
-        for j in 0..idx {
-            data += len_at(j)?;
-        }
-        let n = len_at(idx)?;
-        body.get(data..data + n).ok_or_else(|| corrupt("var data"))
+        self.var_bytes(body, idx).ok_or_else(|| corrupt("var lengths or data"))
     }
 
     /// Decodes every column.

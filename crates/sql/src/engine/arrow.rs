@@ -51,7 +51,7 @@ pub fn schema_of(t: &Table) -> SchemaRef {
                 match c.ty {
                     // The fraction digits a temporal column shows (kept through projections).
                     ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } | ColumnType::Time { fsp } => {
-                        f.with_metadata([(FSP.to_string(), fsp.to_string())].into())
+                        f.with_metadata([(DECIMALS.to_string(), fsp.to_string())].into())
                     }
                     _ => f,
                 }
@@ -62,12 +62,12 @@ pub fn schema_of(t: &Table) -> SchemaRef {
 
 /// Field metadata: the digits after the point a column shows (a temporal column's fractional
 /// seconds, a rounded DOUBLE's decimals).
-pub const FSP: &str = "tern.decimals";
+pub const DECIMALS: &str = "tern.decimals";
 
 /// Whether a result field's fraction digits are known from its metadata (else `fsp_of` the
 /// values decides).
-pub fn fsp_known(f: &Field) -> bool {
-    f.metadata().contains_key(FSP)
+pub fn decimals_known(f: &Field) -> bool {
+    f.metadata().contains_key(DECIMALS)
 }
 
 /// The fraction digits a DATETIME or TIME value needs (0 for whole seconds).
@@ -266,7 +266,7 @@ pub fn column_def(f: &Field) -> ColumnDef {
     if t == ty::NEWDECIMAL || t == ty::DATETIME || t == ty::TIME {
         d.decimals = decimals;
     }
-    if let Some(fsp) = f.metadata().get(FSP).and_then(|v| v.parse().ok())
+    if let Some(fsp) = f.metadata().get(DECIMALS).and_then(|v| v.parse().ok())
         && matches!(t, ty::DATETIME | ty::TIME | ty::DOUBLE)
     {
         d.decimals = fsp;

@@ -50,7 +50,7 @@ fn rewritten(e: &Expr) -> Option<Expr> {
             .map(|x| format!("({x})"))
             .collect();
         let sql = format!("MID({})", args.join(", "));
-        return Parser::new(&MySqlDialect {}).try_with_sql(&sql).ok()?.parse_expr().ok();
+        return parse(&sql);
     }
     // CAST/CONVERT to SIGNED or UNSIGNED (which the engine does not know) run on the OLTP
     // evaluator's cast (`udf`: MySQL rounds a DECIMAL, reads a string's leading number);
@@ -63,7 +63,7 @@ fn rewritten(e: &Expr) -> Option<Expr> {
     match e {
         Expr::Cast { expr, data_type, format: None, .. } => {
             let f = signed(data_type)?;
-            return Parser::new(&MySqlDialect {}).try_with_sql(&format!("{f}(({expr}))")).ok()?.parse_expr().ok();
+            return parse(&format!("{f}(({expr}))"));
         }
         Expr::Convert { is_try: false, expr, data_type, charset, styles, .. } if styles.is_empty() => {
             let sql = match (data_type, charset) {
@@ -74,7 +74,7 @@ fn rewritten(e: &Expr) -> Option<Expr> {
                 (None, Some(_)) => format!("CAST(({expr}) AS CHAR)"),
                 _ => return None,
             };
-            return Parser::new(&MySqlDialect {}).try_with_sql(&sql).ok()?.parse_expr().ok();
+            return parse(&sql);
         }
         _ => {}
     }
@@ -105,7 +105,7 @@ fn rewritten(e: &Expr) -> Option<Expr> {
             return None;
         }
         let sql = format!("{}('{unit}', {}, {})", name.to_ascii_lowercase(), args[1], args[2]);
-        return Parser::new(&MySqlDialect {}).try_with_sql(&sql).ok()?.parse_expr().ok();
+        return parse(&sql);
     }
     let sql = match (name.as_str(), &args[..]) {
         ("IF", [c, a, b]) => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
@@ -130,7 +130,13 @@ fn rewritten(e: &Expr) -> Option<Expr> {
         }
         _ => return None,
     };
-    Parser::new(&MySqlDialect {}).try_with_sql(&sql).ok()?.parse_expr().ok()
+    parse(&sql)
+}
+
+/// A replacement's SQL as an expression (MySQL's dialect); None when it does not parse (too deep
+/// for the parser's limit: the call stays as written and the engine refuses it).
+fn parse(sql: &str) -> Option<Expr> {
+    Parser::new(&MySqlDialect {}).try_with_sql(sql).ok()?.parse_expr().ok()
 }
 
 #[cfg(test)]

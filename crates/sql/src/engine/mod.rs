@@ -197,7 +197,7 @@ impl Statement {
     async fn run(self) -> Result<Rows, SqlError> {
         let (_ctx, df, memory) = self.plan().await?;
         let mut columns: Vec<ColumnDef> = df.schema().fields().iter().map(|f| arrow::column_def(f)).collect();
-        let fsp_known: Vec<bool> = df.schema().fields().iter().map(|f| arrow::fsp_known(f)).collect();
+        let decimals_known: Vec<bool> = df.schema().fields().iter().map(|f| arrow::decimals_known(f)).collect();
         // Each batch becomes rows here, on the engine's threads, as it arrives; the rows count
         // against the same bound as the operators' memory.
         let mut stream = df.execute_stream().await.map_err(df_error)?;
@@ -212,7 +212,7 @@ impl Statement {
         }
         // A computed DATETIME or TIME shows the fraction digits its values need (a column's
         // own are in its metadata).
-        for (i, (c, known)) in columns.iter_mut().zip(&fsp_known).enumerate() {
+        for (i, (c, known)) in columns.iter_mut().zip(&decimals_known).enumerate() {
             if !known && (c.ty == crate::meta::ty::DATETIME || c.ty == crate::meta::ty::TIME) {
                 c.decimals = rows.iter().map(|r| r.get(i).map_or(0, arrow::fsp_of)).max().unwrap_or(0);
             }

@@ -16,7 +16,7 @@ use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
 use datafusion::prelude::SessionContext;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tern_types::value::{Value, rescale};
 
 /// How a function's result type follows from its arguments.
@@ -92,11 +92,22 @@ struct MySqlFn {
     signature: Signature,
 }
 
-/// Registers every function of `FUNCTIONS` in `ctx` (replacing the engine's own of that name).
+/// Registers every function of `FUNCTIONS` in `ctx` (replacing the engine's own of that name);
+/// the functions are made once per process and shared by every statement's session.
 pub fn register(ctx: &SessionContext) {
-    for &(name, ret) in FUNCTIONS {
-        let signature = Signature::one_of(vec![TypeSignature::VariadicAny, TypeSignature::Nullary], Volatility::Stable);
-        ctx.register_udf(ScalarUDF::new_from_impl(MySqlFn { name, upper: name.to_ascii_uppercase(), ret, signature }));
+    static UDFS: OnceLock<Vec<ScalarUDF>> = OnceLock::new();
+    let udfs = UDFS.get_or_init(|| {
+        FUNCTIONS
+            .iter()
+            .map(|&(name, ret)| {
+                let signature =
+                    Signature::one_of(vec![TypeSignature::VariadicAny, TypeSignature::Nullary], Volatility::Stable);
+                ScalarUDF::new_from_impl(MySqlFn { name, upper: name.to_ascii_uppercase(), ret, signature })
+            })
+            .collect()
+    });
+    for f in udfs {
+        ctx.register_udf(f.clone());
     }
 }
 
@@ -312,9 +323,9 @@ impl ScalarUDFImpl for MySqlFn {
             && let Some(ScalarValue::Utf8(Some(f))) = args.scalar_arguments.get(1).copied().flatten()
         {
             let frac = tern_types::time::str_to_date_parts(f.as_bytes()).2;
-            return Ok(Arc::new(
-                field.with_metadata([(super::arrow::FSP.to_string(), if frac { "6" } else { "0" }.to_string())].into()),
-            ));
+            return Ok(Arc::new(field.with_metadata(
+                [(super::arrow::DECIMALS.to_string(), if frac { "6" } else { "0" }.to_string())].into(),
+            )));
         }
         // A rounded DOUBLE shows the digits asked for, as MySQL's does.
         if self.ret == Ret::Rounded
@@ -322,7 +333,7 @@ impl ScalarUDFImpl for MySqlFn {
             && let Some(d) = rounded_scale(args.scalar_arguments.get(1).copied().flatten())
             && args.scalar_arguments.get(1).copied().flatten().is_some()
         {
-            return Ok(Arc::new(field.with_metadata([(super::arrow::FSP.to_string(), d.to_string())].into())));
+            return Ok(Arc::new(field.with_metadata([(super::arrow::DECIMALS.to_string(), d.to_string())].into())));
         }
         Ok(Arc::new(field))
     }
