@@ -815,6 +815,10 @@ fn aggregating_scans_return_mergeable_partial_groups() {
     let got = run(spec.clone());
     assert_eq!(got.len(), 6, "five values and NULL");
     assert_eq!(got, expect(&|_| true));
+    // 16 rows a step: each ldm goes on by itself for its steps, sending partials as it goes,
+    // and the tc asks again only when those are used up — every row still counted once.
+    spec.batch_rows = 1;
+    assert_eq!(run(spec.clone()), expect(&|_| true));
     spec.filter = Filter::Cmp { col: 0, op: CmpOp::Lt, value: Value::Int(1000) };
     assert_eq!(run(spec.clone()), expect(&|i| i < 1000));
     // Over the ordered index on v: v in [0, 1].

@@ -764,6 +764,7 @@ fn enc_scan_frag(e: &mut Enc, f: &ScanFrag) {
             a.encode(e);
         }
     }
+    e.u32(f.steps);
 }
 
 fn dec_scan_frag(d: &mut Dec) -> DecodeResult<ScanFrag> {
@@ -790,6 +791,7 @@ fn dec_scan_frag(d: &mut Dec) -> DecodeResult<ScanFrag> {
             1 => Some(Arc::new(Aggregation::decode(d)?)),
             _ => return Err(DecodeError("bad aggregate tag")),
         },
+        steps: d.u32()?,
     })
 }
 
@@ -806,6 +808,7 @@ fn enc_scan_frag_rows(e: &mut Enc, r: &ScanFragRows) {
             tern_wire::enc_err(e, err);
         }
     }
+    e.bool(r.more);
 }
 
 fn dec_scan_frag_rows(d: &mut Dec) -> DecodeResult<ScanFragRows> {
@@ -820,6 +823,7 @@ fn dec_scan_frag_rows(d: &mut Dec) -> DecodeResult<ScanFragRows> {
             1 => Some(tern_wire::dec_err(d)?),
             _ => return Err(DecodeError("bad error tag")),
         },
+        more: d.bool()?,
     })
 }
 
@@ -1040,6 +1044,7 @@ mod tests {
                     ),
                 ],
             })),
+            steps: 31,
         })
     }
 
@@ -1109,6 +1114,7 @@ mod tests {
                     keys: vec![vec![1, b'a'], vec![1, b'b'], vec![1, b'c']],
                     next: ScanPos::RowId(1234),
                     error: None,
+                    more: true,
                 })),
             ),
             (
@@ -1120,6 +1126,7 @@ mod tests {
                     keys: vec![],
                     next: ScanPos::Done,
                     error: Some(TernError::new(ErrorCode::SchemaChanged, "schema changed")),
+                    more: false,
                 })),
             ),
             (dist(2), Signal::ClusterMap { state: cluster() }),

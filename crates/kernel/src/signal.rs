@@ -129,6 +129,11 @@ pub struct ScanFrag {
     pub expired: bool,
     /// Return partial aggregate groups of the rows scanned instead of the rows.
     pub aggregate: Option<Arc<tern_types::agg::Aggregation>>,
+    /// Steps the ldm may go on with by itself after this one (aggregating scans): each step's
+    /// partial groups go to the tc as it ends (`ScanFragRows::more`), so an ldm on another thread
+    /// does not wait for the tc's next request. Bounded, so a scan the tc dropped costs at most
+    /// this many more steps.
+    pub steps: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,6 +155,8 @@ pub struct ScanFragRows {
     pub keys: Vec<Vec<u8>>,
     pub next: ScanPos,
     pub error: Option<TernError>,
+    /// The ldm goes on with the next step by itself: the tc's request is still outstanding.
+    pub more: bool,
 }
 
 /// Messages between blocks (and from the runtime into blocks).
@@ -475,6 +482,9 @@ pub struct Out {
     pub io: Vec<(Addr, IoReq)>,
     pub timers: Vec<(u64, Addr, Signal)>,
     pub control: Vec<ControlReq>,
+    /// Signals a block sends itself to go on with a long task: delivered after the worker has
+    /// looked at its other work (mailbox, sockets), so the task cannot hold the thread.
+    pub later: Vec<(Addr, Signal)>,
 }
 
 impl Out {
@@ -490,8 +500,13 @@ impl Out {
     pub fn timer(&mut self, delay_ms: u64, to: Addr, sig: Signal) {
         self.timers.push((delay_ms, to, sig));
     }
+    /// Sends `sig` to go on with a task after other waiting work (see `later`).
+    pub fn send_later(&mut self, to: Addr, sig: Signal) {
+        self.later.push((to, sig));
+    }
     pub fn is_empty(&self) -> bool {
         self.signals.is_empty()
+            && self.later.is_empty()
             && self.replies.is_empty()
             && self.io.is_empty()
             && self.timers.is_empty()

@@ -147,6 +147,12 @@ struct Txn {
     batches_sent: u32,
 }
 
+/// Steps an ldm takes by itself in an aggregating scan before it waits for the tc's next
+/// request: each step's partial groups are a few rows, so the ldms of other threads need not
+/// wait for this tc's thread between steps (with several ldm workers they scan in parallel),
+/// and a dropped scan (KILL, client gone) costs at most this many more steps.
+const AGG_STEPS_AHEAD: u32 = 32;
+
 struct PartScan {
     pos: ScanPos,
     outstanding: bool,
@@ -1311,7 +1317,8 @@ impl Tc {
             return;
         }
         let p = s.parts.get_mut(&r.partition).expect("checked");
-        p.outstanding = false;
+        // While the ldm goes on by itself (an aggregating scan) the request stays outstanding.
+        p.outstanding = r.more;
         p.pos = r.next;
         let keys = if r.keys.len() == r.rows.len() { r.keys } else { vec![Vec::new(); r.rows.len()] };
         p.rows.extend(keys.into_iter().zip(r.rows));
@@ -1403,6 +1410,7 @@ impl Tc {
                     with_keys,
                     expired: s.req.expired,
                     aggregate: s.req.aggregate.clone().map(Arc::new),
+                    steps: if s.req.aggregate.is_some() { AGG_STEPS_AHEAD } else { 0 },
                 };
                 out.send(to, Signal::ScanFrag(Box::new(frag)));
             }

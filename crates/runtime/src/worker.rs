@@ -211,6 +211,9 @@ pub struct Worker {
     next_token: usize,
     next_conn_worker: usize,
     local: VecDeque<(Block, Signal)>,
+    /// Signals blocks sent themselves to go on with a long task (`Out::later`): queued for the
+    /// next turn, after the mailbox and the sockets were looked at.
+    later: Vec<(Block, Signal)>,
     outboxes: Vec<Vec<Inbound>>,
     timers: BinaryHeap<TimerKey>,
     timer_sigs: HashMap<u64, (Block, Signal)>,
@@ -265,6 +268,7 @@ impl Worker {
             next_token: 2,
             next_conn_worker: 0,
             local: VecDeque::new(),
+            later: Vec::new(),
             outboxes: (0..n).map(|_| Vec::new()).collect(),
             timers: BinaryHeap::new(),
             timer_sigs: HashMap::new(),
@@ -313,6 +317,9 @@ impl Worker {
             worked |= self.poll_sockets(events, Some(Duration::ZERO));
         }
         worked |= self.poll_shm();
+        if !self.later.is_empty() {
+            self.local.extend(self.later.drain(..));
+        }
         worked |= self.run_queue();
         worked |= self.fire_timers();
         self.flush();
@@ -337,8 +344,8 @@ impl Worker {
 
     /// Spins for up to the adaptive budget; true when work turned up.
     fn spin(&mut self) -> bool {
-        if self.shared.spin_max_us == 0 || !self.local.is_empty() {
-            return !self.local.is_empty();
+        if self.shared.spin_max_us == 0 || !self.local.is_empty() || !self.later.is_empty() {
+            return !self.local.is_empty() || !self.later.is_empty();
         }
         let start = Instant::now();
         let mut budget = Duration::from_micros(self.spin_us);
@@ -931,6 +938,13 @@ impl Worker {
                     out.signals.push((dict, Signal::CatalogStored { version: c.version }));
                 }
                 (None, req) => tracing::debug!(?req, "no control plane: request dropped"),
+            }
+        }
+        for (to, sig) in out.later.drain(..) {
+            if to.node == self.node_id && worker_of(to.block) == self.index {
+                self.later.push((to.block, sig));
+            } else {
+                out.signals.push((to, sig));
             }
         }
         for (to, sig) in out.signals.drain(..) {

@@ -307,6 +307,8 @@ pub struct Sim {
     scan_rows: Vec<Vec<u8>>,
     verifying: bool,
     verify_table: u32,
+    /// The aggregation the verification scan pushes (None: a plain scan).
+    verify_agg: Option<tern_types::agg::Aggregation>,
     index_table: Option<Table>,
     pub stats: SimStats,
     /// A node failure is due (since then).
@@ -426,6 +428,7 @@ impl Sim {
             scan_rows: Vec::new(),
             verifying: false,
             verify_table: 0,
+            verify_agg: None,
             index_table: None,
             stats: SimStats::default(),
             armed_since: None,
@@ -986,7 +989,35 @@ impl Sim {
             }
         }
         self.check_unique_index(&out);
+        self.check_pushed_aggregate(table.id, &out);
         out
+    }
+
+    /// A pushed aggregation (its ldms going on by themselves between the tc's requests) counts
+    /// every row once: COUNT(*), SUM(a) and MAX(b) over the whole table equal the plain scan's.
+    fn check_pushed_aggregate(&mut self, table: u32, rows: &BTreeMap<i64, Row>) {
+        use tern_types::agg::{AggExpr, AggOp, Aggregation};
+        let agg = Aggregation {
+            group_by: vec![],
+            aggs: vec![(AggOp::Count, None), (AggOp::Sum, Some(AggExpr::Col(1))), (AggOp::Max, Some(AggExpr::Col(2)))],
+        };
+        self.verify_agg = Some(agg.clone());
+        let partials = self.scan_table(table);
+        self.verify_agg = None;
+        let mut acc = agg.start();
+        for p in &partials {
+            let (_, part) = tern_types::agg::decode_partial(&agg, p).expect("a partial group");
+            agg.merge(&mut acc, &part);
+        }
+        let got: Vec<Option<i128>> = acc.iter().map(|v| v.as_i128()).collect();
+        let want = vec![
+            Some(rows.len() as i128),
+            (!rows.is_empty()).then(|| rows.values().map(|r| r.0 as i128).sum()),
+            rows.values().filter_map(|r| r.1.map(|b| b as i128)).max(),
+        ];
+        if got != want {
+            self.fail(&format!("pushed COUNT/SUM/MAX {got:?} disagree with the scanned rows' {want:?}"));
+        }
     }
 
     /// Replica agreement (architecture.md §5, invariant 3): every replica of every partition holds
@@ -1079,10 +1110,12 @@ impl Sim {
             limit: 0,
             ordered: false,
             descending: false,
-            batch_rows: 7,
+            // An aggregating step folds 16 batches' rows: 16 rows a step, so partitions take
+            // several steps.
+            batch_rows: if self.verify_agg.is_some() { 1 } else { 7 },
             partition: None,
             expired: false,
-            aggregate: None,
+            aggregate: self.verify_agg.clone(),
         });
         let inc = self.incarnation;
         self.push(
@@ -1170,7 +1203,9 @@ impl Sim {
                     );
                 }
             }
-            Reply::Error(e) if e.is_temporary() && self.scan_rows.is_empty() => {
+            // A pushed aggregation starts again from nothing (its partials so far are dropped).
+            Reply::Error(e) if e.is_temporary() && (self.scan_rows.is_empty() || self.verify_agg.is_some()) => {
+                self.scan_rows.clear();
                 self.send_verify_scan(self.verify_table);
             }
             other => self.fail(&format!("verification scan failed: {other:?}")),
@@ -1269,7 +1304,9 @@ impl Sim {
 
     fn effects(&mut self, from: Addr, out: Out) {
         let inc = self.incarnation;
-        for (to, sig) in out.signals {
+        // A block's continuation of its own task travels as any signal does (the simulator's
+        // delivery order already interleaves it with other work).
+        for (to, sig) in out.signals.into_iter().chain(out.later) {
             self.observe(to, &sig);
             self.send(from, to, sig);
         }

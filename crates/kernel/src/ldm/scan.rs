@@ -23,7 +23,7 @@ impl Ldm {
         let mut rows = Vec::new();
         let mut keys = Vec::new();
         let reply = |rows, keys, next, error| {
-            Box::new(ScanFragRows { scan: req.scan, partition: req.partition, rows, keys, next, error })
+            Box::new(ScanFragRows { scan: req.scan, partition: req.partition, rows, keys, next, error, more: false })
         };
         let (Some(part), Some(layout)) = (self.parts.get(&(req.table, req.partition)), self.layouts.get(&req.table))
         else {
@@ -146,6 +146,16 @@ impl Ldm {
             keys.clear();
         }
         let next = if error.is_some() { ScanPos::Done } else { next };
+        if agg.is_some() && req.steps > 0 && next != ScanPos::Done {
+            // Go on by itself: the partial groups go to the tc now and the next step runs after
+            // this thread's other waiting work.
+            let mut rows = reply(rows, keys, next.clone(), None);
+            rows.more = true;
+            out.send(req.reply_to, Signal::ScanFragRows(rows));
+            let again = ScanFrag { resume: next, steps: req.steps - 1, ..req };
+            out.send_later(self.addr, Signal::ScanFrag(Box::new(again)));
+            return;
+        }
         out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, next, error)));
     }
 

@@ -119,3 +119,81 @@ fn a_waiter_resumed_by_a_commit_that_waits_again_gets_a_fresh_deadline() {
     assert!(matches!(&b.results[0].1, OpResult::Error(e) if e.code == ErrorCode::LockWaitTimeout));
     l.check_invariants();
 }
+
+/// An aggregating scan goes on by itself for the steps it was given: every step's partial
+/// groups go to the tc as `more` while the next step is queued as a `later` signal to itself,
+/// then it stops and waits for the tc's next request; the partials add up to every row.
+#[test]
+fn an_aggregating_scan_goes_on_by_itself_for_its_steps() {
+    use tern_types::agg::{AggExpr, AggOp, Aggregation};
+    let (mut l, layout) = ldm();
+    let rows = 1_000i64;
+    assert!(prepared_of(&prepare(&mut l, 0, 1, (1..=rows).map(|i| write(&layout, i)).collect()), 1).is_some());
+    let _ = commit(&mut l, 0, 1);
+    let tc = Addr::new(1, Block::Tc(0));
+    let agg = Arc::new(Aggregation {
+        group_by: vec![],
+        aggs: vec![(AggOp::Count, None), (AggOp::Max, Some(AggExpr::Col(1)))],
+    });
+    let frag = |resume: ScanPos| ScanFrag {
+        scan: 9,
+        reply_to: tc,
+        table: 1,
+        partition: 0,
+        index: None,
+        ranges: Arc::new(vec![]),
+        filter: Arc::new(tern_types::filter::Filter::True),
+        projection: None,
+        descending: false,
+        // 16 rows per step.
+        max_rows: 1,
+        resume,
+        with_keys: false,
+        expired: false,
+        aggregate: Some(agg.clone()),
+        steps: 3,
+    };
+    let mut acc: Option<Vec<Value>> = None;
+    let (mut requests, mut partials) = (0, 0);
+    let mut pending = vec![Signal::ScanFrag(Box::new(frag(ScanPos::Start)))];
+    while let Some(sig) = pending.pop() {
+        let mut out = Out::default();
+        l.handle(0, sig, &mut out);
+        assert!(out.later.len() <= 1, "{:?}", out.later);
+        let reply = out.signals.iter().find_map(|(to, s)| match s {
+            Signal::ScanFragRows(r) if *to == tc => Some(r.clone()),
+            _ => None,
+        });
+        let r = reply.expect("every step answers the tc");
+        assert!(r.error.is_none(), "{:?}", r.error);
+        for row in &r.rows {
+            let (_, part) = tern_types::agg::decode_partial(&agg, row).expect("partial");
+            match &mut acc {
+                None => acc = Some(part),
+                Some(a) => agg.merge(a, &part),
+            }
+            partials += 1;
+        }
+        match (r.more, out.later.pop()) {
+            (true, Some((to, Signal::ScanFrag(f)))) => {
+                assert_eq!(to, l.addr);
+                assert_eq!(f.resume, r.next);
+                pending.push(Signal::ScanFrag(f));
+            }
+            (false, None) if r.next == ScanPos::Done => {}
+            (false, None) => {
+                // The steps are used up: the tc asks again from where the scan stopped.
+                requests += 1;
+                assert!(requests < 1_000, "the scan does not end");
+                pending.push(Signal::ScanFrag(Box::new(frag(r.next.clone()))));
+            }
+            other => panic!("a step that goes on must say so and queue the next step: {other:?}"),
+        }
+    }
+    let acc = acc.expect("some partial");
+    assert_eq!(acc[0], Value::Int(rows), "every row counted once");
+    assert_eq!(acc[1], Value::Int(rows * 10));
+    // 1,000 rows at 16 a step in runs of 4 steps per request.
+    assert_eq!(partials, (rows as usize).div_ceil(16));
+    assert_eq!(requests, ((rows as usize).div_ceil(16) - 1) / 4);
+}
