@@ -906,6 +906,12 @@ impl TableHandle {
         Ok(self.op(OpKind::Insert, self.layout.key_of(&row).to_vec(), row))
     }
 
+    /// `insert` from values it may consume (no copy of byte strings).
+    pub fn insert_owned(&self, values: Vec<Value>) -> Result<KeyOp> {
+        let row = self.row_owned(values)?;
+        Ok(self.op(OpKind::Insert, self.layout.key_of(&row).to_vec(), row))
+    }
+
     /// Insert or overwrite.
     pub fn write(&self, values: &[Value]) -> Result<KeyOp> {
         self.write_owned(values.to_vec())

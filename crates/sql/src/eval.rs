@@ -14,8 +14,13 @@ pub type EResult<T> = Result<T, SqlError>;
 
 /// MySQL's relaxed date and time syntax: any punctuation character may separate the parts of a
 /// date or a time ('2012^12^31 11*30*45', '1111:11:11'); the result uses '-' and ':' (and keeps
-/// a fraction after '.'). None when `b` is not of that shape (the caller then uses it as is).
+/// a fraction after '.'). None when `b` is not of that shape (the caller then uses it as is),
+/// or already is `YYYY-MM-DD` (what a load of dates mostly reads: no allocation for it).
 pub fn relaxed_datetime(b: &[u8]) -> Option<Vec<u8>> {
+    let digit = |i: usize| b[i].is_ascii_digit();
+    if b.len() == 10 && b[4] == b'-' && b[7] == b'-' && [0, 1, 2, 3, 5, 6, 8, 9].into_iter().all(digit) {
+        return None;
+    }
     let s = std::str::from_utf8(b).ok()?.trim();
     let (date, time) = match s.find([' ', 'T']) {
         Some(i) => (&s[..i], Some(s[i + 1..].trim_start())),
@@ -1285,6 +1290,18 @@ pub fn dec_text(v: i128, scale: u8) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relaxed_dates_and_times() {
+        let r = |s: &str| relaxed_datetime(s.as_bytes()).map(|v| String::from_utf8(v).unwrap());
+        // Already canonical: used as given.
+        assert_eq!(r("1996-03-13"), None);
+        assert_eq!(r("2012^12^31 11*30*45").as_deref(), Some("2012-12-31 11:30:45"));
+        assert_eq!(r("1996/3/1").as_deref(), Some("1996-3-1"));
+        assert_eq!(r("2001.02.03 04:05:06.789").as_deref(), Some("2001-02-03 04:05:06.789"));
+        assert_eq!(r("1996-03-1x"), None);
+        assert_eq!(r("19960313"), None);
+    }
 
     #[test]
     fn arithmetic() {

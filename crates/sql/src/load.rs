@@ -7,7 +7,7 @@
 use super::ast::LoadData;
 use super::write::store_value;
 use crate::SqlError;
-use tern_client::{AbortOption, Client, Exec, OpResult, TableHandle};
+use tern_client::{AbortOption, Client, Exec, KeyOp, OpResult, TableHandle};
 use tern_types::{ErrorCode, Value};
 
 /// Rows per insert transaction.
@@ -16,11 +16,21 @@ const BATCH: usize = 1000;
 /// Bytes of the file parsed per hand-off to the parse thread.
 const PARSE_BYTES: usize = 1 << 20;
 
-/// A LOAD DATA in progress. Records are parsed and converted on a blocking-pool thread while
-/// the batches of the chunk before commit on the caller's runtime (a pipeline of two stages:
-/// with the front ends hosted on a data-node worker, that worker no longer parses), and batches
-/// commit one after the other in file order, so which of two rows with one key wins is as if
-/// the file were loaded row by row.
+/// Batches parsed and waiting for the committer, at most (with the transactions in flight,
+/// what bounds the rows a load holds).
+const QUEUED_BATCHES: usize = 8;
+
+/// Insert transactions of one load in flight at once when duplicates are skipped or replaced
+/// (the data nodes' ldms work on one batch while the next is sent and the one before commits).
+/// A load that stops at its first error commits one batch at a time, so that what it leaves is
+/// the rows before the failing batch.
+const IN_FLIGHT: usize = 4;
+
+/// A LOAD DATA in progress: a pipeline of three stages. Records are parsed, converted and
+/// encoded on a blocking-pool thread (with the front ends hosted on a data-node worker, that
+/// worker does not parse); full batches go to a committer task, which keeps up to `IN_FLIGHT`
+/// insert transactions going. A batch that has a key in common with a batch in flight waits for
+/// it, so which of two rows with one key wins is as if the file were loaded row by row.
 pub struct LoadJob {
     pub file: String,
     h: TableHandle,
@@ -28,8 +38,8 @@ pub struct LoadJob {
     ignore: bool,
     /// The parsing state (away on the parse thread during `feed`).
     parse: Option<Box<Parse>>,
-    /// The batches of the previous chunk, committing.
-    commit: Option<tokio::task::JoinHandle<Committed>>,
+    /// Where full batches go, and the committer (started with the first batch).
+    batches: Option<(tokio::sync::mpsc::Sender<Batch>, tokio::task::JoinHandle<Committed>)>,
     /// Bytes received and not yet handed to the parse thread.
     raw: Vec<u8>,
     pub records: u64,
@@ -37,6 +47,13 @@ pub struct LoadJob {
     pub skipped: u64,
     pub warnings: u64,
     pub error: Option<SqlError>,
+}
+
+/// A batch for one insert transaction: its operations, made on the parse thread, or, for a
+/// table with generated columns (filled from the data nodes before the row is encoded), its rows.
+enum Batch {
+    Ops(Vec<KeyOp>),
+    Rows(Vec<Vec<Value>>),
 }
 
 /// Parsing and converting records into rows to insert.
@@ -93,7 +110,7 @@ impl LoadJob {
                 warnings: 0,
                 error: None,
             })),
-            commit: None,
+            batches: None,
             raw: Vec::new(),
             records: 0,
             inserted: 0,
@@ -103,8 +120,8 @@ impl LoadJob {
         })
     }
 
-    /// Takes the next chunk of the file: parses it on the parse thread while the previous
-    /// chunk's batches commit, then starts committing its full batches.
+    /// Takes the next chunk of the file: parses it on the parse thread while earlier batches
+    /// commit, then queues its full batches for the committer (waiting while the queue is full).
     pub async fn feed(&mut self, client: &Client, chunk: &[u8]) {
         // Packets are small (16 KiB from the mariadb client): the parse thread gets a MiB at a
         // time, so that the hand-offs do not cost more than the overlap saves.
@@ -114,35 +131,45 @@ impl LoadJob {
         }
         let raw = std::mem::take(&mut self.raw);
         let batches = self.parse_chunk(raw, false).await;
-        if batches.is_empty() {
-            return;
-        }
-        self.wait_commit().await;
-        if self.error.is_some() {
-            return;
-        }
-        let (client, h, replace, ignore) = (client.clone(), self.h.clone(), self.replace, self.ignore);
-        self.commit = Some(tokio::spawn(commit(client, h, batches, replace, ignore)));
+        self.queue(client, batches).await;
     }
 
     /// The end of the file: the last record, the last batch, every commit done.
     pub async fn finish(&mut self, client: &Client) {
         let raw = std::mem::take(&mut self.raw);
         let batches = self.parse_chunk(raw, true).await;
+        self.queue(client, batches).await;
         self.wait_commit().await;
-        if self.error.is_none() && !batches.is_empty() {
-            let c = commit(client.clone(), self.h.clone(), batches, self.replace, self.ignore).await;
-            self.absorb(c);
+    }
+
+    /// Hands full batches to the committer (started on the first); once the committer has
+    /// stopped at an error, waits for it and keeps the error.
+    async fn queue(&mut self, client: &Client, batches: Vec<Batch>) {
+        if batches.is_empty() || self.error.is_some() {
+            return;
+        }
+        let (replace, ignore) = (self.replace, self.ignore);
+        let (tx, _) = self.batches.get_or_insert_with(|| {
+            let (tx, rx) = tokio::sync::mpsc::channel(QUEUED_BATCHES);
+            (tx, tokio::spawn(committer(client.clone(), self.h.clone(), rx, replace, ignore)))
+        });
+        for b in batches {
+            if tx.send(b).await.is_err() {
+                // The committer stopped (an error): its result says why.
+                self.wait_commit().await;
+                return;
+            }
         }
     }
 
     /// Parses `chunk` (and with `last` the end of the file) away from this thread; returns the
     /// full batches (all pending rows when `last`). Nothing once an error is known.
-    async fn parse_chunk(&mut self, chunk: Vec<u8>, last: bool) -> Vec<Vec<Vec<Value>>> {
+    async fn parse_chunk(&mut self, chunk: Vec<u8>, last: bool) -> Vec<Batch> {
         if self.error.is_some() {
             return Vec::new();
         }
         let Some(mut p) = self.parse.take() else { return Vec::new() };
+        let replace = self.replace;
         let parsed = tokio::task::spawn_blocking(move || {
             p.buf.extend_from_slice(&chunk);
             p.parse(last);
@@ -150,7 +177,14 @@ impl LoadJob {
             let mut batches = Vec::with_capacity(p.pending.len() / BATCH + 1);
             while p.pending.len() > keep {
                 let n = (p.pending.len() - keep).min(BATCH);
-                batches.push(p.pending.drain(..n).collect::<Vec<_>>());
+                let rows = p.pending.drain(..n).collect::<Vec<_>>();
+                match p.ops(rows, replace) {
+                    Ok(b) => batches.push(b),
+                    Err(e) => {
+                        p.error = Some(e);
+                        break;
+                    }
+                }
             }
             (p, batches)
         })
@@ -172,10 +206,11 @@ impl LoadJob {
         }
     }
 
-    /// Waits for the batches committing and counts what they did.
+    /// Closes the queue, waits for every batch to commit and counts what they did.
     async fn wait_commit(&mut self) {
-        if let Some(c) = self.commit.take() {
-            match c.await {
+        if let Some((tx, task)) = self.batches.take() {
+            drop(tx);
+            match task.await {
                 Ok(c) => self.absorb(c),
                 Err(e) => self.error = Some(SqlError::new(1105, "HY000", format!("LOAD DATA commit stopped: {e}"))),
             }
@@ -193,6 +228,16 @@ impl LoadJob {
 }
 
 impl Parse {
+    /// The insert (or, with REPLACE, write) operations of a batch of rows; the rows themselves
+    /// when the table has generated columns.
+    fn ops(&self, rows: Vec<Vec<Value>>, replace: bool) -> Result<Batch, SqlError> {
+        if self.h.table.columns.iter().any(|c| c.auto_increment) {
+            return Ok(Batch::Rows(rows));
+        }
+        let op = |r| if replace { self.h.write_owned(r) } else { self.h.insert_owned(r) };
+        Ok(Batch::Ops(rows.into_iter().map(op).collect::<Result<_, _>>()?))
+    }
+
     /// Parses the buffered bytes into pending rows (what stays is an undecided tail).
     fn parse(&mut self, last: bool) {
         if self.error.is_some() {
@@ -270,60 +315,108 @@ impl Parse {
     }
 }
 
-/// Inserts the batches in order, each in its own transaction; stops at the first error.
-async fn commit(
+/// An insert transaction in flight: its outcome and the hashes of its rows' keys.
+type Flying = (tokio::task::JoinHandle<Result<Vec<OpResult>, tern_client::TernError>>, Vec<u64>);
+
+/// Inserts the queued batches, each in its own transaction, up to `IN_FLIGHT` at once (one when
+/// the load stops at its first error); a batch sharing a key with one in flight waits for it.
+/// Stops taking batches at the first error (the ones in flight finish and are counted).
+async fn committer(
     client: Client,
     h: TableHandle,
-    batches: Vec<Vec<Vec<Value>>>,
+    mut rx: tokio::sync::mpsc::Receiver<Batch>,
     replace: bool,
     ignore: bool,
 ) -> Committed {
     let mut done = Committed::default();
-    let generated = h.table.columns.iter().any(|c| c.auto_increment);
-    for mut rows in batches {
-        if generated {
-            for r in rows.iter_mut() {
-                if let Err(e) = client.fill_generated_async(&h, r).await {
-                    done.error = Some(SqlError::from(e));
-                    return done;
-                }
-            }
-        }
-        let mut ops = Vec::with_capacity(rows.len());
-        for r in rows {
-            match if replace { h.write_owned(r) } else { h.insert(&r) } {
-                Ok(op) => ops.push(op),
-                Err(e) => {
-                    done.error = Some(SqlError::from(e));
-                    return done;
-                }
-            }
-        }
-        let abort = if ignore { AbortOption::IgnoreError } else { AbortOption::AbortOnError };
-        let mut t = client.begin();
-        match t.execute_with(ops, Exec::Commit, abort).await {
-            Ok(res) => {
-                for r in res {
-                    match r {
-                        OpResult::Error(e) if e.code == ErrorCode::DuplicateKey => {
-                            done.skipped += 1;
-                            done.warnings += 1;
-                        }
-                        OpResult::Error(e) => {
-                            done.error = Some(SqlError::from(e));
-                            return done;
-                        }
-                        _ => done.inserted += 1,
+    let depth = if replace || ignore { IN_FLIGHT } else { 1 };
+    let abort = if ignore { AbortOption::IgnoreError } else { AbortOption::AbortOnError };
+    let mut flying: std::collections::VecDeque<Flying> = Default::default();
+    // Key hashes of the batches in flight (with how many of them have each).
+    let mut keys: tern_types::hash::FastMap<u64, u32> = Default::default();
+    'batches: while done.error.is_none() {
+        let ops = match rx.recv().await {
+            None => break,
+            Some(Batch::Ops(ops)) => ops,
+            Some(Batch::Rows(mut rows)) => {
+                let mut ops = Vec::with_capacity(rows.len());
+                for r in rows.iter_mut() {
+                    if let Err(e) = client.fill_generated_async(&h, r).await {
+                        done.error = Some(SqlError::from(e));
+                        break 'batches;
                     }
                 }
+                for r in rows {
+                    match if replace { h.write_owned(r) } else { h.insert_owned(r) } {
+                        Ok(op) => ops.push(op),
+                        Err(e) => {
+                            done.error = Some(SqlError::from(e));
+                            break 'batches;
+                        }
+                    }
+                }
+                ops
             }
-            Err(e) => {
-                done.error = Some(SqlError::from(e));
-                return done;
+        };
+        let hashes: Vec<u64> = ops.iter().map(|op| tern_types::hash::index_hash(&op.key)).collect();
+        while flying.len() >= depth || (!flying.is_empty() && hashes.iter().any(|k| keys.contains_key(k))) {
+            let f = flying.pop_front().expect("non-empty");
+            land(f, &mut keys, &mut done).await;
+            if done.error.is_some() {
+                break 'batches;
+            }
+        }
+        for &k in &hashes {
+            *keys.entry(k).or_default() += 1;
+        }
+        let client = client.clone();
+        let txn = tokio::spawn(async move { client.begin().execute_with(ops, Exec::Commit, abort).await });
+        flying.push_back((txn, hashes));
+    }
+    // Whatever is in flight commits (or fails) anyway: count it.
+    while let Some(f) = flying.pop_front() {
+        land(f, &mut keys, &mut done).await;
+    }
+    done
+}
+
+/// Waits for an insert transaction and counts its rows.
+async fn land(f: Flying, keys: &mut tern_types::hash::FastMap<u64, u32>, done: &mut Committed) {
+    let (txn, hashes) = f;
+    for k in hashes {
+        if let Some(n) = keys.get_mut(&k) {
+            *n -= 1;
+            if *n == 0 {
+                keys.remove(&k);
             }
         }
     }
-    done
+    let res = match txn.await {
+        Ok(r) => r,
+        Err(e) => {
+            done.error.get_or_insert(SqlError::new(1105, "HY000", format!("LOAD DATA commit stopped: {e}")));
+            return;
+        }
+    };
+    match res {
+        Ok(res) => {
+            for r in res {
+                match r {
+                    OpResult::Error(e) if e.code == ErrorCode::DuplicateKey => {
+                        done.skipped += 1;
+                        done.warnings += 1;
+                    }
+                    OpResult::Error(e) => {
+                        done.error.get_or_insert(SqlError::from(e));
+                    }
+                    _ => done.inserted += 1,
+                }
+            }
+        }
+        Err(e) => {
+            done.error.get_or_insert(SqlError::from(e));
+        }
+    }
 }
 
 /// Longest record LOAD DATA accepts (MySQL's default max_allowed_packet).
@@ -354,6 +447,9 @@ pub struct RecordParser {
     was_quoted: bool,
     escaped_null: bool,
     bytes: usize,
+    /// Bytes that may end a run of plain field data outside quotes: the escape and the first
+    /// bytes of the terminators (None when a terminator is empty: every byte is looked at).
+    special: Option<Box<[bool; 256]>>,
 }
 
 /// What a step of the parser found at the current position.
@@ -384,6 +480,18 @@ impl RecordParser {
             was_quoted: false,
             escaped_null: false,
             bytes: 0,
+            special: match (spec.lines_terminated.first(), spec.fields_terminated.first()) {
+                (Some(&l), Some(&f)) => {
+                    let mut t = Box::new([false; 256]);
+                    t[l as usize] = true;
+                    t[f as usize] = true;
+                    if let Some(e) = spec.escaped {
+                        t[e as usize] = true;
+                    }
+                    Some(t)
+                }
+                _ => None,
+            },
         }
     }
 
@@ -431,7 +539,11 @@ impl RecordParser {
     }
 
     fn push(&mut self, c: u8) -> Result<(), SqlError> {
-        self.bytes += 1;
+        self.push_run(&[c])
+    }
+
+    fn push_run(&mut self, run: &[u8]) -> Result<(), SqlError> {
+        self.bytes += run.len();
         if self.bytes > RECORD_BYTES_MAX {
             return Err(SqlError::new(
                 1153,
@@ -441,7 +553,7 @@ impl RecordParser {
                 ),
             ));
         }
-        self.field.push(c);
+        self.field.extend_from_slice(run);
         Ok(())
     }
 
@@ -525,6 +637,16 @@ impl RecordParser {
                 self.push(c)?;
                 i += 1;
                 continue;
+            }
+            // Plain data up to the next byte that may mean something, in one piece (the parse
+            // was a third of a LOAD DATA's front-end time byte by byte).
+            if let Some(t) = &self.special {
+                let run = b[i..].iter().position(|&c| t[c as usize]).unwrap_or(b.len() - i);
+                if run > 0 {
+                    self.push_run(&b[i..i + run])?;
+                    i += run;
+                    continue;
+                }
             }
             match self.at(b, i, last) {
                 Step::Line(n) => {
