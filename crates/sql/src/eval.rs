@@ -881,6 +881,32 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
             }
             bytes(out)
         }
+        // Digests as lowercase hex strings (MySQL's MD5, SHA1/SHA, SHA2 of 256 bits).
+        "MD5" | "SHA1" | "SHA" | "SHA2" => {
+            let Some(s) = t(0) else { return Ok(Value::Null) };
+            let digest: Vec<u8> = match name {
+                "MD5" => tern_types::md5::md5(&s).to_vec(),
+                "SHA1" | "SHA" => tern_types::sha1::sha1(&s).to_vec(),
+                _ => {
+                    need(2)?;
+                    match to_i128(&args[1]) {
+                        None => return Ok(Value::Null),
+                        Some(0 | 256) => tern_types::sha256::sha256(&s).to_vec(),
+                        Some(n @ (224 | 384 | 512)) => {
+                            return Err(SqlError::new(
+                                1235,
+                                "42000",
+                                format!("This version of Tern doesn't yet support 'SHA2 with a hash length of {n}'"),
+                            ));
+                        }
+                        // MySQL: NULL for a length it does not know.
+                        Some(_) => return Ok(Value::Null),
+                    }
+                }
+            };
+            bytes(digest.iter().map(|x| format!("{x:02x}")).collect::<String>().into_bytes())
+        }
+        "CRC32" => Ok(t(0).map(|s| Value::Int(tern_types::md5::crc32(&s) as i64)).unwrap_or(Value::Null)),
         "TO_BASE64" => {
             let Some(s) = t(0) else { return Ok(Value::Null) };
             let mut out = String::new();
@@ -1008,7 +1034,11 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
         }
         "FROM_UNIXTIME" => {
             need(1)?;
-            let Some(at) = arg_int(args, 0).and_then(|s| s.checked_mul(time::MICROS_PER_SEC)) else {
+            // NULL before the epoch and after MySQL 8's last second (3001-01-18 23:59:59 UTC).
+            let Some(at) = arg_int(args, 0)
+                .filter(|s| (0..=32_536_771_199).contains(s))
+                .and_then(|s| s.checked_mul(time::MICROS_PER_SEC))
+            else {
                 return Ok(Value::Null);
             };
             match args.get(1) {

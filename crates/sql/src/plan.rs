@@ -521,6 +521,11 @@ const FUNCTIONS: &[&str] = &[
     "UNHEX",
     "TO_BASE64",
     "FROM_BASE64",
+    "MD5",
+    "SHA1",
+    "SHA",
+    "SHA2",
+    "CRC32",
     "COALESCE",
     "IFNULL",
     "NVL",
@@ -1088,9 +1093,8 @@ fn expr_type(x: &X, src: &[(usize, ColumnType)], aggs: &[Agg]) -> (u8, u32, u8) 
             "LENGTH" | "OCTET_LENGTH" | "CHAR_LENGTH" | "CHARACTER_LENGTH" | "LOCATE" | "INSTR" | "POSITION"
             | "ASCII" | "ORD" | "ISNULL" | "SIGN" | "CONNECTION_ID" | "LAST_INSERT_ID" | "ROW_COUNT" | "FOUND_ROWS"
             | "UNIX_TIMESTAMP" | "YEAR" | "MONTH" | "DAY" | "DAYOFMONTH" | "HOUR" | "MINUTE" | "SECOND"
-            | "DATEDIFF" | "SLEEP" | "DAYOFWEEK" | "WEEKDAY" | "DAYOFYEAR" | "WEEK" | "FIELD" | "TIMESTAMPDIFF" => {
-                (ty::LONGLONG, 21, 0)
-            }
+            | "DATEDIFF" | "SLEEP" | "DAYOFWEEK" | "WEEKDAY" | "DAYOFYEAR" | "WEEK" | "FIELD" | "TIMESTAMPDIFF"
+            | "CRC32" => (ty::LONGLONG, 21, 0),
             "NOW" | "CURRENT_TIMESTAMP" | "SYSDATE" | "LOCALTIME" | "LOCALTIMESTAMP" | "UTC_TIMESTAMP" => {
                 (ty::DATETIME, 19, 0)
             }

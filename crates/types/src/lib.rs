@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod error;
 pub mod filter;
 pub mod hash;
+pub mod md5;
 pub mod ndb_comment;
 pub mod rng;
 pub mod row;

@@ -1,0 +1,119 @@
+//! MD5 (RFC 1321) and CRC-32 (the IEEE 802.3 polynomial, reflected, as zlib computes it), for
+//! MySQL's `MD5()` and `CRC32()`. Not for anything that needs a secure hash.
+
+/// Per-round shift amounts (RFC 1321, section 3.4).
+const S: [u32; 64] = [
+    7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
+    4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15,
+    21,
+];
+
+/// The constants T[i] = floor(2^32 * |sin(i + 1)|).
+fn table() -> [u32; 64] {
+    let mut k = [0u32; 64];
+    for (i, x) in k.iter_mut().enumerate() {
+        *x = ((i as f64 + 1.0).sin().abs() * 4_294_967_296.0) as u32;
+    }
+    k
+}
+
+fn compress(h: &mut [u32; 4], block: &[u8], k: &[u32; 64]) {
+    let mut m = [0u32; 16];
+    for (i, c) in block.chunks_exact(4).enumerate() {
+        m[i] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    }
+    let [mut a, mut b, mut c, mut d] = *h;
+    for i in 0..64 {
+        let (f, g) = match i / 16 {
+            0 => ((b & c) | (!b & d), i),
+            1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
+            2 => (b ^ c ^ d, (3 * i + 5) % 16),
+            _ => (c ^ (b | !d), (7 * i) % 16),
+        };
+        let t = a.wrapping_add(f).wrapping_add(k[i]).wrapping_add(m[g]).rotate_left(S[i]);
+        a = d;
+        d = c;
+        c = b;
+        b = b.wrapping_add(t);
+    }
+    for (x, y) in h.iter_mut().zip([a, b, c, d]) {
+        *x = x.wrapping_add(y);
+    }
+}
+
+pub fn md5(data: &[u8]) -> [u8; 16] {
+    let k = table();
+    let mut h: [u32; 4] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476];
+    let mut blocks = data.chunks_exact(64);
+    for b in &mut blocks {
+        compress(&mut h, b, &k);
+    }
+    let rest = blocks.remainder();
+    let mut tail = [0u8; 128];
+    tail[..rest.len()].copy_from_slice(rest);
+    tail[rest.len()] = 0x80;
+    let n = if rest.len() < 56 { 64 } else { 128 };
+    tail[n - 8..n].copy_from_slice(&((data.len() as u64).wrapping_mul(8)).to_le_bytes());
+    for b in tail[..n].chunks_exact(64) {
+        compress(&mut h, b, &k);
+    }
+    let mut out = [0u8; 16];
+    for (o, x) in out.chunks_exact_mut(4).zip(h) {
+        o.copy_from_slice(&x.to_le_bytes());
+    }
+    out
+}
+
+/// CRC-32 as zlib's `crc32()` (MySQL's `CRC32()`): polynomial 0xEDB88320 reflected, initial and
+/// final XOR with all ones.
+pub fn crc32(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in data {
+        c ^= b as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
+        }
+    }
+    !c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    /// RFC 1321's test suite (appendix A.5), and inputs around the padding boundaries.
+    #[test]
+    fn md5_of_the_rfc_examples() {
+        let cases = [
+            ("", "d41d8cd98f00b204e9800998ecf8427e"),
+            ("a", "0cc175b9c0f1b6a831c399e269772661"),
+            ("abc", "900150983cd24fb0d6963f7d28e17f72"),
+            ("message digest", "f96b697d7cb7938d525a2f31aaf161d0"),
+            ("abcdefghijklmnopqrstuvwxyz", "c3fcd3d76192e4007dfb496cca67e13b"),
+            ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", "d174ab98d277d9f5a5611c2c9f419d9f"),
+            (
+                "12345678901234567890123456789012345678901234567890123456789012345678901234567890",
+                "57edf4a22be3c955ac49da2e2107b67a",
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(hex(&md5(input.as_bytes())), want, "{input:?}");
+        }
+        // 55, 56 and 64 bytes: the length fits in the last block or needs another one.
+        assert_eq!(hex(&md5(&[b'a'; 55])), "ef1772b6dff9a122358552954ad0df65");
+        assert_eq!(hex(&md5(&[b'a'; 56])), "3b0c8ac703f828b04c6c197006d17218");
+        assert_eq!(hex(&md5(&[b'a'; 64])), "014842d480b571495a4a0363793f7367");
+    }
+
+    #[test]
+    fn crc32_as_zlib() {
+        assert_eq!(crc32(b""), 0);
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        // MySQL's manual: CRC32('MySQL') = 3259397556.
+        assert_eq!(crc32(b"MySQL"), 3_259_397_556);
+    }
+}
