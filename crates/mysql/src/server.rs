@@ -306,7 +306,7 @@ impl MysqlServer {
                 }
                 com::STMT_PREPARE => {
                     let sql = tern_sql::lex::decode_statement(arg);
-                    match sess.prepare(&sql).await {
+                    match sess.prepare_stmt(&sql).await {
                         Ok(prep) => {
                             let id = sess.next_stmt;
                             sess.next_stmt = sess.next_stmt.wrapping_add(1).max(1);

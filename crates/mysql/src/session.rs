@@ -49,6 +49,14 @@ pub enum Plan {
     Delete(Box<ModifyPlan>),
     /// Everything else runs from the statement itself.
     Other,
+    /// A query only the engine runs (what the OLTP path does not parse or plan: derived tables,
+    /// CTEs, window functions, ...), prepared: its text, run with the parameter values as
+    /// literals in place of its `?`s, and the OLTP path's error, reported when the engine cannot
+    /// parse the text either. (Its `Prepared::stmt` is a placeholder, never run.)
+    Engine {
+        sql: String,
+        ours: SqlError,
+    },
 }
 
 /// A parsed and planned statement, shared by the caches.
@@ -586,6 +594,25 @@ impl Session {
         Ok(prep)
     }
 
+    /// `prepare` for COM_STMT_PREPARE and PREPARE: a query that only the engine runs is prepared
+    /// for it (its parameters counted; its columns are known when it runs).
+    pub async fn prepare_stmt(&mut self, sql: &str) -> Result<Arc<Prepared>, SqlError> {
+        match self.prepare(sql).await {
+            Err(e) if matches!(e.errno, 1064 | 1235) && is_query_text(sql) => {
+                let Ok(toks) = tern_sql::lex::tokenize(sql) else { return Err(e) };
+                let params = toks.iter().filter(|(t, _)| matches!(t, tern_sql::lex::Tok::Param)).count();
+                Ok(Arc::new(Prepared {
+                    stmt: Statement::Begin,
+                    params,
+                    plan: Plan::Engine { sql: sql.to_string(), ours: e },
+                    version: self.catalog_version(),
+                    db: self.db.clone(),
+                }))
+            }
+            r => r,
+        }
+    }
+
     /// Plans with the cached catalog; when it names a table the cache does not know, refreshes
     /// the catalog (awaited) and plans once more.
     async fn plan_fresh(&self, stmt: Statement, params: usize) -> Result<Prepared, SqlError> {
@@ -801,7 +828,8 @@ impl Session {
     /// Runs a prepared statement with parameter values; a stale plan (the catalog changed) is
     /// made again first.
     pub async fn execute(&mut self, prep: &Arc<Prepared>, params: &[Value]) -> Result<Answer, SqlError> {
-        let prep = if prep.version != self.catalog_version() && !matches!(prep.plan, Plan::Other) {
+        let prep = if prep.version != self.catalog_version() && !matches!(prep.plan, Plan::Other | Plan::Engine { .. })
+        {
             Arc::new(self.plan_fresh(prep.stmt.clone(), prep.params).await?)
         } else {
             prep.clone()
@@ -867,6 +895,10 @@ impl Session {
                 let r = self.run_write(W::Delete(p), params).await?;
                 self.row_count = r.affected as i64;
                 Ok(Answer::Ok { affected: r.affected, last_insert_id: 0, info: String::new() })
+            }
+            Plan::Engine { sql, ours } => {
+                let text = bind_literals(sql, params)?;
+                self.engine_query(&text, Some(ours.clone()), None).await
             }
             Plan::Other => {
                 let stmt = prep.stmt.clone();
@@ -1120,7 +1152,7 @@ impl Session {
                     eval::text(&run::ev(&x, &[], &[], &env)?).unwrap_or_default()
                 };
                 let text = String::from_utf8_lossy(&text).into_owned();
-                let prep = self.prepare(&text).await?;
+                let prep = self.prepare_stmt(&text).await?;
                 self.named.insert(name.clone(), prep);
                 Ok(Answer::ok())
             }
@@ -1860,6 +1892,45 @@ fn explain_of(sql: &str) -> Option<(bool, &str)> {
 
 /// Whether a statement text is a query (SELECT, WITH, or one in parentheses), past leading
 /// blanks and comments.
+/// `sql` with each `?` replaced by its parameter value as a SQL literal (strings quoted with
+/// their quotes doubled and backslashes escaped, bytes that are not UTF-8 as `X'..'`, temporal
+/// values as quoted text, numbers as written, a negative one in parentheses).
+fn bind_literals(sql: &str, params: &[Value]) -> Result<String, SqlError> {
+    let toks = tern_sql::lex::tokenize_spans(sql).map_err(|e| SqlError::new(1064, "42000", e.0))?;
+    let mut out = String::with_capacity(sql.len() + 16 * params.len());
+    let mut at = 0;
+    let mut next = params.iter();
+    for (t, start, end) in toks {
+        if !matches!(t, tern_sql::lex::Tok::Param) {
+            continue;
+        }
+        let v =
+            next.next().ok_or_else(|| SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute"))?;
+        out.push_str(&sql[at..start]);
+        out.push_str(&sql_literal(v));
+        at = end;
+    }
+    out.push_str(&sql[at..]);
+    Ok(out)
+}
+
+fn sql_literal(v: &Value) -> String {
+    let text = || String::from_utf8_lossy(&eval::text(v).unwrap_or_default()).into_owned();
+    match v {
+        Value::Null => "NULL".into(),
+        // A negative number in parentheses: `x -?` must not become `x --5`.
+        Value::Int(_) | Value::UInt(_) | Value::Decimal { .. } | Value::Double(_) | Value::Float(_) => {
+            let t = text();
+            if t.starts_with('-') { format!("({t})") } else { t }
+        }
+        Value::Bytes(b) => match std::str::from_utf8(b) {
+            Ok(s) => format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''")),
+            Err(_) => format!("X'{}'", b.iter().map(|x| format!("{x:02X}")).collect::<String>()),
+        },
+        _ => format!("'{}'", text().replace('\'', "''")),
+    }
+}
+
 fn is_query_text(sql: &str) -> bool {
     let mut t = sql.trim_start();
     loop {

@@ -235,6 +235,40 @@ fn binary_protocol_prepared_statements() {
     let (_, ok) = m.packet().unwrap();
     assert_eq!(&ok[..2], &[0, 1], "one row changed");
     assert_eq!(m.query("SELECT name FROM t WHERE id = 2"), Res::Rows(vec!["name".into()], rows(&[&[Some("two")]])));
+    // A query only the engine runs (a derived table) prepares too: its parameter is counted, its
+    // columns come with the result; the value goes in as a literal.
+    let mut p = vec![proto::com::STMT_PREPARE];
+    p.extend_from_slice(b"SELECT COUNT(*) AS n, MAX(name) AS top FROM (SELECT * FROM t WHERE id >= ?) AS d");
+    m.send(0, &p);
+    let (_, ok) = m.packet().unwrap();
+    assert_eq!(ok[0], 0, "prepared: {ok:?}");
+    let did = u32::from_le_bytes(ok[1..5].try_into().unwrap());
+    assert_eq!(u16::from_le_bytes([ok[7], ok[8]]), 1, "params");
+    let columns = u16::from_le_bytes([ok[5], ok[6]]);
+    for _ in 0..1 + columns {
+        m.packet().unwrap();
+    }
+    let mut e = vec![proto::com::STMT_EXECUTE];
+    e.extend_from_slice(&did.to_le_bytes());
+    e.push(0);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e.push(0);
+    e.push(1);
+    e.extend_from_slice(&[proto::ty::LONGLONG, 0]);
+    e.extend_from_slice(&1i64.to_le_bytes());
+    m.send(0, &e);
+    let (_, count) = m.packet().unwrap();
+    assert_eq!(count, vec![2], "column count");
+    for _ in 0..2 {
+        m.packet().unwrap();
+    }
+    let (_, row) = m.packet().unwrap();
+    // Binary row: header, null bitmap, COUNT(*) as 8 bytes, then the name.
+    assert_eq!(row[0], 0);
+    assert_eq!(i64::from_le_bytes(row[2..10].try_into().unwrap()), 2);
+    assert_eq!(&row[10..], &[3, b't', b'w', b'o']);
+    let (_, end) = m.packet().unwrap();
+    assert_eq!(end[0], 0xFE);
 }
 
 /// Random SQL from a vocabulary of keywords, names, literals and operators, over a database with

@@ -32,3 +32,13 @@ SELECT SUM(l_extendedprice) / 7.0 AS avg_yearly, SUM(l_quantity) / COUNT(*) AS p
 SELECT x / 2, x+1, 'lit', COUNT(*), d.x, SUM( x ) FROM (SELECT n_nationkey AS x FROM nation) AS d GROUP BY x ORDER BY x LIMIT 3;
 SELECT x, x % 0 AS m0, x % 3 AS m3, -x % 3 AS mneg, s % 2.5 AS mdec, x % NULL AS mn FROM (SELECT n_nationkey AS x, SUM(n_regionkey) AS s FROM nation GROUP BY n_nationkey) AS d ORDER BY x;
 SELECT * FROM (SELECT 1 AS a) AS t JOIN nosuchtable ON 1 = 1;
+PREPARE pe FROM 'SELECT COUNT(*) AS n, SUM(c_acctbal) AS s FROM (SELECT * FROM customer WHERE c_mktsegment = ? AND c_acctbal > ?) AS t';
+SET @seg = 'BUILDING', @k = -5;
+EXECUTE pe USING @seg, @k;
+SET @seg = 'it''s \\ odd';
+EXECUTE pe USING @seg, @k;
+PREPARE pw FROM 'WITH c AS (SELECT c_mktsegment AS seg, COUNT(*) AS n FROM customer GROUP BY c_mktsegment) SELECT seg, n, 10 -? AS m FROM c WHERE n >= ? ORDER BY seg';
+SET @one = 1;
+EXECUTE pw USING @k, @one;
+DEALLOCATE PREPARE pe;
+DEALLOCATE PREPARE pw;
