@@ -346,15 +346,17 @@ impl MysqlServer {
                                 out.clear();
                                 err(&mut out, &e);
                             } else {
-                                sess.stmts
-                                    .insert(id, Stmt { prep, sql, types: Vec::new(), long_data: Default::default() });
+                                sess.stmts.insert(
+                                    id,
+                                    Stmt { prep, sql: sql.into(), types: Vec::new(), long_data: Default::default() },
+                                );
                             }
                         }
                         Err(e) => err(&mut out, &e),
                     }
                 }
                 com::STMT_EXECUTE => match execute_args(&mut sess, arg) {
-                    Ok((prep, params)) => match sess.execute(&prep, &params).await {
+                    Ok((prep, sql, params)) => match sess.execute_stmt(&prep, &sql, &params).await {
                         Ok(a) => put_answer(&mut out, &sess, a, deprecate_eof, true),
                         Err(e) => err(&mut out, &e),
                     },
@@ -603,12 +605,12 @@ fn unknown_stmt(id: u32, what: &str) -> SqlError {
     SqlError::new(1243, "HY000", format!("Unknown prepared statement handler ({id}) given to {what}"))
 }
 
+/// A statement to execute: the prepared statement, its text and the parameter values.
+type Execute = (std::sync::Arc<crate::session::Prepared>, std::sync::Arc<str>, Vec<Value>);
+
 /// Parses COM_STMT_EXECUTE: the statement and its parameter values (types from this packet
 /// or, when not re-sent, from the previous execution).
-fn execute_args(
-    sess: &mut Session,
-    arg: &[u8],
-) -> Result<(std::sync::Arc<crate::session::Prepared>, Vec<Value>), SqlError> {
+fn execute_args(sess: &mut Session, arg: &[u8]) -> Result<Execute, SqlError> {
     let bad = || SqlError::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute");
     let mut r = proto::Reader::new(arg);
     let id = r.u32().map_err(|_| bad())?;
@@ -645,7 +647,7 @@ fn execute_args(
         }
         st.long_data.clear();
     }
-    Ok((st.prep.clone(), params))
+    Ok((st.prep.clone(), st.sql.clone(), params))
 }
 
 /// Writes a statement's answer: OK, or a result set in the text or the binary protocol.

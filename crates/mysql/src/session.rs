@@ -82,7 +82,7 @@ impl Prepared {
 /// A COM_STMT_PREPARE statement.
 pub struct Stmt {
     pub prep: Arc<Prepared>,
-    pub sql: String,
+    pub sql: Arc<str>,
     /// Parameter types from the last execute that sent them: (type, unsigned).
     pub types: Vec<(u8, bool)>,
     pub long_data: HashMap<u16, Vec<u8>>,
@@ -107,12 +107,14 @@ pub struct Session {
     pub user_vars: HashMap<String, Value>,
     pub stmts: HashMap<u32, Stmt>,
     pub next_stmt: u32,
-    /// SQL-level PREPARE name → statement text.
-    pub named: HashMap<String, Arc<Prepared>>,
+    /// SQL-level PREPARE name → the statement and its text.
+    pub named: HashMap<String, (Arc<Prepared>, Arc<str>)>,
     pub cache: HashMap<String, Arc<Prepared>>,
     pub last_insert_id: AtomicU64,
     pub row_count: i64,
     pub found_rows: u64,
+    /// Statements this session ran in the query engine (`SHOW STATUS`: `Tern_engine_queries`).
+    pub engine_queries: u64,
     pub max_packet: usize,
     /// Set by `KILL` from another connection (shared with the server's connection list).
     pub interrupt: Arc<Interrupt>,
@@ -301,6 +303,7 @@ impl Session {
             last_insert_id: AtomicU64::new(0),
             row_count: -1,
             found_rows: 0,
+            engine_queries: 0,
             max_packet,
             interrupt: Arc::default(),
             conns: Arc::default(),
@@ -779,6 +782,7 @@ impl Session {
         names: Option<Vec<String>>,
     ) -> Result<Answer, SqlError> {
         self.interrupt.statement_starts();
+        self.engine_queries += 1;
         let allowed: Vec<String> = self.client.databases().into_iter().filter(|d| self.check_db(d).is_ok()).collect();
         let mut budget = self.budget(true);
         let r = tern_sql::engine::query(&self.client, self.db.as_deref(), sql, &allowed, &mut budget).await;
@@ -823,6 +827,25 @@ impl Session {
         }
         self.cache.insert(norm.to_string(), prep.clone());
         Some(prep)
+    }
+
+    /// Runs a prepared statement (COM_STMT_EXECUTE, EXECUTE) of text `sql`: one the query engine
+    /// serves better (`for_engine`: an analytic join) runs there with its parameter values as
+    /// literals, as its text would from COM_QUERY; the rest as `execute`.
+    pub async fn execute_stmt(
+        &mut self,
+        prep: &Arc<Prepared>,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<Answer, SqlError> {
+        if params.len() >= prep.params && self.for_engine(prep) {
+            let text = bind_literals(sql, params)?;
+            match self.engine_query(&text, None, column_names(&prep.stmt)).await {
+                Err(e) if engine_lacks(&e) => {}
+                r => return r,
+            }
+        }
+        self.execute(prep, params).await
     }
 
     /// Runs a prepared statement with parameter values; a stale plan (the catalog changed) is
@@ -1153,11 +1176,11 @@ impl Session {
                 };
                 let text = String::from_utf8_lossy(&text).into_owned();
                 let prep = self.prepare_stmt(&text).await?;
-                self.named.insert(name.clone(), prep);
+                self.named.insert(name.clone(), (prep, text.into()));
                 Ok(Answer::ok())
             }
             Statement::Execute { name, using } => {
-                let prep = self.named.get(name).cloned().ok_or_else(|| {
+                let (prep, text) = self.named.get(name).cloned().ok_or_else(|| {
                     SqlError::new(
                         1243,
                         "HY000",
@@ -1168,7 +1191,7 @@ impl Session {
                     return Err(SqlError::new(1210, "HY000", "Incorrect arguments to EXECUTE"));
                 }
                 let vals: Vec<Value> = using.iter().map(|u| self.uservar(u)).collect();
-                Box::pin(self.execute(&prep, &vals)).await
+                Box::pin(self.execute_stmt(&prep, &text, &vals)).await
             }
             Statement::Kill { id, query } => {
                 let v = {
@@ -1664,6 +1687,7 @@ impl Session {
                     ("Ndb_memory_total".into(), st.memory_total.to_string()),
                     ("Ndb_rows".into(), st.rows.to_string()),
                     ("Ndb_durable_epoch".into(), st.durable_epoch.to_string()),
+                    ("Tern_engine_queries".into(), self.engine_queries.to_string()),
                 ];
                 let rows = all.into_iter().filter(|(n, _)| like_ok(like, n)).map(|(n, v)| vec![n, v]).collect();
                 Ok(Answer::Rows { columns: vec![col("Variable_name"), col("Value")], rows: strs(rows) })

@@ -237,6 +237,13 @@ fn binary_protocol_prepared_statements() {
     assert_eq!(m.query("SELECT name FROM t WHERE id = 2"), Res::Rows(vec!["name".into()], rows(&[&[Some("two")]])));
     // A query only the engine runs (a derived table) prepares too: its parameter is counted, its
     // columns come with the result; the value goes in as a literal.
+    let engine_queries = |m: &mut My| -> u64 {
+        match m.query("SHOW STATUS LIKE 'Tern_engine_queries'") {
+            Res::Rows(_, r) => r[0][1].as_deref().unwrap().parse().unwrap(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let before = engine_queries(&mut m);
     let mut p = vec![proto::com::STMT_PREPARE];
     p.extend_from_slice(b"SELECT COUNT(*) AS n, MAX(name) AS top FROM (SELECT * FROM t WHERE id >= ?) AS d");
     m.send(0, &p);
@@ -269,6 +276,40 @@ fn binary_protocol_prepared_statements() {
     assert_eq!(&row[10..], &[3, b't', b'w', b'o']);
     let (_, end) = m.packet().unwrap();
     assert_eq!(end[0], 0xFE);
+    assert_eq!(engine_queries(&mut m), before + 1, "the derived table ran in the engine");
+    // A join the OLTP path plans but would run as nested loops over a scan goes to the engine
+    // when executed, as its text would.
+    let mut p = vec![proto::com::STMT_PREPARE];
+    p.extend_from_slice(b"SELECT a.id, b.id FROM t a JOIN t b ON a.name = b.name WHERE a.id >= ? ORDER BY a.id");
+    m.send(0, &p);
+    let (_, ok) = m.packet().unwrap();
+    assert_eq!(ok[0], 0, "prepared: {ok:?}");
+    let jid = u32::from_le_bytes(ok[1..5].try_into().unwrap());
+    let columns = u16::from_le_bytes([ok[5], ok[6]]);
+    assert_eq!(columns, 2);
+    for _ in 0..1 + columns {
+        m.packet().unwrap();
+    }
+    let mut e = vec![proto::com::STMT_EXECUTE];
+    e.extend_from_slice(&jid.to_le_bytes());
+    e.push(0);
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e.push(0);
+    e.push(1);
+    e.extend_from_slice(&[proto::ty::LONGLONG, 0]);
+    e.extend_from_slice(&2i64.to_le_bytes());
+    m.send(0, &e);
+    let (_, count) = m.packet().unwrap();
+    assert_eq!(count, vec![2], "column count");
+    for _ in 0..2 {
+        m.packet().unwrap();
+    }
+    let (_, row) = m.packet().unwrap();
+    assert_eq!(i64::from_le_bytes(row[2..10].try_into().unwrap()), 2);
+    assert_eq!(i64::from_le_bytes(row[10..18].try_into().unwrap()), 2);
+    let (_, end) = m.packet().unwrap();
+    assert_eq!(end[0], 0xFE, "one row: {end:?}");
+    assert_eq!(engine_queries(&mut m), before + 2, "the join ran in the engine");
 }
 
 /// Random SQL from a vocabulary of keywords, names, literals and operators, over a database with
