@@ -163,7 +163,9 @@ fn binary_protocol_prepared_statements() {
     for _ in 0..5 {
         m.packet().unwrap();
     }
-    let exec = |m: &mut My, key: i64, with_types: bool| -> Vec<Vec<u8>> {
+    // Executes statement `id` with one BIGINT `key` (its type sent or not): the binary rows of
+    // its `columns` columns.
+    let exec_stmt = |m: &mut My, id: u32, key: i64, with_types: bool, columns: u8| -> Vec<Vec<u8>> {
         let mut e = vec![proto::com::STMT_EXECUTE];
         e.extend_from_slice(&id.to_le_bytes());
         e.push(0);
@@ -176,8 +178,8 @@ fn binary_protocol_prepared_statements() {
         e.extend_from_slice(&key.to_le_bytes());
         m.send(0, &e);
         let (_, count) = m.packet().unwrap();
-        assert_eq!(count, vec![4], "column count");
-        for _ in 0..4 {
+        assert_eq!(count, vec![columns], "column count");
+        for _ in 0..columns {
             m.packet().unwrap();
         }
         let mut rows = Vec::new();
@@ -189,6 +191,7 @@ fn binary_protocol_prepared_statements() {
             rows.push(r);
         }
     };
+    let exec = |m: &mut My, key: i64, with_types: bool| exec_stmt(m, id, key, with_types, 4);
     let r = exec(&mut m, 1, true);
     assert_eq!(r.len(), 1);
     // header, null bitmap (4 columns + 2 bits = 1 byte), id (8 bytes), name, date, double
@@ -243,72 +246,39 @@ fn binary_protocol_prepared_statements() {
             other => panic!("{other:?}"),
         }
     };
+    // Prepares `sql` (one parameter): its id and column count.
+    let prepare = |m: &mut My, sql: &[u8]| -> (u32, u16) {
+        m.send(0, &[&[proto::com::STMT_PREPARE][..], sql].concat());
+        let (_, ok) = m.packet().unwrap();
+        assert_eq!(ok[0], 0, "prepared: {ok:?}");
+        assert_eq!(u16::from_le_bytes([ok[7], ok[8]]), 1, "params");
+        let columns = u16::from_le_bytes([ok[5], ok[6]]);
+        for _ in 0..1 + columns {
+            m.packet().unwrap();
+        }
+        (u32::from_le_bytes(ok[1..5].try_into().unwrap()), columns)
+    };
+    let execute = |m: &mut My, id: u32, v: i64| exec_stmt(m, id, v, true, 2);
     let before = engine_queries(&mut m);
-    let mut p = vec![proto::com::STMT_PREPARE];
-    p.extend_from_slice(b"SELECT COUNT(*) AS n, MAX(name) AS top FROM (SELECT * FROM t WHERE id >= ?) AS d");
-    m.send(0, &p);
-    let (_, ok) = m.packet().unwrap();
-    assert_eq!(ok[0], 0, "prepared: {ok:?}");
-    let did = u32::from_le_bytes(ok[1..5].try_into().unwrap());
-    assert_eq!(u16::from_le_bytes([ok[7], ok[8]]), 1, "params");
-    let columns = u16::from_le_bytes([ok[5], ok[6]]);
-    for _ in 0..1 + columns {
-        m.packet().unwrap();
-    }
-    let mut e = vec![proto::com::STMT_EXECUTE];
-    e.extend_from_slice(&did.to_le_bytes());
-    e.push(0);
-    e.extend_from_slice(&1u32.to_le_bytes());
-    e.push(0);
-    e.push(1);
-    e.extend_from_slice(&[proto::ty::LONGLONG, 0]);
-    e.extend_from_slice(&1i64.to_le_bytes());
-    m.send(0, &e);
-    let (_, count) = m.packet().unwrap();
-    assert_eq!(count, vec![2], "column count");
-    for _ in 0..2 {
-        m.packet().unwrap();
-    }
-    let (_, row) = m.packet().unwrap();
+    let (did, columns) =
+        prepare(&mut m, b"SELECT COUNT(*) AS n, MAX(name) AS top FROM (SELECT * FROM t WHERE id >= ?) AS d");
+    assert_eq!(columns, 0, "known when it runs");
+    let r = execute(&mut m, did, 1);
+    assert_eq!(r.len(), 1);
     // Binary row: header, null bitmap, COUNT(*) as 8 bytes, then the name.
-    assert_eq!(row[0], 0);
-    assert_eq!(i64::from_le_bytes(row[2..10].try_into().unwrap()), 2);
-    assert_eq!(&row[10..], &[3, b't', b'w', b'o']);
-    let (_, end) = m.packet().unwrap();
-    assert_eq!(end[0], 0xFE);
+    assert_eq!(r[0][0], 0);
+    assert_eq!(i64::from_le_bytes(r[0][2..10].try_into().unwrap()), 2);
+    assert_eq!(&r[0][10..], &[3, b't', b'w', b'o']);
     assert_eq!(engine_queries(&mut m), before + 1, "the derived table ran in the engine");
     // A join the OLTP path plans but would run as nested loops over a scan goes to the engine
     // when executed, as its text would.
-    let mut p = vec![proto::com::STMT_PREPARE];
-    p.extend_from_slice(b"SELECT a.id, b.id FROM t a JOIN t b ON a.name = b.name WHERE a.id >= ? ORDER BY a.id");
-    m.send(0, &p);
-    let (_, ok) = m.packet().unwrap();
-    assert_eq!(ok[0], 0, "prepared: {ok:?}");
-    let jid = u32::from_le_bytes(ok[1..5].try_into().unwrap());
-    let columns = u16::from_le_bytes([ok[5], ok[6]]);
+    let (jid, columns) =
+        prepare(&mut m, b"SELECT a.id, b.id FROM t a JOIN t b ON a.name = b.name WHERE a.id >= ? ORDER BY a.id");
     assert_eq!(columns, 2);
-    for _ in 0..1 + columns {
-        m.packet().unwrap();
-    }
-    let mut e = vec![proto::com::STMT_EXECUTE];
-    e.extend_from_slice(&jid.to_le_bytes());
-    e.push(0);
-    e.extend_from_slice(&1u32.to_le_bytes());
-    e.push(0);
-    e.push(1);
-    e.extend_from_slice(&[proto::ty::LONGLONG, 0]);
-    e.extend_from_slice(&2i64.to_le_bytes());
-    m.send(0, &e);
-    let (_, count) = m.packet().unwrap();
-    assert_eq!(count, vec![2], "column count");
-    for _ in 0..2 {
-        m.packet().unwrap();
-    }
-    let (_, row) = m.packet().unwrap();
-    assert_eq!(i64::from_le_bytes(row[2..10].try_into().unwrap()), 2);
-    assert_eq!(i64::from_le_bytes(row[10..18].try_into().unwrap()), 2);
-    let (_, end) = m.packet().unwrap();
-    assert_eq!(end[0], 0xFE, "one row: {end:?}");
+    let r = execute(&mut m, jid, 2);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(i64::from_le_bytes(r[0][2..10].try_into().unwrap()), 2);
+    assert_eq!(i64::from_le_bytes(r[0][10..18].try_into().unwrap()), 2);
     assert_eq!(engine_queries(&mut m), before + 2, "the join ran in the engine");
 }
 
