@@ -40,5 +40,8 @@ EXECUTE pe USING @seg, @k;
 PREPARE pw FROM 'WITH c AS (SELECT c_mktsegment AS seg, COUNT(*) AS n FROM customer GROUP BY c_mktsegment) SELECT seg, n, 10 -? AS m FROM c WHERE n >= ? ORDER BY seg';
 SET @one = 1;
 EXECUTE pw USING @k, @one;
+PREPARE pl FROM 'SELECT LENGTH(?) AS len, ? AS v, ? - 1 AS neg FROM (SELECT 1 AS one) AS t';
+EXECUTE pl USING @seg, @seg, @k;
+DEALLOCATE PREPARE pl;
 DEALLOCATE PREPARE pe;
 DEALLOCATE PREPARE pw;
