@@ -881,7 +881,7 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
             }
             bytes(out)
         }
-        // Digests as lowercase hex strings (MySQL's MD5, SHA1/SHA, SHA2 of 256 bits).
+        // Digests as lowercase hex strings (MySQL's MD5, SHA1/SHA, SHA2 of 224, 256, 384, 512 bits).
         "MD5" | "SHA1" | "SHA" | "SHA2" => {
             let Some(s) = t(0) else { return Ok(Value::Null) };
             let digest: Vec<u8> = match name {
@@ -892,13 +892,9 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
                     match to_i128(&args[1]) {
                         None => return Ok(Value::Null),
                         Some(0 | 256) => tern_types::sha256::sha256(&s).to_vec(),
-                        Some(n @ (224 | 384 | 512)) => {
-                            return Err(SqlError::new(
-                                1235,
-                                "42000",
-                                format!("This version of Tern doesn't yet support 'SHA2 with a hash length of {n}'"),
-                            ));
-                        }
+                        Some(224) => tern_types::sha256::sha224(&s).to_vec(),
+                        Some(384) => tern_types::sha512::sha384(&s).to_vec(),
+                        Some(512) => tern_types::sha512::sha512(&s).to_vec(),
                         // MySQL: NULL for a length it does not know.
                         Some(_) => return Ok(Value::Null),
                     }

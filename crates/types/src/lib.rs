@@ -19,6 +19,7 @@ pub mod row;
 pub mod schema;
 pub mod sha1;
 pub mod sha256;
+pub mod sha512;
 pub mod time;
 pub mod value;
 

@@ -1,4 +1,5 @@
-//! SHA-256 (FIPS 180-4), for API-key hashes. Written from the standard's description.
+//! SHA-256 and SHA-224 (FIPS 180-4), for API-key hashes and MySQL's `SHA2`. Written from the
+//! standard's description.
 
 const K: [u32; 64] = [
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
@@ -13,41 +14,67 @@ const K: [u32; 64] = [
 
 const H0: [u32; 8] = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
 
-fn compress(h: &mut [u32; 8], block: &[u8]) {
-    let mut w = [0u32; 64];
-    for (i, c) in block.chunks_exact(4).enumerate() {
-        w[i] = u32::from_be_bytes(c.try_into().expect("4 bytes"));
-    }
-    for i in 16..64 {
-        let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
-        let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16].wrapping_add(s0).wrapping_add(w[i - 7]).wrapping_add(s1);
-    }
-    let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut hh] = *h;
-    for i in 0..64 {
-        let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
-        let ch = (e & f) ^ (!e & g);
-        let t1 = hh.wrapping_add(s1).wrapping_add(ch).wrapping_add(K[i]).wrapping_add(w[i]);
-        let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
-        let maj = (a & b) ^ (a & c) ^ (b & c);
-        let t2 = s0.wrapping_add(maj);
-        hh = g;
-        g = f;
-        f = e;
-        e = d.wrapping_add(t1);
-        d = c;
-        c = b;
-        b = a;
-        a = t1.wrapping_add(t2);
-    }
-    for (x, y) in h.iter_mut().zip([a, b, c, d, e, f, g, hh]) {
-        *x = x.wrapping_add(y);
-    }
+/// The SHA-2 compression of one block into `h` (FIPS 180-4 §6.2.2 / §6.4.2): SHA-224/256 on
+/// 32-bit words and SHA-384/512 on 64-bit words differ only in the word, the round count, the
+/// constants and the rotation amounts (σ0, σ1 of the schedule; Σ0, Σ1 of the rounds).
+macro_rules! sha2_compress {
+    ($name:ident, $w:ty, $rounds:expr, $k:expr, [$a0:expr, $a1:expr, $a2:expr], [$b0:expr, $b1:expr, $b2:expr],
+     [$c0:expr, $c1:expr, $c2:expr], [$d0:expr, $d1:expr, $d2:expr]) => {
+        fn $name(h: &mut [$w; 8], block: &[u8]) {
+            const N: usize = std::mem::size_of::<$w>();
+            let mut w = [0 as $w; $rounds];
+            for (i, c) in block.chunks_exact(N).enumerate() {
+                w[i] = <$w>::from_be_bytes(c.try_into().expect("one word"));
+            }
+            for i in 16..$rounds {
+                let s0 = w[i - 15].rotate_right($a0) ^ w[i - 15].rotate_right($a1) ^ (w[i - 15] >> $a2);
+                let s1 = w[i - 2].rotate_right($b0) ^ w[i - 2].rotate_right($b1) ^ (w[i - 2] >> $b2);
+                w[i] = w[i - 16].wrapping_add(s0).wrapping_add(w[i - 7]).wrapping_add(s1);
+            }
+            let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut hh] = *h;
+            for i in 0..$rounds {
+                let s1 = e.rotate_right($d0) ^ e.rotate_right($d1) ^ e.rotate_right($d2);
+                let ch = (e & f) ^ (!e & g);
+                let t1 = hh.wrapping_add(s1).wrapping_add(ch).wrapping_add($k[i]).wrapping_add(w[i]);
+                let s0 = a.rotate_right($c0) ^ a.rotate_right($c1) ^ a.rotate_right($c2);
+                let maj = (a & b) ^ (a & c) ^ (b & c);
+                let t2 = s0.wrapping_add(maj);
+                hh = g;
+                g = f;
+                f = e;
+                e = d.wrapping_add(t1);
+                d = c;
+                c = b;
+                b = a;
+                a = t1.wrapping_add(t2);
+            }
+            for (x, y) in h.iter_mut().zip([a, b, c, d, e, f, g, hh]) {
+                *x = x.wrapping_add(y);
+            }
+        }
+    };
 }
+pub(crate) use sha2_compress;
+
+sha2_compress!(compress, u32, 64, K, [7, 18, 3], [17, 19, 10], [2, 13, 22], [6, 11, 25]);
+
+/// SHA-224's start: the second 32 bits of the fractional parts of the square roots of the 9th
+/// to 16th primes.
+const H224: [u32; 8] = [0xc1059ed8, 0x367cd507, 0x3070dd17, 0xf70e5939, 0xffc00b31, 0x68581511, 0x64f98fa7, 0xbefa4fa4];
 
 /// The SHA-256 digest of `data`.
 pub fn sha256(data: &[u8]) -> [u8; 32] {
-    let mut h = H0;
+    digest(H0, data)
+}
+
+/// The SHA-224 digest of `data` (SHA-256 from another start, cut to 28 bytes).
+pub fn sha224(data: &[u8]) -> [u8; 28] {
+    let mut out = [0u8; 28];
+    out.copy_from_slice(&digest(H224, data)[..28]);
+    out
+}
+
+fn digest(mut h: [u32; 8], data: &[u8]) -> [u8; 32] {
     let mut chunks = data.chunks_exact(64);
     for block in &mut chunks {
         compress(&mut h, block);
@@ -76,6 +103,17 @@ pub fn sha256_hex(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// SHA-224 of inputs around the padding boundary (checked against Python's hashlib).
+    #[test]
+    fn sha224_of_known_inputs() {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        assert_eq!(hex(&sha224(b"")), "d14a028c2a3a2bc9476102bb288234c415a2b01f828ea62ac5b3e42f");
+        assert_eq!(hex(&sha224(b"abc")), "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7");
+        assert_eq!(hex(&sha224(&[b'a'; 55])), "fb0bd626a70c28541dfa781bb5cc4d7d7f56622a58f01a0b1ddd646f");
+        assert_eq!(hex(&sha224(&[b'a'; 56])), "d40854fc9caf172067136f2e29e1380b14626bf6f0dd06779f820dcd");
+        assert_eq!(hex(&sha224(&[b'a'; 64])), "a88cd5cde6d6fe9136a4e58b49167461ea95d388ca2bdb7afdc3cbf4");
+    }
 
     #[test]
     fn published_test_vectors() {

@@ -32,3 +32,5 @@ SELECT id, MD5(name) AS m, SHA1(name) AS s1, SHA(n) AS s, SHA2(name, 256) AS s2,
 SELECT id, MD5(name) AS m, SHA1(name) AS s1, SHA(n) AS s, SHA2(name, 256) AS s2, SHA2(name, 0) AS s0, SHA2(name, 7) AS bad, CRC32(name) AS c, CRC32(n) AS cn FROM (SELECT * FROM fe) AS t ORDER BY id;
 SELECT id, FROM_UNIXTIME(n) AS fu, FROM_UNIXTIME(-1) AS neg, FROM_UNIXTIME(n, '%Y') AS fuf FROM fe WHERE id = 2;
 SELECT id, FROM_UNIXTIME(n) AS fu, FROM_UNIXTIME(-1) AS neg, FROM_UNIXTIME(n, '%Y') AS fuf FROM (SELECT * FROM fe) AS t WHERE id = 2;
+SELECT id, SHA2(name, 224) AS s224, SHA2(name, 384) AS s384, SHA2(name, 512) AS s512 FROM fe ORDER BY id;
+SELECT id, SHA2(name, 224) AS s224, SHA2(name, 384) AS s384, SHA2(name, 512) AS s512 FROM (SELECT * FROM fe) AS t ORDER BY id;
