@@ -1914,8 +1914,6 @@ fn explain_of(sql: &str) -> Option<(bool, &str)> {
     is_query_text(inner).then_some((analyze, inner))
 }
 
-/// Whether a statement text is a query (SELECT, WITH, or one in parentheses), past leading
-/// blanks and comments.
 /// `sql` with each `?` replaced by its parameter value as a SQL literal (strings quoted with
 /// their quotes doubled and backslashes escaped, bytes that are not UTF-8 as `X'..'`, temporal
 /// values as quoted text, numbers as written, a negative one in parentheses).
@@ -1955,6 +1953,8 @@ fn sql_literal(v: &Value) -> String {
     }
 }
 
+/// Whether a statement text is a query (SELECT, WITH, or one in parentheses), past leading
+/// blanks and comments.
 fn is_query_text(sql: &str) -> bool {
     let mut t = sql.trim_start();
     loop {

@@ -900,7 +900,7 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
                     }
                 }
             };
-            bytes(digest.iter().map(|x| format!("{x:02x}")).collect::<String>().into_bytes())
+            bytes(tern_types::digest::hex(&digest).into_bytes())
         }
         "CRC32" => Ok(t(0).map(|s| Value::Int(tern_types::md5::crc32(&s) as i64)).unwrap_or(Value::Null)),
         "TO_BASE64" => {

@@ -9,6 +9,7 @@ mod aggfast;
 pub mod base64;
 pub mod bin;
 pub mod cluster;
+pub mod digest;
 pub mod error;
 pub mod filter;
 pub mod hash;

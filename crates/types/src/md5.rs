@@ -8,16 +8,19 @@ const S: [u32; 64] = [
     21,
 ];
 
-/// The constants T[i] = floor(2^32 * |sin(i + 1)|).
-fn table() -> [u32; 64] {
-    let mut k = [0u32; 64];
-    for (i, x) in k.iter_mut().enumerate() {
-        *x = ((i as f64 + 1.0).sin().abs() * 4_294_967_296.0) as u32;
-    }
-    k
-}
+/// The constants T[i] = floor(2^32 * |sin(i + 1)|) (RFC 1321, section 3.4).
+const T: [u32; 64] = [
+    0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501, 0x698098d8,
+    0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193, 0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340,
+    0x265e5a51, 0xe9b6c7aa, 0xd62f105d, 0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87,
+    0x455a14ed, 0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122, 0xfde5380c,
+    0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa, 0xd4ef3085, 0x04881d05, 0xd9d4d039,
+    0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244, 0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92,
+    0xffeff47d, 0x85845dd1, 0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
+    0xeb86d391,
+];
 
-fn compress(h: &mut [u32; 4], block: &[u8], k: &[u32; 64]) {
+fn compress(h: &mut [u32; 4], block: &[u8]) {
     let mut m = [0u32; 16];
     for (i, c) in block.chunks_exact(4).enumerate() {
         m[i] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
@@ -30,7 +33,7 @@ fn compress(h: &mut [u32; 4], block: &[u8], k: &[u32; 64]) {
             2 => (b ^ c ^ d, (3 * i + 5) % 16),
             _ => (c ^ (b | !d), (7 * i) % 16),
         };
-        let t = a.wrapping_add(f).wrapping_add(k[i]).wrapping_add(m[g]).rotate_left(S[i]);
+        let t = a.wrapping_add(f).wrapping_add(T[i]).wrapping_add(m[g]).rotate_left(S[i]);
         a = d;
         d = c;
         c = b;
@@ -42,21 +45,8 @@ fn compress(h: &mut [u32; 4], block: &[u8], k: &[u32; 64]) {
 }
 
 pub fn md5(data: &[u8]) -> [u8; 16] {
-    let k = table();
     let mut h: [u32; 4] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476];
-    let mut blocks = data.chunks_exact(64);
-    for b in &mut blocks {
-        compress(&mut h, b, &k);
-    }
-    let rest = blocks.remainder();
-    let mut tail = [0u8; 128];
-    tail[..rest.len()].copy_from_slice(rest);
-    tail[rest.len()] = 0x80;
-    let n = if rest.len() < 56 { 64 } else { 128 };
-    tail[n - 8..n].copy_from_slice(&((data.len() as u64).wrapping_mul(8)).to_le_bytes());
-    for b in tail[..n].chunks_exact(64) {
-        compress(&mut h, b, &k);
-    }
+    crate::digest::blocks(data, 64, 8, false, |b| compress(&mut h, b));
     let mut out = [0u8; 16];
     for (o, x) in out.chunks_exact_mut(4).zip(h) {
         o.copy_from_slice(&x.to_le_bytes());
@@ -81,9 +71,7 @@ pub fn crc32(data: &[u8]) -> u32 {
 mod tests {
     use super::*;
 
-    fn hex(b: &[u8]) -> String {
-        b.iter().map(|x| format!("{x:02x}")).collect()
-    }
+    use crate::digest::hex;
 
     /// RFC 1321's test suite (appendix A.5), and inputs around the padding boundaries.
     #[test]

@@ -31,19 +31,7 @@ fn compress(h: &mut [u32; 5], block: &[u8]) {
 
 pub fn sha1(data: &[u8]) -> [u8; 20] {
     let mut h: [u32; 5] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0];
-    let mut blocks = data.chunks_exact(64);
-    for b in &mut blocks {
-        compress(&mut h, b);
-    }
-    let rest = blocks.remainder();
-    let mut tail = [0u8; 128];
-    tail[..rest.len()].copy_from_slice(rest);
-    tail[rest.len()] = 0x80;
-    let len = if rest.len() < 56 { 64 } else { 128 };
-    tail[len - 8..len].copy_from_slice(&((data.len() as u64) * 8).to_be_bytes());
-    for b in tail[..len].chunks_exact(64) {
-        compress(&mut h, b);
-    }
+    crate::digest::blocks(data, 64, 8, true, |b| compress(&mut h, b));
     let mut out = [0u8; 20];
     for (o, x) in out.chunks_exact_mut(4).zip(h) {
         o.copy_from_slice(&x.to_be_bytes());
@@ -55,9 +43,7 @@ pub fn sha1(data: &[u8]) -> [u8; 20] {
 mod tests {
     use super::*;
 
-    fn hex(d: &[u8]) -> String {
-        d.iter().map(|b| format!("{b:02x}")).collect()
-    }
+    use crate::digest::hex;
 
     #[test]
     fn fips_vectors() {

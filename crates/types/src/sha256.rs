@@ -75,19 +75,7 @@ pub fn sha224(data: &[u8]) -> [u8; 28] {
 }
 
 fn digest(mut h: [u32; 8], data: &[u8]) -> [u8; 32] {
-    let mut chunks = data.chunks_exact(64);
-    for block in &mut chunks {
-        compress(&mut h, block);
-    }
-    let rest = chunks.remainder();
-    let mut tail = [0u8; 128];
-    tail[..rest.len()].copy_from_slice(rest);
-    tail[rest.len()] = 0x80;
-    let len = if rest.len() < 56 { 64 } else { 128 };
-    tail[len - 8..len].copy_from_slice(&((data.len() as u64) * 8).to_be_bytes());
-    for block in tail[..len].chunks_exact(64) {
-        compress(&mut h, block);
-    }
+    crate::digest::blocks(data, 64, 8, true, |b| compress(&mut h, b));
     let mut out = [0u8; 32];
     for (o, v) in out.chunks_exact_mut(4).zip(h) {
         o.copy_from_slice(&v.to_be_bytes());
@@ -97,7 +85,7 @@ fn digest(mut h: [u32; 8], data: &[u8]) -> [u8; 32] {
 
 /// Lower-case hex of the SHA-256 digest.
 pub fn sha256_hex(data: &[u8]) -> String {
-    sha256(data).iter().map(|b| format!("{b:02x}")).collect()
+    crate::digest::hex(&sha256(data))
 }
 
 #[cfg(test)]
@@ -107,7 +95,7 @@ mod tests {
     /// SHA-224 of inputs around the padding boundary (checked against Python's hashlib).
     #[test]
     fn sha224_of_known_inputs() {
-        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        use crate::digest::hex;
         assert_eq!(hex(&sha224(b"")), "d14a028c2a3a2bc9476102bb288234c415a2b01f828ea62ac5b3e42f");
         assert_eq!(hex(&sha224(b"abc")), "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7");
         assert_eq!(hex(&sha224(&[b'a'; 55])), "fb0bd626a70c28541dfa781bb5cc4d7d7f56622a58f01a0b1ddd646f");

@@ -111,19 +111,7 @@ crate::sha256::sha2_compress!(compress, u64, 80, K, [1, 8, 7], [19, 61, 6], [28,
 
 /// The 64-byte state after all of `data` (SHA-512's padding: a 128-bit length).
 fn digest(mut h: [u64; 8], data: &[u8]) -> [u8; 64] {
-    let mut chunks = data.chunks_exact(128);
-    for block in &mut chunks {
-        compress(&mut h, block);
-    }
-    let rest = chunks.remainder();
-    let mut tail = [0u8; 256];
-    tail[..rest.len()].copy_from_slice(rest);
-    tail[rest.len()] = 0x80;
-    let len = if rest.len() < 112 { 128 } else { 256 };
-    tail[len - 16..len].copy_from_slice(&((data.len() as u128) * 8).to_be_bytes());
-    for block in tail[..len].chunks_exact(128) {
-        compress(&mut h, block);
-    }
+    crate::digest::blocks(data, 128, 16, true, |b| compress(&mut h, b));
     let mut out = [0u8; 64];
     for (o, v) in out.chunks_exact_mut(8).zip(h) {
         o.copy_from_slice(&v.to_be_bytes());
@@ -145,9 +133,7 @@ pub fn sha384(data: &[u8]) -> [u8; 48] {
 mod tests {
     use super::*;
 
-    fn hex(b: &[u8]) -> String {
-        b.iter().map(|x| format!("{x:02x}")).collect()
-    }
+    use crate::digest::hex;
 
     const CASES: &[(&str, &str, &str)] = &[
         (
