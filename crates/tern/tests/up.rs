@@ -821,7 +821,7 @@ fn up_ready(dir: &std::path::Path, args: &[&str]) -> (Child, String) {
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
-    assert!(line.starts_with("ready:"), "{line}");
+    assert!(line.starts_with("ready:"), "{line}\n{}", up_log_tail(dir));
     (child, line)
 }
 
