@@ -80,6 +80,24 @@ fn explain_shows_access_paths_and_keyed_joins() {
     assert_eq!(metric(&plan, "TernScan: ex.big", "key_reads"), 4, "{plan}");
     assert_eq!(metric(&plan, "TernScan: ex.big", "output_rows"), 3, "{plan}");
 
+    // A join on a column the probe side cannot look up by: the build side's keys go to the
+    // data node as a key-set filter, which drops (almost) every row that cannot join.
+    let by_set = "SELECT s.k, b.id FROM small s JOIN big b ON b.v = s.k";
+    assert_eq!(count(&mut m, by_set), 2, "v = 3 and v = 150");
+    let plan = explain(&mut m, &format!("EXPLAIN ANALYZE {by_set}"));
+    assert_eq!(metric(&plan, "TernScan: ex.big", "key_set"), 4 * 4, "{plan}");
+    assert!(metric(&plan, "TernScan: ex.big", "output_rows") < 20, "{plan}");
+    // Keys for a large part of the table: a scan with the key set beats reading them one by one.
+    let many: Vec<String> = (1..=120).map(|i| format!("({}, 1)", i * 2)).collect();
+    assert_eq!(m.query("CREATE TABLE many (k INT, g INT)"), Res::Ok);
+    assert!(matches!(m.query(&format!("INSERT INTO many VALUES {}", many.join(", "))), Res::Ok));
+    let wide = "SELECT b.id FROM many s JOIN big b ON b.id = s.k";
+    assert_eq!(count(&mut m, wide), 100);
+    let plan = explain(&mut m, &format!("EXPLAIN ANALYZE {wide}"));
+    assert_eq!(metric(&plan, "TernScan: ex.big", "key_reads"), 0, "{plan}");
+    assert_eq!(metric(&plan, "TernScan: ex.big", "key_set"), 120 * 4, "{plan}");
+    assert!(metric(&plan, "TernScan: ex.big", "output_rows") < 120, "{plan}");
+
     // An empty build side reads nothing at all.
     let plan = explain(&mut m, "EXPLAIN ANALYZE SELECT b.v FROM small s JOIN big b ON b.id = s.k WHERE s.g = 77");
     assert_eq!(metric(&plan, "TernScan: ex.big", "output_rows"), 0, "{plan}");

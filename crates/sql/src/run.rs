@@ -323,59 +323,10 @@ impl Runner<'_> {
             }
             return Ok(rows);
         }
-        let key_op = |vals: &[Value]| -> Result<Option<KeyOp>, SqlError> {
-            let op = match lock {
-                Some(l) => h.read_locked(vals, l == Lock::Exclusive),
-                None => h.read(vals),
-            };
-            match op {
-                Ok(mut op) => {
-                    op.projection = Some(src.needed.clone());
-                    Ok(Some(op))
-                }
-                // A key value that cannot be stored in the key column matches no row.
-                Err(e)
-                    if matches!(
-                        e.code,
-                        ErrorCode::InvalidValue | ErrorCode::ValueOutOfRange | ErrorCode::DataTooLong
-                    ) =>
-                {
-                    Ok(None)
-                }
-                Err(e) => Err(tern_err(e)),
-            }
-        };
-        let keys: Option<Vec<&Vec<X>>> = match &src.access {
-            Access::Key(k) => Some(vec![k]),
-            Access::Keys(ks) => Some(ks.iter().collect()),
-            _ => None,
-        };
-        match keys {
-            Some(keys) => {
-                let mut ops = Vec::with_capacity(keys.len());
+        match key_ops(src, prefix, env, lock)? {
+            Some(ops) => {
                 let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-                for k in keys {
-                    let mut vals: Vec<Value> = k.iter().map(|x| ev(x, prefix, &[], env)).collect::<Result<_, _>>()?;
-                    // A string against a numeric key compares as its numeric prefix ('3abc' = 3).
-                    for (v, &c) in vals.iter_mut().zip(&h.table.primary_key) {
-                        let ty = h.table.columns[c as usize].ty;
-                        if let Value::Bytes(b) = v
-                            && (ty.is_integer() || matches!(ty, tern_types::ColumnType::Decimal { .. }))
-                            && std::str::from_utf8(b).map(|t| t.trim().parse::<f64>().is_err()).unwrap_or(true)
-                        {
-                            *v = Value::Double(eval::str_to_f64(b));
-                        }
-                    }
-                    if vals.iter().any(Value::is_null) {
-                        continue;
-                    }
-                    if let Some(op) = key_op(&vals)? {
-                        if !seen.insert(op.key.clone()) {
-                            continue;
-                        }
-                        ops.push(op);
-                    }
-                }
+                let ops: Vec<KeyOp> = ops.into_iter().filter(|op| seen.insert(op.key.clone())).collect();
                 if ops.is_empty() {
                     return Ok(Vec::new());
                 }
@@ -451,6 +402,104 @@ impl Runner<'_> {
             }
         }
     }
+}
+
+impl Runner<'_> {
+    /// Batched key access: the rows each of `prefixes` reads from `src` (keyed by the earlier
+    /// tables' values), from one batch of distinct key reads for all of them instead of one
+    /// round trip per prefix. Each prefix's rows come in the order `fetch` gives them; the
+    /// answer may cover only the first prefixes (at most about `KEYED_READS_PER_BATCH` reads).
+    async fn fetch_keyed_many(
+        &mut self,
+        src: &Src,
+        prefixes: &[Vec<Value>],
+        env: &Env<'_>,
+        lock: Option<Lock>,
+    ) -> Result<Vec<Vec<Vec<Value>>>, SqlError> {
+        let h = &src.handle;
+        let mut slot: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
+        let mut ops = Vec::new();
+        let mut wanted: Vec<Vec<usize>> = Vec::with_capacity(prefixes.len());
+        for prefix in prefixes {
+            // Bounded per batch: the rest of the prefixes go in the next one.
+            if ops.len() >= KEYED_READS_PER_BATCH {
+                break;
+            }
+            let mut mine: Vec<usize> = Vec::new();
+            for op in key_ops(src, prefix, env, lock)?.unwrap_or_default() {
+                let next = ops.len();
+                let at = *slot.entry(op.key.clone()).or_insert(next);
+                if at == next {
+                    ops.push(op);
+                }
+                if !mine.contains(&at) {
+                    mine.push(at);
+                }
+            }
+            wanted.push(mine);
+        }
+        let res = self.batch(ops, AbortOption::IgnoreError, false).await?;
+        let mut found: Vec<Option<Vec<Value>>> = Vec::with_capacity(res.len());
+        for r in res {
+            found.push(match r {
+                OpResult::Row(b) => Some(place(h, &src.needed, &b)?),
+                OpResult::NotFound | OpResult::Done => None,
+                OpResult::Error(e) => return Err(tern_err(e)),
+            });
+        }
+        let mut out = Vec::with_capacity(prefixes.len());
+        for mine in wanted {
+            let rows: Vec<Vec<Value>> = mine.iter().filter_map(|&k| found.get(k).cloned().flatten()).collect();
+            for r in &rows {
+                self.budget.charge_row(r)?;
+            }
+            out.push(rows);
+        }
+        Ok(out)
+    }
+}
+
+/// The key reads of a keyed access path (`Access::Key` / `Access::Keys`) for one prefix, in
+/// the path's order (a key may repeat); None for scans.
+fn key_ops(src: &Src, prefix: &[Value], env: &Env<'_>, lock: Option<Lock>) -> Result<Option<Vec<KeyOp>>, SqlError> {
+    let h = &src.handle;
+    let keys: Vec<&Vec<X>> = match &src.access {
+        Access::Key(k) => vec![k],
+        Access::Keys(ks) => ks.iter().collect(),
+        _ => return Ok(None),
+    };
+    let mut ops = Vec::with_capacity(keys.len());
+    for k in keys {
+        let mut vals: Vec<Value> = k.iter().map(|x| ev(x, prefix, &[], env)).collect::<Result<_, _>>()?;
+        // A string against a numeric key compares as its numeric prefix ('3abc' = 3).
+        for (v, &c) in vals.iter_mut().zip(&h.table.primary_key) {
+            let ty = h.table.columns[c as usize].ty;
+            if let Value::Bytes(b) = v
+                && (ty.is_integer() || matches!(ty, tern_types::ColumnType::Decimal { .. }))
+                && std::str::from_utf8(b).map(|t| t.trim().parse::<f64>().is_err()).unwrap_or(true)
+            {
+                *v = Value::Double(eval::str_to_f64(b));
+            }
+        }
+        if vals.iter().any(Value::is_null) {
+            continue;
+        }
+        let op = match lock {
+            Some(l) => h.read_locked(&vals, l == Lock::Exclusive),
+            None => h.read(&vals),
+        };
+        match op {
+            Ok(mut op) => {
+                op.projection = Some(src.needed.clone());
+                ops.push(op);
+            }
+            // A key value that cannot be stored in the key column matches no row.
+            Err(e)
+                if matches!(e.code, ErrorCode::InvalidValue | ErrorCode::ValueOutOfRange | ErrorCode::DataTooLong) => {}
+            Err(e) => return Err(tern_err(e)),
+        }
+    }
+    Ok(Some(ops))
 }
 
 fn key_op_locked(h: &TableHandle, key: &[Value], l: Lock, needed: &[u16]) -> Result<Option<KeyOp>, SqlError> {
@@ -728,6 +777,13 @@ fn limit_of(x: &Option<X>, env: &Env) -> Result<Option<u64>, SqlError> {
 /// signals must not wait behind one statement.
 const YIELD_EVERY_ROWS: usize = 4096;
 
+/// Prefixes whose key reads into the next table go to the data node in one batch (batched key
+/// access; the engine's keyed lookups use the same size).
+const KEYED_PREFIXES_PER_BATCH: usize = 1000;
+
+/// Distinct key reads per batch of batched key access.
+const KEYED_READS_PER_BATCH: usize = 4096;
+
 /// Results with more rows than this are sorted on the blocking pool, off the executor thread.
 const SORT_OFF_THREAD_ROWS: usize = 16_384;
 
@@ -775,7 +831,11 @@ pub async fn run_select(
         let independent = i == 0 || is_independent(src);
         let mut cache: Option<Vec<Vec<Value>>> = None;
         let mut since_yield = 0usize;
-        for prefix in &rows {
+        let keyed = !independent
+            && matches!(src.access, Access::Key(_) | Access::Keys(_))
+            && src.handle.table.database != super::infoschema::DB;
+        let mut batched: std::collections::VecDeque<Vec<Vec<Value>>> = std::collections::VecDeque::new();
+        for (j, prefix) in rows.iter().enumerate() {
             // Joining cached rows does not wait for the data node: let the executor thread's
             // other connections run now and then (a large join would hold it for seconds; it
             // also lets a KILL from another connection on this thread arrive).
@@ -807,6 +867,13 @@ pub async fn run_select(
                     run.budget.charge_row(r)?;
                 }
                 c
+            } else if keyed {
+                // Batched key access: the next prefixes' keys in one batch.
+                if batched.is_empty() {
+                    let end = (j + KEYED_PREFIXES_PER_BATCH).min(rows.len());
+                    batched = run.fetch_keyed_many(src, &rows[j..end], env, p.lock).await?.into();
+                }
+                batched.pop_front().unwrap_or_default()
             } else {
                 run.fetch(src, prefix, env, How { lock: p.lock, ..How::default() }).await?
             };

@@ -6,6 +6,7 @@ use crate::bin::{Dec, DecodeError, DecodeResult, Enc};
 use crate::row::RowLayout;
 use crate::value::Value;
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 /// Nesting limit, so that a hostile filter cannot exhaust the stack.
 pub const FILTER_DEPTH_MAX: usize = 64;
@@ -38,10 +39,25 @@ impl CmpOp {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Filter {
     True,
-    Cmp { col: u16, op: CmpOp, value: Value },
+    Cmp {
+        col: u16,
+        op: CmpOp,
+        value: Value,
+    },
     IsNull(u16),
     IsNotNull(u16),
-    In { col: u16, values: Vec<Value> },
+    In {
+        col: u16,
+        values: Vec<Value>,
+    },
+    /// The column's value may be in this set (a superset test, see `KeyBloom`): true for
+    /// every member, and for about 1 % of other values. Only for a conjunction whose every
+    /// passing row is checked again by the sender (a hash join's keys sent with its probe-side
+    /// scan); NOT of it is meaningless.
+    Bloom {
+        col: u16,
+        set: KeyBloom,
+    },
     And(Vec<Filter>),
     Or(Vec<Filter>),
     Not(Box<Filter>),
@@ -72,6 +88,13 @@ impl Filter {
                     }
                 }
                 if unknown { None } else { Some(false) }
+            }
+            Filter::Bloom { col, set } => {
+                let v = layout.get(row, *col as usize).ok()?;
+                if v.is_null() {
+                    return None;
+                }
+                Some(KeyBloom::key_of(&v).is_none_or(|k| set.contains(k)))
             }
             Filter::And(fs) => {
                 let mut unknown = false;
@@ -107,9 +130,11 @@ impl Filter {
     pub fn max_column(&self) -> Option<u16> {
         match self {
             Filter::True => None,
-            Filter::Cmp { col, .. } | Filter::IsNull(col) | Filter::IsNotNull(col) | Filter::In { col, .. } => {
-                Some(*col)
-            }
+            Filter::Cmp { col, .. }
+            | Filter::IsNull(col)
+            | Filter::IsNotNull(col)
+            | Filter::In { col, .. }
+            | Filter::Bloom { col, .. } => Some(*col),
             Filter::And(fs) | Filter::Or(fs) => fs.iter().filter_map(|f| f.max_column()).max(),
             Filter::Not(f) => f.max_column(),
         }
@@ -146,6 +171,12 @@ impl Filter {
             Filter::Not(f) => {
                 e.u8(7);
                 f.encode(e)
+            }
+            Filter::Bloom { col, set } => {
+                e.u8(8);
+                e.u16(*col);
+                e.u32(set.words.len() as u32);
+                set.words.iter().for_each(|w| e.u64(*w));
             }
         }
     }
@@ -186,8 +217,75 @@ impl Filter {
                 if t == 5 { Filter::And(fs) } else { Filter::Or(fs) }
             }
             7 => Filter::Not(Box::new(Self::decode_depth(d, depth + 1)?)),
+            8 => {
+                let col = d.u16()?;
+                let n = d.len(BLOOM_WORDS_MAX)?;
+                if !n.is_power_of_two() {
+                    return Err(DecodeError("bad key set size"));
+                }
+                let words = (0..n).map(|_| d.u64()).collect::<DecodeResult<Vec<u64>>>()?;
+                Filter::Bloom { col, set: KeyBloom { words: words.into() } }
+            }
             _ => return Err(DecodeError("bad filter tag")),
         })
+    }
+}
+
+/// Largest key set a filter may carry, in 64-bit words (8 MiB).
+pub const BLOOM_WORDS_MAX: usize = 1 << 20;
+
+/// A set of integer keys (integers, DATEs as their day numbers) as a blocked Bloom filter: each
+/// key sets three bits of one 64-bit word chosen by its hash, so a test reads one word. With
+/// 10–20 bits per key about 1 % of other keys pass. Both sides map a value to its key with
+/// `key_of`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyBloom {
+    words: Arc<[u64]>,
+}
+
+impl KeyBloom {
+    /// The set of `keys` (`n`: how many there are, at most; sizes the filter).
+    pub fn new(n: usize, keys: impl IntoIterator<Item = i64>) -> KeyBloom {
+        let len = (n.saturating_mul(10) / 64 + 1).next_power_of_two().clamp(8, BLOOM_WORDS_MAX);
+        let mut words = vec![0u64; len];
+        for k in keys {
+            let (w, m) = Self::probe(k, len);
+            words[w] |= m;
+        }
+        KeyBloom { words: words.into() }
+    }
+
+    /// The key a value is tested by: integers and DATEs (other kinds cannot be tested: None).
+    pub fn key_of(v: &Value) -> Option<i64> {
+        match v {
+            Value::Int(i) => Some(*i),
+            Value::UInt(u) => Some(*u as i64),
+            Value::Date(d) => Some(*d as i64),
+            _ => None,
+        }
+    }
+
+    /// Whether `key` may be in the set.
+    #[inline]
+    pub fn contains(&self, key: i64) -> bool {
+        let (w, m) = Self::probe(key, self.words.len());
+        self.words[w] & m == m
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+
+    #[inline]
+    fn probe(key: i64, len: usize) -> (usize, u64) {
+        // SplitMix64's finaliser: every input bit moves every output bit.
+        let mut h = (key as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        h ^= h >> 31;
+        let m = (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63)) | (1u64 << ((h >> 12) & 63));
+        (((h >> 32) as usize) & (len - 1), m)
     }
 }
 
@@ -209,6 +307,14 @@ enum PNode<'f> {
         read: Read,
         op: CmpOp,
         lit: i128,
+    },
+    /// A key-set test of a stored integer or DATE.
+    Bloom {
+        off: usize,
+        width: usize,
+        null_bit: Option<u32>,
+        read: Read,
+        set: &'f KeyBloom,
     },
     And(Vec<PNode<'f>>),
 }
@@ -265,6 +371,19 @@ fn prepare<'f>(f: &'f Filter, layout: &RowLayout) -> PNode<'f> {
                 None => PNode::Generic(f),
             }
         }
+        Filter::Bloom { col, set } => {
+            let c = *col as usize;
+            let Some((off, width, null_bit)) = layout.fixed_at(c) else { return PNode::Generic(f) };
+            let read = match layout.types.get(c) {
+                Some(T::TinyInt { unsigned: false }) => Read::Int(8),
+                Some(T::SmallInt { unsigned: false }) => Read::Int(16),
+                Some(T::MediumInt { unsigned: false } | T::Int { unsigned: false }) => Read::Int(32),
+                Some(T::BigInt { unsigned: false }) => Read::Int(64),
+                Some(T::Date) => Read::Date,
+                _ => return PNode::Generic(f),
+            };
+            PNode::Bloom { off, width, null_bit, read, set }
+        }
         _ => PNode::Generic(f),
     }
 }
@@ -285,6 +404,19 @@ impl PNode<'_> {
                     Read::Decimal => crate::row::stored_i128(bytes),
                 };
                 Some(op.holds(v.cmp(lit)))
+            }
+            PNode::Bloom { off, width, null_bit, read, set } => {
+                if crate::row::is_null(body, *null_bit) {
+                    return None;
+                }
+                let bytes = body.get(*off..off + width)?;
+                let v: i64 = match read {
+                    Read::Int(bits) => crate::row::stored_int(bytes, *bits),
+                    Read::Date => (crate::row::stored_u64(bytes) as u32 as i32) as i64,
+                    // `prepare` makes no such test.
+                    Read::Micros | Read::Decimal => return Some(true),
+                };
+                Some(set.contains(v))
             }
             PNode::And(ns) => {
                 let mut unknown = false;
@@ -369,7 +501,15 @@ mod tests {
         let ops = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
         for case in 0..300 {
             let terms: Vec<Filter> = (0..1 + rng.below(3))
-                .map(|_| Filter::Cmp { col: rng.below(10) as u16, op: *rng.pick(&ops), value: literal(&mut rng) })
+                .map(|_| {
+                    if rng.chance(4) {
+                        // A key set of some small numbers (DATEs as day numbers).
+                        let keys: Vec<i64> = (0..rng.below(12)).map(|_| rng.below(41) as i64 - 20).collect();
+                        Filter::Bloom { col: rng.below(10) as u16, set: KeyBloom::new(keys.len(), keys) }
+                    } else {
+                        Filter::Cmp { col: rng.below(10) as u16, op: *rng.pick(&ops), value: literal(&mut rng) }
+                    }
+                })
                 .collect();
             let f = if terms.len() == 1 { terms.into_iter().next().unwrap() } else { Filter::And(terms) };
             let p = f.prepare(&layout);
@@ -390,6 +530,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Every member passes a key set; about 1 % of other keys do; the set survives the wire.
+    #[test]
+    fn key_sets_hold_their_members() {
+        use crate::rng::Rng;
+        let seed = crate::rng::test_seed();
+        let mut rng = Rng::new(seed);
+        let members: Vec<i64> = (0..20_000).map(|_| rng.below(1 << 40) as i64 * 2).collect();
+        let set = KeyBloom::new(members.len(), members.iter().copied());
+        assert!(members.iter().all(|&k| set.contains(k)), "seed {seed}");
+        let others = (0..100_000).filter(|_| set.contains(rng.below(1 << 40) as i64 * 2 + 1)).count();
+        assert!(others < 3_000, "seed {seed}: {others} of 100000 non-members pass");
+        let f = Filter::Bloom { col: 3, set };
+        let mut bytes = Vec::new();
+        f.encode(&mut Enc::new(&mut bytes));
+        assert_eq!(Filter::decode(&mut Dec::new(&bytes)).unwrap(), f);
+        assert_eq!(f.max_column(), Some(3));
+        // A size that is not a power of two, or too large, is refused.
+        let mut bad = bytes.clone();
+        bad[3..7].copy_from_slice(&3u32.to_le_bytes());
+        assert!(Filter::decode(&mut Dec::new(&bad)).is_err());
     }
 
     #[test]

@@ -29,3 +29,13 @@ INSERT INTO big VALUES (100, 0, 'c07', '2024-01-08', 5.00);
 SELECT s.g, b.id FROM small s JOIN big b ON b.grp = s.g ORDER BY s.g, b.id;
 SELECT s.k, b.id, b.grp FROM small s JOIN big b ON b.id = s.k ORDER BY s.k, b.id;
 SELECT s.c, b.id FROM small s JOIN big b ON b.code = s.c ORDER BY s.c, b.id;
+-- The key-value path's nested loops read an inner table by key for a thousand outer rows at a
+-- time (batched key access): more outer rows than one batch, keys repeating across batches,
+-- missing keys under LEFT JOIN, NULL keys.
+CREATE TABLE d50 (n INT PRIMARY KEY);
+INSERT INTO d50 VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9), (10), (11), (12), (13), (14), (15), (16), (17), (18), (19), (20), (21), (22), (23), (24), (25), (26), (27), (28), (29), (30), (31), (32), (33), (34), (35), (36), (37), (38), (39), (40), (41), (42), (43), (44), (45), (46), (47), (48), (49);
+CREATE TABLE seq (id INT PRIMARY KEY, ref INT, KEY ref_idx (ref));
+INSERT INTO seq SELECT a.n * 50 + b.n, CASE WHEN b.n = 7 THEN NULL ELSE (a.n * 50 + b.n) % 97 END FROM d50 a, d50 b;
+SELECT COUNT(*), SUM(x.id), SUM(y.id), SUM(y.ref) FROM seq x JOIN seq y ON y.id = x.ref * 7 WHERE x.ref BETWEEN 10 AND 80;
+SELECT COUNT(*), COUNT(y.id), SUM(x.id), SUM(y.id) FROM seq x LEFT JOIN seq y ON y.id = x.ref * 40 WHERE x.ref BETWEEN 5 AND 90;
+SELECT x.id, x.ref, y.id, y.ref FROM seq x JOIN seq y ON y.id = x.ref + 2400 WHERE x.ref BETWEEN 90 AND 96 ORDER BY x.id LIMIT 20;

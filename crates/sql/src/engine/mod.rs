@@ -60,8 +60,10 @@ pub struct Rows {
 /// names are at most 64 characters of MySQL identifiers... and this one has a NUL).
 const NO_DATABASE: &str = "\0no database";
 
-/// Keys of a hash join's build side, at most, that its probe-side scan reads by key.
-const JOIN_KEYS_MAX: usize = 1 << 16;
+/// Keys of a hash join's build side, at most, that it hands to its probe-side scan (which reads
+/// them by key or sends them to the data node as a key-set filter, see `scan`). DataFusion
+/// keeps them as one literal each (~100 bytes), so this bounds that list at ~25 MiB.
+const JOIN_KEYS_MAX: usize = 1 << 18;
 
 /// How often a waiting statement looks at KILL and its deadline.
 const CHECK_EVERY: Duration = Duration::from_millis(20);

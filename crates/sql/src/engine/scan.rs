@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::Duration;
 use tern_client::{AbortOption, Client, Exec, KeyRange, OpResult, SCAN_RANGES_MAX, ScanSpec, TableHandle};
-use tern_types::filter::Filter;
+use tern_types::filter::{Filter, KeyBloom};
 use tern_types::{ColumnType, Value};
 
 /// Rows per scan batch the engine asks for.
@@ -54,6 +54,15 @@ const SCAN_BATCH_ROWS: u32 = 2048;
 
 /// Key reads per transaction of a keyed lookup.
 const KEY_READS_PER_BATCH: usize = 1000;
+
+/// Keys of a join filter, at most, that a scan reads by key (primary key reads or index
+/// ranges); with more, or more than one per `KEYED_FRACTION` rows of the table, it scans with
+/// the keys as a key-set filter instead.
+const JOIN_KEYS_READ_MAX: usize = 1 << 16;
+
+/// See `JOIN_KEYS_READ_MAX`: reading by key beats a filtered scan only for a small part of the
+/// table (a key read or index descent costs about as much as scanning this many rows).
+const KEYED_FRACTION: u64 = 8;
 
 /// Index ranges per multi-range scan request (the data node's limit).
 const RANGES_PER_SCAN: usize = SCAN_RANGES_MAX;
@@ -235,9 +244,19 @@ impl TernScanExec {
             }
             exprs.extend(d.current());
         }
-        let keyed = self.keyed.get_or_init(|| exprs.iter().find_map(|e| self.keyed(e)));
+        let keyed = self.keyed.get_or_init(|| {
+            exprs.iter().find_map(|e| self.keyed(e)).or_else(|| exprs.iter().find_map(|e| self.key_set(e)))
+        });
         match keyed {
             None => Access::Scans(VecDeque::from([self.spec(p, self.filter.clone())])),
+            Some(Keyed::Set(set, _)) => {
+                let filter = match &self.filter {
+                    Filter::True => set.clone(),
+                    Filter::And(fs) => Filter::And(fs.iter().cloned().chain([set.clone()]).collect()),
+                    f => Filter::And(vec![f.clone(), set.clone()]),
+                };
+                Access::Scans(VecDeque::from([self.spec(p, filter)]))
+            }
             Some(Keyed::Empty) => Access::Empty,
             Some(Keyed::Keys(values)) => {
                 let keys: Vec<Vec<Value>> = values
@@ -292,6 +311,12 @@ impl TernScanExec {
             if values.is_empty() {
                 return Some(Keyed::Empty);
             }
+            // Keys that would read much of the table one by one: scan it (`key_set`).
+            if values.len() > JOIN_KEYS_READ_MAX
+                || self.rows.is_some_and(|n| (values.len() as u64).saturating_mul(KEYED_FRACTION) > n)
+            {
+                continue;
+            }
             // Key reads when the column is the whole primary key.
             if t.primary_key == [col] {
                 values.sort_by(cmp_values);
@@ -318,8 +343,37 @@ impl TernScanExec {
     }
 }
 
+impl TernScanExec {
+    /// A key-set filter (`Filter::Bloom`) from a join filter's list of keys, for the first
+    /// integer or DATE column it lists: the data node then sends only the rows whose key may
+    /// join, instead of the whole table (TPC-H Q5: lineitem's rows of a year's orders).
+    fn key_set(&self, expr: &Arc<dyn PhysicalExpr>) -> Option<Keyed> {
+        if !self.keep {
+            return None;
+        }
+        for (c, &col) in self.read.iter().enumerate() {
+            let ty = self.handle.table.columns[col as usize].ty;
+            if !(ty.is_integer() || ty == ColumnType::Date) {
+                continue;
+            }
+            let Keys::Set(values) = keys_of(expr, c) else { continue };
+            let keys: Option<Vec<i64>> =
+                values.iter().map(|v| tern_value(v).as_ref().and_then(KeyBloom::key_of)).collect();
+            let Some(keys) = keys else { continue };
+            if keys.is_empty() {
+                return Some(Keyed::Empty);
+            }
+            let n = keys.len();
+            return Some(Keyed::Set(Filter::Bloom { col, set: KeyBloom::new(n, keys) }, n));
+        }
+        None
+    }
+}
+
 /// What a join filter's keys allow a scan to read.
 enum Keyed {
+    /// Rows whose key is in this set (a `Filter::Bloom` of so many keys), by scanning.
+    Set(Filter, usize),
     /// Nothing can join.
     Empty,
     /// These primary keys (sorted, distinct).
@@ -458,8 +512,12 @@ impl ExecutionPlan for TernScanExec {
         let output = BaselineMetrics::new(&self.metrics, partition);
         let key_reads = MetricBuilder::new(&self.metrics).counter("key_reads", partition);
         let index_ranges = MetricBuilder::new(&self.metrics).counter("index_ranges", partition);
+        let key_set = MetricBuilder::new(&self.metrics).counter("key_set", partition);
         let stream = futures::stream::once(async move {
             let access = this.access(partition as u32).await;
+            if let Some(Some(Keyed::Set(_, n))) = this.keyed.get() {
+                key_set.add(*n);
+            }
             match &access {
                 Access::Keys(chunks) => key_reads.add(chunks.iter().map(Vec::len).sum()),
                 Access::Scans(specs) => index_ranges.add(specs.iter().map(|s| s.ranges.len()).sum()),
