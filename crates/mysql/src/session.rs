@@ -710,9 +710,19 @@ impl Session {
     /// analytic join: its nested loops would hold every joined row; the engine's hash joins
     /// build on one side and spill).
     fn for_engine(&self, prep: &Prepared) -> bool {
+        // An aggregate over a join starting from a range of an index (TPC-H Q14: a month of
+        // lineitem joined to part) is analytic too: the engine reads the range in parallel and
+        // joins by hashing, where the nested loops evaluate row by row on one thread.
+        fn ranged_aggregate(p: &SelectPlan) -> bool {
+            p.srcs.len() > 1
+                && p.grouped
+                && matches!(&p.srcs[0].access, plan::Access::Index { ranges, .. }
+                    if ranges.iter().any(|r| r.lo.is_some() || r.hi.is_some()))
+        }
         fn scans_inner(p: &SelectPlan) -> bool {
             p.srcs.iter().skip(1).any(|s| matches!(s.access, plan::Access::Scan))
                 || (p.srcs.len() > 1 && matches!(p.srcs[0].access, plan::Access::Scan))
+                || ranged_aggregate(p)
                 || p.subs.iter().any(scans_inner)
                 || p.unions.iter().any(|(_, u)| scans_inner(u))
         }

@@ -98,6 +98,34 @@ fn explain_shows_access_paths_and_keyed_joins() {
     assert_eq!(metric(&plan, "TernScan: ex.big", "key_set"), 120 * 4, "{plan}");
     assert!(metric(&plan, "TernScan: ex.big", "output_rows") < 120, "{plan}");
 
+    // A static range of an indexed column that holds a small part of a big table reads that
+    // range of the index (the estimate comes from the column's smallest and largest values);
+    // a wide one scans the table.
+    assert_eq!(m.query("CREATE TABLE wide (id INT PRIMARY KEY, d INT, KEY d_idx (d))"), Res::Ok);
+    let rows: Vec<String> = (0..12_000).map(|i| format!("({i}, {})", i / 2)).collect();
+    assert!(matches!(m.query(&format!("INSERT INTO wide VALUES {}", rows.join(", "))), Res::Ok));
+    let narrow = "SELECT COUNT(*), SUM(id) FROM (SELECT id FROM wide WHERE d BETWEEN 100 AND 149) x";
+    let plan = explain(&mut m, &format!("EXPLAIN ANALYZE {narrow}"));
+    assert!(plan.contains("index_range=d_idx"), "{plan}");
+    assert_eq!(metric(&plan, "TernScan: ex.wide", "output_rows"), 100, "{plan}");
+    assert_eq!(
+        m.query(narrow),
+        Res::Rows(vec!["COUNT(*)".into(), "SUM(id)".into()], vec![vec![Some("100".into()), Some("24950".into())]])
+    );
+    for (sql, n) in [
+        ("SELECT id FROM (SELECT id FROM wide WHERE d >= 10 AND d < 12) x", 4),
+        ("SELECT id FROM (SELECT id FROM wide WHERE d = 5999) x", 2),
+        ("SELECT id FROM (SELECT id FROM wide WHERE d > 5998 AND d <= 7000) x", 2),
+        ("SELECT id FROM (SELECT id FROM wide WHERE d BETWEEN 20 AND 10) x", 0),
+        ("SELECT id FROM (SELECT id FROM wide WHERE d BETWEEN -50 AND 1) x", 4),
+    ] {
+        assert_eq!(count(&mut m, sql), n, "{sql}");
+        assert!(explain(&mut m, &format!("EXPLAIN {sql}")).contains("index_range=d_idx"), "{sql}");
+    }
+    let plan = explain(&mut m, "EXPLAIN SELECT id FROM (SELECT id FROM wide WHERE d BETWEEN 100 AND 3000) x");
+    assert!(!plan.contains("index_range"), "{plan}");
+    assert_eq!(count(&mut m, "SELECT id FROM (SELECT id FROM wide WHERE d BETWEEN 100 AND 3000) x"), 5802);
+
     // An empty build side reads nothing at all.
     let plan = explain(&mut m, "EXPLAIN ANALYZE SELECT b.v FROM small s JOIN big b ON b.id = s.k WHERE s.g = 77");
     assert_eq!(metric(&plan, "TernScan: ex.big", "output_rows"), 0, "{plan}");

@@ -23,6 +23,18 @@ pub enum CmpOp {
 }
 
 impl CmpOp {
+    fn decode(d: &mut Dec) -> DecodeResult<CmpOp> {
+        Ok(match d.u8()? {
+            0 => CmpOp::Eq,
+            1 => CmpOp::Ne,
+            2 => CmpOp::Lt,
+            3 => CmpOp::Le,
+            4 => CmpOp::Gt,
+            5 => CmpOp::Ge,
+            _ => return Err(DecodeError("bad comparison")),
+        })
+    }
+
     /// Whether `a op b` holds when `a` compares to `b` as `ord`.
     pub fn holds(self, ord: Ordering) -> bool {
         match self {
@@ -58,6 +70,12 @@ pub enum Filter {
         col: u16,
         set: KeyBloom,
     },
+    /// `a op b` of two columns of the same type.
+    CmpCols {
+        a: u16,
+        op: CmpOp,
+        b: u16,
+    },
     And(Vec<Filter>),
     Or(Vec<Filter>),
     Not(Box<Filter>),
@@ -88,6 +106,10 @@ impl Filter {
                     }
                 }
                 if unknown { None } else { Some(false) }
+            }
+            Filter::CmpCols { a, op, b } => {
+                let (x, y) = (layout.get(row, *a as usize).ok()?, layout.get(row, *b as usize).ok()?);
+                Some(op.holds(x.cmp_sql(&y)?))
             }
             Filter::Bloom { col, set } => {
                 let v = layout.get(row, *col as usize).ok()?;
@@ -135,6 +157,7 @@ impl Filter {
             | Filter::IsNotNull(col)
             | Filter::In { col, .. }
             | Filter::Bloom { col, .. } => Some(*col),
+            Filter::CmpCols { a, b, .. } => Some(*a.max(b)),
             Filter::And(fs) | Filter::Or(fs) => fs.iter().filter_map(|f| f.max_column()).max(),
             Filter::Not(f) => f.max_column(),
         }
@@ -172,6 +195,12 @@ impl Filter {
                 e.u8(7);
                 f.encode(e)
             }
+            Filter::CmpCols { a, op, b } => {
+                e.u8(9);
+                e.u16(*a);
+                e.u8(*op as u8);
+                e.u16(*b);
+            }
             Filter::Bloom { col, set } => {
                 e.u8(8);
                 e.u16(*col);
@@ -193,16 +222,13 @@ impl Filter {
             0 => Filter::True,
             1 => {
                 let col = d.u16()?;
-                let op = match d.u8()? {
-                    0 => CmpOp::Eq,
-                    1 => CmpOp::Ne,
-                    2 => CmpOp::Lt,
-                    3 => CmpOp::Le,
-                    4 => CmpOp::Gt,
-                    5 => CmpOp::Ge,
-                    _ => return Err(DecodeError("bad comparison")),
-                };
+                let op = CmpOp::decode(d)?;
                 Filter::Cmp { col, op, value: Value::decode(d)? }
+            }
+            9 => {
+                let a = d.u16()?;
+                let op = CmpOp::decode(d)?;
+                Filter::CmpCols { a, op, b: d.u16()? }
             }
             2 => Filter::IsNull(d.u16()?),
             3 => Filter::IsNotNull(d.u16()?),
@@ -308,6 +334,14 @@ enum PNode<'f> {
         op: CmpOp,
         lit: i128,
     },
+    /// `a op b` of two stored numbers of one kind.
+    CmpCols {
+        a: (usize, Option<u32>),
+        b: (usize, Option<u32>),
+        width: usize,
+        read: Read,
+        op: CmpOp,
+    },
     /// A key-set test of a stored integer or DATE.
     Bloom {
         off: usize,
@@ -338,7 +372,13 @@ impl Filter {
 fn prepare<'f>(f: &'f Filter, layout: &RowLayout) -> PNode<'f> {
     use crate::schema::ColumnType as T;
     match f {
-        Filter::And(fs) => PNode::And(fs.iter().map(|f| prepare(f, layout)).collect()),
+        Filter::And(fs) => {
+            // The tests that read stored bytes first: a row most of them reject never reaches
+            // the generic ones, which decode values (and allocate for strings).
+            let mut ns: Vec<PNode<'f>> = fs.iter().map(|f| prepare(f, layout)).collect();
+            ns.sort_by_key(|n| matches!(n, PNode::Generic(_)));
+            PNode::And(ns)
+        }
         Filter::Cmp { col, op, value } => {
             let c = *col as usize;
             let Some((off, width, null_bit)) = layout.fixed_at(c) else { return PNode::Generic(f) };
@@ -371,6 +411,29 @@ fn prepare<'f>(f: &'f Filter, layout: &RowLayout) -> PNode<'f> {
                 None => PNode::Generic(f),
             }
         }
+        Filter::CmpCols { a, op, b } => {
+            let (Some((oa, wa, na)), Some((ob, wb, nb))) = (layout.fixed_at(*a as usize), layout.fixed_at(*b as usize))
+            else {
+                return PNode::Generic(f);
+            };
+            let (Some(ta), Some(tb)) = (layout.types.get(*a as usize), layout.types.get(*b as usize)) else {
+                return PNode::Generic(f);
+            };
+            if ta != tb || wa != wb {
+                return PNode::Generic(f);
+            }
+            let read = match ta {
+                T::TinyInt { unsigned: false } => Read::Int(8),
+                T::SmallInt { unsigned: false } => Read::Int(16),
+                T::MediumInt { unsigned: false } | T::Int { unsigned: false } => Read::Int(32),
+                T::BigInt { unsigned: false } => Read::Int(64),
+                T::Date => Read::Date,
+                T::DateTime { .. } | T::Timestamp { .. } => Read::Micros,
+                T::Decimal { .. } if wa == 16 => Read::Decimal,
+                _ => return PNode::Generic(f),
+            };
+            PNode::CmpCols { a: (oa, na), b: (ob, nb), width: wa, read, op: *op }
+        }
         Filter::Bloom { col, set } => {
             let c = *col as usize;
             let Some((off, width, null_bit)) = layout.fixed_at(c) else { return PNode::Generic(f) };
@@ -388,35 +451,39 @@ fn prepare<'f>(f: &'f Filter, layout: &RowLayout) -> PNode<'f> {
     }
 }
 
+impl Read {
+    /// The stored number at `off` of a row's body (None when NULL).
+    #[inline]
+    fn at(self, body: &[u8], off: usize, width: usize, null_bit: Option<u32>) -> Option<i128> {
+        if crate::row::is_null(body, null_bit) {
+            return None;
+        }
+        let bytes = body.get(off..off + width)?;
+        Some(match self {
+            Read::Int(bits) => crate::row::stored_int(bytes, bits) as i128,
+            Read::Date => (crate::row::stored_u64(bytes) as u32 as i32) as i128,
+            Read::Micros => crate::row::stored_u64(bytes) as i64 as i128,
+            Read::Decimal => crate::row::stored_i128(bytes),
+        })
+    }
+}
+
 impl PNode<'_> {
     fn eval(&self, layout: &RowLayout, row: &[u8], body: &[u8]) -> Option<bool> {
         match self {
             PNode::Generic(f) => f.eval(layout, row),
             PNode::Cmp { off, width, null_bit, read, op, lit } => {
-                if crate::row::is_null(body, *null_bit) {
-                    return None;
-                }
-                let bytes = body.get(*off..off + width)?;
-                let v: i128 = match read {
-                    Read::Int(bits) => crate::row::stored_int(bytes, *bits) as i128,
-                    Read::Date => (crate::row::stored_u64(bytes) as u32 as i32) as i128,
-                    Read::Micros => crate::row::stored_u64(bytes) as i64 as i128,
-                    Read::Decimal => crate::row::stored_i128(bytes),
-                };
+                let v = read.at(body, *off, *width, *null_bit)?;
                 Some(op.holds(v.cmp(lit)))
             }
+            PNode::CmpCols { a, b, width, read, op } => {
+                let x = read.at(body, a.0, *width, a.1)?;
+                let y = read.at(body, b.0, *width, b.1)?;
+                Some(op.holds(x.cmp(&y)))
+            }
             PNode::Bloom { off, width, null_bit, read, set } => {
-                if crate::row::is_null(body, *null_bit) {
-                    return None;
-                }
-                let bytes = body.get(*off..off + width)?;
-                let v: i64 = match read {
-                    Read::Int(bits) => crate::row::stored_int(bytes, *bits),
-                    Read::Date => (crate::row::stored_u64(bytes) as u32 as i32) as i64,
-                    // `prepare` makes no such test.
-                    Read::Micros | Read::Decimal => return Some(true),
-                };
-                Some(set.contains(v))
+                // Integers and DATEs only (`prepare`): the number is the key.
+                Some(set.contains(read.at(body, *off, *width, *null_bit)? as i64))
             }
             PNode::And(ns) => {
                 let mut unknown = false;
@@ -469,6 +536,10 @@ mod tests {
                 Column::new("x", T::Double),
                 Column::new("s", T::VarChar { len: 5 }),
                 Column::new("u", T::Int { unsigned: true }),
+                Column::new("i2", T::Int { unsigned: false }),
+                Column::new("dt2", T::Date),
+                Column::new("d2", T::Decimal { precision: 15, scale: 2, unsigned: false }),
+                Column::new("ts2", T::DateTime { fsp: 0 }),
             ],
             vec![0],
         );
@@ -477,10 +548,10 @@ mod tests {
         let value = |rng: &mut Rng, c: usize| -> Value {
             let r = rng.below(41) as i64 - 20;
             match c {
-                0..=3 => Value::Int(r),
-                4 => Value::Decimal { v: r as i128 * 25, scale: 2 },
-                5 => Value::Date(r as i32),
-                6 => Value::DateTime(r * day / 2),
+                0..=3 | 10 => Value::Int(r),
+                4 | 12 => Value::Decimal { v: r as i128 * 25, scale: 2 },
+                5 | 11 => Value::Date(r as i32),
+                6 | 13 => Value::DateTime(r * day / 2),
                 7 => Value::Double(r as f64 / 4.0),
                 8 => Value::str(&r.to_string()),
                 _ => Value::UInt(r.unsigned_abs()),
@@ -502,19 +573,27 @@ mod tests {
         for case in 0..300 {
             let terms: Vec<Filter> = (0..1 + rng.below(3))
                 .map(|_| {
-                    if rng.chance(4) {
+                    if rng.chance(5) {
+                        // Two columns of the same kind, or of different kinds.
+                        let (a, b) = if rng.chance(2) {
+                            *rng.pick(&[(2, 10), (5, 11), (4, 12), (6, 13), (10, 3), (1, 1)])
+                        } else {
+                            (rng.below(14) as u16, rng.below(14) as u16)
+                        };
+                        Filter::CmpCols { a, op: *rng.pick(&ops), b }
+                    } else if rng.chance(4) {
                         // A key set of some small numbers (DATEs as day numbers).
                         let keys: Vec<i64> = (0..rng.below(12)).map(|_| rng.below(41) as i64 - 20).collect();
-                        Filter::Bloom { col: rng.below(10) as u16, set: KeyBloom::new(keys.len(), keys) }
+                        Filter::Bloom { col: rng.below(14) as u16, set: KeyBloom::new(keys.len(), keys) }
                     } else {
-                        Filter::Cmp { col: rng.below(10) as u16, op: *rng.pick(&ops), value: literal(&mut rng) }
+                        Filter::Cmp { col: rng.below(14) as u16, op: *rng.pick(&ops), value: literal(&mut rng) }
                     }
                 })
                 .collect();
             let f = if terms.len() == 1 { terms.into_iter().next().unwrap() } else { Filter::And(terms) };
             let p = f.prepare(&layout);
             for id in 0..40 {
-                let mut vals: Vec<Value> = (0..10).map(|c| value(&mut rng, c)).collect();
+                let mut vals: Vec<Value> = (0..14).map(|c| value(&mut rng, c)).collect();
                 vals[0] = Value::Int(id);
                 for v in vals.iter_mut().skip(1) {
                     if rng.chance(10) {
@@ -548,6 +627,11 @@ mod tests {
         f.encode(&mut Enc::new(&mut bytes));
         assert_eq!(Filter::decode(&mut Dec::new(&bytes)).unwrap(), f);
         assert_eq!(f.max_column(), Some(3));
+        let cols = Filter::And(vec![Filter::CmpCols { a: 11, op: CmpOp::Lt, b: 12 }, f.clone()]);
+        let mut b2 = Vec::new();
+        cols.encode(&mut Enc::new(&mut b2));
+        assert_eq!(Filter::decode(&mut Dec::new(&b2)).unwrap(), cols);
+        assert_eq!(cols.max_column(), Some(12));
         // A size that is not a power of two, or too large, is refused.
         let mut bad = bytes.clone();
         bad[3..7].copy_from_slice(&3u32.to_le_bytes());

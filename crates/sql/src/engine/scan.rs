@@ -24,7 +24,7 @@ use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::expressions::{
     BinaryExpr, CaseExpr, Column, DynamicFilterPhysicalExpr, InListExpr, Literal,
 };
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::coop::{CooperativeExec, make_cooperative};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
@@ -182,6 +182,9 @@ pub struct TernScanExec {
     metrics: ExecutionPlanMetricsSet,
     /// What the join filters allow, worked out once for all partitions of an execution.
     keyed: Arc<OnceLock<Option<Keyed>>>,
+    /// The range of an ordered index that holds every row the filter passes, when reading it
+    /// beats a whole scan (`TernTable::narrow_range`).
+    pub range: Option<super::table::IndexRange>,
 }
 
 impl fmt::Debug for TernScanExec {
@@ -227,6 +230,7 @@ impl TernScanExec {
             props,
             metrics: ExecutionPlanMetricsSet::new(),
             keyed: Arc::default(),
+            range: None,
         }
     }
 
@@ -248,14 +252,14 @@ impl TernScanExec {
             exprs.iter().find_map(|e| self.keyed(e)).or_else(|| exprs.iter().find_map(|e| self.key_set(e)))
         });
         match keyed {
-            None => Access::Scans(VecDeque::from([self.spec(p, self.filter.clone())])),
+            None => Access::Scans(VecDeque::from([self.ranged(self.spec(p, self.filter.clone()))])),
             Some(Keyed::Set(set, _)) => {
                 let filter = match &self.filter {
                     Filter::True => set.clone(),
                     Filter::And(fs) => Filter::And(fs.iter().cloned().chain([set.clone()]).collect()),
                     f => Filter::And(vec![f.clone(), set.clone()]),
                 };
-                Access::Scans(VecDeque::from([self.spec(p, filter)]))
+                Access::Scans(VecDeque::from([self.ranged(self.spec(p, filter))]))
             }
             Some(Keyed::Empty) => Access::Empty,
             Some(Keyed::Keys(values)) => {
@@ -279,6 +283,16 @@ impl TernScanExec {
                     .collect(),
             ),
         }
+    }
+
+    /// A whole-partition scan narrowed to the static index range, if there is one.
+    fn ranged(&self, mut spec: ScanSpec) -> ScanSpec {
+        if let Some(r) = &self.range {
+            spec.index = Some(r.index);
+            spec.lo = Some(r.lo.clone());
+            spec.hi = Some(r.hi.clone());
+        }
+        spec
     }
 
     fn spec(&self, p: u32, filter: Filter) -> ScanSpec {
@@ -404,8 +418,12 @@ impl DisplayAs for TernScanExec {
         if self.filter != Filter::True {
             write!(f, " filter={:?}", self.filter)?;
         }
+        if let Some(r) = &self.range {
+            let name = self.handle.table.indexes.iter().find(|i| i.id == r.index).map_or("?", |i| i.name.as_str());
+            write!(f, " index_range={name} (~{:.1}% of rows)", r.fraction * 100.0)?;
+        }
         if !self.dynamic.is_empty() {
-            // The filters' contents (up to 65,536 keys) are not shown: only that the scan reads
+            // The filters' contents (up to 262,144 keys) are not shown: only that the scan reads
             // by the keys of that many hash joins when their lists allow.
             write!(f, " join_keys_from={}", self.dynamic.len())?;
         }
@@ -630,14 +648,37 @@ fn keys_of(e: &Arc<dyn PhysicalExpr>, col: usize) -> Keys {
         return d.current().map_or(Keys::All, |inner| keys_of(&inner, col));
     }
     if let Some(l) = e.downcast_ref::<InListExpr>() {
-        if l.negated() || !is_col(l.expr()) {
+        if l.negated() {
             return Keys::All;
         }
-        let values: Option<Vec<ScalarValue>> = l.list().iter().map(lit).collect();
-        return match values {
-            Some(v) => Keys::Set(v.into_iter().filter(|v| !v.is_null()).collect()),
-            None => Keys::All,
+        // The list's items are the column's values, or (a join on several columns) structs of
+        // the key columns' values, one field of which is the column's.
+        let field = if is_col(l.expr()) {
+            None
+        } else if let Some(f) = l.expr().downcast_ref::<ScalarFunctionExpr>()
+            && f.name() == "struct"
+            && let Some(i) = f.args().iter().position(is_col)
+        {
+            Some(i)
+        } else {
+            return Keys::All;
         };
+        let values: Option<Vec<ScalarValue>> = l
+            .list()
+            .iter()
+            .map(|x| match (lit(x)?, field) {
+                (v, None) => Some(v),
+                (ScalarValue::Struct(a), Some(i))
+                    if i < a.num_columns() && datafusion::arrow::array::Array::len(a.as_ref()) == 1 =>
+                {
+                    ScalarValue::try_from_array(a.column(i), 0).ok()
+                }
+                _ => None,
+            })
+            .collect();
+        let Some(values) = values else { return Keys::All };
+        let mut seen = HashSet::new();
+        return Keys::Set(values.into_iter().filter(|v| !v.is_null() && seen.insert(v.clone())).collect());
     }
     if let Some(c) = e.downcast_ref::<CaseExpr>() {
         let mut k = match c.else_expr() {
