@@ -45,3 +45,13 @@ EXECUTE pl USING @seg, @seg, @k;
 DEALLOCATE PREPARE pl;
 DEALLOCATE PREPARE pe;
 DEALLOCATE PREPARE pw;
+-- GROUP BY ... WITH ROLLUP: super-aggregate rows (NULL in the rolled-up columns) after the
+-- groups they sum, groups ascending; positions, HAVING, LIMIT, NULL group values, a derived
+-- table, and the words inside a string left alone.
+SELECT n_regionkey, COUNT(*), SUM(n_nationkey) FROM nation GROUP BY n_regionkey WITH ROLLUP;
+SELECT r_name, n_regionkey, COUNT(*) AS c, MAX(n_name) FROM nation JOIN region ON n_regionkey = r_regionkey GROUP BY 1, n_regionkey WITH ROLLUP;
+SELECT o_orderstatus, o_orderpriority, COUNT(*) AS n, SUM(o_totalprice) FROM orders GROUP BY o_orderstatus, o_orderpriority WITH ROLLUP HAVING n > 1;
+SELECT c_mktsegment, COUNT(*) FROM customer GROUP BY c_mktsegment WITH ROLLUP LIMIT 3;
+SELECT IF(c_acctbal > 5000, NULL, c_nationkey) AS k, COUNT(*), AVG(c_acctbal) FROM customer GROUP BY k WITH ROLLUP;
+SELECT x.k, x.n FROM (SELECT c_nationkey AS k, COUNT(*) AS n FROM customer GROUP BY c_nationkey WITH ROLLUP) AS x WHERE x.n > 1 ORDER BY x.n DESC, x.k;
+SELECT 'GROUP BY a WITH ROLLUP' AS t, COUNT(*) FROM region GROUP BY t WITH ROLLUP;

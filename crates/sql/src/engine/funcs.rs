@@ -10,6 +10,7 @@
 //! * `CONCAT(a, …)` → `a || …` (each argument cast to a string), NULL when any argument is NULL
 //!   (DataFusion's `concat` skips NULLs);
 //! * `MOD(a, b)` → `a % b`;
+//! * `AVG(x)` → `SUM(x) / COUNT(x)` (MySQL rounds the average; the engine truncates a DECIMAL's);
 //! * `SUBSTRING`/`SUBSTR` → `MID` (MySQL's negative start counts from the end);
 //! * `CAST(x AS SIGNED|UNSIGNED)` and `CONVERT(x, SIGNED|UNSIGNED)` → the evaluator's cast (`udf`),
 //!   `CONVERT(x, type)` → `CAST(x AS type)`, `CONVERT(x USING charset)` → `CAST(x AS CHAR)`;
@@ -37,6 +38,128 @@ pub fn rewrite(stmt: &mut DfStatement) {
         }
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// `GROUP BY a, b WITH ROLLUP` (MySQL's syntax, which the engine's parser does not read) as
+/// `GROUP BY ROLLUP(a, b)` in the statement's text, found with Tern's own lexer (so quoted
+/// text and comments are left alone); `rewrite_rollup` finishes the job on the parsed
+/// statement. The text unchanged when it has no `WITH ROLLUP`.
+pub fn rollup_text(sql: &str) -> String {
+    let Ok(toks) = crate::lex::tokenize_spans(sql) else { return sql.to_string() };
+    if !toks.windows(2).any(|w| w[0].0.is_kw("WITH") && w[1].0.is_kw("ROLLUP")) {
+        return sql.to_string();
+    }
+    // (byte offset, text to insert there) and byte ranges to drop.
+    let mut inserts: Vec<(usize, &str)> = Vec::new();
+    let mut drops: Vec<(usize, usize)> = Vec::new();
+    // The end of the last `GROUP BY` seen at each parenthesis depth.
+    let mut group_by: Vec<Option<usize>> = vec![None];
+    for (i, (t, _, end)) in toks.iter().enumerate() {
+        match t {
+            crate::lex::Tok::Sym("(") => group_by.push(None),
+            crate::lex::Tok::Sym(")") if group_by.len() > 1 => {
+                group_by.pop();
+            }
+            t if t.is_kw("BY") && i > 0 && toks[i - 1].0.is_kw("GROUP") => {
+                *group_by.last_mut().expect("depth") = Some(*end);
+            }
+            t if t.is_kw("WITH") && toks.get(i + 1).is_some_and(|n| n.0.is_kw("ROLLUP")) => {
+                if let Some(at) = group_by.last_mut().and_then(Option::take) {
+                    inserts.push((at, " ROLLUP("));
+                    drops.push((toks[i].1, toks[i + 1].2));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut pos = 0;
+    let mut edits: Vec<(usize, usize, &str)> =
+        inserts.iter().map(|&(at, text)| (at, at, text)).chain(drops.iter().map(|&(a, b)| (a, b, ")"))).collect();
+    edits.sort_by_key(|e| e.0);
+    for (from, to, text) in edits {
+        out.push_str(&sql[pos..from]);
+        out.push_str(text);
+        pos = to;
+    }
+    out.push_str(&sql[pos..]);
+    out
+}
+
+/// A `GROUP BY ROLLUP(a, b)` (MySQL has no such syntax: it came from `rollup_text`) gets,
+/// without an ORDER BY, the order MySQL and MariaDB return such groups in: ascending by each
+/// grouping column, a super-aggregate row after the groups it sums (`ORDER BY GROUPING(a), a,
+/// GROUPING(b), b`). A position (`GROUP BY 1`) becomes the select item it names.
+pub fn rewrite_rollup(stmt: &mut DfStatement) {
+    use datafusion::sql::sqlparser::ast::{
+        GroupByExpr, OrderBy, OrderByExpr, OrderByKind, OrderByOptions, Query, SelectItem, SetExpr, Value, VisitMut,
+        VisitorMut,
+    };
+    struct Rollups;
+    impl VisitorMut for Rollups {
+        type Break = ();
+        fn post_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+            let SetExpr::Select(sel) = q.body.as_mut() else { return ControlFlow::Continue(()) };
+            let GroupByExpr::Expressions(group, mods) = &sel.group_by else { return ControlFlow::Continue(()) };
+            // The engine's MySQL dialect reads `ROLLUP(a, b)` as a function call.
+            let [Expr::Function(f)] = group.as_slice() else { return ControlFlow::Continue(()) };
+            if !mods.is_empty() || !f.name.to_string().eq_ignore_ascii_case("rollup") {
+                return ControlFlow::Continue(());
+            }
+            let FunctionArguments::List(list) = &f.args else { return ControlFlow::Continue(()) };
+            let mut exprs: Vec<Expr> = Vec::new();
+            for a in &list.args {
+                let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = a else { return ControlFlow::Continue(()) };
+                exprs.push(e.clone());
+            }
+            let item = |n: usize| match sel.projection.get(n.wrapping_sub(1)) {
+                Some(SelectItem::UnnamedExpr(e)) | Some(SelectItem::ExprWithAlias { expr: e, .. }) => Some(e.clone()),
+                _ => None,
+            };
+            let exprs: Vec<Expr> = exprs
+                .into_iter()
+                .map(|e| {
+                    let at = match &e {
+                        Expr::Value(v) => match &v.value {
+                            Value::Number(n, _) => n.parse::<usize>().ok().and_then(item),
+                            _ => None,
+                        },
+                        // A select item's alias (which the engine does not look up inside
+                        // ROLLUP) is its expression.
+                        Expr::Identifier(id) => sel.projection.iter().find_map(|p| match p {
+                            SelectItem::ExprWithAlias { expr, alias }
+                                if alias.value.eq_ignore_ascii_case(&id.value) =>
+                            {
+                                Some(expr.clone())
+                            }
+                            _ => None,
+                        }),
+                        _ => None,
+                    };
+                    at.unwrap_or(e)
+                })
+                .collect();
+            sel.group_by =
+                GroupByExpr::Expressions(vec![Expr::Rollup(exprs.iter().map(|e| vec![e.clone()]).collect())], vec![]);
+            if q.order_by.is_none() {
+                let mut keys = Vec::new();
+                for e in &exprs {
+                    let Some(g) = parse(&format!("GROUPING({e})")) else { return ControlFlow::Continue(()) };
+                    for x in [g, e.clone()] {
+                        keys.push(OrderByExpr {
+                            expr: x,
+                            options: OrderByOptions { asc: Some(true), nulls_first: None },
+                            with_fill: None,
+                        });
+                    }
+                }
+                q.order_by = Some(OrderBy { kind: OrderByKind::Expressions(keys), interpolate: None });
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let DfStatement::Statement(s) = stmt else { return };
+    let _ = s.visit(&mut Rollups);
 }
 
 /// The replacement of one function call, None to keep it.
@@ -117,6 +240,9 @@ fn rewritten(e: &Expr) -> Option<Expr> {
         ("DATE_SUB" | "SUBDATE", [d, i]) if interval[1] => format!("({d} - {i})"),
         // MySQL's `%` (a zero divisor gives NULL; the engine's planner makes `%` MySQL's).
         ("MOD", [a, b]) => format!("({a} % {b})"),
+        // MySQL's AVG is SUM / COUNT with `/`'s scale (4 more digits) rounded half away from
+        // zero; the engine's own truncates a DECIMAL average (19358.60 / 7 = 2765.514285).
+        ("AVG", [x]) => format!("(SUM({x}) / COUNT({x}))"),
         ("DATEDIFF", [a, b]) => {
             format!("(CAST(CAST(CAST({a} AS DATE) AS INT) AS BIGINT) - CAST(CAST(CAST({b} AS DATE) AS INT) AS BIGINT))")
         }
@@ -186,6 +312,42 @@ mod tests {
                 "SELECT CAST(a AS SIGNED), CONVERT(b, UNSIGNED), CONVERT(c, CHAR), CONVERT(d USING utf8mb4) FROM t"
             ),
             "SELECT tern_cast_signed((a)), tern_cast_unsigned((b)), CAST((c) AS CHAR), CAST((d) AS CHAR) FROM t"
+        );
+    }
+
+    fn rollup_sql(sql: &str) -> String {
+        let text = rollup_text(sql);
+        let mut stmts = Parser::parse_sql(&MySqlDialect {}, &text).unwrap();
+        let mut stmt = DfStatement::Statement(Box::new(stmts.remove(0)));
+        rewrite_rollup(&mut stmt);
+        let DfStatement::Statement(s) = stmt else { unreachable!() };
+        let s: Statement = *s;
+        s.to_string()
+    }
+
+    #[test]
+    fn with_rollup_becomes_rollup_in_mysql_order() {
+        assert_eq!(
+            rollup_sql("SELECT a, b AS x, COUNT(*) FROM t GROUP BY 1, x WITH ROLLUP"),
+            "SELECT a, b AS x, COUNT(*) FROM t GROUP BY ROLLUP (a, b) ORDER BY GROUPING(a) ASC, a ASC, GROUPING(b) ASC, b ASC"
+        );
+        // An ORDER BY of the statement's own is kept; strings, comments and a subquery's own
+        // GROUP BY are left alone.
+        assert_eq!(
+            rollup_sql(
+                "SELECT a, 'with rollup' FROM t /* WITH ROLLUP */ WHERE a IN (SELECT c FROM u GROUP BY c) GROUP BY a with rollup ORDER BY a DESC"
+            ),
+            "SELECT a, 'with rollup' FROM t WHERE a IN (SELECT c FROM u GROUP BY c) GROUP BY ROLLUP (a) ORDER BY a DESC"
+        );
+        assert_eq!(
+            rollup_sql("SELECT * FROM (SELECT a, SUM(b) FROM t GROUP BY a WITH ROLLUP) AS d"),
+            "SELECT * FROM (SELECT a, SUM(b) FROM t GROUP BY ROLLUP (a) ORDER BY GROUPING(a) ASC, a ASC) AS d"
+        );
+        let plain = "SELECT a FROM t GROUP BY a";
+        assert_eq!(rollup_text(plain), plain);
+        assert_eq!(
+            rewrite_sql("SELECT AVG(a), AVG(DISTINCT b) FROM t"),
+            "SELECT (SUM((a)) / COUNT((a))), AVG(DISTINCT b) FROM t"
         );
     }
 }

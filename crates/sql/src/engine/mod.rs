@@ -177,11 +177,13 @@ impl Statement {
         };
         ctx.register_catalog("def", Arc::new(table::TernCatalog { client, allowed, rows: Arc::new(rows) }));
         let state = ctx.state();
-        let mut stmt = state.sql_to_statement(&sql, &datafusion::config::Dialect::MySQL).map_err(|e| {
+        let text = funcs::rollup_text(&sql);
+        let mut stmt = state.sql_to_statement(&text, &datafusion::config::Dialect::MySQL).map_err(|e| {
             SqlError::new(1064, "42000", format!("You have an error in your SQL syntax; {}", strip(&e)))
         })?;
-        names::name_columns(&mut stmt, &sql);
+        names::name_columns(&mut stmt, &text);
         funcs::rewrite(&mut stmt);
+        funcs::rewrite_rollup(&mut stmt);
         let plan = state.statement_to_plan(stmt).await.map_err(|e| plan_error(e, db.as_deref()))?;
         use datafusion::logical_expr::LogicalPlan as P;
         if matches!(plan, P::Dml(_) | P::Ddl(_) | P::Copy(_) | P::Statement(_) | P::Explain(_) | P::Analyze(_)) {
