@@ -270,13 +270,18 @@ mod tests {
     use super::*;
     use datafusion::sql::sqlparser::ast::Statement;
 
-    fn rewrite_sql(sql: &str) -> String {
+    /// `sql` parsed, changed by `f`, and printed.
+    fn rewritten_by(sql: &str, f: fn(&mut DfStatement)) -> String {
         let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).unwrap();
         let mut stmt = DfStatement::Statement(Box::new(stmts.remove(0)));
-        rewrite(&mut stmt);
+        f(&mut stmt);
         let DfStatement::Statement(s) = stmt else { unreachable!() };
         let s: Statement = *s;
         s.to_string()
+    }
+
+    fn rewrite_sql(sql: &str) -> String {
+        rewritten_by(sql, rewrite)
     }
 
     #[test]
@@ -316,13 +321,7 @@ mod tests {
     }
 
     fn rollup_sql(sql: &str) -> String {
-        let text = rollup_text(sql);
-        let mut stmts = Parser::parse_sql(&MySqlDialect {}, &text).unwrap();
-        let mut stmt = DfStatement::Statement(Box::new(stmts.remove(0)));
-        rewrite_rollup(&mut stmt);
-        let DfStatement::Statement(s) = stmt else { unreachable!() };
-        let s: Statement = *s;
-        s.to_string()
+        rewritten_by(&rollup_text(sql), rewrite_rollup)
     }
 
     #[test]
