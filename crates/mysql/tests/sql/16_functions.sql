@@ -34,3 +34,9 @@ SELECT id, FROM_UNIXTIME(n) AS fu, FROM_UNIXTIME(-1) AS neg, FROM_UNIXTIME(n, '%
 SELECT id, FROM_UNIXTIME(n) AS fu, FROM_UNIXTIME(-1) AS neg, FROM_UNIXTIME(n, '%Y') AS fuf FROM (SELECT * FROM fe) AS t WHERE id = 2;
 SELECT id, SHA2(name, 224) AS s224, SHA2(name, 384) AS s384, SHA2(name, 512) AS s512 FROM fe ORDER BY id;
 SELECT id, SHA2(name, 224) AS s224, SHA2(name, 384) AS s384, SHA2(name, 512) AS s512 FROM (SELECT * FROM fe) AS t ORDER BY id;
+-- SUBSTRING of a text column from a constant position (the engine's vectorised MID): multibyte
+-- characters, empty and NULL strings, starts past the end, zero and negative lengths.
+CREATE TABLE mb (id INT PRIMARY KEY, s VARCHAR(20)) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+INSERT INTO mb VALUES (1, 'héllo wörld'), (2, '日本語テキスト'), (3, ''), (4, NULL), (5, 'ab');
+SELECT id, SUBSTRING(s, 1, 2) AS a, SUBSTRING(s, 3) AS b, SUBSTRING(s, 2, 0) AS c, SUBSTRING(s, 9, 5) AS d, SUBSTRING(s, 2, -1) AS e, SUBSTR(s FROM 4 FOR 3) AS f, MID(s, 1, 100) AS g FROM mb ORDER BY id;
+SELECT id, SUBSTRING(s, 1, 2) AS a, SUBSTRING(s, 3) AS b, SUBSTRING(s, 2, 0) AS c, SUBSTRING(s, 9, 5) AS d, SUBSTRING(s, 2, -1) AS e, SUBSTR(s FROM 4 FOR 3) AS f, MID(s, 1, 100) AS g FROM (SELECT * FROM mb) AS t ORDER BY id;
