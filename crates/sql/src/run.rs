@@ -323,29 +323,12 @@ impl Runner<'_> {
             }
             return Ok(rows);
         }
-        match key_ops(src, prefix, env, lock)? {
-            Some(ops) => {
-                let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-                let ops: Vec<KeyOp> = ops.into_iter().filter(|op| seen.insert(op.key.clone())).collect();
-                if ops.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let res = self.batch(ops, AbortOption::IgnoreError, last).await?;
-                let mut out = Vec::with_capacity(res.len());
-                for r in res {
-                    match r {
-                        OpResult::Row(b) => {
-                            let row = place(h, &src.needed, &b)?;
-                            self.budget.charge_row(&row)?;
-                            out.push(row);
-                        }
-                        OpResult::NotFound | OpResult::Done => {}
-                        OpResult::Error(e) => return Err(tern_err(e)),
-                    }
-                }
-                Ok(out)
+        match src.access {
+            Access::Key(_) | Access::Keys(_) => {
+                let mut rows = self.fetch_keyed_many(src, &[prefix], env, lock, last).await?;
+                Ok(rows.pop().unwrap_or_default())
             }
-            None => {
+            _ => {
                 let (filter, exact) = pushed_filter(src, prefix, env)?;
                 let mut specs = Vec::new();
                 match &src.access {
@@ -405,40 +388,50 @@ impl Runner<'_> {
 }
 
 impl Runner<'_> {
-    /// Batched key access: the rows each of `prefixes` reads from `src` (keyed by the earlier
-    /// tables' values), from one batch of distinct key reads for all of them instead of one
-    /// round trip per prefix. Each prefix's rows come in the order `fetch` gives them; the
-    /// answer may cover only the first prefixes (at most about `KEYED_READS_PER_BATCH` reads).
-    async fn fetch_keyed_many(
+    /// Key access (`Access::Key` / `Access::Keys`), batched: the rows each of `prefixes` reads
+    /// from `src` (keyed by the earlier tables' values), from one batch of distinct key reads
+    /// for all of them instead of one round trip per prefix; each prefix's rows in its keys'
+    /// order. The answer may cover only the first prefixes (at most about
+    /// `KEYED_READS_PER_BATCH` reads, though one prefix's keys all go). `last`: as `batch`'s.
+    async fn fetch_keyed_many<P: AsRef<[Value]>>(
         &mut self,
         src: &Src,
-        prefixes: &[Vec<Value>],
+        prefixes: &[P],
         env: &Env<'_>,
         lock: Option<Lock>,
+        last: bool,
     ) -> Result<Vec<Vec<Vec<Value>>>, SqlError> {
         let h = &src.handle;
         let mut slot: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
         let mut ops = Vec::new();
         let mut wanted: Vec<Vec<usize>> = Vec::with_capacity(prefixes.len());
-        for prefix in prefixes {
+        // The last prefix (+1) that wants each read: a prefix lists a key once.
+        let mut stamp: Vec<usize> = Vec::new();
+        for (n, prefix) in prefixes.iter().enumerate() {
             // Bounded per batch: the rest of the prefixes go in the next one.
             if ops.len() >= KEYED_READS_PER_BATCH {
                 break;
             }
             let mut mine: Vec<usize> = Vec::new();
-            for op in key_ops(src, prefix, env, lock)?.unwrap_or_default() {
+            for op in key_ops(src, prefix.as_ref(), env, lock)? {
                 let next = ops.len();
                 let at = *slot.entry(op.key.clone()).or_insert(next);
                 if at == next {
                     ops.push(op);
+                    stamp.push(0);
                 }
-                if !mine.contains(&at) {
+                if stamp[at] != n + 1 {
+                    stamp[at] = n + 1;
                     mine.push(at);
                 }
             }
             wanted.push(mine);
         }
-        let res = self.batch(ops, AbortOption::IgnoreError, false).await?;
+        if ops.is_empty() {
+            return Ok(vec![Vec::new(); wanted.len()]);
+        }
+        let n_ops = ops.len();
+        let res = self.batch(ops, AbortOption::IgnoreError, last).await?;
         let mut found: Vec<Option<Vec<Value>>> = Vec::with_capacity(res.len());
         for r in res {
             found.push(match r {
@@ -447,9 +440,19 @@ impl Runner<'_> {
                 OpResult::Error(e) => return Err(tern_err(e)),
             });
         }
+        found.resize(n_ops, None);
+        // A row goes to its last prefix by move, to the others as a copy.
+        let mut uses = vec![0usize; found.len()];
+        wanted.iter().flatten().for_each(|&k| uses[k] += 1);
         let mut out = Vec::with_capacity(prefixes.len());
         for mine in wanted {
-            let rows: Vec<Vec<Value>> = mine.iter().filter_map(|&k| found.get(k).cloned().flatten()).collect();
+            let rows: Vec<Vec<Value>> = mine
+                .iter()
+                .filter_map(|&k| {
+                    uses[k] -= 1;
+                    if uses[k] == 0 { found[k].take() } else { found[k].clone() }
+                })
+                .collect();
             for r in &rows {
                 self.budget.charge_row(r)?;
             }
@@ -460,13 +463,13 @@ impl Runner<'_> {
 }
 
 /// The key reads of a keyed access path (`Access::Key` / `Access::Keys`) for one prefix, in
-/// the path's order (a key may repeat); None for scans.
-fn key_ops(src: &Src, prefix: &[Value], env: &Env<'_>, lock: Option<Lock>) -> Result<Option<Vec<KeyOp>>, SqlError> {
+/// the path's order (a key may repeat); none for scans.
+fn key_ops(src: &Src, prefix: &[Value], env: &Env<'_>, lock: Option<Lock>) -> Result<Vec<KeyOp>, SqlError> {
     let h = &src.handle;
     let keys: Vec<&Vec<X>> = match &src.access {
         Access::Key(k) => vec![k],
         Access::Keys(ks) => ks.iter().collect(),
-        _ => return Ok(None),
+        _ => return Ok(Vec::new()),
     };
     let mut ops = Vec::with_capacity(keys.len());
     for k in keys {
@@ -499,7 +502,7 @@ fn key_ops(src: &Src, prefix: &[Value], env: &Env<'_>, lock: Option<Lock>) -> Re
             Err(e) => return Err(tern_err(e)),
         }
     }
-    Ok(Some(ops))
+    Ok(ops)
 }
 
 fn key_op_locked(h: &TableHandle, key: &[Value], l: Lock, needed: &[u16]) -> Result<Option<KeyOp>, SqlError> {
@@ -871,7 +874,7 @@ pub async fn run_select(
                 // Batched key access: the next prefixes' keys in one batch.
                 if batched.is_empty() {
                     let end = (j + KEYED_PREFIXES_PER_BATCH).min(rows.len());
-                    batched = run.fetch_keyed_many(src, &rows[j..end], env, p.lock).await?.into();
+                    batched = run.fetch_keyed_many(src, &rows[j..end], env, p.lock, false).await?.into();
                 }
                 batched.pop_front().unwrap_or_default()
             } else {

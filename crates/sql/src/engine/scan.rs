@@ -249,7 +249,8 @@ impl TernScanExec {
             exprs.extend(d.current());
         }
         let keyed = self.keyed.get_or_init(|| {
-            exprs.iter().find_map(|e| self.keyed(e)).or_else(|| exprs.iter().find_map(|e| self.key_set(e)))
+            let mut sets = None;
+            exprs.iter().find_map(|e| self.keyed(e, &mut sets)).or(sets)
         });
         match keyed {
             None => Access::Scans(VecDeque::from([self.ranged(self.spec(p, self.filter.clone()))])),
@@ -306,11 +307,14 @@ impl TernScanExec {
     }
 
     /// How the keys of one join filter read the table, when it lists them for a column the
-    /// table can look up by. (The filter's key bounds alone are not used to narrow a full scan:
-    /// the keys of a join's build side usually span the probe side's whole range, and each
-    /// bound costs a comparison per row in the data node's thread; measured on TPC-H Q3, Q18,
-    /// Q21, whose key columns the prepared filter reads through the slow path.)
-    fn keyed(&self, expr: &Arc<dyn PhysicalExpr>) -> Option<Keyed> {
+    /// table can look up by. Otherwise the first key set of an integer or DATE column is left in
+    /// `set` (when none is there yet), for a scan with it as a key-set filter
+    /// (`Filter::Bloom`): the data node then sends only the rows whose key may join (TPC-H Q5:
+    /// lineitem's rows of a year's orders). (The filter's key bounds alone are not used to narrow
+    /// a full scan: the keys of a join's build side usually span the probe side's whole range,
+    /// and each bound costs a comparison per row in the data node's thread; measured on TPC-H
+    /// Q3, Q18, Q21, whose key columns the prepared filter reads through the slow path.)
+    fn keyed(&self, expr: &Arc<dyn PhysicalExpr>, set: &mut Option<Keyed>) -> Option<Keyed> {
         let t = &self.handle.table;
         if !self.keep {
             return None;
@@ -325,62 +329,47 @@ impl TernScanExec {
             if values.is_empty() {
                 return Some(Keyed::Empty);
             }
-            // Keys that would read much of the table one by one: scan it (`key_set`).
-            if values.len() > JOIN_KEYS_READ_MAX
-                || self.rows.is_some_and(|n| (values.len() as u64).saturating_mul(KEYED_FRACTION) > n)
+            if let Some(k) = self.read_by(col, &mut values) {
+                return Some(k);
+            }
+            if set.is_none()
+                && (ty.is_integer() || ty == ColumnType::Date)
+                && let Some(keys) = values.iter().map(KeyBloom::key_of).collect::<Option<Vec<i64>>>()
             {
-                continue;
+                let n = keys.len();
+                *set = Some(Keyed::Set(Filter::Bloom { col, set: KeyBloom::new(n, keys) }, n));
             }
-            // Key reads when the column is the whole primary key.
-            if t.primary_key == [col] {
-                values.sort_by(cmp_values);
-                values.dedup();
-                return Some(Keyed::Keys(values));
-            }
-            // A multi-range scan of an ordered index led by the column.
-            let Some(index) = t.indexes.iter().find(|i| i.columns.first() == Some(&col)) else { continue };
-            let Some(mut ranges) = values
-                .iter()
-                .map(|v| {
-                    let b = self.handle.index_bound(index, std::slice::from_ref(v), true).ok()?;
-                    Some((Some(b.clone()), Some(b)))
-                })
-                .collect::<Option<Vec<KeyRange>>>()
-            else {
-                continue;
-            };
-            ranges.sort_by(|a, b| a.0.as_ref().map(|x| &x.key).cmp(&b.0.as_ref().map(|x| &x.key)));
-            ranges.dedup();
-            return Some(Keyed::Ranges(index.id, ranges));
         }
         None
     }
-}
 
-impl TernScanExec {
-    /// A key-set filter (`Filter::Bloom`) from a join filter's list of keys, for the first
-    /// integer or DATE column it lists: the data node then sends only the rows whose key may
-    /// join, instead of the whole table (TPC-H Q5: lineitem's rows of a year's orders).
-    fn key_set(&self, expr: &Arc<dyn PhysicalExpr>) -> Option<Keyed> {
-        if !self.keep {
+    /// Reading the rows whose column `col` has one of `values` by key, when that beats a scan.
+    fn read_by(&self, col: u16, values: &mut Vec<Value>) -> Option<Keyed> {
+        let t = &self.handle.table;
+        // Keys that would read much of the table one by one: scan it (with the key set).
+        if values.len() > JOIN_KEYS_READ_MAX
+            || self.rows.is_some_and(|n| (values.len() as u64).saturating_mul(KEYED_FRACTION) > n)
+        {
             return None;
         }
-        for (c, &col) in self.read.iter().enumerate() {
-            let ty = self.handle.table.columns[col as usize].ty;
-            if !(ty.is_integer() || ty == ColumnType::Date) {
-                continue;
-            }
-            let Keys::Set(values) = keys_of(expr, c) else { continue };
-            let keys: Option<Vec<i64>> =
-                values.iter().map(|v| tern_value(v).as_ref().and_then(KeyBloom::key_of)).collect();
-            let Some(keys) = keys else { continue };
-            if keys.is_empty() {
-                return Some(Keyed::Empty);
-            }
-            let n = keys.len();
-            return Some(Keyed::Set(Filter::Bloom { col, set: KeyBloom::new(n, keys) }, n));
+        // Key reads when the column is the whole primary key.
+        if t.primary_key == [col] {
+            values.sort_by(cmp_values);
+            values.dedup();
+            return Some(Keyed::Keys(std::mem::take(values)));
         }
-        None
+        // A multi-range scan of an ordered index led by the column.
+        let index = t.indexes.iter().find(|i| i.columns.first() == Some(&col))?;
+        let mut ranges = values
+            .iter()
+            .map(|v| {
+                let b = self.handle.index_bound(index, std::slice::from_ref(v), true).ok()?;
+                Some((Some(b.clone()), Some(b)))
+            })
+            .collect::<Option<Vec<KeyRange>>>()?;
+        ranges.sort_by(|a, b| a.0.as_ref().map(|x| &x.key).cmp(&b.0.as_ref().map(|x| &x.key)));
+        ranges.dedup();
+        Some(Keyed::Ranges(index.id, ranges))
     }
 }
 
