@@ -1068,6 +1068,25 @@ impl Transaction {
     /// Executes a batch; on success returns per-op results. A failed transaction returns its
     /// error (temporary errors are marked so by their code).
     pub async fn execute_with(&mut self, ops: Vec<KeyOp>, exec: Exec, abort: AbortOption) -> Result<Vec<OpResult>> {
+        // A request holds at most OPS_PER_BATCH_MAX operations (the node refuses more as
+        // malformed): a larger batch (INSERT ... SELECT of many rows) goes as several, all but
+        // the last without committing.
+        if ops.len() > tern_wire::OPS_PER_BATCH_MAX && !self.finished {
+            let mut ops = ops;
+            let mut results = Vec::with_capacity(ops.len());
+            while ops.len() > tern_wire::OPS_PER_BATCH_MAX {
+                let rest = ops.split_off(tern_wire::OPS_PER_BATCH_MAX);
+                results.extend(self.execute_one(ops, Exec::NoCommit, abort).await?);
+                ops = rest;
+            }
+            results.extend(self.execute_one(ops, exec, abort).await?);
+            return Ok(results);
+        }
+        self.execute_one(ops, exec, abort).await
+    }
+
+    /// One request of at most OPS_PER_BATCH_MAX operations.
+    async fn execute_one(&mut self, ops: Vec<KeyOp>, exec: Exec, abort: AbortOption) -> Result<Vec<OpResult>> {
         if self.finished {
             return Err(TernError::new(ErrorCode::InvalidRequest, "transaction already finished"));
         }

@@ -229,6 +229,28 @@ fn multi_partition_atomicity_and_rollback() {
     assert_eq!((read_v(&c, &t, 4), read_v(&c, &t, 5)), (Some(70), Some(130)));
 }
 
+/// A batch larger than one request may hold (OPS_PER_BATCH_MAX) goes as several requests of
+/// one transaction: all of it commits, or — when its last operation fails — none of it.
+#[test]
+fn batches_over_the_request_limit_are_one_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 64 << 20);
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = setup(&c, "big");
+    let n = tern_wire::OPS_PER_BATCH_MAX as i64 * 2 + 100;
+    let mut ops: Vec<_> = (0..n).map(|i| t.insert(&row(i, i)).unwrap()).collect();
+    ops.push(t.insert(&row(5, 0)).unwrap());
+    assert_eq!(c.blocking().execute(ops).unwrap_err().code, ErrorCode::DuplicateKey);
+    assert_eq!(read_v(&c, &t, 0), None);
+    assert_eq!(read_v(&c, &t, n - 1), None);
+    let ops: Vec<_> = (0..n).map(|i| t.insert(&row(i, i)).unwrap()).collect();
+    let results = c.blocking().execute(ops).unwrap();
+    assert_eq!(results.len(), n as usize);
+    for i in [0, tern_wire::OPS_PER_BATCH_MAX as i64, n - 1] {
+        assert_eq!(read_v(&c, &t, i), Some(i));
+    }
+}
+
 #[test]
 fn lock_wait_timeout_is_temporary() {
     let dir = tempfile::tempdir().unwrap();

@@ -1020,6 +1020,27 @@ impl Session {
             Statement::SetNames | Statement::SetTransaction | Statement::Noop => Ok(Answer::ok()),
             Statement::Set(list) => {
                 for (target, e) in list {
+                    // `SET [SESSION] x = DEFAULT`: the global value (what a new session starts
+                    // from); `SET GLOBAL x = DEFAULT`: the server's own default.
+                    if matches!(e, tern_sql::ast::Expr::Default)
+                        && let SetTarget::Sys { global, name } = target
+                    {
+                        if !VAR_NAMES.contains(&name.as_str()) {
+                            return Err(SqlError::new(1193, "HY000", format!("Unknown system variable '{name}'")));
+                        }
+                        let global_value = self.globals.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned();
+                        if *global {
+                            self.check_admin("SUPER or SYSTEM_VARIABLES_ADMIN")?;
+                            self.globals.write().unwrap_or_else(|e| e.into_inner()).remove(name);
+                        } else if name == "autocommit" {
+                            self.set_var(name, global_value.unwrap_or(Value::Int(1))).await?;
+                        } else if let Some(v) = global_value {
+                            self.set_var(name, v).await?;
+                        } else {
+                            self.vars.remove(name);
+                        }
+                        continue;
+                    }
                     let v = {
                         let x = plan_const(e, self)?;
                         let env = Env { params, subs: Vec::new(), sess: self, newrow: None };

@@ -241,6 +241,72 @@ fn memory_limit_and_huge_values_fail_the_statement_only() {
     );
 }
 
+/// Past `max_query_memory`, the engine's operators spill to disk instead of failing: a join
+/// whose hash table does not fit runs again as a sort-merge join (both sides sorted on disk),
+/// and a grouping of more groups than fit spills its groups. (Every read times out after 20 s:
+/// a statement that hangs — DataFusion's repartition spill deadlock — fails the test.)
+#[test]
+fn joins_and_groups_past_the_memory_limit_spill_to_disk() {
+    let (_d, _n, port) = start(1 << 20);
+    let (mut m, _) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
+    assert_eq!(m.query("CREATE DATABASE IF NOT EXISTS lim"), Res::Ok);
+    assert_eq!(m.query("CREATE TABLE lim.s (id INT PRIMARY KEY, pad VARCHAR(200))"), Res::Ok);
+    let values: Vec<String> = (0..2000).map(|i| format!("({i}, CONCAT({i}, REPEAT('x', 100)))")).collect();
+    for chunk in values.chunks(500) {
+        assert_eq!(m.query(&format!("INSERT INTO lim.s VALUES {}", chunk.join(","))), Res::Ok);
+    }
+    // Doubled six times: 128,000 distinct pads, ~14 MB a side.
+    let mut n: i64 = 2000;
+    while n < 128_000 {
+        let sql = format!("INSERT INTO lim.s SELECT id + {n}, CONCAT(id + {n}, REPEAT('x', 100)) FROM lim.s");
+        assert_eq!(m.query(&sql), Res::Ok, "{sql}");
+        n *= 2;
+    }
+    let lengths: usize = (0..n).map(|i| i.to_string().len() + 100).sum();
+    let join = "SELECT COUNT(*), SUM(a.id - b.id), SUM(LENGTH(b.pad)) FROM lim.s a JOIN lim.s b ON b.pad = a.pad";
+    let want = Res::Rows(vec![], rows(&[&[Some(&n.to_string()), Some("0"), Some(&lengths.to_string())]]));
+    let answer = |m: &mut My, sql: &str| match m.query(sql) {
+        Res::Rows(_, r) => Res::Rows(vec![], r),
+        other => other,
+    };
+    let explain = |m: &mut My, sql: &str| match m.query(&format!("EXPLAIN ANALYZE {sql}")) {
+        Res::Rows(_, r) => r.into_iter().flatten().flatten().collect::<Vec<_>>().join("\n"),
+        other => panic!("EXPLAIN ANALYZE {sql}: {other:?}"),
+    };
+    // With room, a hash join.
+    assert_eq!(answer(&mut m, join), want);
+    assert!(explain(&mut m, join).contains("HashJoinExec"));
+    // 8 MB: the hash table does not fit; the statement answers the same through a sort-merge
+    // join whose sorts spilled.
+    assert_eq!(m.query("SET max_query_memory = 8000000"), Res::Ok);
+    for _ in 0..3 {
+        assert_eq!(answer(&mut m, join), want);
+    }
+    let plan = explain(&mut m, join);
+    assert!(plan.contains("SortMergeJoinExec") && !plan.contains("HashJoinExec"), "{plan}");
+    let spilled = |plan: &str, op: &str| {
+        plan.lines()
+            .filter(|l| l.contains(op))
+            .any(|l| l.split("spill_count=").nth(1).and_then(|v| v.split(',').next()).is_some_and(|v| v != "0"))
+    };
+    assert!(spilled(&plan, "SortExec"), "{plan}");
+    let left =
+        "SELECT COUNT(*), SUM(a.id) FROM lim.s a LEFT JOIN lim.s b ON b.pad = CONCAT(a.pad, 'y') WHERE b.id IS NULL";
+    let all = (n * (n - 1) / 2).to_string();
+    assert_eq!(answer(&mut m, left), Res::Rows(vec![], rows(&[&[Some(&n.to_string()), Some(&all)]])));
+    // A grouping of 128,000 groups spills them.
+    let groups = "SELECT COUNT(*), MAX(c), MIN(c) FROM (SELECT pad, COUNT(*) c FROM lim.s GROUP BY pad) x";
+    for _ in 0..5 {
+        assert_eq!(answer(&mut m, groups), Res::Rows(vec![], rows(&[&[Some(&n.to_string()), Some("1"), Some("1")]])));
+    }
+    assert!(spilled(&explain(&mut m, groups), "AggregateExec"));
+    // Far too little memory even to spill: MySQL's error, and the session goes on.
+    assert_eq!(m.query("SET max_query_memory = 300000"), Res::Ok);
+    let Res::Err(3170, ..) = m.query(join) else { panic!("a join in 300 kB") };
+    assert_eq!(m.query("SET max_query_memory = DEFAULT"), Res::Ok);
+    assert_eq!(answer(&mut m, join), want);
+}
+
 #[test]
 fn execution_time_limits_and_kill() {
     let (_d, _n, port) = start(1 << 20);

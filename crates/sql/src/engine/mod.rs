@@ -7,11 +7,13 @@
 //! `table::TernCatalog`, whose tables scan Tern partitions in parallel with projections and
 //! simple filters pushed to the data node. Plans run on the engine's own threads (a tokio
 //! runtime of `threads` workers), never on a front end's or data node's thread; memory is bounded
-//! per statement (hash tables, sorts and aggregations spill to disk beyond it, other operators
-//! fail with MySQL's 3170), and the statement stops on KILL or its deadline.
+//! per statement (sorts and aggregations spill to disk beyond it; a statement whose hash join
+//! runs out runs again with sort-merge joins, which spill; what still does not fit fails with
+//! MySQL's 3170), and the statement stops on KILL or its deadline.
 
 pub mod arrow;
 mod funcs;
+mod memory;
 mod mysql;
 mod names;
 mod scan;
@@ -117,6 +119,13 @@ async fn checked<T: Send + 'static>(
     }
 }
 
+/// Bytes of spill files one statement may write (sorts, aggregations and, after a hash join
+/// ran out of memory, the sort-merge join that replaces it; DataFusion's own bound is 100 GB).
+const SPILL_MAX: u64 = 32 << 30;
+
+/// Spill files one merge pass of a sort reads at once.
+const SPILL_MERGE_FAN_IN: usize = 2;
+
 /// One statement for the engine.
 struct Statement {
     client: Client,
@@ -137,10 +146,17 @@ impl Statement {
         }
     }
 
-    /// The statement planned (logically) in a session of its own.
-    async fn plan(self) -> Result<(SessionContext, datafusion::dataframe::DataFrame, usize), SqlError> {
+    /// The statement planned (logically) in a session of its own. `hash_joins`: equi-joins
+    /// hash their build side in memory (fast; DataFusion's hash joins cannot spill), else they
+    /// sort both sides and merge (sorts and the merge's buffered rows spill to disk).
+    async fn plan(&self, hash_joins: bool) -> Result<(SessionContext, datafusion::dataframe::DataFrame), SqlError> {
         let Statement { client, db, sql, allowed, memory } = self;
+        let (client, memory) = (client.clone(), *memory);
+        // With joins that spill, smaller batches, so each sort's fair share of the memory
+        // holds a few of them.
+        let batch = if hash_joins { SessionConfig::new().batch_size() } else { 1024 };
         let mut config = SessionConfig::new()
+            .with_batch_size(batch)
             .with_target_partitions(engine().threads)
             .with_information_schema(false)
             .with_create_default_catalog_and_schema(false)
@@ -157,8 +173,28 @@ impl Statement {
             // its probe side, which then reads only those (`scan`: key reads or index ranges).
             o.optimizer.hash_join_inlist_pushdown_max_distinct_values = JOIN_KEYS_MAX;
             o.optimizer.hash_join_inlist_pushdown_max_size = JOIN_KEYS_MAX * 64;
+            o.optimizer.prefer_hash_join = hash_joins;
+            if !hash_joins {
+                // Every equi-join sorts and merges (no side is "small enough" to hash whole).
+                o.optimizer.hash_join_single_partition_threshold = 0;
+                o.optimizer.hash_join_single_partition_threshold_rows = 0;
+            }
+            // A sort keeps this much for merging what it spilled (per partition; DataFusion's
+            // 10 MiB each would exceed a small max_query_memory before the first row).
+            o.execution.sort_spill_reservation_bytes = (memory / 8).min(10 << 20);
+            o.execution.sort_in_place_threshold_bytes = (memory / 16).min(1 << 20);
         }
-        let runtime = RuntimeEnvBuilder::new().with_memory_limit(memory, 1.0).build_arc().map_err(df_error)?;
+        // Operators that spill (sorts, aggregations) share what the others leave fairly: with
+        // a greedy pool the first sort took it all and the next failed on its first batch.
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::new(memory::StatementPool::new(memory)))
+            .with_max_temp_directory_size(SPILL_MAX)
+            // A merge of spill files reserves a batch per file for as many files as it can get,
+            // starving the other sorts of the statement (DataFusion's own note says so): a few
+            // files per pass leave them their share.
+            .with_max_spill_merge_fan_in(SPILL_MERGE_FAN_IN)
+            .build_arc()
+            .map_err(df_error)?;
         let state = datafusion::execution::SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime)
@@ -175,9 +211,12 @@ impl Statement {
             Ok(s) => s.table_rows.into_iter().collect(),
             Err(_) => Default::default(),
         };
-        ctx.register_catalog("def", Arc::new(table::TernCatalog { client, allowed, rows: Arc::new(rows) }));
+        ctx.register_catalog(
+            "def",
+            Arc::new(table::TernCatalog { client, allowed: allowed.clone(), rows: Arc::new(rows) }),
+        );
         let state = ctx.state();
-        let text = funcs::rollup_text(&sql);
+        let text = funcs::rollup_text(sql);
         let mut stmt = state.sql_to_statement(&text, &datafusion::config::Dialect::MySQL).map_err(|e| {
             SqlError::new(1064, "42000", format!("You have an error in your SQL syntax; {}", strip(&e)))
         })?;
@@ -195,23 +234,37 @@ impl Statement {
             ));
         }
         let df = ctx.execute_logical_plan(plan).await.map_err(df_error)?;
-        Ok((ctx, df, memory))
+        Ok((ctx, df))
     }
 
+    /// Runs the statement with hash joins; when one of them runs out of memory, again with
+    /// sort-merge joins, which spill (nothing has been sent to the client yet: the rows are
+    /// gathered here first).
     async fn run(self) -> Result<Rows, SqlError> {
-        let (_ctx, df, memory) = self.plan().await?;
+        match self.run_with(true).await {
+            Err(Run::HashJoinOutOfMemory(_)) => self.run_with(false).await.map_err(Run::error),
+            r => r.map_err(Run::error),
+        }
+    }
+
+    async fn run_with(&self, hash_joins: bool) -> Result<Rows, Run> {
+        let memory = self.memory;
+        let (ctx, df) = self.plan(hash_joins).await?;
         let mut columns: Vec<ColumnDef> = df.schema().fields().iter().map(|f| arrow::column_def(f)).collect();
         let decimals_known: Vec<bool> = df.schema().fields().iter().map(|f| arrow::decimals_known(f)).collect();
+        let plan = df.create_physical_plan().await.map_err(df_error)?;
+        let hashes = hash_joins && has_hash_join(plan.as_ref());
+        let failed = Run::of(hashes);
         // Each batch becomes rows here, on the engine's threads, as it arrives; the rows count
         // against the same bound as the operators' memory.
-        let mut stream = df.execute_stream().await.map_err(df_error)?;
+        let mut stream = datafusion::physical_plan::execute_stream(plan, ctx.task_ctx()).map_err(failed)?;
         let (mut rows, mut bytes) = (Vec::new(), 0usize);
         while let Some(b) = futures::StreamExt::next(&mut stream).await {
             let from = rows.len();
-            arrow::rows_of(&b.map_err(df_error)?, &mut rows).map_err(|e| SqlError::new(1105, "HY000", e))?;
+            arrow::rows_of(&b.map_err(failed)?, &mut rows).map_err(|e| SqlError::new(1105, "HY000", e))?;
             bytes = rows[from..].iter().fold(bytes, |n, r| n.saturating_add(crate::limits::row_bytes(r)));
             if bytes > memory {
-                return Err(crate::limits::memory_exceeded(memory as u64));
+                return Err(crate::limits::memory_exceeded(memory as u64).into());
             }
         }
         // A computed DATETIME or TIME shows the fraction digits its values need (a column's
@@ -225,15 +278,23 @@ impl Statement {
     }
 
     async fn explain(self, analyze: bool) -> Result<String, SqlError> {
-        let (ctx, df, _) = self.plan().await?;
+        match self.explain_with(analyze, true).await {
+            Err(Run::HashJoinOutOfMemory(_)) => self.explain_with(analyze, false).await.map_err(Run::error),
+            r => r.map_err(Run::error),
+        }
+    }
+
+    async fn explain_with(&self, analyze: bool, hash_joins: bool) -> Result<String, Run> {
+        let (ctx, df) = self.plan(hash_joins).await?;
         let plan = df.create_physical_plan().await.map_err(df_error)?;
         let mut out = String::from("Query engine (DataFusion) plan:\n");
         if analyze {
-            let mut stream =
-                datafusion::physical_plan::execute_stream(plan.clone(), ctx.task_ctx()).map_err(df_error)?;
+            let hashes = hash_joins && has_hash_join(plan.as_ref());
+            let failed = Run::of(hashes);
+            let mut stream = datafusion::physical_plan::execute_stream(plan.clone(), ctx.task_ctx()).map_err(failed)?;
             let mut n = 0usize;
             while let Some(b) = futures::StreamExt::next(&mut stream).await {
-                n += b.map_err(df_error)?.num_rows();
+                n += b.map_err(failed)?.num_rows();
             }
             let shown = datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(plan.as_ref());
             out.push_str(&format!("{}Rows returned: {n}\n", shown.indent(true)));
@@ -243,6 +304,50 @@ impl Statement {
         }
         Ok(out)
     }
+}
+
+/// How a run of a statement failed.
+enum Run {
+    /// Out of memory with a hash join in the plan: worth running again with joins that spill.
+    HashJoinOutOfMemory(SqlError),
+    Failed(SqlError),
+}
+
+impl Run {
+    /// What a DataFusion error means for a run whose plan `hashes` joins or not.
+    fn of(hashes: bool) -> impl Fn(DataFusionError) -> Run + Copy {
+        move |e| {
+            if hashes && matches!(e.find_root(), DataFusionError::ResourcesExhausted(_)) {
+                Run::HashJoinOutOfMemory(df_error(e))
+            } else {
+                Run::Failed(df_error(e))
+            }
+        }
+    }
+
+    fn error(self) -> SqlError {
+        match self {
+            Run::HashJoinOutOfMemory(e) | Run::Failed(e) => e,
+        }
+    }
+}
+
+impl From<SqlError> for Run {
+    fn from(e: SqlError) -> Run {
+        Run::Failed(e)
+    }
+}
+
+/// Whether a physical plan hashes a join's side in memory.
+fn has_hash_join(plan: &dyn datafusion::physical_plan::ExecutionPlan) -> bool {
+    let mut todo = vec![plan];
+    while let Some(p) = todo.pop() {
+        if p.is::<datafusion::physical_plan::joins::HashJoinExec>() {
+            return true;
+        }
+        todo.extend(p.children().into_iter().map(|c| c.as_ref()));
+    }
+    false
 }
 
 /// DataFusion's message without its "Error during planning: " style prefix chain.
@@ -281,20 +386,29 @@ fn plan_error(e: DataFusionError, db: Option<&str>) -> SqlError {
 }
 
 fn df_error(e: DataFusionError) -> SqlError {
-    match e {
-        DataFusionError::ResourcesExhausted(m) => SqlError::new(
-            3170,
-            "HY000",
-            format!("Memory capacity of max_query_memory bytes exceeded for this query: {m}"),
-        ),
-        DataFusionError::External(x) => match x.downcast::<tern_types::TernError>() {
-            Ok(t) => SqlError::from(*t),
-            Err(x) => SqlError::new(1105, "HY000", x.to_string()),
-        },
-        DataFusionError::Context(_, inner) => df_error(*inner),
-        DataFusionError::NotImplemented(m) => {
-            SqlError::new(1235, "42000", format!("This version of Tern doesn't yet support '{m}'"))
+    // Operators wrap what failed (a hash join's build side is shared, `Shared`; streams add
+    // `Context` and Arrow's `External`): the innermost DataFusion error says what it was.
+    let root = e.find_root();
+    match root {
+        DataFusionError::ResourcesExhausted(m) => {
+            return SqlError::new(
+                3170,
+                "HY000",
+                format!("Memory capacity of max_query_memory bytes exceeded for this query: {m}"),
+            );
         }
+        DataFusionError::External(x) => {
+            if let Some(t) = x.downcast_ref::<tern_types::TernError>() {
+                return SqlError::from(t.clone());
+            }
+        }
+        DataFusionError::NotImplemented(m) => {
+            return SqlError::new(1235, "42000", format!("This version of Tern doesn't yet support '{m}'"));
+        }
+        _ => {}
+    }
+    match e {
+        DataFusionError::External(x) => SqlError::new(1105, "HY000", x.to_string()),
         e => SqlError::new(1105, "HY000", e.strip_backtrace()),
     }
 }
