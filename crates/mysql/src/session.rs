@@ -406,7 +406,8 @@ impl Session {
             "innodb_lock_wait_timeout" | "lock_wait_timeout" => Value::Int(50),
             "default_storage_engine" | "storage_engine" => s("ndbcluster"),
             "last_insert_id" | "identity" => Value::UInt(self.last_insert_id.load(Ordering::Relaxed)),
-            "group_concat_max_len" => Value::Int(1024),
+            // MariaDB's default; the engine cuts GROUP_CONCAT results there.
+            "group_concat_max_len" => Value::Int(1_048_576),
             "version_compile_os" => s("Linux"),
             "version_compile_machine" => s(std::env::consts::ARCH),
             "div_precision_increment" => Value::Int(4),

@@ -107,6 +107,28 @@ pub fn str_to_f64(b: &[u8]) -> f64 {
     t.parse().unwrap_or(0.0)
 }
 
+/// A string's integer prefix (leading spaces, a sign, digits; '12.9abc' → 12, 'abc' → 0),
+/// within i64::MIN ..= u64::MAX.
+pub fn str_int_prefix(b: &[u8]) -> i128 {
+    let mut i = b.iter().take_while(|c| c.is_ascii_whitespace()).count();
+    let negative = match b.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let mut n: i128 = 0;
+    for c in b[i..].iter().take_while(|c| c.is_ascii_digit()) {
+        n = (n * 10 + (c - b'0') as i128).min(u64::MAX as i128 + 1);
+    }
+    if negative { (-n).max(i64::MIN as i128) } else { n.min(u64::MAX as i128) }
+}
+
 /// An exact reading of a string as a number when it is one (integer or fixed-point text).
 fn str_exact(b: &[u8]) -> Option<Value> {
     let s = std::str::from_utf8(b).ok()?.trim();
@@ -549,6 +571,17 @@ pub fn cast(v: Value, ty: CastTy) -> EResult<Value> {
         return Ok(Value::Null);
     }
     Ok(match ty {
+        // A string becomes an integer by its integer prefix ('3.7' → 3, '1e3' → 1), past the
+        // range of BIGINT UNSIGNED clamped to it, as MariaDB's CAST reads it.
+        CastTy::Signed if matches!(v, Value::Bytes(_)) => {
+            let Value::Bytes(b) = &v else { unreachable!() };
+            Value::Int(str_int_prefix(b) as i64)
+        }
+        CastTy::Unsigned if matches!(v, Value::Bytes(_)) => {
+            let Value::Bytes(b) = &v else { unreachable!() };
+            let i = str_int_prefix(b);
+            Value::UInt(if i < 0 { i as i64 as u64 } else { i as u64 })
+        }
         CastTy::Signed => Value::Int(to_i128(&v).unwrap_or(0).clamp(i64::MIN as i128, i64::MAX as i128) as i64),
         CastTy::Unsigned => {
             let i = to_i128(&v).unwrap_or(0);
@@ -1043,6 +1076,25 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
             }
         }
         "DATE" => Ok(cast(args.first().cloned().unwrap_or(Value::Null), CastTy::Date)?),
+        "TIME" => Ok(match args.first() {
+            Some(Value::DateTime(t) | Value::Timestamp(t)) => Value::Time(t.rem_euclid(time::MICROS_PER_DAY)),
+            Some(Value::Date(_)) => Value::Time(0),
+            // Text: what reads as a TIME, else its leading TIME-like part (' 7x' is 00:00:07,
+            // as MariaDB reads it with a warning), else NULL.
+            Some(Value::Bytes(b)) => {
+                let t = String::from_utf8_lossy(b);
+                let t = t.trim();
+                let lead =
+                    t.find(|c: char| !(c.is_ascii_digit() || matches!(c, ':' | '.' | '-' | ' '))).unwrap_or(t.len());
+                match time::parse_time(t).or_else(|| time::parse_time(t[..lead].trim_end_matches(['.', ':', '-', ' '])))
+                {
+                    Some(v) => Value::Time(v),
+                    None => Value::Null,
+                }
+            }
+            Some(v) => cast(v.clone(), CastTy::Time)?,
+            None => Value::Null,
+        }),
         "DATE_FORMAT" => {
             need(2)?;
             let (Value::DateTime(at), Some(f)) = (cast(args[0].clone(), CastTy::DateTime)?, t(1)) else {
@@ -1181,6 +1233,23 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
                 Some(n) if n >= 1 && (n as usize) < args.len() => args[n as usize].clone(),
                 _ => Value::Null,
             })
+        }
+        "HOUR" | "MINUTE" | "SECOND"
+            if matches!(args.first(), Some(Value::Time(_)))
+                || matches!(args.first(), Some(Value::Bytes(b)) if std::str::from_utf8(b).is_ok_and(|t| time::parse_time(t).is_some())) =>
+        {
+            // Of a TIME (or text that reads as one): its parts, hours past 23 included.
+            let t = match &args[0] {
+                Value::Time(t) => *t,
+                Value::Bytes(b) => std::str::from_utf8(b).ok().and_then(time::parse_time).unwrap_or(0),
+                _ => 0,
+            };
+            let secs = t.unsigned_abs() as i64 / time::MICROS_PER_SEC;
+            Ok(Value::Int(match name {
+                "HOUR" => secs / 3600,
+                "MINUTE" => secs / 60 % 60,
+                _ => secs % 60,
+            }))
         }
         "YEAR" | "MONTH" | "DAY" | "DAYOFMONTH" | "HOUR" | "MINUTE" | "SECOND" => {
             need(1)?;

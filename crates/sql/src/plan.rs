@@ -560,6 +560,7 @@ const FUNCTIONS: &[&str] = &[
     "UNIX_TIMESTAMP",
     "FROM_UNIXTIME",
     "DATE",
+    "TIME",
     "YEAR",
     "MONTH",
     "DAY",
@@ -1110,6 +1111,25 @@ fn expr_type(x: &X, src: &[(usize, ColumnType)], aggs: &[Agg]) -> (u8, u32, u8) 
             },
             "CURDATE" | "CURRENT_DATE" | "UTC_DATE" | "DATE" | "LAST_DAY" => (ty::DATE, 10, 0),
             "CURTIME" | "CURRENT_TIME" => (ty::TIME, 8, 0),
+            // TIME(x) keeps x's fraction digits: a temporal column's, a string's as written.
+            "TIME" => {
+                let d = match args.first() {
+                    Some(X::Lit(Value::Bytes(b))) => {
+                        let t = String::from_utf8_lossy(b);
+                        t.trim()
+                            .rsplit_once('.')
+                            .map_or(0, |(_, f)| f.bytes().take_while(u8::is_ascii_digit).count().min(6))
+                            as u8
+                    }
+                    Some(a) => match expr_type(a, src, aggs) {
+                        (ty::DATETIME | ty::TIMESTAMP | ty::TIME, _, d) => d.min(6),
+                        (ty::DATE, ..) => 0,
+                        _ => 6,
+                    },
+                    None => 0,
+                };
+                (ty::TIME, if d > 0 { 11 + d as u32 } else { 10 }, d)
+            }
             "ABS" | "FLOOR" | "CEIL" | "CEILING" | "MOD" | "COALESCE" | "IFNULL" | "NVL" | "NULLIF" | "GREATEST"
             | "LEAST" | "IF"
                 if !args.is_empty() =>

@@ -105,21 +105,48 @@ pub fn parse_datetime(s: &str) -> Option<i64> {
     Some(days as i64 * MICROS_PER_DAY + ((h * 3600 + mi * 60 + sec) as i64) * MICROS_PER_SEC + micros)
 }
 
-/// Parses `[-]HH:MM:SS[.ffffff]` into signed microseconds.
+/// Parses a TIME as MySQL reads one from text into signed microseconds: `[-][D ]HH:MM:SS[.f]`,
+/// `[-][D ]HH:MM`, `[-]HHMMSS[.f]` / `MMSS` / `SS` (digits only), or a DATETIME's text
+/// (`YYYY-MM-DD HH:MM:SS[.f]`, its time of day).
 pub fn parse_time(s: &str) -> Option<i64> {
     let s = s.trim();
+    if !s.starts_with('-')
+        && s.find([' ', 'T']).is_some_and(|i| s[..i].contains('-'))
+        && let Some(at) = parse_datetime(s)
+    {
+        return Some(at.rem_euclid(MICROS_PER_DAY));
+    }
     let (neg, body) = match s.strip_prefix('-') {
         Some(b) => (true, b),
         None => (false, s),
     };
-    let mut it = body.splitn(3, ':');
-    let h = digits(it.next()?)? as i64;
-    let mi = digits(it.next()?)?;
-    let (sec, micros) = parse_seconds(it.next()?)?;
+    let (days, body) = match body.split_once(' ') {
+        Some((d, rest)) => (digits(d)? as i64, rest.trim_start()),
+        None => (0, body),
+    };
+    let (h, mi, sec, micros) = if body.contains(':') {
+        let mut it = body.splitn(3, ':');
+        let h = digits(it.next()?)? as i64;
+        let mi = digits(it.next()?)?;
+        let (sec, micros) = match it.next() {
+            Some(x) => parse_seconds(x)?,
+            None => (0, 0),
+        };
+        (h, mi, sec, micros)
+    } else {
+        if days > 0 {
+            return None;
+        }
+        // Digits: the last two are seconds, the two before minutes, the rest hours.
+        let (whole, frac) = body.split_once('.').unwrap_or((body, ""));
+        let n = digits(whole)? as i64;
+        let (_, micros) = parse_seconds(&format!("0.{frac}"))?;
+        (n / 10000, (n / 100 % 100) as u32, (n % 100) as u32, micros)
+    };
     if mi > 59 || sec > 59 {
         return None;
     }
-    let v = (h * 3600 + mi as i64 * 60 + sec as i64) * MICROS_PER_SEC + micros;
+    let v = ((days * 24 + h) * 3600 + mi as i64 * 60 + sec as i64) * MICROS_PER_SEC + micros;
     if v > TIME_MAX_MICROS {
         return None;
     }
@@ -495,6 +522,19 @@ mod tests {
         let t = parse_time("-838:59:58.5").unwrap();
         assert_eq!(format_time(t, 1), "-838:59:58.5");
         assert!(parse_time("839:00:00").is_none());
+        // MySQL's other TIME texts: HH:MM, days, digits only, a DATETIME's time of day.
+        let hms = |h: i64, m: i64, s: i64| (h * 3600 + m * 60 + s) * MICROS_PER_SEC;
+        assert_eq!(parse_time("10:11"), Some(hms(10, 11, 0)));
+        assert_eq!(parse_time("2 10:11:12"), Some(hms(58, 11, 12)));
+        assert_eq!(parse_time("-1 01:00"), Some(-hms(25, 0, 0)));
+        assert_eq!(parse_time("101112"), Some(hms(10, 11, 12)));
+        assert_eq!(parse_time("1112.25"), Some(hms(0, 11, 12) + 250_000));
+        assert_eq!(parse_time("12"), Some(hms(0, 0, 12)));
+        assert_eq!(parse_time("2024-01-02 10:11:12.5"), Some(hms(10, 11, 12) + 500_000));
+        assert_eq!(parse_time("2024-01-02T23:59:59"), Some(hms(23, 59, 59)));
+        for bad in ["", "10:61", "1061", "ab", "10:11:12.1234567", "2024-13-02 10:11:12", "1 2 3"] {
+            assert_eq!(parse_time(bad), None, "{bad}");
+        }
         assert_eq!(truncate_fsp(1_234_567, 3), 1_234_000);
     }
 

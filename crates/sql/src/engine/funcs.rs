@@ -164,6 +164,14 @@ pub fn rewrite_rollup(stmt: &mut DfStatement) {
 
 /// The replacement of one function call, None to keep it.
 fn rewritten(e: &Expr) -> Option<Expr> {
+    // A number with an exponent (`2e0`, `1.5E-3`) is a DOUBLE in MySQL; the engine reads every
+    // literal with a point or exponent as a DECIMAL (`parse_float_as_decimal`, right for `1.5`).
+    if let Expr::Value(v) = e
+        && let datafusion::sql::sqlparser::ast::Value::Number(n, _) = &v.value
+        && n.contains(['e', 'E'])
+    {
+        return parse(&format!("CAST('{n}' AS DOUBLE)"));
+    }
     // SUBSTRING/SUBSTR (either syntax) → MID, which the OLTP evaluator runs (`udf`): the
     // engine's own counts a negative start before the string, MySQL's from its end.
     if let Expr::Substring { expr, substring_from, substring_for, .. } = e {
@@ -206,6 +214,9 @@ fn rewritten(e: &Expr) -> Option<Expr> {
         return None;
     }
     let FunctionArguments::List(list) = &f.args else { return None };
+    if f.name.to_string().eq_ignore_ascii_case("GROUP_CONCAT") {
+        return group_concat(list);
+    }
     if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
         return None;
     }
@@ -259,6 +270,43 @@ fn rewritten(e: &Expr) -> Option<Expr> {
     parse(&sql)
 }
 
+/// `GROUP_CONCAT([DISTINCT] a [, b ...] [ORDER BY k [ASC|DESC], ...] [SEPARATOR 's'])` as
+/// `tern_group_concat('<flags>', 's', tern_concat(a, b, ...), k, ...)` (`group_concat`: the
+/// arguments' text as MySQL's CONCAT makes it — NULL when one is NULL, and the row is left
+/// out —, ordered by the keys; separator ',' by default).
+fn group_concat(list: &datafusion::sql::sqlparser::ast::FunctionArgumentList) -> Option<Expr> {
+    use datafusion::sql::sqlparser::ast::{DuplicateTreatment, FunctionArgumentClause, Value};
+    let mut args = Vec::with_capacity(list.args.len());
+    for a in &list.args {
+        let FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) = a else { return None };
+        args.push(format!("({x})"));
+    }
+    if args.is_empty() {
+        return None;
+    }
+    let distinct = matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct));
+    let (mut flags, mut keys, mut sep) = (String::from(if distinct { "D" } else { "-" }), Vec::new(), ",".to_string());
+    for c in &list.clauses {
+        match c {
+            FunctionArgumentClause::OrderBy(o) => {
+                for k in o {
+                    flags.push(if k.options.asc == Some(false) { 'd' } else { 'a' });
+                    keys.push(format!("({})", k.expr));
+                }
+            }
+            FunctionArgumentClause::Separator(v) => match &v.value {
+                Value::SingleQuotedString(t) | Value::DoubleQuotedString(t) => sep = t.clone(),
+                _ => return None,
+            },
+            _ => return None,
+        }
+    }
+    let quote = |t: &str| format!("'{}'", t.replace('\\', "\\\\").replace('\'', "''"));
+    let mut call = vec![quote(&flags), quote(&sep), format!("tern_concat({})", args.join(", "))];
+    call.extend(keys);
+    parse(&format!("tern_group_concat({})", call.join(", ")))
+}
+
 /// A replacement's SQL as an expression (MySQL's dialect); None when it does not parse (too deep
 /// for the parser's limit: the call stays as written and the engine refuses it).
 fn parse(sql: &str) -> Option<Expr> {
@@ -282,6 +330,19 @@ mod tests {
 
     fn rewrite_sql(sql: &str) -> String {
         rewritten_by(sql, rewrite)
+    }
+
+    #[test]
+    fn group_concat_becomes_the_ordering_aggregate() {
+        assert_eq!(
+            rewrite_sql("SELECT GROUP_CONCAT(DISTINCT a, b ORDER BY c DESC, d SEPARATOR '; ') FROM t"),
+            "SELECT tern_group_concat('Dda', '; ', tern_concat((a), (b)), (c), (d)) FROM t"
+        );
+        assert_eq!(
+            rewrite_sql("SELECT GROUP_CONCAT(a) FROM t"),
+            "SELECT tern_group_concat('-', ',', tern_concat((a))) FROM t"
+        );
+        assert_eq!(rewrite_sql("SELECT 2e0 / 3, 1.5 FROM t"), "SELECT CAST('2e0' AS DOUBLE) / 3, 1.5 FROM t");
     }
 
     #[test]

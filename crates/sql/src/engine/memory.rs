@@ -8,8 +8,10 @@
 //! thread parked (apache/datafusion#24883, fixed upstream by #24891 after 55 was cut). Seen
 //! here: a GROUP BY of 480 k distinct keys under 8 MB hung in about one run of ten. A
 //! repartition's buffers are bounded anyway (it stops reading while every output has a batch
-//! waiting), so its reservations are granted and counted: the other operators see them and
-//! spill or fail as the limit says.
+//! waiting), so its reservations are granted and counted: an operator that cannot spill is
+//! refused what would take the statement past its limit, while one that spills keeps its fair
+//! share of what the others leave (the fair pool's rule) — so a statement may hold its limit
+//! plus the batches its repartitions have in flight.
 
 use datafusion::common::Result;
 use datafusion::execution::memory_pool::{
@@ -89,14 +91,19 @@ mod tests {
         let hash = MemoryConsumer::new("HashJoinInput").register(&pool);
         repartition.try_grow(5000).unwrap();
         assert_eq!(pool.reserved(), 5000);
-        // The pool is past its limit: others get nothing more.
-        assert!(sort.try_grow(10).is_err());
+        // The pool is past its limit: operators that cannot spill get nothing more; one that
+        // spills keeps its fair share (1000 / 2: it and the repartition spill).
         assert!(hash.try_grow(10).is_err());
+        sort.try_grow(400).unwrap();
+        assert!(sort.try_grow(200).is_err());
+        sort.shrink(400);
         repartition.shrink(5000);
         assert_eq!(pool.reserved(), 0);
         hash.try_grow(400).unwrap();
         assert!(hash.try_grow(700).is_err());
-        sort.try_grow(500).unwrap();
-        assert_eq!(pool.reserved(), 900);
+        // Spilling operators share what the others leave: (1000 - 400) / 2.
+        sort.try_grow(300).unwrap();
+        assert!(sort.try_grow(1).is_err());
+        assert_eq!(pool.reserved(), 700);
     }
 }

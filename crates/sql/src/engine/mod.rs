@@ -13,6 +13,7 @@
 
 pub mod arrow;
 mod funcs;
+mod group_concat;
 mod memory;
 mod mysql;
 mod names;

@@ -42,6 +42,14 @@ fn exact(t: &DataType) -> Option<(u8, i8)> {
     })
 }
 
+fn null(t: &DataType) -> bool {
+    matches!(t, DataType::Null)
+}
+
+fn text(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
 fn numeric(t: &DataType) -> bool {
     t.is_numeric() || matches!(t, DataType::Null)
 }
@@ -49,6 +57,86 @@ fn numeric(t: &DataType) -> bool {
 impl ExprPlanner for MySqlPlanner {
     fn plan_binary_op(&self, expr: RawBinaryExpr, schema: &DFSchema) -> Result<PlannerResult<RawBinaryExpr>> {
         let (lt, rt) = (expr.left.get_type(schema)?, expr.right.get_type(schema)?);
+        // MySQL computes arithmetic on text as DOUBLE, reading each string's numeric prefix
+        // ('12abc' + 1 = 13, 'abc' * 2 = 0); DataFusion refuses to coerce Utf8 + Int64.
+        let arithmetic = matches!(
+            expr.op,
+            BinaryOperator::Plus
+                | BinaryOperator::Minus
+                | BinaryOperator::Multiply
+                | BinaryOperator::Divide
+                | BinaryOperator::Modulo
+        );
+        if arithmetic && (text(&lt) || text(&rt)) && (text(&lt) || numeric(&lt)) && (text(&rt) || numeric(&rt)) {
+            let double = |e: Expr, t: &DataType| -> Result<Expr> {
+                if text(t) {
+                    Ok(super::udf::function("tern_to_double").call(vec![e]))
+                } else {
+                    e.cast_to(&DataType::Float64, schema)
+                }
+            };
+            let (left, right) = (double(expr.left, &lt)?, double(expr.right, &rt)?);
+            return Ok(PlannerResult::Planned(match expr.op {
+                BinaryOperator::Divide => ScalarUDF::from(FloatDiv::new()).call(vec![left, right]),
+                BinaryOperator::Modulo => Expr::BinaryExpr(BinaryExpr::new(
+                    Box::new(left),
+                    Operator::Modulo,
+                    Box::new(datafusion::functions::core::expr_fn::nullif(right, lit(0.0))),
+                )),
+                BinaryOperator::Plus => left + right,
+                BinaryOperator::Minus => left - right,
+                _ => left * right,
+            }));
+        }
+        // MySQL compares text with a number as DOUBLEs ('10.0' = 10, 'abc' = 0); DataFusion
+        // casts the text to the number's type and fails on '10.0'. A string literal becomes
+        // its number when planned (an integer one keeps an integer column's comparison, which
+        // the scan can push to the data node).
+        let comparison = matches!(
+            expr.op,
+            BinaryOperator::Eq
+                | BinaryOperator::NotEq
+                | BinaryOperator::Lt
+                | BinaryOperator::LtEq
+                | BinaryOperator::Gt
+                | BinaryOperator::GtEq
+                | BinaryOperator::Spaceship
+        );
+        if comparison && ((text(&lt) && numeric(&rt) && !null(&rt)) || (numeric(&lt) && !null(&lt) && text(&rt))) {
+            use datafusion::common::ScalarValue as S;
+            // The text side as a number: a literal now, else each row's through tern_to_double.
+            let number = |e: Expr, other: &DataType| -> Expr {
+                let literal = match &e {
+                    Expr::Literal(S::Utf8(s) | S::LargeUtf8(s) | S::Utf8View(s), _) => Some(s.clone()),
+                    _ => None,
+                };
+                match literal {
+                    Some(None) => lit(S::Float64(None)),
+                    Some(Some(s)) => match s.trim().parse::<i64>() {
+                        Ok(i) if other.is_integer() => lit(i),
+                        _ => lit(crate::eval::str_to_f64(s.as_bytes())),
+                    },
+                    None => super::udf::function("tern_to_double").call(vec![e]),
+                }
+            };
+            let text_left = text(&lt);
+            let (text_side, num_side, num_type) =
+                if text_left { (expr.left, expr.right, &rt) } else { (expr.right, expr.left, &lt) };
+            let t = number(text_side, num_type);
+            let keep = num_type.is_integer() && matches!(t, Expr::Literal(S::Int64(_), _));
+            let n = if keep { num_side } else { num_side.cast_to(&DataType::Float64, schema)? };
+            let (left, right) = if text_left { (t, n) } else { (n, t) };
+            let op = match expr.op {
+                BinaryOperator::Eq => Operator::Eq,
+                BinaryOperator::NotEq => Operator::NotEq,
+                BinaryOperator::Lt => Operator::Lt,
+                BinaryOperator::LtEq => Operator::LtEq,
+                BinaryOperator::Gt => Operator::Gt,
+                BinaryOperator::GtEq => Operator::GtEq,
+                _ => Operator::IsNotDistinctFrom,
+            };
+            return Ok(PlannerResult::Planned(Expr::BinaryExpr(BinaryExpr::new(Box::new(left), op, Box::new(right)))));
+        }
         if expr.op == BinaryOperator::Modulo && numeric(&lt) && numeric(&rt) {
             // MySQL: `a % 0` is NULL (DataFusion fails the statement): `a % NULLIF(b, 0)`.
             let right = datafusion::functions::core::expr_fn::nullif(expr.right, lit(0));

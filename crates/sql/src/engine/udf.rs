@@ -27,6 +27,9 @@ enum Ret {
     Int,
     UInt,
     Date,
+    Time,
+    /// A string's numeric prefix as a DOUBLE (MySQL's arithmetic on text, `mysql`).
+    Double,
     /// ROUND / TRUNCATE: a DECIMAL with the scale the second argument (a literal) asks for, an
     /// integer for integers, a DOUBLE otherwise.
     Rounded,
@@ -77,6 +80,9 @@ const FUNCTIONS: &[(&str, Ret)] = &[
     ("week", Ret::Int),
     ("field", Ret::Int),
     ("date", Ret::Date),
+    ("time", Ret::Time),
+    ("tern_to_double", Ret::Double),
+    ("tern_concat", Ret::Text),
     ("last_day", Ret::Date),
     ("curdate", Ret::Date),
     ("from_unixtime", Ret::FromUnix),
@@ -100,8 +106,25 @@ struct MySqlFn {
 /// Registers every function of `FUNCTIONS` in `ctx` (replacing the engine's own of that name);
 /// the functions are made once per process and shared by every statement's session.
 pub fn register(ctx: &SessionContext) {
+    for f in udfs() {
+        ctx.register_udf(f.clone());
+    }
+    static GROUP_CONCAT: OnceLock<datafusion::logical_expr::AggregateUDF> = OnceLock::new();
+    ctx.register_udaf(
+        GROUP_CONCAT
+            .get_or_init(|| datafusion::logical_expr::AggregateUDF::from(super::group_concat::GroupConcat::new()))
+            .clone(),
+    );
+}
+
+/// The function of `FUNCTIONS` called `name`.
+pub(super) fn function(name: &str) -> ScalarUDF {
+    udfs().iter().find(|f| f.name() == name).expect("a function of FUNCTIONS").clone()
+}
+
+fn udfs() -> &'static [ScalarUDF] {
     static UDFS: OnceLock<Vec<ScalarUDF>> = OnceLock::new();
-    let udfs = UDFS.get_or_init(|| {
+    UDFS.get_or_init(|| {
         FUNCTIONS
             .iter()
             .map(|&(name, ret)| {
@@ -110,10 +133,7 @@ pub fn register(ctx: &SessionContext) {
                 ScalarUDF::new_from_impl(MySqlFn { name, upper: name.to_ascii_uppercase(), ret, signature })
             })
             .collect()
-    });
-    for f in udfs {
-        ctx.register_udf(f.clone());
-    }
+    })
 }
 
 fn exec(msg: impl Into<String>) -> DataFusionError {
@@ -142,6 +162,8 @@ impl MySqlFn {
             Ret::Int => DataType::Int64,
             Ret::UInt => DataType::UInt64,
             Ret::Date => DataType::Date32,
+            Ret::Time => DataType::Duration(TimeUnit::Microsecond),
+            Ret::Double => DataType::Float64,
             Ret::FromUnix if args.len() >= 2 => DataType::Utf8,
             Ret::FromUnix => DataType::Timestamp(TimeUnit::Microsecond, None),
             Ret::StrToDate => {
@@ -360,6 +382,8 @@ impl ScalarUDFImpl for MySqlFn {
             let v = match self.name {
                 "tern_cast_signed" => eval::cast(vals.first().cloned().unwrap_or(Value::Null), CastTy::Signed),
                 "tern_cast_unsigned" => eval::cast(vals.first().cloned().unwrap_or(Value::Null), CastTy::Unsigned),
+                "tern_to_double" => eval::cast(vals.first().cloned().unwrap_or(Value::Null), CastTy::Double),
+                "tern_concat" => eval::call("CONCAT", &vals, &ctx),
                 _ => eval::call(&self.upper, &vals, &ctx),
             };
             out.push(v.map_err(|e| exec(e.message.clone()))?);
