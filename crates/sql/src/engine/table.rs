@@ -102,6 +102,20 @@ impl TernTable {
         let schema = schema_of(&handle.table);
         TernTable { client, handle, schema, rows }
     }
+
+    /// The table's rows as the data node counted them when the statement was planned.
+    pub fn row_count(&self) -> Option<u64> {
+        self.rows.get(&self.handle.id()).copied()
+    }
+
+    /// Sets of columns (names) whose values are unique: the primary key and unique indexes.
+    pub fn unique_keys(&self) -> Vec<Vec<String>> {
+        let t = &self.handle.table;
+        let names = |cols: &[u16]| cols.iter().map(|&c| t.columns[c as usize].name.clone()).collect();
+        std::iter::once(names(&t.primary_key))
+            .chain(t.indexes.iter().filter(|i| i.unique).map(|i| names(&i.columns)))
+            .collect()
+    }
 }
 
 #[async_trait]
