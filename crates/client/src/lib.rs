@@ -26,6 +26,8 @@ pub mod frontend;
 #[cfg(feature = "tokio")]
 pub mod hosted;
 pub mod spinwatch;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 use conn::Conn;
 pub use conn::{IN_FLIGHT_MAX, ReplyFuture, allow_reply_spin, flush_deferred, set_defer_sends, set_hosts_worker};

@@ -8,6 +8,7 @@ pub mod conns;
 pub mod proto;
 pub mod server;
 pub mod session;
+pub mod stream;
 pub mod users;
 
 /// The SQL engine (the `tern-sql` crate), as this crate used to hold it.

@@ -7,6 +7,7 @@ pub use tern_sql::meta::text_value;
 pub use tern_sql::meta::{ColumnDef, charset, flag, ty};
 use tern_types::Value;
 use tern_types::sha1::sha1;
+use tern_types::sha256::sha256;
 use tern_types::time;
 
 /// Largest payload of one packet; a longer payload continues in the next packet(s).
@@ -215,19 +216,22 @@ pub const SERVER_CAPABILITIES: u32 = cap::LONG_PASSWORD
     | cap::DEPRECATE_EOF;
 
 pub const NATIVE_PASSWORD: &str = "mysql_native_password";
+pub const CACHING_SHA2_PASSWORD: &str = "caching_sha2_password";
 
-/// The v10 initial handshake payload. `scramble` is the 20-byte challenge.
-pub fn handshake_v10(server_version: &str, connection_id: u32, scramble: &[u8; 20], status: u16) -> Vec<u8> {
+/// The v10 initial handshake payload. `scramble` is the 20-byte challenge; `tls` adds the SSL
+/// capability (the client may send an SSLRequest and continue over TLS).
+pub fn handshake_v10(server_version: &str, connection_id: u32, scramble: &[u8; 20], status: u16, tls: bool) -> Vec<u8> {
+    let caps = if tls { SERVER_CAPABILITIES | cap::SSL } else { SERVER_CAPABILITIES };
     let mut p = vec![10];
     p.extend_from_slice(server_version.as_bytes());
     p.push(0);
     p.extend_from_slice(&connection_id.to_le_bytes());
     p.extend_from_slice(&scramble[..8]);
     p.push(0);
-    p.extend_from_slice(&(SERVER_CAPABILITIES as u16).to_le_bytes());
+    p.extend_from_slice(&(caps as u16).to_le_bytes());
     p.push(charset::UTF8MB4_GENERAL_CI);
     p.extend_from_slice(&status.to_le_bytes());
-    p.extend_from_slice(&((SERVER_CAPABILITIES >> 16) as u16).to_le_bytes());
+    p.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
     p.push(21);
     p.extend_from_slice(&[0; 10]);
     p.extend_from_slice(&scramble[8..]);
@@ -254,9 +258,6 @@ pub fn parse_handshake_response(p: &[u8]) -> Result<HandshakeResponse, Malformed
     let capabilities = r.u32()?;
     if capabilities & cap::PROTOCOL_41 == 0 {
         return Err(Malformed("clients older than protocol 4.1 are not supported"));
-    }
-    if capabilities & cap::SSL != 0 && p.len() == 32 {
-        return Err(Malformed("TLS is not supported on the MySQL port"));
     }
     let max_packet = r.u32()?;
     let charset = r.u8()?;
@@ -320,10 +321,84 @@ pub fn native_password_ok(stored: Option<&[u8; 20]>, scramble: &[u8], response: 
     }
 }
 
-/// AuthSwitchRequest: asks a client that answered for another plugin to use ours.
-pub fn auth_switch(scramble: &[u8; 20]) -> Vec<u8> {
+/// Is this first answer an SSLRequest (the client asks for TLS before it says who it is)?
+pub fn is_ssl_request(p: &[u8]) -> bool {
+    p.len() == 32 && p.len() >= 4 && u32::from_le_bytes([p[0], p[1], p[2], p[3]]) & cap::SSL != 0
+}
+
+/// What a `caching_sha2_password` client sends for `password` and `nonce`:
+/// SHA256(pw) XOR SHA256(SHA256(SHA256(pw)) + nonce); empty for an empty password.
+pub fn sha2_password_response(password: &[u8], nonce: &[u8]) -> Vec<u8> {
+    if password.is_empty() {
+        return Vec::new();
+    }
+    let h1 = sha256(password);
+    let mut s = sha256(&h1).to_vec();
+    s.extend_from_slice(nonce);
+    h1.iter().zip(sha256(&s)).map(|(a, b)| a ^ b).collect()
+}
+
+/// The fast path of `caching_sha2_password`: checks a scramble against the cached
+/// SHA256(SHA256(password)).
+pub fn sha2_scramble_ok(cached: &[u8; 32], nonce: &[u8], response: &[u8]) -> bool {
+    if response.len() != 32 {
+        return false;
+    }
+    let mut s = cached.to_vec();
+    s.extend_from_slice(nonce);
+    let h1: Vec<u8> = response.iter().zip(sha256(&s)).map(|(a, b)| a ^ b).collect();
+    &sha256(&h1) == cached
+}
+
+/// `caching_sha2_password`'s answers after the scramble: fast authentication succeeded, or send
+/// the password itself (over TLS).
+pub const SHA2_FAST_OK: [u8; 2] = [0x01, 0x03];
+pub const SHA2_FULL_AUTH: [u8; 2] = [0x01, 0x04];
+
+/// The stored form of a `caching_sha2_password` password: a random salt and SHA-256 applied
+/// `SHA2_ROUNDS` times over salt and password, as `$T$<rounds>$<salt hex>$<hash hex>` (Tern's
+/// own form; MySQL keeps a SHA-crypt string there). Only a full authentication (the password
+/// itself, over TLS) is checked against it; scrambles are checked against the SHA256(SHA256(pw))
+/// cached after one.
+pub const SHA2_ROUNDS: u32 = 5000;
+
+pub fn sha2_stored(password: &[u8], salt: &[u8; 16]) -> String {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    format!("$T${SHA2_ROUNDS}${}${}", hex(salt), hex(&sha2_rounds(password, salt, SHA2_ROUNDS)))
+}
+
+fn sha2_rounds(password: &[u8], salt: &[u8], rounds: u32) -> [u8; 32] {
+    let mut buf = salt.to_vec();
+    buf.extend_from_slice(password);
+    let mut h = sha256(&buf);
+    for _ in 1..rounds {
+        let mut b = h.to_vec();
+        b.extend_from_slice(password);
+        h = sha256(&b);
+    }
+    h
+}
+
+/// Checks a password against `sha2_stored`'s form.
+pub fn sha2_stored_ok(stored: &str, password: &[u8]) -> bool {
+    let parts: Vec<&str> = stored.split('$').collect();
+    let [_, "T", rounds, salt, hash] = parts[..] else { return false };
+    let unhex = |s: &str| -> Option<Vec<u8>> {
+        if !s.len().is_multiple_of(2) {
+            return None;
+        }
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+    };
+    let (Ok(rounds), Some(salt), Some(hash)) = (rounds.parse::<u32>(), unhex(salt), unhex(hash)) else {
+        return false;
+    };
+    (1..=1_000_000).contains(&rounds) && sha2_rounds(password, &salt, rounds)[..] == hash[..]
+}
+
+/// AuthSwitchRequest: asks the client to answer `plugin`'s challenge with `scramble`.
+pub fn auth_switch(plugin: &str, scramble: &[u8; 20]) -> Vec<u8> {
     let mut p = vec![0xFE];
-    p.extend_from_slice(NATIVE_PASSWORD.as_bytes());
+    p.extend_from_slice(plugin.as_bytes());
     p.push(0);
     p.extend_from_slice(scramble);
     p.push(0);
@@ -623,7 +698,7 @@ mod tests {
     #[test]
     fn handshake_and_native_password() {
         let scramble: [u8; 20] = *b"abcdefghijklmnopqrst";
-        let h = handshake_v10("8.0.35-tern", 7, &scramble, status::AUTOCOMMIT);
+        let h = handshake_v10("8.0.35-tern", 7, &scramble, status::AUTOCOMMIT, false);
         let mut r = Reader::new(&h);
         assert_eq!(r.u8().unwrap(), 10);
         assert_eq!(r.nul_str().unwrap(), b"8.0.35-tern");
@@ -679,5 +754,37 @@ mod tests {
         }
         assert_eq!(kinds, vec![1, 3, 4, 0xFE]);
         assert_eq!(text_row(&[None, Some(b"x")]), vec![0xFB, 1, b'x']);
+    }
+
+    #[test]
+    fn caching_sha2_scramble_and_stored_form() {
+        let nonce = *b"abcdefghijklmnopqrst";
+        let cached = sha256(&sha256(b"secret"));
+        let r = sha2_password_response(b"secret", &nonce);
+        assert_eq!(r.len(), 32);
+        assert!(sha2_scramble_ok(&cached, &nonce, &r));
+        assert!(!sha2_scramble_ok(&cached, b"another nonce.......", &r), "a replay under another nonce fails");
+        assert!(!sha2_scramble_ok(&sha256(&sha256(b"other")), &nonce, &r));
+        assert!(sha2_password_response(b"", &nonce).is_empty());
+        let stored = sha2_stored(b"secret", &[7; 16]);
+        assert!(stored.starts_with("$T$5000$07070707"), "{stored}");
+        assert!(sha2_stored_ok(&stored, b"secret"));
+        assert!(!sha2_stored_ok(&stored, b"Secret"));
+        assert_ne!(stored, sha2_stored(b"secret", &[8; 16]), "salted");
+        for bad in ["", "$T$", "$T$x$00$00", "$T$5000$0$00", "$X$5000$00$00", "$T$0$00$00"] {
+            assert!(!sha2_stored_ok(bad, b"secret"), "{bad}");
+        }
+        let mut ssl = vec![0u8; 32];
+        ssl[..4].copy_from_slice(&(cap::SSL | cap::PROTOCOL_41).to_le_bytes());
+        assert!(is_ssl_request(&ssl));
+        assert!(!is_ssl_request(&ssl[..31]));
+        // The SSL capability is offered only with TLS configured.
+        let caps = |tls: bool| {
+            let h = handshake_v10("8.0.35-tern", 7, &nonce, status::AUTOCOMMIT, tls);
+            let at = 1 + "8.0.35-tern".len() + 1 + 4 + 8 + 1;
+            u16::from_le_bytes([h[at], h[at + 1]]) as u32 | (u16::from_le_bytes([h[at + 5], h[at + 6]]) as u32) << 16
+        };
+        assert_eq!(caps(true), SERVER_CAPABILITIES | cap::SSL);
+        assert_eq!(caps(false), SERVER_CAPABILITIES);
     }
 }

@@ -12,6 +12,7 @@ pub const STMTS_MAX: usize = 16_382;
 use crate::conns::{Conn, Conns};
 use crate::proto::ColumnDef;
 use crate::session::{Answer, Session, Stmt};
+use crate::stream::Stream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use tern_client::Client;
@@ -35,6 +36,13 @@ pub struct MysqlOptions {
     pub globals: Vec<(String, Value)>,
     /// How long a new connection may take to authenticate (MySQL's `connect_timeout`, 10 s).
     pub connect_timeout: std::time::Duration,
+    /// TLS after the client's SSLRequest (`[mysql] tls_cert` / `tls_key`); files are re-read when
+    /// they change.
+    pub tls: Option<tern_client::tls::TlsFiles>,
+    /// Refuse clients that do not switch to TLS (MySQL's `require_secure_transport`).
+    pub require_secure_transport: bool,
+    /// root's password, set at start when root has none (`tern up --root-password`).
+    pub root_password: Option<String>,
 }
 
 impl Default for MysqlOptions {
@@ -46,9 +54,15 @@ impl Default for MysqlOptions {
             max_connections: crate::conns::MAX_CONNECTIONS_DEFAULT,
             globals: Vec::new(),
             connect_timeout: std::time::Duration::from_secs(10),
+            tls: None,
+            require_secure_transport: false,
+            root_password: None,
         }
     }
 }
+
+/// SHA256(SHA256(password)) by (user, stored password).
+type Sha2Cache = std::collections::HashMap<(String, Vec<u8>), [u8; 32]>;
 
 pub struct MysqlServer {
     pub client: Client,
@@ -58,19 +72,38 @@ pub struct MysqlServer {
     pub conns: Arc<Conns>,
     /// Connections running a command now (`tern_client::frontend::Busy`).
     busy: std::sync::atomic::AtomicUsize,
+    tls: Option<Arc<tern_client::tls::Reloading>>,
+    /// `caching_sha2_password`: SHA256(SHA256(password)) of accounts that signed in fully on this
+    /// server, by user and stored password (a changed password misses).
+    sha2_cache: std::sync::Mutex<Sha2Cache>,
 }
 
 impl MysqlServer {
-    pub fn new(client: Client, opts: MysqlOptions) -> Arc<MysqlServer> {
+    /// The server (Err: the TLS files cannot be used, naming the setting and file).
+    pub fn new(client: Client, opts: MysqlOptions) -> Result<Arc<MysqlServer>, String> {
         let globals: crate::session::Globals = Default::default();
         globals.write().unwrap_or_else(|e| e.into_inner()).extend(opts.globals.iter().cloned());
         let conns = Arc::new(Conns::new(opts.max_connections));
-        Arc::new(MysqlServer { client, opts, next_id: AtomicU32::new(1), globals, conns, busy: Default::default() })
+        let tls = match &opts.tls {
+            Some(files) => Some(Arc::new(tern_client::tls::Reloading::new(files.clone(), &[])?)),
+            None => None,
+        };
+        Ok(Arc::new(MysqlServer {
+            client,
+            opts,
+            next_id: AtomicU32::new(1),
+            globals,
+            conns,
+            busy: Default::default(),
+            tls,
+            sha2_cache: Default::default(),
+        }))
     }
 
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
         loop {
-            let (mut stream, peer) = tern_client::frontend::accept(&listener).await;
+            let (stream, peer) = tern_client::frontend::accept(&listener).await;
+            let mut stream = Stream::Plain(stream);
             let me = self.clone();
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             let host = peer.ip().to_string();
@@ -80,7 +113,7 @@ impl MysqlServer {
                     // handshake.
                     let e = SqlError::new(1040, "08004", "Too many connections");
                     if me.send_err(&mut stream, 0, &e).await.is_ok() {
-                        tern_client::frontend::linger_close(&mut stream).await;
+                        tern_client::frontend::linger_close(stream.tcp()).await;
                     }
                     return;
                 };
@@ -89,68 +122,25 @@ impl MysqlServer {
         }
     }
 
-    async fn serve_conn(self: Arc<Self>, mut s: tokio::net::TcpStream, conn: &Arc<Conn>) {
+    async fn serve_conn(self: Arc<Self>, mut s: Stream, conn: &Arc<Conn>) {
         let id = conn.id;
         let mut buf = Vec::with_capacity(16 << 10);
         let mut scramble = [0u8; 20];
         fill_scramble(&mut scramble);
         let mut out = Vec::new();
-        proto::put_packets(&mut out, 0, &proto::handshake_v10(SERVER_VERSION, id, &scramble, status::AUTOCOMMIT));
-        if s.write_all(&out).await.is_err() {
+        let hello = proto::handshake_v10(SERVER_VERSION, id, &scramble, status::AUTOCOMMIT, self.tls.is_some());
+        proto::put_packets(&mut out, 0, &hello);
+        if send(&mut s, &out).await.is_err() {
             return;
         }
-        // Handshake response (sequence 1), maybe an auth switch, within connect_timeout.
-        let Ok(Some((seq, payload))) =
-            tokio::time::timeout(self.opts.connect_timeout, self.read_payload(&mut s, &mut buf)).await
+        // Handshake response (sequence 1), maybe an SSLRequest first and an auth switch, all
+        // within connect_timeout.
+        let Ok(Some((s2, (seq, hr)))) =
+            tokio::time::timeout(self.opts.connect_timeout, self.sign_in(s, &mut buf, &scramble)).await
         else {
             return;
         };
-        let hr = match proto::parse_handshake_response(&payload) {
-            Ok(h) => h,
-            Err(Malformed(why)) => {
-                let _ = self.send_err(&mut s, seq.wrapping_add(1), &SqlError::new(1043, "08S01", why)).await;
-                return;
-            }
-        };
-        let mut seq = seq.wrapping_add(1);
-        let mut auth = hr.auth.clone();
-        if hr.plugin.as_deref().is_some_and(|p| p != proto::NATIVE_PASSWORD) {
-            let mut out = Vec::new();
-            proto::put_packets(&mut out, seq, &proto::auth_switch(&scramble));
-            if s.write_all(&out).await.is_err() {
-                return;
-            }
-            let Ok(Some((s2, p))) =
-                tokio::time::timeout(self.opts.connect_timeout, self.read_payload(&mut s, &mut buf)).await
-            else {
-                return;
-            };
-            seq = s2.wrapping_add(1);
-            auth = p;
-        }
-        // Accounts: `mysql.user` rows; `root` has no password until its row gives one.
-        let stored = match crate::users::lookup(&self.client, &hr.user, "localhost").await {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = self.send_err(&mut s, seq, &e).await;
-                return;
-            }
-        };
-        let known = stored.is_some() || hr.user == "root";
-        let hash = stored.flatten();
-        if !known || !proto::native_password_ok(hash.as_ref(), &scramble, &auth) {
-            let e = SqlError::new(
-                1045,
-                "28000",
-                format!(
-                    "Access denied for user '{}'@'localhost' (using password: {})",
-                    hr.user,
-                    if auth.is_empty() { "NO" } else { "YES" }
-                ),
-            );
-            let _ = self.send_err(&mut s, seq, &e).await;
-            return;
-        }
+        let mut s = s2;
         let caps = hr.capabilities & proto::SERVER_CAPABILITIES;
         let deprecate_eof = caps & cap::DEPRECATE_EOF != 0;
         // Several statements in one COM_QUERY only when the client asks (off by default).
@@ -174,7 +164,7 @@ impl MysqlServer {
         }
         let mut out = Vec::new();
         proto::put_packets(&mut out, seq, &proto::ok_packet(0, 0, sess.status(), 0, ""));
-        if s.write_all(&out).await.is_err() {
+        if send(&mut s, &out).await.is_err() {
             return;
         }
         // Commands: each starts a new sequence at 0.
@@ -196,7 +186,7 @@ impl MysqlServer {
                         "The client was disconnected by the server because of inactivity. See wait_timeout and interactive_timeout for configuring this behavior.",
                     );
                     if self.send_err(&mut s, 0, &e).await.is_ok() {
-                        tern_client::frontend::linger_close(&mut s).await;
+                        tern_client::frontend::linger_close(s.tcp()).await;
                     }
                     break;
                 }
@@ -428,15 +418,187 @@ impl MysqlServer {
                 // KILL CONNECTION: the statement that ran was interrupted; say why, then close.
                 out.clear();
                 proto::put_packets(&mut out, 1, &proto::err_packet(1927, "70100", "Connection was killed"));
-                let _ = s.write_all(&out).await;
+                let _ = send(&mut s, &out).await;
                 break;
             }
-            if s.write_all(&out).await.is_err() {
+            if send(&mut s, &out).await.is_err() {
                 break;
             }
         }
         // An open transaction of a closed connection rolls back (dropping it sends the rollback).
         drop(sess);
+    }
+
+    /// root's password at start (`root_password`), and no port beyond loopback while root has
+    /// none.
+    async fn prepare_accounts(&self) -> Result<(), String> {
+        if let Some(pw) = self.opts.root_password.as_deref().filter(|p| !p.is_empty())
+            && crate::users::ensure_root_password(&self.client, pw).await.map_err(|e| e.message)?
+        {
+            tracing::info!("root's password set");
+        }
+        if !self.opts.listen.ip().is_loopback()
+            && !crate::users::root_has_password(&self.client).await.map_err(|e| e.message)?
+        {
+            return Err(format!(
+                "refusing to serve MySQL on {} while root has no password: start with --root-password (tern up) or set one with ALTER USER root IDENTIFIED BY '...', or listen on a loopback address",
+                self.opts.listen
+            ));
+        }
+        Ok(())
+    }
+
+    /// The sign-in after the server's handshake: TLS when the client asks (SSLRequest), the
+    /// handshake response, a switch to the account's plugin, and the password check. Some((the
+    /// next sequence number, the response)) when the client is in; None when it is refused
+    /// (its error sent) or gone.
+    async fn sign_in(
+        &self,
+        mut stream: Stream,
+        buf: &mut Vec<u8>,
+        scramble: &[u8; 20],
+    ) -> Option<(Stream, (u8, proto::HandshakeResponse))> {
+        let (mut seq, mut payload) = self.read_payload(&mut stream, buf).await?;
+        if proto::is_ssl_request(&payload) {
+            let Some(tls) = &self.tls else {
+                let e = SqlError::new(1043, "08S01", "Bad handshake: TLS is not configured on this port");
+                let _ = self.send_err(&mut stream, seq.wrapping_add(1), &e).await;
+                return None;
+            };
+            let Stream::Plain(tcp) = stream else { return None };
+            let io = crate::stream::Prefixed { pre: std::mem::take(buf), tcp };
+            match tls.acceptor().accept(io).await {
+                Ok(t) => stream = Stream::Tls(Box::new(t)),
+                Err(e) => {
+                    tracing::debug!("MySQL TLS handshake failed: {e}");
+                    return None;
+                }
+            }
+            (seq, payload) = self.read_payload(&mut stream, buf).await?;
+        }
+        let in_ = self.check_client(&mut stream, buf, scramble, seq, &payload).await?;
+        Some((stream, in_))
+    }
+
+    async fn check_client(
+        &self,
+        s: &mut Stream,
+        buf: &mut Vec<u8>,
+        scramble: &[u8; 20],
+        seq: u8,
+        payload: &[u8],
+    ) -> Option<(u8, proto::HandshakeResponse)> {
+        let mut seq = seq.wrapping_add(1);
+        if self.opts.require_secure_transport && !s.is_tls() {
+            let e = SqlError::new(
+                3159,
+                "08004",
+                "Connections using insecure transport are prohibited while --require_secure_transport=ON.",
+            );
+            let _ = self.send_err(s, seq, &e).await;
+            return None;
+        }
+        let hr = match proto::parse_handshake_response(payload) {
+            Ok(h) => h,
+            Err(Malformed(why)) => {
+                let _ = self.send_err(s, seq, &SqlError::new(1043, "08S01", why)).await;
+                return None;
+            }
+        };
+        // Accounts: `mysql.user` rows; `root` has no password until its row gives one.
+        let account = match crate::users::lookup(&self.client, &hr.user, "localhost").await {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = self.send_err(s, seq, &e).await;
+                return None;
+            }
+        };
+        let known = account.is_some() || hr.user == "root";
+        let plugin = account.as_ref().map(|a| a.plugin).unwrap_or(crate::users::Plugin::Native);
+        let mut auth = hr.auth.clone();
+        if hr.plugin.as_deref().is_some_and(|p| p != plugin.name()) {
+            let mut out = Vec::new();
+            proto::put_packets(&mut out, seq, &proto::auth_switch(plugin.name(), scramble));
+            send(s, &out).await.ok()?;
+            let (s2, p) = self.read_payload(s, buf).await?;
+            seq = s2.wrapping_add(1);
+            auth = p;
+        }
+        let stored = account.as_ref().and_then(|a| a.stored.clone());
+        let ok = match plugin {
+            _ if !known => false,
+            crate::users::Plugin::Native => {
+                let hash = account.as_ref().and_then(|a| a.native_hash());
+                (stored.is_none() || hash.is_some()) && proto::native_password_ok(hash.as_ref(), scramble, &auth)
+            }
+            crate::users::Plugin::CachingSha2 => match &stored {
+                None => auth.is_empty(),
+                Some(_) if auth.is_empty() => false,
+                Some(stored) => {
+                    let key = (hr.user.clone(), stored.clone());
+                    let cached = self.sha2_cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied();
+                    match cached {
+                        Some(c) => {
+                            // The challenge went out with a trailing NUL in the auth switch, and
+                            // PyMySQL hashes it too.
+                            let mut with_nul = scramble.to_vec();
+                            with_nul.push(0);
+                            let fast = proto::sha2_scramble_ok(&c, scramble, &auth)
+                                || proto::sha2_scramble_ok(&c, &with_nul, &auth);
+                            if fast {
+                                let mut out = Vec::new();
+                                proto::put_packets(&mut out, seq, &proto::SHA2_FAST_OK);
+                                send(s, &out).await.ok()?;
+                                seq = seq.wrapping_add(1);
+                            }
+                            fast
+                        }
+                        None => {
+                            // Full authentication: the password itself, only over TLS.
+                            let mut out = Vec::new();
+                            proto::put_packets(&mut out, seq, &proto::SHA2_FULL_AUTH);
+                            send(s, &out).await.ok()?;
+                            let (s3, p) = self.read_payload(s, buf).await?;
+                            seq = s3.wrapping_add(1);
+                            if !s.is_tls() {
+                                let e = SqlError::new(
+                                    1045,
+                                    "28000",
+                                    format!(
+                                        "Access denied for user '{}'@'localhost': caching_sha2_password needs the password sent over TLS the first time the account signs in on this server (connect with TLS, e.g. mariadb --ssl)",
+                                        hr.user
+                                    ),
+                                );
+                                let _ = self.send_err(s, seq, &e).await;
+                                return None;
+                            }
+                            let pw = p.strip_suffix(&[0]).unwrap_or(&p);
+                            let text = String::from_utf8_lossy(stored);
+                            let good = proto::sha2_stored_ok(&text, pw);
+                            if good {
+                                let h = tern_types::sha256::sha256(&tern_types::sha256::sha256(pw));
+                                self.sha2_cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, h);
+                            }
+                            good
+                        }
+                    }
+                }
+            },
+        };
+        if !ok {
+            let e = SqlError::new(
+                1045,
+                "28000",
+                format!(
+                    "Access denied for user '{}'@'localhost' (using password: {})",
+                    hr.user,
+                    if auth.is_empty() { "NO" } else { "YES" }
+                ),
+            );
+            let _ = self.send_err(s, seq, &e).await;
+            return None;
+        }
+        Some((seq, hr))
     }
 
     /// A fresh session of connection `conn` for `user`, starting from the global variables.
@@ -453,7 +615,7 @@ impl MysqlServer {
     /// (after the client has sent the whole file). None: the connection is gone.
     async fn local_infile(
         &self,
-        s: &mut tokio::net::TcpStream,
+        s: &mut Stream,
         buf: &mut Vec<u8>,
         sess: &mut Session,
         mut job: tern_sql::load::LoadJob,
@@ -468,7 +630,7 @@ impl MysqlServer {
         let mut req = vec![0xFB];
         req.extend_from_slice(job.file.as_bytes());
         proto::put_packets(&mut out, 1, &req);
-        s.write_all(&out).await.ok()?;
+        send(s, &out).await.ok()?;
         let seq = loop {
             let (sq, chunk) = self.read_payload(s, buf).await?;
             if chunk.is_empty() {
@@ -497,7 +659,7 @@ impl MysqlServer {
     }
 
     /// The next whole payload (None: the connection closed or sent an oversized or broken packet).
-    async fn read_payload(&self, s: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> Option<(u8, Vec<u8>)> {
+    async fn read_payload(&self, s: &mut Stream, buf: &mut Vec<u8>) -> Option<(u8, Vec<u8>)> {
         loop {
             match proto::take_payload(buf, self.opts.max_packet) {
                 Ok(Some((seq, payload, used))) => {
@@ -512,7 +674,7 @@ impl MysqlServer {
                         format!("Got a packet bigger than 'max_allowed_packet' bytes ({why})"),
                     );
                     if self.send_err(s, 1, &e).await.is_ok() {
-                        tern_client::frontend::linger_close(s).await;
+                        tern_client::frontend::linger_close(s.tcp()).await;
                     }
                     return None;
                 }
@@ -525,10 +687,10 @@ impl MysqlServer {
         }
     }
 
-    async fn send_err(&self, s: &mut tokio::net::TcpStream, seq: u8, e: &SqlError) -> std::io::Result<()> {
+    async fn send_err(&self, s: &mut Stream, seq: u8, e: &SqlError) -> std::io::Result<()> {
         let mut out = Vec::new();
         proto::put_packets(&mut out, seq, &proto::err_packet(e.errno, e.sqlstate, &e.message));
-        s.write_all(&out).await
+        send(s, &out).await
     }
 }
 
@@ -536,6 +698,15 @@ impl MysqlServer {
 /// it ahead could replay a recorded `mysql_native_password` answer.
 fn fill_scramble(s: &mut [u8; 20]) {
     let mut raw = [0u8; 20];
+    random_bytes(&mut raw);
+    for (b, r) in s.iter_mut().zip(raw) {
+        // Printable, non-NUL bytes, as MySQL servers send.
+        *b = 0x21 + r % 0x5e;
+    }
+}
+
+/// Bytes from the OS's random source (getrandom(2)).
+pub(crate) fn random_bytes(raw: &mut [u8]) {
     let mut got = 0;
     while got < raw.len() {
         // SAFETY: writes at most the remaining bytes of `raw`.
@@ -546,10 +717,12 @@ fn fill_scramble(s: &mut [u8; 20]) {
             panic!("the OS random source failed: {}", std::io::Error::last_os_error());
         }
     }
-    for (b, r) in s.iter_mut().zip(raw) {
-        // Printable, non-NUL bytes, as MySQL servers send.
-        *b = 0x21 + r % 0x5e;
-    }
+}
+
+/// Writes `b` and pushes it out (a TLS stream holds written bytes until flushed).
+async fn send(s: &mut Stream, b: &[u8]) -> std::io::Result<()> {
+    s.write_all(b).await?;
+    s.flush().await
 }
 
 /// The statement text the process list shows: its first `INFO_MAX` bytes.
@@ -592,10 +765,17 @@ pub fn run_on(
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String> {
     let own = (opts.threads, "tern-mysql", false);
+    // Certificate problems are reported before anything starts.
+    if let Some(files) = &opts.tls {
+        tern_client::tls::server_config(files, &[])?;
+    }
     let serve = move |client, bound: tern_client::frontend::Bound| async move {
-        let listener = tern_client::frontend::bind(opts.listen, "MySQL").await?;
+        let listen = opts.listen;
+        let server = MysqlServer::new(client, opts)?;
+        server.prepare_accounts().await?;
+        let listener = tern_client::frontend::bind(listen, "MySQL").await?;
         bound(listener.local_addr().map_err(|e| e.to_string())?);
-        MysqlServer::new(client, opts).serve(listener).await;
+        server.serve(listener).await;
         Ok(())
     };
     tern_client::frontend::run_front_end(on, own, "MySQL", connect, serve, ready)

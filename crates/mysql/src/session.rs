@@ -1257,8 +1257,9 @@ impl Session {
             }
             Statement::CreateUser { users, if_not_exists } => {
                 self.check_admin("CREATE USER")?;
-                for (u, h, pw) in users {
-                    crate::users::create_user(&self.client, u, h, pw.as_deref(), *if_not_exists).await?;
+                for (u, h, pw, plugin) in users {
+                    let plugin = crate::users::Plugin::named(plugin.as_deref())?;
+                    crate::users::create_user(&self.client, u, h, pw.as_deref(), plugin, *if_not_exists).await?;
                 }
                 Ok(Answer::ok())
             }
@@ -1274,11 +1275,12 @@ impl Session {
                 crate::users::grant(&self.client, db, user, host, *revoke).await?;
                 Ok(Answer::ok())
             }
-            Statement::AlterUser { user, host, password } => {
+            Statement::AlterUser { user, host, password, plugin } => {
                 if *user != self.user {
                     self.check_admin("CREATE USER")?;
                 }
-                crate::users::alter_user(&self.client, user, host, password).await?;
+                let plugin = crate::users::Plugin::named(plugin.as_deref())?;
+                crate::users::alter_user(&self.client, user, host, password, plugin).await?;
                 Ok(Answer::ok())
             }
             Statement::LoadData(ld) => {

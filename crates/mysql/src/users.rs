@@ -1,7 +1,8 @@
-//! Accounts: `mysql.user` (User, Host, authentication_string = SHA1(SHA1(password)) as
-//! mysql_native_password stores it, NULL for no password) and `mysql.db` (database grants; Db `*`
-//! is a global grant), ordinary Tern tables created by the first CREATE USER. `root` has every
-//! privilege and no password until an account row for it says otherwise.
+//! Accounts: `mysql.user` (User, Host, authentication_string, plugin: SHA1(SHA1(password)) for
+//! `mysql_native_password`, a salted iterated SHA-256 for `caching_sha2_password`, NULL for no
+//! password) and `mysql.db` (database grants; Db `*` is a global grant), ordinary Tern tables
+//! created by the first CREATE USER. `root` has every privilege and no password until an account
+//! row for it says otherwise (`tern up --root-password` gives it one at the first start).
 
 use crate::server::SqlError;
 use tern_client::{AbortOption, Client, DdlReq, Exec, OpResult, TableHandle};
@@ -16,9 +17,85 @@ fn user_table() -> Table {
     let cols = vec![
         Column::new("User", ColumnType::VarChar { len: 32 }).not_null(),
         Column::new("Host", ColumnType::VarChar { len: 255 }).not_null(),
-        Column::new("authentication_string", ColumnType::VarBinary { len: 20 }),
+        Column::new("authentication_string", ColumnType::VarBinary { len: 255 }),
+        Column::new("plugin", ColumnType::VarChar { len: 64 }),
     ];
     Table::new(DB, "user", cols, vec![0, 1])
+}
+
+/// How an account signs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plugin {
+    /// `mysql_native_password`: SHA1(SHA1(password)) stored, a SHA-1 scramble answered.
+    Native,
+    /// `caching_sha2_password`: a salted, iterated SHA-256 stored; the first sign-in of an
+    /// account on an API server sends the password over TLS, later ones a SHA-256 scramble
+    /// checked against what that sign-in cached.
+    CachingSha2,
+}
+
+impl Plugin {
+    /// The plugin `IDENTIFIED WITH` names (None: the default, `mysql_native_password`, as
+    /// MariaDB's and as MySQL 8 with `default_authentication_plugin=mysql_native_password`).
+    pub fn named(name: Option<&str>) -> Result<Plugin, SqlError> {
+        match name {
+            None | Some(crate::proto::NATIVE_PASSWORD) => Ok(Plugin::Native),
+            Some(crate::proto::CACHING_SHA2_PASSWORD) => Ok(Plugin::CachingSha2),
+            Some(other) => Err(SqlError::new(1524, "HY000", format!("Plugin '{other}' is not loaded"))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Plugin::Native => crate::proto::NATIVE_PASSWORD,
+            Plugin::CachingSha2 => crate::proto::CACHING_SHA2_PASSWORD,
+        }
+    }
+
+    /// The stored form of `password` (NULL for none).
+    fn stored(self, password: Option<&str>) -> Value {
+        match password {
+            Some(p) if !p.is_empty() => match self {
+                Plugin::Native => Value::Bytes(crate::proto::native_password_hash(p.as_bytes()).to_vec()),
+                Plugin::CachingSha2 => {
+                    let mut salt = [0u8; 16];
+                    crate::server::random_bytes(&mut salt);
+                    Value::Bytes(crate::proto::sha2_stored(p.as_bytes(), &salt).into_bytes())
+                }
+            },
+            _ => Value::Null,
+        }
+    }
+}
+
+/// An account's sign-in: its plugin and stored password (None: no password).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub plugin: Plugin,
+    pub stored: Option<Vec<u8>>,
+}
+
+impl Account {
+    /// The SHA1(SHA1(password)) of a `mysql_native_password` account.
+    pub fn native_hash(&self) -> Option<[u8; 20]> {
+        self.stored.as_deref().and_then(|b| b.try_into().ok())
+    }
+}
+
+/// The account row's values for `plugin` and the stored password, in the table's layout (tables
+/// made before `plugin` existed have three columns and keep `mysql_native_password`).
+fn account_row(t: &TableHandle, user: &str, host: &str, plugin: Plugin, stored: Value) -> Result<Vec<Value>, SqlError> {
+    let mut row = vec![Value::str(user), Value::str(host), stored];
+    if t.table.columns.len() > 3 {
+        row.push(Value::str(plugin.name()));
+    } else if plugin != Plugin::Native {
+        return Err(SqlError::new(
+            1524,
+            "HY000",
+            "Plugin 'caching_sha2_password' needs the account table of a newer Tern (mysql.user was made by an older version)",
+        ));
+    }
+    Ok(row)
 }
 
 fn db_table() -> Table {
@@ -52,9 +129,8 @@ fn hosts_for(host: &str) -> Vec<String> {
     v
 }
 
-/// The stored password hash of `user` connecting from `host`: Ok(None) = no account row,
-/// Ok(Some(None)) = an account without a password.
-pub async fn lookup(client: &Client, user: &str, host: &str) -> Result<Option<Option<[u8; 20]>>, SqlError> {
+/// The account of `user` connecting from `host` (None: no account row).
+pub async fn lookup(client: &Client, user: &str, host: &str) -> Result<Option<Account>, SqlError> {
     let h = match client.cached_table(DB, "user") {
         Some(h) => Some(h),
         None => match client.refresh_catalog_async().await {
@@ -74,10 +150,15 @@ pub async fn lookup(client: &Client, user: &str, host: &str) -> Result<Option<Op
     for r in res {
         if let OpResult::Row(b) = r {
             let row = h.decode_row(&b).map_err(SqlError::from)?;
-            return Ok(Some(match &row[2] {
-                Value::Bytes(b) if b.len() == 20 => Some(b[..].try_into().expect("20 bytes")),
+            let plugin = match row.get(3) {
+                Some(Value::Bytes(p)) if p == crate::proto::CACHING_SHA2_PASSWORD.as_bytes() => Plugin::CachingSha2,
+                _ => Plugin::Native,
+            };
+            let stored = match &row[2] {
+                Value::Bytes(b) if !b.is_empty() => Some(b.to_vec()),
                 _ => None,
-            }));
+            };
+            return Ok(Some(Account { plugin, stored }));
         }
     }
     Ok(None)
@@ -122,14 +203,12 @@ pub async fn create_user(
     user: &str,
     host: &str,
     password: Option<&str>,
+    plugin: Plugin,
     if_not_exists: bool,
 ) -> Result<(), SqlError> {
     let (u, _) = ensure_tables(client).await?;
-    let hash = match password {
-        Some(p) if !p.is_empty() => Value::Bytes(crate::proto::native_password_hash(p.as_bytes()).to_vec()),
-        _ => Value::Null,
-    };
-    let op = u.insert(&[Value::str(user), Value::str(host), hash]).map_err(SqlError::from)?;
+    let row = account_row(&u, user, host, plugin, plugin.stored(password))?;
+    let op = u.insert(&row).map_err(SqlError::from)?;
     match write(client, vec![op], AbortOption::IgnoreError).await?.into_iter().next() {
         Some(OpResult::Error(e)) if e.code == tern_types::ErrorCode::DuplicateKey => {
             if if_not_exists {
@@ -143,22 +222,26 @@ pub async fn create_user(
     }
 }
 
-pub async fn alter_user(client: &Client, user: &str, host: &str, password: &str) -> Result<(), SqlError> {
+pub async fn alter_user(
+    client: &Client,
+    user: &str,
+    host: &str,
+    password: &str,
+    plugin: Plugin,
+) -> Result<(), SqlError> {
     let (u, _) = ensure_tables(client).await?;
-    let hash = if password.is_empty() {
-        Value::Null
-    } else {
-        Value::Bytes(crate::proto::native_password_hash(password.as_bytes()).to_vec())
-    };
+    let row = account_row(&u, user, host, plugin, plugin.stored(Some(password)))?;
     // root may set a password without an account row yet.
     let op = if user == "root" {
-        u.write(&[Value::str(user), Value::str(host), hash]).map_err(SqlError::from)?
+        u.write(&row).map_err(SqlError::from)?
     } else {
-        u.update(
-            &[Value::str(user), Value::str(host)],
-            vec![tern_client::ColumnUpdate { col: 2, expr: tern_client::UpdateExpr::Set(hash) }],
-        )
-        .map_err(SqlError::from)?
+        let updates = row
+            .into_iter()
+            .enumerate()
+            .skip(2)
+            .map(|(col, v)| tern_client::ColumnUpdate { col: col as u16, expr: tern_client::UpdateExpr::Set(v) })
+            .collect();
+        u.update(&[Value::str(user), Value::str(host)], updates).map_err(SqlError::from)?
     };
     match write(client, vec![op], AbortOption::IgnoreError).await?.into_iter().next() {
         Some(OpResult::NotFound) => Err(failed("ALTER USER", user, host)),
@@ -215,4 +298,19 @@ pub async fn grant(client: &Client, db: &str, user: &str, host: &str, revoke: bo
         Some(OpResult::Error(e)) => Err(SqlError::from(e)),
         _ => Ok(()),
     }
+}
+
+/// Gives root `password` unless it has one already (the first start of `tern up
+/// --root-password`); true when it was set now.
+pub async fn ensure_root_password(client: &Client, password: &str) -> Result<bool, SqlError> {
+    if lookup(client, "root", "localhost").await?.is_some_and(|a| a.stored.is_some()) {
+        return Ok(false);
+    }
+    alter_user(client, "root", "localhost", password, Plugin::Native).await?;
+    Ok(true)
+}
+
+/// Whether root signs in with a password.
+pub async fn root_has_password(client: &Client) -> Result<bool, SqlError> {
+    Ok(lookup(client, "root", "localhost").await?.is_some_and(|a| a.stored.is_some()))
 }

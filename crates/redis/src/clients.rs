@@ -27,6 +27,8 @@ pub struct ClientInfo {
     pub laddr: SocketAddr,
     pub created: Instant,
     name: Mutex<Option<Vec<u8>>>,
+    /// The signed-in ACL user (CLIENT LIST `user=`, CLIENT KILL USER).
+    user: Mutex<String>,
     pub db: AtomicU32,
     /// Milliseconds after `created` of the last bytes received.
     last_active_ms: AtomicU64,
@@ -49,6 +51,7 @@ impl ClientInfo {
             laddr,
             created: Instant::now(),
             name: Mutex::new(None),
+            user: Mutex::new("default".into()),
             db: AtomicU32::new(0),
             last_active_ms: AtomicU64::new(0),
             last_cmd: AtomicU32::new(u32::MAX),
@@ -67,6 +70,14 @@ impl ClientInfo {
 
     pub fn set_name(&self, name: Option<Vec<u8>>) {
         *lock(&self.name) = name;
+    }
+
+    pub fn user(&self) -> String {
+        lock(&self.user).clone()
+    }
+
+    pub fn set_user(&self, user: &str) {
+        *lock(&self.user) = user.to_string();
     }
 
     /// Notes input from the client (the idle clock restarts).

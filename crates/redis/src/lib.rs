@@ -12,6 +12,7 @@
 //! EXEC's one transaction (see `cmd`). Long commands yield between batches, so one connection
 //! never holds a worker away from the others.
 
+pub mod acl;
 pub mod clients;
 #[macro_use]
 pub mod cmd;
@@ -58,6 +59,9 @@ pub struct RedisOptions {
     /// Databases whose writes are answered only once on disk on every replica (`appendfsync
     /// always` for one database; `CONFIG SET tern-durable-databases` changes it at run time).
     pub durable_databases: Vec<u32>,
+    /// The default user's password (redis-server's `requirepass`; None: no password, every
+    /// connection signs in as `default`). `CONFIG SET requirepass` and `ACL SETUSER` change it.
+    pub requirepass: Option<String>,
 }
 
 impl Default for RedisOptions {
@@ -74,6 +78,7 @@ impl Default for RedisOptions {
             timeout: Duration::ZERO,
             allocator: "libc",
             durable_databases: Vec::new(),
+            requirepass: None,
         }
     }
 }
@@ -192,6 +197,8 @@ pub struct Server {
     durable_dbs: Mutex<std::collections::BTreeSet<u32>>,
     /// This server, for tasks it spawns.
     me: std::sync::Weak<Server>,
+    /// Users and their permissions (AUTH, ACL).
+    pub acl: acl::Acl,
 }
 
 /// Per-connection state.
@@ -208,6 +215,11 @@ pub struct Session {
     /// Between MULTI and EXEC.
     pub multi: Option<cmd::Multi>,
     pub watch: Option<cmd::Watched>,
+    /// The signed-in user (the default user until AUTH) as of `acl_generation`.
+    pub user: Arc<acl::User>,
+    /// Signed in: AUTH or HELLO AUTH succeeded, or the default user needs no password.
+    pub authed: bool,
+    pub acl_generation: u64,
 }
 
 /// A command the pipeline path merges into one transaction.
@@ -239,6 +251,7 @@ impl Server {
             busy: AtomicUsize::new(0),
         };
         let opts_durable = opts.durable_databases.iter().copied().collect();
+        let opts_requirepass = opts.requirepass.clone();
         Arc::new_cyclic(|me| Server {
             client,
             opts,
@@ -251,6 +264,7 @@ impl Server {
             dbs: Mutex::default(),
             durable_dbs: Mutex::new(opts_durable),
             me: me.clone(),
+            acl: acl::Acl::new(opts_requirepass.as_deref()),
         })
     }
 
@@ -331,7 +345,11 @@ impl Server {
         let Ok(stream) = Sock::new(stream) else { return };
         let reg = self.clients.add(ClientInfo::new(id, peer, laddr));
         let info = reg.info.clone();
+        let user = self.acl.user("default").unwrap_or_else(|| Arc::new(acl::User::default_user()));
         let mut sess = Session {
+            authed: !self.acl.auth_required(),
+            acl_generation: self.acl.generation(),
+            user,
             id,
             db: 0,
             info: info.clone(),
@@ -444,8 +462,15 @@ impl Server {
     /// Returns false when the connection is to close (QUIT).
     async fn run_pipeline(self: &Arc<Self>, sess: &mut Session, cmds: Vec<Vec<Vec<u8>>>, out: &mut Vec<u8>) -> bool {
         let mut run: Vec<Fast> = Vec::new();
+        if !self.refresh_user(sess) {
+            return false;
+        }
+        // Only a signed-in user who may run everything on every key takes the merged path;
+        // anyone else's commands are checked one by one.
+        let merge = sess.authed && sess.user.unrestricted();
         for mut args in cmds {
-            if sess.multi.is_none()
+            if merge
+                && sess.multi.is_none()
                 && let Some(f) = fast(&mut args)
             {
                 // A GET of a key SET earlier in the current run starts a new run, so it sees
@@ -784,10 +809,23 @@ pub fn run_on(
     opts: RedisOptions,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String> {
+    check_exposure(&opts)?;
     tern_client::spinwatch::set_spin(opts.spin);
     let own = (opts.threads, "tern-redis", true);
     let serve = move |client, bound| serve(client, opts, bound);
     tern_client::frontend::run_front_end(rt, own, "Redis", connect, serve, ready)
+}
+
+/// Redis on an address other than loopback needs a password (as redis-server's protected mode,
+/// but refusing to start rather than refusing each client).
+pub fn check_exposure(opts: &RedisOptions) -> Result<(), String> {
+    if !opts.listen.ip().is_loopback() && opts.requirepass.is_none() {
+        return Err(format!(
+            "refusing to serve Redis on {} without a password: set requirepass in the [redis] table of Tern's TOML, or listen on a loopback address",
+            opts.listen
+        ));
+    }
+    Ok(())
 }
 
 /// Binds, creates database 0 (SQL users see redis_0 at once), says where (`bound`), and serves
@@ -800,4 +838,21 @@ async fn serve(client: Client, opts: RedisOptions, bound: impl FnOnce(SocketAddr
     bound(addr);
     server.serve(listener).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_beyond_loopback_needs_a_password() {
+        let mut o = RedisOptions { listen: "0.0.0.0:6379".parse().unwrap(), ..Default::default() };
+        assert!(check_exposure(&o).unwrap_err().contains("set requirepass"));
+        o.requirepass = Some("x".into());
+        assert!(check_exposure(&o).is_ok());
+        for local in ["127.0.0.1:6379", "[::1]:6379"] {
+            let o = RedisOptions { listen: local.parse().unwrap(), ..Default::default() };
+            assert!(check_exposure(&o).is_ok(), "{local}");
+        }
+    }
 }

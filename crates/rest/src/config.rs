@@ -249,6 +249,7 @@ impl RestOptions {
                         None
                     },
                     verify_client,
+                    names: crate::tls::NAMES,
                 });
             }
         }

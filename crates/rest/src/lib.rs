@@ -38,6 +38,7 @@ use metrics::Metrics;
 use std::sync::Arc;
 use std::time::Instant;
 use tern_client::Client;
+use tern_client::tls::Reloading;
 
 /// Time allowed for a TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -139,13 +140,13 @@ impl RestServer {
     }
 
     /// Serves on an already bound listener until the process ends (over TLS with an acceptor).
-    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
+    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener, tls: Option<Arc<Reloading>>) {
         loop {
             let (stream, peer) = tern_client::frontend::accept(&listener).await;
             let me = self.clone();
             let Some(slot) = self.conns.try_acquire() else {
                 self.metrics.conn_rejected();
-                me.reject(stream, tls.clone());
+                me.reject(stream, tls.as_ref().map(|t| t.acceptor()));
                 continue;
             };
             match &tls {
@@ -155,8 +156,8 @@ impl RestServer {
                         drop(slot);
                     });
                 }
-                Some(acceptor) => {
-                    let accept = acceptor.accept(stream);
+                Some(reloading) => {
+                    let accept = reloading.acceptor().accept(stream);
                     tokio::spawn(async move {
                         // A client that never finishes its handshake does not hold a task forever.
                         match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
@@ -174,7 +175,11 @@ impl RestServer {
     /// Answers a connection over the cap with 503 (over TLS when the port speaks TLS). Only
     /// `conn::REJECTING_MAX` answers linger at once; beyond that the answer is written without
     /// waiting (plain TCP) or the connection is closed (TLS, which would need a handshake).
-    fn reject(self: Arc<Self>, stream: tokio::net::TcpStream, tls: Option<tokio_rustls::TlsAcceptor>) {
+    fn reject(
+        self: Arc<Self>,
+        stream: tokio::net::TcpStream,
+        tls: Option<tern_client::tls::tokio_rustls::TlsAcceptor>,
+    ) {
         let Some(slot) = self.rejecting.try_acquire() else {
             if tls.is_none() {
                 let _ = stream.try_write(&self.over_cap);
@@ -491,7 +496,7 @@ pub fn run_on(
 ) -> Result<(), String> {
     tern_client::spinwatch::set_spin(opts.spin);
     // Certificate problems are reported before anything starts.
-    let acceptor = opts.tls.as_ref().map(tls::acceptor).transpose()?;
+    let acceptor = opts.tls.as_ref().map(tls::acceptor).transpose()?.map(Arc::new);
     let own = (opts.threads, "tern-rest", true);
     let serve = move |client, bound| serve(client, opts, acceptor, bound);
     tern_client::frontend::run_front_end(rt, own, "REST", connect, serve, ready)
@@ -501,7 +506,7 @@ pub fn run_on(
 async fn serve(
     client: Client,
     opts: RestOptions,
-    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    acceptor: Option<Arc<Reloading>>,
     bound: impl FnOnce(std::net::SocketAddr),
 ) -> Result<(), String> {
     let listener = tern_client::frontend::bind(opts.listen, "REST").await?;

@@ -66,6 +66,7 @@ fn rest_over_tls_with_and_without_client_certificates() {
         private_key_file: fixture("server.key"),
         root_ca_cert_file: None,
         verify_client: false,
+        names: tern_rest::tls::NAMES,
     };
     let port = start_rest(&addr, server.clone());
     assert_eq!(get_tls(port, "/0.1.0/ping", false).unwrap().0, 200);
@@ -87,6 +88,41 @@ fn rest_over_tls_with_and_without_client_certificates() {
     assert_eq!(get_tls(port, "/0.1.0/ping", true).unwrap().0, 200);
 }
 
+/// New certificate files are served to new connections without a restart; files that cannot be
+/// used leave the previous ones in service.
+#[test]
+fn renewed_certificates_are_served_without_a_restart() {
+    let (_dir, _node, addr) = start_node();
+    let tmp = tempfile::tempdir().unwrap();
+    let (cert, key) = (tmp.path().join("cert.pem"), tmp.path().join("key.pem"));
+    let put = |c: &str, k: &str| {
+        std::fs::copy(fixture(c), &cert).unwrap();
+        std::fs::copy(fixture(k), &key).unwrap();
+    };
+    put("server.pem", "server.key");
+    let files = TlsFiles {
+        certificate_file: cert.to_string_lossy().into_owned(),
+        private_key_file: key.to_string_lossy().into_owned(),
+        root_ca_cert_file: None,
+        verify_client: false,
+        names: tern_rest::tls::NAMES,
+    };
+    let port = start_rest(&addr, files);
+    assert_eq!(get_tls(port, "/0.1.0/ping", false).unwrap().0, 200);
+    // The client certificate (not for localhost, not for servers) replaces it: clients checking
+    // the name now refuse the server, so the new files are in use.
+    std::thread::sleep(Duration::from_millis(20));
+    put("client.pem", "client.key");
+    assert!(get_tls(port, "/0.1.0/ping", false).is_err(), "the replaced certificate is still served");
+    // A broken file keeps the one in service.
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&cert, b"not a certificate").unwrap();
+    assert!(get_tls(port, "/0.1.0/ping", false).is_err());
+    std::thread::sleep(Duration::from_millis(20));
+    put("server.pem", "server.key");
+    assert_eq!(get_tls(port, "/0.1.0/ping", false).unwrap().0, 200, "the renewed certificate is served");
+}
+
 #[test]
 fn tls_file_problems_are_reported_before_start() {
     let missing = TlsFiles {
@@ -94,6 +130,7 @@ fn tls_file_problems_are_reported_before_start() {
         private_key_file: fixture("server.key"),
         root_ca_cert_file: None,
         verify_client: false,
+        names: tern_rest::tls::NAMES,
     };
     let e = tern_rest::tls::acceptor(&missing).err().expect("missing certificate accepted");
     assert!(e.contains("Security.TLS.CertificateFile") && e.contains("nope.pem"), "{e}");
@@ -103,6 +140,7 @@ fn tls_file_problems_are_reported_before_start() {
         private_key_file: fixture("client.key"),
         root_ca_cert_file: None,
         verify_client: false,
+        names: tern_rest::tls::NAMES,
     };
     let e = tern_rest::tls::acceptor(&mismatched).err().expect("mismatched key accepted");
     assert!(e.contains("do not form a usable pair"), "{e}");

@@ -346,8 +346,9 @@ pub enum Statement {
         id: Expr,
         query: bool,
     },
+    /// Users as (user, host, password, authentication plugin).
     CreateUser {
-        users: Vec<(String, String, Option<String>)>,
+        users: Vec<(String, String, Option<String>, Option<String>)>,
         if_not_exists: bool,
     },
     DropUser {
@@ -365,6 +366,8 @@ pub enum Statement {
         user: String,
         host: String,
         password: String,
+        /// `IDENTIFIED WITH plugin BY ...`.
+        plugin: Option<String>,
     },
     LoadData(Box<LoadData>),
     /// Statements accepted and ignored (LOCK TABLES, FLUSH, ANALYZE, ...).

@@ -271,6 +271,11 @@ pub struct MysqlToml {
     /// Default of the session variable `tern_durable_commit`: answer COMMIT only once the
     /// transaction is on disk on every replica (default false).
     pub durable_commit: Option<bool>,
+    /// PEM certificate chain and key: clients may switch to TLS (the SSL capability).
+    pub tls_cert: Option<String>,
+    pub tls_key: Option<String>,
+    /// Refuse clients that stay on plain TCP (MySQL's require_secure_transport; default false).
+    pub require_secure_transport: Option<bool>,
 }
 
 /// `[rest]`: Tern's own REST settings (RonDB's JSON config has no keys for them).
@@ -317,6 +322,9 @@ pub struct RedisToml {
     pub appendfsync: Option<String>,
     /// Seconds a connection may stay idle (redis-server's `timeout`; 0, the default: forever).
     pub timeout_s: Option<u64>,
+    /// The default user's password (redis-server's `requirepass`); required to listen on an
+    /// address other than loopback.
+    pub requirepass: Option<String>,
 }
 
 impl ApiToml {
@@ -383,6 +391,25 @@ impl ApiToml {
         if let Some(p) = &m.max_allowed_packet {
             o.max_packet = (p.bytes()? as usize).clamp(1 << 10, 1 << 30);
         }
+        match (&m.tls_cert, &m.tls_key) {
+            (Some(cert), Some(key)) => {
+                o.tls = Some(tern_client::tls::TlsFiles {
+                    certificate_file: cert.clone(),
+                    private_key_file: key.clone(),
+                    root_ca_cert_file: None,
+                    verify_client: false,
+                    names: ["[mysql] tls_cert", "[mysql] tls_key", "[mysql] tls_ca"],
+                })
+            }
+            (None, None) => {}
+            _ => bail!("[mysql] tls_cert and tls_key go together"),
+        }
+        if let Some(r) = m.require_secure_transport {
+            if r && o.tls.is_none() {
+                bail!("[mysql] require_secure_transport needs tls_cert and tls_key");
+            }
+            o.require_secure_transport = r;
+        }
         let mut global = |name: &str, v: tern_types::Value| o.globals.push((name.to_string(), v));
         if let Some(s) = m.wait_timeout {
             global("wait_timeout", tern_types::Value::UInt(s.clamp(1, 31_536_000)));
@@ -447,6 +474,9 @@ impl ApiToml {
         }
         if let Some(s) = r.timeout_s {
             o.timeout = std::time::Duration::from_secs(s.min(i32::MAX as u64));
+        }
+        if let Some(p) = &r.requirepass {
+            o.requirepass = Some(p.clone()).filter(|p| !p.is_empty());
         }
         Ok(true)
     }

@@ -761,6 +761,9 @@ fn mysql_options(a: &ApiArgs) -> Result<Option<tern_mysql::MysqlOptions>> {
     if let Some(t) = a.mysql_threads {
         o.threads = t.clamp(1, 256);
     }
+    // root's first password (`tern up --root-password`), passed in the environment rather than
+    // on the command line, where other users of the host could read it.
+    o.root_password = std::env::var("TERN_ROOT_PASSWORD").ok().filter(|p| !p.is_empty());
     Ok(Some(o))
 }
 

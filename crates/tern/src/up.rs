@@ -17,6 +17,32 @@ use std::time::{Duration, Instant};
 /// data directory). A data node that exits so is not restarted: it needs the operator.
 pub const EXIT_STARTUP: i32 = 3;
 /// First pause before a restart; it doubles after each death up to `BACKOFF_MAX`.
+/// root's first password for the front ends `tern up` starts (in their environment, not on their
+/// command line).
+static ROOT_PASSWORD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The password in `<dir>/root-password`, made (random, readable by the owner only) when missing.
+fn generated_root_password(dir: &Path) -> Result<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("root-password");
+    if let Ok(p) = std::fs::read_to_string(&path) {
+        return Ok(p.trim().to_string());
+    }
+    let mut raw = [0u8; 18];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut raw))?;
+    const CHARS: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
+    let p: String = raw.iter().map(|&b| CHARS[b as usize % CHARS.len()] as char).collect();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    writeln!(f, "{p}")?;
+    println!("MySQL root's password was generated and written to {}", path.display());
+    Ok(p)
+}
+
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// A child serving this long counts as healthy again: its next death restarts it at once.
@@ -69,6 +95,11 @@ pub struct UpArgs {
     /// Tern's TOML for the API server's front ends (`tern api --toml`; ports stay the flags').
     #[arg(long)]
     pub api_toml: Option<PathBuf>,
+    /// MySQL root's password, set at the first start (when root has none yet). Without it, a
+    /// MySQL port beyond loopback (`[mysql] listen` in --api-toml) gets a generated one, written
+    /// to `<data-dir>/root-password`.
+    #[arg(long)]
+    pub root_password: Option<String>,
     /// Serve REST, Redis and MySQL from a separate API server process also with one data node
     /// (where by default they run inside the data node's process, with no socket between them).
     #[arg(long)]
@@ -154,6 +185,9 @@ fn spawn_tern(args: &[String]) -> Result<Child> {
     let exe = std::env::current_exe().context("cannot find the tern executable")?;
     let mut cmd = Command::new(exe);
     cmd.args(args).stdin(Stdio::null());
+    if let Some(p) = ROOT_PASSWORD.get() {
+        cmd.env("TERN_ROOT_PASSWORD", p);
+    }
     // SAFETY: prctl is async-signal-safe; the child then dies with its parent.
     unsafe {
         cmd.pre_exec(|| {
@@ -492,6 +526,22 @@ pub fn run(a: UpArgs) -> Result<()> {
         }
         None => None,
     };
+    let mysql_public = match &api_toml {
+        Some(t) => crate::config::ApiToml::load(Path::new(t))?
+            .mysql
+            .and_then(|m| m.listen)
+            .and_then(|l| l.parse::<std::net::SocketAddr>().ok())
+            .is_some_and(|l| !l.ip().is_loopback()),
+        None => false,
+    };
+    let root_password = match &a.root_password {
+        Some(p) => Some(p.clone()),
+        None if mysql_public => Some(generated_root_password(&dir)?),
+        None => None,
+    };
+    if let Some(p) = root_password {
+        let _ = ROOT_PASSWORD.set(p);
+    }
     let single = a.datanodes == 1 && a.replicas == 1;
     let (mut children, addr) = if single {
         // The lightest setup: one data node, no management node; the front ends run inside it

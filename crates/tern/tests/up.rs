@@ -17,8 +17,13 @@ fn up(dir: &std::path::Path, port: u16) -> Child {
 }
 
 fn up_with_rest(dir: &std::path::Path, port: u16, rest: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["up", "--data-dir"])
+    up_command(dir, port, rest).spawn().unwrap()
+}
+
+/// `tern up` of one data node on these ports, its output piped, not started yet.
+fn up_command(dir: &std::path::Path, port: u16, rest: u16) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern"));
+    cmd.args(["up", "--data-dir"])
         .arg(dir)
         .args(["--datanode-port", &port.to_string(), "--rest-port", &rest.to_string()])
         .args(["--redis-port", &free_port().to_string(), "--mysql-port", &free_port().to_string()])
@@ -26,9 +31,8 @@ fn up_with_rest(dir: &std::path::Path, port: u16, rest: u16) -> Child {
         .env("TERN_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .stderr(Stdio::piped());
+    cmd
 }
 
 /// A minimal HTTP POST of a JSON body: (status, body).
@@ -256,6 +260,22 @@ fn busy_port_is_a_clear_error() {
     assert!(!st.success());
     let err = stderr_of(&mut child);
     assert!(err.contains(&format!("port {port} is already in use (REST API)")), "{err}");
+}
+
+/// Redis on an address other than loopback without `requirepass` does not start, and the error
+/// names the setting (issue 14: no front door open to the network without credentials).
+#[test]
+fn redis_on_a_public_address_without_a_password_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("api.toml");
+    std::fs::write(&toml, "[redis]\nlisten = \"0.0.0.0:6379\"\n").unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut child = up_command(&data, free_port(), free_port()).arg("--api-toml").arg(&toml).spawn().unwrap();
+    let st = wait_exit(&mut child, Duration::from_secs(60));
+    assert!(!st.success());
+    let err = stderr_of(&mut child);
+    assert!(err.contains("without a password: set requirepass"), "{err}");
 }
 
 #[test]

@@ -9,6 +9,7 @@ use tern_runtime::{DataNode, DataNodeConfig};
 
 /// Starts a data node and a MySQL server for it (`max_packet` = max_allowed_packet); returns the
 /// server's port.
+#[allow(dead_code)]
 pub fn start(max_packet: usize) -> (tempfile::TempDir, DataNode, u16) {
     start_with(MysqlOptions { max_packet, ..MysqlOptions::default() })
 }

@@ -139,7 +139,6 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("replica-read-only", "yes"),
     ("replica-serve-stale-data", "yes"),
     ("replicaof", ""),
-    ("requirepass", ""),
     ("sanitize-dump-payload", "no"),
     ("server_cpulist", ""),
     ("set-max-intset-entries", "512"),
@@ -208,6 +207,8 @@ const SETTABLE: &[(&str, Kind, i64, i64)] = &[
     // Tern's own: the databases whose writes are answered once on disk on every replica, as
     // `appendfsync always` for those databases only ("0 3"; "" for none).
     (DURABLE_DBS, Kind::Databases, 0, 0),
+    // The default user's password (empty: none); connections already signed in stay so.
+    ("requirepass", Kind::Text, 0, 0),
 ];
 
 /// Tern's per-database `appendfsync always`. Not among `CONFIG GET *`'s answers (which list
@@ -223,6 +224,8 @@ enum Kind {
     Fsync,
     /// Database indexes separated by spaces or commas.
     Databases,
+    /// Any text.
+    Text,
 }
 
 fn fsync_mode(v: &[u8]) -> Option<i64> {
@@ -270,6 +273,7 @@ impl Server {
             ("appendonly", "no".to_string()),
             ("dir", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
             ("io-threads", self.opts.threads.to_string()),
+            ("requirepass", self.acl.requirepass()),
         ]);
         let fsync = if self.client.durable_commits() { "always" } else { "everysec" };
         if let Some(e) = v.iter_mut().find(|(k, _)| *k == "appendfsync") {
@@ -328,6 +332,7 @@ impl Server {
         }
         let mut new: Vec<(&str, i64)> = Vec::new();
         let mut dbs = std::collections::BTreeSet::new();
+        let mut password = None;
         for p in pairs.chunks(2) {
             let name = String::from_utf8_lossy(&p[0]).to_lowercase();
             let Some(&(param, kind, lo, hi)) = SETTABLE.iter().find(|s| s.0 == name) else {
@@ -361,6 +366,10 @@ impl Server {
                     }
                     0
                 }
+                Kind::Text => {
+                    password = Some(String::from_utf8_lossy(&p[1]).into_owned());
+                    0
+                }
             };
             if v < lo || v > hi {
                 return Err(failed(&format!("argument must be between {lo} and {hi} inclusive")));
@@ -375,6 +384,7 @@ impl Server {
                 "proto-max-bulk-len" => self.live.max_bulk.store(v as usize, Ordering::Relaxed),
                 "appendfsync" => self.client.set_durable_commits(v == 2),
                 DURABLE_DBS => self.set_durable_databases(std::mem::take(&mut dbs)),
+                "requirepass" => self.acl.set_requirepass(password.as_deref().unwrap_or_default()),
                 _ => self.live.max_pending.store(v as usize, Ordering::Relaxed),
             }
         }
@@ -399,6 +409,6 @@ mod tests {
     #[test]
     fn defaults_are_sorted_and_unique() {
         assert!(DEFAULTS.windows(2).all(|w| w[0].0 < w[1].0));
-        assert_eq!(DEFAULTS.len() + 11, 192, "redis-server 7.0 has 192 parameters");
+        assert_eq!(DEFAULTS.len() + 12, 192, "redis-server 7.0 has 192 parameters");
     }
 }

@@ -8,6 +8,7 @@
 
 #[macro_use]
 mod transactions;
+mod acl_cmd;
 mod config;
 mod hashes;
 mod keys;
@@ -195,6 +196,7 @@ pub static COMMANDS: &[Spec] = &[
     c("info", -1, 0, 0, 0, Srv),
     c("time", 1, 0, 0, 0, Srv),
     c("memory", -2, 0, 0, 0, Srv),
+    c("acl", -2, 0, 0, 0, Srv),
     // transactions and the connection's state
     c("multi", 1, 0, 0, 0, Control),
     c("exec", 1, 0, 0, 0, Control),
@@ -207,7 +209,7 @@ pub static COMMANDS: &[Spec] = &[
 
 /// Subcommands of container commands with their arities (redis-server 7 checks these before
 /// running or queueing, like a command's own arity).
-const SUBCOMMANDS: &[(&str, &str, i32)] = &[
+pub(crate) static SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("client", "id", 2),
     ("client", "info", 2),
     ("client", "list", -2),
@@ -233,6 +235,17 @@ const SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("memory", "malloc-stats", 2),
     ("memory", "purge", 2),
     ("memory", "help", 2),
+    ("acl", "cat", -2),
+    ("acl", "deluser", -3),
+    ("acl", "getuser", 3),
+    ("acl", "list", 2),
+    ("acl", "setuser", -3),
+    ("acl", "users", 2),
+    ("acl", "whoami", 2),
+    ("acl", "genpass", -2),
+    ("acl", "save", 2),
+    ("acl", "load", 2),
+    ("acl", "help", 2),
 ];
 
 pub fn command_count() -> usize {
@@ -505,6 +518,12 @@ impl Server {
             Ok(s) => s,
             Err(e) => return self.rejected(sess, &args, e, out),
         };
+        if !self.refresh_user(sess) {
+            return false;
+        }
+        if let Err(e) = self.permit(sess, spec, &args) {
+            return self.rejected(sess, &args, e, out);
+        }
         sess.info.last_cmd.store(index_of_spec(spec) as u32, Ordering::Relaxed);
         if sess.multi.is_some() && spec.kind != Kind::Control {
             self.queue(sess, args, out);
@@ -575,6 +594,7 @@ impl Server {
             "hgetall" | "config" | "hello" => resp::Resp3Shape::Map,
             "hrandfield" if a.len() == 4 => resp::Resp3Shape::Pairs,
             "command" if a.get(1).is_some_and(|x| is(x, "docs")) => resp::Resp3Shape::Map,
+            "acl" if a.get(1).is_some_and(|x| is(x, "getuser")) => resp::Resp3Shape::Map,
             "info" => resp::Resp3Shape::Verbatim,
             "client" if a.get(1).is_some_and(|x| is(x, "list") || is(x, "info")) => resp::Resp3Shape::Verbatim,
             "lcs" if a.iter().any(|x| is(x, "idx")) => resp::Resp3Shape::Map,
@@ -624,11 +644,8 @@ impl Server {
                 resp::bulk(out, d.subsec_micros().to_string().as_bytes());
             }
             "memory" => self.memory_cmd(sess, a, out).await?,
-            "auth" => {
-                return Err(err(
-                    "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-                ));
-            }
+            "auth" => self.auth_cmd(sess, a, out)?,
+            "acl" => self.acl_cmd(sess, a, out)?,
             other => return Err(err(format!("ERR unknown command '{other}'"))),
         }
         Ok(())

@@ -91,15 +91,23 @@ fn client_line(c: &ClientInfo, names: &[&str]) -> String {
     }
     let cmd = names.get(c.last_cmd.load(Ordering::Relaxed) as usize).copied().unwrap_or("NULL");
     format!(
-        "id={} addr={} laddr={} fd=-1 name={name} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default redir=-1 resp={}\n",
+        "id={} addr={} laddr={} fd=-1 name={name} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user={} redir=-1 resp={}\n",
         c.id,
         c.addr,
         c.laddr,
         c.created.elapsed().as_secs(),
         c.idle_ms() / 1000,
         c.db.load(Ordering::Relaxed),
+        c.user(),
         c.resp.load(Ordering::Relaxed),
     )
+}
+
+fn check_client_name(n: &[u8]) -> R {
+    if n.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+        return Err(err("ERR Client names cannot contain spaces, newlines or special characters."));
+    }
+    Ok(())
 }
 
 /// CLIENT KILL's filters (the new form).
@@ -109,7 +117,8 @@ struct KillFilter {
     addr: Option<String>,
     laddr: Option<String>,
     skipme: bool,
-    /// TYPE other than normal, or USER other than default: nothing matches.
+    user: Option<String>,
+    /// TYPE other than normal: nothing matches.
     none: bool,
 }
 
@@ -125,15 +134,30 @@ impl Server {
             proto = Some(p == 3);
             i = 2;
         }
+        let mut name = None;
+        let mut auth = None;
         while i < a.len() {
             if is(&a[i], "setname") && i + 1 < a.len() {
-                sess.info.set_name(Some(a[i + 1].clone()));
+                name = Some(&a[i + 1]);
                 i += 2;
             } else if is(&a[i], "auth") && i + 2 < a.len() {
+                auth = Some((&a[i + 1], &a[i + 2]));
                 i += 3;
             } else {
                 return Err(err(format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(&a[i]))));
             }
+        }
+        if let Some((user, pass)) = auth {
+            self.authenticate(sess, user, pass)?;
+        }
+        if !sess.authed {
+            return Err(err(
+                "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+            ));
+        }
+        if let Some(n) = name {
+            check_client_name(n)?;
+            sess.info.set_name(if n.is_empty() { None } else { Some(n.clone()) });
         }
         if let Some(r3) = proto {
             sess.resp3 = r3;
@@ -162,9 +186,7 @@ impl Server {
         let names: Vec<&str> = COMMANDS.iter().map(|c| c.name).collect();
         match String::from_utf8_lossy(&a[1]).to_lowercase().as_str() {
             "setname" => {
-                if a[2].iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
-                    return Err(err("ERR Client names cannot contain spaces, newlines or special characters."));
-                }
+                check_client_name(&a[2])?;
                 sess.info.set_name(if a[2].is_empty() { None } else { Some(a[2].clone()) });
                 resp::simple(out, "OK");
             }
@@ -238,9 +260,10 @@ impl Server {
             } else if is(&p[0], "laddr") {
                 f.laddr = Some(v);
             } else if is(&p[0], "user") {
-                if v != "default" {
+                if self.acl.user(&v).is_none() {
                     return Err(err(format!("ERR No such user '{v}'")));
                 }
+                f.user = Some(v);
             } else if is(&p[0], "skipme") {
                 f.skipme = match v.to_lowercase().as_str() {
                     "yes" => true,
@@ -257,6 +280,7 @@ impl Server {
                 && f.id.is_none_or(|id| id == c.id)
                 && f.addr.as_ref().is_none_or(|a| *a == c.addr.to_string())
                 && f.laddr.as_ref().is_none_or(|a| *a == c.laddr.to_string())
+                && f.user.as_ref().is_none_or(|u| *u == c.user())
                 && !(f.skipme && c.id == sess.id);
             if hit {
                 c.kill();

@@ -530,6 +530,12 @@ impl Server {
                 sess.info.resp.store(2, Ordering::Relaxed);
                 sess.info.set_name(None);
                 sess.info.no_evict.store(false, Ordering::Relaxed);
+                // Back to the default user, signed in only when it needs no password.
+                if let Some(u) = self.acl.user("default") {
+                    sess.authed = u.enabled && u.nopass;
+                    sess.user = u;
+                    sess.info.set_user("default");
+                }
                 resp::simple(out, "RESET");
             }
         }

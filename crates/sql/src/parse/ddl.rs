@@ -45,15 +45,16 @@ impl Parser<'_> {
             loop {
                 let (user, host) = self.user_spec()?;
                 let mut pw = None;
+                let mut plugin = None;
                 if self.eat_kws(&["IDENTIFIED", "BY"]) {
                     pw = Some(self.string()?);
                 } else if self.eat_kws(&["IDENTIFIED", "WITH"]) {
-                    self.ident_or_string()?;
+                    plugin = Some(self.ident_or_string()?.to_ascii_lowercase());
                     if self.eat_kw("BY") {
                         pw = Some(self.string()?);
                     }
                 }
-                users.push((user, host, pw));
+                users.push((user, host, pw, plugin));
                 if !self.eat_sym(",") {
                     break;
                 }
@@ -381,12 +382,13 @@ impl Parser<'_> {
             self.eat_kws(&["IF", "EXISTS"]);
             let (user, host) = self.user_spec()?;
             self.expect_kw("IDENTIFIED")?;
+            let mut plugin = None;
             if self.eat_kw("WITH") {
-                self.ident_or_string()?;
+                plugin = Some(self.ident_or_string()?.to_ascii_lowercase());
             }
             self.expect_kw("BY")?;
             let password = self.string()?;
-            return Ok(Statement::AlterUser { user, host, password });
+            return Ok(Statement::AlterUser { user, host, password, plugin });
         }
         if self.at_kw("DATABASE") || self.at_kw("SCHEMA") {
             self.skip_rest();
