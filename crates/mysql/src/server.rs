@@ -849,7 +849,8 @@ fn put_answer_at(
     let status = sess.status() | more;
     match a {
         Answer::Ok { affected, last_insert_id, info } => {
-            proto::put_packets(out, seq, &proto::ok_packet(affected, last_insert_id, status, 0, &info))
+            let warnings = sess.warnings.len().min(u16::MAX as usize) as u16;
+            proto::put_packets(out, seq, &proto::ok_packet(affected, last_insert_id, status, warnings, &info))
         }
         Answer::LocalInfile(_) => {
             let e = SqlError::new(1295, "HY000", "This command is not supported in this protocol yet");

@@ -98,6 +98,9 @@ pub struct Session {
     pub host: String,
     /// Databases this user may use (None: all).
     pub grants: crate::users::Grants,
+    /// The last statement's warnings (SHOW WARNINGS, the OK packet's count): (level, code,
+    /// message).
+    pub warnings: Vec<(&'static str, u32, String)>,
     pub db: Option<String>,
     pub ts: TxnState,
     pub autocommit: bool,
@@ -235,6 +238,7 @@ const VAR_NAMES: &[&str] = &[
     "server_id",
     "sql_notes",
     "sql_warnings",
+    "sql_quote_show_create",
     "names",
     "sql_log_bin",
     "session_track_schema",
@@ -289,6 +293,7 @@ impl Session {
             user: user.to_string(),
             host: "localhost".into(),
             grants: None,
+            warnings: Vec::new(),
             db: None,
             ts: TxnState::default(),
             autocommit: true,
@@ -373,6 +378,7 @@ impl Session {
             | "unique_checks"
             | "sql_notes"
             | "sql_warnings"
+            | "sql_quote_show_create"
             | "sql_log_bin"
             | "explicit_defaults_for_timestamp"
             | "ndb_use_exact_count"
@@ -669,6 +675,10 @@ impl Session {
 
     /// Runs a COM_QUERY text.
     pub async fn query(&mut self, sql: &str) -> Result<Answer, SqlError> {
+        let head = sql.trim_start().get(..13).unwrap_or("").to_ascii_uppercase();
+        if !(head.starts_with("SHOW WARNINGS") || head.starts_with("SHOW ERRORS") || head.starts_with("SHOW COUNT")) {
+            self.warnings.clear();
+        }
         if let Some((analyze, inner)) = explain_of(sql) {
             return self.explain(inner, analyze).await;
         }
@@ -1125,7 +1135,20 @@ impl Session {
                     Err(e) if e.is(ErrorCode::TableExists) => {
                         Err(SqlError::new(1050, "42S01", format!("Table '{}' already exists", ct.table.name)))
                     }
-                    r => r.map(|_| Answer::ok()),
+                    r => {
+                        r?;
+                        for what in &ct.ignored {
+                            self.warnings.push((
+                                "Warning",
+                                1235,
+                                format!(
+                                    "Tern does not enforce {what} of table `{}`: accepted and ignored",
+                                    ct.table.name
+                                ),
+                            ));
+                        }
+                        Ok(Answer::ok())
+                    }
                 }
             }
             Statement::DropTable { tables, if_exists } => {
@@ -1728,8 +1751,16 @@ impl Session {
             }
             ShowKind::Warnings | ShowKind::Errors => Ok(Answer::Rows {
                 columns: vec![col("Level"), ColumnDef::expr("Code", ty::LONG, 4), col("Message")],
-                rows: Vec::new(),
+                rows: self
+                    .warnings
+                    .iter()
+                    .filter(|w| matches!(kind, ShowKind::Warnings) || w.0 == "Error")
+                    .map(|(level, code, msg)| vec![s(level), Value::Int(*code as i64), s(msg)])
+                    .collect(),
             }),
+            ShowKind::Empty(columns) => {
+                Ok(Answer::Rows { columns: columns.iter().map(|c| col(c)).collect(), rows: Vec::new() })
+            }
             ShowKind::Engines => Ok(Answer::Rows {
                 columns: ["Engine", "Support", "Comment", "Transactions", "XA", "Savepoints"]
                     .into_iter()

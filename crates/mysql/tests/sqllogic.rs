@@ -9,76 +9,9 @@
 
 mod common;
 
-use common::{My, Res, start};
+use common::{My, Res, start, start_mariadb};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
 use tern_mysql::proto;
-
-struct Peer {
-    child: Child,
-    _dir: tempfile::TempDir,
-    port: u16,
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Starts MariaDB (mariadb-server, which `.ci/run` installs), retrying on
-/// another port when the one picked was taken meanwhile.
-fn start_mariadb() -> Peer {
-    for _attempt in 0..3 {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        let st = Command::new("mariadb-install-db")
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", data.display()))
-            .args(["--user=root", "--auth-root-authentication-method=normal"])
-            .output()
-            .expect("mariadb-install-db is needed: apt-get install -y mariadb-server");
-        assert!(st.status.success(), "mariadb-install-db: {}", String::from_utf8_lossy(&st.stderr));
-        let port = free_port();
-        let child = Command::new("mariadbd")
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", data.display()))
-            .arg(format!("--port={port}"))
-            .arg("--bind-address=127.0.0.1")
-            .arg(format!("--socket={}", dir.path().join("sock").display()))
-            .args(["--user=root", "--skip-grant-tables", "--innodb-buffer-pool-size=64M"])
-            .arg(format!("--log-error={}", dir.path().join("err.log").display()))
-            .arg(format!("--pid-file={}", dir.path().join("pid").display()))
-            .spawn()
-            .expect("mariadbd");
-        let mut peer = Peer { child, _dir: dir, port };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = peer.child.try_wait() {
-                break;
-            }
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                let (mut m, r) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
-                // The server answering must be the MariaDB this test started.
-                if r == Res::Ok
-                    && matches!(m.query("SELECT @@version"), Res::Rows(_, ref v) if v[0][0].as_deref().is_some_and(|x| x.contains("MariaDB")))
-                {
-                    return peer;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let log = std::fs::read_to_string(peer._dir.path().join("err.log")).unwrap_or_default();
-        eprintln!("mariadbd did not start on {port}; retrying:\n{log}");
-    }
-    panic!("MariaDB did not start");
-}
 
 /// Statements of a script with their directives: (statement, tern_only, sort).
 fn statements(text: &str) -> Vec<(String, bool, bool)> {

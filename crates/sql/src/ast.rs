@@ -233,6 +233,8 @@ pub struct ColumnSpec {
     pub primary_key: bool,
     pub unique: bool,
     pub comment: Option<String>,
+    /// A column-level REFERENCES or CHECK accepted and not enforced.
+    pub ignored: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -255,6 +257,9 @@ pub struct CreateTable {
     pub partitions: Option<u32>,
     /// `CREATE TABLE t LIKE other`
     pub like: Option<ObjName>,
+    /// FOREIGN KEY and CHECK constraints accepted but not enforced (what they were), for the
+    /// warnings of the statement.
+    pub ignored: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -267,22 +272,48 @@ pub enum AlterOp {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ShowKind {
-    Databases { like: Option<String> },
-    Tables { db: Option<String>, like: Option<String>, full: bool },
-    Columns { table: ObjName, full: bool, like: Option<String> },
+    Databases {
+        like: Option<String>,
+    },
+    Tables {
+        db: Option<String>,
+        like: Option<String>,
+        full: bool,
+    },
+    Columns {
+        table: ObjName,
+        full: bool,
+        like: Option<String>,
+    },
     CreateTable(ObjName),
     CreateDatabase(String),
     Index(ObjName),
-    Variables { global: bool, like: Option<String>, filter: Option<Expr> },
-    Status { like: Option<String> },
+    Variables {
+        global: bool,
+        like: Option<String>,
+        filter: Option<Expr>,
+    },
+    Status {
+        like: Option<String>,
+    },
     Warnings,
     Errors,
     Engines,
-    Collation { like: Option<String> },
-    CharacterSet { like: Option<String> },
-    Processlist { full: bool },
-    TableStatus { like: Option<String> },
+    Collation {
+        like: Option<String>,
+    },
+    CharacterSet {
+        like: Option<String>,
+    },
+    Processlist {
+        full: bool,
+    },
+    TableStatus {
+        like: Option<String>,
+    },
     Grants(Option<String>),
+    /// Objects Tern does not have (events, triggers, stored routines): their columns, no rows.
+    Empty(&'static [&'static str]),
 }
 
 /// `SET` targets.

@@ -8,7 +8,7 @@ use tern_types::schema::Catalog;
 use tern_types::{Column, ColumnType, Table, Value};
 
 pub const DB: &str = "information_schema";
-pub const TABLES: [&str; 4] = ["COLUMNS", "SCHEMATA", "STATISTICS", "TABLES"];
+pub const TABLES: [&str; 6] = ["COLUMNS", "ROUTINES", "SCHEMATA", "STATISTICS", "TABLES", "TRIGGERS"];
 
 fn vc(name: &str) -> Column {
     Column::new(name, ColumnType::VarChar { len: 64 })
@@ -67,6 +67,8 @@ pub fn table(name: &str) -> Option<TableHandle> {
                 vc("COLUMN_KEY"),
                 vc("EXTRA"),
                 Column::new("COLUMN_COMMENT", ColumnType::VarChar { len: 1024 }),
+                // Tern has no generated columns: always empty (mariadb-dump asks for it).
+                Column::new("GENERATION_EXPRESSION", ColumnType::Text),
             ],
         ),
         "STATISTICS" => (
@@ -81,6 +83,35 @@ pub fn table(name: &str) -> Option<TableHandle> {
                 num("SEQ_IN_INDEX"),
                 vc("COLUMN_NAME"),
                 vc("INDEX_TYPE"),
+            ],
+        ),
+        // Tern has neither triggers nor stored routines: empty, for tools that ask (mariadb-dump).
+        "TRIGGERS" => (
+            u32::MAX - 5,
+            vec![
+                vc("TRIGGER_CATALOG"),
+                vc("TRIGGER_SCHEMA"),
+                vc("TRIGGER_NAME"),
+                vc("EVENT_MANIPULATION"),
+                vc("EVENT_OBJECT_CATALOG"),
+                vc("EVENT_OBJECT_SCHEMA"),
+                vc("EVENT_OBJECT_TABLE"),
+                num("ACTION_ORDER"),
+                Column::new("ACTION_STATEMENT", ColumnType::Text),
+                vc("ACTION_TIMING"),
+                vc("DEFINER"),
+            ],
+        ),
+        "ROUTINES" => (
+            u32::MAX - 6,
+            vec![
+                vc("SPECIFIC_NAME"),
+                vc("ROUTINE_CATALOG"),
+                vc("ROUTINE_SCHEMA"),
+                vc("ROUTINE_NAME"),
+                vc("ROUTINE_TYPE"),
+                Column::new("ROUTINE_DEFINITION", ColumnType::Text),
+                vc("DEFINER"),
             ],
         ),
         _ => return None,
@@ -202,6 +233,7 @@ pub fn rows(cat: &Catalog, name: &str) -> Vec<Vec<Value>> {
                         s(&ddl::column_type_text(c)),
                         s(key),
                         s(if c.auto_increment { "auto_increment" } else { "" }),
+                        s(""),
                         s(""),
                     ]);
                 }

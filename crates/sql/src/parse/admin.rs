@@ -143,6 +143,63 @@ impl Parser<'_> {
                 self.ident()?;
             }
             ShowKind::TableStatus { like: self.like_or_where()?.0 }
+        } else if self.at_kw("EVENTS") || self.at_kw("TRIGGERS") {
+            let events = self.eat_kw("EVENTS");
+            if !events {
+                self.eat_kw("TRIGGERS");
+            }
+            if self.eat_kw("FROM") || self.eat_kw("IN") {
+                self.ident()?;
+            }
+            self.like_or_where()?;
+            ShowKind::Empty(if events {
+                &[
+                    "Db",
+                    "Name",
+                    "Definer",
+                    "Time zone",
+                    "Type",
+                    "Execute at",
+                    "Interval value",
+                    "Interval field",
+                    "Starts",
+                    "Ends",
+                    "Status",
+                    "Originator",
+                    "character_set_client",
+                    "collation_connection",
+                    "Database Collation",
+                ]
+            } else {
+                &[
+                    "Trigger",
+                    "Event",
+                    "Table",
+                    "Statement",
+                    "Timing",
+                    "Created",
+                    "sql_mode",
+                    "Definer",
+                    "character_set_client",
+                    "collation_connection",
+                    "Database Collation",
+                ]
+            })
+        } else if self.eat_kws(&["PROCEDURE", "STATUS"]) || self.eat_kws(&["FUNCTION", "STATUS"]) {
+            self.like_or_where()?;
+            ShowKind::Empty(&[
+                "Db",
+                "Name",
+                "Type",
+                "Definer",
+                "Modified",
+                "Created",
+                "Security_type",
+                "Comment",
+                "character_set_client",
+                "collation_connection",
+                "Database Collation",
+            ])
         } else if self.eat_kw("GRANTS") {
             let user = if self.eat_kw("FOR") { Some(self.user_spec()?.0) } else { None };
             ShowKind::Grants(user)

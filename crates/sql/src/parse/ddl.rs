@@ -109,6 +109,7 @@ impl Parser<'_> {
             indexes: Vec::new(),
             options: Vec::new(),
             partition_by_key: None,
+            ignored: Vec::new(),
             partitions: None,
             like: None,
         };
@@ -182,8 +183,14 @@ impl Parser<'_> {
     }
 
     pub(super) fn table_element(&mut self, ct: &mut CreateTable) -> Result<(), ParseError> {
-        if self.eat_kw("CONSTRAINT") && !self.at_kw("PRIMARY") && !self.at_kw("UNIQUE") && !self.at_kw("FOREIGN") {
-            self.ident()?;
+        let mut constraint = None;
+        if self.eat_kw("CONSTRAINT")
+            && !self.at_kw("PRIMARY")
+            && !self.at_kw("UNIQUE")
+            && !self.at_kw("FOREIGN")
+            && !self.at_kw("CHECK")
+        {
+            constraint = Some(self.ident()?);
         }
         if self.eat_kws(&["PRIMARY", "KEY"]) {
             if self.eat_kw("USING") {
@@ -209,13 +216,72 @@ impl Parser<'_> {
             ct.indexes.push(IndexSpec { name, columns, unique, primary: false });
             return Ok(());
         }
-        if self.at_kw("FOREIGN") || self.at_kw("CHECK") {
-            return Err(ParseError::Unsupported(
-                if self.at_kw("CHECK") { "CHECK constraints" } else { "FOREIGN KEY" }.into(),
-            ));
+        // Accepted and not enforced (a dump from MariaDB or MySQL loads; the statement warns).
+        if self.eat_kws(&["FOREIGN", "KEY"]) {
+            let name = if self.at_sym("(") { None } else { Some(self.ident()?) };
+            self.index_columns()?;
+            self.references()?;
+            let name = constraint.or(name).map(|n| format!("`{n}`")).unwrap_or_default();
+            ct.ignored.push(format!("FOREIGN KEY {name}").trim_end().to_string());
+            return Ok(());
         }
-        let c = self.column_spec()?;
+        if self.eat_kw("CHECK") {
+            self.skip_parenthesized()?;
+            let name = constraint.map(|n| format!("`{n}`")).unwrap_or_default();
+            ct.ignored.push(format!("CHECK {name}").trim_end().to_string());
+            return Ok(());
+        }
+        let mut c = self.column_spec()?;
+        if let Some(what) = c.ignored.take() {
+            ct.ignored.push(what);
+        }
         ct.columns.push(c);
+        Ok(())
+    }
+
+    /// `REFERENCES t (cols) [MATCH FULL|PARTIAL|SIMPLE] [ON DELETE|UPDATE action]...`, read and
+    /// dropped.
+    fn references(&mut self) -> Result<(), ParseError> {
+        self.expect_kw("REFERENCES")?;
+        self.obj_name()?;
+        if self.at_sym("(") {
+            self.index_columns()?;
+        }
+        loop {
+            if self.eat_kw("MATCH") {
+                self.ident()?;
+            } else if self.eat_kw("ON") {
+                if !self.eat_kw("DELETE") {
+                    self.expect_kw("UPDATE")?;
+                }
+                if !(self.eat_kw("RESTRICT") || self.eat_kw("CASCADE")) {
+                    if self.eat_kw("SET") {
+                        if !self.eat_kw("NULL") {
+                            self.expect_kw("DEFAULT")?;
+                        }
+                    } else {
+                        self.expect_kw("NO")?;
+                        self.expect_kw("ACTION")?;
+                    }
+                }
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    /// A parenthesized expression read and dropped (CHECK constraints).
+    fn skip_parenthesized(&mut self) -> Result<(), ParseError> {
+        self.expect_sym("(")?;
+        let mut depth = 1;
+        while depth > 0 {
+            match self.next() {
+                None => return Err(self.error()),
+                Some(Tok::Sym("(")) => depth += 1,
+                Some(Tok::Sym(")")) => depth -= 1,
+                Some(_) => {}
+            }
+        }
         Ok(())
     }
 
@@ -243,6 +309,7 @@ impl Parser<'_> {
             primary_key: false,
             unique: false,
             comment: None,
+            ignored: None,
         };
         loop {
             if self.eat_kws(&["NOT", "NULL"]) {
@@ -278,8 +345,12 @@ impl Parser<'_> {
                 c.ty.unsigned = true;
             } else if self.at_kw("GENERATED") || self.at_kw("AS") {
                 return Err(ParseError::Unsupported("generated columns".into()));
-            } else if self.at_kw("REFERENCES") || self.at_kw("CHECK") {
-                return Err(ParseError::Unsupported("FOREIGN KEY".into()));
+            } else if self.at_kw("REFERENCES") {
+                self.references()?;
+                c.ignored = Some(format!("REFERENCES on `{}`", c.name));
+            } else if self.eat_kw("CHECK") {
+                self.skip_parenthesized()?;
+                c.ignored = Some(format!("CHECK on `{}`", c.name));
             } else {
                 return Ok(c);
             }
@@ -397,6 +468,13 @@ impl Parser<'_> {
         self.eat_kw("ONLINE");
         self.expect_kw("TABLE")?;
         let table = self.obj_name()?;
+        // MyISAM's non-unique index switch, in every mysqldump file: nothing to do here.
+        if (self.at_kw("DISABLE") || self.at_kw("ENABLE"))
+            && self.toks.get(self.pos + 1).is_some_and(|t| t.0.is_kw("KEYS"))
+        {
+            self.pos += 2;
+            return Ok(Statement::Noop);
+        }
         let mut ops = Vec::new();
         loop {
             if self.eat_kw("ADD") {
@@ -408,6 +486,7 @@ impl Parser<'_> {
                         indexes: Vec::new(),
                         options: Vec::new(),
                         partition_by_key: None,
+                        ignored: Vec::new(),
                         partitions: None,
                         like: None,
                     };
