@@ -1370,3 +1370,18 @@ async fn sleep(d: Duration) {
     }
     Sleep { until: std::time::Instant::now() + d, armed: false }.await
 }
+
+/// Fills `buf` from the OS's random source (getrandom(2)): challenges, salts, generated
+/// passwords and keys.
+pub fn os_random(buf: &mut [u8]) {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: writes at most the remaining bytes of `buf`.
+        let n = unsafe { libc::getrandom(buf[got..].as_mut_ptr().cast(), buf.len() - got, 0) };
+        if n > 0 {
+            got += n as usize;
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            panic!("the OS random source failed: {}", std::io::Error::last_os_error());
+        }
+    }
+}

@@ -61,8 +61,8 @@ impl Default for MysqlOptions {
     }
 }
 
-/// SHA256(SHA256(password)) by (user, stored password).
-type Sha2Cache = std::collections::HashMap<(String, Vec<u8>), [u8; 32]>;
+/// By user: the stored password it was cached for and SHA256(SHA256(password)).
+type Sha2Cache = std::collections::HashMap<String, (Vec<u8>, [u8; 32])>;
 
 pub struct MysqlServer {
     pub client: Client,
@@ -74,7 +74,7 @@ pub struct MysqlServer {
     busy: std::sync::atomic::AtomicUsize,
     tls: Option<Arc<tern_client::tls::Reloading>>,
     /// `caching_sha2_password`: SHA256(SHA256(password)) of accounts that signed in fully on this
-    /// server, by user and stored password (a changed password misses).
+    /// server (a changed stored password misses, and the entry is replaced at the next full one).
     sha2_cache: std::sync::Mutex<Sha2Cache>,
 }
 
@@ -535,8 +535,13 @@ impl MysqlServer {
                 None => auth.is_empty(),
                 Some(_) if auth.is_empty() => false,
                 Some(stored) => {
-                    let key = (hr.user.clone(), stored.clone());
-                    let cached = self.sha2_cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied();
+                    let cached = self
+                        .sha2_cache
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(&hr.user)
+                        .filter(|(for_stored, _)| for_stored == stored)
+                        .map(|(_, h)| *h);
                     match cached {
                         Some(c) => {
                             // The challenge went out with a trailing NUL in the auth switch, and
@@ -577,7 +582,8 @@ impl MysqlServer {
                             let good = proto::sha2_stored_ok(&text, pw);
                             if good {
                                 let h = tern_types::sha256::sha256(&tern_types::sha256::sha256(pw));
-                                self.sha2_cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, h);
+                                let mut cache = self.sha2_cache.lock().unwrap_or_else(|e| e.into_inner());
+                                cache.insert(hr.user.clone(), (stored.clone(), h));
                             }
                             good
                         }
@@ -698,24 +704,10 @@ impl MysqlServer {
 /// it ahead could replay a recorded `mysql_native_password` answer.
 fn fill_scramble(s: &mut [u8; 20]) {
     let mut raw = [0u8; 20];
-    random_bytes(&mut raw);
+    tern_client::os_random(&mut raw);
     for (b, r) in s.iter_mut().zip(raw) {
         // Printable, non-NUL bytes, as MySQL servers send.
         *b = 0x21 + r % 0x5e;
-    }
-}
-
-/// Bytes from the OS's random source (getrandom(2)).
-pub(crate) fn random_bytes(raw: &mut [u8]) {
-    let mut got = 0;
-    while got < raw.len() {
-        // SAFETY: writes at most the remaining bytes of `raw`.
-        let n = unsafe { libc::getrandom(raw[got..].as_mut_ptr().cast(), raw.len() - got, 0) };
-        if n > 0 {
-            got += n as usize;
-        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            panic!("the OS random source failed: {}", std::io::Error::last_os_error());
-        }
     }
 }
 

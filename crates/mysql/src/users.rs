@@ -59,7 +59,7 @@ impl Plugin {
                 Plugin::Native => Value::Bytes(crate::proto::native_password_hash(p.as_bytes()).to_vec()),
                 Plugin::CachingSha2 => {
                     let mut salt = [0u8; 16];
-                    crate::server::random_bytes(&mut salt);
+                    tern_client::os_random(&mut salt);
                     Value::Bytes(crate::proto::sha2_stored(p.as_bytes(), &salt).into_bytes())
                 }
             },

@@ -297,7 +297,8 @@ pub struct User {
     /// Every entry of `allowed` is true.
     all_commands: bool,
     allkeys: bool,
-    keys: Vec<(u8, Vec<u8>)>,
+    /// Key patterns with their permissions, compiled once (checked at every command).
+    keys: Vec<(u8, Vec<u8>, Glob)>,
     allchannels: bool,
     channels: Vec<Vec<u8>>,
 }
@@ -385,7 +386,7 @@ impl User {
             }
             "allkeys" => {
                 self.allkeys = true;
-                self.keys = vec![(PERM_R | PERM_W, b"*".to_vec())];
+                self.keys = vec![(PERM_R | PERM_W, b"*".to_vec(), Glob::new(b"*", false))];
             }
             "resetkeys" => {
                 self.allkeys = false;
@@ -480,8 +481,8 @@ impl User {
                 if perm == PERM_R | PERM_W && pattern == b"*" {
                     return self.apply(b"allkeys");
                 }
-                if !self.keys.iter().any(|(p, k)| *p == perm && k == pattern) {
-                    self.keys.push((perm, pattern.to_vec()));
+                if !self.keys.iter().any(|(p, k, _)| *p == perm && k == pattern) {
+                    self.keys.push((perm, pattern.to_vec(), Glob::new(pattern, false)));
                 }
             }
             b'&' => {
@@ -543,7 +544,7 @@ impl User {
     }
 
     fn key_allowed(&self, key: &[u8], need: u8) -> bool {
-        self.keys.iter().any(|(perm, pattern)| perm & need == need && Glob::new(pattern, false).matches(key))
+        self.keys.iter().any(|(perm, _, glob)| perm & need == need && glob.matches(key))
     }
 
     /// Does `password` sign this user in?
@@ -558,7 +559,7 @@ impl User {
         let parts: Vec<String> = self
             .keys
             .iter()
-            .map(|(perm, k)| {
+            .map(|(perm, k, _)| {
                 let k = String::from_utf8_lossy(k);
                 match *perm {
                     PERM_R => format!("%R~{k}"),
@@ -726,14 +727,13 @@ pub fn category_commands(cat: &str) -> Option<Vec<String>> {
 }
 
 /// `ACL GENPASS [bits]`: random bits from the OS as hex (256 bits by default).
-pub fn genpass(bits: usize) -> std::io::Result<String> {
-    use std::io::Read;
+pub fn genpass(bits: usize) -> String {
     let chars = bits.div_ceil(4);
     let mut bytes = vec![0u8; chars.div_ceil(2)];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    tern_client::os_random(&mut bytes);
     let mut s: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     s.truncate(chars);
-    Ok(s)
+    s
 }
 
 #[cfg(test)]
@@ -869,9 +869,9 @@ mod tests {
 
     #[test]
     fn genpass_has_the_bits_asked_for() {
-        assert_eq!(genpass(256).unwrap().len(), 64);
-        assert_eq!(genpass(32).unwrap().len(), 8);
-        assert_eq!(genpass(5).unwrap().len(), 2);
-        assert_ne!(genpass(256).unwrap(), genpass(256).unwrap());
+        assert_eq!(genpass(256).len(), 64);
+        assert_eq!(genpass(32).len(), 8);
+        assert_eq!(genpass(5).len(), 2);
+        assert_ne!(genpass(256), genpass(256));
     }
 }

@@ -678,15 +678,12 @@ fn collect_freed_memory() {
 }
 
 fn apikey_create(dbs: &[String], addr: &str) -> Result<()> {
-    use std::io::Read;
     for db in dbs {
         tern_types::schema::check_ident("database", db).map_err(|e| anyhow::anyhow!(e.message))?;
     }
     let c = tern_client::Client::connect(addr).with_context(|| format!("no data node answers at {addr}"))?;
     let mut random = [0u8; 64];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut random))
-        .context("cannot read /dev/urandom")?;
+    tern_client::os_random(&mut random);
     let key = tern_rest::apikey::create_key(&c, dbs, &random)?;
     println!("{key}");
     Ok(())

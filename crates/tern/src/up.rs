@@ -29,7 +29,7 @@ fn generated_root_password(dir: &Path) -> Result<String> {
         return Ok(p.trim().to_string());
     }
     let mut raw = [0u8; 18];
-    std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut raw))?;
+    tern_client::os_random(&mut raw);
     const CHARS: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
     let p: String = raw.iter().map(|&b| CHARS[b as usize % CHARS.len()] as char).collect();
     let mut f = std::fs::OpenOptions::new()

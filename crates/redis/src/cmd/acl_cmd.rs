@@ -179,7 +179,7 @@ impl Server {
                         }
                     },
                 };
-                let p = acl::genpass(bits).map_err(|e| err(format!("ERR cannot read random bytes: {e}")))?;
+                let p = acl::genpass(bits);
                 resp::bulk(out, p.as_bytes());
             }
             "save" | "load" => {
