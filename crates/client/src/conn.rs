@@ -845,6 +845,7 @@ async fn shm_watch_task(sock: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>, co
             return;
         }
         if !socket_alive(std::os::fd::AsRawFd::as_raw_fd(sock.get_ref())) {
+            c.help_read_blocking();
             c.fail_all("the data node closed the connection".into());
             return;
         }
@@ -894,6 +895,8 @@ fn shm_read_loop(ev_fd: std::os::fd::RawFd, sock_fd: std::os::fd::RawFd, conn: s
         let Some(c) = conn.upgrade() else { return };
         c.shm_unpark();
         if p[1].revents != 0 && !socket_alive(sock_fd) {
+            // Replies the node wrote before it closed (an error saying why) come first.
+            c.help_read_blocking();
             c.fail_all("the data node closed the connection".into());
             return;
         }

@@ -102,6 +102,24 @@ pub struct ClientOptions {
     /// TCP, shared memory, or shared memory when the data node is on this host (the default;
     /// the environment variable `TERN_TRANSPORTER` overrides it).
     pub transporter: tern_shm::Transporter,
+    /// The cluster secret to prove when connecting (default: the file named by the
+    /// environment variable `TERN_CLUSTER_SECRET_FILE`, when set and readable).
+    pub cluster_secret: Option<tern_types::secret::ClusterSecret>,
+}
+
+/// The cluster secret of this process's environment (read once); an unreadable file is reported
+/// on standard error and leaves the client without a secret (the data node then refuses it with
+/// a clear error).
+pub fn env_cluster_secret() -> Option<tern_types::secret::ClusterSecret> {
+    static SECRET: std::sync::OnceLock<Option<tern_types::secret::ClusterSecret>> = std::sync::OnceLock::new();
+    SECRET
+        .get_or_init(|| {
+            tern_wire::secret_from_env().unwrap_or_else(|e| {
+                eprintln!("tern: {e}");
+                None
+            })
+        })
+        .clone()
 }
 
 impl Default for ClientOptions {
@@ -113,6 +131,7 @@ impl Default for ClientOptions {
             retry_backoff_first: Duration::from_millis(2),
             retry_backoff_max: Duration::from_millis(500),
             transporter: tern_shm::Transporter::from_env_or(tern_shm::Transporter::Auto),
+            cluster_secret: env_cluster_secret(),
         }
     }
 }
@@ -212,7 +231,11 @@ impl Client {
         opts: ClientOptions,
         local: Option<LocalMaker>,
     ) -> Result<Client> {
-        let hello = Request::Hello { client_name: "tern-client".into(), worker: None };
+        let hello = Request::Hello {
+            client_name: "tern-client".into(),
+            worker: None,
+            proof: opts.cluster_secret.as_ref().map(|s| s.proof()),
+        };
         let (workers, first_worker) = match conn.send(hello)?.wait(&conn, opts.request_timeout)? {
             Reply::Welcome { workers, worker, .. } => (workers.max(1), worker),
             r => return Err(unexpected(r)),
@@ -257,7 +280,11 @@ impl Client {
     fn open(&self, addr: &str, w: Option<u16>) -> Result<(Arc<Conn>, u16)> {
         let opts = &self.inner.opts;
         let c = Conn::open(addr, opts.connect_timeout, opts.transporter)?;
-        let hello = Request::Hello { client_name: "tern-client".into(), worker: w };
+        let hello = Request::Hello {
+            client_name: "tern-client".into(),
+            worker: w,
+            proof: opts.cluster_secret.as_ref().map(|s| s.proof()),
+        };
         match c.send(hello)?.wait(&c, opts.request_timeout)? {
             Reply::Welcome { worker, .. } if w.is_none_or(|w| w == worker) => Ok((c, worker)),
             Reply::Welcome { .. } => Err(TernError::new(ErrorCode::Internal, "node did not move the connection")),

@@ -45,6 +45,16 @@ fn cut(dirs: &[&std::path::Path]) -> Option<u64> {
 }
 
 fn start(id: u16, state: &Arc<ClusterState>, dir: &std::path::Path, recover_to: Option<u64>) -> DataNode {
+    start_with(id, state, dir, recover_to, None)
+}
+
+fn start_with(
+    id: u16,
+    state: &Arc<ClusterState>,
+    dir: &std::path::Path,
+    recover_to: Option<u64>,
+    cluster_secret: Option<tern_types::secret::ClusterSecret>,
+) -> DataNode {
     let port = state.config.data_node(id).unwrap().port;
     let mut node = NodeConfig::in_cluster(id, state.clone(), 64 << 20);
     node.dist.epoch_interval_ms = 20;
@@ -52,6 +62,7 @@ fn start(id: u16, state: &Arc<ClusterState>, dir: &std::path::Path, recover_to: 
     let cfg = DataNodeConfig {
         node,
         listen: format!("127.0.0.1:{port}").parse().unwrap(),
+        cluster_secret,
         ..DataNodeConfig::local(dir, 64 << 20)
     };
     DataNode::start(cfg).unwrap_or_else(|e| panic!("node {id}: {e}"))
@@ -73,6 +84,34 @@ fn table() -> Table {
         ttl: None,
         comment: String::new(),
     }
+}
+
+/// Data nodes with a cluster secret prove it to each other (the peer greeting carries it):
+/// writes through either node reach both replicas.
+#[test]
+fn nodes_with_a_cluster_secret_replicate_to_each_other() {
+    let secret = tern_types::secret::ClusterSecret::new(b"the secret of this cluster").unwrap();
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let state = cluster(&[free_port(), free_port()]);
+    let n1 = start_with(1, &state, d1.path(), None, Some(secret.clone()));
+    let n2 = start_with(2, &state, d2.path(), None, Some(secret.clone()));
+    assert!(n1.wait_started(Duration::from_secs(20)) && n2.wait_started(Duration::from_secs(20)));
+    let opts = || tern_client::ClientOptions { cluster_secret: Some(secret.clone()), ..Default::default() };
+    let c1 = Client::connect_with(&n1.local_addr().to_string(), opts()).unwrap();
+    c1.ddl(DdlReq::CreateDatabase { name: "c".into(), if_not_exists: false }).unwrap();
+    c1.ddl(DdlReq::CreateTable { table: table(), if_not_exists: false }).unwrap();
+    let c2 = Client::connect_with(&n2.local_addr().to_string(), opts()).unwrap();
+    let t2 = c2.table("c", "t").unwrap();
+    let ops: Vec<_> = (0..100).map(|i| t2.write(&[Value::Int(i), Value::str("v")]).unwrap()).collect();
+    c2.blocking().execute(ops).unwrap();
+    for (n, c) in [(1, &c1), (2, &c2)] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while c.status().unwrap().rows != 100 {
+            assert!(std::time::Instant::now() < deadline, "node {n} holds {} rows", c.status().unwrap().rows);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert!(Client::connect(&n1.local_addr().to_string()).is_err(), "no secret, no entry");
 }
 
 #[test]
@@ -233,7 +272,7 @@ fn a_hostile_peer_connection_is_closed_and_the_node_serves_on() {
         let mut s = std::net::TcpStream::connect(&addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut bytes = Vec::new();
-        let hello = tern_wire::PeerHello { node: 2, worker: 0, incarnation: 1, target_incarnation: 1 };
+        let hello = tern_wire::PeerHello { node: 2, worker: 0, incarnation: 1, target_incarnation: 1, proof: None };
         let at = tern_wire::begin_frame(&mut bytes);
         hello.encode(&mut bytes);
         tern_wire::finish_frame(&mut bytes, at);

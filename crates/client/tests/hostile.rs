@@ -30,6 +30,7 @@ fn node(dir: &std::path::Path) -> DataNode {
         idle_hook: None,
         control: None,
         transporter: tern_runtime::Transporter::Auto,
+        cluster_secret: None,
     };
     let n = DataNode::start(cfg).unwrap();
     assert!(n.wait_started(Duration::from_secs(20)));
@@ -292,7 +293,7 @@ fn hostile(shm: bool) {
     // 2. Well-framed requests with random contents: each gets a reply, the connection lives.
     let mut s = Pipe::open(&addr, shm);
     let mut hello = Vec::new();
-    Request::Hello { client_name: "hostile".into(), worker: None }.encode(1, &mut hello);
+    Request::Hello { client_name: "hostile".into(), worker: None, proof: None }.encode(1, &mut hello);
     let mut f = Vec::new();
     encode_frame(&hello, &mut f);
     s.write_all(&f).unwrap();

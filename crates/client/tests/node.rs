@@ -23,6 +23,7 @@ fn config(dir: &std::path::Path, data_memory: u64) -> DataNodeConfig {
         idle_hook: None,
         control: None,
         transporter: tern_runtime::Transporter::Auto,
+        cluster_secret: None,
     }
 }
 
@@ -338,6 +339,65 @@ fn in_process_transport() {
     let t = setup(&c, "local");
     c.blocking().execute(vec![t.insert(&row(1, 42)).unwrap()]).unwrap();
     assert_eq!(read_v(&c, &t, 1), Some(42));
+}
+
+/// With a cluster secret, every connection's first frame must prove it: a client without the
+/// secret or with another one gets AccessDenied (over TCP and shared memory) and is
+/// disconnected, as is a raw peer greeting without the proof; the right secret works. Without a
+/// secret the node refuses to listen beyond loopback.
+#[test]
+fn the_cluster_secret_is_required_on_every_connection() {
+    use std::io::{Read, Write};
+    use tern_client::ClientOptions;
+    use tern_types::secret::ClusterSecret;
+    use tern_wire::{Reply, Request, decode_frame, encode_frame};
+    let secret = ClusterSecret::new(b"a secret of twenty-four b").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), 64 << 20);
+    cfg.cluster_secret = Some(secret.clone());
+    let node = DataNode::start(cfg).expect("start");
+    assert!(node.wait_started(Duration::from_secs(20)));
+    let addr = node.local_addr().to_string();
+    for transporter in [tern_runtime::Transporter::Tcp, tern_runtime::Transporter::Shm] {
+        for (given, why) in
+            [(None, "no cluster secret"), (Some(ClusterSecret::new(b"another secret, also long").unwrap()), "a wrong")]
+        {
+            let opts = ClientOptions { transporter, cluster_secret: given, ..ClientOptions::default() };
+            let e = Client::connect_with(&addr, opts).err().expect("refused");
+            assert_eq!(e.code, ErrorCode::AccessDenied, "{e:?}");
+            assert!(e.message.contains("requires the cluster secret") && e.message.contains(why), "{e:?}");
+            assert!(e.message.contains("TERN_CLUSTER_SECRET_FILE"), "{e:?}");
+        }
+        let opts = ClientOptions { transporter, cluster_secret: Some(secret.clone()), ..ClientOptions::default() };
+        let c = Client::connect_with(&addr, opts).expect("the right secret is let in");
+        let t = setup(&c, &format!("secret_{}", c.transporter()));
+        c.blocking().execute(vec![t.insert(&row(1, 7)).unwrap()]).unwrap();
+        assert_eq!(read_v(&c, &t, 1), Some(7));
+    }
+    // Raw first frames without the proof: a request other than Hello, and a peer's greeting.
+    let mut get_catalog = Vec::new();
+    Request::GetCatalog.encode(5, &mut get_catalog);
+    let mut peer = Vec::new();
+    tern_wire::PeerHello { node: 2, worker: 0, incarnation: 1, target_incarnation: 1, proof: None }.encode(&mut peer);
+    for payload in [get_catalog, peer] {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut f = Vec::new();
+        encode_frame(&payload, &mut f);
+        s.write_all(&f).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).expect("the node closes the connection");
+        let (reply, _) = decode_frame(&got).unwrap().expect("an error frame before the close");
+        match Reply::decode(reply).unwrap().1 {
+            Reply::Error(e) => assert_eq!(e.code, ErrorCode::AccessDenied),
+            r => panic!("{r:?}"),
+        }
+    }
+    drop(node);
+    let mut cfg = config(tempfile::tempdir().unwrap().path(), 1 << 20);
+    cfg.listen = "0.0.0.0:0".parse().unwrap();
+    let e = DataNode::start(cfg).err().expect("refused");
+    assert!(e.contains("without a cluster secret") && e.contains("TERN_CLUSTER_SECRET_FILE"), "{e}");
 }
 
 #[test]

@@ -80,6 +80,8 @@ pub struct MgmClient {
     conn: Option<Conn>,
     next: usize,
     leader_hint: Option<String>,
+    /// The cluster secret's proof sent in `Hello`.
+    proof: Option<[u8; 32]>,
     pub connect_timeout: Duration,
     /// How long one reply may take.
     pub request_timeout: Duration,
@@ -112,6 +114,7 @@ impl MgmClient {
             conn: None,
             next: 0,
             leader_hint: None,
+            proof: None,
             connect_timeout: Duration::from_secs(1),
             request_timeout: Duration::from_secs(6),
             call_timeout: Duration::from_secs(10),
@@ -120,6 +123,12 @@ impl MgmClient {
 
     pub fn with_role(mut self, role: Role) -> MgmClient {
         self.role = role;
+        self
+    }
+
+    /// Proves `secret` when connecting (management nodes with a cluster secret refuse others).
+    pub fn with_secret(mut self, secret: Option<&tern_types::secret::ClusterSecret>) -> MgmClient {
+        self.proof = secret.map(|s| s.proof());
         self
     }
 
@@ -244,11 +253,15 @@ impl MgmClient {
                         magic: proto::PROTOCOL_MAGIC,
                         version: proto::PROTOCOL_VERSION,
                         role: self.role,
+                        proof: self.proof,
                     };
                     proto::write_frame_sync(&mut stream, &proto::encode(&hello))?;
                     let reply = proto::read_frame_sync(&mut stream).map_err(std::io::Error::other)?;
                     return match proto::decode_reply(&reply) {
                         Ok(Reply::Hello { .. }) => Ok(stream),
+                        Ok(Reply::Error(e)) if e.starts_with("access denied") => {
+                            Err(std::io::Error::new(ErrorKind::PermissionDenied, e))
+                        }
                         Ok(Reply::Error(e)) => Err(std::io::Error::other(e)),
                         other => Err(std::io::Error::other(format!("unexpected hello reply {other:?}"))),
                     };
@@ -290,6 +303,11 @@ impl MgmClient {
             }
             let addr = self.pick();
             match self.exchange(&addr, &frame, read_timeout) {
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+                    // Another mgmd would say the same: the secret is wrong or missing.
+                    self.conn = None;
+                    return Err(ControlError::Protocol(format!("{addr}: {e}")));
+                }
                 Err(e) => {
                     last_error = format!("{addr}: {e}");
                     self.conn = None;
@@ -327,9 +345,15 @@ impl MgmClient {
 /// their addresses (`DataNodeSpec::addr`). A native client application hands them to
 /// `tern_client::set_down_nodes` (as the API server does), so its connections leave a failed or
 /// frozen data node as soon as the cluster declares it failed:
-/// `std::thread::spawn(move || watch_down_nodes(mgmds, &tern_client::set_down_nodes, &|| false))`.
-pub fn watch_down_nodes(mgmds: Vec<String>, on_down: &dyn Fn(Vec<String>), stop: &dyn Fn() -> bool) {
-    let mut client = MgmClient::new(mgmds).with_role(Role::Admin);
+/// `std::thread::spawn(move || watch_down_nodes(mgmds, None, &tern_client::set_down_nodes, &|| false))`
+/// (`secret`: the cluster secret, when the mgmds require one).
+pub fn watch_down_nodes(
+    mgmds: Vec<String>,
+    secret: Option<&tern_types::secret::ClusterSecret>,
+    on_down: &dyn Fn(Vec<String>),
+    stop: &dyn Fn() -> bool,
+) {
+    let mut client = MgmClient::new(mgmds).with_role(Role::Admin).with_secret(secret);
     client.call_timeout = Duration::from_secs(3);
     let mut known = 0;
     let mut down: Option<Vec<String>> = None;

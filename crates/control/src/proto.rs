@@ -49,6 +49,8 @@ pub enum Request {
         magic: u32,
         version: u8,
         role: Role,
+        /// The cluster secret's proof (`tern_types::secret`), when the caller has a secret.
+        proof: Option<[u8; 32]>,
     },
     Heartbeat(HeartbeatReq),
     Propose(Command),
@@ -239,7 +241,7 @@ mod tests {
     #[test]
     fn every_request_kind_is_counted() {
         let samples = [
-            Request::Hello { magic: PROTOCOL_MAGIC, version: 1, role: Role::Admin },
+            Request::Hello { magic: PROTOCOL_MAGIC, version: 1, role: Role::DataNode, proof: Some([3; 32]) },
             Request::Heartbeat(HeartbeatReq { node: 1, incarnation: 2, known_version: 3, suspects: vec![4] }),
             Request::Propose(Command::StopNode { node: 1 }),
             Request::GetState,

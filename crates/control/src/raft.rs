@@ -53,13 +53,16 @@ pub fn raft_config() -> openraft::Config {
 }
 
 /// Creates one `PeerClient` per target mgmd.
-pub struct Network;
+pub struct Network {
+    /// The cluster secret's proof this mgmd sends its peers.
+    pub proof: Option<[u8; 32]>,
+}
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> PeerClient {
-        PeerClient { target, addr: node.addr.clone(), stream: None }
+        PeerClient { target, addr: node.addr.clone(), stream: None, proof: self.proof }
     }
 }
 
@@ -68,6 +71,7 @@ pub struct PeerClient {
     target: u64,
     addr: String,
     stream: Option<TcpStream>,
+    proof: Option<[u8; 32]>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +86,12 @@ impl PeerClient {
             .await
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
         stream.set_nodelay(true)?;
-        let hello = Request::Hello { magic: proto::PROTOCOL_MAGIC, version: proto::PROTOCOL_VERSION, role: Role::Peer };
+        let hello = Request::Hello {
+            magic: proto::PROTOCOL_MAGIC,
+            version: proto::PROTOCOL_VERSION,
+            role: Role::Peer,
+            proof: self.proof,
+        };
         proto::write_frame(&mut stream, &proto::encode(&hello)).await?;
         let reply = tokio::time::timeout(ttl, proto::read_frame(&mut stream))
             .await

@@ -53,6 +53,9 @@ pub struct MgmdOptions {
     pub data_dir: PathBuf,
     /// Address to listen on; default: this mgmd's host and port from the config.
     pub bind: Option<String>,
+    /// The cluster secret every connection must prove in its `Hello` (and this mgmd proves to
+    /// the others). Without one the mgmd may only listen on loopback.
+    pub secret: Option<tern_types::secret::ClusterSecret>,
 }
 
 /// Runs a management node until `shutdown` is set. Blocking; builds its own tokio runtime.
@@ -117,6 +120,9 @@ pub fn spawn_mgmd(opts: MgmdOptions) -> anyhow::Result<MgmdHandle> {
     }
 }
 
+/// The environment variable naming the cluster secret's file (as `tern_wire::SECRET_FILE_ENV`).
+pub const SECRET_FILE_ENV: &str = "TERN_CLUSTER_SECRET_FILE";
+
 fn bind(opts: &MgmdOptions) -> anyhow::Result<std::net::TcpListener> {
     let addr =
         match &opts.bind {
@@ -129,6 +135,16 @@ fn bind(opts: &MgmdOptions) -> anyhow::Result<std::net::TcpListener> {
                 format!("{}:{}", me.host, me.port)
             }
         };
+    if opts.secret.is_none() {
+        use std::net::ToSocketAddrs;
+        let resolved = addr.to_socket_addrs().with_context(|| format!("cannot resolve {addr}"))?;
+        if resolved.into_iter().any(|a| !a.ip().is_loopback()) {
+            anyhow::bail!(
+                "refusing to listen on {addr} without a cluster secret: anyone who reaches the port could \
+                 change the cluster. Set {SECRET_FILE_ENV} to a file holding the secret, or listen on 127.0.0.1"
+            );
+        }
+    }
     std::net::TcpListener::bind(&addr).with_context(|| format!("cannot listen on {addr} (is the port taken?)"))
 }
 
@@ -177,6 +193,7 @@ struct Ctx {
     duty: Mutex<LeaderDuty>,
     start: Instant,
     members: Vec<MemberReply>,
+    secret: Option<tern_types::secret::ClusterSecret>,
 }
 
 struct Server {
@@ -190,7 +207,8 @@ impl Server {
         let log = LogStore::open(&opts.data_dir, id)?;
         let (sm, state) = StateMachine::open(&opts.data_dir, ControlState::new(opts.config.clone()))?;
         let config = Arc::new(raft::raft_config().validate().context("raft configuration")?);
-        let raft = Raft::new(id, config, Network, log, sm).await.context("cannot start raft")?;
+        let network = Network { proof: opts.secret.as_ref().map(|s| s.proof()) };
+        let raft = Raft::new(id, config, network, log, sm).await.context("cannot start raft")?;
         let members: BTreeMap<u64, BasicNode> =
             opts.config.mgmds.iter().map(|m| (m.id as u64, BasicNode::new(format!("{}:{}", m.host, m.port)))).collect();
         if !raft.is_initialized().await.context("raft")? {
@@ -208,6 +226,7 @@ impl Server {
             state,
             duty: Mutex::new(LeaderDuty::default()),
             start: Instant::now(),
+            secret: opts.secret.clone(),
             members: members.iter().map(|(id, n)| MemberReply { id: *id, addr: n.addr.clone() }).collect(),
         });
         let tasks = vec![
@@ -398,9 +417,21 @@ async fn serve_conn(ctx: Arc<Ctx>, stream: TcpStream, _permit: OwnedSemaphorePer
             Err(text) => return send_error(&mut wr, text).await,
         };
         let reply = match (role, req) {
-            (None, Request::Hello { magic, version, role: r }) => {
+            (None, Request::Hello { magic, version, role: r, proof }) => {
                 if magic != proto::PROTOCOL_MAGIC {
                     return send_error(&mut wr, format!("bad protocol magic {magic:#x}")).await;
+                }
+                if let Some(s) = &ctx.secret
+                    && !proof.is_some_and(|p| s.verify(&p))
+                {
+                    let why = if proof.is_some() { "a wrong cluster secret" } else { "no cluster secret" };
+                    tracing::warn!("refusing a connection with {why}");
+                    let text = format!(
+                        "access denied: this management node requires the cluster secret and the connection \
+                         presented {why} (set {} to the secret's file)",
+                        SECRET_FILE_ENV
+                    );
+                    return send_error(&mut wr, text).await;
                 }
                 if version != proto::PROTOCOL_VERSION {
                     let text = format!(

@@ -35,8 +35,13 @@ fn config(mgmd_ports: &[u16], data_nodes: u16, replicas: u8, heartbeat_ms: u64, 
 }
 
 fn start(config: &ClusterConfig, id: NodeId, dir: &Path) -> MgmdHandle {
-    let opts =
-        MgmdOptions { config: config.clone(), node_id: id, data_dir: dir.join(format!("mgmd-{id}")), bind: None };
+    let opts = MgmdOptions {
+        config: config.clone(),
+        node_id: id,
+        data_dir: dir.join(format!("mgmd-{id}")),
+        bind: None,
+        secret: None,
+    };
     spawn_mgmd(opts).unwrap()
 }
 
@@ -222,7 +227,7 @@ fn watch_down_nodes_reports_the_data_nodes_that_do_not_serve() {
         let (seen, stop, mgmds) = (seen.clone(), stop.clone(), addrs(&cfg));
         std::thread::spawn(move || {
             let on_down = |d: Vec<String>| seen.lock().unwrap().push(d);
-            tern_control::watch_down_nodes(mgmds, &on_down, &|| stop.load(Ordering::SeqCst));
+            tern_control::watch_down_nodes(mgmds, None, &on_down, &|| stop.load(Ordering::SeqCst));
         })
     };
     wait_for(Duration::from_secs(10), "the first report", || (!seen.lock().unwrap().is_empty()).then_some(()));
@@ -355,6 +360,50 @@ fn a_single_mgmd_restarts_from_its_snapshot_and_log() {
     assert_eq!(after.state.durable_epoch, 1100);
 }
 
+/// Management nodes with a cluster secret: Raft traffic between them proves it (a leader is
+/// elected), clients without it or with another are refused at once with "access denied", and
+/// without a secret an mgmd refuses to listen beyond loopback.
+#[test]
+fn the_cluster_secret_is_required_of_every_connection() {
+    use tern_types::secret::ClusterSecret;
+    let secret = ClusterSecret::new(b"management secret, 32 bytes long").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&free_ports(3), 2, 2, 100, 600);
+    let _mgmds: Vec<MgmdHandle> = (0..3)
+        .map(|i| {
+            let id = 65 + i;
+            let data_dir = dir.path().join(format!("mgmd-{id}"));
+            let opts =
+                MgmdOptions { config: cfg.clone(), node_id: id, data_dir, bind: None, secret: Some(secret.clone()) };
+            spawn_mgmd(opts).unwrap()
+        })
+        .collect();
+    let mut c = MgmClient::new(addrs(&cfg)).with_secret(Some(&secret));
+    wait_for(Duration::from_secs(15), "a leader", || c.status().ok().and_then(|s| s.leader));
+    c.propose(Command::SetDurableEpoch { epoch: 5 }).unwrap();
+    let other = ClusterSecret::new(b"not the management secret at all").unwrap();
+    for (mut client, why) in [
+        (MgmClient::new(addrs(&cfg)), "no cluster secret"),
+        (MgmClient::new(addrs(&cfg)).with_secret(Some(&other)), "a wrong cluster secret"),
+    ] {
+        let t0 = Instant::now();
+        match client.status() {
+            Err(ControlError::Protocol(e)) => assert!(e.contains("access denied") && e.contains(why), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "refused at once, not retried");
+    }
+    let opts = MgmdOptions {
+        config: cfg.clone(),
+        node_id: 65,
+        data_dir: dir.path().join("public"),
+        bind: Some("0.0.0.0:0".into()),
+        secret: None,
+    };
+    let e = spawn_mgmd(opts).err().expect("refused").to_string();
+    assert!(e.contains("without a cluster secret") && e.contains("TERN_CLUSTER_SECRET_FILE"), "{e}");
+}
+
 #[test]
 fn a_foreign_data_dir_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -362,7 +411,7 @@ fn a_foreign_data_dir_is_refused() {
     let data = dir.path().join("mgmd-65");
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(data.join("sysfile"), b"a data node's file").unwrap();
-    let opts = MgmdOptions { config: cfg, node_id: 65, data_dir: data, bind: None };
+    let opts = MgmdOptions { config: cfg, node_id: 65, data_dir: data, bind: None, secret: None };
     let e = spawn_mgmd(opts).err().expect("must fail").to_string();
     assert!(e.contains("not a Tern management node directory"), "{e}");
 }
@@ -373,7 +422,12 @@ fn raw_error(addr: &str, hello: bool, bytes: &[u8]) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     if hello {
-        let h = Request::Hello { magic: proto::PROTOCOL_MAGIC, version: proto::PROTOCOL_VERSION, role: Role::Admin };
+        let h = Request::Hello {
+            magic: proto::PROTOCOL_MAGIC,
+            version: proto::PROTOCOL_VERSION,
+            role: Role::Admin,
+            proof: None,
+        };
         s.write_all(&proto::encode(&h)).unwrap();
         let reply = proto::read_frame_sync(&mut s).unwrap();
         assert!(matches!(proto::decode_reply(&reply).unwrap(), Reply::Hello { mgmd: 65, .. }));
@@ -404,7 +458,7 @@ fn bad_input_gets_an_error_and_the_mgmd_stays_up() {
     assert!(e.contains("malformed"), "{e}");
     let e = raw_error(addr, false, &proto::encode(&Request::GetState));
     assert!(e.contains("first request must be Hello"), "{e}");
-    let bad_hello = Request::Hello { magic: 1, version: proto::PROTOCOL_VERSION, role: Role::Admin };
+    let bad_hello = Request::Hello { magic: 1, version: proto::PROTOCOL_VERSION, role: Role::Admin, proof: None };
     assert!(raw_error(addr, false, &proto::encode(&bad_hello)).contains("magic"));
     let e = raw_error(addr, true, &proto::encode(&Request::RaftVote(vec![1, 2, 3])));
     assert!(e.contains("role Peer"), "{e}");

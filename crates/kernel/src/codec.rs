@@ -1062,7 +1062,7 @@ mod tests {
             partition: Some(2),
             ..ScanReq::table(7)
         });
-        [txn_req, scan_req, Request::Hello { client_name: "rest-1".into(), worker: Some(3) }]
+        [txn_req, scan_req, Request::Hello { client_name: "rest-1".into(), worker: Some(3), proof: Some([9; 32]) }]
             .into_iter()
             .enumerate()
             .map(|(i, req)| Signal::ClientRequest { client: 5, req_id: 100 + i as u64, req })

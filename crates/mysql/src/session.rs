@@ -477,7 +477,7 @@ impl Session {
         let Some(c) = self.conns.get(id) else {
             return Err(SqlError::new(1094, "HY000", format!("Unknown thread id: {id}")));
         };
-        if c.activity().user != self.user && self.grants.is_some() {
+        if c.activity().user != self.user && !self.is_admin() {
             return Err(SqlError::new(1095, "HY000", format!("You are not owner of thread {id}")));
         }
         c.kill(!query);
@@ -490,7 +490,7 @@ impl Session {
         let mut rows = Vec::new();
         for c in self.conns.list() {
             let a = c.activity();
-            if self.grants.is_some() && a.user != self.user {
+            if !self.is_admin() && a.user != self.user {
                 continue;
             }
             let info = a.info.map(|i| if full { i } else { i.chars().take(crate::conns::INFO_SHORT).collect() });
@@ -539,20 +539,83 @@ impl Session {
     /// Whether this user may use database `db` (1044 otherwise).
     pub fn check_db(&self, db: &str) -> Result<(), SqlError> {
         match &self.grants {
-            Some(list) if !db.eq_ignore_ascii_case(tern_sql::infoschema::DB) && !list.iter().any(|d| d == db) => {
-                Err(SqlError::new(
-                    1044,
-                    "42000",
-                    format!("Access denied for user '{}'@'{}' to database '{db}'", self.user, self.host),
-                ))
-            }
+            Some(p) if !db.eq_ignore_ascii_case(tern_sql::infoschema::DB) && !p.sees_db(db) => Err(SqlError::new(
+                1044,
+                "42000",
+                format!("Access denied for user '{}'@'{}' to database '{db}'", self.user, self.host),
+            )),
             _ => Ok(()),
         }
     }
 
+    /// Whether this user may administer (root, or a global GRANT OPTION).
+    pub fn is_admin(&self) -> bool {
+        self.grants.as_ref().is_none_or(|p| p.is_admin())
+    }
+
+    /// Needs `need` (`tern_sql::privs` bits) on table `db.t`: MySQL's 1142 otherwise.
+    pub fn check_table(&self, db: &str, t: &str, need: u16) -> Result<(), SqlError> {
+        let Some(p) = &self.grants else { return Ok(()) };
+        if db.eq_ignore_ascii_case(tern_sql::infoschema::DB) {
+            return Ok(());
+        }
+        let missing = need & !p.on_table(db, t);
+        if missing == 0 {
+            return Ok(());
+        }
+        Err(SqlError::new(
+            1142,
+            "42000",
+            format!(
+                "{} command denied to user '{}'@'{}' for table '{t}'",
+                tern_sql::privs::command(missing),
+                self.user,
+                self.host
+            ),
+        ))
+    }
+
+    /// Whether SHOW TABLES lists `db.t` for this user (any privilege on it).
+    fn sees_table(&self, db: &str, t: &str) -> bool {
+        db.eq_ignore_ascii_case(tern_sql::infoschema::DB)
+            || self.grants.as_ref().is_none_or(|p| p.on_table(db, t) & tern_sql::privs::ALL != 0)
+    }
+
+    /// Needs `need` on database `db` as a whole (CREATE/DROP DATABASE): MySQL's 1044 otherwise.
+    fn check_db_priv(&self, db: &str, need: u16) -> Result<(), SqlError> {
+        match &self.grants {
+            Some(p) if need & !p.on_db(db) != 0 => Err(SqlError::new(
+                1044,
+                "42000",
+                format!("Access denied for user '{}'@'{}' to database '{db}'", self.user, self.host),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// What the analytic engine may read for this user.
+    fn engine_access(&self) -> tern_sql::engine::Access {
+        // Every database: a table the user may not read fails with 1142 (as MySQL), not "no
+        // such table".
+        let dbs = self.client.databases();
+        let Some(p) = self.grants.clone() else { return tern_sql::engine::Access::dbs(dbs) };
+        let (user, host) = (self.user.clone(), self.host.clone());
+        let check: tern_sql::engine::TableCheck = std::sync::Arc::new(move |db: &str, t: &str| {
+            if p.on_table(db, t) & tern_sql::privs::SELECT != 0 {
+                return Ok(());
+            }
+            Err(SqlError::new(
+                1142,
+                "42000",
+                format!("SELECT command denied to user '{user}'@'{host}' for table '{t}'"),
+            ))
+        });
+        tern_sql::engine::Access { dbs, table_check: Some(check) }
+    }
+
     /// Account statements need a global grant.
     fn check_admin(&self, what: &str) -> Result<(), SqlError> {
-        if self.grants.is_some() {
+        if !self.is_admin() {
             return Err(SqlError::new(
                 1227,
                 "42000",
@@ -645,7 +708,10 @@ impl Session {
     }
 
     fn make_plan(&self, stmt: &Statement) -> Result<Plan, SqlError> {
-        let cat = CatalogView { sess: self };
+        let mut cat = CatalogView::new(self);
+        if self.grants.is_some() {
+            cat.target = self.target_of(stmt);
+        }
         let db = self.db.as_deref();
         let plan = match &stmt {
             Statement::Select(q) => Plan::Select(Box::new(plan::plan_select(q, &cat, db)?)),
@@ -671,6 +737,24 @@ impl Session {
             _ => Plan::Other,
         };
         Ok(plan)
+    }
+
+    /// The table an INSERT, UPDATE or DELETE writes and the privileges it needs there (INSERT;
+    /// REPLACE also DELETE; ON DUPLICATE KEY UPDATE also UPDATE; UPDATE or DELETE, and SELECT
+    /// too when a WHERE clause reads the table). Every other table a statement reads needs
+    /// SELECT (`CatalogView`).
+    fn target_of(&self, stmt: &Statement) -> Option<(String, String, u16)> {
+        use tern_sql::privs::{DELETE, INSERT, SELECT, UPDATE};
+        let (t, need) = match stmt {
+            Statement::Insert(i) => {
+                (&i.table, INSERT | if i.replace { DELETE } else { 0 } | if i.on_dup.is_empty() { 0 } else { UPDATE })
+            }
+            Statement::Update(u) => (&u.table, UPDATE | if u.filter.is_some() { SELECT } else { 0 }),
+            Statement::Delete(d) => (&d.table, DELETE | if d.filter.is_some() { SELECT } else { 0 }),
+            _ => return None,
+        };
+        let db = t.db.clone().or_else(|| self.db.clone())?;
+        Some((db, t.name.clone(), need))
     }
 
     /// Runs a COM_QUERY text.
@@ -787,7 +871,7 @@ impl Session {
 
     async fn engine_explain(&mut self, sql: &str, analyze: bool) -> Result<String, SqlError> {
         self.interrupt.statement_starts();
-        let allowed: Vec<String> = self.client.databases().into_iter().filter(|d| self.check_db(d).is_ok()).collect();
+        let allowed = self.engine_access();
         let mut budget = self.budget(true);
         tern_sql::engine::explain(&self.client, self.db.as_deref(), sql, &allowed, &mut budget, analyze).await
     }
@@ -804,7 +888,7 @@ impl Session {
     ) -> Result<Answer, SqlError> {
         self.interrupt.statement_starts();
         self.engine_queries += 1;
-        let allowed: Vec<String> = self.client.databases().into_iter().filter(|d| self.check_db(d).is_ok()).collect();
+        let allowed = self.engine_access();
         let mut budget = self.budget(true);
         let r = tern_sql::engine::query(&self.client, self.db.as_deref(), sql, &allowed, &mut budget).await;
         match r {
@@ -1085,7 +1169,7 @@ impl Session {
                 Ok(Answer::ok())
             }
             Statement::CreateDatabase { name, if_not_exists } => {
-                self.check_db(name)?;
+                self.check_db_priv(name, tern_sql::privs::CREATE)?;
                 match self.ddl(DdlReq::CreateDatabase { name: name.clone(), if_not_exists: *if_not_exists }).await {
                     Err(e) if e.is(ErrorCode::DatabaseExists) => {
                         Err(SqlError::new(1007, "HY000", format!("Can't create database '{name}'; database exists")))
@@ -1094,7 +1178,7 @@ impl Session {
                 }
             }
             Statement::DropDatabase { name, if_exists } => {
-                self.check_db(name)?;
+                self.check_db_priv(name, tern_sql::privs::DROP)?;
                 match self.ddl(DdlReq::DropDatabase { name: name.clone(), if_exists: *if_exists }).await {
                     Err(e) if e.is(ErrorCode::NoSuchDatabase) => Err(SqlError::new(
                         1008,
@@ -1112,11 +1196,12 @@ impl Session {
             }
             Statement::CreateTable(ct) => {
                 let db = self.need_db(ct.table.db.as_deref())?;
-                self.check_db(&db)?;
+                self.check_table(&db, &ct.table.name, tern_sql::privs::CREATE)?;
                 self.known_db(&db).await?;
                 let table = match &ct.like {
                     Some(other) => {
                         let src = self.table(Some(other.db.as_deref().unwrap_or(&db)), &other.name)?;
+                        self.check_table(&src.table.database, &src.table.name, tern_sql::privs::SELECT)?;
                         let mut t = (*src.table).clone();
                         t.id = 0;
                         t.database = db.clone();
@@ -1155,7 +1240,7 @@ impl Session {
                 let mut missing = Vec::new();
                 for t in tables {
                     let db = self.need_db(t.db.as_deref())?;
-                    self.check_db(&db)?;
+                    self.check_table(&db, &t.name, tern_sql::privs::DROP)?;
                     match self
                         .ddl(DdlReq::DropTable { database: db.clone(), name: t.name.clone(), if_exists: *if_exists })
                         .await
@@ -1171,6 +1256,7 @@ impl Session {
             }
             Statement::CreateIndex { table, index } => {
                 let db = self.need_db(table.db.as_deref())?;
+                self.check_table(&db, &table.name, tern_sql::privs::INDEX)?;
                 let h = self.table(Some(&db), &table.name)?;
                 let idx = ddl::index_of(&h.table, index)?;
                 self.ddl(DdlReq::CreateIndex { database: db, table: table.name.clone(), index: idx }).await?;
@@ -1178,12 +1264,14 @@ impl Session {
             }
             Statement::DropIndex { table, name } => {
                 let db = self.need_db(table.db.as_deref())?;
+                self.check_table(&db, &table.name, tern_sql::privs::INDEX)?;
                 self.table(Some(&db), &table.name)?;
                 self.ddl(DdlReq::DropIndex { database: db, table: table.name.clone(), name: name.clone() }).await?;
                 Ok(Answer::ok())
             }
             Statement::AlterTable { table, ops } => {
                 let db = self.need_db(table.db.as_deref())?;
+                self.check_table(&db, &table.name, tern_sql::privs::ALTER)?;
                 let h = self.table(Some(&db), &table.name)?;
                 for op in ops {
                     match op {
@@ -1218,6 +1306,7 @@ impl Session {
             }
             Statement::Truncate(t) => {
                 let db = self.need_db(t.db.as_deref())?;
+                self.check_table(&db, &t.name, tern_sql::privs::DROP)?;
                 let h = self.table(Some(&db), &t.name)?;
                 self.truncate(&h).await?;
                 Ok(Answer::ok())
@@ -1293,9 +1382,41 @@ impl Session {
                 }
                 Ok(Answer::ok())
             }
-            Statement::Grant { db, user, host, revoke } => {
-                self.check_admin("GRANT OPTION")?;
-                crate::users::grant(&self.client, db, user, host, *revoke).await?;
+            Statement::Grant { privs, level, user, host, revoke } => {
+                let key = match level {
+                    Some(l) => Some(crate::users::level_key(l, self.db.as_deref())?),
+                    None => None,
+                };
+                // MySQL's rule: GRANT OPTION at the level, and every privilege passed on held
+                // there; REVOKE ALL ... FROM needs the administrator.
+                if let Some(p) = &self.grants {
+                    let held = match &key {
+                        Some((d, _)) if d == "*" => p.global,
+                        Some((d, t)) if t == "*" => p.on_db(d),
+                        Some((d, t)) => p.on_table(d, t),
+                        None => 0,
+                    };
+                    if held & tern_sql::privs::GRANT == 0 || *privs & !held != 0 {
+                        if let Some((_, t)) = key.as_ref().filter(|(d, t)| d != "*" && t != "*") {
+                            return Err(SqlError::new(
+                                1142,
+                                "42000",
+                                format!("GRANT command denied to user '{}'@'{}' for table '{t}'", self.user, self.host),
+                            ));
+                        }
+                        return Err(SqlError::new(
+                            1044,
+                            "42000",
+                            format!(
+                                "Access denied for user '{}'@'{}' to database '{}'",
+                                self.user,
+                                self.host,
+                                key.as_ref().map_or("*", |k| k.0.as_str())
+                            ),
+                        ));
+                    }
+                }
+                crate::users::grant(&self.client, *privs, key, user, host, *revoke).await?;
                 Ok(Answer::ok())
             }
             Statement::AlterUser { user, host, password, plugin } => {
@@ -1315,6 +1436,7 @@ impl Session {
                     ));
                 }
                 let h = self.table(ld.table.db.as_deref(), &ld.table.name)?;
+                self.check_table(&h.table.database, &h.table.name, tern_sql::privs::INSERT)?;
                 Ok(Answer::LocalInfile(Box::new(tern_sql::load::LoadJob::new((**ld).clone(), h)?)))
             }
             Statement::Select(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
@@ -1383,7 +1505,17 @@ impl Session {
     }
 
     pub fn table(&self, db: Option<&str>, name: &str) -> Result<TableHandle, SqlError> {
-        CatalogView { sess: self }.table(db, name)
+        let h = CatalogView { sess: self, target: None, check: false }.table(db, name)?;
+        // Statements that change a table checked their own privilege; the others (SHOW
+        // COLUMNS, SHOW CREATE TABLE, SHOW INDEX, COM_FIELD_LIST) need any privilege on it.
+        if !self.sees_table(&h.table.database, &h.table.name) {
+            return Err(SqlError::new(
+                1142,
+                "42000",
+                format!("SELECT command denied to user '{}'@'{}' for table '{}'", self.user, self.host, h.table.name),
+            ));
+        }
+        Ok(h)
     }
 
     /// ALTER TABLE ADD/DROP COLUMN by copying (MySQL's ALGORITHM=COPY without its table lock):
@@ -1499,14 +1631,14 @@ impl Session {
         let mut tmp_def = def.clone();
         tmp_def.name = tmp_name.clone();
         self.ddl(DdlReq::CreateTable { table: tmp_def, if_not_exists: false }).await?;
-        let tmp = self.table(Some(&db), &tmp_name)?;
+        let tmp = CatalogView { sess: self, target: None, check: false }.table(Some(&db), &tmp_name)?;
         let map = |r: &[Value]| -> Vec<Value> {
             from_old.iter().zip(&fill).map(|(o, f)| o.map(|i| r[i].clone()).unwrap_or_else(|| f.clone())).collect()
         };
         self.copy_rows(h, &tmp, &map).await?;
         self.ddl(DdlReq::DropTable { database: db.clone(), name: old.name.clone(), if_exists: false }).await?;
         self.ddl(DdlReq::CreateTable { table: def, if_not_exists: false }).await?;
-        let fresh = self.table(Some(&db), &old.name)?;
+        let fresh = CatalogView { sess: self, target: None, check: false }.table(Some(&db), &old.name)?;
         self.copy_rows(&tmp, &fresh, &|r: &[Value]| r.to_vec()).await?;
         self.ddl(DdlReq::DropTable { database: db, name: tmp_name, if_exists: false }).await?;
         Ok(())
@@ -1606,7 +1738,7 @@ impl Session {
                     self.client.tables(&db)
                 };
                 tables.sort();
-                tables.retain(|t| like_ok(like, t));
+                tables.retain(|t| like_ok(like, t) && self.sees_table(&db, t));
                 let mut columns = vec![col(&format!("Tables_in_{db}"))];
                 if *full {
                     columns.push(col("Table_type"));
@@ -1822,7 +1954,7 @@ impl Session {
                 tables.sort();
                 let rows = tables
                     .into_iter()
-                    .filter(|t| like_ok(like, t))
+                    .filter(|t| like_ok(like, t) && self.sees_table(&db, t))
                     .map(|t| vec![s(&t), s("ndbcluster"), Value::Int(10), s("Dynamic")])
                     .collect();
                 Ok(Answer::Rows {
@@ -1842,9 +1974,7 @@ impl Session {
                 };
                 let rows = match grants {
                     None => vec![format!("GRANT ALL PRIVILEGES ON *.* TO `{user}`@`%` WITH GRANT OPTION")],
-                    Some(dbs) => std::iter::once(format!("GRANT USAGE ON *.* TO `{user}`@`%`"))
-                        .chain(dbs.iter().map(|d| format!("GRANT ALL PRIVILEGES ON `{d}`.* TO `{user}`@`%`")))
-                        .collect(),
+                    Some(p) => p.describe(&user),
                 };
                 Ok(Answer::Rows {
                     columns: vec![col(&format!("Grants for {user}@%"))],
@@ -1878,7 +2008,7 @@ fn plan_const(e: &Expr, sess: &Session) -> Result<plan::X, SqlError> {
         items: vec![SelectItem::Expr { e: e.clone(), alias: None, text: String::new() }],
         ..Select::default()
     };
-    let p = plan::plan_select(&q, &CatalogView { sess }, sess.db.as_deref())?;
+    let p = plan::plan_select(&q, &CatalogView::new(sess), sess.db.as_deref())?;
     Ok(p.items.into_iter().next().expect("one item"))
 }
 
@@ -1888,9 +2018,21 @@ enum W<'p> {
     Delete(&'p ModifyPlan),
 }
 
-/// Table lookups for the planner (refreshing the catalog once for unknown tables).
+/// Table lookups for the planner (refreshing the catalog once for unknown tables); records the
+/// tables it handed out, for the privilege check.
 pub struct CatalogView<'a> {
     pub sess: &'a Session,
+    /// A statement's target table (INSERT, UPDATE, DELETE) and the privileges it needs there;
+    /// every other table needs SELECT.
+    pub target: Option<(String, String, u16)>,
+    /// Checks privileges (off for `Session::table`, whose callers check their own).
+    pub check: bool,
+}
+
+impl<'a> CatalogView<'a> {
+    pub fn new(sess: &'a Session) -> CatalogView<'a> {
+        CatalogView { sess, target: None, check: true }
+    }
 }
 
 impl plan::Catalog for CatalogView<'_> {
@@ -1899,7 +2041,13 @@ impl plan::Catalog for CatalogView<'_> {
             .map(str::to_string)
             .or_else(|| self.sess.db.clone())
             .ok_or_else(|| SqlError::new(1046, "3D000", "No database selected"))?;
-        self.sess.check_db(&db)?;
+        if self.check && self.sess.grants.is_some() && !db.eq_ignore_ascii_case(tern_sql::infoschema::DB) {
+            let need = match &self.target {
+                Some((d, t, need)) if *d == db && t.eq_ignore_ascii_case(name) => *need,
+                _ => tern_sql::privs::SELECT,
+            };
+            self.sess.check_table(&db, name, need)?;
+        }
         if db.eq_ignore_ascii_case(tern_sql::infoschema::DB) {
             return tern_sql::infoschema::table(name).ok_or_else(|| {
                 SqlError::new(

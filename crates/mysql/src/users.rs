@@ -1,8 +1,12 @@
 //! Accounts: `mysql.user` (User, Host, authentication_string, plugin: SHA1(SHA1(password)) for
 //! `mysql_native_password`, a salted iterated SHA-256 for `caching_sha2_password`, NULL for no
-//! password) and `mysql.db` (database grants; Db `*` is a global grant), ordinary Tern tables
-//! created by the first CREATE USER. `root` has every privilege and no password until an account
-//! row for it says otherwise (`tern up --root-password` gives it one at the first start).
+//! password) and `mysql.grants` (User, Host, Db, Table_name, Privs: privileges per level — Db
+//! `*` the global level, Table_name `*` a database's), ordinary Tern tables created by the first
+//! CREATE USER or GRANT. `mysql.db` rows (User, Host, Db) written by earlier versions still count
+//! as ALL PRIVILEGES on that database (Db `*`: every privilege everywhere). `root` has every
+//! privilege and no password until an account row for it says otherwise (`tern up
+//! --root-password` gives it one at the first start). A session reads its privileges when it
+//! signs in (and on COM_CHANGE_USER); GRANT and REVOKE apply to later sign-ins.
 
 use crate::server::SqlError;
 use tern_client::{AbortOption, Client, DdlReq, Exec, OpResult, TableHandle};
@@ -10,8 +14,81 @@ use tern_types::{Column, ColumnType, Table, Value};
 
 pub const DB: &str = "mysql";
 
-/// What a signed-in user may reach: None = everything, else these databases.
-pub type Grants = Option<Vec<String>>;
+/// What a signed-in user may do: None = everything (root).
+pub type Grants = Option<std::sync::Arc<Privileges>>;
+
+use std::collections::HashMap;
+use tern_sql::ast::GrantLevel;
+use tern_sql::privs;
+
+/// A user's privileges per level (`tern_sql::privs` bits).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Privileges {
+    pub global: u16,
+    pub dbs: HashMap<String, u16>,
+    pub tables: HashMap<(String, String), u16>,
+}
+
+impl Privileges {
+    /// Everything held on table `db.t` (its own grants, its database's and the global ones).
+    pub fn on_table(&self, db: &str, t: &str) -> u16 {
+        self.on_db(db) | self.tables.get(&(db.to_string(), t.to_string())).copied().unwrap_or(0)
+    }
+
+    pub fn on_db(&self, db: &str) -> u16 {
+        self.global | self.dbs.get(db).copied().unwrap_or(0)
+    }
+
+    /// Whether anything in `db` may be used (SHOW DATABASES lists it, USE works).
+    pub fn sees_db(&self, db: &str) -> bool {
+        self.on_db(db) & !privs::GRANT != 0 || self.tables.iter().any(|((d, _), p)| d == db && *p & !privs::GRANT != 0)
+    }
+
+    /// CREATE/DROP/ALTER USER, KILL of others, others' grants: a global GRANT OPTION.
+    pub fn is_admin(&self) -> bool {
+        self.global & privs::GRANT != 0
+    }
+
+    fn add(&mut self, db: &str, t: &str, p: u16) {
+        match (db, t) {
+            ("*", _) => self.global |= p,
+            (_, "*") => *self.dbs.entry(db.to_string()).or_default() |= p,
+            _ => *self.tables.entry((db.to_string(), t.to_string())).or_default() |= p,
+        }
+    }
+
+    /// SHOW GRANTS' lines for `user`.
+    pub fn describe(&self, user: &str) -> Vec<String> {
+        let with = |p: u16| if p & privs::GRANT != 0 { " WITH GRANT OPTION" } else { "" };
+        let mut out =
+            vec![format!("GRANT {} ON *.* TO `{user}`@`%`{}", privs::describe(self.global), with(self.global))];
+        let mut dbs: Vec<_> = self.dbs.iter().filter(|(_, p)| **p != 0).collect();
+        dbs.sort();
+        for (d, p) in dbs {
+            out.push(format!("GRANT {} ON `{d}`.* TO `{user}`@`%`{}", privs::describe(*p), with(*p)));
+        }
+        let mut tables: Vec<_> = self.tables.iter().filter(|(_, p)| **p != 0).collect();
+        tables.sort();
+        for ((d, t), p) in tables {
+            out.push(format!("GRANT {} ON `{d}`.`{t}` TO `{user}`@`%`{}", privs::describe(*p), with(*p)));
+        }
+        out
+    }
+}
+
+/// A grant level as stored: (Db, Table_name) with `*` for "all".
+pub fn level_key(level: &GrantLevel, current_db: Option<&str>) -> Result<(String, String), SqlError> {
+    let db = |d: &Option<String>| {
+        d.clone()
+            .or_else(|| current_db.map(str::to_string))
+            .ok_or_else(|| SqlError::new(1046, "3D000", "No database selected"))
+    };
+    Ok(match level {
+        GrantLevel::Global => ("*".into(), "*".into()),
+        GrantLevel::Database(d) => (db(d)?, "*".into()),
+        GrantLevel::Table(d, t) => (db(d)?, t.clone()),
+    })
+}
 
 fn user_table() -> Table {
     let cols = vec![
@@ -98,6 +175,20 @@ fn account_row(t: &TableHandle, user: &str, host: &str, plugin: Plugin, stored: 
     Ok(row)
 }
 
+fn grants_table() -> Table {
+    let cols = vec![
+        Column::new("User", ColumnType::VarChar { len: 32 }).not_null(),
+        Column::new("Host", ColumnType::VarChar { len: 255 }).not_null(),
+        Column::new("Db", ColumnType::VarChar { len: 64 }).not_null(),
+        Column::new("Table_name", ColumnType::VarChar { len: 64 }).not_null(),
+        Column::new("Privs", ColumnType::VarChar { len: 255 }).not_null(),
+    ];
+    let mut t = Table::new(DB, "grants", cols, vec![0, 1, 2, 3]);
+    // All grants of a user sit in one partition: one pruned scan reads them.
+    t.partition_key = vec![0];
+    t
+}
+
 fn db_table() -> Table {
     let cols = vec![
         Column::new("User", ColumnType::VarChar { len: 32 }).not_null(),
@@ -121,6 +212,38 @@ pub async fn ensure_tables(client: &Client) -> Result<(TableHandle, TableHandle)
     c.ddl_async(DdlReq::CreateTable { table: db_table(), if_not_exists: true }).await?;
     c.refresh_catalog_async().await?;
     Ok((c.table(DB, "user")?, c.table(DB, "db")?))
+}
+
+/// The privilege table, created when missing.
+async fn ensure_grants_table(client: &Client) -> Result<TableHandle, SqlError> {
+    if let Some(g) = client.cached_table(DB, "grants") {
+        return Ok(g);
+    }
+    client.ddl_async(DdlReq::CreateTable { table: grants_table(), if_not_exists: true }).await?;
+    client.refresh_catalog_async().await?;
+    Ok(client.table(DB, "grants")?)
+}
+
+/// The rows of `t` whose first column is `user` and second one of `hosts`, decoded.
+async fn rows_of(client: &Client, t: &TableHandle, user: &str, hosts: &[String]) -> Result<Vec<Vec<Value>>, SqlError> {
+    let mut spec = tern_client::ScanSpec::table(t.id());
+    spec.filter = tern_client::Filter::Cmp { col: 0, op: tern_client::CmpOp::Eq, value: Value::str(user) };
+    let rows = client.scan(spec).collect().await.map_err(SqlError::from)?;
+    let mut out = Vec::new();
+    for r in rows {
+        let v = t.decode_row(&r).map_err(SqlError::from)?;
+        if matches!(&v[1], Value::Bytes(h) if hosts.iter().any(|x| x.as_bytes() == &h[..])) {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        _ => String::new(),
+    }
 }
 
 fn hosts_for(host: &str) -> Vec<String> {
@@ -164,29 +287,28 @@ pub async fn lookup(client: &Client, user: &str, host: &str) -> Result<Option<Ac
     Ok(None)
 }
 
-/// The databases `user` may use (None: all — root, or a global grant).
+/// What `user` may do (None: everything — root, or a global grant of an earlier version).
 pub async fn grants(client: &Client, user: &str, host: &str) -> Result<Grants, SqlError> {
     if user == "root" {
         return Ok(None);
     }
-    let Some(d) = client.cached_table(DB, "db") else { return Ok(Some(Vec::new())) };
-    let mut spec = tern_client::ScanSpec::table(d.id());
-    spec.filter = tern_client::Filter::Cmp { col: 0, op: tern_client::CmpOp::Eq, value: Value::str(user) };
-    let rows = client.scan(spec).collect().await.map_err(SqlError::from)?;
     let hosts = hosts_for(host);
-    let mut dbs = Vec::new();
-    for r in rows {
-        let v = d.decode_row(&r).map_err(SqlError::from)?;
-        let (Value::Bytes(h), Value::Bytes(db)) = (&v[1], &v[2]) else { continue };
-        if !hosts.iter().any(|x| x.as_bytes() == &h[..]) {
-            continue;
+    let mut p = Privileges::default();
+    if let Some(d) = client.cached_table(DB, "db") {
+        for v in rows_of(client, &d, user, &hosts).await? {
+            let db = text(&v[2]);
+            if db == "*" {
+                return Ok(None);
+            }
+            p.add(&db, "*", privs::ALL);
         }
-        if db == b"*" {
-            return Ok(None);
-        }
-        dbs.push(String::from_utf8_lossy(db).into_owned());
     }
-    Ok(Some(dbs))
+    if let Some(g) = client.cached_table(DB, "grants") {
+        for v in rows_of(client, &g, user, &hosts).await? {
+            p.add(&text(&v[2]), &text(&v[3]), privs::from_text(&text(&v[4])));
+        }
+    }
+    Ok(Some(std::sync::Arc::new(p)))
 }
 
 async fn write(client: &Client, ops: Vec<tern_client::KeyOp>, abort: AbortOption) -> Result<Vec<OpResult>, SqlError> {
@@ -268,14 +390,29 @@ pub async fn drop_user(client: &Client, user: &str, host: &str, if_exists: bool)
             ops.push(d.delete(&v).map_err(SqlError::from)?);
         }
     }
+    if let Some(g) = client.cached_table(DB, "grants") {
+        for v in rows_of(client, &g, user, &[host.to_string()]).await? {
+            ops.push(g.delete(&v[..4]).map_err(SqlError::from)?);
+        }
+    }
     if !ops.is_empty() {
         write(client, ops, AbortOption::IgnoreError).await?;
     }
     Ok(())
 }
 
-pub async fn grant(client: &Client, db: &str, user: &str, host: &str, revoke: bool) -> Result<(), SqlError> {
+/// GRANT `p` ON `level` TO user@host, or REVOKE (`level` None: every level). The caller checked
+/// that it may.
+pub async fn grant(
+    client: &Client,
+    p: u16,
+    level: Option<(String, String)>,
+    user: &str,
+    host: &str,
+    revoke: bool,
+) -> Result<(), SqlError> {
     let (u, d) = ensure_tables(client).await?;
+    let g = ensure_grants_table(client).await?;
     let exists = {
         let op = u.read(&[Value::str(user), Value::str(host)]).map_err(SqlError::from)?;
         matches!(write(client, vec![op], AbortOption::IgnoreError).await?.first(), Some(OpResult::Row(_)))
@@ -287,17 +424,61 @@ pub async fn grant(client: &Client, db: &str, user: &str, host: &str, revoke: bo
             format!("You are not allowed to create a user with GRANT ('{user}'@'{host}' does not exist)"),
         ));
     }
-    let key = [Value::str(user), Value::str(host), Value::str(db)];
-    let op = if revoke { d.delete(&key) } else { d.write(&key) }.map_err(SqlError::from)?;
-    match write(client, vec![op], AbortOption::IgnoreError).await?.into_iter().next() {
-        Some(OpResult::NotFound) if revoke => Err(SqlError::new(
+    let hosts = [host.to_string()];
+    let mut ops = Vec::new();
+    let Some((db, table)) = level else {
+        // REVOKE ALL PRIVILEGES, GRANT OPTION FROM u: every grant row goes.
+        for v in rows_of(client, &g, user, &hosts).await? {
+            ops.push(g.delete(&v[..4]).map_err(SqlError::from)?);
+        }
+        for v in rows_of(client, &d, user, &hosts).await? {
+            ops.push(d.delete(&v[..3]).map_err(SqlError::from)?);
+        }
+        if !ops.is_empty() {
+            write(client, ops, AbortOption::IgnoreError).await?;
+        }
+        return Ok(());
+    };
+    let key = [Value::str(user), Value::str(host), Value::str(&db), Value::str(&table)];
+    let mut held = match write(client, vec![g.read(&key).map_err(SqlError::from)?], AbortOption::IgnoreError)
+        .await?
+        .into_iter()
+        .next()
+    {
+        Some(OpResult::Row(b)) => privs::from_text(&text(&g.decode_row(&b).map_err(SqlError::from)?[4])),
+        _ => 0,
+    };
+    // A database grant of an earlier version (ALL PRIVILEGES) moves into the new table.
+    if table == "*" {
+        let old = [Value::str(user), Value::str(host), Value::str(&db)];
+        if let Some(OpResult::Row(_)) =
+            write(client, vec![d.read(&old).map_err(SqlError::from)?], AbortOption::IgnoreError).await?.first()
+        {
+            held |= if db == "*" { privs::ALL | privs::GRANT } else { privs::ALL };
+            ops.push(d.delete(&old).map_err(SqlError::from)?);
+        }
+    }
+    let now = if revoke { held & !p } else { held | p };
+    if revoke && held & p == 0 && p != 0 {
+        return Err(SqlError::new(
             1141,
             "42000",
             format!("There is no such grant defined for user '{user}' on host '{host}'"),
-        )),
-        Some(OpResult::Error(e)) => Err(SqlError::from(e)),
-        _ => Ok(()),
+        ));
     }
+    if now == 0 {
+        ops.push(g.delete(&key).map_err(SqlError::from)?);
+    } else {
+        let mut row = key.to_vec();
+        row.push(Value::str(&privs::to_text(now)));
+        ops.push(g.write(&row).map_err(SqlError::from)?);
+    }
+    for r in write(client, ops, AbortOption::IgnoreError).await? {
+        if let OpResult::Error(e) = r {
+            return Err(SqlError::from(e));
+        }
+    }
+    Ok(())
 }
 
 /// Gives root `password` unless it has one already (the first start of `tern up

@@ -62,7 +62,20 @@ pub struct RedisOptions {
     /// The default user's password (redis-server's `requirepass`; None: no password, every
     /// connection signs in as `default`). `CONFIG SET requirepass` and `ACL SETUSER` change it.
     pub requirepass: Option<String>,
+    /// A TLS port besides the plain one (redis-server's `tls-port`, `tls-cert-file`,
+    /// `tls-key-file`, `tls-ca-cert-file`, `tls-auth-clients`).
+    pub tls: Option<RedisTls>,
 }
+
+/// Redis over TLS: where, and the certificate files (re-read when they change).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisTls {
+    pub listen: SocketAddr,
+    pub files: tern_client::tls::TlsFiles,
+}
+
+/// How long a TLS client may take to finish its handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Default for RedisOptions {
     fn default() -> Self {
@@ -79,6 +92,7 @@ impl Default for RedisOptions {
             allocator: "libc",
             durable_databases: Vec::new(),
             requirepass: None,
+            tls: None,
         }
     }
 }
@@ -199,6 +213,8 @@ pub struct Server {
     me: std::sync::Weak<Server>,
     /// Users and their permissions (AUTH, ACL).
     pub acl: acl::Acl,
+    /// The last connection id given out (plain and TLS connections share the sequence).
+    next_id: AtomicU64,
 }
 
 /// Per-connection state.
@@ -265,6 +281,7 @@ impl Server {
             durable_dbs: Mutex::new(opts_durable),
             me: me.clone(),
             acl: acl::Acl::new(opts_requirepass.as_deref()),
+            next_id: AtomicU64::new(0),
         })
     }
 
@@ -321,28 +338,56 @@ impl Server {
         lock(&self.dbs).contains_key(&index)
     }
 
-    /// Serves on a bound listener until the process ends.
+    /// Serves on a bound listener until the process ends; with `tls`, every connection first
+    /// completes a TLS handshake (within `TLS_HANDSHAKE_TIMEOUT`).
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
-        let mut next_id = 0u64;
+        self.serve_with(listener, None).await
+    }
+
+    async fn serve_with(
+        self: Arc<Self>,
+        listener: tokio::net::TcpListener,
+        tls: Option<Arc<tern_client::tls::Reloading>>,
+    ) {
         loop {
             let (stream, peer) = tern_client::frontend::accept(&listener).await;
             self.stats.connections.fetch_add(1, Ordering::Relaxed);
             let Some(slot) = self.live.conns.try_acquire() else {
                 self.stats.rejected.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(refuse(stream));
+                if tls.is_none() {
+                    tokio::spawn(refuse(stream));
+                }
                 continue;
             };
-            next_id += 1;
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
             let me = self.clone();
-            tokio::spawn(me.serve_conn(stream, peer, next_id, slot));
+            match &tls {
+                None => {
+                    tokio::spawn(async move {
+                        let laddr = stream.local_addr().unwrap_or(me.opts.listen);
+                        if let Ok(s) = Sock::new(stream) {
+                            me.serve_conn(s, peer, laddr, id, slot).await;
+                        }
+                    });
+                }
+                Some(t) => {
+                    let acceptor = t.acceptor();
+                    tokio::spawn(async move {
+                        let laddr = stream.local_addr().unwrap_or(me.opts.listen);
+                        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                            Ok(Ok(s)) => me.serve_conn(Sock::tls(s), peer, laddr, id, slot).await,
+                            Ok(Err(e)) => tracing::debug!(%peer, "Redis TLS handshake failed: {e}"),
+                            Err(_) => tracing::debug!(%peer, "Redis TLS handshake timed out"),
+                        }
+                    });
+                }
+            }
         }
     }
 
     /// Serves one connection. `_slot` holds its place under `maxclients` until the task ends
     /// (also by a panic, which fails this connection only).
-    async fn serve_conn(self: Arc<Self>, stream: tokio::net::TcpStream, peer: SocketAddr, id: u64, _slot: ConnSlot) {
-        let laddr = stream.local_addr().unwrap_or(self.opts.listen);
-        let Ok(stream) = Sock::new(stream) else { return };
+    async fn serve_conn(self: Arc<Self>, stream: Sock, peer: SocketAddr, laddr: SocketAddr, id: u64, _slot: ConnSlot) {
         let reg = self.clients.add(ClientInfo::new(id, peer, laddr));
         let info = reg.info.clone();
         let user = self.acl.user("default").unwrap_or_else(|| Arc::new(acl::User::default_user()));
@@ -644,18 +689,71 @@ impl Server {
     }
 }
 
-/// A client socket read and written directly: a read that leaves room in the buffer drained the
-/// socket, so its readiness is cleared without the extra `recv` that would only say EAGAIN.
-struct Sock {
-    fd: tokio::io::unix::AsyncFd<std::net::TcpStream>,
+/// A client connection: a plain socket read and written directly (a read that leaves room in
+/// the buffer drained the socket, so its readiness is cleared without the extra `recv` that
+/// would only say EAGAIN), or a TLS stream. A connection's reads and writes never overlap (one
+/// task serves it), so the TLS stream's lock is never contended.
+enum Sock {
+    Plain(PlainSock),
+    Tls(Box<tokio::sync::Mutex<tern_client::tls::tokio_rustls::server::TlsStream<tokio::net::TcpStream>>>),
 }
 
 impl Sock {
     fn new(s: tokio::net::TcpStream) -> std::io::Result<Sock> {
+        PlainSock::new(s).map(Sock::Plain)
+    }
+
+    fn tls(s: tern_client::tls::tokio_rustls::server::TlsStream<tokio::net::TcpStream>) -> Sock {
+        Sock::Tls(Box::new(tokio::sync::Mutex::new(s)))
+    }
+
+    async fn read_into(&self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+        match self {
+            Sock::Plain(p) => p.read_into(buf).await,
+            Sock::Tls(t) => {
+                use tokio::io::AsyncReadExt;
+                if buf.capacity() == buf.len() {
+                    buf.reserve(16 << 10);
+                }
+                t.lock().await.read_buf(buf).await
+            }
+        }
+    }
+
+    async fn write_all(&self, data: &[u8]) -> std::io::Result<()> {
+        match self {
+            Sock::Plain(p) => p.write_all(data).await,
+            Sock::Tls(t) => {
+                use tokio::io::AsyncWriteExt;
+                let mut s = t.lock().await;
+                s.write_all(data).await?;
+                s.flush().await
+            }
+        }
+    }
+
+    async fn linger_close(&self) {
+        match self {
+            Sock::Plain(p) => p.linger_close().await,
+            Sock::Tls(t) => {
+                use tokio::io::AsyncWriteExt;
+                // close_notify, then the socket's write side.
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(2), t.lock().await.shutdown()).await;
+            }
+        }
+    }
+}
+
+struct PlainSock {
+    fd: tokio::io::unix::AsyncFd<std::net::TcpStream>,
+}
+
+impl PlainSock {
+    fn new(s: tokio::net::TcpStream) -> std::io::Result<PlainSock> {
         let s = s.into_std()?;
         s.set_nonblocking(true)?;
         // SAFETY: the TcpStream owns its descriptor for the whole life of the AsyncFd.
-        Ok(Sock { fd: unsafe { tokio::io::unix::AsyncFd::register(s)? } })
+        Ok(PlainSock { fd: unsafe { tokio::io::unix::AsyncFd::register(s)? } })
     }
 
     /// Closes after an error reply without losing it: closing with unread input makes the kernel
@@ -819,11 +917,12 @@ pub fn run_on(
 /// Redis on an address other than loopback needs a password (as redis-server's protected mode,
 /// but refusing to start rather than refusing each client).
 pub fn check_exposure(opts: &RedisOptions) -> Result<(), String> {
-    if !opts.listen.ip().is_loopback() && opts.requirepass.is_none() {
-        return Err(format!(
-            "refusing to serve Redis on {} without a password: set requirepass in the [redis] table of Tern's TOML, or listen on a loopback address",
-            opts.listen
-        ));
+    for listen in std::iter::once(opts.listen).chain(opts.tls.as_ref().map(|t| t.listen)) {
+        if !listen.ip().is_loopback() && opts.requirepass.is_none() {
+            return Err(format!(
+                "refusing to serve Redis on {listen} without a password: set requirepass in the [redis] table of Tern's TOML, or listen on a loopback address",
+            ));
+        }
     }
     Ok(())
 }
@@ -833,9 +932,21 @@ pub fn check_exposure(opts: &RedisOptions) -> Result<(), String> {
 async fn serve(client: Client, opts: RedisOptions, bound: impl FnOnce(SocketAddr)) -> Result<(), String> {
     let listener = tern_client::frontend::bind(opts.listen, "Redis").await?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let tls = match &opts.tls {
+        Some(t) => {
+            let reloading = Arc::new(tern_client::tls::Reloading::new(t.files.clone(), &[])?);
+            let l = tern_client::frontend::bind(t.listen, "Redis TLS").await?;
+            tracing::info!(addr = %l.local_addr().map_err(|e| e.to_string())?, "Redis TLS listening");
+            Some((l, reloading))
+        }
+        None => None,
+    };
     let server = Server::new(client, opts, addr.port());
     server.clone().db(0).await.map_err(|e| e.0)?;
     bound(addr);
+    if let Some((l, reloading)) = tls {
+        tokio::spawn(server.clone().serve_with(l, Some(reloading)));
+    }
     server.serve(listener).await;
     Ok(())
 }

@@ -1479,3 +1479,81 @@ fn auth_and_acl_match_redis() {
     let (mut pn, mut tn) = (Conn::open(peer.port), Conn::open(port));
     compare(&mut pn, &mut tn, &["GET x", "ACL LIST", "AUTH s3cret"]);
 }
+
+/// Redis over TLS (`tls-port`, certificates as redis-server takes them, client certificates
+/// required by default): redis-cli --tls with a client certificate gets the same replies from
+/// redis-server and Tern; without one, or in plain text on the TLS port, both refuse.
+#[test]
+fn tls_port_matches_redis_server() {
+    let fixture = |name: &str| {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../rest/tests/tls")
+            .join(name)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let (cert, key, ca) = (fixture("server.pem"), fixture("server.key"), fixture("ca.pem"));
+    let peer_tls = common::free_port().to_string();
+    let peer = common::start_peer_with(&[
+        "--tls-port",
+        &peer_tls,
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-ca-cert-file",
+        &ca,
+    ]);
+    let (_dir, _node, addr) = start_node(256 << 20);
+    let tern_tls = common::free_port();
+    let opts = RedisOptions {
+        tls: Some(tern_redis::RedisTls {
+            listen: format!("127.0.0.1:{tern_tls}").parse().unwrap(),
+            files: tern_client::tls::TlsFiles {
+                certificate_file: cert.clone(),
+                private_key_file: key.clone(),
+                root_ca_cert_file: Some(ca.clone()),
+                verify_client: true,
+                names: ["tls_cert_file", "tls_key_file", "tls_ca_cert_file"],
+            },
+        }),
+        ..Default::default()
+    };
+    let plain = start_tern(&addr, opts);
+    let cli = |port: &str, args: &[&str], cmd: &[&str]| {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", port])
+            .args(args)
+            .args(cmd)
+            .output()
+            .expect("redis-cli (redis-tools) is needed");
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)).trim().to_string()
+    };
+    let client_cert = fixture("client.pem");
+    let client_key = fixture("client.key");
+    let with_cert = ["--tls", "--cacert", &ca, "--cert", &client_cert, "--key", &client_key];
+    for cmd in [&["PING"][..], &["SET", "k", "v"], &["GET", "k"], &["APPEND", "k", "w"], &["GET", "k"]] {
+        let want = cli(&peer_tls, &with_cert, cmd);
+        let got = cli(&tern_tls.to_string(), &with_cert, cmd);
+        assert_eq!(got, want, "{cmd:?}");
+    }
+    // The plain port serves the same data.
+    assert_eq!(cli(&plain.to_string(), &[], &["GET", "k"]), "vw");
+    // No client certificate: the handshake fails on both.
+    let no_cert = ["--tls", "--cacert", &ca];
+    for port in [peer_tls.clone(), tern_tls.to_string()] {
+        let out = cli(&port, &no_cert, &["PING"]);
+        assert_ne!(out, "PONG", "port {port}: {out}");
+    }
+    // Plain RESP on the TLS port gets no reply.
+    for port in [peer_tls.parse::<u16>().unwrap(), tern_tls] {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        use std::io::{Read, Write};
+        s.write_all(b"PING\r\n").unwrap();
+        let mut b = [0u8; 64];
+        let n = s.read(&mut b).unwrap_or(0);
+        assert!(!b[..n].starts_with(b"+PONG"), "port {port} answered plain text on TLS");
+    }
+    drop(peer);
+}

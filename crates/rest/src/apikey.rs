@@ -61,16 +61,65 @@ struct Entry {
     dbs: Vec<String>,
 }
 
+/// Requests per second one key may make, with bursts of `burst` (a token bucket per key).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    pub per_second: f64,
+    pub burst: f64,
+}
+
+/// A key's bucket: tokens left and when they were counted.
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// Buckets kept at most (full buckets are dropped first: they hold no state worth keeping).
+const BUCKETS_MAX: usize = 100_000;
+
+/// The token buckets of every key.
+pub struct Limiter {
+    limit: RateLimit,
+    buckets: Mutex<HashMap<String, Bucket>>,
+}
+
+impl Limiter {
+    pub fn new(limit: RateLimit) -> Limiter {
+        Limiter { limit, buckets: Mutex::new(HashMap::new()) }
+    }
+
+    /// Takes one request from `key`'s bucket at `now`; false when it is empty.
+    pub fn take(&self, key: &str, now: Instant) -> bool {
+        let l = self.limit;
+        let mut b = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if b.len() >= BUCKETS_MAX && !b.contains_key(key) {
+            b.retain(|_, x| x.tokens + now.saturating_duration_since(x.at).as_secs_f64() * l.per_second < l.burst);
+            if b.len() >= BUCKETS_MAX {
+                b.clear();
+            }
+        }
+        let e = b.entry(key.to_string()).or_insert(Bucket { tokens: l.burst, at: now });
+        e.tokens = (e.tokens + now.saturating_duration_since(e.at).as_secs_f64() * l.per_second).min(l.burst);
+        e.at = e.at.max(now);
+        if e.tokens < 1.0 {
+            return false;
+        }
+        e.tokens -= 1.0;
+        true
+    }
+}
+
 /// Checks keys against the key table, with a cache.
 pub struct ApiKeys {
     client: Client,
     refresh: Duration,
     cache: Mutex<HashMap<String, (Instant, Option<Entry>)>>,
+    limiter: Option<Limiter>,
 }
 
 impl ApiKeys {
-    pub fn new(client: Client, refresh: Duration) -> ApiKeys {
-        ApiKeys { client, refresh, cache: Mutex::new(HashMap::new()) }
+    pub fn new(client: Client, refresh: Duration, limit: Option<RateLimit>) -> ApiKeys {
+        ApiKeys { client, refresh, cache: Mutex::new(HashMap::new()), limiter: limit.map(Limiter::new) }
     }
 
     async fn entry(&self, prefix: &str) -> Result<Option<Entry>, RestError> {
@@ -124,11 +173,40 @@ impl ApiKeys {
         if sha256_hex(format!("{secret}{}", e.salt).as_bytes()) != e.hash.trim_end() {
             return Err(denied(first));
         }
+        if let Some(l) = &self.limiter
+            && !l.take(prefix, Instant::now())
+        {
+            return Err(RestError::new(
+                429,
+                format!("API key rate limit exceeded: at most {} requests per second", l.limit.per_second),
+            ));
+        }
         for db in dbs {
             if !e.dbs.iter().any(|d| d == db) {
                 return Err(denied(db));
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_refill_at_the_rate_and_hold_the_burst() {
+        let l = Limiter::new(RateLimit { per_second: 10.0, burst: 3.0 });
+        let t0 = Instant::now();
+        assert!((0..3).all(|_| l.take("a", t0)), "a full bucket holds the burst");
+        assert!(!l.take("a", t0));
+        assert!(l.take("b", t0), "keys have buckets of their own");
+        assert!(!l.take("a", t0 + Duration::from_millis(50)), "half a token");
+        assert!(l.take("a", t0 + Duration::from_millis(100)));
+        assert!(!l.take("a", t0 + Duration::from_millis(100)));
+        // A long pause refills only up to the burst.
+        let later = t0 + Duration::from_secs(60);
+        assert!((0..3).all(|_| l.take("a", later)));
+        assert!(!l.take("a", later));
     }
 }

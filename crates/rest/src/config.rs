@@ -179,6 +179,8 @@ pub struct RestOptions {
     pub header_read_timeout: std::time::Duration,
     /// Bytes of request bodies all connections may hold at once; a request beyond it is 503.
     pub body_memory_max: usize,
+    /// Requests per second each API key may make (when keys are on); beyond it 429.
+    pub key_rate_limit: Option<crate::apikey::RateLimit>,
 }
 
 /// Default cap on open REST connections.
@@ -208,6 +210,7 @@ impl Default for RestOptions {
             idle_timeout: IDLE_TIMEOUT_DEFAULT,
             header_read_timeout: HEADER_READ_TIMEOUT_DEFAULT,
             body_memory_max: BODY_MEMORY_MAX_DEFAULT,
+            key_rate_limit: None,
         }
     }
 }

@@ -119,7 +119,8 @@ fn error(v: Version, e: RestError) -> Resp {
 
 impl RestServer {
     pub fn new(client: Client, opts: RestOptions) -> Arc<RestServer> {
-        let keys = opts.api_keys.then(|| apikey::ApiKeys::new(client.clone(), opts.api_key_refresh));
+        let keys =
+            opts.api_keys.then(|| apikey::ApiKeys::new(client.clone(), opts.api_key_refresh, opts.key_rate_limit));
         let conns = tern_client::frontend::ConnLimit::new(opts.max_connections);
         let rejecting = tern_client::frontend::ConnLimit::new(conn::REJECTING_MAX);
         let over_cap = Arc::new(conn::over_cap_response(opts.max_connections));

@@ -454,6 +454,8 @@ fn api_keys_when_switched_on() {
     let mut opts = RestOptions::from_config(&conf).unwrap();
     assert!(opts.api_keys);
     opts.listen = "127.0.0.1:0".parse().unwrap();
+    // Four requests per key, then one per 100 s (the test ends long before).
+    opts.key_rate_limit = Some(tern_rest::apikey::RateLimit { per_second: 0.01, burst: 4.0 });
     let (tx, rx) = std::sync::mpsc::channel();
     let rc = addr.clone();
     std::thread::spawn(move || {
@@ -488,6 +490,15 @@ fn api_keys_when_switched_on() {
     let (st, r) = read(Some(&api_key), "/0.1.0/other/t/pk-read");
     assert_eq!(st, 401);
     assert!(r.contains("API key not authorized to access other"), "{r}");
+    // The rate limit per key: two of its four requests are left; a refused key spends none.
+    assert_eq!(read(Some(&api_key), "/0.1.0/db/t/pk-read").0, 200);
+    assert_eq!(read(Some(&api_key), "/0.1.0/db/t/pk-read").0, 200);
+    let (st, r) = read(Some(&api_key), "/0.1.0/db/t/pk-read");
+    assert_eq!(st, 429, "{r}");
+    assert!(r.contains("API key rate limit exceeded"), "{r}");
+    let random2: Vec<u8> = (100..164u8).collect();
+    let other_key = tern_rest::apikey::create_key(&client, &["db".to_string()], &random2).unwrap();
+    assert_eq!(read(Some(&other_key), "/0.1.0/db/t/pk-read").0, 200, "each key has its own bucket");
     // Health and ping need no key; Tern's own key table is not reachable.
     assert_eq!(http(port, "GET", "/0.1.0/health", ""), (200, "1".into()));
     // With keys off (the default) no header is needed.

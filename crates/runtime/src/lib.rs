@@ -53,6 +53,10 @@ pub struct DataNodeConfig {
     /// listens on its abstract Unix socket; `Tcp`: TCP only). With `Shm` a node that cannot
     /// listen there does not start; with `Auto` it serves TCP only and says why.
     pub transporter: tern_shm::Transporter,
+    /// The cluster secret: every connection (clients, other data nodes) must prove it in its
+    /// first frame, and this node proves it to the others. Without one the node may only listen
+    /// on loopback.
+    pub cluster_secret: Option<tern_types::secret::ClusterSecret>,
 }
 
 /// The blocks' requests to the control plane, waiting for the membership thread. Bounded by
@@ -124,6 +128,7 @@ impl DataNodeConfig {
             idle_hook: None,
             control: None,
             transporter: tern_shm::Transporter::Auto,
+            cluster_secret: None,
         }
     }
 }
@@ -187,6 +192,15 @@ impl DataNode {
     /// an async runtime that also serves front ends). `host` returns when the worker says
     /// `Turn::Stopped`, after `HostedWorker::finish`.
     pub fn start_hosted(cfg: DataNodeConfig, mut host: Option<Host>) -> Result<DataNode, String> {
+        if cfg.cluster_secret.is_none() && tern_wire::beyond_loopback(&cfg.listen) {
+            return Err(format!(
+                "refusing to listen on {} without a cluster secret: anyone who reaches the port could read \
+                 and write every table. Set {} to a file holding the secret (or cluster_secret_file in \
+                 the data node's TOML), or listen on 127.0.0.1",
+                cfg.listen,
+                tern_wire::SECRET_FILE_ENV
+            ));
+        }
         let dir = DataDir::open(&cfg.data_dir, cfg.node.node_id)?;
         let listener = std::net::TcpListener::bind(cfg.listen).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AddrInUse {
@@ -252,6 +266,7 @@ impl DataNode {
             idle_hook: cfg.idle_hook,
             control: cfg.control.clone(),
             transporter: cfg.transporter,
+            cluster_secret: cfg.cluster_secret.clone(),
         });
         let Node { tcs, ldms, dict, dist, recovered_rows, durable_epoch, .. } = node;
         let n = ldms.len();

@@ -329,7 +329,7 @@ mod tests {
         let addr = listener.local_addr().unwrap().to_string();
         let poll = mio::Poll::new().unwrap();
         let mut link = PeerLink::new(2, &addr, Token(1), tern_shm::Transporter::Tcp);
-        let hello = PeerHello { node: 1, worker: 0, incarnation: 1, target_incarnation: 1 };
+        let hello = PeerHello { node: 1, worker: 0, incarnation: 1, target_incarnation: 1, proof: None };
         let to = Addr::new(2, Block::Dist);
         assert!(link.push(to, &Signal::NodeHeartbeat { from: 1, incarnation: 1 }));
         let until = Instant::now() + Duration::from_secs(5);
@@ -383,7 +383,7 @@ mod tests {
         });
         let poll = mio::Poll::new().unwrap();
         let mut link = PeerLink::new(2, &format!("127.0.0.1:{port}"), Token(1), tern_shm::Transporter::Auto);
-        let hello = PeerHello { node: 1, worker: 0, incarnation: 1, target_incarnation: 1 };
+        let hello = PeerHello { node: 1, worker: 0, incarnation: 1, target_incarnation: 1, proof: None };
         let to = Addr::new(2, Block::Dist);
         assert!(link.push(to, &Signal::NodeHeartbeat { from: 1, incarnation: 1 }));
         assert!(link.flush(poll.registry(), hello, 0, true));
@@ -405,7 +405,7 @@ mod tests {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let poll = mio::Poll::new().unwrap();
         let mut link = PeerLink::new(2, &format!("127.0.0.1:{port}"), Token(1), tern_shm::Transporter::Tcp);
-        let hello = PeerHello { node: 1, worker: 0, incarnation: 1, target_incarnation: 1 };
+        let hello = PeerHello { node: 1, worker: 0, incarnation: 1, target_incarnation: 1, proof: None };
         assert!(link.push(Addr::new(2, Block::Dist), &Signal::NodeHeartbeat { from: 1, incarnation: 1 }));
         let _ = link.flush(poll.registry(), hello, 0, true);
         assert!(!link.broken(poll.registry(), true));

@@ -85,6 +85,8 @@ pub struct Shared {
     pub control: Option<Arc<crate::ControlInbox>>,
     /// Whether links to data nodes on this host may use shared memory.
     pub transporter: tern_shm::Transporter,
+    /// What every connection's first frame must prove, and what this node proves to others.
+    pub cluster_secret: Option<tern_types::secret::ClusterSecret>,
 }
 
 impl Shared {
@@ -172,6 +174,10 @@ struct Conn {
     paused: bool,
     /// A connection from another data node (after its greeting): frames carry signals.
     peer: Option<(NodeId, u32)>,
+    /// Its first frame proved the cluster secret (always true without a secret).
+    authed: bool,
+    /// Refused: nothing more is read, and it closes once its error reply is written.
+    closing: bool,
 }
 
 enum ClientEnd {
@@ -538,6 +544,8 @@ impl Worker {
                 requests: 0,
                 paused: false,
                 peer: None,
+                authed: self.shared.cluster_secret.is_none(),
+                closing: false,
             },
         );
         Some(token)
@@ -671,6 +679,9 @@ impl Worker {
             conn.paused = true;
             return;
         }
+        if conn.closing {
+            return;
+        }
         let mut closed = false;
         if let Some(e) = conn.shm.as_mut() {
             let room = CONN_READ_BUFFER_MAX.saturating_sub(conn.rbuf.len());
@@ -730,8 +741,42 @@ impl Worker {
                 .get(&node)
                 .is_some_and(|s| inc > s.incarnation || (inc == s.incarnation && s.state != NodeState::Down))
         };
+        let secret = self.shared.cluster_secret.as_ref();
         loop {
             match decode_frame(&conn.rbuf[at..]) {
+                Ok(Some((payload, _))) if !conn.authed => {
+                    // The first frame must prove the cluster secret: a client's Hello or a
+                    // peer's greeting carrying the proof.
+                    let proof = match PeerHello::decode(payload) {
+                        Some(h) => h.proof,
+                        None => match Request::decode(payload) {
+                            Ok((_, Request::Hello { proof, .. })) => proof,
+                            _ => None,
+                        },
+                    };
+                    if proof.is_some_and(|p| secret.is_some_and(|s| s.verify(&p))) {
+                        conn.authed = true;
+                        continue; // the frame is handled below as usual
+                    }
+                    let req_id = payload.get(1..9).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+                    let why = if proof.is_some() { "a wrong cluster secret" } else { "no cluster secret" };
+                    tracing::warn!("refusing a connection with {why}");
+                    let err = tern_types::TernError::new(
+                        tern_types::ErrorCode::AccessDenied,
+                        format!(
+                            "access denied: this data node requires the cluster secret and the connection \
+                             presented {why} (set {} to the secret's file)",
+                            tern_wire::SECRET_FILE_ENV
+                        ),
+                    );
+                    let at = begin_frame(&mut conn.wbuf);
+                    Reply::Error(err).encode(req_id, &mut conn.wbuf);
+                    finish_frame(&mut conn.wbuf, at);
+                    conn.closing = true;
+                    conn.rbuf.clear();
+                    self.dirty.push(token);
+                    return;
+                }
                 Ok(Some((_, n))) if conn.peer.is_some_and(|p| !believed(p)) => {
                     at += n;
                 }
@@ -1065,8 +1110,13 @@ impl Worker {
             let now = self.shared.now_ms();
             for node in dirty.drain(..) {
                 let target_incarnation = self.cluster.nodes.get(&node).map_or(0, |s| s.incarnation);
-                let hello =
-                    PeerHello { node: self.node_id, worker: self.index as u16, incarnation, target_incarnation };
+                let hello = PeerHello {
+                    node: self.node_id,
+                    worker: self.index as u16,
+                    incarnation,
+                    target_incarnation,
+                    proof: self.shared.cluster_secret.as_ref().map(|s| s.proof()),
+                };
                 let poison = self.cluster.state_of(node).in_chains();
                 let link = self.links.get_mut(&node).expect("a link");
                 if !link.flush(self.poll.registry(), hello, now, poison) {
@@ -1123,7 +1173,7 @@ impl Worker {
                     }
                 }
             }
-            if failed {
+            if failed || (c.closing && c.wbuf.is_empty()) {
                 self.close_conn(token);
                 continue;
             }

@@ -323,6 +323,17 @@ pub enum SetTarget {
     User(String),
 }
 
+/// Where a grant applies.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GrantLevel {
+    /// `*.*`
+    Global,
+    /// `db.*` (None: `*`, the current database).
+    Database(Option<String>),
+    /// `db.t` (db None: `t`, in the current database).
+    Table(Option<String>, String),
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Statement {
     Select(Box<Select>),
@@ -386,9 +397,12 @@ pub enum Statement {
         users: Vec<(String, String)>,
         if_exists: bool,
     },
-    /// GRANT privileges ON db.table TO user@host (privileges are accepted, access is per database).
+    /// GRANT privileges ON level TO user@host [WITH GRANT OPTION], or REVOKE ... FROM.
     Grant {
-        db: String,
+        /// `tern_sql::privs` bits (GRANT OPTION included).
+        privs: u16,
+        /// None: every level (`REVOKE ALL PRIVILEGES, GRANT OPTION FROM u`).
+        level: Option<GrantLevel>,
         user: String,
         host: String,
         revoke: bool,

@@ -18,6 +18,7 @@ pub mod meta;
 pub mod normalize;
 pub mod parse;
 pub mod plan;
+pub mod privs;
 pub mod ronsql;
 pub mod run;
 pub mod write;
@@ -60,6 +61,14 @@ impl SqlError {
         self.code.map(ErrorCode::class)
     }
 }
+
+impl std::fmt::Display for SqlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.errno, self.sqlstate, self.message)
+    }
+}
+
+impl std::error::Error for SqlError {}
 
 impl From<TernError> for SqlError {
     fn from(e: TernError) -> SqlError {

@@ -70,6 +70,10 @@ pub struct DatanodeToml {
     /// Where front ends served by this process run: "worker" (default: the Redis, REST and MySQL
     /// front ends on worker 0's thread) or "threads" (each front end on threads of its own).
     pub front_ends: Option<String>,
+    /// A file (mode 600) holding the cluster secret every connection to this node must prove
+    /// (default: the file named by `TERN_CLUSTER_SECRET_FILE`, if set). Required to listen
+    /// beyond loopback.
+    pub cluster_secret_file: Option<PathBuf>,
 }
 
 /// Whether `front_ends` ("worker", the default, or "threads") puts front ends on worker 0.
@@ -138,6 +142,15 @@ impl DatanodeToml {
         self.log_level.clone().unwrap_or_else(|| "info".into())
     }
 
+    /// The cluster secret: `cluster_secret_file`, else the environment's.
+    pub fn cluster_secret(&self) -> Result<Option<tern_types::secret::ClusterSecret>> {
+        match &self.cluster_secret_file {
+            Some(p) => tern_wire::read_secret_file(p).map(Some),
+            None => tern_wire::secret_from_env(),
+        }
+        .map_err(|e| anyhow::anyhow!(e))
+    }
+
     pub fn to_runtime(&self) -> Result<DataNodeConfig> {
         let node_id = self.node_id.unwrap_or(1);
         if node_id == 0 {
@@ -193,6 +206,7 @@ impl DatanodeToml {
                 None => tern_runtime::Transporter::Auto,
                 Some(t) => t.parse().map_err(|e: String| anyhow::anyhow!("transporter: {e}"))?,
             },
+            cluster_secret: self.cluster_secret()?,
         })
     }
 }
@@ -295,6 +309,10 @@ pub struct RestToml {
     /// Answer a write only once it is on disk on every replica (default false: in the memory of
     /// every replica, on disk within an epoch).
     pub durable_commit: Option<bool>,
+    /// Requests per second each API key may make (with API keys on); more are answered 429.
+    pub key_rate_limit: Option<f64>,
+    /// Requests one key may make at once after a pause (default: one second's worth).
+    pub key_rate_burst: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -325,6 +343,17 @@ pub struct RedisToml {
     /// The default user's password (redis-server's `requirepass`); required to listen on an
     /// address other than loopback.
     pub requirepass: Option<String>,
+    /// Also serve Redis over TLS on this port (redis-server's `tls-port`), on `listen`'s address.
+    pub tls_port: Option<u16>,
+    /// The server certificate chain (PEM; `tls-cert-file`).
+    pub tls_cert_file: Option<String>,
+    /// Its private key (PEM; `tls-key-file`).
+    pub tls_key_file: Option<String>,
+    /// CA certificates client certificates must chain to (`tls-ca-cert-file`).
+    pub tls_ca_cert_file: Option<String>,
+    /// "yes" (redis-server's default: clients must present a certificate signed by
+    /// `tls_ca_cert_file`) or "no".
+    pub tls_auth_clients: Option<String>,
 }
 
 impl ApiToml {
@@ -363,6 +392,20 @@ impl ApiToml {
         }
         if let Some(m) = &r.max_body_memory {
             o.body_memory_max = usize::try_from(m.bytes().context("[rest] max_body_memory")?).unwrap_or(usize::MAX);
+        }
+        match (r.key_rate_limit, r.key_rate_burst) {
+            (Some(per_second), burst) => {
+                if !(per_second > 0.0 && per_second.is_finite()) {
+                    bail!("[rest] key_rate_limit must be a number of requests per second above 0");
+                }
+                let burst = burst.unwrap_or(per_second.max(1.0));
+                if !(burst >= 1.0 && burst.is_finite()) {
+                    bail!("[rest] key_rate_burst must be at least 1");
+                }
+                o.key_rate_limit = Some(tern_rest::apikey::RateLimit { per_second, burst });
+            }
+            (None, Some(_)) => bail!("[rest] key_rate_burst needs key_rate_limit"),
+            (None, None) => {}
         }
         Ok(())
     }
@@ -478,6 +521,29 @@ impl ApiToml {
         if let Some(p) = &r.requirepass {
             o.requirepass = Some(p.clone()).filter(|p| !p.is_empty());
         }
+        if let Some(port) = r.tls_port {
+            let (Some(cert), Some(key)) = (&r.tls_cert_file, &r.tls_key_file) else {
+                bail!("[redis] tls_port needs tls_cert_file and tls_key_file");
+            };
+            let verify_client = match r.tls_auth_clients.as_deref().unwrap_or("yes") {
+                "yes" => true,
+                "no" => false,
+                other => bail!("[redis] tls_auth_clients must be \"yes\" or \"no\", not \"{other}\""),
+            };
+            if verify_client && r.tls_ca_cert_file.is_none() {
+                bail!("[redis] tls_auth_clients = \"yes\" (the default) needs tls_ca_cert_file, or set it to \"no\"");
+            }
+            let files = tern_client::tls::TlsFiles {
+                certificate_file: cert.clone(),
+                private_key_file: key.clone(),
+                root_ca_cert_file: r.tls_ca_cert_file.clone(),
+                verify_client,
+                names: ["tls_cert_file", "tls_key_file", "tls_ca_cert_file"],
+            };
+            o.tls = Some(tern_redis::RedisTls { listen: std::net::SocketAddr::new(o.listen.ip(), port), files });
+        } else if r.tls_cert_file.is_some() || r.tls_key_file.is_some() {
+            bail!("[redis] tls_cert_file and tls_key_file need tls_port");
+        }
         Ok(true)
     }
 }
@@ -504,6 +570,13 @@ mod api_toml_tests {
         assert!(zero.apply_rest(&mut o).is_err());
         let e = toml::from_str::<ApiToml>("[rest]\nmax_conns = 1\n").unwrap_err().to_string();
         assert!(e.contains("max_conns"), "{e}");
+        let limited: ApiToml = toml::from_str("[rest]\nkey_rate_limit = 50\n").unwrap();
+        limited.apply_rest(&mut o).unwrap();
+        assert_eq!(o.key_rate_limit, Some(tern_rest::apikey::RateLimit { per_second: 50.0, burst: 50.0 }));
+        for bad in ["key_rate_limit = 0", "key_rate_limit = 5\nkey_rate_burst = 0.5", "key_rate_burst = 3"] {
+            let t: ApiToml = toml::from_str(&format!("[rest]\n{bad}\n")).unwrap();
+            assert!(t.apply_rest(&mut o).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -556,6 +629,23 @@ mod api_toml_tests {
         assert!(bad.apply_redis(&mut tern_redis::RedisOptions::default()).is_err());
         let e = toml::from_str::<ApiToml>("[redis]\nport = 1\n").unwrap_err().to_string();
         assert!(e.contains("port"), "{e}");
+        let tls: ApiToml = toml::from_str(
+            "[redis]\nlisten = \"127.0.0.1:7000\"\ntls_port = 7001\ntls_cert_file = \"c.pem\"\ntls_key_file = \"k.pem\"\ntls_auth_clients = \"no\"\n",
+        )
+        .unwrap();
+        let mut o = tern_redis::RedisOptions::default();
+        tls.apply_redis(&mut o).unwrap();
+        let t = o.tls.unwrap();
+        assert_eq!((t.listen.to_string(), t.files.verify_client), ("127.0.0.1:7001".to_string(), false));
+        for bad in [
+            "tls_port = 7001\ntls_cert_file = \"c\"\ntls_key_file = \"k\"",
+            "tls_port = 7001",
+            "tls_cert_file = \"c\"\ntls_key_file = \"k\"",
+            "tls_port = 7001\ntls_cert_file = \"c\"\ntls_key_file = \"k\"\ntls_auth_clients = \"optional\"",
+        ] {
+            let t: ApiToml = toml::from_str(&format!("[redis]\n{bad}\n")).unwrap();
+            assert!(t.apply_redis(&mut tern_redis::RedisOptions::default()).is_err(), "{bad}");
+        }
         let off: ApiToml = toml::from_str("[redis]\nenable = false\n").unwrap();
         assert!(!off.apply_redis(&mut tern_redis::RedisOptions::default()).unwrap());
     }

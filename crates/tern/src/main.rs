@@ -453,9 +453,22 @@ fn main() {
     }
 }
 
+/// A management client for the `tern` tools, proving the environment's cluster secret.
+pub fn admin_client(mgmd: Vec<String>) -> tern_control::MgmClient {
+    tern_control::MgmClient::new(mgmd)
+        .with_role(tern_control::Role::Admin)
+        .with_secret(tern_client::env_cluster_secret().as_ref())
+}
+
+/// This process's cluster secret (`TERN_CLUSTER_SECRET_FILE`); an unreadable or unsafe file is
+/// an error.
+fn process_secret() -> Result<Option<tern_types::secret::ClusterSecret>> {
+    tern_wire::secret_from_env().map_err(|e| anyhow::anyhow!(e))
+}
+
 /// `tern stop|start --node N`: the operator's request, kept by the control plane.
 fn operator(mgmd: Vec<String>, node: u16, stop: bool) -> Result<()> {
-    let mut c = tern_control::MgmClient::new(mgmd).with_role(tern_control::Role::Admin);
+    let mut c = admin_client(mgmd);
     let r = if stop { c.stop_node(node) } else { c.start_node(node) };
     r.map_err(|e| anyhow::anyhow!("{e}"))?;
     println!("data node {node}: {}", if stop { "asked to stop" } else { "may start again" });
@@ -475,7 +488,8 @@ fn mgmd(config: &std::path::Path, node_id: u16, data_dir: PathBuf) -> Result<()>
         flag.store(true, Ordering::SeqCst);
     });
     tracing::info!(node_id, "management node starting");
-    tern_control::run_mgmd(tern_control::MgmdOptions { config: cluster, node_id, data_dir, bind: None }, stop)
+    let secret = process_secret()?;
+    tern_control::run_mgmd(tern_control::MgmdOptions { config: cluster, node_id, data_dir, bind: None, secret }, stop)
 }
 
 /// A data node of a cluster run by management nodes (see `member`).
@@ -500,7 +514,8 @@ fn datanode_in_cluster(
     if let Some(d) = data_dir {
         toml.data_dir = Some(d);
     }
-    let mut client = member::client(&mgmd);
+    let secret = toml.cluster_secret()?;
+    let mut client = member::client(&mgmd, secret.as_ref());
     let info = member::fetch(&mut client, &stop_requested)?;
     let spec = info
         .state
@@ -530,7 +545,7 @@ fn datanode_in_cluster(
     let member_stop = Arc::new(AtomicBool::new(false));
     let member = {
         let publisher = publisher.clone();
-        let client = member::client(&mgmd);
+        let client = member::client(&mgmd, secret.as_ref());
         let member_stop = member_stop.clone();
         std::thread::Builder::new().name("tern-member".into()).spawn(move || {
             let publish = |st: Arc<ClusterState>| publisher.publish(st);
@@ -905,7 +920,12 @@ fn serve_front_ends(
 /// restarting) are handed to the client library (`tern_client::set_down_nodes`), which closes
 /// its connections to them at once instead of waiting for a frozen node to answer.
 fn watch_cluster(mgmd: Vec<String>) {
-    tern_control::watch_down_nodes(mgmd, &tern_client::set_down_nodes, &stop_requested);
+    tern_control::watch_down_nodes(
+        mgmd,
+        tern_client::env_cluster_secret().as_ref(),
+        &tern_client::set_down_nodes,
+        &stop_requested,
+    );
 }
 
 /// Where the API server finds its data nodes: `--datanode`; else the cluster of the management
@@ -928,7 +948,7 @@ fn api_datanodes(a: &ApiArgs, cfg: &tern_rest::config::RonDbConfig) -> Result<(S
     if mgmds.is_empty() {
         return Ok((DEFAULT.into(), Vec::new()));
     }
-    let mut client = tern_control::MgmClient::new(mgmds.clone()).with_role(tern_control::Role::Admin);
+    let mut client = admin_client(mgmds.clone());
     client.call_timeout = Duration::from_secs(3);
     let until = std::time::Instant::now() + Duration::from_secs(if explicit { 60 } else { 3 });
     loop {
@@ -961,7 +981,7 @@ fn api_datanodes(a: &ApiArgs, cfg: &tern_rest::config::RonDbConfig) -> Result<(S
 /// `tern status --mgmd`: the cluster as the management nodes see it, and each data node's own
 /// report (epochs, rows, memory) where it answers.
 fn cluster_status(mgmd: Vec<String>, json: bool) -> Result<()> {
-    let mut c = tern_control::MgmClient::new(mgmd).with_role(tern_control::Role::Admin);
+    let mut c = admin_client(mgmd);
     let s = c.status().map_err(|e| anyhow::anyhow!("no management node answers: {e}"))?;
     let st = &s.state.state;
     let groups = st.groups();

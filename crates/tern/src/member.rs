@@ -355,6 +355,6 @@ impl Maps {
 }
 
 /// A client of the management nodes for a data node.
-pub fn client(addrs: &[String]) -> MgmClient {
-    MgmClient::new(addrs.to_vec()).with_role(Role::DataNode)
+pub fn client(addrs: &[String], secret: Option<&tern_types::secret::ClusterSecret>) -> MgmClient {
+    MgmClient::new(addrs.to_vec()).with_role(Role::DataNode).with_secret(secret)
 }

@@ -113,6 +113,31 @@ pub struct UpArgs {
     /// row) or "threads" (every front end on threads of its own).
     #[arg(long)]
     pub front_ends: Option<String>,
+    /// Require the cluster secret in this file on every data node and management node port
+    /// (made, random and readable by the owner only, when missing). Tools that reach the cluster
+    /// (`tern status`, `tern apikey`, native clients) need `TERN_CLUSTER_SECRET_FILE` set to it.
+    #[arg(long)]
+    pub cluster_secret_file: Option<PathBuf>,
+}
+
+/// The cluster secret's file, made (random, mode 600) when missing; returns its absolute path.
+fn cluster_secret_file(path: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if !path.exists() {
+        let mut raw = [0u8; 32];
+        tern_client::os_random(&mut raw);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        writeln!(f, "{}", tern_types::digest::hex(&raw))?;
+        eprintln!("tern: a cluster secret was generated and written to {}", path.display());
+    }
+    let path = path.canonicalize()?;
+    tern_wire::read_secret_file(&path).map_err(|e| anyhow::anyhow!(e))?;
+    Ok(path)
 }
 
 fn write_datanode_config(a: &UpArgs, dir: &Path) -> Result<PathBuf> {
@@ -176,7 +201,7 @@ fn write_member_config(dir: &Path, id: u16, memory: u64) -> Result<PathBuf> {
 }
 
 fn mgmd_ready(addr: &str) -> bool {
-    let mut c = tern_control::MgmClient::new(vec![addr.to_string()]).with_role(tern_control::Role::Admin);
+    let mut c = crate::admin_client(vec![addr.to_string()]);
     c.connect_timeout = Duration::from_millis(500);
     c.status().is_ok_and(|s| s.leader.is_some())
 }
@@ -509,6 +534,12 @@ fn start_cluster(a: &UpArgs, dir: &Path) -> Result<(Vec<Supervised>, String)> {
 }
 
 pub fn run(a: UpArgs) -> Result<()> {
+    if let Some(f) = &a.cluster_secret_file {
+        let path = cluster_secret_file(f)?;
+        // SAFETY: no thread has started yet in this process. Every process `tern up` starts
+        // inherits the variable, and this one's own clients read it.
+        unsafe { std::env::set_var(tern_wire::SECRET_FILE_ENV, &path) };
+    }
     crate::install_signal_handlers();
     std::fs::create_dir_all(&a.data_dir).with_context(|| format!("cannot create {}", a.data_dir.display()))?;
     let dir = a.data_dir.canonicalize()?;

@@ -786,28 +786,32 @@ struct Cluster {
 }
 
 fn default_cluster(dir: &std::path::Path) -> Cluster {
+    cluster_with(dir, &[])
+}
+
+/// `default_cluster` with more `tern up` arguments.
+fn cluster_with(dir: &std::path::Path, extra: &[&str]) -> Cluster {
     let (mgmd, redis, mysql) = (free_port(), free_port(), free_port());
     let dn = consecutive_ports(2);
     let ports = [dn.to_string(), mgmd.to_string(), free_port().to_string(), redis.to_string(), mysql.to_string()];
-    let (child, line) = up_ready(
-        dir,
-        &[
-            "--datanode-port",
-            &ports[0],
-            "--mgmd-port",
-            &ports[1],
-            "--rest-port",
-            &ports[2],
-            "--redis-port",
-            &ports[3],
-            "--mysql-port",
-            &ports[4],
-            "--data-memory",
-            "128M",
-            "--failure-timeout-ms",
-            "900",
-        ],
-    );
+    let mut args = vec![
+        "--datanode-port",
+        &ports[0],
+        "--mgmd-port",
+        &ports[1],
+        "--rest-port",
+        &ports[2],
+        "--redis-port",
+        &ports[3],
+        "--mysql-port",
+        &ports[4],
+        "--data-memory",
+        "128M",
+        "--failure-timeout-ms",
+        "900",
+    ];
+    args.extend_from_slice(extra);
+    let (child, line) = up_ready(dir, &args);
     Cluster { child, line, mgmd, redis, mysql, dn }
 }
 
@@ -843,6 +847,48 @@ fn up_ready(dir: &std::path::Path, args: &[&str]) -> (Child, String) {
     out.read_line(&mut line).unwrap();
     assert!(line.starts_with("ready:"), "{line}\n{}", up_log_tail(dir));
     (child, line)
+}
+
+/// `tern up --cluster-secret-file F`: the file is made (mode 600), the cluster runs with it
+/// (data nodes, mgmd, API server and its front ends all prove it), and the data node and
+/// management ports refuse whoever does not: `tern status --mgmd` and a native client without
+/// `TERN_CLUSTER_SECRET_FILE` get "access denied", with it they are served.
+#[test]
+fn a_cluster_secret_guards_the_data_node_and_management_ports() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("cluster-secret");
+    let Cluster { mut child, mgmd, mysql, dn, .. } =
+        cluster_with(dir.path(), &["--cluster-secret-file", secret.to_str().unwrap()]);
+    assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o600);
+    sql(mysql, "CREATE DATABASE s; CREATE TABLE s.t (id INT PRIMARY KEY); INSERT INTO s.t VALUES (1)").unwrap();
+    assert_eq!(sql(mysql, "SELECT id FROM s.t").unwrap(), "1");
+    let status = |with_secret: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tern"));
+        c.args(["status", "--mgmd", &format!("127.0.0.1:{mgmd}")]).env_remove("TERN_CLUSTER_SECRET_FILE");
+        if with_secret {
+            c.env("TERN_CLUSTER_SECRET_FILE", &secret);
+        }
+        c.output().unwrap()
+    };
+    let denied = status(false);
+    assert!(!denied.status.success());
+    let text = String::from_utf8_lossy(&denied.stderr);
+    assert!(text.contains("access denied") && text.contains("TERN_CLUSTER_SECRET_FILE"), "{text}");
+    let ok = status(true);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    for port in [dn, dn + 1] {
+        let e = tern_client::Client::connect(&format!("127.0.0.1:{port}")).err().expect("refused without the secret");
+        assert_eq!(e.code, tern_client::ErrorCode::AccessDenied, "{e:?}");
+    }
+    let opts = tern_client::ClientOptions {
+        cluster_secret: Some(tern_wire::read_secret_file(&secret).unwrap()),
+        ..Default::default()
+    };
+    let c = tern_client::Client::connect_with(&format!("127.0.0.1:{dn}"), opts).unwrap();
+    assert!(c.table("s", "t").is_ok());
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_exit(&mut child, Duration::from_secs(60));
 }
 
 /// `tern api --mgmd HOST:PORT`: a separate API server finds the data nodes from the management

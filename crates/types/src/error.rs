@@ -84,6 +84,8 @@ error_codes! {
     Unsupported = 4261, Permanent, 1235, "42000", 400;
     TooLarge = 4262, Permanent, 1153, "08S01", 413;
     ConditionFailed = 4263, Permanent, 1105, "HY000", 409;
+    // A connection to a data node without the cluster secret's proof.
+    AccessDenied = 4264, Permanent, 1045, "28000", 401;
     Internal = 4000, Permanent, 1105, "HY000", 500;
     Corruption = 2310, Permanent, 1105, "HY000", 500;
 }

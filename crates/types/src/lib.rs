@@ -18,6 +18,7 @@ pub mod ndb_comment;
 pub mod rng;
 pub mod row;
 pub mod schema;
+pub mod secret;
 pub mod sha1;
 pub mod sha256;
 pub mod sha512;

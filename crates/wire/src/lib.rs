@@ -79,8 +79,8 @@ pub type ReplySink = std::sync::Arc<dyn Fn(u64, Reply) + Send + Sync>;
 
 /// The first frame a data node sends on a connection to another data node (the node-to-node
 /// transporter): `[PEER_HELLO_KIND][node u16][worker u16][incarnation u32][target incarnation
-/// u32]`. Every later frame on
-/// that connection carries one signal (`tern_kernel::codec`). Client request kinds are below
+/// u32]`, then the cluster secret's 32-byte proof when the sender has a secret. Every later frame
+/// on that connection carries one signal (`tern_kernel::codec`). Client request kinds are below
 /// 0x80, so a data node tells the two kinds of connection apart by the first byte.
 pub const PEER_HELLO_KIND: u8 = 0xF0;
 
@@ -94,6 +94,8 @@ pub struct PeerHello {
     pub worker: u16,
     pub incarnation: u32,
     pub target_incarnation: u32,
+    /// The cluster secret's proof (`tern_types::secret`).
+    pub proof: Option<[u8; 32]>,
 }
 
 impl PeerHello {
@@ -103,11 +105,14 @@ impl PeerHello {
         out.extend_from_slice(&self.worker.to_le_bytes());
         out.extend_from_slice(&self.incarnation.to_le_bytes());
         out.extend_from_slice(&self.target_incarnation.to_le_bytes());
+        if let Some(p) = &self.proof {
+            out.extend_from_slice(p);
+        }
     }
 
     /// `None` unless `payload` is exactly a peer greeting.
     pub fn decode(payload: &[u8]) -> Option<PeerHello> {
-        if payload.len() != 13 || payload[0] != PEER_HELLO_KIND {
+        if (payload.len() != 13 && payload.len() != 45) || payload[0] != PEER_HELLO_KIND {
             return None;
         }
         Some(PeerHello {
@@ -115,8 +120,41 @@ impl PeerHello {
             worker: u16::from_le_bytes([payload[3], payload[4]]),
             incarnation: u32::from_le_bytes(payload[5..9].try_into().ok()?),
             target_incarnation: u32::from_le_bytes(payload[9..13].try_into().ok()?),
+            proof: payload.get(13..45).map(|p| p.try_into().expect("32 bytes")),
         })
     }
+}
+
+/// The environment variable naming the file that holds the cluster secret.
+pub const SECRET_FILE_ENV: &str = "TERN_CLUSTER_SECRET_FILE";
+
+/// The cluster secret in the file `path` (see `tern_types::secret`). A file others may read is
+/// refused: the secret would not be one.
+pub fn read_secret_file(path: &std::path::Path) -> Result<tern_types::secret::ClusterSecret, String> {
+    use std::os::unix::fs::MetadataExt;
+    let what = || format!("the cluster secret file {}", path.display());
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", what()))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!("{} may be read by others (mode {:o}): chmod 600 it", what(), meta.mode() & 0o777));
+    }
+    if meta.len() > tern_types::secret::SECRET_MAX as u64 + 64 {
+        return Err(format!("{} is too long", what()));
+    }
+    let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", what()))?;
+    tern_types::secret::ClusterSecret::new(&text).map_err(|e| format!("{}: {e}", what()))
+}
+
+/// The cluster secret of this process: the file named by `TERN_CLUSTER_SECRET_FILE`, if set.
+pub fn secret_from_env() -> Result<Option<tern_types::secret::ClusterSecret>, String> {
+    match std::env::var_os(SECRET_FILE_ENV) {
+        Some(p) if !p.is_empty() => read_secret_file(std::path::Path::new(&p)).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// Whether listening on `addr` exposes a port beyond this host.
+pub fn beyond_loopback(addr: &std::net::SocketAddr) -> bool {
+    !addr.ip().is_loopback()
 }
 
 #[cfg(test)]
@@ -125,11 +163,35 @@ mod peer_tests {
 
     #[test]
     fn peer_hello_round_trips_and_is_not_a_request() {
-        let h = PeerHello { node: 7, worker: 3, incarnation: 9, target_incarnation: 4 };
-        let mut b = Vec::new();
-        h.encode(&mut b);
-        assert_eq!(PeerHello::decode(&b), Some(h));
-        assert_eq!(PeerHello::decode(&b[..8]), None);
-        assert!(Request::decode(&b).is_err(), "a peer greeting must never parse as a client request");
+        for proof in [None, Some([5u8; 32])] {
+            let h = PeerHello { node: 7, worker: 3, incarnation: 9, target_incarnation: 4, proof };
+            let mut b = Vec::new();
+            h.encode(&mut b);
+            assert_eq!(PeerHello::decode(&b), Some(h));
+            assert_eq!(PeerHello::decode(&b[..8]), None);
+            assert_eq!(PeerHello::decode(&b[..b.len().min(20)]), if b.len() == 13 { Some(h) } else { None });
+            assert!(Request::decode(&b).is_err(), "a peer greeting must never parse as a client request");
+        }
+    }
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn secret_files_must_be_private() {
+        let dir = std::env::temp_dir().join(format!("tern-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("secret");
+        std::fs::write(&f, "0123456789abcdef0123\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read_secret_file(&f).unwrap_err().contains("chmod 600"));
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let s = read_secret_file(&f).unwrap();
+        assert!(s.verify(&tern_types::secret::ClusterSecret::new(b"0123456789abcdef0123").unwrap().proof()));
+        assert!(read_secret_file(&dir.join("missing")).unwrap_err().contains("cannot read"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -283,6 +283,8 @@ pub enum Request {
     Hello {
         client_name: String,
         worker: Option<u16>,
+        /// The cluster secret's proof (`tern_types::secret`), when the client has a secret.
+        proof: Option<[u8; 32]>,
     },
     GetCatalog,
     Txn(TxnReq),
@@ -483,7 +485,7 @@ impl Request {
     pub fn encode(&self, req_id: u64, out: &mut Vec<u8>) {
         let mut e = Enc::new(out);
         match self {
-            Request::Hello { client_name, worker } => {
+            Request::Hello { client_name, worker, proof } => {
                 e.u8(1);
                 e.u64(req_id);
                 e.str(client_name);
@@ -492,6 +494,13 @@ impl Request {
                     Some(w) => {
                         e.u8(1);
                         e.u16(*w)
+                    }
+                }
+                match proof {
+                    None => e.u8(0),
+                    Some(p) => {
+                        e.u8(1);
+                        e.raw(p)
                     }
                 }
             }
@@ -586,6 +595,11 @@ impl Request {
                     0 => None,
                     1 => Some(d.u16()?),
                     _ => return Err(DecodeError("bad worker tag")),
+                },
+                proof: match d.u8()? {
+                    0 => None,
+                    1 => Some(d.take(32)?.try_into().expect("32 bytes")),
+                    _ => return Err(DecodeError("bad proof tag")),
                 },
             },
             2 => Request::GetCatalog,
@@ -893,7 +907,8 @@ mod tests {
     #[test]
     fn requests_and_replies_round_trip() {
         let reqs = vec![
-            Request::Hello { client_name: "x".into(), worker: Some(1) },
+            Request::Hello { client_name: "x".into(), worker: Some(1), proof: None },
+            Request::Hello { client_name: "y".into(), worker: None, proof: Some([7; 32]) },
             Request::Txn(TxnReq {
                 txn: 9,
                 ops: vec![

@@ -262,6 +262,12 @@ fn free_port() -> u16 {
 /// another port when the one picked was taken meanwhile.
 #[allow(dead_code)]
 pub fn start_mariadb() -> Peer {
+    start_mariadb_with(false)
+}
+
+/// `start_mariadb`, with its privilege system on when `grants` (root has no password).
+#[allow(dead_code)]
+pub fn start_mariadb_with(grants: bool) -> Peer {
     for _attempt in 0..3 {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
@@ -279,7 +285,8 @@ pub fn start_mariadb() -> Peer {
             .arg(format!("--port={port}"))
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--socket={}", dir.path().join("sock").display()))
-            .args(["--user=root", "--skip-grant-tables", "--innodb-buffer-pool-size=64M"])
+            .args(["--user=root", "--innodb-buffer-pool-size=64M"])
+            .args(if grants { &[][..] } else { &["--skip-grant-tables"][..] })
             .arg(format!("--log-error={}", dir.path().join("err.log").display()))
             .arg(format!("--pid-file={}", dir.path().join("pid").display()))
             .spawn()

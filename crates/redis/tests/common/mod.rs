@@ -58,12 +58,17 @@ impl Drop for Peer {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Starts redis-server (the Debian package, which `.ci/run` installs).
 pub fn start_peer() -> Peer {
+    start_peer_with(&[])
+}
+
+/// `start_peer` with more redis-server arguments.
+pub fn start_peer_with(extra: &[&str]) -> Peer {
     assert!(
         Command::new("redis-server").arg("--version").output().is_ok(),
         "redis-server is needed for the differential tests: apt-get install -y redis-server"
@@ -75,6 +80,7 @@ pub fn start_peer() -> Peer {
         let port = free_port();
         let mut child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(extra)
             .arg("--dir")
             .arg(dir.path())
             .stdout(Stdio::null())

@@ -72,13 +72,30 @@ const JOIN_KEYS_MAX: usize = 1 << 18;
 /// How often a waiting statement looks at KILL and its deadline.
 const CHECK_EVERY: Duration = Duration::from_millis(20);
 
+/// What a statement may read: databases it may see (others are unknown to it) and, when set, a
+/// check of each table it reads (an error such as MySQL's 1142 fails the statement).
+#[derive(Clone, Default)]
+pub struct Access {
+    pub dbs: Vec<String>,
+    pub table_check: Option<TableCheck>,
+}
+
+/// `(db, table)` → may the statement read it.
+pub type TableCheck = Arc<dyn Fn(&str, &str) -> Result<(), SqlError> + Send + Sync>;
+
+impl Access {
+    /// These databases, every table in them.
+    pub fn dbs(dbs: Vec<String>) -> Access {
+        Access { dbs, table_check: None }
+    }
+}
+
 /// Plans and runs `sql` (one SELECT / WITH statement) with `db` as the current database.
-/// `allowed`: the databases the statement may read (others are unknown to it).
 pub async fn query(
     client: &Client,
     db: Option<&str>,
     sql: &str,
-    allowed: &[String],
+    allowed: &Access,
     budget: &mut Budget,
 ) -> Result<Rows, SqlError> {
     let memory = budget.memory_max().min(usize::MAX as u64) as usize;
@@ -93,7 +110,7 @@ pub async fn explain(
     client: &Client,
     db: Option<&str>,
     sql: &str,
-    allowed: &[String],
+    allowed: &Access,
     budget: &mut Budget,
     analyze: bool,
 ) -> Result<String, SqlError> {
@@ -133,17 +150,17 @@ struct Statement {
     client: Client,
     db: Option<String>,
     sql: String,
-    allowed: Vec<String>,
+    allowed: Access,
     memory: usize,
 }
 
 impl Statement {
-    fn new(client: &Client, db: Option<&str>, sql: &str, allowed: &[String], memory: usize) -> Statement {
+    fn new(client: &Client, db: Option<&str>, sql: &str, allowed: &Access, memory: usize) -> Statement {
         Statement {
             client: client.clone(),
             db: db.map(str::to_string),
             sql: sql.to_string(),
-            allowed: allowed.to_vec(),
+            allowed: allowed.clone(),
             memory,
         }
     }
@@ -448,6 +465,9 @@ fn df_error(e: DataFusionError) -> SqlError {
         DataFusionError::External(x) => {
             if let Some(t) = x.downcast_ref::<tern_types::TernError>() {
                 return SqlError::from(t.clone());
+            }
+            if let Some(t) = x.downcast_ref::<SqlError>() {
+                return t.clone();
             }
         }
         DataFusionError::NotImplemented(m) => {

@@ -20,21 +20,26 @@ use tern_types::{ColumnType, Value};
 /// Every Tern database as a schema.
 pub struct TernCatalog {
     pub client: Client,
-    /// The databases the statement may read.
-    pub allowed: Vec<String>,
+    /// What the statement may read.
+    pub allowed: super::Access,
     /// Rows per table id, as the data node counts them (the join planner's estimates).
     pub rows: Arc<HashMap<u32, u64>>,
 }
 
 impl CatalogProvider for TernCatalog {
     fn schema_names(&self) -> Vec<String> {
-        self.client.databases().into_iter().filter(|d| self.allowed.contains(d)).collect()
+        self.client.databases().into_iter().filter(|d| self.allowed.dbs.contains(d)).collect()
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
         let dbs = self.schema_names();
         let db = dbs.iter().find(|d| *d == name).or_else(|| dbs.iter().find(|d| d.eq_ignore_ascii_case(name)))?;
-        Some(Arc::new(TernSchema { client: self.client.clone(), db: db.clone(), rows: self.rows.clone() }))
+        Some(Arc::new(TernSchema {
+            client: self.client.clone(),
+            db: db.clone(),
+            rows: self.rows.clone(),
+            check: self.allowed.table_check.clone(),
+        }))
     }
 }
 
@@ -42,6 +47,7 @@ pub struct TernSchema {
     client: Client,
     db: String,
     rows: Arc<HashMap<u32, u64>>,
+    check: Option<super::TableCheck>,
 }
 
 impl fmt::Debug for TernCatalog {
@@ -76,6 +82,9 @@ impl SchemaProvider for TernSchema {
                 }
             }
         };
+        if let (Some(h), Some(check)) = (&found, &self.check) {
+            check(&self.db, &h.table.name).map_err(|e| DataFusionError::External(Box::new(e)))?;
+        }
         Ok(found.map(|h| Arc::new(TernTable::new(self.client.clone(), h, self.rows.clone())) as Arc<dyn TableProvider>))
     }
 

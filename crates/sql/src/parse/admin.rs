@@ -218,25 +218,52 @@ impl Parser<'_> {
 
     pub(super) fn grant(&mut self) -> Result<Statement, ParseError> {
         let revoke = self.next().is_some_and(|t| t.is_kw("REVOKE"));
-        // Privileges up to ON.
-        while !self.at_kw("ON") {
-            if self.next().is_none() {
-                return Err(self.error());
+        // Privileges (words up to a comma, ON or FROM), e.g. `SELECT, INSERT`, `ALL PRIVILEGES`,
+        // `GRANT OPTION`, `CREATE TEMPORARY TABLES`.
+        let mut privs = 0u16;
+        loop {
+            let mut words = Vec::new();
+            while let Some(Tok::Word(w)) = self.peek() {
+                if self.at_kw("ON") || (revoke && self.at_kw("FROM")) {
+                    break;
+                }
+                words.push(w.to_ascii_uppercase());
+                self.pos += 1;
+            }
+            if self.at_sym("(") {
+                return Err(ParseError::Unsupported("column privileges".into()));
+            }
+            let name = words.join(" ");
+            privs |= crate::privs::named(&name).ok_or_else(|| self.error())?;
+            if !self.eat_sym(",") {
+                break;
             }
         }
-        self.pos += 1;
-        self.eat_kw("TABLE");
-        let db = if self.eat_sym("*") {
-            if self.eat_sym(".") {
-                self.expect_sym("*")?;
-            }
-            "*".to_string()
+        let level = if self.eat_kw("ON") {
+            self.eat_kw("TABLE");
+            Some(if self.eat_sym("*") {
+                if self.eat_sym(".") {
+                    self.expect_sym("*")?;
+                    GrantLevel::Global
+                } else {
+                    GrantLevel::Database(None)
+                }
+            } else {
+                let first = self.ident()?;
+                if self.eat_sym(".") {
+                    if self.eat_sym("*") {
+                        GrantLevel::Database(Some(first))
+                    } else {
+                        GrantLevel::Table(Some(first), self.ident()?)
+                    }
+                } else {
+                    GrantLevel::Table(None, first)
+                }
+            })
+        } else if revoke && privs & crate::privs::ALL == crate::privs::ALL && privs & crate::privs::GRANT != 0 {
+            None
         } else {
-            let d = self.ident()?;
-            if self.eat_sym(".") && !self.eat_sym("*") {
-                self.ident()?;
-            }
-            d
+            return Err(self.error());
         };
         if revoke {
             self.expect_kw("FROM")?;
@@ -244,7 +271,12 @@ impl Parser<'_> {
             self.expect_kw("TO")?;
         }
         let (user, host) = self.user_spec()?;
+        if !revoke && self.eat_kw("WITH") {
+            self.expect_kw("GRANT")?;
+            self.expect_kw("OPTION")?;
+            privs |= crate::privs::GRANT;
+        }
         self.skip_rest();
-        Ok(Statement::Grant { db, user, host, revoke })
+        Ok(Statement::Grant { privs, level, user, host, revoke })
     }
 }

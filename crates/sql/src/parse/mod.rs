@@ -577,6 +577,26 @@ mod tests {
         assert!(matches!(stmt("PREPARE s FROM 'SELECT ?'"), Statement::Prepare { .. }));
         assert!(matches!(stmt("CREATE USER 'bob'@'localhost' IDENTIFIED BY 'pw'"), Statement::CreateUser { .. }));
         assert!(matches!(stmt("GRANT ALL PRIVILEGES ON shop.* TO 'bob'@'%'"), Statement::Grant { .. }));
+        use crate::privs::{ALL, GRANT, INSERT, SELECT};
+        let g = |sql: &str| match stmt(sql) {
+            Statement::Grant { privs, level, user, revoke, .. } => (privs, level, user, revoke),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            g("GRANT SELECT, INSERT ON shop.items TO bob WITH GRANT OPTION"),
+            (
+                SELECT | INSERT | GRANT,
+                Some(GrantLevel::Table(Some("shop".into()), "items".into())),
+                "bob".into(),
+                false
+            )
+        );
+        assert_eq!(g("GRANT ALL ON *.* TO 'a'@'%'").1, Some(GrantLevel::Global));
+        assert_eq!(g("GRANT LOCK TABLES, SELECT ON * TO a").0, SELECT);
+        assert_eq!(g("GRANT SELECT ON t TO a").1, Some(GrantLevel::Table(None, "t".into())));
+        assert_eq!(g("REVOKE ALL PRIVILEGES, GRANT OPTION FROM a"), (ALL | GRANT, None, "a".into(), true));
+        assert!(parse("GRANT FLY ON *.* TO a").is_err());
+        assert!(parse("GRANT SELECT (c) ON t TO a").is_err());
         assert!(matches!(stmt("ALTER TABLE t ADD COLUMN x INT, DROP INDEX k"), Statement::AlterTable { .. }));
         assert!(matches!(
             stmt("LOAD DATA LOCAL INFILE 'x.csv' INTO TABLE t FIELDS TERMINATED BY ',' IGNORE 1 LINES"),
