@@ -25,6 +25,7 @@ mod conn;
 pub mod frontend;
 #[cfg(feature = "tokio")]
 pub mod hosted;
+pub mod metrics;
 pub mod spinwatch;
 #[cfg(feature = "tls")]
 pub mod tls;

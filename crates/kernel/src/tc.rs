@@ -78,6 +78,22 @@ pub struct NodeStats {
     pub ttl_purged: std::sync::Mutex<BTreeMap<TableId, u64>>,
     /// Rows per table in the partition replicas this node holds (`rows` is their sum).
     pub table_rows: std::sync::Mutex<BTreeMap<TableId, i64>>,
+    /// Data memory charged per (ldm, table), as each ldm last published it.
+    pub table_bytes: std::sync::Mutex<BTreeMap<(u16, TableId), u64>>,
+    /// Batches that waited for a row lock.
+    pub lock_waits: std::sync::atomic::AtomicU64,
+    /// Lock waits that ended by the lock-wait timeout.
+    pub lock_wait_timeouts: std::sync::atomic::AtomicU64,
+    /// Deadlocks found (a cycle within an ldm, or a victim chosen by a probe).
+    pub deadlocks: std::sync::atomic::AtomicU64,
+    /// Transactions aborted for being inactive too long.
+    pub inactive_timeouts: std::sync::atomic::AtomicU64,
+    /// Transactions committed and aborted by this node's coordinators.
+    pub commits: std::sync::atomic::AtomicU64,
+    pub aborts: std::sync::atomic::AtomicU64,
+    /// Redo log bytes written and local checkpoints completed (set by the runtime's I/O).
+    pub redo_bytes: std::sync::atomic::AtomicU64,
+    pub checkpoints: std::sync::atomic::AtomicU64,
 }
 
 impl NodeStats {
@@ -87,6 +103,26 @@ impl NodeStats {
             self.rows.fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
             *self.table_rows.lock().unwrap_or_else(|e| e.into_inner()).entry(table).or_default() += delta;
         }
+    }
+
+    /// The event counters by name (ascending), for status answers.
+    pub fn counters(&self) -> Vec<(String, u64)> {
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        vec![
+            ("aborts".into(), get(&self.aborts)),
+            ("checkpoints".into(), get(&self.checkpoints)),
+            ("commits".into(), get(&self.commits)),
+            ("deadlocks".into(), get(&self.deadlocks)),
+            ("inactive_timeouts".into(), get(&self.inactive_timeouts)),
+            ("lock_wait_timeouts".into(), get(&self.lock_wait_timeouts)),
+            ("lock_waits".into(), get(&self.lock_waits)),
+            ("redo_bytes".into(), get(&self.redo_bytes)),
+        ]
+    }
+
+    /// Counts one event.
+    pub fn count(a: &std::sync::atomic::AtomicU64) {
+        a.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn count_purged(&self, table: TableId, rows: u64) {
@@ -498,6 +534,16 @@ impl Tc {
                 .filter(|(t, _)| self.catalog.tables.contains_key(t))
                 .map(|(&t, &n)| (t, n.max(0) as u64))
                 .collect(),
+            table_bytes: {
+                let mut per: BTreeMap<TableId, u64> = BTreeMap::new();
+                for (&(_, t), &b) in self.stats.table_bytes.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                    if self.catalog.tables.contains_key(&t) {
+                        *per.entry(t).or_default() += b;
+                    }
+                }
+                per.into_iter().collect()
+            },
+            counters: self.stats.counters(),
         }
     }
 
@@ -811,6 +857,7 @@ impl Tc {
             let results = std::mem::take(&mut txn.results);
             let epoch = self.current_epoch;
             self.forget(id);
+            NodeStats::count(&self.stats.commits);
             out.reply(client, req_id, txn_reply(ctx, results, Outcome::Committed { epoch }));
             return;
         }
@@ -846,6 +893,7 @@ impl Tc {
             out.send(chain[pos as usize], Signal::Complete { txn: tref, chain: chain.clone(), pos });
         }
         let epoch = txn.epoch;
+        NodeStats::count(&self.stats.commits);
         let reply = txn_reply(txn.client_txn, std::mem::take(&mut txn.results), Outcome::Committed { epoch });
         let (client, req_id, durable, orphan) = (txn.client, txn.req_id, txn.durable, txn.orphan);
         self.forget(tref.id);
@@ -921,6 +969,7 @@ impl Tc {
             Some(e) => Outcome::Aborted(e),
             None => Outcome::RolledBack,
         };
+        NodeStats::count(&self.stats.aborts);
         let reply = txn_reply(txn.client_txn, std::mem::take(&mut txn.results), outcome);
         let (client, req_id, orphan) = (txn.client, txn.req_id, txn.orphan);
         self.forget(id);
@@ -972,6 +1021,7 @@ impl Tc {
         for id in ids {
             let t = self.txns.get_mut(&id).expect("listed");
             t.orphan = true;
+            NodeStats::count(&self.stats.inactive_timeouts);
             let e =
                 TernError::new(ErrorCode::TransactionTimeout, "transaction was aborted after being inactive too long");
             self.aborted_idle.insert((t.client, t.client_txn), e);

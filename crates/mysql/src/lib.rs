@@ -5,6 +5,7 @@
 //! (dependencies.md: "plan to own it later").
 
 pub mod conns;
+pub mod metrics;
 pub mod proto;
 pub mod server;
 pub mod session;

@@ -76,9 +76,19 @@ pub struct MysqlServer {
     /// `caching_sha2_password`: SHA256(SHA256(password)) of accounts that signed in fully on this
     /// server (a changed stored password misses, and the entry is replaced at the next full one).
     sha2_cache: std::sync::Mutex<Sha2Cache>,
+    /// Statements, errors and latency for `/metrics`.
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl MysqlServer {
+    /// Counts a statement that ran, and keeps its error for the status page.
+    fn record(&self, sql: &str, t0: std::time::Instant, r: Result<(), &SqlError>) {
+        self.metrics.record(sql, t0.elapsed(), r.is_err());
+        if let Err(e) = r {
+            tern_client::metrics::record_error("mysql", &format!("{} ({}): {}", e.errno, e.sqlstate, e.message));
+        }
+    }
+
     /// The server (Err: the TLS files cannot be used, naming the setting and file).
     pub fn new(client: Client, opts: MysqlOptions) -> Result<Arc<MysqlServer>, String> {
         let globals: crate::session::Globals = Default::default();
@@ -97,6 +107,7 @@ impl MysqlServer {
             busy: Default::default(),
             tls,
             sha2_cache: Default::default(),
+            metrics: Default::default(),
         }))
     }
 
@@ -107,8 +118,10 @@ impl MysqlServer {
             let me = self.clone();
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             let host = peer.ip().to_string();
+            me.metrics.connections.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
                 let Some(reg) = me.conns.register(id, &host) else {
+                    me.metrics.rejected.fetch_add(1, Ordering::Relaxed);
                     // MySQL answers an over-the-limit connection with 1040 in place of the
                     // handshake.
                     let e = SqlError::new(1040, "08004", "Too many connections");
@@ -255,7 +268,10 @@ impl MysqlServer {
                         let n = parts.len();
                         for (i, part) in parts.into_iter().enumerate() {
                             let more = if i + 1 < n { proto::status::MORE_RESULTS_EXISTS } else { 0 };
-                            match sess.query(&part).await {
+                            let t0 = std::time::Instant::now();
+                            let r = sess.query(&part).await;
+                            self.record(&part, t0, r.as_ref().map(|_| ()));
+                            match r {
                                 Ok(Answer::LocalInfile(_)) => {
                                     let e = SqlError::new(
                                         1295,
@@ -282,7 +298,10 @@ impl MysqlServer {
                         }
                     } else {
                         let sql = parts.into_iter().next().unwrap_or(text);
-                        match sess.query(&sql).await {
+                        let t0 = std::time::Instant::now();
+                        let r = sess.query(&sql).await;
+                        self.record(&sql, t0, r.as_ref().map(|_| ()));
+                        match r {
                             Ok(Answer::LocalInfile(job)) => {
                                 match self.local_infile(&mut s, &mut buf, &mut sess, *job, caps).await {
                                     Some(o) => out = o,
@@ -346,10 +365,15 @@ impl MysqlServer {
                     }
                 }
                 com::STMT_EXECUTE => match execute_args(&mut sess, arg) {
-                    Ok((prep, sql, params)) => match sess.execute_stmt(&prep, &sql, &params).await {
-                        Ok(a) => put_answer(&mut out, &sess, a, deprecate_eof, true),
-                        Err(e) => err(&mut out, &e),
-                    },
+                    Ok((prep, sql, params)) => {
+                        let t0 = std::time::Instant::now();
+                        let r = sess.execute_stmt(&prep, &sql, &params).await;
+                        self.record(&sql, t0, r.as_ref().map(|_| ()));
+                        match r {
+                            Ok(a) => put_answer(&mut out, &sess, a, deprecate_eof, true),
+                            Err(e) => err(&mut out, &e),
+                        }
+                    }
                     Err(e) => err(&mut out, &e),
                 },
                 com::STMT_SEND_LONG_DATA => {
@@ -765,6 +789,15 @@ pub fn run_on(
         let listen = opts.listen;
         let server = MysqlServer::new(client, opts)?;
         server.prepare_accounts().await?;
+        let weak = Arc::downgrade(&server);
+        tern_client::metrics::register(
+            "mysql",
+            Arc::new(move |out: &mut String| {
+                if let Some(s) = weak.upgrade() {
+                    s.metrics.render(s.conns.list().len(), out);
+                }
+            }),
+        );
         let listener = tern_client::frontend::bind(listen, "MySQL").await?;
         bound(listener.local_addr().map_err(|e| e.to_string())?);
         server.serve(listener).await;

@@ -105,6 +105,8 @@ pub struct Stats {
     pub rejected: AtomicU64,
     /// Per command of `cmd::COMMANDS`: calls, microseconds, rejected calls, failed calls.
     per_command: Vec<[AtomicU64; 4]>,
+    /// Per command of `cmd::COMMANDS`: its latency (for `/metrics`).
+    latency: Vec<tern_client::metrics::Histogram>,
     /// Error replies by their code (the first word: ERR, WRONGTYPE ...).
     errors: Mutex<std::collections::BTreeMap<String, u64>>,
     /// The data node's count of purged keys at the last CONFIG RESETSTAT (INFO's
@@ -119,6 +121,7 @@ impl Default for Stats {
             connections: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             per_command: (0..cmd::command_count()).map(|_| Default::default()).collect(),
+            latency: (0..cmd::command_count()).map(|_| Default::default()).collect(),
             errors: Mutex::default(),
             expired_base: AtomicU64::new(0),
         }
@@ -132,17 +135,22 @@ impl Stats {
             c.store(0, Ordering::Relaxed);
         }
         self.per_command.iter().flatten().for_each(|c| c.store(0, Ordering::Relaxed));
+        self.latency.iter().for_each(|h| h.reset());
         lock(&self.errors).clear();
     }
 
     /// A command that ran, its time and its reply.
     pub fn record(&self, spec: &cmd::Spec, took: Duration, reply: &[u8]) {
-        let c = &self.per_command[cmd::index_of_spec(spec)];
+        let i = cmd::index_of_spec(spec);
+        let c = &self.per_command[i];
         c[0].fetch_add(1, Ordering::Relaxed);
         c[1].fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        self.latency[i].observe(took);
         if reply.first() == Some(&b'-') {
             c[3].fetch_add(1, Ordering::Relaxed);
-            self.error(&String::from_utf8_lossy(&reply[1..reply.len().min(64)]));
+            let text = String::from_utf8_lossy(&reply[1..reply.len().min(200)]);
+            self.error(&text);
+            tern_client::metrics::record_error("redis", text.trim_end());
         }
     }
 
@@ -151,6 +159,53 @@ impl Stats {
         let c = &self.per_command[index];
         c[0].fetch_add(calls, Ordering::Relaxed);
         c[1].fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        self.latency[index].observe_n(calls, took);
+    }
+
+    /// The Prometheus exposition of these counters (`/metrics` of the API server).
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write;
+        use tern_client::metrics::{header, label};
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        header(out, "tern_redis_connections_total", "counter", "Redis connections accepted.");
+        let _ = writeln!(out, "tern_redis_connections_total {}", get(&self.connections));
+        header(out, "tern_redis_connections_rejected_total", "counter", "Redis connections refused at maxclients.");
+        let _ = writeln!(out, "tern_redis_connections_rejected_total {}", get(&self.rejected));
+        let used: Vec<usize> = (0..self.per_command.len())
+            .filter(|&i| get(&self.per_command[i][0]) + get(&self.per_command[i][2]) > 0)
+            .collect();
+        let name = |i: usize| label(cmd::COMMANDS[i].name);
+        header(out, "tern_redis_commands_total", "counter", "Redis commands run, by command.");
+        for &i in &used {
+            let _ =
+                writeln!(out, "tern_redis_commands_total{{command=\"{}\"}} {}", name(i), get(&self.per_command[i][0]));
+        }
+        header(out, "tern_redis_command_errors_total", "counter", "Redis commands answered with an error, by command.");
+        for &i in &used {
+            let _ = writeln!(
+                out,
+                "tern_redis_command_errors_total{{command=\"{}\"}} {}",
+                name(i),
+                get(&self.per_command[i][3])
+            );
+        }
+        header(out, "tern_redis_command_rejected_total", "counter", "Redis calls refused before they ran, by command.");
+        for &i in &used {
+            let _ = writeln!(
+                out,
+                "tern_redis_command_rejected_total{{command=\"{}\"}} {}",
+                name(i),
+                get(&self.per_command[i][2])
+            );
+        }
+        header(out, "tern_redis_command_duration_seconds", "histogram", "Redis command latency, by command.");
+        for &i in &used {
+            self.latency[i].render("tern_redis_command_duration_seconds", &format!("command=\"{}\"", name(i)), out);
+        }
+        header(out, "tern_redis_errors_total", "counter", "Redis error replies by their code.");
+        for (code, n) in self.errors() {
+            let _ = writeln!(out, "tern_redis_errors_total{{code=\"{}\"}} {n}", label(&code));
+        }
     }
 
     /// A call refused before it ran (wrong arity, unknown subcommand).
@@ -943,6 +998,15 @@ async fn serve(client: Client, opts: RedisOptions, bound: impl FnOnce(SocketAddr
     };
     let server = Server::new(client, opts, addr.port());
     server.clone().db(0).await.map_err(|e| e.0)?;
+    let weak = Arc::downgrade(&server);
+    tern_client::metrics::register(
+        "redis",
+        Arc::new(move |out: &mut String| {
+            if let Some(s) = weak.upgrade() {
+                s.stats.render(out);
+            }
+        }),
+    );
     bound(addr);
     if let Some((l, reloading)) = tls {
         tokio::spawn(server.clone().serve_with(l, Some(reloading)));

@@ -26,6 +26,7 @@ pub mod json;
 mod metrics;
 pub mod request;
 pub mod ronsql;
+pub mod status;
 pub mod tls;
 
 use crate::config::RestOptions;
@@ -69,6 +70,8 @@ pub struct RestServer {
     fs_cache: feature_store::Cache,
     /// RonSQL queries running now (at most `ronsql::RUNNING_MAX`).
     ronsql_running: tern_client::frontend::ConnLimit,
+    /// The counters over time, for the status page's charts.
+    samples: status::Samples,
 }
 
 type Resp = Response<Full<Bytes>>;
@@ -137,11 +140,95 @@ impl RestServer {
             misses: api::MissRefresh::default(),
             fs_cache: Default::default(),
             ronsql_running: tern_client::frontend::ConnLimit::new(ronsql::RUNNING_MAX),
+            samples: Default::default(),
         })
+    }
+
+    /// Samples the counters every `status::SAMPLE_EVERY` while the server lives.
+    async fn sample_loop(me: std::sync::Weak<RestServer>) {
+        loop {
+            {
+                let Some(s) = me.upgrade() else { return };
+                let (requests, errors, latency_s) = status::totals(&s.metrics.render(s.conns.open()));
+                let at_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                s.samples.push(status::Sample { at_ms, requests, errors, latency_s });
+            }
+            tokio::time::sleep(status::SAMPLE_EVERY).await;
+        }
+    }
+
+    /// `GET /status.json`: what the status page shows.
+    async fn status_json(&self, key: Option<&str>) -> Resp {
+        if let Some(k) = &self.keys
+            && let Err(e) = k.check(key, &[]).await
+        {
+            return json(e.status, format!("{{\"error\":{}}}", status::js(&e.message)));
+        }
+        let st = match self.client.status_async().await {
+            Ok(s) => s,
+            Err(e) => return json(200, format!("{{\"error\":{}}}", status::js(&e.message))),
+        };
+        let mut catalog = self.client.catalog();
+        if st.table_rows.iter().any(|(t, _)| !catalog.tables.contains_key(t)) {
+            let _ = self.client.refresh_catalog_async().await;
+            catalog = self.client.catalog();
+        }
+        let mut out = String::from("{\"nodes\":[");
+        out.push_str(&format!(
+            "{{\"id\":{},\"state\":{},\"memory_used\":{},\"memory_total\":{},\"rows\":{},\"current_epoch\":{},\"durable_epoch\":{}}}",
+            st.node_id,
+            status::js(&st.state),
+            st.memory_used,
+            st.memory_total,
+            st.rows,
+            st.current_epoch,
+            st.durable_epoch
+        ));
+        out.push_str("],\"tables\":[");
+        let bytes: std::collections::HashMap<u32, u64> = st.table_bytes.iter().copied().collect();
+        let mut first = true;
+        for (t, rows) in &st.table_rows {
+            let Some(table) = catalog.tables.get(t) else { continue };
+            if table.database == apikey::KEY_DB {
+                continue;
+            }
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            let name = format!("{}.{}", table.database, table.name);
+            out.push_str(&format!(
+                "{{\"name\":{},\"rows\":{rows},\"memory\":{}}}",
+                status::js(&name),
+                bytes.get(t).copied().unwrap_or(0)
+            ));
+        }
+        out.push_str("],\"series\":[");
+        let series: Vec<String> =
+            self.samples.series().iter().map(|(t, r, e, l)| format!("[{t},{:.3},{:.3},{:.4}]", r, e, l)).collect();
+        out.push_str(&series.join(","));
+        out.push_str("],\"errors\":[");
+        let errors: Vec<String> = tern_client::metrics::recent_errors()
+            .iter()
+            .map(|e| {
+                format!(
+                    "{{\"at_ms\":{},\"front_end\":{},\"text\":{}}}",
+                    e.at_ms,
+                    status::js(e.front_end),
+                    status::js(&e.text)
+                )
+            })
+            .collect();
+        out.push_str(&errors.join(","));
+        out.push_str("]}");
+        json(200, out)
     }
 
     /// Serves on an already bound listener until the process ends (over TLS with an acceptor).
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener, tls: Option<Arc<Reloading>>) {
+        tokio::spawn(RestServer::sample_loop(Arc::downgrade(&self)));
         loop {
             let (stream, peer) = tern_client::frontend::accept(&listener).await;
             let me = self.clone();
@@ -295,6 +382,20 @@ impl RestServer {
                 Method::GET => ("metrics", text(200, self.metrics.render(self.conns.open()))),
                 _ => ("unknown", text(405, "Method Not Allowed")),
             };
+        }
+        if path == "/" || path == "/status" || path == "/status.json" {
+            if method != Method::GET {
+                return ("unknown", text(405, "Method Not Allowed"));
+            }
+            if path == "/status.json" {
+                return ("status", self.status_json(key).await);
+            }
+            let page = Response::builder()
+                .status(200)
+                .header("content-type", "text/html; charset=utf-8")
+                .body(Full::new(Bytes::from_static(status::PAGE.as_bytes())))
+                .expect("valid response");
+            return ("status", page);
         }
         let (v, rest) = if let Some(r) = path.strip_prefix("/0.1.0/") {
             (Version::V1, r)

@@ -46,6 +46,9 @@ impl Metrics {
     }
 
     pub fn record(&self, endpoint: &'static str, status: u16, took: Duration) {
+        if status >= 400 {
+            tern_client::metrics::record_error("rest", &format!("{endpoint}: HTTP {status}"));
+        }
         *lock(&self.requests).entry((endpoint, status)).or_default() += 1;
         let s = took.as_secs_f64();
         let mut l = lock(&self.latency);
@@ -101,6 +104,8 @@ impl Metrics {
             let _ = writeln!(out, "tern_rest_request_duration_seconds_sum{{endpoint=\"{e}\"}} {}", s.sum_s);
             let _ = writeln!(out, "tern_rest_request_duration_seconds_count{{endpoint=\"{e}\"}} {}", s.count);
         }
+        // The other front ends of this process (Redis, MySQL).
+        tern_client::metrics::render_registered(&mut out);
         out
     }
 }

@@ -74,6 +74,8 @@ pub struct DatanodeToml {
     /// (default: the file named by `TERN_CLUSTER_SECRET_FILE`, if set). Required to listen
     /// beyond loopback.
     pub cluster_secret_file: Option<PathBuf>,
+    /// Serve Prometheus metrics at `/metrics` on this address ("127.0.0.1:9186"; default off).
+    pub metrics_listen: Option<String>,
 }
 
 /// Whether `front_ends` ("worker", the default, or "threads") puts front ends on worker 0.
@@ -140,6 +142,14 @@ impl DatanodeToml {
 
     pub fn log_level(&self) -> String {
         self.log_level.clone().unwrap_or_else(|| "info".into())
+    }
+
+    /// `metrics_listen` as an address.
+    pub fn metrics_addr(&self) -> Result<Option<SocketAddr>> {
+        self.metrics_listen
+            .as_deref()
+            .map(|m| m.parse().with_context(|| format!("metrics_listen = '{m}' is not an address like 127.0.0.1:9186")))
+            .transpose()
     }
 
     /// The cluster secret: `cluster_secret_file`, else the environment's.

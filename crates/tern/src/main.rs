@@ -3,6 +3,7 @@
 
 mod config;
 mod member;
+mod metrics_http;
 mod up;
 
 // The data node allocates and frees small buffers per operation; mimalloc's thread-local free
@@ -568,7 +569,7 @@ fn datanode_in_cluster(
     let node = tern_runtime::DataNode::start(cfg).map_err(|e| anyhow::anyhow!(e))?;
     publisher.attach(node.map_publisher());
     tracing::info!(addr = %node.local_addr(), rows = node.recovered_rows, durable_epoch = node.durable_epoch, "data node listening");
-    let r = serve_until_stopped(node, front, None);
+    let r = serve_until_stopped(node, front, None, toml.metrics_addr()?);
     // Heartbeats go on until the node has stopped, then the last durable epoch is reported.
     member_stop.store(true, Ordering::SeqCst);
     let _ = member.join();
@@ -588,7 +589,15 @@ fn serve_until_stopped(
     node: tern_runtime::DataNode,
     front: Option<ApiArgs>,
     on_worker: Option<tokio::runtime::Handle>,
+    metrics: Option<std::net::SocketAddr>,
 ) -> Result<()> {
+    if let Some(listen) = metrics {
+        let connector = node.local_connector();
+        let client = tern_client::Client::connect_local(move |sink| Box::new(connector.connect_to(None, sink)))
+            .map_err(|e| anyhow::anyhow!("metrics: {e}"))?;
+        let addr = metrics_http::spawn(listen, move || metrics_http::render_node(&client))?;
+        tracing::info!(%addr, "data node metrics at /metrics");
+    }
     while !node.wait_started(Duration::from_millis(50)) {
         if stop_requested() {
             break;
@@ -649,7 +658,7 @@ fn datanode(
         None => None,
     };
     tracing::info!(addr = %node.local_addr(), rows = node.recovered_rows, durable_epoch = node.durable_epoch, on_worker, "data node listening");
-    serve_until_stopped(node, front, runtime)
+    serve_until_stopped(node, front, runtime, toml.metrics_addr()?)
 }
 
 /// Serves the front ends `a` asks for from the data node's process, through the in-process

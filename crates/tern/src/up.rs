@@ -118,6 +118,18 @@ pub struct UpArgs {
     /// (`tern status`, `tern apikey`, native clients) need `TERN_CLUSTER_SECRET_FILE` set to it.
     #[arg(long)]
     pub cluster_secret_file: Option<PathBuf>,
+    /// Serve each data node's Prometheus metrics at `/metrics` on this port and the next ones
+    /// (data node N on PORT + N - 1; default: off). The API server's are on the REST port.
+    #[arg(long)]
+    pub metrics_port: Option<u16>,
+}
+
+/// The `metrics_listen` line of data node `id`'s TOML (empty without --metrics-port).
+fn metrics_line(a: &UpArgs, id: u16) -> String {
+    match a.metrics_port {
+        Some(p) => format!("metrics_listen = \"127.0.0.1:{}\"\n", p.saturating_add(id - 1)),
+        None => String::new(),
+    }
 }
 
 /// The cluster secret's file, made (random, mode 600) when missing; returns its absolute path.
@@ -159,6 +171,7 @@ fn write_datanode_config(a: &UpArgs, dir: &Path) -> Result<PathBuf> {
         crate::config::front_ends_on_worker(Some(f)).context("--front-ends")?;
         text.push_str(&format!("front_ends = {f:?}\n"));
     }
+    text.push_str(&metrics_line(a, 1));
     let path = dir.join("datanode-1.toml");
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
@@ -190,10 +203,11 @@ fn write_cluster_config(a: &UpArgs, dir: &Path, ldm_workers: u16) -> Result<Path
 
 /// A data node's own settings in a cluster (its memory and data directory; the rest comes from
 /// the cluster file).
-fn write_member_config(dir: &Path, id: u16, memory: u64) -> Result<PathBuf> {
+fn write_member_config(a: &UpArgs, dir: &Path, id: u16, memory: u64) -> Result<PathBuf> {
     let text = format!(
-        "# Written by `tern up` on every start; edit the flags instead.\nnode_id = {id}\ndata_dir = {:?}\ndata_memory = {memory}\n",
-        dir.join(format!("node-{id}")).display().to_string()
+        "# Written by `tern up` on every start; edit the flags instead.\nnode_id = {id}\ndata_dir = {:?}\ndata_memory = {memory}\n{}",
+        dir.join(format!("node-{id}")).display().to_string(),
+        metrics_line(a, id)
     );
     let path = dir.join(format!("datanode-{id}.toml"));
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
@@ -508,7 +522,7 @@ fn start_cluster(a: &UpArgs, dir: &Path) -> Result<(Vec<Supervised>, String)> {
     let mut addrs = Vec::new();
     let first = children.len();
     for id in 1..=a.datanodes {
-        let conf = write_member_config(dir, id, memory)?;
+        let conf = write_member_config(a, dir, id, memory)?;
         let addr = format!("127.0.0.1:{}", a.datanode_port + id - 1);
         let mut args = vec![
             "datanode".into(),

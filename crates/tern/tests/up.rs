@@ -1019,3 +1019,185 @@ fn a_frozen_data_node_stalls_clients_only_until_it_is_declared_failed() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     wait_exit(&mut child, Duration::from_secs(60));
 }
+
+/// The value of the first exposition line that starts with `prefix` (None: no such line).
+fn metric(text: &str, prefix: &str) -> Option<f64> {
+    text.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok())
+}
+
+/// `tern up --metrics-port P`: the data node serves Prometheus text at `/metrics` — memory,
+/// rows and memory per table, epochs, lock waits and lock-wait timeouts (made here by two
+/// PyMySQL sessions on one row), commits — along with the front ends in its process (Redis
+/// commands and errors, MySQL statements by kind with latency histograms); the REST port's
+/// `/metrics` has the same front-end series.
+#[test]
+fn metrics_from_the_data_node_and_the_front_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rest, redis, mysql, metrics, dn) = (free_port(), free_port(), free_port(), free_port(), free_port());
+    let ports: Vec<String> = [dn, rest, redis, mysql, metrics].iter().map(u16::to_string).collect();
+    let (mut child, _) = up_ready(
+        dir.path(),
+        &[
+            "--datanodes",
+            "1",
+            "--replicas",
+            "1",
+            "--data-memory",
+            "128M",
+            "--ldm-workers",
+            "2",
+            "--datanode-port",
+            &ports[0],
+            "--rest-port",
+            &ports[1],
+            "--redis-port",
+            &ports[2],
+            "--mysql-port",
+            &ports[3],
+            "--metrics-port",
+            &ports[4],
+        ],
+    );
+    sql(
+        mysql,
+        "CREATE DATABASE m; CREATE TABLE m.t (id INT PRIMARY KEY, v INT); INSERT INTO m.t VALUES (1, 1), (2, 2)",
+    )
+    .unwrap();
+    assert_eq!(redis_cmd(redis, &["SET", "a", "b"]), "+OK\r\n");
+    assert!(redis_cmd(redis, &["INCR", "a"]).starts_with("-ERR"));
+    // A lock wait that times out: one session holds the row, the other waits for it.
+    let script = format!(
+        "import pymysql\na = pymysql.connect(host='127.0.0.1', port={mysql}, user='root', autocommit=False)\nb = pymysql.connect(host='127.0.0.1', port={mysql}, user='root', autocommit=True)\na.cursor().execute('UPDATE m.t SET v = 5 WHERE id = 1')\ntry:\n    b.cursor().execute('UPDATE m.t SET v = 6 WHERE id = 1')\n    print('no wait')\nexcept pymysql.err.MySQLError as e:\n    print(e.args[0])\na.rollback()\n"
+    );
+    let out = Command::new("python3").args(["-c", &script]).output().expect("python3 with PyMySQL");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1205", "{}", String::from_utf8_lossy(&out.stderr));
+    let until = Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        let t = http_get(metrics, "/metrics");
+        // Table memory is published by each ldm about once a second.
+        if metric(&t, "tern_datanode_table_memory_bytes{node=\"1\",database=\"m\",table=\"t\"}")
+            .is_some_and(|v| v > 0.0)
+            || Instant::now() > until
+        {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for (prefix, at_least) in [
+        ("tern_datanode_up{node=\"1\"}", 1.0),
+        ("tern_datanode_started{node=\"1\"}", 1.0),
+        ("tern_datanode_memory_used_bytes{node=\"1\"}", 1.0),
+        ("tern_datanode_table_rows{node=\"1\",database=\"m\",table=\"t\"}", 2.0),
+        ("tern_datanode_table_memory_bytes{node=\"1\",database=\"m\",table=\"t\"}", 1.0),
+        ("tern_datanode_epoch_durable{node=\"1\"}", 1.0),
+        ("tern_datanode_lock_waits_total{node=\"1\"}", 1.0),
+        ("tern_datanode_lock_wait_timeouts_total{node=\"1\"}", 1.0),
+        ("tern_datanode_commits_total{node=\"1\"}", 1.0),
+        ("tern_datanode_redo_bytes_total{node=\"1\"}", 1.0),
+        ("tern_redis_commands_total{command=\"set\"}", 1.0),
+        ("tern_redis_command_errors_total{command=\"incr\"}", 1.0),
+        ("tern_redis_command_duration_seconds_count{command=\"set\"}", 1.0),
+        ("tern_mysql_statements_total{kind=\"insert\"}", 1.0),
+        ("tern_mysql_statement_errors_total{kind=\"update\"}", 1.0),
+        ("tern_mysql_statement_duration_seconds_bucket{kind=\"update\",le=\"+Inf\"}", 2.0),
+    ] {
+        let v = metric(&text, prefix).unwrap_or_else(|| panic!("no {prefix} in\n{text}"));
+        assert!(v >= at_least, "{prefix} = {v}\n{text}");
+    }
+    assert!(text.contains("# TYPE tern_datanode_epoch_lag gauge"), "{text}");
+    let rest_text = http_get(rest, "/metrics");
+    assert!(metric(&rest_text, "tern_redis_commands_total{command=\"set\"}").is_some(), "{rest_text}");
+    assert!(metric(&rest_text, "tern_mysql_statements_total{kind=\"insert\"}").is_some(), "{rest_text}");
+    assert!(http_get(metrics, "/nothing").contains("not found"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_exit(&mut child, Duration::from_secs(60));
+}
+
+/// The headless Chromium of the Debian package `chromium-headless-shell` (`.ci/run` installs it).
+fn chromium() -> &'static str {
+    for c in ["chromium-headless-shell", "chromium"] {
+        if Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()) {
+            return c;
+        }
+    }
+    panic!("headless Chromium is needed: apt-get install -y chromium-headless-shell");
+}
+
+/// The status page (`/` on the REST port) of a running `tern up`, loaded in headless Chromium
+/// with its script run: the data node and its state, the tables with rows and memory, the
+/// throughput and latency charts drawn from the traffic made here, and the recent Redis error;
+/// a screenshot is saved (`status-page.png` in cargo's test temp directory). The page loads
+/// nothing from elsewhere.
+#[test]
+fn status_page_in_headless_chromium() {
+    let browser = chromium();
+    let dir = tempfile::tempdir().unwrap();
+    let (rest, redis, mysql, dn) = (free_port(), free_port(), free_port(), free_port());
+    let ports: Vec<String> = [dn, rest, redis, mysql].iter().map(u16::to_string).collect();
+    let (mut child, _) = up_ready(
+        dir.path(),
+        &[
+            "--datanodes",
+            "1",
+            "--replicas",
+            "1",
+            "--data-memory",
+            "128M",
+            "--ldm-workers",
+            "2",
+            "--datanode-port",
+            &ports[0],
+            "--rest-port",
+            &ports[1],
+            "--redis-port",
+            &ports[2],
+            "--mysql-port",
+            &ports[3],
+        ],
+    );
+    sql(mysql, "CREATE DATABASE shop; CREATE TABLE shop.items (id INT PRIMARY KEY, name VARCHAR(20)); INSERT INTO shop.items VALUES (1, 'tea'), (2, 'cake')")
+        .unwrap();
+    assert!(redis_cmd(redis, &["SET", "counter", "x"]).starts_with("+OK"));
+    assert!(redis_cmd(redis, &["INCR", "counter"]).contains("not an integer"));
+    // Traffic over a few sampling intervals (two seconds each), so the charts have points.
+    let until = Instant::now() + Duration::from_secs(5);
+    let mut i = 0;
+    while Instant::now() < until {
+        redis_cmd(redis, &["SET", &format!("k{i}"), "v"]);
+        i += 1;
+    }
+    let page = http_get(rest, "/");
+    assert!(page.contains("<title>Tern status</title>"), "{page}");
+    assert!(!page.contains("http://") && !page.contains("https://") && !page.contains("src="), "no external assets");
+    let dom = Command::new(browser)
+        .args(["--no-sandbox", "--disable-gpu", "--virtual-time-budget=8000", "--dump-dom"])
+        .arg(format!("http://127.0.0.1:{rest}/"))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout).to_string();
+    for want in [
+        "Tern status",
+        "class=\"ok\">started<",
+        ">shop.items<",
+        "redis_0.string_keys",
+        "<path d=\"M",
+        "[redis] ERR value is not an integer",
+    ] {
+        assert!(dom.contains(want), "the page lacks {want:?}:\n{dom}");
+    }
+    assert!(dom.contains("— updated"), "the script did not run to the end:\n{dom}");
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("status-page.png");
+    let _ = std::fs::remove_file(&shot);
+    let out = Command::new(browser)
+        .args(["--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=8000"])
+        .args(["--window-size=1280,900", &format!("--screenshot={}", shot.display())])
+        .arg(format!("http://127.0.0.1:{rest}/"))
+        .output()
+        .unwrap();
+    let png = std::fs::read(&shot)
+        .unwrap_or_else(|e| panic!("no screenshot ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "screenshot of {} bytes", png.len());
+    eprintln!("status page screenshot: {}", shot.display());
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_exit(&mut child, Duration::from_secs(60));
+}

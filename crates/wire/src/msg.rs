@@ -274,6 +274,12 @@ pub struct StatusInfo {
     /// Rows per table in the partition replicas this node holds, per table id (ascending): the
     /// query engine's estimate of a table's size.
     pub table_rows: Vec<(u32, u64)>,
+    /// Data memory charged to each table's partition replicas on this node, per table id
+    /// (ascending; refreshed by each ldm about once a second).
+    pub table_bytes: Vec<(u32, u64)>,
+    /// Event counters of the node since it started (lock waits, deadlocks, timeouts, redo and
+    /// checkpoint progress), by name (ascending).
+    pub counters: Vec<(String, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -827,6 +833,16 @@ impl Reply {
                     e.u32(t);
                     e.u64(n);
                 }
+                e.u32(s.table_bytes.len() as u32);
+                for &(t, n) in &s.table_bytes {
+                    e.u32(t);
+                    e.u64(n);
+                }
+                e.u32(s.counters.len() as u32);
+                for (name, n) in &s.counters {
+                    e.str(name);
+                    e.u64(*n);
+                }
             }
             Reply::Error(err) => {
                 e.u8(8);
@@ -888,6 +904,14 @@ impl Reply {
                 table_rows: {
                     let n = d.len(1 << 20)?;
                     (0..n).map(|_| Ok((d.u32()?, d.u64()?))).collect::<DecodeResult<_>>()?
+                },
+                table_bytes: {
+                    let n = d.len(1 << 20)?;
+                    (0..n).map(|_| Ok((d.u32()?, d.u64()?))).collect::<DecodeResult<_>>()?
+                },
+                counters: {
+                    let n = d.len(1 << 16)?;
+                    (0..n).map(|_| Ok((d.string()?, d.u64()?))).collect::<DecodeResult<_>>()?
                 },
             }),
             8 => Reply::Error(dec_err(&mut d)?),
@@ -974,6 +998,8 @@ mod tests {
             Reply::Status(StatusInfo {
                 ttl_purged: vec![(3, 9)],
                 table_rows: vec![(3, 100), (4, 0)],
+                table_bytes: vec![(3, 4096)],
+                counters: vec![("deadlocks".into(), 2), ("lock_waits".into(), 7)],
                 ..Default::default()
             }),
             Reply::Error(TernError::new(ErrorCode::NoSuchTable, "no")),

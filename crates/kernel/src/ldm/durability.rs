@@ -10,6 +10,7 @@ impl Ldm {
             let cap =
                 (self.redo_buf.len() + (self.redo_buf.len() >> 3)).clamp(4096, self.cfg.redo_buffer_bytes + (64 << 10));
             let bytes = std::mem::replace(&mut self.redo_buf, Vec::with_capacity(cap));
+            self.stats.redo_bytes.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
             out.io(self.addr, IoReq::RedoAppend { ldm: self.instance(), bytes });
             self.appended_since_sync = true;
         }
@@ -56,6 +57,7 @@ impl Ldm {
         }
         if run.finish.as_ref().is_some_and(|(t, _)| *t == token) {
             let (_, ck) = self.checkpoint_run.take().expect("running").finish.expect("finishing");
+            crate::tc::NodeStats::count(&self.stats.checkpoints);
             self.checkpoints_written.push(ck);
             if self.phase == Phase::StartCheckpoint {
                 // The start-up checkpoint holds only durable data: usable at once. Old files are

@@ -151,6 +151,7 @@ impl Ldm {
             self.blocked.iter().filter(|(_, b)| b.deadline_ms <= self.now_ms).map(|(w, _)| *w).collect();
         for w in expired {
             let msg = "Lock wait timeout exceeded; try restarting transaction";
+            crate::tc::NodeStats::count(&self.stats.lock_wait_timeouts);
             self.fail_wait(w, ErrorCode::LockWaitTimeout, msg, out);
         }
     }

@@ -178,6 +178,8 @@ enum Phase {
 pub struct Ldm {
     addr: Addr,
     stats: Arc<crate::tc::NodeStats>,
+    /// When this ldm last published its tables' memory to `stats` (0: never).
+    bytes_published_ms: u64,
     routing: tern_types::cluster::Routing,
     cluster: Arc<tern_types::cluster::ClusterState>,
     /// Signals sent because of a cluster-map version this ldm has not seen yet (fan-out aborts,
@@ -252,6 +254,7 @@ impl Ldm {
         let mut ldm = Ldm {
             addr,
             stats,
+            bytes_published_ms: 0,
             routing: tern_types::cluster::Routing::new(&cluster),
             deferred: Vec::new(),
             markers: BTreeMap::new(),
@@ -304,6 +307,23 @@ impl Ldm {
             Block::Ldm(i) => i,
             _ => unreachable!("ldm address"),
         }
+    }
+
+    /// Publishes the data memory charged per table to the node's statistics (at most once a
+    /// second: a status report may be that old).
+    fn publish_table_bytes(&mut self) {
+        if self.now_ms < self.bytes_published_ms + 1000 && self.bytes_published_ms != 0 {
+            return;
+        }
+        self.bytes_published_ms = self.now_ms.max(1);
+        let mut per: BTreeMap<TableId, u64> = BTreeMap::new();
+        for (&(t, _), p) in &self.parts {
+            *per.entry(t).or_default() += p.charged();
+        }
+        let me = self.instance();
+        let mut all = self.stats.table_bytes.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|&(l, _), _| l != me);
+        all.extend(per.into_iter().map(|(t, b)| ((me, t), b)));
     }
 
     /// Rows and partitions held, for status reports.
@@ -473,10 +493,14 @@ impl Ldm {
             Signal::CheckpointStep => self.checkpoint_step(out),
             Signal::DeadlockProbe(p) => self.deadlock_probe(*p, out),
             Signal::DeadlockVictim { txn, batch } => {
+                if self.blocked.contains_key(&(txn, batch)) {
+                    crate::tc::NodeStats::count(&self.stats.deadlocks);
+                }
                 let msg = "Deadlock found when trying to get lock; try restarting transaction";
                 self.fail_wait((txn, batch), ErrorCode::Deadlock, msg, out);
             }
             Signal::Tick => {
+                self.publish_table_bytes();
                 self.expire_waits(out);
                 self.probe_waits(out);
                 self.copy_step(out);

@@ -70,6 +70,7 @@ impl Ldm {
                             self.locks.remove(&lock_key);
                         }
                     }
+                    crate::tc::NodeStats::count(&self.stats.deadlocks);
                     self.fail_rest(
                         &mut batch,
                         i,
@@ -79,6 +80,7 @@ impl Ldm {
                     self.finish_batch(batch, out);
                     return;
                 }
+                crate::tc::NodeStats::count(&self.stats.lock_waits);
                 let deadline_ms = self.now_ms + self.cfg.lock_wait_timeout_ms;
                 let w = (txn, batch.batch);
                 assert!(!self.blocked.contains_key(&w), "batch {w:?} is already waiting");
