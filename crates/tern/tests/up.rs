@@ -1020,6 +1020,25 @@ fn a_frozen_data_node_stalls_clients_only_until_it_is_declared_failed() {
     wait_exit(&mut child, Duration::from_secs(60));
 }
 
+/// A one-data-node `tern up` (front ends inside the node) and its ports.
+struct Single {
+    child: Child,
+    rest: u16,
+    redis: u16,
+    mysql: u16,
+}
+
+fn single_node(dir: &std::path::Path, extra: &[&str]) -> Single {
+    let (rest, redis, mysql, dn) = (free_port(), free_port(), free_port(), free_port());
+    let ports: Vec<String> = [dn, rest, redis, mysql].iter().map(u16::to_string).collect();
+    let mut args = vec!["--datanodes", "1", "--replicas", "1", "--data-memory", "128M", "--ldm-workers", "2"];
+    args.extend(["--datanode-port", &ports[0], "--rest-port", &ports[1], "--redis-port", &ports[2]]);
+    args.extend(["--mysql-port", &ports[3]]);
+    args.extend_from_slice(extra);
+    let (child, _) = up_ready(dir, &args);
+    Single { child, rest, redis, mysql }
+}
+
 /// The value of the first exposition line that starts with `prefix` (None: no such line).
 fn metric(text: &str, prefix: &str) -> Option<f64> {
     text.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok())
@@ -1033,31 +1052,8 @@ fn metric(text: &str, prefix: &str) -> Option<f64> {
 #[test]
 fn metrics_from_the_data_node_and_the_front_ends() {
     let dir = tempfile::tempdir().unwrap();
-    let (rest, redis, mysql, metrics, dn) = (free_port(), free_port(), free_port(), free_port(), free_port());
-    let ports: Vec<String> = [dn, rest, redis, mysql, metrics].iter().map(u16::to_string).collect();
-    let (mut child, _) = up_ready(
-        dir.path(),
-        &[
-            "--datanodes",
-            "1",
-            "--replicas",
-            "1",
-            "--data-memory",
-            "128M",
-            "--ldm-workers",
-            "2",
-            "--datanode-port",
-            &ports[0],
-            "--rest-port",
-            &ports[1],
-            "--redis-port",
-            &ports[2],
-            "--mysql-port",
-            &ports[3],
-            "--metrics-port",
-            &ports[4],
-        ],
-    );
+    let metrics = free_port();
+    let Single { mut child, rest, redis, mysql } = single_node(dir.path(), &["--metrics-port", &metrics.to_string()]);
     sql(
         mysql,
         "CREATE DATABASE m; CREATE TABLE m.t (id INT PRIMARY KEY, v INT); INSERT INTO m.t VALUES (1, 1), (2, 2)",
@@ -1132,29 +1128,7 @@ fn chromium() -> &'static str {
 fn status_page_in_headless_chromium() {
     let browser = chromium();
     let dir = tempfile::tempdir().unwrap();
-    let (rest, redis, mysql, dn) = (free_port(), free_port(), free_port(), free_port());
-    let ports: Vec<String> = [dn, rest, redis, mysql].iter().map(u16::to_string).collect();
-    let (mut child, _) = up_ready(
-        dir.path(),
-        &[
-            "--datanodes",
-            "1",
-            "--replicas",
-            "1",
-            "--data-memory",
-            "128M",
-            "--ldm-workers",
-            "2",
-            "--datanode-port",
-            &ports[0],
-            "--rest-port",
-            &ports[1],
-            "--redis-port",
-            &ports[2],
-            "--mysql-port",
-            &ports[3],
-        ],
-    );
+    let Single { mut child, rest, redis, mysql } = single_node(dir.path(), &[]);
     sql(mysql, "CREATE DATABASE shop; CREATE TABLE shop.items (id INT PRIMARY KEY, name VARCHAR(20)); INSERT INTO shop.items VALUES (1, 'tea'), (2, 'cake')")
         .unwrap();
     assert!(redis_cmd(redis, &["SET", "counter", "x"]).starts_with("+OK"));
