@@ -98,6 +98,27 @@ pub fn render_registered(out: &mut String) {
     }
 }
 
+/// A data node as the management nodes see it (for the status page).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterNode {
+    pub id: u16,
+    pub addr: String,
+    /// "started", "starting", "down", ...
+    pub state: String,
+}
+
+static CLUSTER: Mutex<Vec<ClusterNode>> = Mutex::new(Vec::new());
+
+/// The data nodes of the cluster, as the management nodes last said (an API server that watches
+/// them sets it).
+pub fn set_cluster_nodes(nodes: Vec<ClusterNode>) {
+    *CLUSTER.lock().unwrap_or_else(|e| e.into_inner()) = nodes;
+}
+
+pub fn cluster_nodes() -> Vec<ClusterNode> {
+    CLUSTER.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// One error a client was answered with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecentError {

@@ -353,6 +353,18 @@ pub fn watch_down_nodes(
     on_down: &dyn Fn(Vec<String>),
     stop: &dyn Fn() -> bool,
 ) {
+    watch_cluster(mgmds, secret, on_down, &|_| {}, stop)
+}
+
+/// `watch_down_nodes`, also handing every new cluster state to `on_state` (the status page's
+/// list of data nodes).
+pub fn watch_cluster(
+    mgmds: Vec<String>,
+    secret: Option<&tern_types::secret::ClusterSecret>,
+    on_down: &dyn Fn(Vec<String>),
+    on_state: &dyn Fn(&ClusterState),
+    stop: &dyn Fn() -> bool,
+) {
     let mut client = MgmClient::new(mgmds).with_role(Role::Admin).with_secret(secret);
     client.call_timeout = Duration::from_secs(3);
     let mut known = 0;
@@ -362,6 +374,7 @@ pub fn watch_down_nodes(
             Ok(Some(info)) => {
                 known = info.state.version;
                 let st = &info.state;
+                on_state(st);
                 let now: Vec<String> = st
                     .config
                     .data_nodes

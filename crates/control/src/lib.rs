@@ -21,7 +21,7 @@ mod server;
 pub mod state;
 mod store;
 
-pub use client::{ControlError, HeartbeatInfo, MgmClient, StateInfo, StatusInfo, watch_down_nodes};
+pub use client::{ControlError, HeartbeatInfo, MgmClient, StateInfo, StatusInfo, watch_cluster, watch_down_nodes};
 pub use config::{ConfigError, load_cluster_config, parse_cluster_config};
 pub use detector::Detector;
 pub use proto::Role;

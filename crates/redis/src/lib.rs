@@ -299,6 +299,16 @@ enum Fast {
     Set(Vec<u8>, Vec<u8>),
 }
 
+/// Whether a restricted user may run this GET or SET (its command and key rules).
+fn fast_allowed(user: &acl::User, args: &[Vec<u8>]) -> bool {
+    let name = match args.first() {
+        Some(a) if a.eq_ignore_ascii_case(b"get") => "get",
+        Some(a) if a.eq_ignore_ascii_case(b"set") => "set",
+        _ => return false,
+    };
+    cmd::index_of(name).is_some_and(|i| user.check(&cmd::COMMANDS[i], args).is_ok())
+}
+
 /// The fast-path form of a command, taking its arguments (None: the command runs on its own).
 fn fast(args: &mut [Vec<u8>]) -> Option<Fast> {
     match args.len() {
@@ -565,12 +575,15 @@ impl Server {
         if !self.refresh_user(sess) {
             return false;
         }
-        // Only a signed-in user who may run everything on every key takes the merged path;
-        // anyone else's commands are checked one by one.
-        let merge = sess.authed && sess.user.unrestricted();
+        // A signed-in user's GET and SET take the merged path when the user may run them on
+        // their keys (checked here for a restricted user); anything else, and a denied command
+        // (answered NOPERM), runs on its own.
+        let merge = sess.authed;
+        let unrestricted = sess.user.unrestricted();
         for mut args in cmds {
             if merge
                 && sess.multi.is_none()
+                && (unrestricted || fast_allowed(&sess.user, &args))
                 && let Some(f) = fast(&mut args)
             {
                 // A GET of a key SET earlier in the current run starts a new run, so it sees

@@ -1447,6 +1447,23 @@ fn auth_and_acl_match_redis() {
             "EXEC",
         ],
     );
+    // Pipelined GET and SET of a restricted user (Tern's merged path checks each): allowed and
+    // denied keys mixed in one write.
+    let pipeline: [&[&[u8]]; 6] = [
+        &[b"SET", b"app:p1", b"v1"],
+        &[b"SET", b"other", b"v"],
+        &[b"GET", b"app:p1"],
+        &[b"GET", b"other"],
+        &[b"GET", b"ro:1"],
+        &[b"SET", b"ro:1", b"w"],
+    ];
+    for a in pipeline {
+        pa.send(a);
+        ta.send(a);
+    }
+    for a in pipeline {
+        assert_eq!(ta.read(), pa.read(), "pipelined {:?}", String::from_utf8_lossy(&a.concat()));
+    }
     // A deleted user's connections close.
     compare(&mut p, &mut t, &["ACL DELUSER alice bob dave", "ACL LIST"]);
     assert!(pa.closed() && ta.closed(), "connections of a deleted user close");

@@ -176,7 +176,7 @@ impl RestServer {
             catalog = self.client.catalog();
         }
         let mut out = String::from("{\"nodes\":[");
-        out.push_str(&format!(
+        let own = format!(
             "{{\"id\":{},\"state\":{},\"memory_used\":{},\"memory_total\":{},\"rows\":{},\"current_epoch\":{},\"durable_epoch\":{}}}",
             st.node_id,
             status::js(&st.state),
@@ -185,7 +185,30 @@ impl RestServer {
             st.rows,
             st.current_epoch,
             st.durable_epoch
-        ));
+        );
+        // Every data node of the cluster (as the management nodes say), the one this server
+        // uses with its figures.
+        let cluster = tern_client::metrics::cluster_nodes();
+        if cluster.is_empty() {
+            out.push_str(&own);
+        } else {
+            let list: Vec<String> = cluster
+                .iter()
+                .map(|n| {
+                    if n.id == st.node_id {
+                        own.clone()
+                    } else {
+                        format!(
+                            "{{\"id\":{},\"state\":{},\"addr\":{}}}",
+                            n.id,
+                            status::js(&n.state),
+                            status::js(&n.addr)
+                        )
+                    }
+                })
+                .collect();
+            out.push_str(&list.join(","));
+        }
         out.push_str("],\"tables\":[");
         let bytes: std::collections::HashMap<u32, u64> = st.table_bytes.iter().copied().collect();
         let mut first = true;

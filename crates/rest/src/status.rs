@@ -120,7 +120,7 @@ const d=pts.map((v,i)=>(i?'L':'M')+(i*step).toFixed(1)+','+(135-v/max*125).toFix
 s.innerHTML='<path d="'+d+'" fill="none" stroke="'+color+'" stroke-width="2"/><text x="4" y="14" fill="#667" font-size="11">max '+max.toFixed(max<10?2:0)+'</text>'}
 async function refresh(){try{const r=await fetch('/status.json',{cache:'no-store'});const s=await r.json();
 if(s.error){document.getElementById('updated').textContent=s.error;return}
-rows('nodes','<tr><th>Node</th><th>State</th><th>Memory</th><th>Rows</th><th>Epoch (durable)</th></tr>',s.nodes.map(n=>'<tr><td>'+n.id+'</td><td class="'+(n.state=='started'?'ok':'bad')+'">'+esc(n.state)+'</td><td>'+bytes(n.memory_used)+' of '+bytes(n.memory_total)+'</td><td>'+n.rows+'</td><td>'+n.current_epoch+' ('+n.durable_epoch+')</td></tr>'));
+rows('nodes','<tr><th>Node</th><th>State</th><th>Memory</th><th>Rows</th><th>Epoch (durable)</th></tr>',s.nodes.map(n=>'<tr><td>'+n.id+'</td><td class="'+(n.state=='started'?'ok':'bad')+'">'+esc(n.state)+'</td>'+(n.memory_total===undefined?'<td colspan="3" class="muted">'+esc(n.addr||'')+'</td>':'<td>'+bytes(n.memory_used)+' of '+bytes(n.memory_total)+'</td><td>'+n.rows+'</td><td>'+n.current_epoch+' ('+n.durable_epoch+')</td>')+'</tr>'));
 rows('tables','<tr><th>Table</th><th>Rows</th><th>Memory</th></tr>',s.tables.map(t=>'<tr><td>'+esc(t.name)+'</td><td>'+t.rows+'</td><td>'+bytes(t.memory)+'</td></tr>'));
 chart('rps',s.series.map(p=>p[1]),'#2f6fdf');chart('lat',s.series.map(p=>p[3]),'#c2570c');
 const last=s.series[s.series.length-1];

@@ -929,10 +929,24 @@ fn serve_front_ends(
 /// restarting) are handed to the client library (`tern_client::set_down_nodes`), which closes
 /// its connections to them at once instead of waiting for a frozen node to answer.
 fn watch_cluster(mgmd: Vec<String>) {
-    tern_control::watch_down_nodes(
+    let on_state = |st: &ClusterState| {
+        let nodes = st
+            .config
+            .data_nodes
+            .iter()
+            .map(|d| tern_client::metrics::ClusterNode {
+                id: d.id,
+                addr: d.addr(),
+                state: format!("{:?}", st.state_of(d.id)).to_lowercase(),
+            })
+            .collect();
+        tern_client::metrics::set_cluster_nodes(nodes);
+    };
+    tern_control::watch_cluster(
         mgmd,
         tern_client::env_cluster_secret().as_ref(),
         &tern_client::set_down_nodes,
+        &on_state,
         &stop_requested,
     );
 }

@@ -899,9 +899,28 @@ fn a_cluster_secret_guards_the_data_node_and_management_ports() {
 #[test]
 fn api_server_finds_the_data_nodes_through_the_management_node() {
     let dir = tempfile::tempdir().unwrap();
-    let Cluster { mut child, mgmd, mysql, .. } = default_cluster(dir.path());
+    let Cluster { mut child, mgmd, mysql, line, .. } = default_cluster(dir.path());
     sql(mysql, "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v INT); INSERT INTO d.t VALUES (1, 7)")
         .unwrap();
+    // The status page lists both data nodes (from the management node) as started.
+    let rest: u16 =
+        line.split("rest=127.0.0.1:").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().parse().unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let j = http_get(rest, "/status.json");
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap_or_default();
+        let states: Vec<(u64, String)> = v["nodes"]
+            .as_array()
+            .map(|a| {
+                a.iter().map(|n| (n["id"].as_u64().unwrap_or(0), n["state"].as_str().unwrap_or("").into())).collect()
+            })
+            .unwrap_or_default();
+        if states == [(1, "started".to_string()), (2, "started".to_string())] {
+            break;
+        }
+        assert!(Instant::now() < until, "status.json: {j}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let mut m = tern_control::MgmClient::new(vec![format!("127.0.0.1:{mgmd}")]).with_role(tern_control::Role::Admin);
     let (version, bytes) = m.get_catalog().unwrap();
     let mut cat = tern_types::schema::Catalog::decode(&bytes).unwrap();
