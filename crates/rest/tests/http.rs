@@ -11,11 +11,13 @@ mod common;
 use common::{start_node, start_rest};
 use tern_runtime::DataNode;
 
+/// Fields drop in this order: the data node stops before its directory is removed (a node
+/// still writing into a removed directory stops the whole test process).
 struct Env {
-    _dir: tempfile::TempDir,
-    _node: DataNode,
     client: Client,
     port: u16,
+    _node: DataNode,
+    _dir: tempfile::TempDir,
 }
 
 fn env() -> Env {
