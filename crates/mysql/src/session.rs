@@ -539,11 +539,9 @@ impl Session {
     /// Whether this user may use database `db` (1044 otherwise).
     pub fn check_db(&self, db: &str) -> Result<(), SqlError> {
         match &self.grants {
-            Some(p) if !db.eq_ignore_ascii_case(tern_sql::infoschema::DB) && !p.sees_db(db) => Err(SqlError::new(
-                1044,
-                "42000",
-                format!("Access denied for user '{}'@'{}' to database '{db}'", self.user, self.host),
-            )),
+            Some(p) if !db.eq_ignore_ascii_case(tern_sql::infoschema::DB) && !p.sees_db(db) => {
+                Err(crate::users::db_denied(&self.user, &self.host, db))
+            }
             _ => Ok(()),
         }
     }
@@ -563,16 +561,7 @@ impl Session {
         if missing == 0 {
             return Ok(());
         }
-        Err(SqlError::new(
-            1142,
-            "42000",
-            format!(
-                "{} command denied to user '{}'@'{}' for table '{t}'",
-                tern_sql::privs::command(missing),
-                self.user,
-                self.host
-            ),
-        ))
+        Err(crate::users::table_denied(tern_sql::privs::command(missing), &self.user, &self.host, t))
     }
 
     /// Whether SHOW TABLES lists `db.t` for this user (any privilege on it).
@@ -584,11 +573,7 @@ impl Session {
     /// Needs `need` on database `db` as a whole (CREATE/DROP DATABASE): MySQL's 1044 otherwise.
     fn check_db_priv(&self, db: &str, need: u16) -> Result<(), SqlError> {
         match &self.grants {
-            Some(p) if need & !p.on_db(db) != 0 => Err(SqlError::new(
-                1044,
-                "42000",
-                format!("Access denied for user '{}'@'{}' to database '{db}'", self.user, self.host),
-            )),
+            Some(p) if need & !p.on_db(db) != 0 => Err(crate::users::db_denied(&self.user, &self.host, db)),
             _ => Ok(()),
         }
     }
@@ -604,11 +589,7 @@ impl Session {
             if p.on_table(db, t) & tern_sql::privs::SELECT != 0 {
                 return Ok(());
             }
-            Err(SqlError::new(
-                1142,
-                "42000",
-                format!("SELECT command denied to user '{user}'@'{host}' for table '{t}'"),
-            ))
+            Err(crate::users::table_denied("SELECT", &user, &host, t))
         });
         tern_sql::engine::Access { dbs, table_check: Some(check) }
     }
@@ -1398,22 +1379,10 @@ impl Session {
                     };
                     if held & tern_sql::privs::GRANT == 0 || *privs & !held != 0 {
                         if let Some((_, t)) = key.as_ref().filter(|(d, t)| d != "*" && t != "*") {
-                            return Err(SqlError::new(
-                                1142,
-                                "42000",
-                                format!("GRANT command denied to user '{}'@'{}' for table '{t}'", self.user, self.host),
-                            ));
+                            return Err(crate::users::table_denied("GRANT", &self.user, &self.host, t));
                         }
-                        return Err(SqlError::new(
-                            1044,
-                            "42000",
-                            format!(
-                                "Access denied for user '{}'@'{}' to database '{}'",
-                                self.user,
-                                self.host,
-                                key.as_ref().map_or("*", |k| k.0.as_str())
-                            ),
-                        ));
+                        let db = key.as_ref().map_or("*", |k| k.0.as_str());
+                        return Err(crate::users::db_denied(&self.user, &self.host, db));
                     }
                 }
                 crate::users::grant(&self.client, *privs, key, user, host, *revoke).await?;
@@ -1509,11 +1478,7 @@ impl Session {
         // Statements that change a table checked their own privilege; the others (SHOW
         // COLUMNS, SHOW CREATE TABLE, SHOW INDEX, COM_FIELD_LIST) need any privilege on it.
         if !self.sees_table(&h.table.database, &h.table.name) {
-            return Err(SqlError::new(
-                1142,
-                "42000",
-                format!("SELECT command denied to user '{}'@'{}' for table '{}'", self.user, self.host, h.table.name),
-            ));
+            return Err(crate::users::table_denied("SELECT", &self.user, &self.host, &h.table.name));
         }
         Ok(h)
     }

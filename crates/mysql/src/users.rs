@@ -76,6 +76,16 @@ impl Privileges {
     }
 }
 
+/// MySQL's 1142 for `command` (SELECT, INSERT, GRANT ...) on `table`.
+pub fn table_denied(command: &str, user: &str, host: &str, table: &str) -> SqlError {
+    SqlError::new(1142, "42000", format!("{command} command denied to user '{user}'@'{host}' for table '{table}'"))
+}
+
+/// MySQL's 1044 for database `db`.
+pub fn db_denied(user: &str, host: &str, db: &str) -> SqlError {
+    SqlError::new(1044, "42000", format!("Access denied for user '{user}'@'{host}' to database '{db}'"))
+}
+
 /// A grant level as stored: (Db, Table_name) with `*` for "all".
 pub fn level_key(level: &GrantLevel, current_db: Option<&str>) -> Result<(String, String), SqlError> {
     let db = |d: &Option<String>| {

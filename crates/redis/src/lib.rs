@@ -175,28 +175,17 @@ impl Stats {
             .filter(|&i| get(&self.per_command[i][0]) + get(&self.per_command[i][2]) > 0)
             .collect();
         let name = |i: usize| label(cmd::COMMANDS[i].name);
-        header(out, "tern_redis_commands_total", "counter", "Redis commands run, by command.");
-        for &i in &used {
-            let _ =
-                writeln!(out, "tern_redis_commands_total{{command=\"{}\"}} {}", name(i), get(&self.per_command[i][0]));
-        }
-        header(out, "tern_redis_command_errors_total", "counter", "Redis commands answered with an error, by command.");
-        for &i in &used {
-            let _ = writeln!(
-                out,
-                "tern_redis_command_errors_total{{command=\"{}\"}} {}",
-                name(i),
-                get(&self.per_command[i][3])
-            );
-        }
-        header(out, "tern_redis_command_rejected_total", "counter", "Redis calls refused before they ran, by command.");
-        for &i in &used {
-            let _ = writeln!(
-                out,
-                "tern_redis_command_rejected_total{{command=\"{}\"}} {}",
-                name(i),
-                get(&self.per_command[i][2])
-            );
+        // (series, help, slot of `per_command`)
+        let series = [
+            ("tern_redis_commands_total", "Redis commands run, by command.", 0),
+            ("tern_redis_command_errors_total", "Redis commands answered with an error, by command.", 3),
+            ("tern_redis_command_rejected_total", "Redis calls refused before they ran, by command.", 2),
+        ];
+        for (metric, help, slot) in series {
+            header(out, metric, "counter", help);
+            for &i in &used {
+                let _ = writeln!(out, "{metric}{{command=\"{}\"}} {}", name(i), get(&self.per_command[i][slot]));
+            }
         }
         header(out, "tern_redis_command_duration_seconds", "histogram", "Redis command latency, by command.");
         for &i in &used {
@@ -301,12 +290,13 @@ enum Fast {
 
 /// Whether a restricted user may run this GET or SET (its command and key rules).
 fn fast_allowed(user: &acl::User, args: &[Vec<u8>]) -> bool {
-    let name = match args.first() {
-        Some(a) if a.eq_ignore_ascii_case(b"get") => "get",
-        Some(a) if a.eq_ignore_ascii_case(b"set") => "set",
+    let (get, set) = cmd::get_set();
+    let i = match args.first() {
+        Some(a) if a.eq_ignore_ascii_case(b"get") => get,
+        Some(a) if a.eq_ignore_ascii_case(b"set") => set,
         _ => return false,
     };
-    cmd::index_of(name).is_some_and(|i| user.check(&cmd::COMMANDS[i], args).is_ok())
+    user.check(&cmd::COMMANDS[i], args).is_ok()
 }
 
 /// The fast-path form of a command, taking its arguments (None: the command runs on its own).
@@ -623,7 +613,7 @@ impl Server {
         self.stats.commands.fetch_add(run.len() as u64, Ordering::Relaxed);
         let t0 = Instant::now();
         let gets = run.iter().filter(|f| matches!(f, Fast::Get(_))).count() as u64;
-        let (get_i, set_i) = (cmd::index_of("get").expect("get"), cmd::index_of("set").expect("set"));
+        let (get_i, set_i) = cmd::get_set();
         sess.info.last_cmd.store(if gets > 0 { get_i } else { set_i } as u32, Ordering::Relaxed);
         let db = match self.db(sess.db).await {
             Ok(d) => d,

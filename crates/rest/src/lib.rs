@@ -161,92 +161,59 @@ impl RestServer {
 
     /// `GET /status.json`: what the status page shows.
     async fn status_json(&self, key: Option<&str>) -> Resp {
+        use serde_json::json;
         if let Some(k) = &self.keys
             && let Err(e) = k.check(key, &[]).await
         {
-            return json(e.status, format!("{{\"error\":{}}}", status::js(&e.message)));
+            return json(e.status, json!({ "error": e.message }).to_string());
         }
         let st = match self.client.status_async().await {
             Ok(s) => s,
-            Err(e) => return json(200, format!("{{\"error\":{}}}", status::js(&e.message))),
+            Err(e) => return json(200, json!({ "error": e.message }).to_string()),
         };
         let mut catalog = self.client.catalog();
         if st.table_rows.iter().any(|(t, _)| !catalog.tables.contains_key(t)) {
             let _ = self.client.refresh_catalog_async().await;
             catalog = self.client.catalog();
         }
-        let mut out = String::from("{\"nodes\":[");
-        let own = format!(
-            "{{\"id\":{},\"state\":{},\"memory_used\":{},\"memory_total\":{},\"rows\":{},\"current_epoch\":{},\"durable_epoch\":{}}}",
-            st.node_id,
-            status::js(&st.state),
-            st.memory_used,
-            st.memory_total,
-            st.rows,
-            st.current_epoch,
-            st.durable_epoch
-        );
+        let own = json!({
+            "id": st.node_id, "state": st.state, "memory_used": st.memory_used,
+            "memory_total": st.memory_total, "rows": st.rows,
+            "current_epoch": st.current_epoch, "durable_epoch": st.durable_epoch,
+        });
         // Every data node of the cluster (as the management nodes say), the one this server
         // uses with its figures.
         let cluster = tern_client::metrics::cluster_nodes();
-        if cluster.is_empty() {
-            out.push_str(&own);
+        let nodes: Vec<serde_json::Value> = if cluster.is_empty() {
+            vec![own]
         } else {
-            let list: Vec<String> = cluster
+            cluster
                 .iter()
                 .map(|n| {
                     if n.id == st.node_id {
                         own.clone()
                     } else {
-                        format!(
-                            "{{\"id\":{},\"state\":{},\"addr\":{}}}",
-                            n.id,
-                            status::js(&n.state),
-                            status::js(&n.addr)
-                        )
+                        json!({ "id": n.id, "state": n.state, "addr": n.addr })
                     }
                 })
-                .collect();
-            out.push_str(&list.join(","));
-        }
-        out.push_str("],\"tables\":[");
+                .collect()
+        };
         let bytes: std::collections::HashMap<u32, u64> = st.table_bytes.iter().copied().collect();
-        let mut first = true;
-        for (t, rows) in &st.table_rows {
-            let Some(table) = catalog.tables.get(t) else { continue };
-            if table.database == apikey::KEY_DB {
-                continue;
-            }
-            if !first {
-                out.push(',');
-            }
-            first = false;
-            let name = format!("{}.{}", table.database, table.name);
-            out.push_str(&format!(
-                "{{\"name\":{},\"rows\":{rows},\"memory\":{}}}",
-                status::js(&name),
-                bytes.get(t).copied().unwrap_or(0)
-            ));
-        }
-        out.push_str("],\"series\":[");
-        let series: Vec<String> =
-            self.samples.series().iter().map(|(t, r, e, l)| format!("[{t},{:.3},{:.3},{:.4}]", r, e, l)).collect();
-        out.push_str(&series.join(","));
-        out.push_str("],\"errors\":[");
-        let errors: Vec<String> = tern_client::metrics::recent_errors()
+        let tables: Vec<serde_json::Value> = st
+            .table_rows
             .iter()
-            .map(|e| {
-                format!(
-                    "{{\"at_ms\":{},\"front_end\":{},\"text\":{}}}",
-                    e.at_ms,
-                    status::js(e.front_end),
-                    status::js(&e.text)
-                )
+            .filter_map(|(t, rows)| {
+                let table = catalog.tables.get(t).filter(|table| table.database != apikey::KEY_DB)?;
+                let memory = bytes.get(t).copied().unwrap_or(0);
+                Some(json!({ "name": format!("{}.{}", table.database, table.name), "rows": rows, "memory": memory }))
             })
             .collect();
-        out.push_str(&errors.join(","));
-        out.push_str("]}");
-        json(200, out)
+        let series: Vec<[f64; 4]> = self.samples.series().iter().map(|&(t, r, e, l)| [t as f64, r, e, l]).collect();
+        let errors: Vec<serde_json::Value> = tern_client::metrics::recent_errors()
+            .iter()
+            .map(|e| json!({ "at_ms": e.at_ms, "front_end": e.front_end, "text": e.text }))
+            .collect();
+        json(200, json!({ "nodes": nodes, "tables": tables, "series": series, "errors": errors }).to_string())
     }
 
     /// Serves on an already bound listener until the process ends (over TLS with an acceptor).

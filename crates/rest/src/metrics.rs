@@ -8,20 +8,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Histogram bucket upper bounds, in seconds.
-const BUCKETS: [f64; 12] = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.0];
-
-#[derive(Default)]
-struct Series {
-    count: u64,
-    sum_s: f64,
-    buckets: [u64; BUCKETS.len()],
-}
+use tern_client::metrics::Histogram;
 
 #[derive(Default)]
 pub struct Metrics {
     requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
-    latency: Mutex<BTreeMap<&'static str, Series>>,
+    latency: Mutex<BTreeMap<&'static str, Histogram>>,
     rejected: AtomicU64,
     timed_out: AtomicU64,
     panics: AtomicU64,
@@ -50,16 +42,7 @@ impl Metrics {
             tern_client::metrics::record_error("rest", &format!("{endpoint}: HTTP {status}"));
         }
         *lock(&self.requests).entry((endpoint, status)).or_default() += 1;
-        let s = took.as_secs_f64();
-        let mut l = lock(&self.latency);
-        let series = l.entry(endpoint).or_default();
-        series.count += 1;
-        series.sum_s += s;
-        for (i, &b) in BUCKETS.iter().enumerate() {
-            if s <= b {
-                series.buckets[i] += 1;
-            }
-        }
+        lock(&self.latency).entry(endpoint).or_default().observe(took);
     }
 
     /// The exposition text; `open`: connections open now.
@@ -91,18 +74,8 @@ impl Metrics {
         }
         out.push_str("# HELP tern_rest_request_duration_seconds REST request latency by endpoint.\n");
         out.push_str("# TYPE tern_rest_request_duration_seconds histogram\n");
-        for (e, s) in lock(&self.latency).iter() {
-            for (i, b) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "tern_rest_request_duration_seconds_bucket{{endpoint=\"{e}\",le=\"{b}\"}} {}",
-                    s.buckets[i]
-                );
-            }
-            let _ =
-                writeln!(out, "tern_rest_request_duration_seconds_bucket{{endpoint=\"{e}\",le=\"+Inf\"}} {}", s.count);
-            let _ = writeln!(out, "tern_rest_request_duration_seconds_sum{{endpoint=\"{e}\"}} {}", s.sum_s);
-            let _ = writeln!(out, "tern_rest_request_duration_seconds_count{{endpoint=\"{e}\"}} {}", s.count);
+        for (e, h) in lock(&self.latency).iter() {
+            h.render("tern_rest_request_duration_seconds", &format!("endpoint=\"{e}\""), &mut out);
         }
         // The other front ends of this process (Redis, MySQL).
         tern_client::metrics::render_registered(&mut out);

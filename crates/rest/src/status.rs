@@ -83,11 +83,6 @@ fn rest_error(name_labels: &str) -> bool {
         .is_some_and(|s| s >= 400)
 }
 
-/// JSON string literal of `s`.
-pub fn js(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
-}
-
 pub const PAGE: &str = r##"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Tern status</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">

@@ -30,6 +30,9 @@ pub const LISTENER: Token = Token(0);
 pub const WAKER: Token = Token(1);
 /// Unread bytes buffered per connection before it stops being read (backpressure).
 pub const CONN_READ_BUFFER_MAX: usize = 80 * 1024 * 1024;
+/// Bytes a connection may send before its first frame proved the cluster secret (a greeting is
+/// well under it): a stranger cannot make the node buffer `CONN_READ_BUFFER_MAX`.
+const UNAUTHED_READ_MAX: usize = 64 * 1024;
 /// Unsent reply bytes per connection before the worker stops reading its requests (a client
 /// that does not read its replies cannot make the node buffer without bound).
 pub const CONN_WRITE_BUFFER_MAX: usize = 64 * 1024 * 1024;
@@ -683,15 +686,16 @@ impl Worker {
             return;
         }
         let mut closed = false;
+        let read_max = if conn.authed { CONN_READ_BUFFER_MAX } else { UNAUTHED_READ_MAX };
         if let Some(e) = conn.shm.as_mut() {
-            let room = CONN_READ_BUFFER_MAX.saturating_sub(conn.rbuf.len());
+            let room = read_max.saturating_sub(conn.rbuf.len());
             if let Err(err) = e.recv_into(&mut conn.rbuf, room) {
                 tracing::warn!("closing a shared-memory connection: {err}");
                 closed = true;
             }
         }
         while conn.shm.is_none() {
-            if conn.rbuf.len() >= CONN_READ_BUFFER_MAX {
+            if conn.rbuf.len() >= read_max {
                 break;
             }
             let len = conn.rbuf.len();
@@ -858,6 +862,9 @@ impl Worker {
                     break;
                 }
             }
+        }
+        if !conn.authed && conn.rbuf.len() >= UNAUTHED_READ_MAX && protocol_error.is_none() {
+            protocol_error = Some("a connection's first frame is too large for a greeting".into());
         }
         conn.rbuf.drain(..at);
         if let Some(w) = migrate {

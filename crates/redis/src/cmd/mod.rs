@@ -257,6 +257,12 @@ pub fn index_of(name: &str) -> Option<usize> {
     COMMANDS.iter().position(|s| s.name == name)
 }
 
+/// The indexes of GET and SET in `COMMANDS` (the pipeline's merged path), found once.
+pub fn get_set() -> (usize, usize) {
+    static GET_SET: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+    *GET_SET.get_or_init(|| (index_of("get").expect("GET is a command"), index_of("set").expect("SET is a command")))
+}
+
 /// The index in `COMMANDS` of one of its entries.
 pub fn index_of_spec(spec: &Spec) -> usize {
     let i = (spec as *const Spec as usize).wrapping_sub(COMMANDS.as_ptr() as usize) / std::mem::size_of::<Spec>();
