@@ -8,9 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tern_client::Client;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+mod common;
+use common::{consecutive_ports, free_port};
 
 /// A tiny RESP client: sends a command, returns the reply as text (`+OK`, `:5`, `$hello`, `$nil`,
 /// `-ERR ...`).
@@ -61,7 +60,8 @@ impl Resp {
 #[test]
 fn redis_keys_and_ttls_survive_a_killed_data_node() {
     let dir = tempfile::tempdir().unwrap();
-    let (port, redis) = (free_port(), free_port());
+    // Two data nodes: on `port` and the next one.
+    let (port, redis) = (consecutive_ports(2), free_port());
     let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
         .args(["up", "--data-dir"])
         .arg(dir.path())
@@ -73,12 +73,16 @@ fn redis_keys_and_ttls_survive_a_killed_data_node() {
         .env("TERN_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("up-stderr.log")).unwrap())
         .spawn()
         .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.contains(&format!("redis=127.0.0.1:{redis}")), "ready line names the Redis port: {line}");
+    if !line.contains(&format!("redis=127.0.0.1:{redis}")) {
+        let _ = child.kill();
+        let log = std::fs::read_to_string(dir.path().join("up-stderr.log")).unwrap_or_default();
+        panic!("ready line names the Redis port: {line:?}; tern up logged:\n{log}");
+    }
 
     let mut c = Resp::open(redis);
     assert_eq!(c.q("PING"), "+PONG");

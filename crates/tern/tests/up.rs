@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 use tern_client::{Client, ColumnType, DdlReq, Exec, OpResult, Table, Value, block_on};
 use tern_types::schema::Column;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+mod common;
+use common::{consecutive_ports, free_port};
 
 fn up(dir: &std::path::Path, port: u16) -> Child {
     up_with_rest(dir, port, free_port())
@@ -813,12 +812,6 @@ fn cluster_with(dir: &std::path::Path, extra: &[&str]) -> Cluster {
     args.extend_from_slice(extra);
     let (child, line) = up_ready(dir, &args);
     Cluster { child, line, mgmd, redis, mysql, dn }
-}
-
-/// `n` free ports in a row (mgmds and data nodes of `tern up` take consecutive ports).
-fn consecutive_ports(n: u16) -> u16 {
-    let start = free_port();
-    (start..start + 300).find(|p| (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok())).unwrap()
 }
 
 /// The last lines `tern up` (and its children) logged, for failure messages.

@@ -1,10 +1,17 @@
 //! Helpers of the tests that start `tern up` as a user would.
+#![allow(dead_code)] // each test binary uses its own subset
 
 use std::process::Child;
 use std::time::{Duration, Instant};
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `n` free ports in a row (mgmds and data nodes of `tern up` take consecutive ports).
+pub fn consecutive_ports(n: u16) -> u16 {
+    let start = free_port();
+    (start..start + 300).find(|p| (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok())).unwrap()
 }
 
 /// `tern up`, stopped (SIGINT, as a user's Ctrl-C) when dropped, also when the test fails.
