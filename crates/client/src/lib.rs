@@ -80,8 +80,8 @@ pub use tern_types::schema::{Catalog, Column, ColumnType, Index, Table};
 use tern_types::value::coerce;
 pub use tern_types::{ErrorCode, TernError, Value};
 pub use tern_wire::{
-    AbortOption, Bound, ColumnUpdate, DdlReq, Exec, KeyOp, KeyRange, OpKind, OpResult, Outcome, SCAN_RANGES_MAX,
-    StatusInfo, UpdateExpr,
+    AbortOption, Bound, ColumnUpdate, DdlReq, Exec, KeyOp, KeyRange, LogEntry, LogOp, LogPart, OpKind, OpResult,
+    Outcome, SCAN_RANGES_MAX, StatusInfo, UpdateExpr,
 };
 use tern_wire::{Reply, Request, ScanReq, TxnReq};
 
@@ -561,6 +561,15 @@ impl Client {
         status_of(self.call_async(&Request::Status).await?)
     }
 
+    /// A change-log request (backups; see `LogOp`): what each ldm of the cluster returned. The
+    /// log lives on this client's main connection at the data node it is connected to.
+    pub fn change_log(&self, sub: u64, op: LogOp, max_bytes: u32) -> Result<Vec<LogPart>> {
+        match self.call(Request::Log { sub, op, max_bytes })? {
+            Reply::Log { parts } => Ok(parts),
+            r => Err(unexpected(r)),
+        }
+    }
+
     /// Reserves `count` AUTO_INCREMENT values of a table; returns the first.
     pub fn auto_increment(&self, table: u32, count: u32) -> Result<(u64, u32)> {
         auto_inc_range(self.call(Request::AutoInc { table, count })?)
@@ -739,6 +748,7 @@ impl Client {
             finished: false,
             started: false,
             conn: None,
+            commit_epoch: None,
         }
     }
 
@@ -1075,9 +1085,16 @@ pub struct Transaction {
     started: bool,
     /// Chosen at the first batch; every batch of the transaction goes to the same tc.
     conn: Option<Arc<Conn>>,
+    /// The epoch of its commit point, once committed.
+    commit_epoch: Option<u64>,
 }
 
 impl Transaction {
+    /// The epoch the transaction committed in (None before its commit, or if it did not).
+    pub fn commit_epoch(&self) -> Option<u64> {
+        self.commit_epoch
+    }
+
     /// Acknowledge the commit only once its epoch is on disk.
     pub fn durable(mut self, yes: bool) -> Transaction {
         self.durable = yes;
@@ -1154,7 +1171,12 @@ impl Transaction {
         };
         match resp.outcome {
             Outcome::Open => Ok(resp.results),
-            Outcome::Committed { .. } | Outcome::RolledBack => {
+            Outcome::Committed { epoch } => {
+                self.finished = true;
+                self.commit_epoch = Some(epoch);
+                Ok(resp.results)
+            }
+            Outcome::RolledBack => {
                 self.finished = true;
                 Ok(resp.results)
             }

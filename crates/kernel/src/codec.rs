@@ -37,7 +37,7 @@ use tern_types::agg::Aggregation;
 use tern_types::bin::{Dec, DecodeError, DecodeResult, Enc};
 use tern_types::cluster::{ClusterState, DATA_NODES_MAX, NodeId};
 use tern_types::filter::Filter;
-use tern_wire::{KeyOp, Reply, Request};
+use tern_wire::{KeyOp, LogOp, Reply, Request};
 
 /// The layout version written first in every payload.
 pub const SIGNAL_FORMAT: u8 = 1;
@@ -128,6 +128,8 @@ signal_tags! {
     NODE_HEARTBEAT = 49,
     CATALOG_STORED = 50,
     MGM_CATALOG = 51,
+    LOG_REQ = 52,
+    LOG_CHUNK = 53,
 }
 
 /// Appends the payload for `sig` addressed to `to`.
@@ -375,6 +377,32 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
         }
         Signal::Tick => e.u8(tag::TICK),
         Signal::CheckpointStep => e.u8(tag::CHECKPOINT_STEP),
+        Signal::LogReq { from, sub, call, op, max_bytes } => {
+            e.u8(tag::LOG_REQ);
+            enc_addr(e, *from);
+            e.u64(*sub);
+            e.u64(*call);
+            e.u8(match op {
+                LogOp::Start => 0,
+                LogOp::Poll => 1,
+                LogOp::Stop => 2,
+            });
+            e.u32(*max_bytes);
+        }
+        Signal::LogChunk { from, call, entries, error } => {
+            e.u8(tag::LOG_CHUNK);
+            enc_addr(e, *from);
+            e.u64(*call);
+            e.u32(entries.len() as u32);
+            entries.iter().for_each(|x| tern_wire::enc_log_entry(e, x));
+            match error {
+                None => e.u8(0),
+                Some(err) => {
+                    e.u8(1);
+                    tern_wire::enc_err(e, err);
+                }
+            }
+        }
         Signal::DeadlockProbe(p) => {
             e.u8(tag::DEADLOCK_PROBE);
             enc_txn(e, &p.initiator);
@@ -511,6 +539,29 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         },
         tag::TICK => Signal::Tick,
         tag::CHECKPOINT_STEP => Signal::CheckpointStep,
+        tag::LOG_REQ => Signal::LogReq {
+            from: dec_addr(d)?,
+            sub: d.u64()?,
+            call: d.u64()?,
+            op: match d.u8()? {
+                0 => LogOp::Start,
+                1 => LogOp::Poll,
+                2 => LogOp::Stop,
+                _ => return Err(DecodeError("bad log op")),
+            },
+            max_bytes: d.u32()?,
+        },
+        tag::LOG_CHUNK => Signal::LogChunk {
+            from: dec_addr(d)?,
+            call: d.u64()?,
+            // An epoch mark, the smallest entry, takes 9 bytes.
+            entries: dec_list(d, ITEMS_MAX, 9, tern_wire::dec_log_entry)?,
+            error: match d.u8()? {
+                0 => None,
+                1 => Some(tern_wire::dec_err(d)?),
+                _ => return Err(DecodeError("bad error tag")),
+            },
+        },
         tag::DEADLOCK_PROBE => Signal::DeadlockProbe(Box::new(DeadlockProbe {
             initiator: dec_txn(d)?,
             target: dec_txn(d)?,
@@ -1223,6 +1274,30 @@ mod tests {
             (ldm(2, 0), Signal::IoDone { token: 18, result: Err("No space left on device (os error 28)".into()) }),
             (tc(2, 0), Signal::Tick),
             (ldm(2, 0), Signal::CheckpointStep),
+            (ldm(2, 1), Signal::LogReq { from: tc(1, 0), sub: 3, call: 9, op: LogOp::Poll, max_bytes: 1 << 20 }),
+            (ldm(2, 1), Signal::LogReq { from: tc(1, 0), sub: 3, call: 10, op: LogOp::Start, max_bytes: 0 }),
+            (
+                tc(1, 0),
+                Signal::LogChunk {
+                    from: ldm(2, 1),
+                    call: 9,
+                    entries: vec![
+                        tern_wire::LogEntry::Put { epoch: 5, table: 7, row: vec![1; 9] },
+                        tern_wire::LogEntry::Delete { epoch: 5, table: 7, key: vec![2] },
+                        tern_wire::LogEntry::Epoch(5),
+                    ],
+                    error: None,
+                },
+            ),
+            (
+                tc(1, 0),
+                Signal::LogChunk {
+                    from: ldm(2, 1),
+                    call: 10,
+                    entries: vec![],
+                    error: Some(TernError::new(ErrorCode::Internal, "log overflow")),
+                },
+            ),
         ]);
         v
     }

@@ -9,7 +9,7 @@ use tern_types::cluster::ClusterState;
 use tern_types::filter::Filter;
 use tern_types::schema::{IndexId, TableId};
 use tern_types::{Catalog, TernError};
-use tern_wire::{DdlReq, KeyOp, KeyRange, OpResult, Reply, Request};
+use tern_wire::{DdlReq, KeyOp, KeyRange, LogEntry, LogOp, OpResult, Reply, Request};
 
 pub use tern_types::cluster::NodeId;
 pub type ClientId = u64;
@@ -414,6 +414,23 @@ pub enum Signal {
     Tick,
     /// An ldm continues its running checkpoint (sent to itself so other work interleaves).
     CheckpointStep,
+    // Change logs (backups): a tc -> every ldm of the cluster for a client's `Request::Log`.
+    /// `sub`: the tc's number for the log (the ldm keys it by `from` too); `call`: the tc's
+    /// number for this request, echoed in the answer; `max_bytes`: this ldm's share of a poll.
+    LogReq {
+        from: Addr,
+        sub: u64,
+        call: u64,
+        op: LogOp,
+        max_bytes: u32,
+    },
+    /// ldm -> tc: the entries it buffered (Poll), or why the log failed there.
+    LogChunk {
+        from: Addr,
+        call: u64,
+        entries: Vec<LogEntry>,
+        error: Option<TernError>,
+    },
 }
 
 /// A disk request. Files are named relative to the node's data directory.

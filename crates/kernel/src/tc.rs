@@ -29,6 +29,7 @@ use tern_wire::{
     AbortOption, Exec, KeyOp, OpKind, OpResult, Outcome, Reply, Request, ScanReq, StatusInfo, TxnReq, TxnResp,
 };
 
+mod log;
 mod purge;
 
 #[derive(Debug, Clone)]
@@ -275,6 +276,11 @@ pub struct Tc {
     budget: MemoryBudget,
     stats: Arc<NodeStats>,
     purge: purge::Purge,
+    /// Change logs (backups) of this tc's clients, by (client, the client's number for it).
+    logs: BTreeMap<(ClientId, u64), log::LogSub>,
+    /// Change-log requests waiting for the ldms' answers, by call number.
+    log_calls: BTreeMap<u64, log::LogCall>,
+    next_log: u64,
 }
 
 impl Tc {
@@ -322,6 +328,9 @@ impl Tc {
             budget,
             stats,
             purge: Default::default(),
+            logs: BTreeMap::new(),
+            log_calls: BTreeMap::new(),
+            next_log: 0,
         };
         tc.set_catalog(catalog);
         tc.set_routing();
@@ -400,6 +409,7 @@ impl Tc {
             Signal::Committed { txn, chain } => self.committed(txn, chain, out),
             Signal::Aborted { txn, chain } => self.aborted(txn, chain, out),
             Signal::ScanFragRows(rows) => self.scan_rows(*rows, out),
+            Signal::LogChunk { from, call, entries, error } => self.log_chunk(from, call, entries, error, out),
             Signal::EpochPrepare { from, epoch } => {
                 self.gate_closed = true;
                 out.send(from, Signal::EpochPrepared { from: self.addr, epoch, current: self.current_epoch });
@@ -500,6 +510,7 @@ impl Tc {
             Request::AutoInc { table, count } => {
                 out.send(self.dict(), Signal::AutoInc { client, req_id, reply_to: self.addr, table, count })
             }
+            Request::Log { sub, op, max_bytes } => self.log_request(client, req_id, sub, op, max_bytes, out),
         }
     }
 
@@ -996,6 +1007,7 @@ impl Tc {
             self.drop_scan(k);
         }
         self.aborted_idle.retain(|(c, _), _| *c != client);
+        self.log_client_gone(client, out);
         // Ordered, so the aborts go out in the same order in every run (the kernel's rule).
         let mut ids: Vec<u64> = self.txns.iter().filter(|(_, t)| t.client == client).map(|(id, _)| *id).collect();
         ids.sort_unstable();
@@ -1046,6 +1058,7 @@ impl Tc {
         if failed.is_empty() {
             return;
         }
+        self.log_nodes_failed(&failed, out);
         let version = self.cluster.version;
         let dead = |a: &Addr| failed.contains(&a.node);
         let err = TernError::new(ErrorCode::NodeFailure, "a data node failed during the transaction; retry it");

@@ -1,6 +1,7 @@
 //! `tern`: the one binary. `up` starts a local cluster, `datanode` runs a data node, `status`
 //! reports on one, `bench` measures it.
 
+mod backup;
 mod config;
 mod member;
 mod metrics_http;
@@ -100,6 +101,26 @@ enum Cmd {
         mgmd: Vec<String>,
         #[arg(long)]
         json: bool,
+    },
+    /// Take an online backup, consistent at one epoch, while writes go on (NDB's scheme: every
+    /// table scanned plus a log of the changes committed meanwhile, up to the end epoch).
+    Backup {
+        /// Data nodes (host:port, comma-separated; the ready line of `tern up` names them).
+        #[arg(long, default_value = "127.0.0.1:11860")]
+        addr: String,
+        /// A new or empty directory for the backup's files (`BACKUP.json` is written last).
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Load a backup into an empty cluster (any number of data nodes): the state of the
+    /// source at the backup's end epoch.
+    Restore {
+        /// Data nodes of the target cluster (host:port, comma-separated).
+        #[arg(long, default_value = "127.0.0.1:11860")]
+        addr: String,
+        /// The backup's directory.
+        #[arg(long)]
+        dir: PathBuf,
     },
     /// Run a benchmark.
     Bench {
@@ -446,6 +467,8 @@ fn main() {
         Cmd::Start { node, mgmd } => operator(mgmd, node, false),
         Cmd::Status { mgmd, json, .. } if !mgmd.is_empty() => cluster_status(mgmd, json),
         Cmd::Status { addr, json, .. } => status(&addr, json),
+        Cmd::Backup { addr, dir } => backup::backup(&addr, &dir),
+        Cmd::Restore { addr, dir } => backup::restore(&addr, &dir),
         Cmd::Bench { suite } => bench(suite),
     };
     if let Err(e) = r {

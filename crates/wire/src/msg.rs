@@ -282,6 +282,109 @@ pub struct StatusInfo {
     pub counters: Vec<(String, u64)>,
 }
 
+/// What a change-log request does (backups, `tern backup`): `Start` registers a log at every ldm
+/// of the cluster (answered once all of them log every commit they make as primary), `Poll`
+/// fetches what they buffered since (at most `max_bytes` in all, at least one entry per ldm that
+/// has one), `Stop` ends it. A log nobody polls for a minute is dropped by the ldms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogOp {
+    Start,
+    Poll,
+    Stop,
+}
+
+/// One entry of a change log: a commit as the partition's primary replica applied it, or an
+/// epoch mark.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogEntry {
+    /// The row's after-image (its stored bytes) committed in `epoch`.
+    Put { epoch: u64, table: TableId, row: Vec<u8> },
+    /// The row with this encoded primary key was deleted in `epoch`.
+    Delete { epoch: u64, table: TableId, key: Vec<u8> },
+    /// Every commit of this epoch and of earlier ones at this ldm came before this mark.
+    Epoch(u64),
+}
+
+impl LogEntry {
+    /// Bytes this entry takes in a reply (what poll budgets count).
+    pub fn size(&self) -> usize {
+        match self {
+            LogEntry::Put { row: b, .. } | LogEntry::Delete { key: b, .. } => 17 + b.len(),
+            LogEntry::Epoch(_) => 9,
+        }
+    }
+}
+
+/// The entries one ldm returned, in its commit order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogPart {
+    pub node: u16,
+    pub ldm: u16,
+    pub entries: Vec<LogEntry>,
+}
+
+/// Entries of a change-log reply (all parts together).
+pub const LOG_ENTRIES_MAX: usize = 1 << 22;
+
+/// Appends a change-log entry: `[0][epoch u64][table u32][row]`, `[1][epoch u64][table u32][key]`
+/// or `[2][epoch u64]`.
+pub fn enc_log_entry(e: &mut Enc, x: &LogEntry) {
+    match x {
+        LogEntry::Put { epoch, table, row } => {
+            e.u8(0);
+            e.u64(*epoch);
+            e.u32(*table);
+            e.bytes(row);
+        }
+        LogEntry::Delete { epoch, table, key } => {
+            e.u8(1);
+            e.u64(*epoch);
+            e.u32(*table);
+            e.bytes(key);
+        }
+        LogEntry::Epoch(epoch) => {
+            e.u8(2);
+            e.u64(*epoch);
+        }
+    }
+}
+
+/// Reads what `enc_log_entry` wrote.
+pub fn dec_log_entry(d: &mut Dec) -> DecodeResult<LogEntry> {
+    Ok(match d.u8()? {
+        0 => LogEntry::Put { epoch: d.u64()?, table: d.u32()?, row: d.bytes()?.to_vec() },
+        1 => LogEntry::Delete { epoch: d.u64()?, table: d.u32()?, key: d.bytes()?.to_vec() },
+        2 => LogEntry::Epoch(d.u64()?),
+        _ => return Err(DecodeError("bad log entry tag")),
+    })
+}
+
+/// Appends a list of change-log parts.
+pub fn enc_log_parts(e: &mut Enc, parts: &[LogPart]) {
+    e.u32(parts.len() as u32);
+    for p in parts {
+        e.u16(p.node);
+        e.u16(p.ldm);
+        e.u32(p.entries.len() as u32);
+        p.entries.iter().for_each(|x| enc_log_entry(e, x));
+    }
+}
+
+/// Reads what `enc_log_parts` wrote (at most `LOG_ENTRIES_MAX` entries in all).
+pub fn dec_log_parts(d: &mut Dec) -> DecodeResult<Vec<LogPart>> {
+    let n = d.len(1 << 16)?;
+    let mut total = 0;
+    let mut parts = Vec::new();
+    for _ in 0..n {
+        let (node, ldm) = (d.u16()?, d.u16()?);
+        let k = d.len(LOG_ENTRIES_MAX - total)?;
+        total += k;
+        let entries = (0..k).map(|_| dec_log_entry(d)).collect::<DecodeResult<_>>()?;
+        parts.push(LogPart { node, ldm, entries });
+    }
+    Ok(parts)
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     /// First request on a connection. `worker`: move this connection to that worker thread (the
@@ -307,6 +410,12 @@ pub enum Request {
         count: u32,
     },
     Status,
+    /// The change log `sub` (a number the client chose, unique per connection); see `LogOp`.
+    Log {
+        sub: u64,
+        op: LogOp,
+        max_bytes: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -335,6 +444,10 @@ pub enum Reply {
     },
     Status(StatusInfo),
     Error(TernError),
+    /// A change-log request's answer: per ldm, what it had buffered (empty for Start and Stop).
+    Log {
+        parts: Vec<LogPart>,
+    },
 }
 
 /// Appends an error: `[code u32][message str]`.
@@ -587,6 +700,17 @@ impl Request {
                 e.u8(9);
                 e.u64(req_id);
             }
+            Request::Log { sub, op, max_bytes } => {
+                e.u8(10);
+                e.u64(req_id);
+                e.u64(*sub);
+                e.u8(match op {
+                    LogOp::Start => 0,
+                    LogOp::Poll => 1,
+                    LogOp::Stop => 2,
+                });
+                e.u32(*max_bytes);
+            }
         }
     }
 
@@ -679,6 +803,16 @@ impl Request {
             7 => Request::Ddl(decode_ddl(&mut d)?),
             8 => Request::AutoInc { table: d.u32()?, count: d.u32()? },
             9 => Request::Status,
+            10 => Request::Log {
+                sub: d.u64()?,
+                op: match d.u8()? {
+                    0 => LogOp::Start,
+                    1 => LogOp::Poll,
+                    2 => LogOp::Stop,
+                    _ => return Err(DecodeError("bad log op")),
+                },
+                max_bytes: d.u32()?,
+            },
             _ => return Err(DecodeError("unknown request kind")),
         };
         if !d.is_empty() {
@@ -849,6 +983,11 @@ impl Reply {
                 e.u64(req_id);
                 enc_err(&mut e, err);
             }
+            Reply::Log { parts } => {
+                e.u8(9);
+                e.u64(req_id);
+                enc_log_parts(&mut e, parts);
+            }
         }
     }
 
@@ -915,6 +1054,7 @@ impl Reply {
                 },
             }),
             8 => Reply::Error(dec_err(&mut d)?),
+            9 => Reply::Log { parts: dec_log_parts(&mut d)? },
             _ => return Err(DecodeError("unknown reply kind")),
         };
         if !d.is_empty() {
@@ -976,6 +1116,8 @@ mod tests {
             }),
             Request::Ddl(DdlReq::DropTable { database: "d".into(), name: "t".into(), if_exists: true }),
             Request::Status,
+            Request::Log { sub: 4, op: LogOp::Poll, max_bytes: 1 << 20 },
+            Request::Log { sub: 5, op: LogOp::Stop, max_bytes: 0 },
         ];
         for r in reqs {
             let mut b = Vec::new();
@@ -1003,6 +1145,20 @@ mod tests {
                 ..Default::default()
             }),
             Reply::Error(TernError::new(ErrorCode::NoSuchTable, "no")),
+            Reply::Log {
+                parts: vec![
+                    LogPart {
+                        node: 2,
+                        ldm: 1,
+                        entries: vec![
+                            LogEntry::Put { epoch: 7, table: 3, row: vec![1, 2] },
+                            LogEntry::Delete { epoch: 8, table: 3, key: vec![9] },
+                            LogEntry::Epoch(8),
+                        ],
+                    },
+                    LogPart { node: 1, ldm: 0, entries: vec![] },
+                ],
+            },
         ];
         for r in reps {
             let mut b = Vec::new();

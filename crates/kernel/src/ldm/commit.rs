@@ -59,6 +59,9 @@ impl Ldm {
                 _ => 0,
             };
             redo::append_commit(&mut self.redo_buf, epoch, txn.tc.node, tc_instance, txn.id, &ops);
+            if !self.logs.is_empty() {
+                self.log_changes(epoch, &changes);
+            }
             self.lsn += (self.redo_buf.len() - before) as u64;
             self.max_epoch_applied = self.max_epoch_applied.max(epoch);
             if self.redo_buf.len() >= self.cfg.redo_buffer_bytes {

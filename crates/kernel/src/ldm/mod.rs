@@ -25,6 +25,7 @@ mod copy;
 mod durability;
 mod keybuf;
 mod locks;
+mod log;
 mod prepare;
 mod rows;
 mod scan;
@@ -235,6 +236,8 @@ pub struct Ldm {
     now_ms: u64,
     /// Wall-clock now in µs since the Unix epoch, refreshed on every signal.
     now_us: i64,
+    /// Change logs (backups) by (the tc that registered it, its number there).
+    logs: BTreeMap<(Addr, u64), log::LogSub>,
 }
 
 fn err_op(code: ErrorCode, msg: impl Into<String>) -> OpResult {
@@ -293,6 +296,7 @@ impl Ldm {
             ttls: Default::default(),
             now_ms: 0,
             now_us: 0,
+            logs: BTreeMap::new(),
         };
         for p in start.partitions {
             ldm.stats.add_rows(p.table, p.len() as i64);
@@ -456,10 +460,15 @@ impl Ldm {
             Signal::ScanFrag(req) => self.scan(*req, out),
             Signal::EpochFlush { from, epoch } => {
                 self.flush_reply_to = from;
+                if !self.logs.is_empty() {
+                    self.log_epoch(epoch);
+                }
                 self.flush(epoch, out)
             }
+            Signal::LogReq { from, sub, call, op, max_bytes } => self.log_request(from, sub, call, op, max_bytes, out),
             Signal::ClusterMap { state } => {
                 if state.version > self.cluster.version {
+                    self.log_map_changed();
                     self.routing = tern_types::cluster::Routing::new(&state);
                     self.cluster = state;
                     let version = self.cluster.version;
@@ -501,6 +510,7 @@ impl Ldm {
             }
             Signal::Tick => {
                 self.publish_table_bytes();
+                self.log_tick();
                 self.expire_waits(out);
                 self.probe_waits(out);
                 self.copy_step(out);

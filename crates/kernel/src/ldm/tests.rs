@@ -197,3 +197,80 @@ fn an_aggregating_scan_goes_on_by_itself_for_its_steps() {
     assert_eq!(partials, (rows as usize).div_ceil(16));
     assert_eq!(requests, ((rows as usize).div_ceil(16) - 1) / 4);
 }
+
+fn log_req(
+    l: &mut Ldm,
+    now: u64,
+    op: tern_wire::LogOp,
+    max_bytes: u32,
+) -> (Vec<tern_wire::LogEntry>, Option<TernError>) {
+    let tc = Addr::new(1, Block::Tc(0));
+    let mut out = Out::default();
+    l.handle(now, Signal::LogReq { from: tc, sub: 7, call: 1, op, max_bytes }, &mut out);
+    match out.signals.pop() {
+        Some((to, Signal::LogChunk { entries, error, .. })) if to == tc => (entries, error),
+        other => panic!("no answer to the tc: {other:?}"),
+    }
+}
+
+/// A change log (backups) holds what the primary commits after it started, with epochs, and
+/// an epoch mark at each flush after that epoch's commits; polls hand it out in order within
+/// their budget; it fails when the cluster map changes and is dropped when nobody polls it.
+#[test]
+fn a_change_log_keeps_commits_and_epoch_marks_in_order() {
+    use tern_wire::{LogEntry, LogOp};
+    let (mut l, layout) = ldm();
+    // Committed before the log started: not in it.
+    assert!(prepared_of(&prepare(&mut l, 0, 1, vec![write(&layout, 1)]), 1).is_some());
+    let _ = commit(&mut l, 0, 1);
+    assert_eq!(log_req(&mut l, 0, LogOp::Start, 0), (vec![], None));
+    assert!(prepared_of(&prepare(&mut l, 10, 2, vec![write(&layout, 2), write(&layout, 3)]), 2).is_some());
+    let _ = commit(&mut l, 10, 2);
+    let mut out = Out::default();
+    l.handle(20, Signal::EpochFlush { from: Addr::new(1, Block::Dist), epoch: 1 }, &mut out);
+    // A delete, in the next epoch.
+    let key = |id: i64| {
+        let mut row = Vec::new();
+        layout.encode_row(&[Value::Int(id), Value::Int(0)], &mut row).expect("row");
+        layout.key_of(&row).to_vec()
+    };
+    let del = PrepOp::Exec {
+        idx: 0,
+        partition: 0,
+        op: KeyOp { table: 1, kind: OpKind::Delete, key: key(2), row: vec![], updates: vec![], projection: None },
+    };
+    assert!(prepared_of(&prepare(&mut l, 30, 3, vec![del]), 3).is_some());
+    let mut out = Out::default();
+    l.handle(30, Signal::Commit { txn: tref(3), epoch: 2, chain: vec![l.addr], pos: 0 }, &mut out);
+
+    // A small budget still returns one entry at a time, in commit order.
+    let (first, e) = log_req(&mut l, 40, LogOp::Poll, 1);
+    assert!(e.is_none());
+    assert!(
+        matches!(&first[..], [LogEntry::Put { epoch: 1, table: 1, row }] if layout.key_of(row) == key(2)),
+        "{first:?}"
+    );
+    let (rest, _) = log_req(&mut l, 40, LogOp::Poll, 1 << 20);
+    assert!(matches!(&rest[0], LogEntry::Put { epoch: 1, row, .. } if layout.key_of(row) == key(3)), "{rest:?}");
+    assert_eq!(rest[1], LogEntry::Epoch(1));
+    assert_eq!(rest[2], LogEntry::Delete { epoch: 2, table: 1, key: key(2) });
+    assert_eq!(rest.len(), 3);
+    assert_eq!(log_req(&mut l, 50, LogOp::Poll, 1 << 20), (vec![], None));
+
+    // A new cluster map fails the log; the next poll says why, then it is gone.
+    let mut map = (*l.cluster).clone();
+    map.version += 1;
+    let mut out = Out::default();
+    l.handle(60, Signal::ClusterMap { state: Arc::new(map) }, &mut out);
+    let (_, e) = log_req(&mut l, 70, LogOp::Poll, 1 << 20);
+    assert_eq!(e.map(|e| e.code), Some(ErrorCode::NodeFailure));
+    let (_, e) = log_req(&mut l, 70, LogOp::Poll, 1 << 20);
+    assert_eq!(e.map(|e| e.code), Some(ErrorCode::InvalidRequest));
+
+    // A log nobody polls for a minute is dropped.
+    assert_eq!(log_req(&mut l, 100, LogOp::Start, 0), (vec![], None));
+    let mut out = Out::default();
+    l.handle(100 + 61_000, Signal::Tick, &mut out);
+    let (_, e) = log_req(&mut l, 100 + 61_000, LogOp::Poll, 1 << 20);
+    assert_eq!(e.map(|e| e.code), Some(ErrorCode::InvalidRequest));
+}

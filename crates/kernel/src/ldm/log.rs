@@ -1,0 +1,137 @@
+//! Change logs for backups (see `tc::log`): what this ldm commits as the primary replica of a
+//! partition, buffered per log with the epochs, plus an epoch mark at every epoch flush (by then
+//! every commit of that epoch has been applied here: the flush follows the tcs' reports that
+//! nothing of it is still committing). Bounded: a log that is not polled for `LOG_IDLE_MS` is
+//! dropped, and one whose buffer outgrows `LOG_BUFFER_MAX` fails (its backup reports why).
+
+use super::*;
+use tern_wire::{LogEntry, LogOp};
+
+/// Logs one ldm keeps at a time.
+const LOGS_MAX: usize = 8;
+/// Bytes of entries one log may buffer here between polls.
+pub(super) const LOG_BUFFER_MAX: usize = 128 << 20;
+/// A log not polled for this long is dropped (its client is gone).
+const LOG_IDLE_MS: u64 = 60_000;
+
+/// One change log at this ldm.
+pub(super) struct LogSub {
+    entries: VecDeque<LogEntry>,
+    bytes: usize,
+    polled_ms: u64,
+    failed: Option<TernError>,
+}
+
+impl LogSub {
+    fn push(&mut self, e: LogEntry, ldm: Addr) {
+        if self.failed.is_some() {
+            return;
+        }
+        self.bytes += e.size();
+        self.entries.push_back(e);
+        if self.bytes > LOG_BUFFER_MAX {
+            self.entries.clear();
+            self.bytes = 0;
+            self.failed = Some(TernError::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "backup change log overflow: more than {} MiB of changes waited at ldm {:?} of data node {} for the backup to fetch them",
+                    LOG_BUFFER_MAX >> 20,
+                    ldm.block,
+                    ldm.node
+                ),
+            ));
+        }
+    }
+}
+
+impl Ldm {
+    pub(super) fn log_request(&mut self, from: Addr, sub: u64, call: u64, op: LogOp, max_bytes: u32, out: &mut Out) {
+        let key = (from, sub);
+        let mut entries = Vec::new();
+        let mut error = None;
+        match op {
+            LogOp::Start if self.logs.len() >= LOGS_MAX => {
+                error = Some(TernError::new(ErrorCode::Overloaded, format!("at most {LOGS_MAX} backups at a time")));
+            }
+            LogOp::Start => {
+                let s = LogSub { entries: VecDeque::new(), bytes: 0, polled_ms: self.now_ms, failed: None };
+                self.logs.insert(key, s);
+            }
+            LogOp::Poll => match self.logs.get_mut(&key) {
+                None => {
+                    error = Some(TernError::new(
+                        ErrorCode::InvalidRequest,
+                        "the backup's change log is gone from a data node (not polled for a minute, or the node restarted)",
+                    ))
+                }
+                Some(s) if s.failed.is_some() => {
+                    error = self.logs.remove(&key).and_then(|s| s.failed);
+                }
+                Some(s) => {
+                    s.polled_ms = self.now_ms;
+                    let mut taken = 0;
+                    while let Some(e) = s.entries.front() {
+                        let n = e.size();
+                        if !entries.is_empty() && taken + n > max_bytes as usize {
+                            break;
+                        }
+                        taken += n;
+                        entries.push(s.entries.pop_front().expect("front"));
+                    }
+                    s.bytes -= taken;
+                }
+            },
+            LogOp::Stop => {
+                self.logs.remove(&key);
+            }
+        }
+        out.send(from, Signal::LogChunk { from: self.addr, call, entries, error });
+    }
+
+    /// Called at commit with the transaction's changes (applied): those of partitions this
+    /// ldm is the primary of go to every log.
+    pub(super) fn log_changes(&mut self, epoch: u64, changes: &BTreeMap<LockKey, Change>) {
+        for (lk, ch) in changes {
+            if self.routing.replicas(lk.1).first() != Some(&self.addr.node) || !self.parts.contains_key(&(lk.0, lk.1)) {
+                continue;
+            }
+            let entry = match &ch.row {
+                Some(r) => LogEntry::Put { epoch, table: lk.0, row: r.clone() },
+                None => LogEntry::Delete { epoch, table: lk.0, key: lk.2.to_vec() },
+            };
+            let me = self.addr;
+            for s in self.logs.values_mut() {
+                s.push(entry.clone(), me);
+            }
+        }
+    }
+
+    /// An epoch flush: every commit of `epoch` and before has been applied here.
+    pub(super) fn log_epoch(&mut self, epoch: u64) {
+        let me = self.addr;
+        for s in self.logs.values_mut() {
+            s.push(LogEntry::Epoch(epoch), me);
+        }
+    }
+
+    /// Drops logs nobody polls; fails every log when the cluster map changes (primaries may
+    /// move, and a partition's changes must come from one ldm in commit order).
+    pub(super) fn log_tick(&mut self) {
+        let now = self.now_ms;
+        self.logs.retain(|_, s| now.saturating_sub(s.polled_ms) < LOG_IDLE_MS);
+    }
+
+    pub(super) fn log_map_changed(&mut self) {
+        for s in self.logs.values_mut() {
+            if s.failed.is_none() {
+                s.entries.clear();
+                s.bytes = 0;
+                s.failed = Some(TernError::new(
+                    ErrorCode::NodeFailure,
+                    "the cluster changed during the backup (a data node failed, restarted or joined); take it again",
+                ));
+            }
+        }
+    }
+}
