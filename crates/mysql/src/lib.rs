@@ -7,6 +7,7 @@
 pub mod conns;
 pub mod metrics;
 pub mod proto;
+pub mod rsa_auth;
 pub mod server;
 pub mod session;
 pub mod stream;

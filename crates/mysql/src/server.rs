@@ -43,6 +43,9 @@ pub struct MysqlOptions {
     pub require_secure_transport: bool,
     /// root's password, set at start when root has none (`tern up --root-password`).
     pub root_password: Option<String>,
+    /// The RSA private key (PEM) for `caching_sha2_password`'s full authentication without TLS
+    /// (MySQL's `caching_sha2_password_private_key_path`); None: a key made at the first need.
+    pub rsa_private_key: Option<std::path::PathBuf>,
 }
 
 impl Default for MysqlOptions {
@@ -57,6 +60,7 @@ impl Default for MysqlOptions {
             tls: None,
             require_secure_transport: false,
             root_password: None,
+            rsa_private_key: None,
         }
     }
 }
@@ -76,6 +80,8 @@ pub struct MysqlServer {
     /// `caching_sha2_password`: SHA256(SHA256(password)) of accounts that signed in fully on this
     /// server (a changed stored password misses, and the entry is replaced at the next full one).
     sha2_cache: std::sync::Mutex<Sha2Cache>,
+    /// The RSA key pair of `caching_sha2_password` without TLS (`rsa_auth`), once needed.
+    rsa: std::sync::OnceLock<Arc<crate::rsa_auth::RsaKeys>>,
     /// Statements, errors and latency for `/metrics`.
     pub metrics: crate::metrics::Metrics,
 }
@@ -98,6 +104,12 @@ impl MysqlServer {
             Some(files) => Some(Arc::new(tern_client::tls::Reloading::new(files.clone(), &[])?)),
             None => None,
         };
+        let rsa = std::sync::OnceLock::new();
+        if let Some(path) = &opts.rsa_private_key {
+            let keys = crate::rsa_auth::RsaKeys::load(path)
+                .map_err(|e| format!("caching_sha2_password_private_key_path: {e}"))?;
+            let _ = rsa.set(Arc::new(keys));
+        }
         Ok(Arc::new(MysqlServer {
             client,
             opts,
@@ -107,6 +119,7 @@ impl MysqlServer {
             busy: Default::default(),
             tls,
             sha2_cache: Default::default(),
+            rsa,
             metrics: Default::default(),
         }))
     }
@@ -161,6 +174,7 @@ impl MysqlServer {
         let interactive = hr.capabilities & cap::INTERACTIVE != 0;
         let mut sess = self.session(id, &hr.user, conn);
         conn.set_user(&hr.user);
+        sess.grants_gen = crate::users::generation();
         sess.grants = match crate::users::grants(&self.client, &hr.user, "localhost").await {
             Ok(g) => g,
             Err(e) => {
@@ -189,7 +203,10 @@ impl MysqlServer {
                 _ = conn.wake.notified() => Ok(None),
             };
             let payload = match next {
-                Ok(Some((_, p))) => p,
+                Ok(Some((_, p))) => {
+                    sess.refresh_grants().await;
+                    p
+                }
                 Ok(None) => break,
                 Err(_) => {
                     // MySQL 8.0.24+ says why before it closes an idle connection.
@@ -583,23 +600,49 @@ impl MysqlServer {
                             fast
                         }
                         None => {
-                            // Full authentication: the password itself, only over TLS.
+                            // Full authentication: the password itself, over TLS, or encrypted
+                            // with the server's RSA key (`rsa_auth`).
                             let mut out = Vec::new();
                             proto::put_packets(&mut out, seq, &proto::SHA2_FULL_AUTH);
                             send(s, &out).await.ok()?;
-                            let (s3, p) = self.read_payload(s, buf).await?;
+                            let (s3, mut p) = self.read_payload(s, buf).await?;
                             seq = s3.wrapping_add(1);
                             if !s.is_tls() {
-                                let e = SqlError::new(
-                                    1045,
-                                    "28000",
-                                    format!(
-                                        "Access denied for user '{}'@'localhost': caching_sha2_password needs the password sent over TLS the first time the account signs in on this server (connect with TLS, e.g. mariadb --ssl)",
-                                        hr.user
-                                    ),
-                                );
-                                let _ = self.send_err(s, seq, &e).await;
-                                return None;
+                                let refuse = |why: &str| {
+                                    SqlError::new(
+                                        1045,
+                                        "28000",
+                                        format!("Access denied for user '{}'@'localhost' ({why})", hr.user),
+                                    )
+                                };
+                                let Some(keys) = self.rsa_keys().await else {
+                                    let e = refuse("the server's RSA key could not be made; connect with TLS");
+                                    let _ = self.send_err(s, seq, &e).await;
+                                    return None;
+                                };
+                                if p == [crate::rsa_auth::REQUEST_PUBLIC_KEY] {
+                                    let mut more = vec![0x01];
+                                    more.extend_from_slice(keys.pem().as_bytes());
+                                    let mut out = Vec::new();
+                                    proto::put_packets(&mut out, seq, &more);
+                                    send(s, &out).await.ok()?;
+                                    let (s4, q) = self.read_payload(s, buf).await?;
+                                    seq = s4.wrapping_add(1);
+                                    p = q;
+                                }
+                                match keys.password(&p, scramble) {
+                                    Some(mut pw) => {
+                                        pw.push(0);
+                                        p = pw;
+                                    }
+                                    None => {
+                                        // A client that sent its password in the clear (it
+                                        // thought the connection secure) gets MySQL's refusal.
+                                        let e = refuse("using password: YES");
+                                        let _ = self.send_err(s, seq, &e).await;
+                                        return None;
+                                    }
+                                }
                             }
                             let pw = p.strip_suffix(&[0]).unwrap_or(&p);
                             let text = String::from_utf8_lossy(stored);
@@ -629,6 +672,22 @@ impl MysqlServer {
             return None;
         }
         Some((seq, hr))
+    }
+
+    /// The RSA key pair of `caching_sha2_password` (made on tokio's blocking pool at the first
+    /// need when none was configured).
+    async fn rsa_keys(&self) -> Option<Arc<crate::rsa_auth::RsaKeys>> {
+        if let Some(k) = self.rsa.get() {
+            return Some(k.clone());
+        }
+        let made = tokio::task::spawn_blocking(crate::rsa_auth::RsaKeys::generate).await.ok()?;
+        match made {
+            Ok(k) => Some(self.rsa.get_or_init(|| Arc::new(k)).clone()),
+            Err(e) => {
+                tracing::warn!("cannot make the RSA key of caching_sha2_password: {e}");
+                None
+            }
+        }
     }
 
     /// A fresh session of connection `conn` for `user`, starting from the global variables.
@@ -784,6 +843,9 @@ pub fn run_on(
     // Certificate problems are reported before anything starts.
     if let Some(files) = &opts.tls {
         tern_client::tls::server_config(files, &[])?;
+    }
+    if let Some(path) = &opts.rsa_private_key {
+        crate::rsa_auth::RsaKeys::load(path).map_err(|e| format!("caching_sha2_password_private_key_path: {e}"))?;
     }
     let serve = move |client, bound: tern_client::frontend::Bound| async move {
         let listen = opts.listen;

@@ -98,6 +98,8 @@ pub struct Session {
     pub host: String,
     /// Databases this user may use (None: all).
     pub grants: crate::users::Grants,
+    /// The privilege generation (`users::generation`) `grants` was read at.
+    pub grants_gen: u64,
     /// The last statement's warnings (SHOW WARNINGS, the OK packet's count): (level, code,
     /// message).
     pub warnings: Vec<(&'static str, u32, String)>,
@@ -293,6 +295,7 @@ impl Session {
             user: user.to_string(),
             host: "localhost".into(),
             grants: None,
+            grants_gen: 0,
             warnings: Vec::new(),
             db: None,
             ts: TxnState::default(),
@@ -524,8 +527,26 @@ impl Session {
         self.ts.open && self.autocommit
     }
 
-    fn catalog_version(&self) -> u64 {
-        self.client.catalog().version
+    /// What a cached plan was made for: the catalog version, and in the top bits the privilege
+    /// generation the session's grants come from (plans check privileges, so a REVOKE must not
+    /// leave a plan that skipped its check).
+    fn plan_version(&self) -> u64 {
+        self.client.catalog().version ^ (self.grants_gen << 40)
+    }
+
+    /// Reads the session's privileges again when accounts or privileges changed through this API
+    /// server since it last did (MySQL applies table and database privilege changes to a
+    /// connected client from its next statement). A failed read keeps the old ones and is
+    /// tried again at the next statement.
+    pub async fn refresh_grants(&mut self) {
+        let generation = crate::users::generation();
+        if generation == self.grants_gen {
+            return;
+        }
+        if let Ok(g) = crate::users::grants(&self.client, &self.user, &self.host).await {
+            self.grants = g;
+            self.grants_gen = generation;
+        }
     }
 
     async fn refresh(&self) {
@@ -630,7 +651,7 @@ impl Session {
 
     /// Parses and plans (or takes from the cache) a statement text.
     pub async fn prepare(&mut self, sql: &str) -> Result<Arc<Prepared>, SqlError> {
-        let version = self.catalog_version();
+        let version = self.plan_version();
         if let Some(p) = self.cache.get(sql)
             && p.version == version
             && p.db == self.db
@@ -659,7 +680,7 @@ impl Session {
                     stmt: Statement::Begin,
                     params,
                     plan: Plan::Engine { sql: sql.to_string(), ours: e },
-                    version: self.catalog_version(),
+                    version: self.plan_version(),
                     db: self.db.clone(),
                 }))
             }
@@ -671,7 +692,7 @@ impl Session {
     /// the catalog (awaited) and plans once more.
     async fn plan_fresh(&self, stmt: Statement, params: usize) -> Result<Prepared, SqlError> {
         self.catalog_miss.store(false, std::sync::atomic::Ordering::Relaxed);
-        let version = self.catalog_version();
+        let version = self.plan_version();
         let plan = match self.make_plan(&stmt) {
             Err(_) if self.catalog_miss.load(std::sync::atomic::Ordering::Relaxed) => {
                 self.refresh().await;
@@ -683,7 +704,7 @@ impl Session {
     }
 
     fn plan(&self, stmt: Statement, params: usize) -> Result<Prepared, SqlError> {
-        let version = self.catalog_version();
+        let version = self.plan_version();
         let plan = self.make_plan(&stmt)?;
         Ok(Prepared { stmt, params, plan, version, db: self.db.clone() })
     }
@@ -747,7 +768,7 @@ impl Session {
         if let Some((analyze, inner)) = explain_of(sql) {
             return self.explain(inner, analyze).await;
         }
-        let version = self.catalog_version();
+        let version = self.plan_version();
         let exact = self.cache.get(sql).is_some_and(|p| p.version == version && p.db == self.db);
         if !exact
             && let Some((norm, params)) = tern_sql::normalize::normalize(sql)
@@ -893,7 +914,7 @@ impl Session {
     /// The cached plan of a normalised text (None: it does not plan; the caller uses the text
     /// as written, so errors speak of what the client sent).
     fn prepare_normalized(&mut self, norm: &str, params: usize) -> Option<Arc<Prepared>> {
-        let version = self.catalog_version();
+        let version = self.plan_version();
         if let Some(p) = self.cache.get(norm)
             && p.version == version
             && p.db == self.db
@@ -937,8 +958,7 @@ impl Session {
     /// Runs a prepared statement with parameter values; a stale plan (the catalog changed) is
     /// made again first.
     pub async fn execute(&mut self, prep: &Arc<Prepared>, params: &[Value]) -> Result<Answer, SqlError> {
-        let prep = if prep.version != self.catalog_version() && !matches!(prep.plan, Plan::Other | Plan::Engine { .. })
-        {
+        let prep = if prep.version != self.plan_version() && !matches!(prep.plan, Plan::Other | Plan::Engine { .. }) {
             Arc::new(self.plan_fresh(prep.stmt.clone(), prep.params).await?)
         } else {
             prep.clone()
@@ -1352,14 +1372,18 @@ impl Session {
                 self.check_admin("CREATE USER")?;
                 for (u, h, pw, plugin) in users {
                     let plugin = crate::users::Plugin::named(plugin.as_deref())?;
-                    crate::users::create_user(&self.client, u, h, pw.as_deref(), plugin, *if_not_exists).await?;
+                    let r = crate::users::create_user(&self.client, u, h, pw.as_deref(), plugin, *if_not_exists).await;
+                    crate::users::changed();
+                    r?;
                 }
                 Ok(Answer::ok())
             }
             Statement::DropUser { users, if_exists } => {
                 self.check_admin("CREATE USER")?;
                 for (u, h) in users {
-                    crate::users::drop_user(&self.client, u, h, *if_exists).await?;
+                    let r = crate::users::drop_user(&self.client, u, h, *if_exists).await;
+                    crate::users::changed();
+                    r?;
                 }
                 Ok(Answer::ok())
             }
@@ -1385,7 +1409,9 @@ impl Session {
                         return Err(crate::users::db_denied(&self.user, &self.host, db));
                     }
                 }
-                crate::users::grant(&self.client, *privs, key, user, host, *revoke).await?;
+                let r = crate::users::grant(&self.client, *privs, key, user, host, *revoke).await;
+                crate::users::changed();
+                r?;
                 Ok(Answer::ok())
             }
             Statement::AlterUser { user, host, password, plugin } => {
@@ -1393,7 +1419,9 @@ impl Session {
                     self.check_admin("CREATE USER")?;
                 }
                 let plugin = crate::users::Plugin::named(plugin.as_deref())?;
-                crate::users::alter_user(&self.client, user, host, password, plugin).await?;
+                let r = crate::users::alter_user(&self.client, user, host, password, plugin).await;
+                crate::users::changed();
+                r?;
                 Ok(Answer::ok())
             }
             Statement::LoadData(ld) => {

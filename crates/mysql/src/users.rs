@@ -297,6 +297,19 @@ pub async fn lookup(client: &Client, user: &str, host: &str) -> Result<Option<Ac
     Ok(None)
 }
 
+/// Bumped after every account or privilege statement through this process: sessions read
+/// their privileges again before their next statement (`Session::refresh_grants`).
+static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub fn generation() -> u64 {
+    GENERATION.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Accounts or privileges may have changed.
+pub fn changed() {
+    GENERATION.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// What `user` may do (None: everything — root, or a global grant of an earlier version).
 pub async fn grants(client: &Client, user: &str, host: &str) -> Result<Grants, SqlError> {
     if user == "root" {

@@ -1,7 +1,7 @@
 //! Sign-in and transport security of the MySQL port (issue 14), through the real `mariadb`
 //! client and PyMySQL: TLS after the SSL capability upgrade, `require_secure_transport`,
-//! `caching_sha2_password` (first sign-in over TLS, then the cached fast path without it), root's
-//! password given at start, and no port beyond loopback while root has none. The certificates
+//! `caching_sha2_password` (first sign-in over TLS or with the RSA key exchange, then the cached
+//! fast path), root's password given at start, and no port beyond loopback while root has none. The certificates
 //! are the REST tests' fixtures (a test CA, a server certificate for localhost / 127.0.0.1).
 
 mod common;
@@ -83,9 +83,11 @@ fn caching_sha2_password_signs_in_over_tls_first_then_by_scramble() {
     let (ok, out, err) = mariadb(port, &[], "SELECT User, plugin FROM mysql.user WHERE User = 'carol'");
     assert!(ok, "{err}");
     assert_eq!(out, "User\tplugin\ncarol\tcaching_sha2_password\n");
-    // The first sign-in without TLS cannot send the password: a clear refusal.
-    let out = pymysql(port, "carol", "c4r0l", false, "SELECT 1");
-    assert!(out.starts_with("error 1045") && out.contains("over TLS"), "{out}");
+    // The first sign-in without TLS sends the password encrypted with the server's RSA key
+    // (PyMySQL asks for the key); a wrong one is refused that way too.
+    let out = pymysql(port, "carol", "wrong", false, "SELECT 1");
+    assert!(out.starts_with("error 1045"), "{out}");
+    assert_eq!(pymysql(port, "carol", "c4r0l", false, "SELECT 3"), "((3,),)");
     // Wrong password over TLS.
     let out = pymysql(port, "carol", "wrong", true, "SELECT 1");
     assert!(out.starts_with("error 1045"), "{out}");
@@ -98,14 +100,43 @@ fn caching_sha2_password_signs_in_over_tls_first_then_by_scramble() {
     let (ok, out, err) = mariadb(port, &["-u", "carol", "--password=c4r0l"], "SELECT 8");
     assert!(ok, "{err}");
     assert_eq!(out, "8\n8\n");
-    // A new password misses the cache: TLS again first.
+    // A new password misses the cache: a full authentication again (over TLS here).
     let (ok, _, err) = mariadb(port, &[], "ALTER USER carol IDENTIFIED WITH caching_sha2_password BY 'n3w'");
     assert!(ok, "{err}");
-    let out = pymysql(port, "carol", "n3w", false, "SELECT 1");
-    assert!(out.starts_with("error 1045"), "{out}");
     assert_eq!(pymysql(port, "carol", "n3w", true, "SELECT 9"), "((9,),)");
     let out = pymysql(port, "carol", "c4r0l", true, "SELECT 1");
     assert!(out.starts_with("error 1045"), "the old password no longer works: {out}");
+}
+
+/// `caching_sha2_password_private_key_path`: the server uses that key; a client that already
+/// holds the public key sends the encrypted password at once (PyMySQL's `server_public_key`).
+#[test]
+fn caching_sha2_password_with_a_configured_rsa_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("private_key.pem");
+    let public = dir.path().join("public_key.pem");
+    let ok = |args: &[&str]| std::process::Command::new("openssl").args(args).status().expect("openssl").success();
+    assert!(ok(&["genrsa", "-out", key.to_str().unwrap(), "2048"]));
+    assert!(ok(&["rsa", "-in", key.to_str().unwrap(), "-pubout", "-out", public.to_str().unwrap()]));
+    let (_d, _n, port) = start_with(MysqlOptions { rsa_private_key: Some(key.clone()), ..Default::default() });
+    let (ok, _, err) = mariadb(port, &[], "CREATE USER erin IDENTIFIED WITH caching_sha2_password BY 'e-r1n'");
+    assert!(ok, "{err}");
+    let script = format!(
+        "import pymysql\nkey = open({public:?}, 'rb').read()\nfor pw in ['nope', 'e-r1n']:\n    try:\n        c = pymysql.connect(host='127.0.0.1', port={port}, user='erin', password=pw, server_public_key=key, connect_timeout=10)\n        cur = c.cursor(); cur.execute('SELECT 11'); print(cur.fetchall())\n    except pymysql.err.MySQLError as e:\n        print('error', e.args[0])\n"
+    );
+    let out = std::process::Command::new("python3").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "error 1045\n((11,),)\n");
+    // A key file that is not one stops the server from starting, naming the setting.
+    std::fs::write(&key, "not a key").unwrap();
+    let node_dir = dir.path().join("node");
+    let n = tern_runtime::DataNode::start(tern_runtime::DataNodeConfig::local(&node_dir, 64 << 20)).unwrap();
+    assert!(n.wait_started(std::time::Duration::from_secs(20)));
+    let addr = n.local_addr().to_string();
+    let opts = MysqlOptions { rsa_private_key: Some(key), ..Default::default() };
+    let connect = move || tern_client::Client::connect(&addr).map_err(|e| e.to_string());
+    let e = tern_mysql::run(connect, opts, |_| {}).unwrap_err();
+    assert!(e.contains("caching_sha2_password_private_key_path"), "{e}");
 }
 
 #[test]
@@ -239,4 +270,38 @@ fn table_and_operation_privileges_match_mariadb() {
             assert_eq!(code(t), code(m), "Tern: {t}\nMariaDB: {m}");
         }
     }
+}
+
+/// GRANT and REVOKE apply to a connected client from its next statement (as MySQL does for
+/// table and database privileges), also to statements whose plans it had cached.
+#[test]
+fn revoke_and_grant_reach_a_connected_client_at_its_next_statement() {
+    let (_d, _n, port) = start_with(MysqlOptions::default());
+    let (ok, _, err) = mariadb(
+        port,
+        &[],
+        "CREATE DATABASE shop; CREATE TABLE shop.items (id INT PRIMARY KEY, name VARCHAR(20)); INSERT INTO shop.items VALUES (1, 'pen'); CREATE USER fay IDENTIFIED BY 'f4y'; GRANT SELECT ON shop.items TO fay",
+    );
+    assert!(ok, "{err}");
+    let script = format!(
+        r#"import pymysql
+fay = pymysql.connect(host='127.0.0.1', port={port}, user='fay', password='f4y', connect_timeout=10)
+root = pymysql.connect(host='127.0.0.1', port={port}, user='root', password='', connect_timeout=10)
+def q(c, sql):
+    try:
+        cur = c.cursor(); cur.execute(sql); return cur.fetchall()
+    except pymysql.err.MySQLError as e:
+        return e.args[0]
+print(q(fay, 'SELECT name FROM shop.items WHERE id = 1'))
+print(q(fay, 'SELECT name FROM shop.items WHERE id = 1'))
+q(root, 'REVOKE SELECT ON shop.items FROM fay')
+print(q(fay, 'SELECT name FROM shop.items WHERE id = 1'))
+q(root, 'GRANT SELECT, INSERT ON shop.items TO fay')
+print(q(fay, 'SELECT name FROM shop.items WHERE id = 1'))
+print(q(fay, "INSERT INTO shop.items VALUES (2, 'ink')"))
+"#
+    );
+    let out = std::process::Command::new("python3").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "(('pen',),)\n(('pen',),)\n1142\n(('pen',),)\n[]\n");
 }

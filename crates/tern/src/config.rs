@@ -300,6 +300,9 @@ pub struct MysqlToml {
     pub tls_key: Option<String>,
     /// Refuse clients that stay on plain TCP (MySQL's require_secure_transport; default false).
     pub require_secure_transport: Option<bool>,
+    /// PEM RSA private key for caching_sha2_password's password exchange without TLS (MySQL's
+    /// setting of that name; default: a key made when first needed).
+    pub caching_sha2_password_private_key_path: Option<String>,
 }
 
 /// `[rest]`: Tern's own REST settings (RonDB's JSON config has no keys for them).
@@ -456,6 +459,9 @@ impl ApiToml {
             }
             (None, None) => {}
             _ => bail!("[mysql] tls_cert and tls_key go together"),
+        }
+        if let Some(p) = &m.caching_sha2_password_private_key_path {
+            o.rsa_private_key = Some(p.into());
         }
         if let Some(r) = m.require_secure_transport {
             if r && o.tls.is_none() {

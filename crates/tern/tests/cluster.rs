@@ -15,9 +15,8 @@ use tern_client::{Client, ColumnType, DdlReq, ErrorCode, Exec, OpResult, Table, 
 use tern_types::rng::{Rng, test_seed};
 use tern_types::schema::Column;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+mod common;
+use common::free_port;
 
 struct Cluster {
     dir: tempfile::TempDir,

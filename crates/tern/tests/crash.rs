@@ -14,9 +14,8 @@ use tern_types::schema::Column;
 
 const ROWS_PER_TXN: i64 = 6;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+mod common;
+use common::free_port;
 
 fn spawn(config: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_tern"))
