@@ -72,6 +72,8 @@ pub struct RestServer {
     ronsql_running: tern_client::frontend::ConnLimit,
     /// The counters over time, for the status page's charts.
     samples: status::Samples,
+    /// Clients of the other data nodes, for their figures on the status page (by address).
+    node_clients: std::sync::Mutex<std::collections::HashMap<String, Client>>,
 }
 
 type Resp = Response<Full<Bytes>>;
@@ -141,6 +143,7 @@ impl RestServer {
             fs_cache: Default::default(),
             ronsql_running: tern_client::frontend::ConnLimit::new(ronsql::RUNNING_MAX),
             samples: Default::default(),
+            node_clients: Default::default(),
         })
     }
 
@@ -187,16 +190,26 @@ impl RestServer {
         let nodes: Vec<serde_json::Value> = if cluster.is_empty() {
             vec![own]
         } else {
-            cluster
-                .iter()
-                .map(|n| {
-                    if n.id == st.node_id {
-                        own.clone()
-                    } else {
-                        json!({ "id": n.id, "state": n.state, "addr": n.addr })
-                    }
-                })
-                .collect()
+            let mut nodes = Vec::with_capacity(cluster.len());
+            for n in &cluster {
+                if n.id == st.node_id {
+                    nodes.push(own.clone());
+                    continue;
+                }
+                let figures = match n.state.as_str() {
+                    "started" | "copying" => self.node_status(&n.addr).await,
+                    _ => None,
+                };
+                nodes.push(match figures {
+                    Some(o) => json!({
+                        "id": n.id, "state": n.state, "addr": n.addr, "memory_used": o.memory_used,
+                        "memory_total": o.memory_total, "rows": o.rows,
+                        "current_epoch": o.current_epoch, "durable_epoch": o.durable_epoch,
+                    }),
+                    None => json!({ "id": n.id, "state": n.state, "addr": n.addr }),
+                });
+            }
+            nodes
         };
         let bytes: std::collections::HashMap<u32, u64> = st.table_bytes.iter().copied().collect();
         let tables: Vec<serde_json::Value> = st
@@ -214,6 +227,22 @@ impl RestServer {
             .map(|e| json!({ "at_ms": e.at_ms, "front_end": e.front_end, "text": e.text }))
             .collect();
         json(200, json!({ "nodes": nodes, "tables": tables, "series": series, "errors": errors }).to_string())
+    }
+
+    /// Another data node's status for the status page (its client made on first use, off the
+    /// event loop; None when it does not answer within a second).
+    async fn node_status(&self, addr: &str) -> Option<tern_client::StatusInfo> {
+        let known = self.node_clients.lock().unwrap_or_else(|e| e.into_inner()).get(addr).cloned();
+        let c = match known {
+            Some(c) => c,
+            None => {
+                let a = addr.to_string();
+                let c = tokio::task::spawn_blocking(move || Client::connect(&a)).await.ok()?.ok()?;
+                self.node_clients.lock().unwrap_or_else(|e| e.into_inner()).insert(addr.to_string(), c.clone());
+                c
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(1), c.status_async()).await.ok()?.ok()
     }
 
     /// Serves on an already bound listener until the process ends (over TLS with an acceptor).

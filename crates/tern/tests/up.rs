@@ -908,7 +908,11 @@ fn api_server_finds_the_data_nodes_through_the_management_node() {
                 a.iter().map(|n| (n["id"].as_u64().unwrap_or(0), n["state"].as_str().unwrap_or("").into())).collect()
             })
             .unwrap_or_default();
-        if states == [(1, "started".to_string()), (2, "started".to_string())] {
+        // Both with their figures (the one the API server does not use through a client of
+        // its own).
+        let figures =
+            v["nodes"].as_array().is_some_and(|a| a.iter().all(|n| n["memory_total"].as_u64().unwrap_or(0) > 0));
+        if states == [(1, "started".to_string()), (2, "started".to_string())] && figures {
             break;
         }
         assert!(Instant::now() < until, "status.json: {j}");
