@@ -59,6 +59,10 @@ pub enum Plan {
     },
 }
 
+/// How long a session uses its privileges before it reads them again (changes through other API
+/// servers reach it within this; those through its own at its next statement).
+const GRANTS_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A parsed and planned statement, shared by the caches.
 pub struct Prepared {
     pub stmt: Statement,
@@ -98,8 +102,11 @@ pub struct Session {
     pub host: String,
     /// Databases this user may use (None: all).
     pub grants: crate::users::Grants,
-    /// The privilege generation (`users::generation`) `grants` was read at.
+    /// The privilege generation (`users::generation`) `grants` was read at, and when.
     pub grants_gen: u64,
+    pub grants_read: std::time::Instant,
+    /// How often `grants` changed in this session (part of the plans' version).
+    grants_changes: u64,
     /// The last statement's warnings (SHOW WARNINGS, the OK packet's count): (level, code,
     /// message).
     pub warnings: Vec<(&'static str, u32, String)>,
@@ -296,6 +303,8 @@ impl Session {
             host: "localhost".into(),
             grants: None,
             grants_gen: 0,
+            grants_read: std::time::Instant::now(),
+            grants_changes: 0,
             warnings: Vec::new(),
             db: None,
             ts: TxnState::default(),
@@ -527,25 +536,29 @@ impl Session {
         self.ts.open && self.autocommit
     }
 
-    /// What a cached plan was made for: the catalog version, and in the top bits the privilege
-    /// generation the session's grants come from (plans check privileges, so a REVOKE must not
-    /// leave a plan that skipped its check).
+    /// What a cached plan was made for: the catalog version, and in the top bits how often the
+    /// session's privileges changed (plans check privileges, so a REVOKE must not leave a plan
+    /// that skipped its check).
     fn plan_version(&self) -> u64 {
-        self.client.catalog().version ^ (self.grants_gen << 40)
+        self.client.catalog().version ^ (self.grants_changes << 40)
     }
 
     /// Reads the session's privileges again when accounts or privileges changed through this API
-    /// server since it last did (MySQL applies table and database privilege changes to a
-    /// connected client from its next statement). A failed read keeps the old ones and is
-    /// tried again at the next statement.
+    /// server, and every `GRANTS_TTL` otherwise (a change made through another API server):
+    /// MySQL applies table and database privilege changes to a connected client from its next
+    /// statement. A failed read keeps the old ones and is tried again at the next statement.
     pub async fn refresh_grants(&mut self) {
         let generation = crate::users::generation();
-        if generation == self.grants_gen {
+        if generation == self.grants_gen && self.grants_read.elapsed() < GRANTS_TTL {
             return;
         }
         if let Ok(g) = crate::users::grants(&self.client, &self.user, &self.host).await {
-            self.grants = g;
+            if g != self.grants {
+                self.grants = g;
+                self.grants_changes += 1;
+            }
             self.grants_gen = generation;
+            self.grants_read = std::time::Instant::now();
         }
     }
 
