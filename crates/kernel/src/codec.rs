@@ -382,11 +382,7 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             enc_addr(e, *from);
             e.u64(*sub);
             e.u64(*call);
-            e.u8(match op {
-                LogOp::Start => 0,
-                LogOp::Poll => 1,
-                LogOp::Stop => 2,
-            });
+            e.u8(op.to_u8());
             e.u32(*max_bytes);
         }
         Signal::LogChunk { from, call, entries, error } => {
@@ -543,12 +539,7 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
             from: dec_addr(d)?,
             sub: d.u64()?,
             call: d.u64()?,
-            op: match d.u8()? {
-                0 => LogOp::Start,
-                1 => LogOp::Poll,
-                2 => LogOp::Stop,
-                _ => return Err(DecodeError("bad log op")),
-            },
+            op: LogOp::from_u8(d.u8()?)?,
             max_bytes: d.u32()?,
         },
         tag::LOG_CHUNK => Signal::LogChunk {

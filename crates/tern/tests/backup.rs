@@ -9,9 +9,8 @@ mod common;
 
 use common::{Up, consecutive_ports, free_port};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -20,29 +19,34 @@ use tern_client::{Client, Column, ColumnType, DdlReq, Exec, Index, ScanSpec, Tab
 /// `tern up` with `datanodes` data nodes of `replicas` replicas; returns it and the data node
 /// addresses (comma-separated).
 fn up(dir: &Path, datanodes: u16, replicas: u16) -> (Up, String) {
-    std::fs::create_dir_all(dir).unwrap();
-    let log = std::fs::File::create(dir.join("up-stderr.log")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["up", "--data-dir"])
-        .arg(dir.join("data"))
-        .args(["--datanodes", &datanodes.to_string(), "--replicas", &replicas.to_string()])
-        .args(["--datanode-port", &consecutive_ports(datanodes).to_string()])
-        .args(["--rest-port", &free_port().to_string(), "--redis-port", &free_port().to_string()])
-        .args(["--mysql-port", &free_port().to_string(), "--mgmd-port", &free_port().to_string()])
-        .args(["--data-memory", "256M", "--ldm-workers", "2"])
-        .env("TERN_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let up = Up(child);
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line).unwrap();
+    let data = dir.join("data").display().to_string();
+    let args: Vec<String> = [
+        "--data-dir",
+        &data,
+        "--datanodes",
+        &datanodes.to_string(),
+        "--replicas",
+        &replicas.to_string(),
+        "--datanode-port",
+        &consecutive_ports(datanodes).to_string(),
+        "--rest-port",
+        &free_port().to_string(),
+        "--redis-port",
+        &free_port().to_string(),
+        "--mysql-port",
+        &free_port().to_string(),
+        "--mgmd-port",
+        &free_port().to_string(),
+        "--data-memory",
+        "256M",
+        "--ldm-workers",
+        "2",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (up, line) = common::spawn_up(dir, &args);
     let Some(addrs) = line.split_whitespace().find_map(|w| w.strip_prefix("datanode=")) else {
-        let log = std::fs::read_to_string(dir.join("up-stderr.log")).unwrap_or_default();
-        panic!("tern up did not start: {line:?}\n{log}");
+        panic!("tern up did not start: {line:?}\n{}", common::up_log(dir));
     };
     (up, addrs.to_string())
 }

@@ -293,6 +293,25 @@ pub enum LogOp {
     Stop,
 }
 
+impl LogOp {
+    pub fn to_u8(self) -> u8 {
+        match self {
+            LogOp::Start => 0,
+            LogOp::Poll => 1,
+            LogOp::Stop => 2,
+        }
+    }
+
+    pub fn from_u8(v: u8) -> DecodeResult<LogOp> {
+        Ok(match v {
+            0 => LogOp::Start,
+            1 => LogOp::Poll,
+            2 => LogOp::Stop,
+            _ => return Err(DecodeError("bad log op")),
+        })
+    }
+}
+
 /// One entry of a change log: a commit as the partition's primary replica applied it, or an
 /// epoch mark.
 #[derive(Debug, Clone, PartialEq)]
@@ -704,11 +723,7 @@ impl Request {
                 e.u8(10);
                 e.u64(req_id);
                 e.u64(*sub);
-                e.u8(match op {
-                    LogOp::Start => 0,
-                    LogOp::Poll => 1,
-                    LogOp::Stop => 2,
-                });
+                e.u8(op.to_u8());
                 e.u32(*max_bytes);
             }
         }
@@ -803,16 +818,7 @@ impl Request {
             7 => Request::Ddl(decode_ddl(&mut d)?),
             8 => Request::AutoInc { table: d.u32()?, count: d.u32()? },
             9 => Request::Status,
-            10 => Request::Log {
-                sub: d.u64()?,
-                op: match d.u8()? {
-                    0 => LogOp::Start,
-                    1 => LogOp::Poll,
-                    2 => LogOp::Stop,
-                    _ => return Err(DecodeError("bad log op")),
-                },
-                max_bytes: d.u32()?,
-            },
+            10 => Request::Log { sub: d.u64()?, op: LogOp::from_u8(d.u8()?)?, max_bytes: d.u32()? },
             _ => return Err(DecodeError("unknown request kind")),
         };
         if !d.is_empty() {

@@ -54,21 +54,20 @@ impl Drop for Up {
     }
 }
 
-/// `tern up` with one data node in `dir/data`, the MySQL and REST front ends on the given ports
-/// (the others on free ones), once it printed its ready line (returned).
-pub fn up_single(dir: &std::path::Path, mysql: u16, rest: u16, data_memory: &str) -> (Up, String) {
+/// Starts `tern up ARGS...` with its log (warnings and up) in `log_dir/up-stderr.log`; returns
+/// it (stopped when dropped) and its first line on stdout (the ready line; empty if it stopped).
+pub fn spawn_up(log_dir: &std::path::Path, args: &[String]) -> (Up, String) {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
+    std::fs::create_dir_all(log_dir).unwrap();
+    let log = std::fs::File::create(log_dir.join("up-stderr.log")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["up", "--datanodes", "1", "--replicas", "1", "--data-dir"])
-        .arg(dir.join("data"))
-        .args(["--datanode-port", &free_port().to_string(), "--rest-port", &rest.to_string()])
-        .args(["--redis-port", &free_port().to_string(), "--data-memory", data_memory])
-        .args(["--mysql-port", &mysql.to_string(), "--mgmd-port", &free_port().to_string()])
+        .arg("up")
+        .args(args)
         .env("TERN_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .unwrap();
     let out = child.stdout.take().unwrap();
@@ -76,4 +75,38 @@ pub fn up_single(dir: &std::path::Path, mysql: u16, rest: u16, data_memory: &str
     let mut line = String::new();
     BufReader::new(out).read_line(&mut line).unwrap();
     (up, line)
+}
+
+/// What `tern up` started by `spawn_up` logged.
+pub fn up_log(log_dir: &std::path::Path) -> String {
+    std::fs::read_to_string(log_dir.join("up-stderr.log")).unwrap_or_default()
+}
+
+/// `tern up` with one data node in `dir/data`, the MySQL and REST front ends on the given ports
+/// (the others on free ones), once it printed its ready line (returned).
+pub fn up_single(dir: &std::path::Path, mysql: u16, rest: u16, data_memory: &str) -> (Up, String) {
+    let data = dir.join("data").display().to_string();
+    let args: Vec<String> = [
+        "--datanodes",
+        "1",
+        "--replicas",
+        "1",
+        "--data-dir",
+        &data,
+        "--datanode-port",
+        &free_port().to_string(),
+        "--rest-port",
+        &rest.to_string(),
+        "--redis-port",
+        &free_port().to_string(),
+        "--data-memory",
+        data_memory,
+        "--mysql-port",
+        &mysql.to_string(),
+        "--mgmd-port",
+        &free_port().to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    spawn_up(dir, &args)
 }
