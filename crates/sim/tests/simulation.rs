@@ -36,6 +36,7 @@ fn random_transactions_with_crashes_recover_consistently() {
     assert!(total.linearizable_reads > 10 * n, "too few reads checked for linearizability: {total:?}");
     assert!(total.crashes as u64 >= 2 * n, "too few crashes: {total:?}");
     assert!(total.verified_rows > 10 * n, "too little data verified: {total:?}");
+    assert!(total.backups_checked as u64 >= n, "too few backups checked against the oracle: {total:?}");
 }
 
 #[test]
@@ -65,6 +66,7 @@ fn replicated_clusters_survive_whole_cluster_crashes_consistently() {
     assert!(total.commits > 50 * n, "too few commits: {total:?}");
     assert!(total.crashes as u64 >= 2 * n, "too few crashes: {total:?}");
     assert!(total.verified_rows > 10 * n, "too little data verified: {total:?}");
+    assert!(total.backups_checked as u64 >= n, "too few backups checked against the oracle: {total:?}");
 }
 
 /// Data nodes fail one at a time (never the last live member of a node group) while clients
