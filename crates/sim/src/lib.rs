@@ -346,7 +346,8 @@ enum BackupPhase {
 struct SimBackup {
     phase: BackupPhase,
     tc: Addr,
-    map_version: u64,
+    /// The data nodes' states when it started: a change fails the change log.
+    nodes: BTreeMap<NodeId, tern_types::cluster::NodeStatus>,
     incarnation: u32,
     started: u64,
     req: u64,
@@ -1263,7 +1264,7 @@ impl Sim {
     fn backup_tick(&mut self) {
         if let Some(b) = &self.backup {
             let stale = b.incarnation != self.incarnation
-                || b.map_version != self.cluster.version
+                || b.nodes != self.cluster.nodes
                 || self.now > b.started + BACKUP_TIMEOUT_MS;
             if !stale {
                 return;
@@ -1275,7 +1276,7 @@ impl Sim {
         self.backup = Some(SimBackup {
             phase: BackupPhase::Starting,
             tc,
-            map_version: self.cluster.version,
+            nodes: self.cluster.nodes.clone(),
             incarnation: self.incarnation,
             started: self.now,
             req: 0,
@@ -1299,7 +1300,7 @@ impl Sim {
         if req_id != b.req || b.incarnation != self.incarnation {
             return;
         }
-        if b.map_version != self.cluster.version {
+        if b.nodes != self.cluster.nodes {
             // A failure or restart meets it: the log fails (checked by the ldm's unit test);
             // nothing to compare.
             self.backup = None;

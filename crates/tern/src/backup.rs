@@ -44,6 +44,10 @@ const POLL_BYTES: u32 = 8 << 20;
 const END_WAIT: Duration = Duration::from_secs(120);
 /// Rows per restore transaction.
 const RESTORE_BATCH: usize = 256;
+/// Backups taken before giving up when the cluster keeps changing under them.
+const ATTEMPTS: u32 = 3;
+/// What a change log's failure says when the cluster changed during the backup (`ldm::log`).
+const RETRY_TEXT: &str = "take it again";
 /// Databases whose tables the front ends create at start: restore merges into them.
 const SYSTEM_DATABASES: &[&str] = &["mysql", "tern_sys"];
 
@@ -181,18 +185,33 @@ pub fn backup(addr: &str, dir: &Path) -> Result<()> {
     if std::fs::read_dir(dir)?.next().is_some() {
         bail!("{} is not empty; choose an empty directory", dir.display());
     }
-    let r = take_backup(addr, dir);
-    if r.is_err() {
-        // Leave nothing that could pass for a backup.
-        if created {
-            let _ = std::fs::remove_dir_all(dir);
-        } else if let Ok(rd) = std::fs::read_dir(dir) {
-            for e in rd.flatten() {
-                let _ = std::fs::remove_file(e.path());
+    let mut attempt = 1;
+    loop {
+        let r = take_backup(addr, dir);
+        if r.is_err() {
+            // Leave nothing that could pass for a backup.
+            if let Ok(rd) = std::fs::read_dir(dir) {
+                for e in rd.flatten() {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        match r {
+            // The cluster changed under it (a node started, failed or restarted): again, as an
+            // operator would, a few times.
+            Err(e) if attempt < ATTEMPTS && format!("{e:#}").contains(RETRY_TEXT) => {
+                eprintln!("tern backup: {e:#}; taking it again (attempt {} of {ATTEMPTS})", attempt + 1);
+                attempt += 1;
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            r => {
+                if r.is_err() && created {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+                return r;
             }
         }
     }
-    r
 }
 
 fn take_backup(addr: &str, dir: &Path) -> Result<()> {
@@ -222,9 +241,11 @@ fn take_backup(addr: &str, dir: &Path) -> Result<()> {
     if let Some(e) = poller.failed() {
         bail!("{e}");
     }
+    // Tables created meanwhile are not in the backup; one of its own that changed or went
+    // makes it fail.
     let after = client.refresh_catalog()?;
-    if after.tables != catalog.tables {
-        bail!("the schema changed during the backup; take it again");
+    if tables.iter().any(|t| after.table(t.id) != Some(t)) {
+        bail!("a table changed or was dropped during the backup; take it again");
     }
     // The catalog and the manifest, last.
     let mut cat = Vec::new();

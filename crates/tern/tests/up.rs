@@ -880,6 +880,23 @@ fn a_cluster_secret_guards_the_data_node_and_management_ports() {
     };
     let c = tern_client::Client::connect_with(&format!("127.0.0.1:{dn}"), opts).unwrap();
     assert!(c.table("s", "t").is_ok());
+    // `tern backup` is a client like the others: refused without the secret, served with it.
+    let addrs = format!("127.0.0.1:{dn},127.0.0.1:{}", dn + 1);
+    let backup = |with_secret: bool, to: &std::path::Path| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tern"));
+        c.args(["backup", "--addr", &addrs, "--dir", to.to_str().unwrap()]).env_remove("TERN_CLUSTER_SECRET_FILE");
+        if with_secret {
+            c.env("TERN_CLUSTER_SECRET_FILE", &secret);
+        }
+        c.output().unwrap()
+    };
+    let denied = backup(false, &dir.path().join("b1"));
+    let text = String::from_utf8_lossy(&denied.stderr);
+    assert!(!denied.status.success() && text.contains("access denied"), "{text}");
+    assert!(!dir.path().join("b1").exists(), "a refused backup leaves no directory");
+    let ok = backup(true, &dir.path().join("b2"));
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(dir.path().join("b2/BACKUP.json").exists());
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     wait_exit(&mut child, Duration::from_secs(60));
 }

@@ -115,13 +115,15 @@ impl Ldm {
         }
     }
 
-    /// Drops logs nobody polls; fails every log when the cluster map changes (primaries may
-    /// move, and a partition's changes must come from one ldm in commit order).
+    /// Drops logs nobody polls.
     pub(super) fn log_tick(&mut self) {
         let now = self.now_ms;
         self.logs.retain(|_, s| now.saturating_sub(s.polled_ms) < LOG_IDLE_MS);
     }
 
+    /// Fails every log: the data nodes' states changed (primaries may move, and a partition's
+    /// changes must come from one ldm in commit order). Map versions that change only the
+    /// schema leave the logs alone.
     pub(super) fn log_map_changed(&mut self) {
         for s in self.logs.values_mut() {
             if s.failed.is_none() {

@@ -468,7 +468,9 @@ impl Ldm {
             Signal::LogReq { from, sub, call, op, max_bytes } => self.log_request(from, sub, call, op, max_bytes, out),
             Signal::ClusterMap { state } => {
                 if state.version > self.cluster.version {
-                    self.log_map_changed();
+                    if state.nodes != self.cluster.nodes {
+                        self.log_map_changed();
+                    }
                     self.routing = tern_types::cluster::Routing::new(&state);
                     self.cluster = state;
                     let version = self.cluster.version;

@@ -257,9 +257,15 @@ fn a_change_log_keeps_commits_and_epoch_marks_in_order() {
     assert_eq!(rest.len(), 3);
     assert_eq!(log_req(&mut l, 50, LogOp::Poll, 1 << 20), (vec![], None));
 
-    // A new cluster map fails the log; the next poll says why, then it is gone.
+    // A map that changes only its version (a schema change) leaves the log alone; one where a
+    // node's state changed fails it; the next poll says why, then it is gone.
     let mut map = (*l.cluster).clone();
     map.version += 1;
+    let mut out = Out::default();
+    l.handle(55, Signal::ClusterMap { state: Arc::new(map.clone()) }, &mut out);
+    assert_eq!(log_req(&mut l, 56, LogOp::Poll, 1 << 20), (vec![], None));
+    map.version += 1;
+    map.nodes.values_mut().for_each(|n| n.incarnation += 1);
     let mut out = Out::default();
     l.handle(60, Signal::ClusterMap { state: Arc::new(map) }, &mut out);
     let (_, e) = log_req(&mut l, 70, LogOp::Poll, 1 << 20);
