@@ -1515,7 +1515,7 @@ impl Session {
     }
 
     pub fn table(&self, db: Option<&str>, name: &str) -> Result<TableHandle, SqlError> {
-        let h = CatalogView { sess: self, target: None, check: false }.table(db, name)?;
+        let h = CatalogView::unchecked(self).table(db, name)?;
         // Statements that change a table checked their own privilege; the others (SHOW
         // COLUMNS, SHOW CREATE TABLE, SHOW INDEX, COM_FIELD_LIST) need any privilege on it.
         if !self.sees_table(&h.table.database, &h.table.name) {
@@ -1637,14 +1637,14 @@ impl Session {
         let mut tmp_def = def.clone();
         tmp_def.name = tmp_name.clone();
         self.ddl(DdlReq::CreateTable { table: tmp_def, if_not_exists: false }).await?;
-        let tmp = CatalogView { sess: self, target: None, check: false }.table(Some(&db), &tmp_name)?;
+        let tmp = CatalogView::unchecked(self).table(Some(&db), &tmp_name)?;
         let map = |r: &[Value]| -> Vec<Value> {
             from_old.iter().zip(&fill).map(|(o, f)| o.map(|i| r[i].clone()).unwrap_or_else(|| f.clone())).collect()
         };
         self.copy_rows(h, &tmp, &map).await?;
         self.ddl(DdlReq::DropTable { database: db.clone(), name: old.name.clone(), if_exists: false }).await?;
         self.ddl(DdlReq::CreateTable { table: def, if_not_exists: false }).await?;
-        let fresh = CatalogView { sess: self, target: None, check: false }.table(Some(&db), &old.name)?;
+        let fresh = CatalogView::unchecked(self).table(Some(&db), &old.name)?;
         self.copy_rows(&tmp, &fresh, &|r: &[Value]| r.to_vec()).await?;
         self.ddl(DdlReq::DropTable { database: db, name: tmp_name, if_exists: false }).await?;
         Ok(())
@@ -2033,11 +2033,19 @@ pub struct CatalogView<'a> {
     pub target: Option<(String, String, u16)>,
     /// Checks privileges (off for `Session::table`, whose callers check their own).
     pub check: bool,
+    /// The target was resolved once (as the table written): the planners resolve it first, so
+    /// a later resolution reads it (INSERT ... SELECT FROM itself) and needs SELECT too.
+    pub target_seen: std::cell::Cell<bool>,
 }
 
 impl<'a> CatalogView<'a> {
     pub fn new(sess: &'a Session) -> CatalogView<'a> {
-        CatalogView { sess, target: None, check: true }
+        CatalogView { check: true, ..CatalogView::unchecked(sess) }
+    }
+
+    /// A view that checks no privileges (for callers that check their own).
+    pub fn unchecked(sess: &'a Session) -> CatalogView<'a> {
+        CatalogView { sess, target: None, check: false, target_seen: Default::default() }
     }
 }
 
@@ -2048,10 +2056,13 @@ impl plan::Catalog for CatalogView<'_> {
             .or_else(|| self.sess.db.clone())
             .ok_or_else(|| SqlError::new(1046, "3D000", "No database selected"))?;
         if self.check && self.sess.grants.is_some() && !db.eq_ignore_ascii_case(tern_sql::infoschema::DB) {
-            let need = match &self.target {
-                Some((d, t, need)) if *d == db && t.eq_ignore_ascii_case(name) => *need,
-                _ => tern_sql::privs::SELECT,
-            };
+            let need =
+                match &self.target {
+                    Some((d, t, need)) if *d == db && t.eq_ignore_ascii_case(name) => {
+                        if self.target_seen.replace(true) { *need | tern_sql::privs::SELECT } else { *need }
+                    }
+                    _ => tern_sql::privs::SELECT,
+                };
             self.sess.check_table(&db, name, need)?;
         }
         if db.eq_ignore_ascii_case(tern_sql::infoschema::DB) {

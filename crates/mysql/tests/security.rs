@@ -181,6 +181,8 @@ fn table_and_operation_privileges_match_mariadb() {
         "CREATE USER 'clerk'@'%'",
         "CREATE USER 'boss'@'%'",
         "CREATE USER 'other'@'%'",
+        "CREATE USER 'filler'@'%'",
+        "GRANT INSERT ON shop.orders TO 'filler'@'%'",
         "GRANT SELECT ON shop.items TO 'reader'@'%'",
         "GRANT SELECT, INSERT, UPDATE ON shop.orders TO 'clerk'@'%'",
         "GRANT SELECT ON shop.items TO 'clerk'@'%'",
@@ -226,6 +228,11 @@ fn table_and_operation_privileges_match_mariadb() {
         ("boss", "DROP TABLE shop.more"),
         ("boss", "SHOW GRANTS"),
         ("other", "SHOW GRANTS"),
+        // INSERT without SELECT: values go in, reading the target (INSERT ... SELECT from it,
+        // a subquery on it) needs SELECT there too.
+        ("filler", "INSERT INTO shop.orders VALUES (30, 1)"),
+        ("filler", "INSERT INTO shop.orders SELECT id + 100, item FROM shop.orders"),
+        ("filler", "INSERT INTO shop.orders VALUES ((SELECT MAX(id) + 1 FROM shop.orders), 2)"),
     ];
     let outcome = |r: Res| match r {
         Res::Ok => "ok".to_string(),
