@@ -230,19 +230,21 @@ impl RestServer {
     }
 
     /// Another data node's status for the status page (its client made on first use, off the
-    /// event loop; None when it does not answer within a second).
+    /// event loop; None when connecting or answering takes more than a second).
     async fn node_status(&self, addr: &str) -> Option<tern_client::StatusInfo> {
+        let wait = std::time::Duration::from_secs(1);
         let known = self.node_clients.lock().unwrap_or_else(|e| e.into_inner()).get(addr).cloned();
         let c = match known {
             Some(c) => c,
             None => {
                 let a = addr.to_string();
-                let c = tokio::task::spawn_blocking(move || Client::connect(&a)).await.ok()?.ok()?;
+                let connect = tokio::task::spawn_blocking(move || Client::connect(&a));
+                let c = tokio::time::timeout(wait, connect).await.ok()?.ok()?.ok()?;
                 self.node_clients.lock().unwrap_or_else(|e| e.into_inner()).insert(addr.to_string(), c.clone());
                 c
             }
         };
-        tokio::time::timeout(std::time::Duration::from_secs(1), c.status_async()).await.ok()?.ok()
+        tokio::time::timeout(wait, c.status_async()).await.ok()?.ok()
     }
 
     /// Serves on an already bound listener until the process ends (over TLS with an acceptor).

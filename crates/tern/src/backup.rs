@@ -23,10 +23,10 @@
 //! `mysql` and `tern_sys` tables the front ends create at start are merged into).
 
 use anyhow::{Context, Result, bail};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tern_client::{Catalog, Client, KeyOp, LogEntry, LogOp, Table, TableHandle, block_on};
@@ -107,11 +107,10 @@ struct LogPoller {
     marks: Mutex<BTreeMap<(u16, u16), u64>>,
     error: Mutex<Option<String>>,
     stop: AtomicBool,
-    entries: AtomicU64,
 }
 
 impl LogPoller {
-    fn run(&self, client: &Client, dir: &Path, tables: &[TableId]) {
+    fn run(&self, client: &Client, dir: &Path, tables: &BTreeSet<TableId>) {
         while !self.stop.load(Ordering::SeqCst) {
             match self.poll_once(client, dir, tables) {
                 Ok(0) => std::thread::sleep(Duration::from_millis(5)),
@@ -125,7 +124,7 @@ impl LogPoller {
     }
 
     /// One poll; returns how many entries came.
-    fn poll_once(&self, client: &Client, dir: &Path, tables: &[TableId]) -> Result<usize> {
+    fn poll_once(&self, client: &Client, dir: &Path, tables: &BTreeSet<TableId>) -> Result<usize> {
         let parts = client.change_log(LOG_SUB, LogOp::Poll, POLL_BYTES).context("the change log failed")?;
         let mut n = 0;
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
@@ -158,7 +157,6 @@ impl LogPoller {
                 f.put(&head)?;
                 f.put(&bytes)?;
                 f.count += 1;
-                self.entries.fetch_add(1, Ordering::Relaxed);
             }
         }
         Ok(n)
@@ -220,17 +218,16 @@ fn take_backup(addr: &str, dir: &Path) -> Result<()> {
     client.change_log(LOG_SUB, LogOp::Start, 0).context("cannot start the backup's change log")?;
     let catalog = client.refresh_catalog()?;
     let tables: Vec<Table> = backed_up(&catalog).into_iter().cloned().collect();
-    let ids: Vec<TableId> = tables.iter().map(|t| t.id).collect();
+    let ids: BTreeSet<TableId> = tables.iter().map(|t| t.id).collect();
     let start_epoch = client.status()?.current_epoch;
     let poller = Arc::new(LogPoller {
         files: Mutex::new(BTreeMap::new()),
         marks: Mutex::new(BTreeMap::new()),
         error: Mutex::new(None),
         stop: AtomicBool::new(false),
-        entries: AtomicU64::new(0),
     });
     let thread = {
-        let (p, c, d, ids) = (poller.clone(), client.clone(), dir.to_path_buf(), ids.clone());
+        let (p, c, d, ids) = (poller.clone(), client.clone(), dir.to_path_buf(), ids);
         std::thread::Builder::new().name("backup-log".into()).spawn(move || p.run(&c, &d, &ids))?
     };
     let scanned = scan_and_wait(&client, dir, &tables, &poller);

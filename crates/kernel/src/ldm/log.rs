@@ -2,14 +2,16 @@
 //! partition, buffered per log with the epochs, plus an epoch mark at every epoch flush (by then
 //! every commit of that epoch has been applied here: the flush follows the tcs' reports that
 //! nothing of it is still committing). Bounded: a log that is not polled for `LOG_IDLE_MS` is
-//! dropped, and one whose buffer outgrows `LOG_BUFFER_MAX` fails (its backup reports why).
+//! dropped, and when the buffers outgrow `LOG_BUFFER_MAX` the fullest log fails (its backup
+//! reports why).
 
 use super::*;
 use tern_wire::{LogEntry, LogOp};
 
 /// Logs one ldm keeps at a time.
 const LOGS_MAX: usize = 8;
-/// Bytes of entries one log may buffer here between polls.
+/// Bytes of entries the logs of one ldm may buffer between polls, in all (so clients that
+/// start logs and never poll hold at most this much here).
 pub(super) const LOG_BUFFER_MAX: usize = 128 << 20;
 /// A log not polled for this long is dropped (its client is gone).
 const LOG_IDLE_MS: u64 = 60_000;
@@ -23,25 +25,18 @@ pub(super) struct LogSub {
 }
 
 impl LogSub {
-    fn push(&mut self, e: LogEntry, ldm: Addr) {
-        if self.failed.is_some() {
-            return;
+    fn push(&mut self, e: LogEntry) {
+        if self.failed.is_none() {
+            self.bytes += e.size();
+            self.entries.push_back(e);
         }
-        self.bytes += e.size();
-        self.entries.push_back(e);
-        if self.bytes > LOG_BUFFER_MAX {
-            self.entries.clear();
-            self.bytes = 0;
-            self.failed = Some(TernError::new(
-                ErrorCode::Overloaded,
-                format!(
-                    "backup change log overflow: more than {} MiB of changes waited at ldm {:?} of data node {} for the backup to fetch them",
-                    LOG_BUFFER_MAX >> 20,
-                    ldm.block,
-                    ldm.node
-                ),
-            ));
-        }
+    }
+
+    /// Ends the log with `why` (its next poll reports it), freeing its buffer.
+    fn fail(&mut self, why: TernError) {
+        self.entries.clear();
+        self.bytes = 0;
+        self.failed.get_or_insert(why);
     }
 }
 
@@ -100,18 +95,36 @@ impl Ldm {
                 Some(r) => LogEntry::Put { epoch, table: lk.0, row: r.clone() },
                 None => LogEntry::Delete { epoch, table: lk.0, key: lk.2.to_vec() },
             };
-            let me = self.addr;
             for s in self.logs.values_mut() {
-                s.push(entry.clone(), me);
+                s.push(entry.clone());
             }
         }
+        self.log_bound();
     }
 
     /// An epoch flush: every commit of `epoch` and before has been applied here.
     pub(super) fn log_epoch(&mut self, epoch: u64) {
-        let me = self.addr;
         for s in self.logs.values_mut() {
-            s.push(LogEntry::Epoch(epoch), me);
+            s.push(LogEntry::Epoch(epoch));
+        }
+        self.log_bound();
+    }
+
+    /// Keeps the logs' buffers within `LOG_BUFFER_MAX` in all: the fullest log (its backup is
+    /// furthest behind) fails until they fit.
+    fn log_bound(&mut self) {
+        while self.logs.values().map(|s| s.bytes).sum::<usize>() > LOG_BUFFER_MAX {
+            let me = self.addr;
+            let Some(s) = self.logs.values_mut().max_by_key(|s| s.bytes) else { return };
+            s.fail(TernError::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "backup change log overflow: more than {} MiB of changes waited at ldm {:?} of data node {} for the backup to fetch them",
+                    LOG_BUFFER_MAX >> 20,
+                    me.block,
+                    me.node
+                ),
+            ));
         }
     }
 
@@ -126,14 +139,10 @@ impl Ldm {
     /// schema leave the logs alone.
     pub(super) fn log_map_changed(&mut self) {
         for s in self.logs.values_mut() {
-            if s.failed.is_none() {
-                s.entries.clear();
-                s.bytes = 0;
-                s.failed = Some(TernError::new(
-                    ErrorCode::NodeFailure,
-                    "the cluster changed during the backup (a data node failed, restarted or joined); take it again",
-                ));
-            }
+            s.fail(TernError::new(
+                ErrorCode::NodeFailure,
+                "the cluster changed during the backup (a data node failed, restarted or joined); take it again",
+            ));
         }
     }
 }
