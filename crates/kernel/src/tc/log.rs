@@ -12,6 +12,9 @@ use tern_wire::{LogEntry, LogOp, LogPart};
 const LOGS_MAX: usize = 4;
 /// Each ldm's share of a poll is at least this many bytes.
 const POLL_SHARE_MIN: u32 = 64 << 10;
+/// A poll's byte budget at most, whatever the client asks: the reply (and each ldm's chunk to
+/// another node) stays far below the 64 MiB frame limit, which an encoder must not exceed.
+const POLL_BYTES_MAX: u32 = 16 << 20;
 
 /// A change log a client of this tc started.
 pub(super) struct LogSub {
@@ -77,7 +80,7 @@ impl Tc {
                 r
             }
         };
-        let share = (max_bytes / targets.len().max(1) as u32).max(POLL_SHARE_MIN);
+        let share = (max_bytes.min(POLL_BYTES_MAX) / targets.len().max(1) as u32).max(POLL_SHARE_MIN);
         self.next_log += 1;
         let call = self.next_log;
         for &t in &targets {
