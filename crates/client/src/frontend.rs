@@ -35,6 +35,12 @@ pub fn runtime(threads: usize, name: &str, defer_sends: bool) -> Result<tokio::r
 /// Where a front end reports the address it listens on (called once it is bound).
 pub type Bound = Box<dyn FnOnce(SocketAddr) + Send>;
 
+/// How a front end's `run_on` gets its client: a boxed closure, so that `run_on` need not be
+/// generic (a generic entry point would have every caller compile the whole server again).
+pub type Connect<'a> = Box<dyn FnOnce() -> Result<crate::Client, String> + 'a>;
+/// What a front end's `run_on` calls once it listens, with the bound address.
+pub type Ready<'a> = Box<dyn FnOnce(SocketAddr) + 'a>;
+
 /// Runs a front end, blocking this thread until it ends: as a task of `on` (a runtime that runs
 /// elsewhere: the thread of a data-node worker that hosts front ends, see `crate::hosted`) or,
 /// with None, on a `runtime(threads, name, defer_sends)` of its own (`own`), whose `block_on`

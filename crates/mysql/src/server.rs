@@ -839,6 +839,18 @@ pub fn run_on(
     opts: MysqlOptions,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String> {
+    run_on_boxed(on, Box::new(connect), opts, Box::new(ready))
+}
+
+/// `run_on`'s body. Not generic, so that the whole server (its futures, the SQL engine's
+/// futures below them) is compiled once, in this crate, rather than again in every crate and
+/// test that starts a MySQL server (futures are instantiated where they are polled).
+fn run_on_boxed(
+    on: Option<tokio::runtime::Handle>,
+    connect: tern_client::frontend::Connect<'_>,
+    opts: MysqlOptions,
+    ready: tern_client::frontend::Ready<'_>,
+) -> Result<(), String> {
     let own = (opts.threads, "tern-mysql", false);
     // Certificate problems are reported before anything starts.
     if let Some(files) = &opts.tls {

@@ -965,6 +965,18 @@ pub fn run_on(
     opts: RedisOptions,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), String> {
+    run_on_boxed(rt, Box::new(connect), opts, Box::new(ready))
+}
+
+/// `run_on`'s body. Not generic, so that the server's futures are compiled once, in this
+/// crate, rather than again in every crate and test that starts it (futures are instantiated
+/// where they are polled).
+fn run_on_boxed(
+    rt: Option<tokio::runtime::Handle>,
+    connect: tern_client::frontend::Connect<'_>,
+    opts: RedisOptions,
+    ready: tern_client::frontend::Ready<'_>,
+) -> Result<(), String> {
     check_exposure(&opts)?;
     tern_client::spinwatch::set_spin(opts.spin);
     let own = (opts.threads, "tern-redis", true);

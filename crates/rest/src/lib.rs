@@ -617,6 +617,18 @@ pub fn run_on(
     opts: RestOptions,
     ready: impl FnOnce(std::net::SocketAddr),
 ) -> Result<(), String> {
+    run_on_boxed(rt, Box::new(connect), opts, Box::new(ready))
+}
+
+/// `run_on`'s body. Not generic, so that the server's futures (and RonSQL's and the feature
+/// store's below them) are compiled once, in this crate, rather than again in every crate and
+/// test that starts it (futures are instantiated where they are polled).
+fn run_on_boxed(
+    rt: Option<tokio::runtime::Handle>,
+    connect: tern_client::frontend::Connect<'_>,
+    opts: RestOptions,
+    ready: tern_client::frontend::Ready<'_>,
+) -> Result<(), String> {
     tern_client::spinwatch::set_spin(opts.spin);
     // Certificate problems are reported before anything starts.
     let acceptor = opts.tls.as_ref().map(tls::acceptor).transpose()?.map(Arc::new);

@@ -26,6 +26,13 @@ pub mod write;
 use tern_types::error::ErrorClass;
 use tern_types::{ErrorCode, TernError};
 
+/// What the statement entry points that the front ends call return: a boxed future. A future is
+/// compiled where it is polled, so an `async fn` here would be compiled again in every crate and
+/// test binary that awaits it (the MySQL and REST front ends, the `tern` binary: the whole SQL
+/// path and the query engine's planner several times over). Returned boxed from a function
+/// that is not generic, it is compiled once, here (one allocation per statement).
+pub type Fut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
 /// What the server says it is (clients parse the leading MySQL version; `VERSION()`).
 pub const SERVER_VERSION: &str = "8.0.35-tern";
 

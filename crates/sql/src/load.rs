@@ -122,7 +122,11 @@ impl LoadJob {
 
     /// Takes the next chunk of the file: parses it on the parse thread while earlier batches
     /// commit, then queues its full batches for the committer (waiting while the queue is full).
-    pub async fn feed(&mut self, client: &Client, chunk: &[u8]) {
+    pub fn feed<'a>(&'a mut self, client: &'a Client, chunk: &'a [u8]) -> crate::Fut<'a, ()> {
+        Box::pin(self.feed_async(client, chunk))
+    }
+
+    async fn feed_async(&mut self, client: &Client, chunk: &[u8]) {
         // Packets are small (16 KiB from the mariadb client): the parse thread gets a MiB at a
         // time, so that the hand-offs do not cost more than the overlap saves.
         self.raw.extend_from_slice(chunk);
@@ -135,7 +139,11 @@ impl LoadJob {
     }
 
     /// The end of the file: the last record, the last batch, every commit done.
-    pub async fn finish(&mut self, client: &Client) {
+    pub fn finish<'a>(&'a mut self, client: &'a Client) -> crate::Fut<'a, ()> {
+        Box::pin(self.finish_async(client))
+    }
+
+    async fn finish_async(&mut self, client: &Client) {
         let raw = std::mem::take(&mut self.raw);
         let batches = self.parse_chunk(raw, true).await;
         self.queue(client, batches).await;

@@ -185,7 +185,11 @@ pub fn table_of(sql: &str) -> Result<(Option<String>, String), RonSqlError> {
 
 /// Runs a RonSQL query: plans it like the MySQL front end, explains it or runs it, and formats
 /// the result.
-pub async fn run(client: &Client, q: &Query<'_>, budget: Budget) -> Result<Answer, RonSqlError> {
+pub fn run<'a>(client: &'a Client, q: &'a Query<'_>, budget: Budget) -> crate::Fut<'a, Result<Answer, RonSqlError>> {
+    Box::pin(run_async(client, q, budget))
+}
+
+async fn run_async(client: &Client, q: &Query<'_>, budget: Budget) -> Result<Answer, RonSqlError> {
     let (has_explain, text) = strip_explain(q.sql);
     let explain = match (q.explain, has_explain) {
         (ExplainMode::Forbid, true) => {

@@ -805,12 +805,16 @@ impl Pace {
 }
 
 /// Runs a SELECT plan: its result rows (one value per item).
-pub async fn run_select(
-    run: &mut Runner<'_>,
-    p: &SelectPlan,
-    env: &Env<'_>,
+pub fn run_select<'a>(
+    run: &'a mut Runner<'_>,
+    p: &'a SelectPlan,
+    env: &'a Env<'_>,
     last: bool,
-) -> Result<Vec<Vec<Value>>, SqlError> {
+) -> crate::Fut<'a, Result<Vec<Vec<Value>>, SqlError>> {
+    Box::pin(select(run, p, env, last))
+}
+
+async fn select(run: &mut Runner<'_>, p: &SelectPlan, env: &Env<'_>, last: bool) -> Result<Vec<Vec<Value>>, SqlError> {
     let own = with_subs(run, &p.subs, env).await?;
     let env = own.as_ref().unwrap_or(env);
     let limit = limit_of(&p.limit, env)?;

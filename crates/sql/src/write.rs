@@ -213,7 +213,15 @@ async fn statement_batch(run: &mut Runner<'_>, ops: Vec<KeyOp>, last: bool) -> R
     Ok(res)
 }
 
-pub async fn run_insert(run: &mut Runner<'_>, p: &InsertPlan, env: &Env<'_>) -> Result<WriteResult, SqlError> {
+pub fn run_insert<'a>(
+    run: &'a mut Runner<'_>,
+    p: &'a InsertPlan,
+    env: &'a Env<'_>,
+) -> crate::Fut<'a, Result<WriteResult, SqlError>> {
+    Box::pin(insert(run, p, env))
+}
+
+async fn insert(run: &mut Runner<'_>, p: &InsertPlan, env: &Env<'_>) -> Result<WriteResult, SqlError> {
     let h = &p.handle;
     let ncol = h.table.columns.len();
     // Rows of values.
@@ -442,7 +450,15 @@ fn key_values(p: &ModifyPlan, env: &Env) -> Result<Option<Vec<Value>>, SqlError>
     Ok(Some(vals))
 }
 
-pub async fn run_update(run: &mut Runner<'_>, p: &ModifyPlan, env: &Env<'_>) -> Result<WriteResult, SqlError> {
+pub fn run_update<'a>(
+    run: &'a mut Runner<'_>,
+    p: &'a ModifyPlan,
+    env: &'a Env<'_>,
+) -> crate::Fut<'a, Result<WriteResult, SqlError>> {
+    Box::pin(update(run, p, env))
+}
+
+async fn update(run: &mut Runner<'_>, p: &ModifyPlan, env: &Env<'_>) -> Result<WriteResult, SqlError> {
     let own = with_subs(run, &p.subs, env).await?;
     let env = own.as_ref().unwrap_or(env);
     let h = &p.src.handle;
@@ -542,7 +558,15 @@ fn matched_info(matched: u64, changed: u64) -> WriteResult {
     }
 }
 
-pub async fn run_delete(run: &mut Runner<'_>, p: &ModifyPlan, env: &Env<'_>) -> Result<WriteResult, SqlError> {
+pub fn run_delete<'a>(
+    run: &'a mut Runner<'_>,
+    p: &'a ModifyPlan,
+    env: &'a Env<'_>,
+) -> crate::Fut<'a, Result<WriteResult, SqlError>> {
+    Box::pin(delete(run, p, env))
+}
+
+async fn delete(run: &mut Runner<'_>, p: &ModifyPlan, env: &Env<'_>) -> Result<WriteResult, SqlError> {
     let own = with_subs(run, &p.subs, env).await?;
     let env = own.as_ref().unwrap_or(env);
     let h = &p.src.handle;

@@ -91,7 +91,17 @@ impl Access {
 }
 
 /// Plans and runs `sql` (one SELECT / WITH statement) with `db` as the current database.
-pub async fn query(
+pub fn query<'a>(
+    client: &'a Client,
+    db: Option<&'a str>,
+    sql: &'a str,
+    allowed: &'a Access,
+    budget: &'a mut Budget,
+) -> crate::Fut<'a, Result<Rows, SqlError>> {
+    Box::pin(query_async(client, db, sql, allowed, budget))
+}
+
+async fn query_async(
     client: &Client,
     db: Option<&str>,
     sql: &str,
@@ -106,7 +116,18 @@ pub async fn query(
 /// The engine's plan of `sql` as text (what `EXPLAIN FORMAT=TREE` shows), or with `analyze`
 /// the plan after running it, with each operator's rows, times and, for Tern scans, the keys
 /// they looked up (`EXPLAIN ANALYZE`).
-pub async fn explain(
+pub fn explain<'a>(
+    client: &'a Client,
+    db: Option<&'a str>,
+    sql: &'a str,
+    allowed: &'a Access,
+    budget: &'a mut Budget,
+    analyze: bool,
+) -> crate::Fut<'a, Result<String, SqlError>> {
+    Box::pin(explain_async(client, db, sql, allowed, budget, analyze))
+}
+
+async fn explain_async(
     client: &Client,
     db: Option<&str>,
     sql: &str,
