@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side by side: two builds of tern, each running the default `tern up` cluster at the same time,
-# and redis-benchmark alternating between them (A B A B ...) so that both see the same host
-# noise. Prints throughput and server CPU µs per request (user+system of every process of that
+# and redis-benchmark alternating between them (A B, B A, A B ...) so that both see the same
+# host noise. Prints throughput and server CPU µs per request (user+system of every process of that
 # cluster, from /proc) per run. Bounded: ROUNDS runs of REQUESTS requests per test and build.
 #
 # usage: scripts/bench-ab-redis.sh A_TERN B_TERN [ROUNDS] [REQUESTS]
@@ -37,8 +37,11 @@ ticks() {
   echo "$t"
 }
 for test in "set -P 16" "get -P 16" "set" "get"; do
-  for _ in $(seq "$rounds"); do
-    for lab in A B; do
+  for i in $(seq "$rounds"); do
+    # The order flips every round: the first of a pair measured faster whichever build it was.
+    order="A B"
+    [ $((i % 2)) -eq 0 ] && order="B A"
+    for lab in $order; do
       port=23021; pid=$pa
       [ "$lab" = B ] && port=24021 && pid=$pb
       t0=$(ticks "$pid")
