@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compares two builds of tern on the hot paths in one run, alternating rounds (A B A B ...):
+# Compares two builds of tern on the hot paths in one run, alternating (A B, B A, A B ...):
 # each round starts the default `tern up` cluster (1 mgmd, 2 data nodes, 2 replicas, API server)
 # from that binary on a fresh data directory and runs the peer benchmarks against it:
 #   - ../shared/bench/peer-redis.sh (redis-benchmark vs redis-server, with server CPU µs per
@@ -46,7 +46,10 @@ echo "# machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(free
 echo "# A=$a ($(stat -c %s "$a") bytes)"
 echo "# B=$b ($(stat -c %s "$b") bytes)"
 for r in $(seq "$rounds"); do
-  for label in A B; do
+  # The order flips every round (the first of a pair can measure faster whichever build it is).
+  order="A B"
+  [ $((r % 2)) -eq 0 ] && order="B A"
+  for label in $order; do
     bin=$a; [ "$label" = B ] && bin=$b
     dir=$(mktemp -d)
     "$bin" up --data-dir "$dir/data" --mgmd-port "$base" --datanode-port "$((base + 10))" \
