@@ -741,7 +741,7 @@ fn bounds(
 /// Runs subqueries of a plan (uncorrelated: each once).
 pub async fn run_subs(run: &mut Runner<'_>, subs: &[SelectPlan], env: &mut Env<'_>) -> Result<(), SqlError> {
     for s in subs {
-        let rows = Box::pin(run_select(run, s, env, false)).await?;
+        let rows = run_select(run, s, env, false).await?;
         env.subs.push(rows);
     }
     Ok(())
@@ -804,7 +804,8 @@ impl Pace {
     }
 }
 
-/// Runs a SELECT plan: its result rows (one value per item).
+/// Runs a SELECT plan: its result rows (one value per item). The future is boxed (`crate::Fut`),
+/// which is also what lets subqueries and UNION parts run through it recursively.
 pub fn run_select<'a>(
     run: &'a mut Runner<'_>,
     p: &'a SelectPlan,
@@ -995,7 +996,7 @@ async fn select(run: &mut Runner<'_>, p: &SelectPlan, env: &Env<'_>, last: bool)
     }
     // UNION parts.
     for (all, u) in &p.unions {
-        let rows = Box::pin(run_select(run, u, env, false)).await?;
+        let rows = run_select(run, u, env, false).await?;
         for r in &rows {
             run.budget.charge_row(r)?;
         }
