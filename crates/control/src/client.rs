@@ -54,6 +54,15 @@ pub struct StateInfo {
     pub state: ClusterState,
     pub catalog_version: u64,
     pub stop_requested: Vec<NodeId>,
+    /// The leader's failure detector (`None` when a follower answered).
+    pub detector: Option<crate::proto::DetectorReport>,
+}
+
+impl StateInfo {
+    /// Whether the leader heard node `n` within `ms`.
+    pub fn heard_within(&self, n: NodeId, ms: u64) -> bool {
+        self.detector.as_ref().is_some_and(|d| d.heard_ms.iter().any(|&(m, ago)| m == n && ago <= ms))
+    }
 }
 
 /// `tern status`'s view of the control plane.
@@ -98,6 +107,7 @@ fn state_info(s: StateReply) -> Result<StateInfo, ControlError> {
         state: decode_state(&s.state)?,
         catalog_version: s.catalog_version,
         stop_requested: s.stop_requested,
+        detector: s.detector,
     })
 }
 

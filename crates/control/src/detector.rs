@@ -39,6 +39,8 @@ struct Seen {
     at_ms: u64,
     /// Arrival time of the heartbeat of the last lease granted, if any.
     granted_at_ms: Option<u64>,
+    /// Whether a heartbeat of this incarnation arrived in this term (not only watched).
+    heard: bool,
 }
 
 /// The leader's failure detector. One per leadership term: a new leader builds a new one.
@@ -80,16 +82,38 @@ impl Detector {
         self.lease_ms
     }
 
+    /// The detector itself was not run for `late_ms` beyond its tick interval (its process was
+    /// not scheduled: a starved host). Heartbeats that came meanwhile wait unread in their sockets,
+    /// so silence over that stretch says nothing about the nodes: every node's judgement (and a
+    /// new leader's wait) is extended by it. Declaring later keeps every lease safe (a lease
+    /// ends before the detector could declare its node without the credit).
+    pub fn credit_lateness(&mut self, late_ms: u64, now_ms: u64) {
+        for seen in self.seen.values_mut() {
+            seen.at_ms = seen.at_ms.saturating_add(late_ms).min(now_ms);
+        }
+        if self.armed_at_ms > now_ms.saturating_sub(late_ms) {
+            self.armed_at_ms = self.armed_at_ms.saturating_add(late_ms);
+        }
+    }
+
+    /// How long ago (ms) the newest heartbeat of each node arrived, for the nodes heard from in
+    /// this term.
+    pub fn heard_ago(&self, now_ms: u64) -> Vec<(NodeId, u64)> {
+        self.seen.iter().filter(|(_, s)| s.heard).map(|(&n, s)| (n, now_ms.saturating_sub(s.at_ms))).collect()
+    }
+
     /// A heartbeat of a live (not `Down`) node with its current incarnation arrived at `now_ms`.
     /// Returns whether the reply may grant a lease (not when the node is being fenced); the caller
     /// must only grant when this returns true, and then the grant is recorded here.
     pub fn on_heartbeat(&mut self, node: NodeId, incarnation: u32, now_ms: u64) -> bool {
         let fenced = self.fenced.get(&node) == Some(&incarnation);
-        let seen = self.seen.entry(node).or_insert(Seen { incarnation, at_ms: now_ms, granted_at_ms: None });
+        let seen =
+            self.seen.entry(node).or_insert(Seen { incarnation, at_ms: now_ms, granted_at_ms: None, heard: false });
         if seen.incarnation != incarnation {
-            *seen = Seen { incarnation, at_ms: now_ms, granted_at_ms: None };
+            *seen = Seen { incarnation, at_ms: now_ms, granted_at_ms: None, heard: false };
         }
         seen.at_ms = seen.at_ms.max(now_ms);
+        seen.heard = true;
         if fenced {
             return false;
         }
@@ -134,9 +158,10 @@ impl Detector {
                 incarnation: status.incarnation,
                 at_ms: now_ms,
                 granted_at_ms: None,
+                heard: false,
             });
             if seen.incarnation != status.incarnation {
-                *seen = Seen { incarnation: status.incarnation, at_ms: now_ms, granted_at_ms: None };
+                *seen = Seen { incarnation: status.incarnation, at_ms: now_ms, granted_at_ms: None, heard: false };
             }
         }
         self.seen.retain(|n, _| state.nodes.contains_key(n));
@@ -230,6 +255,27 @@ mod tests {
         assert_eq!(t, last_heartbeat + 1000);
         // The node's lease began no later than the arrival of its last heartbeat.
         assert!(last_heartbeat + d.lease_ms() < t);
+    }
+
+    #[test]
+    fn a_stall_of_the_detector_itself_is_not_counted_as_silence() {
+        let s = started(2, 2);
+        let mut d = Detector::new(1000, 100, 0);
+        assert_eq!(run(&mut d, &s, &[], 0, 2000), None);
+        assert_eq!(d.heard_ago(2000), vec![(1, 0), (2, 0)]);
+        // The mgmd is not scheduled from 2000 to 4500: no tick, no heartbeat read. It then
+        // credits the 2400 ms it came late (its ticks are 100 ms apart).
+        d.credit_lateness(2400, 4500);
+        assert!(d.on_tick(&s, 4500).is_empty(), "nobody was silent while the detector ran");
+        // The heartbeats queued meanwhile are read: everyone lives on.
+        assert_eq!(run(&mut d, &s, &[], 4500, 6000), None);
+        // Silence after the stall is still judged: node 2 stops at 6000.
+        let (t, out) = run(&mut d, &s, &[2], 6100, 20_000).unwrap();
+        assert_eq!((t, out), (7000, vec![(2, 1)]));
+        // Without the credit, the same stall declares both.
+        let mut d = Detector::new(1000, 100, 0);
+        assert_eq!(run(&mut d, &s, &[], 0, 2000), None);
+        assert_eq!(d.on_tick(&s, 4500), vec![(1, 1), (2, 1)]);
     }
 
     #[test]

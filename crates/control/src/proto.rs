@@ -19,7 +19,7 @@ use tern_types::cluster::NodeId;
 pub const FRAME_MAX: usize = 16 << 20;
 /// "TMGM": identifies the protocol in `Hello`.
 pub const PROTOCOL_MAGIC: u32 = 0x4d47_4d54;
-pub const PROTOCOL_VERSION: u8 = 1;
+pub const PROTOCOL_VERSION: u8 = 2;
 /// The longest long poll a `WatchState` may ask for.
 pub const WATCH_TIMEOUT_MS_MAX: u64 = 60_000;
 
@@ -97,6 +97,19 @@ pub struct StateReply {
     pub state: Vec<u8>,
     pub catalog_version: u64,
     pub stop_requested: Vec<NodeId>,
+    /// The failure detector of the answering leader (`None` from a follower).
+    pub detector: Option<DetectorReport>,
+}
+
+/// What the leader's failure detector sees: the margins `tern status` shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DetectorReport {
+    /// How long ago each data node's newest heartbeat arrived (nodes heard in this term).
+    pub heard_ms: Vec<(NodeId, u64)>,
+    /// The lease a heartbeat reply grants now.
+    pub lease_ms: u64,
+    /// The longest stretch the detector itself was not scheduled (credited to every node).
+    pub late_ms_max: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -183,6 +183,8 @@ struct LeaderDuty {
     detector: Option<Detector>,
     /// Start time (ms) of the newest quorum confirmation of this leadership.
     confirmed_at_ms: Option<u64>,
+    /// The longest the detector's tick came late in this term (credited to every node).
+    late_ms_max: u64,
 }
 
 struct Ctx {
@@ -275,6 +277,7 @@ impl Ctx {
             d.term = Some(term);
             d.detector = Some(Detector::new(cfg.failure_timeout_ms, cfg.heartbeat_interval_ms, now_ms));
             d.confirmed_at_ms = None;
+            d.late_ms_max = 0;
             tracing::info!(term, "mgmd {} leads; failure detection armed after {} ms", self.id, cfg.failure_timeout_ms);
         }
         d
@@ -338,14 +341,30 @@ async fn confirm_loop(ctx: Arc<Ctx>) {
 
 /// Ticks the failure detector and proposes the failures it finds.
 async fn detect_loop(ctx: Arc<Ctx>) {
+    let mut last_tick = ctx.now_ms();
     loop {
         let (hb, ft) = ctx.timing();
-        tokio::time::sleep(Duration::from_millis((hb / 2).clamp(5, 50))).await;
+        let every = (hb / 2).clamp(5, 50);
+        tokio::time::sleep(Duration::from_millis(every)).await;
+        let now = ctx.now_ms();
+        // How late this tick is beyond its interval: the mgmd was not scheduled (a starved
+        // host). Lateness up to a heartbeat interval is ordinary jitter.
+        let late = now.saturating_sub(last_tick).saturating_sub(every);
+        last_tick = now;
         let Ok(term) = ctx.leadership() else { continue };
         let state = ctx.current();
-        let now = ctx.now_ms();
         let failed = {
             let mut d = ctx.duty(term, now);
+            if late > hb {
+                tracing::warn!(
+                    late_ms = late,
+                    "the failure detector was not scheduled for {late} ms; not counted as silence"
+                );
+                d.late_ms_max = d.late_ms_max.max(late);
+                if let Some(det) = d.detector.as_mut() {
+                    det.credit_lateness(late, now);
+                }
+            }
             d.detector.as_mut().map(|det| det.on_tick(&state.state, now)).unwrap_or_default()
         };
         if failed.is_empty() {
@@ -479,7 +498,7 @@ async fn handle(ctx: &Ctx, role: Role, req: Request) -> Result<Reply, String> {
         Request::Propose(cmd) => propose(ctx, cmd).await,
         Request::StopNode { node } => propose(ctx, Command::StopNode { node }).await,
         Request::StartNode { node } => propose(ctx, Command::StartNode { node }).await,
-        Request::GetState => Reply::State(state_reply(&ctx.current())),
+        Request::GetState => Reply::State(state_reply(ctx, &ctx.current())),
         Request::GetCatalog => {
             let s = ctx.current();
             Reply::Catalog { version: s.catalog_version, bytes: s.catalog.as_ref().clone() }
@@ -495,10 +514,33 @@ async fn handle(ctx: &Ctx, role: Role, req: Request) -> Result<Reply, String> {
     })
 }
 
-fn state_reply(s: &ControlState) -> StateReply {
+fn state_reply(ctx: &Ctx, s: &ControlState) -> StateReply {
     let mut state = Vec::new();
     s.state.encode(&mut state);
-    StateReply { state, catalog_version: s.catalog_version, stop_requested: s.stop_requested.iter().copied().collect() }
+    let detector = ctx.leadership().ok().and_then(|term| {
+        let now = ctx.now_ms();
+        let d = ctx.duty(term, now);
+        let det = d.detector.as_ref()?;
+        let lease_ms = lease_now(det, d.confirmed_at_ms, now, &s.state.config);
+        Some(proto::DetectorReport { heard_ms: det.heard_ago(now), lease_ms, late_ms_max: d.late_ms_max })
+    });
+    StateReply {
+        state,
+        catalog_version: s.catalog_version,
+        stop_requested: s.stop_requested.iter().copied().collect(),
+        detector,
+    }
+}
+
+/// The lease a heartbeat arriving now may be granted: the detector's, shortened so that it ends
+/// by `confirmed + failure_timeout` (a leader elected after the confirmation `confirmed` waits
+/// a full failure timeout before declaring anyone failed); 0 when leadership was not confirmed
+/// recently enough for any. A confirmation that comes late (a starved mgmd) shortens the lease
+/// instead of withholding it.
+fn lease_now(det: &Detector, confirmed_at_ms: Option<u64>, now: u64, cfg: &ClusterConfig) -> u64 {
+    let Some(c) = confirmed_at_ms else { return 0 };
+    let since = now.saturating_sub(c).max(cfg.heartbeat_interval_ms);
+    det.lease_ms().min(cfg.failure_timeout_ms.saturating_sub(since))
 }
 
 fn status(ctx: &Ctx) -> Reply {
@@ -509,7 +551,7 @@ fn status(ctx: &Ctx) -> Reply {
         term: m.current_term,
         last_applied: m.last_applied.map_or(0, |l| l.index),
         members: ctx.members.clone(),
-        state: state_reply(&ctx.current()),
+        state: state_reply(ctx, &ctx.current()),
     })
 }
 
@@ -527,14 +569,14 @@ fn heartbeat(ctx: &Ctx, term: u64, hb: HeartbeatReq) -> Reply {
     let mut lease_ms = 0;
     if alive {
         let mut d = ctx.duty(term, now);
-        let confirmed = d.confirmed_at_ms.is_some_and(|c| now.saturating_sub(c) <= cfg.heartbeat_interval_ms);
+        let confirmed = d.confirmed_at_ms;
         if let Some(det) = d.detector.as_mut() {
             let grant = det.on_heartbeat(hb.node, hb.incarnation, now);
             for suspect in &hb.suspects {
                 det.on_suspect(hb.node, *suspect, now);
             }
-            if grant && confirmed {
-                lease_ms = det.lease_ms();
+            if grant {
+                lease_ms = lease_now(det, confirmed, now, cfg);
             }
         }
     }
@@ -572,5 +614,9 @@ async fn watch_state(ctx: &Ctx, known_version: u64, timeout_ms: u64) -> Reply {
     let wait = Duration::from_millis(timeout_ms.min(proto::WATCH_TIMEOUT_MS_MAX));
     let _ = timeout(wait, rx.wait_for(|s| s.version() > known_version)).await;
     let s = ctx.current();
-    if s.version() > known_version { Reply::State(state_reply(&s)) } else { Reply::Unchanged { version: s.version() } }
+    if s.version() > known_version {
+        Reply::State(state_reply(ctx, &s))
+    } else {
+        Reply::Unchanged { version: s.version() }
+    }
 }

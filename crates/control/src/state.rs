@@ -59,6 +59,12 @@ pub enum Command {
     /// durable epoch. They must include every node of `restorable` (the full replicas when the
     /// cluster went down), or every data node of a cluster that never started.
     StartCluster { nodes: Vec<(NodeId, u32)> },
+    /// A data node stops in order (SIGTERM, `tern stop`): it has made its last epochs durable
+    /// and leaves the write chains, as `SetState` to `Down` does, without being declared failed.
+    /// `sysfile_epoch`: the durable epoch of its system file as it leaves. When the last nodes of
+    /// the cluster leave this way, every one that left with the final system-file epoch holds
+    /// all the data and is restorable: a system restart starts them all from their disks.
+    Leave { node: NodeId, incarnation: u32, sysfile_epoch: u64 },
 }
 
 /// What an applied command returns to its proposer.
@@ -87,13 +93,29 @@ pub struct ControlState {
     /// while the cluster runs, kept as they were when it went down. A system restart starts
     /// exactly these from their disks; any other node rejoins by copying afterwards.
     pub restorable: BTreeSet<NodeId>,
-    /// The durable epoch in each registered node's own system file (as it registered).
+    /// The durable epoch in each registered node's own system file (as it registered, or as it
+    /// left in order).
     pub sysfile_epochs: BTreeMap<NodeId, u64>,
+    /// Nodes that left in order (`Leave`) since they last registered, with their system file's
+    /// epoch then.
+    pub left_clean: BTreeMap<NodeId, u64>,
 }
 
 /// The stored form of `ControlState` (snapshots): the cluster state in its own binary encoding.
 #[derive(Serialize, Deserialize)]
 struct ControlStateWire {
+    state: Vec<u8>,
+    catalog_version: u64,
+    catalog: Vec<u8>,
+    stop_requested: Vec<NodeId>,
+    restorable: Vec<NodeId>,
+    sysfile_epochs: Vec<(NodeId, u64)>,
+    left_clean: Vec<(NodeId, u64)>,
+}
+
+/// The stored form before `left_clean` (read from older data directories).
+#[derive(Deserialize)]
+struct ControlStateWireV1 {
     state: Vec<u8>,
     catalog_version: u64,
     catalog: Vec<u8>,
@@ -111,6 +133,7 @@ impl ControlState {
             stop_requested: BTreeSet::new(),
             restorable: BTreeSet::new(),
             sysfile_epochs: BTreeMap::new(),
+            left_clean: BTreeMap::new(),
         }
     }
 
@@ -131,6 +154,7 @@ impl ControlState {
             Command::StopNode { node } => self.set_stop(*node, true),
             Command::StartNode { node } => self.set_stop(*node, false),
             Command::StartCluster { nodes } => self.start_cluster(nodes),
+            Command::Leave { node, incarnation, sysfile_epoch } => self.leave(*node, *incarnation, *sysfile_epoch),
         }
         .inspect(|_| self.track_restorable())
     }
@@ -183,7 +207,10 @@ impl ControlState {
         let cut = needed.iter().map(|n| self.sysfile_epochs.get(n).copied().unwrap_or(0)).min().unwrap_or(0);
         self.state.durable_epoch = self.state.durable_epoch.max(cut);
         let mut seq = self.state.nodes.values().map(|s| s.joined_seq).max().unwrap_or(0);
-        for (n, _) in nodes {
+        // Only the nodes that hold the data start from their disks; any other node that
+        // registered (one still copying when the cluster went down: its disk is partial) stays
+        // `Starting` and rejoins by a node restart once the cluster runs.
+        for (n, _) in nodes.iter().filter(|(n, _)| needed.contains(n)) {
             seq += 1;
             let st = self.state.nodes.get_mut(n).expect("checked above");
             st.state = NodeState::Started;
@@ -209,6 +236,7 @@ impl ControlState {
     fn register(&mut self, node: NodeId, incarnation: u32, durable_epoch: u64) -> CommandResult {
         self.known(node)?;
         self.sysfile_epochs.insert(node, durable_epoch);
+        self.left_clean.remove(&node);
         let status = &self.state.nodes[&node];
         let was_in_chains = status.state.in_chains();
         let new_incarnation = status.incarnation.max(incarnation).checked_add(1).ok_or("incarnation overflow")?;
@@ -259,6 +287,36 @@ impl ControlState {
             status.joined_seq = next_seq;
         }
         status.state = state;
+        self.bump();
+        self.applied(incarnation)
+    }
+
+    fn leave(&mut self, node: NodeId, incarnation: u32, sysfile_epoch: u64) -> CommandResult {
+        self.known(node)?;
+        let current = self.state.nodes[&node].clone();
+        if incarnation != current.incarnation {
+            return Err(format!("stale incarnation {incarnation} of node {node} (current {})", current.incarnation));
+        }
+        if current.state == NodeState::Down {
+            return self.applied(incarnation); // a retried proposal, or already failed
+        }
+        let was_full = current.state == NodeState::Started;
+        let down_before = self.state.cluster_down;
+        self.sysfile_epochs.insert(node, sysfile_epoch);
+        if was_full {
+            self.left_clean.insert(node, sysfile_epoch);
+        }
+        self.fail(&[node]);
+        if self.state.cluster_down && !down_before {
+            // The whole cluster stopped in order: every full replica that left with the newest
+            // system-file epoch holds everything durable, as the last one does.
+            let last = sysfile_epoch;
+            for (&n, &e) in &self.left_clean {
+                if e == last {
+                    self.restorable.insert(n);
+                }
+            }
+        }
         self.bump();
         self.applied(incarnation)
     }
@@ -341,13 +399,27 @@ impl ControlState {
             stop_requested: self.stop_requested.iter().copied().collect(),
             restorable: self.restorable.iter().copied().collect(),
             sysfile_epochs: self.sysfile_epochs.iter().map(|(&n, &e)| (n, e)).collect(),
+            left_clean: self.left_clean.iter().map(|(&n, &e)| (n, e)).collect(),
         };
         postcard::to_allocvec(&wire).expect("a control state always serialises")
     }
 
     pub fn decode(bytes: &[u8]) -> Result<ControlState, String> {
-        let wire: ControlStateWire =
-            postcard::from_bytes(bytes).map_err(|e| format!("bad control state encoding: {e}"))?;
+        let wire: ControlStateWire = match postcard::from_bytes(bytes) {
+            Ok(w) => w,
+            Err(e) => match postcard::from_bytes::<ControlStateWireV1>(bytes) {
+                Ok(v1) => ControlStateWire {
+                    state: v1.state,
+                    catalog_version: v1.catalog_version,
+                    catalog: v1.catalog,
+                    stop_requested: v1.stop_requested,
+                    restorable: v1.restorable,
+                    sysfile_epochs: v1.sysfile_epochs,
+                    left_clean: Vec::new(),
+                },
+                Err(_) => return Err(format!("bad control state encoding: {e}")),
+            },
+        };
         let state = ClusterState::decode(&wire.state).map_err(|e| format!("bad cluster state: {e:?}"))?;
         Ok(ControlState {
             state,
@@ -356,17 +428,19 @@ impl ControlState {
             stop_requested: wire.stop_requested.into_iter().collect(),
             restorable: wire.restorable.into_iter().collect(),
             sysfile_epochs: wire.sysfile_epochs.into_iter().collect(),
+            left_clean: wire.left_clean.into_iter().collect(),
         })
     }
 }
 
-/// True when removing `failing` from the write chains leaves some node group that has a member
-/// in the chains now with none (NDB's "Lose" outcome, counted only over groups that are up: a
-/// group that has not started yet cannot be lost).
+/// True when removing `failing` from the write chains leaves some node group that has a full
+/// replica (`Started`) now with none (NDB's "Lose" outcome, counted only over groups that are
+/// up: a group that has not started yet cannot be lost). A member still copying does not keep
+/// its group: its copy is not complete.
 pub fn group_lost(state: &ClusterState, failing: &[NodeId]) -> bool {
     state.groups().iter().any(|group| {
-        let live: Vec<NodeId> = group.iter().copied().filter(|n| state.state_of(*n).in_chains()).collect();
-        !live.is_empty() && live.iter().all(|n| failing.contains(n))
+        let full: Vec<NodeId> = group.iter().copied().filter(|n| state.state_of(*n) == NodeState::Started).collect();
+        !full.is_empty() && full.iter().all(|n| failing.contains(n))
     })
 }
 
@@ -426,6 +500,61 @@ mod tests {
         }
         ok(s, Command::StartCluster { nodes: ids.into_iter().zip(incs.iter().copied()).collect() });
         incs
+    }
+
+    #[test]
+    fn a_node_that_was_still_copying_does_not_start_from_its_partial_disk_in_a_system_restart() {
+        let mut s = ControlState::new(config(2, 2));
+        let incs = start_all(&mut s);
+        // Node 2 fails and restarts; the cluster goes down while it is still copying.
+        ok(&mut s, Command::NodesFailed { nodes: vec![(2, incs[1])] });
+        let i2 = ok(&mut s, Command::Register { node: 2, incarnation: incs[1], durable_epoch: 9 }).incarnation;
+        ok(&mut s, Command::SetState { node: 2, incarnation: i2, state: NodeState::Copying });
+        let i1 = ok(&mut s, Command::Register { node: 1, incarnation: incs[0], durable_epoch: 7 }).incarnation;
+        assert!(s.state.cluster_down);
+        assert_eq!(s.restorable, BTreeSet::from([1]));
+        let i2 = ok(&mut s, Command::Register { node: 2, incarnation: i2, durable_epoch: 9 }).incarnation;
+        // Both registered and listed: only node 1 holds the data; node 2 stays starting and
+        // copies once the cluster runs. The cut is node 1's epoch.
+        ok(&mut s, Command::StartCluster { nodes: vec![(1, i1), (2, i2)] });
+        assert_eq!(s.state.state_of(1), NodeState::Started);
+        assert_eq!(s.state.state_of(2), NodeState::Starting);
+        assert_eq!(s.state.durable_epoch, 7);
+        // A retried proposal of the same restart is refused (node 2 joins by a node restart).
+        assert!(rejected(&mut s, Command::StartCluster { nodes: vec![(1, i1), (2, i2)] }).contains("node restart"));
+        ok(&mut s, Command::SetState { node: 2, incarnation: i2, state: NodeState::Copying });
+    }
+
+    #[test]
+    fn nodes_that_leave_in_order_with_the_last_epoch_all_restart_from_their_disks() {
+        let mut s = ControlState::new(config(2, 2));
+        let incs = start_all(&mut s);
+        ok(&mut s, Command::Leave { node: 2, incarnation: incs[1], sysfile_epoch: 40 });
+        assert_eq!(s.state.state_of(2), NodeState::Down);
+        assert!(!s.state.cluster_down, "node 1 still serves");
+        assert_eq!(s.state.master(), Some(1));
+        // A retried leave changes nothing.
+        let v = s.version();
+        ok(&mut s, Command::Leave { node: 2, incarnation: incs[1], sysfile_epoch: 40 });
+        assert_eq!(s.version(), v);
+        ok(&mut s, Command::Leave { node: 1, incarnation: incs[0], sysfile_epoch: 40 });
+        assert!(s.state.cluster_down);
+        assert_eq!(s.restorable, BTreeSet::from([1, 2]), "nothing was saved after node 2 left");
+        // Restart: both from disk.
+        let i1 = ok(&mut s, Command::Register { node: 1, incarnation: incs[0], durable_epoch: 40 }).incarnation;
+        let i2 = ok(&mut s, Command::Register { node: 2, incarnation: incs[1], durable_epoch: 40 }).incarnation;
+        ok(&mut s, Command::StartCluster { nodes: vec![(1, i1), (2, i2)] });
+        assert_eq!(s.state.live_nodes(), vec![1, 2]);
+
+        // Node 1 saved more after node 2 left: only node 1 is restorable.
+        let mut s = ControlState::new(config(2, 2));
+        let incs = start_all(&mut s);
+        ok(&mut s, Command::Leave { node: 2, incarnation: incs[1], sysfile_epoch: 40 });
+        ok(&mut s, Command::Leave { node: 1, incarnation: incs[0], sysfile_epoch: 41 });
+        assert_eq!(s.restorable, BTreeSet::from([1]));
+        assert!(rejected(&mut s, Command::Leave { node: 1, incarnation: 99, sysfile_epoch: 41 }).contains("stale"));
+        // The stored form keeps it.
+        assert_eq!(ControlState::decode(&s.encode()).unwrap(), s);
     }
 
     #[test]

@@ -653,6 +653,7 @@ pub fn describe(cmd: &Command) -> &'static str {
         Command::StopNode { .. } => "stop-node",
         Command::StartNode { .. } => "start-node",
         Command::StartCluster { .. } => "start-cluster",
+        Command::Leave { .. } => "leave",
     }
 }
 

@@ -918,7 +918,7 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
     use tern_types::agg::{AggExpr, AggOp, Arith};
-    use tern_types::cluster::{ClusterConfig, DataNodeSpec, MgmdSpec};
+    use tern_types::cluster::{ClusterConfig, DataNodeSpec, MgmdSpec, NodeState};
     use tern_types::filter::CmpOp;
     use tern_types::rng::Rng;
     use tern_types::schema::{Column, ColumnType, Index, Table, Ttl};
@@ -1450,6 +1450,140 @@ mod tests {
             }
         }
         assert!(decoded > 0, "seed {seed}: no mutation kept a valid signal; the test lost its teeth");
+    }
+
+    /// An in-memory disk for a whole node's blocks.
+    #[derive(Default)]
+    struct MemDisk(std::collections::BTreeMap<String, Vec<u8>>);
+
+    impl crate::io::Storage for MemDisk {
+        fn append(&mut self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+            self.0.entry(name.into()).or_default().extend_from_slice(bytes);
+            Ok(())
+        }
+        fn sync(&mut self, _: &str) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_atomic(&mut self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+            self.0.insert(name.into(), bytes.to_vec());
+            Ok(())
+        }
+        fn read(&self, name: &str) -> std::io::Result<Option<Vec<u8>>> {
+            Ok(self.0.get(name).cloned())
+        }
+        fn list(&self, dir: &str) -> std::io::Result<Vec<String>> {
+            let prefix = format!("{dir}/");
+            Ok(self.0.keys().filter(|k| k.starts_with(&prefix)).cloned().collect())
+        }
+        fn delete(&mut self, name: &str) -> std::io::Result<()> {
+            self.0.remove(name);
+            Ok(())
+        }
+        fn rename(&mut self, from: &str, to: &str) -> std::io::Result<()> {
+            if let Some(b) = self.0.remove(from) {
+                self.0.insert(to.into(), b);
+            }
+            Ok(())
+        }
+    }
+
+    /// A whole data node (every block, its disk requests carried out) is fed well-formed peer
+    /// signals out of order, duplicated, misrouted to the wrong block, from nodes of the wrong
+    /// incarnation, before and after it started, interleaved with cluster maps that fail and
+    /// restart its peer: it must drop or defer what it cannot use and never panic (a node stops
+    /// only for a breach of its own state). Its own follow-up signals to itself are delivered,
+    /// those to the peer are dropped (the peer is gone or slow).
+    #[test]
+    fn stray_peer_signals_never_crash_a_node() {
+        let seed = std::env::var("TERN_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x0dd5_19a1_u64);
+        println!("TERN_SEED={seed}");
+        // What the node-to-node port delivers (it drops the local-only kinds).
+        let samples: Vec<(Addr, Signal)> = samples().into_iter().filter(|(_, s)| !s.is_local_only()).collect();
+        let before = crate::signal::unexpected_signals();
+        let mut ran_started = 0;
+        for run in 0..40u64 {
+            let mut rng = Rng::new(seed.wrapping_add(run));
+            let mut state = (*cluster()).clone();
+            let node_cfg = crate::node::NodeConfig::in_cluster(1, Arc::new(state.clone()), 64 << 20);
+            let mut io = crate::io::IoExecutor::new(MemDisk::default(), 1 << 20);
+            let mut node = crate::node::Node::recover(&node_cfg, &io.storage).expect("recover an empty disk");
+            for l in 0..node_cfg.ldm_count {
+                io.open_redo(l, node.redo_base[l as usize]).expect("open redo");
+            }
+            let blocks: Vec<Block> = (0..node_cfg.ldm_count)
+                .flat_map(|i| [Block::Tc(i), Block::Ldm(i)])
+                .chain([Block::Dict, Block::Dist])
+                .collect();
+            let mut queue: std::collections::VecDeque<(Block, Signal)> = std::collections::VecDeque::new();
+            // Half the runs start the node at a random point, the others never do.
+            let start_at = if run % 2 == 0 { rng.below(600) } else { u64::MAX };
+            let mut now = 0u64;
+            for step in 0..1_500u64 {
+                now += rng.below(30);
+                if step == start_at {
+                    queue.push_back((Block::Dist, Signal::Start));
+                }
+                match rng.below(10) {
+                    0 => {
+                        // The peer fails, restarts (a new incarnation) or rejoins.
+                        let peer = state.nodes.get_mut(&2).expect("node 2");
+                        match rng.below(3) {
+                            0 => peer.state = NodeState::Down,
+                            1 => {
+                                peer.incarnation += 1;
+                                peer.state = NodeState::Starting;
+                            }
+                            _ => peer.state = NodeState::Started,
+                        }
+                        state.version += 1;
+                        queue.push_back((*rng.pick(&blocks), Signal::ClusterMap { state: Arc::new(state.clone()) }));
+                    }
+                    1 => queue.push_back((*rng.pick(&blocks), Signal::Tick)),
+                    _ => {
+                        let (to, sig) = rng.pick(&samples).clone();
+                        // Mostly to the block it names (when that block exists here), else anywhere.
+                        let exists = blocks.contains(&to.block);
+                        let block = if exists && rng.chance(60) { to.block } else { *rng.pick(&blocks) };
+                        let copies = if rng.chance(20) { 2 } else { 1 };
+                        for _ in 0..copies {
+                            queue.push_back((block, sig.clone()));
+                        }
+                    }
+                }
+                // Deliver, with the node's own follow-ups, boundedly.
+                let mut budget = 2_000;
+                while let Some((block, sig)) = queue.pop_front() {
+                    budget -= 1;
+                    if budget == 0 {
+                        queue.clear();
+                        break;
+                    }
+                    let mut out = crate::signal::Out::default();
+                    node.handle(now, block, sig, &mut out);
+                    for (to, sig) in out.signals.into_iter().chain(out.later) {
+                        if to.node == 1 {
+                            queue.push_back((to.block, sig));
+                        }
+                    }
+                    for (_, to, sig) in out.timers {
+                        if to.node == 1 && rng.chance(50) {
+                            queue.push_back((to.block, sig));
+                        }
+                    }
+                    for (from, req) in out.io {
+                        if let Some((to, sig)) = io.execute(from, req).expect("memory disk") {
+                            queue.push_back((to.block, sig));
+                        }
+                    }
+                }
+            }
+            ran_started += usize::from(node.dist.is_running());
+        }
+        assert!(ran_started >= 5, "seed {seed}: the node started in only {ran_started} runs");
+        assert!(
+            crate::signal::unexpected_signals() > before,
+            "seed {seed}: no stray signal was dropped: the test lost its teeth"
+        );
     }
 
     fn mutate(rng: &mut Rng, b: &mut Vec<u8>) {

@@ -331,7 +331,7 @@ impl Dict {
                     }
                 }
             }
-            other => panic!("dict received an unexpected signal: {other:?}"),
+            other => crate::signal::drop_unexpected(self.addr, "dict", &other),
         }
     }
 

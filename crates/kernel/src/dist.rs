@@ -92,6 +92,8 @@ pub struct Dist {
     /// Files of earlier runs to delete once the node has started (e.g. of removed ldms).
     stale_files: Vec<String>,
     next_token: u64,
+    /// An epoch save received before this node could write it: (master, epoch, ldm positions).
+    deferred_save: Option<(Addr, u64, Vec<u64>)>,
     /// A restarting node waiting for the catalog: epoch ticks since it last asked.
     catalog_wait: Option<u64>,
     // ---- master state (used while this node is the master)
@@ -120,6 +122,9 @@ pub struct Dist {
     heard: BTreeMap<NodeId, (u32, u64)>,
     beat_sent_ms: u64,
     suspected_ms: BTreeMap<NodeId, u64>,
+    /// When the last tick ran, and the most it came late.
+    last_tick_ms: u64,
+    late_ms_max: u64,
 }
 
 /// The sending block of the signals that name it (those a dist receives from other nodes).
@@ -175,10 +180,13 @@ impl Dist {
             copying: None,
             copied_rows: 0,
             catalog_wait: None,
+            deferred_save: None,
             now_ms: 0,
             heard: BTreeMap::new(),
             beat_sent_ms: 0,
             suspected_ms: BTreeMap::new(),
+            last_tick_ms: 0,
+            late_ms_max: 0,
         }
     }
 
@@ -239,7 +247,9 @@ impl Dist {
                 self.phase = Phase::Starting { waiting: self.ldms.len() };
             }
             Signal::LdmReady { from, synced_lsn } => {
-                let i = self.ldms.iter().position(|&l| l == from).expect("a local ldm");
+                let Some(i) = self.ldms.iter().position(|&l| l == from) else {
+                    return crate::signal::drop_unexpected(self.addr, "dist", &Signal::LdmReady { from, synced_lsn });
+                };
                 self.synced_lsn[i] = synced_lsn;
                 if let Phase::Starting { waiting } = &mut self.phase {
                     *waiting -= 1;
@@ -268,7 +278,10 @@ impl Dist {
                 self.advance(out);
             }
             Signal::DistStarted { from, .. } => {
-                self.started_nodes.insert(from.node);
+                // Kept by every dist: any of them may become the master.
+                if self.cluster.state_of(from.node).in_chains() {
+                    self.started_nodes.insert(from.node);
+                }
             }
             Signal::Tick => {
                 if let Some(ticks) = self.catalog_wait.as_mut() {
@@ -281,6 +294,7 @@ impl Dist {
                     }
                 }
                 self.maybe_start_round(out);
+                self.credit_lateness();
                 self.heartbeats(out);
                 out.timer(self.cfg.epoch_interval_ms, self.addr, Signal::Tick);
             }
@@ -295,16 +309,27 @@ impl Dist {
                 self.flushed(from, epoch, synced_lsn, max_epoch, out)
             }
             Signal::EpochSave { from, epoch, synced_lsn } => {
-                assert!(self.phase == Phase::Running, "epoch save before this node started");
-                assert!(self.saving.is_none(), "one epoch save at a time");
-                assert_eq!(
-                    synced_lsn.len(),
-                    self.synced_lsn.len(),
-                    "epoch save of {epoch} from {from:?} at node {}: it must carry every ldm's position",
-                    self.addr.node
-                );
-                let token = self.write_sysfile(epoch, synced_lsn, out);
-                self.saving = Some((token, epoch, from));
+                if synced_lsn.len() != self.synced_lsn.len() {
+                    // Another ldm layout than this node's: not a save for this incarnation.
+                    let sig = Signal::EpochSave { from, epoch, synced_lsn };
+                    return crate::signal::drop_unexpected(self.addr, "dist", &sig);
+                }
+                if epoch < self.durable_epoch {
+                    // Of a round an earlier master left (the system file holds a newer epoch
+                    // already): writing it would move the node's cut back.
+                    let sig = Signal::EpochSave { from, epoch, synced_lsn };
+                    return crate::signal::drop_unexpected(self.addr, "dist", &sig);
+                }
+                if self.phase != Phase::Running || self.saving.is_some() {
+                    // Early (this node is still starting) or while a save is being written:
+                    // done once this node can (the master waits for the answer); a newer
+                    // request replaces an older one, whose round a newer master abandoned.
+                    if self.deferred_save.as_ref().is_none_or(|d| d.1 <= epoch) {
+                        self.deferred_save = Some((from, epoch, synced_lsn));
+                    }
+                    return;
+                }
+                self.save(from, epoch, synced_lsn, out);
             }
             Signal::EpochSaved { from, epoch } => self.saved(from, epoch, out),
             Signal::EpochDurable { epoch } => self.durable_epoch = self.durable_epoch.max(epoch),
@@ -325,8 +350,29 @@ impl Dist {
                     }
                 }
             }
-            other => panic!("dist received an unexpected signal: {other:?}"),
+            other => crate::signal::drop_unexpected(self.addr, "dist", &other),
         }
+    }
+
+    /// When this tick came much later than asked (the node's threads were not scheduled: a
+    /// starved host), the others' silence over that stretch says nothing about them: their
+    /// judgement is extended by the lateness, as ZooKeeper-style detectors do.
+    fn credit_lateness(&mut self) {
+        let (now, interval) = (self.now_ms, self.cfg.epoch_interval_ms.max(1));
+        let last = std::mem::replace(&mut self.last_tick_ms, now);
+        let late = now.saturating_sub(last).saturating_sub(interval);
+        if last == 0 || late <= interval {
+            return;
+        }
+        self.late_ms_max = self.late_ms_max.max(late);
+        for h in self.heard.values_mut() {
+            h.1 = (h.1 + late).min(now);
+        }
+    }
+
+    /// The longest a tick of this dist came late (ms): how starved the node's threads were.
+    pub fn late_ms_max(&self) -> u64 {
+        self.late_ms_max
     }
 
     /// Heartbeats to every other node in the chains, and suspicions of those not heard from for
@@ -374,6 +420,16 @@ impl Dist {
         }
     }
 
+    /// Tells the master that this node takes part in epochs (again whenever the master changes:
+    /// a new master knows only the nodes that told it).
+    fn announce_started(&mut self, out: &mut Out) {
+        if self.is_master() {
+            self.started_nodes.insert(self.addr.node);
+        } else {
+            out.send(self.master_dist(), Signal::DistStarted { from: self.addr, durable_epoch: self.durable_epoch });
+        }
+    }
+
     fn io_done(&mut self, token: u64, out: &mut Out) {
         if let Phase::SavingStart { token: t } = self.phase
             && t == token
@@ -386,13 +442,14 @@ impl Dist {
             for &a in self.tcs.iter().chain(self.ldms.iter()) {
                 out.send(a, started.clone());
             }
-            out.send(self.master_dist(), Signal::DistStarted { from: self.addr, durable_epoch: self.durable_epoch });
+            self.announce_started(out);
             out.timer(self.cfg.epoch_interval_ms, self.addr, Signal::Tick);
             if self.cluster.state_of(self.addr.node) == NodeState::Starting {
                 // A node restart (ndb-protocols.md §5): first the current catalog from the master.
                 self.catalog_wait = Some(0);
                 self.ask_catalog(out);
             }
+            self.run_deferred_save(out);
             return;
         }
         if let Some((t, epoch, master)) = self.saving
@@ -400,6 +457,30 @@ impl Dist {
         {
             self.saving = None;
             out.send(master, Signal::EpochSaved { from: self.addr, epoch });
+            self.run_deferred_save(out);
+        }
+    }
+
+    /// Writes the system file for an epoch save of the master `from`.
+    fn save(&mut self, from: Addr, epoch: u64, synced_lsn: Vec<u64>, out: &mut Out) {
+        assert!(self.phase == Phase::Running && self.saving.is_none(), "one epoch save at a time, once started");
+        assert!(
+            epoch >= self.durable_epoch,
+            "an epoch save of {epoch} behind the durable epoch {}",
+            self.durable_epoch
+        );
+        let token = self.write_sysfile(epoch, synced_lsn, out);
+        self.saving = Some((token, epoch, from));
+    }
+
+    /// An epoch save that came while this node was starting or saving, if any.
+    fn run_deferred_save(&mut self, out: &mut Out) {
+        if self.phase == Phase::Running
+            && self.saving.is_none()
+            && let Some((from, epoch, lsns)) = self.deferred_save.take()
+            && epoch >= self.durable_epoch
+        {
+            self.save(from, epoch, lsns, out);
         }
     }
 
@@ -525,6 +606,9 @@ impl Dist {
         }
         let old = std::mem::replace(&mut self.cluster, state);
         let me = self.addr.node;
+        if self.phase == Phase::Running && old.master() != self.cluster.master() {
+            self.announce_started(out);
+        }
         // A node joins the chains only after its local start (it asked for Copying then): the
         // master need not hear its DistStarted, which may have gone to a node that was not (yet)
         // master when it was sent.
@@ -541,6 +625,8 @@ impl Dist {
             self.copying = Some(self.ldms.len());
         }
         let failed: BTreeSet<NodeId> = self.cluster.failed_since(&old).into_iter().collect();
+        // A failed node tells again once it has restarted (its next incarnation).
+        self.started_nodes.retain(|n| !failed.contains(n));
         // Takeovers that finished before this map reached the dist (its tc saw it first).
         let version = self.cluster.version;
         let done: BTreeSet<NodeId> =
@@ -574,7 +660,9 @@ impl Dist {
             self.round = Round::Idle;
             self.saved_epoch = 0;
             self.saved_nodes.clear();
-            self.started_nodes = self.cluster.live_nodes().into_iter().collect();
+            // Only the nodes that told this dist they started (now or when the master changed):
+            // a live node may still be recovering in a system restart, and an epoch save must
+            // not reach it before it has started.
             // The same set the takeover tc on this node takes over.
             self.takeovers = self
                 .cluster

@@ -120,9 +120,17 @@ impl<S: Storage> IoExecutor<S> {
         IoExecutor { storage, redo: BTreeMap::new(), segment_bytes }
     }
 
-    /// Opens an ldm's log for appending at `start_lsn` (a fresh segment starts there).
+    /// Opens an ldm's log for appending at `start_lsn` (a fresh segment starts there). The log
+    /// found on disk is synced first: its tail may be bytes of the previous run that were never
+    /// synced (a process crash leaves them in the page cache; they survive as valid records),
+    /// and the ldm counts everything up to `start_lsn` as synced — an OS crash must not take
+    /// them away after a system file named them durable. (Found by the simulator: a node
+    /// restarted after a crash reported a synced position its disk later lost.)
     pub fn open_redo(&mut self, ldm: u16, start_lsn: u64) -> io::Result<()> {
         let segments = list_segments(&self.storage, ldm)?;
+        for name in segments.values() {
+            self.storage.sync(name)?;
+        }
         self.redo.insert(
             ldm,
             RedoWriter {

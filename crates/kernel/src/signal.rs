@@ -530,3 +530,58 @@ impl Out {
             && self.control.is_empty()
     }
 }
+
+impl Signal {
+    /// Signals only a node's own driver or blocks send (start-up, timers, disk completions, the
+    /// membership thread's maps and catalogs, client traffic, the copy hand-offs between a dist
+    /// and its own ldms): one arriving on the node-to-node port is dropped, never delivered.
+    pub fn is_local_only(&self) -> bool {
+        matches!(
+            self,
+            Signal::Start
+                | Signal::Tick
+                | Signal::IoDone { .. }
+                | Signal::LdmReady { .. }
+                | Signal::NodeStarted { .. }
+                | Signal::CheckpointStep
+                | Signal::ClusterMap { .. }
+                | Signal::CatalogStored { .. }
+                | Signal::MgmCatalog { .. }
+                | Signal::ClientRequest { .. }
+                | Signal::ClientGone { .. }
+                | Signal::StartCopy
+                | Signal::CopyDone { .. }
+        )
+    }
+}
+
+/// Signals a block received that it has no use for (a signal of another block, or one a real
+/// network delivered early, late or twice), across every block of this process.
+static UNEXPECTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The (block, signal kind) pairs already reported: each is logged once.
+static UNEXPECTED_SEEN: std::sync::Mutex<std::collections::BTreeSet<(&'static str, String)>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// How many unexpected signals the blocks of this process dropped.
+pub fn unexpected_signals() -> u64 {
+    UNEXPECTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A block at `at` received `sig`, which it does not handle in any state: it is counted, the first
+/// of its kind is reported on stderr (with its sender, which the signal's fields name), and it is
+/// dropped. One misrouted or stray peer signal must not stop a data node; a breach of the block's
+/// own state still does (asserts). The report is the only output and changes no state, so runs
+/// stay deterministic.
+pub fn drop_unexpected(at: Addr, block: &'static str, sig: &Signal) {
+    UNEXPECTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let text = format!("{sig:?}");
+    let kind: String = text.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+    let first = UNEXPECTED_SEEN.lock().unwrap_or_else(|p| p.into_inner()).insert((block, kind));
+    if first {
+        let shown: String = text.chars().take(300).collect();
+        eprintln!(
+            "tern: {block} of node {} dropped an unexpected signal (further ones of this kind are only counted): {shown}",
+            at.node
+        );
+    }
+}

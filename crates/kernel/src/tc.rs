@@ -469,7 +469,7 @@ impl Tc {
                 self.purge_tick(out);
                 out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
             }
-            other => panic!("tc received an unexpected signal: {other:?}"),
+            other => crate::signal::drop_unexpected(self.addr, "tc", &other),
         }
     }
 

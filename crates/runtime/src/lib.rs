@@ -163,7 +163,7 @@ impl MapPublisher {
 pub const EXPECT_SPIN_US_DEFAULT: u64 = 150;
 
 /// Longest a graceful shutdown waits for the last epochs to become durable.
-pub const SHUTDOWN_FLUSH_MAX: Duration = Duration::from_secs(10);
+pub const SHUTDOWN_FLUSH_MAX: Duration = Duration::from_secs(5);
 
 /// Stack of a worker thread that hosts front ends (as `tern_client::frontend::WORKER_STACK_BYTES`,
 /// which this crate does not depend on: parsers and evaluators bound their recursion for it).
@@ -399,17 +399,26 @@ impl DataNode {
     /// given out so far is durable, so no commit acknowledged before the stop is lost; then stops
     /// every thread.
     pub fn shutdown(mut self) {
-        if self.is_started() {
-            let target = self.shared.current_epoch.load(Ordering::Acquire);
-            let until = Instant::now() + SHUTDOWN_FLUSH_MAX;
-            while self.shared.durable_epoch.load(Ordering::Acquire) < target && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if self.shared.durable_epoch.load(Ordering::Acquire) < target {
-                tracing::warn!(target, "stopping before the last epochs became durable");
-            }
-        }
+        self.flush_for_stop();
         self.stop_threads();
+    }
+
+    /// Waits (up to `SHUTDOWN_FLUSH_MAX`) until every epoch given out so far is durable; returns
+    /// whether it is. The node keeps serving meanwhile.
+    pub fn flush_for_stop(&self) -> bool {
+        if !self.is_started() {
+            return false;
+        }
+        let target = self.shared.current_epoch.load(Ordering::Acquire);
+        let until = Instant::now() + SHUTDOWN_FLUSH_MAX;
+        while self.shared.durable_epoch.load(Ordering::Acquire) < target && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let done = self.shared.durable_epoch.load(Ordering::Acquire) >= target;
+        if !done {
+            tracing::warn!(target, "stopping before the last epochs became durable");
+        }
+        done
     }
 
     /// Stops every thread at once, like a crash would (commits of epochs not yet durable are

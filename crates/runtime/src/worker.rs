@@ -786,6 +786,10 @@ impl Worker {
                 }
                 Ok(Some((payload, n))) if conn.peer.is_some() => {
                     match tern_kernel::codec::decode_signal(payload) {
+                        Ok((to, sig)) if to.node == self.node_id && sig.is_local_only() => {
+                            // A peer cannot start, time or complete disk work for this node.
+                            tern_kernel::signal::drop_unexpected(to, "node-to-node port", &sig);
+                        }
                         Ok((to, sig)) if to.node == self.node_id => {
                             let w = worker_of(to.block);
                             if w == self.index {

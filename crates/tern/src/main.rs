@@ -5,6 +5,7 @@ mod backup;
 mod config;
 mod member;
 mod metrics_http;
+mod restart;
 mod up;
 
 // The data node allocates and frees small buffers per operation; mimalloc's thread-local free
@@ -64,13 +65,35 @@ enum Cmd {
         #[arg(long)]
         transporter: Option<String>,
     },
-    /// Ask a data node to stop (it leaves the cluster; under `tern up` it stays stopped until
-    /// `tern start --node N`).
+    /// Stop the whole cluster `tern up` runs on --data-dir, in order (as SIGTERM to `tern up`:
+    /// front ends, then data nodes after their last epochs are durable, management nodes last);
+    /// or, with --node, ask one data node to stop (it flushes and leaves the cluster; under
+    /// `tern up` it stays stopped until `tern start --node N`).
     Stop {
         #[arg(long)]
-        node: u16,
+        node: Option<u16>,
         #[arg(long, default_value = "127.0.0.1:1186", value_delimiter = ',')]
         mgmd: Vec<String>,
+        /// The data directory of the `tern up` to stop (without --node).
+        #[arg(long, default_value = "./tern-data")]
+        data_dir: PathBuf,
+        /// How long to wait for the stop (without --node).
+        #[arg(long, default_value_t = 60)]
+        wait_secs: u64,
+    },
+    /// Restart every process of a running cluster in turn while it serves (`--rolling`): each
+    /// data node stops in order, restarts and is a full replica again before the next; then,
+    /// under `tern up` on --data-dir, the management nodes (when there are three or more) and
+    /// the API server. Also how a new version is rolled out.
+    Restart {
+        /// One process at a time (the only kind of restart there is; required).
+        #[arg(long)]
+        rolling: bool,
+        #[arg(long, default_value = "127.0.0.1:1186", value_delimiter = ',')]
+        mgmd: Vec<String>,
+        /// The data directory of the `tern up` whose management nodes and API server to roll.
+        #[arg(long, default_value = "./tern-data")]
+        data_dir: PathBuf,
     },
     /// Let a stopped data node start again (it rejoins by a node restart).
     Start {
@@ -422,7 +445,44 @@ fn parse_query_list(s: &str) -> anyhow::Result<Vec<usize>> {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
+/// Child processes to kill at a second signal (`tern up`'s; 0 = free slot).
+static CHILDREN: [std::sync::atomic::AtomicI32; 64] = [const { std::sync::atomic::AtomicI32::new(0) }; 64];
+
+/// Remembers a child process: a second SIGINT/SIGTERM kills it with this process.
+pub fn register_child(pid: u32) {
+    for slot in &CHILDREN {
+        if slot.compare_exchange(0, pid as i32, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            return;
+        }
+    }
+}
+
+pub fn unregister_child(pid: u32) {
+    for slot in &CHILDREN {
+        let _ = slot.compare_exchange(pid as i32, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+}
+
+/// The first SIGINT or SIGTERM asks for an orderly stop; a second one ends the process at once
+/// (exit code 128 + the signal's number, as a shell reports a process killed by it), and the
+/// children it supervises with it (SIGKILL).
+extern "C" fn on_signal(sig: libc::c_int) {
+    if STOP.swap(true, Ordering::SeqCst) {
+        for slot in &CHILDREN {
+            let pid = slot.load(Ordering::SeqCst);
+            if pid > 0 {
+                // SAFETY: kill is async-signal-safe.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(128 + sig) };
+    }
+}
+
+/// Asks this process for an orderly stop, as a first SIGTERM does (an operator's `tern stop
+/// --node N` seen in a heartbeat reply).
+pub fn request_stop() {
     STOP.store(true, Ordering::SeqCst);
 }
 
@@ -463,8 +523,19 @@ fn main() {
             datanode(config, front.api_args(rest_port), data_dir, transporter)
         }
         Cmd::Mgmd { config, node_id, data_dir } => mgmd(&config, node_id, data_dir),
-        Cmd::Stop { node, mgmd } => operator(mgmd, node, true),
+        Cmd::Stop { node: Some(node), mgmd, .. } => operator(mgmd, node, true),
+        Cmd::Stop { node: None, data_dir, wait_secs, .. } => {
+            up::stop_cluster(&data_dir, Duration::from_secs(wait_secs))
+        }
         Cmd::Start { node, mgmd } => operator(mgmd, node, false),
+        Cmd::Restart { rolling: true, mgmd, data_dir } => {
+            init_logging("warn");
+            install_signal_handlers();
+            restart::rolling(mgmd, &data_dir)
+        }
+        Cmd::Restart { rolling: false, .. } => {
+            Err(anyhow::anyhow!("only a rolling restart is offered: tern restart --rolling"))
+        }
         Cmd::Status { mgmd, json, .. } if !mgmd.is_empty() => cluster_status(mgmd, json),
         Cmd::Status { addr, json, .. } => status(&addr, json),
         Cmd::Backup { addr, dir } => backup::backup(&addr, &dir),
@@ -512,6 +583,8 @@ fn mgmd(config: &std::path::Path, node_id: u16, data_dir: PathBuf) -> Result<()>
         flag.store(true, Ordering::SeqCst);
     });
     tracing::info!(node_id, "management node starting");
+    // The failure detector's threads inherit it: a busy host must not make it late.
+    member::raise_priority("mgmd");
     let secret = process_secret()?;
     tern_control::run_mgmd(tern_control::MgmdOptions { config: cluster, node_id, data_dir, bind: None, secret }, stop)
 }
@@ -565,12 +638,15 @@ fn datanode_in_cluster(
         heartbeat,
         known_version: joined.state.version,
         master: joined.state.master(),
+        booted_started: joined.recover_to.is_some(),
+        data_dir: cfg.data_dir.clone(),
     };
-    let member_stop = Arc::new(AtomicBool::new(false));
+    let steer = Arc::new(member::Steer::default());
     let member = {
         let publisher = publisher.clone();
-        let client = member::client(&mgmd, secret.as_ref());
-        let member_stop = member_stop.clone();
+        let hb_client = member::client(&mgmd, secret.as_ref());
+        let work_client = member::client(&mgmd, secret.as_ref());
+        let steer = steer.clone();
         std::thread::Builder::new().name("tern-member".into()).spawn(move || {
             let publish = |st: Arc<ClusterState>| publisher.publish(st);
             let to_dict = |sig| publisher.to_dict(sig);
@@ -579,7 +655,7 @@ fn datanode_in_cluster(
                 eprintln!("tern: data node stopped: {why}");
                 std::process::exit(member::EXIT_FENCED);
             };
-            member::run(client, m, rx, &publish, &to_dict, &fence, &|| member_stop.load(Ordering::SeqCst));
+            member::run(hb_client, work_client, m, rx, &publish, &to_dict, &fence, &steer);
         })?
     };
     // The TOML's tuning, the cluster's shape.
@@ -592,9 +668,16 @@ fn datanode_in_cluster(
     let node = tern_runtime::DataNode::start(cfg).map_err(|e| anyhow::anyhow!(e))?;
     publisher.attach(node.map_publisher());
     tracing::info!(addr = %node.local_addr(), rows = node.recovered_rows, durable_epoch = node.durable_epoch, "data node listening");
-    let r = serve_until_stopped(node, front, None, toml.metrics_addr()?);
-    // Heartbeats go on until the node has stopped, then the last durable epoch is reported.
-    member_stop.store(true, Ordering::SeqCst);
+    // An orderly stop: the last epochs are made durable, then the node leaves the cluster (a
+    // planned stop, not a failure the others must detect), then its threads stop.
+    let leave = |n: &tern_runtime::DataNode| {
+        n.flush_for_stop();
+        if !steer.leave(Duration::from_secs(3)) {
+            tracing::warn!("the management nodes did not confirm the leave within 3 s");
+        }
+    };
+    let r = serve_until_stopped(node, front, None, toml.metrics_addr()?, Some(&leave));
+    steer.stop.store(true, Ordering::SeqCst);
     let _ = member.join();
     r
 }
@@ -613,6 +696,7 @@ fn serve_until_stopped(
     front: Option<ApiArgs>,
     on_worker: Option<tokio::runtime::Handle>,
     metrics: Option<std::net::SocketAddr>,
+    before_stop: Option<&dyn Fn(&tern_runtime::DataNode)>,
 ) -> Result<()> {
     if let Some(listen) = metrics {
         let connector = node.local_connector();
@@ -637,7 +721,15 @@ fn serve_until_stopped(
         }
     };
     tracing::info!("stopping");
-    node.shutdown();
+    match before_stop {
+        Some(f) if node.is_started() => {
+            // Flushed and left: the others no longer count on this node.
+            f(&node);
+            node.kill();
+        }
+        _ => node.shutdown(),
+    }
+    tracing::info!("stopped");
     r
 }
 
@@ -681,7 +773,7 @@ fn datanode(
         None => None,
     };
     tracing::info!(addr = %node.local_addr(), rows = node.recovered_rows, durable_epoch = node.durable_epoch, on_worker, "data node listening");
-    serve_until_stopped(node, front, runtime, toml.metrics_addr()?)
+    serve_until_stopped(node, front, runtime, toml.metrics_addr()?, None)
 }
 
 /// Serves the front ends `a` asks for from the data node's process, through the in-process
@@ -1031,6 +1123,7 @@ fn cluster_status(mgmd: Vec<String>, json: bool) -> Result<()> {
     let s = c.status().map_err(|e| anyhow::anyhow!("no management node answers: {e}"))?;
     let st = &s.state.state;
     let groups = st.groups();
+    let det = s.state.detector.as_ref();
     let partitions = st.config.default_partitions();
     let primaries = |n: u16| (0..partitions).filter(|&p| st.primary(p) == Some(n)).count();
     let nodes: Vec<serde_json::Value> = st
@@ -1051,9 +1144,21 @@ fn cluster_status(mgmd: Vec<String>, json: bool) -> Result<()> {
                 "rows": own.as_ref().map(|o| o.rows),
                 "current_epoch": own.as_ref().map(|o| o.current_epoch),
                 "durable_epoch": own.as_ref().map(|o| o.durable_epoch),
+                "heartbeat_ms_ago": det.and_then(|d| d.heard_ms.iter().find(|h| h.0 == id).map(|h| h.1)),
             })
         })
         .collect();
+    // The margins of failure detection: a node is declared failed after `failure_timeout_ms`
+    // without a heartbeat; it stops serving when its lease runs out, before that.
+    let cfg = &st.config;
+    let detection = serde_json::json!({
+        "failure_timeout_ms": cfg.failure_timeout_ms,
+        "heartbeat_interval_ms": cfg.heartbeat_interval_ms,
+        "lease_ms": det.map(|d| d.lease_ms),
+        "margin_ms": det.map(|d| cfg.failure_timeout_ms.saturating_sub(d.lease_ms)),
+        "detector_late_ms_max": det.map(|d| d.late_ms_max),
+        "answered_by_leader": det.is_some(),
+    });
     if json {
         let v = serde_json::json!({
             "mgmd": { "answered": s.mgmd, "leader": s.leader, "term": s.term,
@@ -1063,6 +1168,7 @@ fn cluster_status(mgmd: Vec<String>, json: bool) -> Result<()> {
             "map_version": st.version,
             "durable_epoch": st.durable_epoch,
             "cluster_down": st.cluster_down,
+            "failure_detection": detection,
             "nodes": nodes,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -1082,11 +1188,29 @@ fn cluster_status(mgmd: Vec<String>, json: bool) -> Result<()> {
         st.durable_epoch,
         if st.cluster_down { "; CLUSTER DOWN (needs a system restart)" } else { "" }
     );
-    println!("node  group  address              state     inc  primaries  master  rows        epoch (current/durable)");
+    match det {
+        Some(d) => println!(
+            "failure detection: declared failed after {} ms without a heartbeat (every {} ms); lease {} ms \
+             (a node stops serving {} ms before it may be declared); the detector was late by at most {} ms",
+            cfg.failure_timeout_ms,
+            cfg.heartbeat_interval_ms,
+            d.lease_ms,
+            cfg.failure_timeout_ms.saturating_sub(d.lease_ms),
+            d.late_ms_max
+        ),
+        None => println!(
+            "failure detection: declared failed after {} ms without a heartbeat (every {} ms); ask the leader for leases",
+            cfg.failure_timeout_ms, cfg.heartbeat_interval_ms
+        ),
+    }
+    println!(
+        "node  group  address              state     inc  primaries  master  rows        epoch (current/durable)  heartbeat"
+    );
     for n in &nodes {
         let opt = |k: &str| n[k].as_u64().map_or("-".to_string(), |v| v.to_string());
+        let heard = n["heartbeat_ms_ago"].as_u64().map_or("-".to_string(), |v| format!("{v} ms ago"));
         println!(
-            "{:<5} {:<6} {:<20} {:<9} {:<4} {:<10} {:<7} {:<11} {}/{}",
+            "{:<5} {:<6} {:<20} {:<9} {:<4} {:<10} {:<7} {:<11} {:<24} {heard}",
             opt("node_id"),
             opt("node_group"),
             n["address"].as_str().unwrap_or(""),
@@ -1095,8 +1219,7 @@ fn cluster_status(mgmd: Vec<String>, json: bool) -> Result<()> {
             opt("primary_partitions"),
             if n["master"].as_bool() == Some(true) { "yes" } else { "" },
             opt("rows"),
-            opt("current_epoch"),
-            opt("durable_epoch"),
+            format!("{}/{}", opt("current_epoch"), opt("durable_epoch")),
         );
     }
     Ok(())

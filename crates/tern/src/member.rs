@@ -10,16 +10,20 @@
 //!   once), then boot `Started`, recovering from disk to the cluster's durable epoch (the
 //!   consistent cut).
 //!
-//! Then the membership thread heartbeats the mgmd leader every `heartbeat_interval_ms`, hands
-//! every newer cluster map to the node's blocks, forwards the blocks' requests (state changes,
-//! the durable epoch, coalesced), and fences: a node whose lease ran out, or that the cluster
-//! declared failed, stops at once (the angel of `tern up` restarts it as a node restart). A
-//! lease counts from when its heartbeat was sent and is shorter than the failure timeout, so the
-//! node stops serving before the control plane may declare it dead (tern-control's detector).
+//! Then two membership threads run (`run`): the heartbeat thread heartbeats the mgmd leader every
+//! `heartbeat_interval_ms` (and nothing else, so it never waits behind a proposal), hands every
+//! newer cluster map to the node's blocks, and fences: a node whose lease ran out, or that the
+//! cluster declared failed, stops at once (the angel of `tern up` restarts it as a node restart).
+//! The work thread forwards the blocks' requests (state changes, the durable epoch, coalesced,
+//! catalogs) and, on an orderly stop, the leave. A lease counts from when its heartbeat was sent
+//! and is shorter than the failure timeout, so the node stops serving before the control plane
+//! may declare it dead (tern-control's detector, which does not count a stretch in which it was
+//! not scheduled itself as silence).
 
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tern_control::{Command, ControlError, MgmClient, Role, StateInfo};
 use tern_kernel::signal::Signal;
@@ -84,15 +88,14 @@ pub fn join(client: &mut MgmClient, node: NodeId, data_dir: &Path, stop: &dyn Fn
     let last: u32 = std::fs::read_to_string(&inc_path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
     // The durable epoch of this node's own system file: a system restart's cut is the smallest
     // of the restarting nodes'.
-    let sysfile = std::fs::read(data_dir.join(tern_kernel::sysfile::SYSFILE_NAME)).ok();
-    let durable = sysfile.and_then(|b| tern_kernel::sysfile::Sysfile::decode(&b).ok()).map_or(0, |s| s.durable_epoch);
+    let durable = sysfile_epoch(data_dir);
     let incarnation = retry("registering", stop, || client.register(node, last, durable))?;
     std::fs::write(&inc_path, format!("{incarnation}\n")).with_context(|| format!("writing {}", inc_path.display()))?;
     tracing::info!(node, incarnation, "registered with the management nodes");
     let mut last_log = Instant::now();
     loop {
         let info = retry("reading the cluster", stop, || client.get_state())?;
-        let st = info.state;
+        let st = info.state.clone();
         if st.nodes.get(&node).is_none_or(|s| s.incarnation != incarnation) {
             bail!("node {node} was registered again by another process (incarnation changed)");
         }
@@ -102,8 +105,24 @@ pub fn join(client: &mut MgmClient, node: NodeId, data_dir: &Path, stop: &dyn Fn
             return Ok(Joined { state: st, incarnation, recover_to: Some(cut) });
         }
         if !st.live_nodes().is_empty() {
-            // The cluster runs: a node restart.
-            return Ok(Joined { state: st, incarnation, recover_to: None });
+            // The cluster runs: a node restart, once its master is heard from. Live nodes whose
+            // processes are gone (the whole cluster was killed, and the management nodes have
+            // not declared them failed yet) are not a cluster to copy from: their failure ends
+            // in a system restart, which this node then takes part in.
+            let master = st.master();
+            let timeout = st.config.failure_timeout_ms;
+            if master.is_some_and(|n| info.heard_within(n, timeout)) {
+                return Ok(Joined { state: st, incarnation, recover_to: None });
+            }
+            if last_log.elapsed() > Duration::from_secs(3) {
+                tracing::info!(?master, "waiting until the running nodes are heard from, or declared failed");
+                last_log = Instant::now();
+            }
+            if stop() {
+                bail!("stopped while waiting for the cluster");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
         }
         // A system restart: start every registered node together once all it needs are here.
         let starting: Vec<(NodeId, u32)> =
@@ -129,7 +148,7 @@ pub fn join(client: &mut MgmClient, node: NodeId, data_dir: &Path, stop: &dyn Fn
 /// handing to the blocks.
 type Membership = (Vec<(NodeId, NodeState, u32)>, bool);
 
-/// The membership thread's view of the node it serves.
+/// The membership threads' view of the node they serve.
 pub struct Member {
     pub node: NodeId,
     pub incarnation: u32,
@@ -138,21 +157,212 @@ pub struct Member {
     /// The master data node in the newest map: only the master's dict proposes catalogs and
     /// learns of one it never saw.
     pub master: Option<NodeId>,
+    /// Booted by a system restart (from its disk, `Started`); else the node copies and becomes
+    /// `Started` only by its own request.
+    pub booted_started: bool,
+    /// Where the node's system file is (its epoch goes with an orderly leave).
+    pub data_dir: std::path::PathBuf,
 }
 
-/// Runs until `stop()`: heartbeats, cluster maps, control requests, fencing. `publish` hands a
-/// map to the node, `to_dict` a signal to its dict; `fence` stops the node (it does not return
-/// in a real process).
+/// How the process steers the membership threads.
+#[derive(Default)]
+pub struct Steer {
+    /// The node stops in order: leave the cluster (the node's last epochs are durable), and do
+    /// not fence on the map that shows it gone.
+    pub leaving: AtomicBool,
+    /// Set once the leave was committed (or could not be, within its bound).
+    pub left: AtomicBool,
+    /// The threads end.
+    pub stop: AtomicBool,
+}
+
+impl Steer {
+    /// Asks for an orderly leave and waits (at most `bound`) until it is done.
+    pub fn leave(&self, bound: Duration) -> bool {
+        self.leaving.store(true, Ordering::SeqCst);
+        let until = Instant::now() + bound;
+        while !self.left.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.left.load(Ordering::SeqCst)
+    }
+}
+
+/// What the heartbeat thread learns for the work thread.
+#[derive(Default)]
+struct Learned {
+    master: Option<NodeId>,
+    /// The catalog version the management nodes hold, as the newest heartbeat reply said.
+    mgm_catalog: Option<u64>,
+    /// This node asked to become `Started` (after its copy), and the control plane applied it.
+    proposed_started: bool,
+}
+
+type Shared = std::sync::Mutex<Learned>;
+
+/// Runs until `steer.stop`: two threads, so that heartbeats never wait behind proposals.
+/// * The heartbeat thread (raised priority where the OS allows): heartbeats every
+///   `heartbeat_interval_ms`, hands every newer cluster map to the node's blocks, and fences: a
+///   node whose lease ran out, or that the cluster declared failed, stops at once. Its only
+///   management-node call is the heartbeat itself.
+/// * The work thread: the blocks' requests (state changes in order, the durable epoch, the
+///   master's catalog proposals and fetches) and the orderly leave.
+///
+/// `publish` hands a map to the node, `to_dict` a signal to its dict; `fence` stops the node (it
+/// does not return in a real process).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
+    hb_client: MgmClient,
+    work_client: MgmClient,
+    m: Member,
+    control: Arc<tern_runtime::ControlInbox>,
+    publish: &(dyn Fn(Arc<ClusterState>) + Sync),
+    to_dict: &(dyn Fn(Signal) + Sync),
+    fence: &(dyn Fn(&str) + Sync),
+    steer: &Steer,
+) {
+    let shared = Shared::new(Learned { master: m.master, ..Default::default() });
+    std::thread::scope(|scope| {
+        let (shared, control) = (&shared, &control);
+        let (node, incarnation, data_dir) = (m.node, m.incarnation, m.data_dir.clone());
+        let work = std::thread::Builder::new().name("tern-member-work".into()).spawn_scoped(scope, move || {
+            work_loop(work_client, node, incarnation, &data_dir, control, shared, to_dict, fence, steer)
+        });
+        if let Err(e) = work {
+            fence(&format!("cannot start the membership work thread: {e}"));
+            return;
+        }
+        raise_priority("heartbeat");
+        heartbeat_loop(hb_client, m, control, shared, publish, fence, steer);
+    });
+}
+
+/// Best effort: a thread whose lateness decides whether a node is declared dead runs at a higher
+/// priority than request work (nice -10; needs CAP_SYS_NICE, else it stays as it is). Threads
+/// it starts inherit it.
+pub fn raise_priority(what: &str) {
+    // SAFETY: setpriority on the calling thread (Linux: `who` 0 is the calling thread).
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) };
+    if r != 0 {
+        tracing::debug!("{what}: could not raise the thread's priority (needs CAP_SYS_NICE)");
+    }
+}
+
+fn heartbeat_loop(
     mut client: MgmClient,
     mut m: Member,
-    control: Arc<tern_runtime::ControlInbox>,
-    publish: &dyn Fn(Arc<ClusterState>),
-    to_dict: &dyn Fn(Signal),
-    fence: &dyn Fn(&str),
-    stop: &dyn Fn() -> bool,
+    control: &tern_runtime::ControlInbox,
+    shared: &Shared,
+    publish: &(dyn Fn(Arc<ClusterState>) + Sync),
+    fence: &(dyn Fn(&str) + Sync),
+    steer: &Steer,
 ) {
     let mut lease_until: Option<Instant> = None;
+    let mut next_beat = Instant::now();
+    // Membership as last logged.
+    let mut published: Option<Membership> = None;
+    let tick = Duration::from_millis(10).min(m.heartbeat);
+    let mut woke_plan = Instant::now() + tick;
+    let mut stop_asked = false;
+    loop {
+        if steer.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        // This thread's own lateness: how long it was not scheduled beyond its sleep.
+        let late = Instant::now().saturating_duration_since(woke_plan);
+        if late > m.heartbeat {
+            tracing::warn!(late_ms = late.as_millis() as u64, "the heartbeat thread was not scheduled in time");
+        }
+        let leaving = steer.leaving.load(Ordering::SeqCst);
+        if Instant::now() >= next_beat {
+            next_beat = Instant::now() + m.heartbeat;
+            let suspects = control.take_suspects();
+            if !suspects.is_empty() && !leaving {
+                tracing::warn!(?suspects, "reporting data nodes this node cannot reach");
+            }
+            match client.heartbeat(m.node, m.incarnation, m.known_version, &suspects) {
+                Ok(h) => {
+                    if h.lease_until.is_some() {
+                        lease_until = h.lease_until;
+                    }
+                    {
+                        let mut l = shared.lock().unwrap_or_else(|p| p.into_inner());
+                        if let Some(st) = &h.state {
+                            m.master = st.master();
+                            l.master = m.master;
+                        }
+                        l.mgm_catalog = Some(h.catalog_version);
+                    }
+                    if let Some(st) = h.state
+                        && st.version > m.known_version
+                    {
+                        m.known_version = st.version;
+                        let mine = st.nodes.get(&m.node).cloned();
+                        let gone =
+                            mine.as_ref().is_none_or(|s| s.incarnation != m.incarnation || s.state == NodeState::Down);
+                        if gone && steer.leaving.load(Ordering::SeqCst) {
+                            // The orderly leave was applied: nothing more to hand the blocks.
+                            continue;
+                        }
+                        if gone {
+                            fence("the cluster declared this node failed");
+                            return;
+                        }
+                        if st.cluster_down {
+                            fence("the cluster is down (a node group lost all its replicas)");
+                            return;
+                        }
+                        let started_by_us = shared.lock().unwrap_or_else(|p| p.into_inner()).proposed_started;
+                        if mine.is_some_and(|s| s.state == NodeState::Started) && !m.booted_started && !started_by_us {
+                            // A system restart made this node a full replica while it booted to
+                            // copy (it recovered only its own disk, not to the cluster's cut).
+                            fence("the cluster started this node from its disk while it booted to copy");
+                            return;
+                        }
+                        let membership: Membership =
+                            (st.nodes.iter().map(|(&n, s)| (n, s.state, s.incarnation)).collect(), st.cluster_down);
+                        if published.as_ref() != Some(&membership) {
+                            let states: Vec<String> =
+                                st.nodes.iter().map(|(n, s)| format!("{n}:{}", s.state.name())).collect();
+                            tracing::info!(version = st.version, nodes = %states.join(" "), "new cluster map");
+                            published = Some(membership);
+                        }
+                        // Every version (they move only with membership, catalog or operator
+                        // changes): blocks compare map versions across nodes.
+                        publish(Arc::new(st));
+                    }
+                    if h.stop && !leaving && !stop_asked {
+                        // An orderly stop, as SIGTERM: flush, leave, exit; under `tern up` the
+                        // node then waits for `tern start --node N`.
+                        tracing::info!("an operator asked this node to stop");
+                        stop_asked = true;
+                        crate::request_stop();
+                    }
+                }
+                Err(e) => tracing::warn!("heartbeat: {e}"),
+            }
+        }
+        if !leaving && lease_until.is_some_and(|t| Instant::now() >= t) {
+            fence("lost contact with the management nodes (lease expired)");
+            return;
+        }
+        woke_plan = Instant::now() + tick;
+        std::thread::sleep(tick);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn work_loop(
+    mut client: MgmClient,
+    node: NodeId,
+    incarnation: u32,
+    data_dir: &Path,
+    control: &tern_runtime::ControlInbox,
+    shared: &Shared,
+    to_dict: &(dyn Fn(Signal) + Sync),
+    fence: &(dyn Fn(&str) + Sync),
+    steer: &Steer,
+) {
     let mut durable_sent = 0u64;
     let mut durable_want = 0u64;
     // The catalog version the management nodes hold as far as this node's dict knows (it
@@ -160,18 +370,27 @@ pub fn run(
     let mut catalog_known: Option<u64> = None;
     let mut catalog_want: Option<Arc<tern_types::Catalog>> = None;
     let mut state_changes: Vec<NodeState> = Vec::new();
-    let mut next_beat = Instant::now();
-    // Membership as last logged.
-    let mut published: Option<Membership> = None;
     loop {
-        if stop() {
-            // The node has shut down (its last epochs are durable): report the newest.
+        if steer.stop.load(Ordering::SeqCst) || steer.leaving.load(Ordering::SeqCst) {
+            // The node has flushed (its last epochs are durable): report the newest, then leave
+            // the write chains in order. Bounded: a stopping node must not hang on management
+            // nodes that are gone.
             durable_want = durable_want.max(control.take().1);
+            client.call_timeout = Duration::from_secs(2);
+            client.request_timeout = Duration::from_secs(1);
             if durable_want > durable_sent {
-                // Bounded: a stopping node must not hang on management nodes that are gone.
-                client.call_timeout = Duration::from_secs(2);
-                client.request_timeout = Duration::from_secs(1);
                 let _ = client.propose(Command::SetDurableEpoch { epoch: durable_want });
+            }
+            if steer.leaving.load(Ordering::SeqCst) && !steer.left.load(Ordering::SeqCst) {
+                let sysfile_epoch = sysfile_epoch(data_dir);
+                match client.propose(Command::Leave { node, incarnation, sysfile_epoch }) {
+                    Ok(_) => tracing::info!(node, sysfile_epoch, "left the cluster in order"),
+                    Err(e) => tracing::warn!("leaving the cluster in order: {e}"),
+                }
+                steer.left.store(true, Ordering::SeqCst);
+            }
+            while !steer.stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
             }
             return;
         }
@@ -180,9 +399,13 @@ pub fn run(
         state_changes.extend(states);
         durable_want = durable_want.max(durable);
         while let Some(&s) = state_changes.first() {
-            match client.propose(Command::SetState { node: m.node, incarnation: m.incarnation, state: s }) {
+            if s == NodeState::Started {
+                // Before the proposal: the map that shows it may come first.
+                shared.lock().unwrap_or_else(|p| p.into_inner()).proposed_started = true;
+            }
+            match client.propose(Command::SetState { node, incarnation, state: s }) {
                 Ok(_) => {
-                    tracing::info!(node = m.node, state = s.name(), "node state changed");
+                    tracing::info!(node, state = s.name(), "node state changed");
                     state_changes.remove(0);
                 }
                 Err(ControlError::Rejected(r)) => {
@@ -231,71 +454,35 @@ pub fn run(
                 Err(e) => tracing::debug!("reporting durable epoch {durable_want}: {e}"),
             }
         }
-        if Instant::now() >= next_beat {
-            next_beat = Instant::now() + m.heartbeat;
-            let suspects = control.take_suspects();
-            if !suspects.is_empty() {
-                tracing::warn!(?suspects, "reporting data nodes this node cannot reach");
-            }
-            match client.heartbeat(m.node, m.incarnation, m.known_version, &suspects) {
-                Ok(h) => {
-                    if h.lease_until.is_some() {
-                        lease_until = h.lease_until;
-                    }
-                    if let Some(st) = &h.state {
-                        m.master = st.master();
-                    }
-                    // The master learns of a catalog it did not propose (an earlier master's
-                    // change, or theirs is older than the one on disk here).
-                    if m.master == Some(m.node) && catalog_known != Some(h.catalog_version) && catalog_want.is_none() {
-                        match fetch_catalog(&mut client) {
-                            Ok(theirs) => {
-                                catalog_known = Some(theirs.version);
-                                to_dict(Signal::MgmCatalog { catalog: theirs, refused: None });
-                            }
-                            Err(e) => tracing::debug!("fetching the catalog: {e}"),
-                        }
-                    }
-                    if let Some(st) = h.state
-                        && st.version > m.known_version
-                    {
-                        m.known_version = st.version;
-                        let mine = st.nodes.get(&m.node).cloned();
-                        if mine.is_none_or(|s| s.incarnation != m.incarnation || s.state == NodeState::Down) {
-                            fence("the cluster declared this node failed");
-                            return;
-                        }
-                        if st.cluster_down {
-                            fence("the cluster is down (a node group lost all its replicas)");
-                            return;
-                        }
-                        let membership: Membership =
-                            (st.nodes.iter().map(|(&n, s)| (n, s.state, s.incarnation)).collect(), st.cluster_down);
-                        if published.as_ref() != Some(&membership) {
-                            let states: Vec<String> =
-                                st.nodes.iter().map(|(n, s)| format!("{n}:{}", s.state.name())).collect();
-                            tracing::info!(version = st.version, nodes = %states.join(" "), "new cluster map");
-                            published = Some(membership);
-                        }
-                        // Every version (they move only with membership, catalog or operator
-                        // changes): blocks compare map versions across nodes.
-                        publish(Arc::new(st));
-                    }
-                    if h.stop {
-                        tracing::info!("an operator asked this node to stop");
-                        fence("stopped by an operator");
-                        return;
-                    }
+        // The master learns of a catalog it did not propose (an earlier master's change, or
+        // theirs is older than the one on disk here).
+        let (master, mgm_catalog) = {
+            let l = shared.lock().unwrap_or_else(|p| p.into_inner());
+            (l.master, l.mgm_catalog)
+        };
+        if master == Some(node)
+            && let Some(v) = mgm_catalog
+            && catalog_known != Some(v)
+            && catalog_want.is_none()
+        {
+            match fetch_catalog(&mut client) {
+                Ok(theirs) => {
+                    catalog_known = Some(theirs.version);
+                    to_dict(Signal::MgmCatalog { catalog: theirs, refused: None });
                 }
-                Err(e) => tracing::warn!("heartbeat: {e}"),
+                Err(e) => tracing::debug!("fetching the catalog: {e}"),
             }
         }
-        if lease_until.is_some_and(|t| Instant::now() >= t) {
-            fence("lost contact with the management nodes (lease expired)");
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10).min(m.heartbeat));
+        std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// The durable epoch of the node's system file (0 when it has none).
+fn sysfile_epoch(data_dir: &Path) -> u64 {
+    std::fs::read(data_dir.join(tern_kernel::sysfile::SYSFILE_NAME))
+        .ok()
+        .and_then(|b| tern_kernel::sysfile::Sysfile::decode(&b).ok())
+        .map_or(0, |s| s.durable_epoch)
 }
 
 /// The catalog the management nodes hold (version 0 and empty: none yet).

@@ -234,7 +234,9 @@ fn spawn_tern(args: &[String]) -> Result<Child> {
             Ok(())
         });
     }
-    cmd.spawn().context("cannot start a tern process")
+    let child = cmd.spawn().context("cannot start a tern process")?;
+    crate::register_child(child.id());
+    Ok(child)
 }
 
 /// Where a supervised child is in its life.
@@ -275,13 +277,10 @@ impl Supervised {
         ready: fn(&str) -> bool,
         startup_error_is_fatal: bool,
     ) -> Result<Supervised> {
-        let mut s = Supervised::spawn(name, args, addr, ready, startup_error_is_fatal)?;
-        if let Err(e) = s.wait_ready(START_TIMEOUT) {
-            s.stop();
-            return Err(e);
-        }
-        s.life = Life::Serving { since: Instant::now() };
-        Ok(s)
+        let s = Supervised::spawn(name, args, addr, ready, startup_error_is_fatal)?;
+        let mut all = vec![s];
+        wait_serving(&mut all)?;
+        Ok(all.pop().expect("one"))
     }
 
     /// Starts the child without waiting (data nodes of a system start wait for each other).
@@ -303,25 +302,6 @@ impl Supervised {
             backoff: BACKOFF_MIN,
             startup_error_is_fatal,
         })
-    }
-
-    fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
-        let until = Instant::now() + timeout;
-        while Instant::now() < until {
-            if let Some(c) = &mut self.child
-                && let Some(st) = c.try_wait()?
-            {
-                bail!("the {} stopped during start-up ({})", self.name, describe(st));
-            }
-            if crate::stop_requested() {
-                bail!("interrupted");
-            }
-            if (self.ready)(&self.addr) {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        bail!("the {} did not start within {} s", self.name, timeout.as_secs())
     }
 
     /// One look at the child: notices a death, restarts after the back-off, tells when it
@@ -348,6 +328,11 @@ impl Supervised {
             self.child = None;
             if crate::stop_requested() {
                 return Ok(());
+            }
+            if st.success() {
+                // An orderly stop it was asked for (`tern stop --node N`, a rolling restart):
+                // started again at once (it waits there for `tern start --node N`).
+                self.backoff = BACKOFF_MIN;
             }
             return self.died(&format!("stopped ({})", describe(st)), st.code() == Some(EXIT_STARTUP));
         }
@@ -380,10 +365,74 @@ impl Supervised {
     }
 
     fn stop(&mut self) {
-        if let Some(c) = &mut self.child {
-            stop_child(c);
+        stop_all(std::slice::from_mut(self), Duration::from_secs(10));
+    }
+}
+
+/// Waits until every child serves. A child that dies while starting is started again after its
+/// back-off, like a crash later on (a data node may lose a start-up race); only an `EXIT_STARTUP`
+/// of a child whose start-up errors are fatal (a configuration or data-directory error it names)
+/// ends the wait with an error, and so does a stop request. On error every child is stopped.
+fn wait_serving(children: &mut [Supervised]) -> Result<()> {
+    loop {
+        if crate::stop_requested() {
+            stop_all(children, Duration::from_secs(10));
+            bail!("interrupted");
         }
-        self.child = None;
+        for i in 0..children.len() {
+            if let Err(e) = children[i].supervise() {
+                stop_all(children, Duration::from_secs(10));
+                return Err(e);
+            }
+        }
+        if children.iter().all(|c| matches!(c.life, Life::Serving { .. })) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Stops children in order: SIGTERM to all of them at once, then waits up to `bound` for them to
+/// exit (each makes its last epochs durable and leaves the cluster), then SIGKILL for the rest.
+fn stop_all(children: &mut [Supervised], bound: Duration) {
+    for c in children.iter_mut() {
+        if let Some(ch) = &c.child {
+            // SAFETY: plain kill(2) on our own child.
+            unsafe {
+                libc::kill(ch.id() as i32, libc::SIGTERM);
+            }
+        }
+    }
+    let until = Instant::now() + bound;
+    loop {
+        let mut running = 0;
+        for c in children.iter_mut() {
+            if let Some(ch) = &mut c.child {
+                match ch.try_wait() {
+                    Ok(Some(_)) | Err(_) => {
+                        crate::unregister_child(ch.id());
+                        c.child = None;
+                    }
+                    Ok(None) => running += 1,
+                }
+            }
+        }
+        if running == 0 {
+            return;
+        }
+        if Instant::now() >= until {
+            for c in children.iter_mut() {
+                if let Some(ch) = &mut c.child {
+                    eprintln!("tern up: the {} did not stop within {} s; killing it", c.name, bound.as_secs());
+                    let _ = ch.kill();
+                    let _ = ch.wait();
+                    crate::unregister_child(ch.id());
+                }
+                c.child = None;
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -392,7 +441,7 @@ fn datanode_ready(addr: &str) -> bool {
 }
 
 /// The REST API answers `GET /0.1.0/ping`.
-fn rest_ready(addr: &str) -> bool {
+pub(crate) fn rest_ready(addr: &str) -> bool {
     use std::io::Read;
     let Ok(mut s) = std::net::TcpStream::connect(addr) else { return false };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
@@ -443,22 +492,6 @@ fn describe(status: std::process::ExitStatus) -> String {
         (None, Some(s)) => format!("signal {s}"),
         _ => "unknown status".into(),
     }
-}
-
-fn stop_child(child: &mut Child) {
-    // SAFETY: plain kill(2) on our own child.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-    let until = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < until {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 fn port_free(port: u16, what: &str, flag: &str) -> Result<()> {
@@ -515,10 +548,7 @@ fn start_cluster(a: &UpArgs, dir: &Path) -> Result<(Vec<Supervised>, String)> {
             true,
         )?);
     }
-    for c in &mut children {
-        c.wait_ready(START_TIMEOUT)?;
-        c.life = Life::Serving { since: Instant::now() };
-    }
+    wait_serving(&mut children)?;
     let mut addrs = Vec::new();
     let first = children.len();
     for id in 1..=a.datanodes {
@@ -540,9 +570,9 @@ fn start_cluster(a: &UpArgs, dir: &Path) -> Result<(Vec<Supervised>, String)> {
         children.push(Supervised::spawn(format!("data node {id}"), args, addr.clone(), datanode_ready, true)?);
         addrs.push(addr);
     }
-    for c in &mut children[first..] {
-        c.wait_ready(START_TIMEOUT)?;
-        c.life = Life::Serving { since: Instant::now() };
+    if let Err(e) = wait_serving(&mut children[first..]) {
+        stop_all(&mut children[..first], Duration::from_secs(10));
+        return Err(e);
     }
     Ok((children, addrs.join(",")))
 }
@@ -661,26 +691,98 @@ pub fn run(a: UpArgs) -> Result<()> {
             (0..a.mgmds).map(|i| format!("127.0.0.1:{}", a.mgmd_port + i)).collect::<Vec<_>>().join(",")
         )
     };
-    println!("ready: datanode={addr}{mgmd} rest={rest} redis={redis} mysql={mysql} data-dir={}", dir.display());
+    let ready =
+        format!("ready: datanode={addr}{mgmd} rest={rest} redis={redis} mysql={mysql} data-dir={}", dir.display());
+    let pid_file = PidFile::write(&dir, &ready)?;
+    println!("{ready}");
     std::io::stdout().flush()?;
-    loop {
+    let r = loop {
         if crate::stop_requested() {
-            eprintln!("tern up: stopping");
-            // Front ends first, then the data nodes (which make their last epochs durable), the
-            // management nodes last.
-            for c in children.iter_mut().rev() {
-                c.stop();
-            }
-            return Ok(());
+            break Ok(());
         }
-        for i in 0..children.len() {
-            if let Err(e) = children[i].supervise() {
-                for c in children.iter_mut().rev() {
-                    c.stop();
-                }
-                return Err(e);
-            }
+        if let Some(e) = (0..children.len()).find_map(|i| children[i].supervise().err()) {
+            break Err(e);
         }
         std::thread::sleep(Duration::from_millis(50));
+    };
+    let t0 = Instant::now();
+    eprintln!("tern up: stopping");
+    stop_in_order(&mut children);
+    eprintln!("tern up: stopped in {:.1} s", t0.elapsed().as_secs_f64());
+    drop(pid_file);
+    r
+}
+
+/// Front ends first (they stop accepting and end their requests), then every data node at once
+/// (each makes its last epochs durable and leaves the cluster in order), the management nodes
+/// last (the data nodes' leaves need them).
+fn stop_in_order(children: &mut [Supervised]) {
+    let role = |c: &Supervised| {
+        if c.name.starts_with("management") {
+            2
+        } else if c.name.starts_with("data node") {
+            1
+        } else {
+            0
+        }
+    };
+    children.sort_by_key(role);
+    let apis = children.iter().filter(|c| role(c) == 0).count();
+    let datanodes = children.iter().filter(|c| role(c) == 1).count();
+    let (front, rest) = children.split_at_mut(apis);
+    let (data, mgmds) = rest.split_at_mut(datanodes);
+    stop_all(front, Duration::from_secs(5));
+    stop_all(data, Duration::from_secs(15));
+    stop_all(mgmds, Duration::from_secs(5));
+}
+
+/// `<data-dir>/tern-up.pid` while `tern up` serves: its process id, then its ready line (the
+/// addresses); `tern stop` and `tern restart` find it there.
+struct PidFile(PathBuf);
+
+pub const PID_FILE: &str = "tern-up.pid";
+
+impl PidFile {
+    fn write(dir: &Path, ready: &str) -> Result<PidFile> {
+        let path = dir.join(PID_FILE);
+        std::fs::write(&path, format!("{}\n{ready}\n", std::process::id()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(PidFile(path))
     }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `tern stop` without `--node`: stops the `tern up` serving `dir` in order (SIGTERM, as a
+/// supervisor would) and waits until it has exited.
+pub fn stop_cluster(dir: &Path, wait: Duration) -> Result<()> {
+    let path = dir.join(PID_FILE);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("no `tern up` runs on {} (cannot read {})", dir.display(), path.display()))?;
+    let pid: i32 = text
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .with_context(|| format!("{} does not hold a process id", path.display()))?;
+    // SAFETY: kill(2) with signal 0 only checks that the process exists.
+    if pid <= 0 || unsafe { libc::kill(pid, 0) } != 0 {
+        let _ = std::fs::remove_file(&path);
+        bail!("the `tern up` of {} (pid {pid}) is not running", dir.display());
+    }
+    // SAFETY: plain kill(2).
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let t0 = Instant::now();
+    while t0.elapsed() < wait {
+        // SAFETY: as above.
+        if unsafe { libc::kill(pid, 0) } != 0 {
+            println!("stopped the cluster of {} in {:.1} s", dir.display(), t0.elapsed().as_secs_f64());
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bail!("the `tern up` of {} (pid {pid}) did not stop within {} s", dir.display(), wait.as_secs())
 }

@@ -9,7 +9,7 @@ use tern_client::{Client, ColumnType, DdlReq, Exec, OpResult, Table, Value, bloc
 use tern_types::schema::Column;
 
 mod common;
-use common::{consecutive_ports, free_port};
+use common::{child_pid, consecutive_ports, free_port, redis_cmd, redis_set, sql};
 
 fn up(dir: &std::path::Path, port: u16) -> Child {
     up_with_rest(dir, port, free_port())
@@ -150,21 +150,6 @@ fn up_serves_restarts_a_killed_datanode_and_stops_cleanly() {
     let st = wait_exit(&mut child, Duration::from_secs(30));
     assert!(st.success(), "tern up exits 0 on SIGINT: {st}");
     assert!(!std::path::Path::new(&format!("/proc/{new_pid}")).exists(), "data node stopped with tern up");
-}
-
-/// The pid of `parent`'s child process with an argument ending in `word`.
-fn child_pid(parent: u32, word: &str) -> Option<u32> {
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        // The parent pid is the second field after the parenthesised command name.
-        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if ppid == Some(parent) && cmd.split(|&b| b == 0).any(|a| a.ends_with(word.as_bytes())) {
-            return Some(pid);
-        }
-    }
-    None
 }
 
 /// The MySQL front end answers with its handshake.
@@ -457,21 +442,6 @@ fn up_by_default_runs_a_replicated_cluster_that_heals() {
     assert!(st.success(), "{st}");
 }
 
-/// Runs statements with the mariadb client (a new connection each time); the output, tab
-/// separated without headers, or the error text.
-fn sql(port: u16, q: &str) -> Result<String, String> {
-    let o = Command::new("mariadb")
-        .args(["-h", "127.0.0.1", "-P", &port.to_string(), "-u", "root", "-N", "-B", "-e", q])
-        .stdin(Stdio::null())
-        .output()
-        .expect("mariadb client");
-    if o.status.success() {
-        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
-    } else {
-        Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
-    }
-}
-
 /// Whole-cluster crash: both data nodes of the default `tern up` die by SIGKILL at once. The
 /// angel restarts them, the management node starts them together (system restart) and both
 /// recover to the same last durable epoch: every durably acknowledged write (SQL with
@@ -537,18 +507,6 @@ fn whole_cluster_sigkill_recovers_to_the_last_durable_epoch() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let st = wait_exit(&mut child, Duration::from_secs(60));
     assert!(st.success(), "{st}");
-}
-
-fn redis_set(port: u16, key: &str) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let cmd = format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nv\r\n", key.len());
-    if s.write_all(cmd.as_bytes()).is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 5];
-    matches!(s.read(&mut buf), Ok(5) if &buf == b"+OK\r\n")
 }
 
 /// Durable acknowledgement from the front doors (served from inside the data node, `tern up`'s
@@ -687,23 +645,6 @@ fn redis_db_cmd(port: u16, db: u32, cmd: &str, want: &str) -> bool {
         }
     }
     got == expect.as_bytes()
-}
-
-/// One Redis command and its whole reply (read until the server pauses; replies here are short).
-fn redis_cmd(port: u16, args: &[&str]) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut cmd = format!("*{}\r\n", args.len());
-    for a in args {
-        cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-    }
-    if s.write_all(cmd.as_bytes()).is_err() {
-        return String::new();
-    }
-    let mut buf = vec![0u8; 4096];
-    let n = s.read(&mut buf).unwrap_or(0);
-    String::from_utf8_lossy(&buf[..n]).to_string()
 }
 
 /// Three management nodes: SIGKILL of the Raft leader leaves the cluster serving and managed

@@ -518,7 +518,7 @@ impl Ldm {
                 self.copy_step(out);
                 out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
             }
-            other => panic!("ldm received an unexpected signal: {other:?}"),
+            other => crate::signal::drop_unexpected(self.addr, "ldm", &other),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Helpers of the tests that start `tern up` as a user would.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::process::Child;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Ports tests hand to servers lie below Linux's ephemeral range (32768-60999 by default): a
@@ -58,7 +58,7 @@ impl Drop for Up {
 /// it (stopped when dropped) and its first line on stdout (the ready line; empty if it stopped).
 pub fn spawn_up(log_dir: &std::path::Path, args: &[String]) -> (Up, String) {
     use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
+
     std::fs::create_dir_all(log_dir).unwrap();
     let log = std::fs::File::create(log_dir.join("up-stderr.log")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
@@ -109,4 +109,63 @@ pub fn up_single(dir: &std::path::Path, mysql: u16, rest: u16, data_memory: &str
     .map(String::from)
     .to_vec();
     spawn_up(dir, &args)
+}
+
+/// The pid of `parent`'s child process with an argument ending in `word`.
+pub fn child_pid(parent: u32, word: &str) -> Option<u32> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // The parent pid is the second field after the parenthesised command name.
+        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && cmd.split(|&b| b == 0).any(|a| a.ends_with(word.as_bytes())) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// Runs statements with the mariadb client (a new connection each time); the output, tab
+/// separated without headers, or the error text.
+pub fn sql(port: u16, q: &str) -> Result<String, String> {
+    let o = Command::new("mariadb")
+        .args(["-h", "127.0.0.1", "-P", &port.to_string(), "-u", "root", "-N", "-B", "-e", q])
+        .stdin(Stdio::null())
+        .output()
+        .expect("mariadb client");
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
+    }
+}
+
+pub fn redis_set(port: u16, key: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let cmd = format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nv\r\n", key.len());
+    if s.write_all(cmd.as_bytes()).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 5];
+    matches!(s.read(&mut buf), Ok(5) if &buf == b"+OK\r\n")
+}
+
+/// One Redis command and its whole reply (read until the server pauses; replies here are short).
+pub fn redis_cmd(port: u16, args: &[&str]) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut cmd = format!("*{}\r\n", args.len());
+    for a in args {
+        cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    if s.write_all(cmd.as_bytes()).is_err() {
+        return String::new();
+    }
+    let mut buf = vec![0u8; 4096];
+    let n = s.read(&mut buf).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).to_string()
 }
