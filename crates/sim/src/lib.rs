@@ -1746,10 +1746,8 @@ impl Sim {
     /// Builds the oracle from what the blocks say to each other.
     fn observe(&mut self, to: Addr, sig: &Signal) {
         match sig {
-            Signal::NodeStarted { .. } => {
-                if self.started_nodes.insert(to.node) {
-                    self.log(|| format!("node {} started", to.node));
-                }
+            Signal::NodeStarted { .. } if self.started_nodes.insert(to.node) => {
+                self.log(|| format!("node {} started", to.node));
             }
             Signal::Prepare(b) if b.pos == 0 => {
                 let Some(layout) = &self.layout else { return };

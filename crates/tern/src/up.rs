@@ -776,9 +776,16 @@ pub fn stop_cluster(dir: &Path, wait: Duration) -> Result<()> {
     // SAFETY: plain kill(2).
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let t0 = Instant::now();
-    while t0.elapsed() < wait {
+    // Gone, or exited and not yet reaped by its parent (a zombie).
+    let gone = || {
         // SAFETY: as above.
-        if unsafe { libc::kill(pid, 0) } != 0 {
+        let exists = unsafe { libc::kill(pid, 0) } == 0;
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')));
+        !exists || zombie
+    };
+    while t0.elapsed() < wait {
+        if gone() {
             println!("stopped the cluster of {} in {:.1} s", dir.display(), t0.elapsed().as_secs_f64());
             return Ok(());
         }

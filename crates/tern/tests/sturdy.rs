@@ -576,12 +576,13 @@ fn rolling_restart_under_load_loses_nothing() {
     assert!(out.contains("API server"), "{out}");
     for e in &sql_errors {
         // The documented retryable ones: the connection went away (the API server restarted) or
-        // a temporary error of the cluster (RonDB's / NDB's "temporary error" class).
+        // a temporary cluster error (1297/1296, interfaces.md), which says to retry.
         assert!(
             e.contains("Lost connection")
                 || e.contains("Can't connect")
-                || e.contains("try restarting")
-                || e.contains("temporary"),
+                || e.contains("ERROR 1297")
+                || e.contains("ERROR 1296")
+                || e.contains("ERROR 1213"),
             "a non-retryable error during the rolling restart: {e}"
         );
     }
