@@ -144,6 +144,11 @@ impl Detector {
                 out.push((node, seen.incarnation));
             }
         }
+        // No lease for a node being declared: a heartbeat arriving before the declaration is
+        // committed must not grant it one (it would serve after the others took over).
+        for &(node, incarnation) in &out {
+            self.fenced.insert(node, incarnation);
+        }
         out
     }
 

@@ -130,6 +130,7 @@ signal_tags! {
     MGM_CATALOG = 51,
     LOG_REQ = 52,
     LOG_CHUNK = 53,
+    LEASE = 54,
 }
 
 /// Appends the payload for `sig` addressed to `to`.
@@ -377,6 +378,10 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
         }
         Signal::Tick => e.u8(tag::TICK),
         Signal::CheckpointStep => e.u8(tag::CHECKPOINT_STEP),
+        Signal::Lease { until_ms } => {
+            e.u8(tag::LEASE);
+            e.u64(*until_ms);
+        }
         Signal::LogReq { from, sub, call, op, max_bytes } => {
             e.u8(tag::LOG_REQ);
             enc_addr(e, *from);
@@ -535,6 +540,7 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         },
         tag::TICK => Signal::Tick,
         tag::CHECKPOINT_STEP => Signal::CheckpointStep,
+        tag::LEASE => Signal::Lease { until_ms: d.u64()? },
         tag::LOG_REQ => Signal::LogReq {
             from: dec_addr(d)?,
             sub: d.u64()?,
@@ -1264,6 +1270,7 @@ mod tests {
             (ldm(2, 0), Signal::IoDone { token: 17, result: Ok(()) }),
             (ldm(2, 0), Signal::IoDone { token: 18, result: Err("No space left on device (os error 28)".into()) }),
             (tc(2, 0), Signal::Tick),
+            (tc(2, 1), Signal::Lease { until_ms: 123_456 }),
             (ldm(2, 0), Signal::CheckpointStep),
             (ldm(2, 1), Signal::LogReq { from: tc(1, 0), sub: 3, call: 9, op: LogOp::Poll, max_bytes: 1 << 20 }),
             (ldm(2, 1), Signal::LogReq { from: tc(1, 0), sub: 3, call: 10, op: LogOp::Start, max_bytes: 0 }),

@@ -414,6 +414,13 @@ pub enum Signal {
     Tick,
     /// An ldm continues its running checkpoint (sent to itself so other work interleaves).
     CheckpointStep,
+    /// The membership thread to every tc: the node's lease from the management nodes runs until
+    /// `until_ms` (block time). A tc serves no client request after it (a temporary error sends
+    /// the client to another node) until a renewal moves it on; `u64::MAX`: no lease needed
+    /// (a node without management nodes).
+    Lease {
+        until_ms: u64,
+    },
     // Change logs (backups): a tc -> every ldm of the cluster for a client's `Request::Log`.
     /// `sub`: the tc's number for the log (the ldm keys it by `from` too); `call`: the tc's
     /// number for this request, echoed in the answer; `max_bytes`: this ldm's share of a poll.
@@ -551,6 +558,7 @@ impl Signal {
                 | Signal::ClientGone { .. }
                 | Signal::StartCopy
                 | Signal::CopyDone { .. }
+                | Signal::Lease { .. }
         )
     }
 }

@@ -268,6 +268,9 @@ pub struct Tc {
     /// Scan id used towards ldms (unique in this tc) -> the client's scan.
     scan_ids: HashMap<u64, (ClientId, u64)>,
     started: bool,
+    /// The node's lease from the management nodes ends at this time (`u64::MAX`: none needed);
+    /// no client request is served after it.
+    lease_until_ms: u64,
     takeover: Option<Takeover>,
     /// Failed nodes whose takeover waits for the running one.
     takeover_queue: Vec<NodeId>,
@@ -322,6 +325,7 @@ impl Tc {
             scans: HashMap::new(),
             scan_ids: HashMap::new(),
             started: false,
+            lease_until_ms: u64::MAX,
             takeover: None,
             takeover_queue: Vec::new(),
             now_ms: 0,
@@ -445,6 +449,7 @@ impl Tc {
             Signal::ClusterMap { state } => self.cluster_map(state, out),
             Signal::TakeoverConf { from, txns } => self.takeover_conf(from, txns, out),
             Signal::DdlReply { client, req_id, reply } => out.reply(client, req_id, reply),
+            Signal::Lease { until_ms } => self.lease_until_ms = until_ms,
             Signal::NodeStarted { epoch, durable_epoch } => {
                 self.started = true;
                 self.current_epoch = epoch;
@@ -495,6 +500,15 @@ impl Tc {
                 req_id,
                 Reply::Error(TernError::new(ErrorCode::ShuttingDown, "data node is starting; retry shortly")),
             ),
+            _ if self.now_ms >= self.lease_until_ms => {
+                // The node cannot tell whether the others still count on it (its lease lapsed:
+                // it or the management nodes were not scheduled, or cannot reach each other).
+                let e = TernError::new(
+                    ErrorCode::NodeNotStarted,
+                    "data node's lease with the management nodes lapsed; retry on another node",
+                );
+                out.reply(client, req_id, Reply::Error(e))
+            }
             Request::Txn(_) | Request::Scan(_) if self.cluster.state_of(self.addr.node) != NodeState::Started => {
                 let e = TernError::new(ErrorCode::NodeNotStarted, "data node is restarting; retry on another node");
                 out.reply(client, req_id, Reply::Error(e))

@@ -137,9 +137,19 @@ impl DataNodeConfig {
 #[derive(Clone)]
 pub struct MapPublisher {
     mailboxes: Arc<Vec<Arc<Mailbox<Inbound>>>>,
+    /// The blocks' time base (`Shared::epoch`).
+    epoch: Instant,
 }
 
 impl MapPublisher {
+    /// The node's lease now runs until `until` (None: lapsed, serve no client).
+    pub fn lease(&self, until: Option<Instant>) {
+        let until_ms = until.map_or(0, |t| t.saturating_duration_since(self.epoch).as_millis() as u64);
+        for (i, mb) in self.mailboxes.iter().enumerate() {
+            mb.push(Inbound::Signal(Block::Tc(i as u16), Signal::Lease { until_ms }));
+        }
+    }
+
     pub fn publish(&self, state: Arc<tern_types::cluster::ClusterState>) {
         for (i, mb) in self.mailboxes.iter().enumerate() {
             let i = i as u16;
@@ -365,7 +375,7 @@ impl DataNode {
 
     /// What hands new cluster maps from the control plane to this node's blocks.
     pub fn map_publisher(&self) -> MapPublisher {
-        MapPublisher { mailboxes: self.mailboxes.clone() }
+        MapPublisher { mailboxes: self.mailboxes.clone(), epoch: self.shared.epoch }
     }
 
     pub fn is_started(&self) -> bool {

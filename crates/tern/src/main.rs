@@ -639,6 +639,7 @@ fn datanode_in_cluster(
         known_version: joined.state.version,
         master: joined.state.master(),
         booted_started: joined.recover_to.is_some(),
+        failure_timeout: Duration::from_millis(joined.state.config.failure_timeout_ms.max(100)),
         data_dir: cfg.data_dir.clone(),
     };
     let steer = Arc::new(member::Steer::default());
@@ -650,12 +651,13 @@ fn datanode_in_cluster(
         std::thread::Builder::new().name("tern-member".into()).spawn(move || {
             let publish = |st: Arc<ClusterState>| publisher.publish(st);
             let to_dict = |sig| publisher.to_dict(sig);
+            let lease = |until| publisher.lease(until);
             let fence = |why: &str| {
                 tracing::error!("stopping this data node at once: {why}");
                 eprintln!("tern: data node stopped: {why}");
                 std::process::exit(member::EXIT_FENCED);
             };
-            member::run(hb_client, work_client, m, rx, &publish, &to_dict, &fence, &steer);
+            member::run(hb_client, work_client, m, rx, &publish, &to_dict, &lease, &fence, &steer);
         })?
     };
     // The TOML's tuning, the cluster's shape.

@@ -160,6 +160,8 @@ pub struct Member {
     /// Booted by a system restart (from its disk, `Started`); else the node copies and becomes
     /// `Started` only by its own request.
     pub booted_started: bool,
+    /// The cluster's failure timeout: a lapsed lease not renewed within it stops the node.
+    pub failure_timeout: Duration,
     /// Where the node's system file is (its epoch goes with an orderly leave).
     pub data_dir: std::path::PathBuf,
 }
@@ -218,6 +220,7 @@ pub fn run(
     control: Arc<tern_runtime::ControlInbox>,
     publish: &(dyn Fn(Arc<ClusterState>) + Sync),
     to_dict: &(dyn Fn(Signal) + Sync),
+    lease: &(dyn Fn(Option<Instant>) + Sync),
     fence: &(dyn Fn(&str) + Sync),
     steer: &Steer,
 ) {
@@ -233,7 +236,7 @@ pub fn run(
             return;
         }
         raise_priority("heartbeat");
-        heartbeat_loop(hb_client, m, control, shared, publish, fence, steer);
+        heartbeat_loop(hb_client, m, control, shared, publish, lease, fence, steer);
     });
 }
 
@@ -248,16 +251,20 @@ pub fn raise_priority(what: &str) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn heartbeat_loop(
     mut client: MgmClient,
     mut m: Member,
     control: &tern_runtime::ControlInbox,
     shared: &Shared,
     publish: &(dyn Fn(Arc<ClusterState>) + Sync),
+    lease: &(dyn Fn(Option<Instant>) + Sync),
     fence: &(dyn Fn(&str) + Sync),
     steer: &Steer,
 ) {
     let mut lease_until: Option<Instant> = None;
+    // Since when the lease has lapsed (the node's tcs serve no client meanwhile).
+    let mut lapsed: Option<Instant> = None;
     let mut next_beat = Instant::now();
     // Membership as last logged.
     let mut published: Option<Membership> = None;
@@ -282,8 +289,16 @@ fn heartbeat_loop(
             }
             match client.heartbeat(m.node, m.incarnation, m.known_version, &suspects) {
                 Ok(h) => {
-                    if h.lease_until.is_some() {
-                        lease_until = h.lease_until;
+                    if let Some(until) = h.lease_until {
+                        lease_until = Some(until);
+                        // The tcs serve clients until then, by their own clock.
+                        lease(Some(until));
+                        if let Some(since) = lapsed.take() {
+                            tracing::warn!(
+                                lapsed_ms = since.elapsed().as_millis() as u64,
+                                "lease renewed: serving clients again (the management nodes still count on this node)"
+                            );
+                        }
                     }
                     {
                         let mut l = shared.lock().unwrap_or_else(|p| p.into_inner());
@@ -342,8 +357,16 @@ fn heartbeat_loop(
                 Err(e) => tracing::warn!("heartbeat: {e}"),
             }
         }
-        if !leaving && lease_until.is_some_and(|t| Instant::now() >= t) {
-            fence("lost contact with the management nodes (lease expired)");
+        if !leaving && lapsed.is_none() && lease_until.is_some_and(|t| Instant::now() >= t) {
+            // The tcs already refuse clients (they compare the lease with their own clock). Not
+            // a reason to stop yet: this node, the management nodes or the whole host may only
+            // not have been scheduled. A renewal says the cluster still counts on this node; a
+            // map showing it failed (or no renewal within a failure timeout) stops it.
+            tracing::warn!("lease lapsed: serving no client until it is renewed");
+            lapsed = Some(Instant::now());
+        }
+        if !leaving && lapsed.is_some_and(|t| t.elapsed() >= m.failure_timeout) {
+            fence("lost contact with the management nodes (lease expired and not renewed)");
             return;
         }
         woke_plan = Instant::now() + tick;
@@ -503,6 +526,8 @@ struct Held {
     map: Option<Arc<ClusterState>>,
     /// The dict's signals, in order (a handful: one per catalog fetched or proposed).
     dict: Vec<Signal>,
+    /// The newest lease.
+    lease: Option<Option<Instant>>,
 }
 
 /// Where the membership thread puts cluster maps and the dict's signals: held until the node has
@@ -529,8 +554,19 @@ impl Maps {
         }
     }
 
+    pub fn lease(&self, until: Option<Instant>) {
+        let mut p = self.inner.lock().expect("maps");
+        match &p.publisher {
+            Some(pb) => pb.lease(until),
+            None => p.lease = Some(until),
+        }
+    }
+
     pub fn attach(&self, pb: tern_runtime::MapPublisher) {
         let mut p = self.inner.lock().expect("maps");
+        if let Some(until) = p.lease.take() {
+            pb.lease(until);
+        }
         if let Some(st) = p.map.take() {
             pb.publish(st);
         }

@@ -39,10 +39,40 @@ impl Ports {
     }
 }
 
+/// A `tern up` of a test: killed with all its children when dropped (a failing test leaves no
+/// cluster behind).
+struct UpProc(Child);
+
+impl std::ops::Deref for UpProc {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for UpProc {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for UpProc {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            for pid in children_of(self.0.id()) {
+                kill(pid, libc::SIGCONT);
+                kill(pid, libc::SIGKILL);
+            }
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Starts `tern up` on `dir` with the default topology on `p`, logging (info and up) to
 /// `dir/up-stderr.log` (appended: restarts keep the earlier runs' lines); returns it once it is
 /// ready, and how long that took.
-fn up(dir: &std::path::Path, p: Ports) -> (Child, Duration) {
+fn up(dir: &std::path::Path, p: Ports) -> (UpProc, Duration) {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("up-stderr.log")).unwrap();
     let t0 = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
@@ -69,7 +99,7 @@ fn up(dir: &std::path::Path, p: Ports) -> (Child, Duration) {
         let _ = std::io::copy(&mut r, &mut std::io::sink());
     });
     match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(line) if line.starts_with("ready:") => (child, t0.elapsed()),
+        Ok(line) if line.starts_with("ready:") => (UpProc(child), t0.elapsed()),
         other => {
             let _ = child.kill();
             panic!("tern up did not get ready ({other:?}); log:\n{}", log_tail(dir, 60));
@@ -259,6 +289,28 @@ fn a_frozen_data_node_is_kept_for_half_the_timeout_and_replaced_after_twice_it()
     std::thread::sleep(timeout * 2);
     assert_eq!(node_state(p.mgmd, 2), Some(("started".into(), inc)), "declared failed after a short freeze");
     assert_eq!(datanode_pids(child.id())[1], Some(pid), "the process was replaced");
+    // `tern status` shows the margins: timeout, lease, when each node was last heard.
+    let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["status", "--mgmd", &format!("127.0.0.1:{}", p.mgmd), "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let fd = &v["failure_detection"];
+    assert_eq!(fd["failure_timeout_ms"], 1500, "{v}");
+    assert_eq!(fd["heartbeat_interval_ms"], 250, "{v}");
+    assert_eq!(fd["lease_ms"], 1250, "{v}");
+    assert_eq!(fd["margin_ms"], 250, "{v}");
+    for n in v["nodes"].as_array().unwrap() {
+        let ago = n["heartbeat_ms_ago"].as_u64().unwrap_or(u64::MAX);
+        assert!(ago < 1000, "node {} last heard {ago} ms ago: {v}", n["node_id"]);
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["status", "--mgmd", &format!("127.0.0.1:{}", p.mgmd)])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("declared failed after 1500 ms") && text.contains("lease 1250 ms"), "{text}");
 
     // A counter updated all along: a read after the freeze must see the newest value.
     let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -593,6 +645,59 @@ fn rolling_restart_under_load_loses_nothing() {
     let lost: Vec<u64> = sql_acked.iter().map(|(i, _)| *i).filter(|i| !have.contains(i)).collect();
     assert!(lost.is_empty(), "acknowledged SQL inserts lost: {lost:?}");
     assert!(!log_of(dir.path()).contains("declaring data nodes failed"), "a node was declared failed");
+    kill(child.id(), libc::SIGTERM);
+    assert!(wait_exit(&mut child, Duration::from_secs(30)).is_some_and(|s| s.success()));
+}
+
+/// The management node frozen (SIGSTOP) for twice the failure timeout, then every process of the
+/// cluster frozen at once for as long (a host that was not scheduled): the data nodes' leases
+/// lapse meanwhile, so they serve no client, but nobody is declared failed, no process stops or
+/// restarts, writes go on once they are renewed, and nothing acknowledged is lost.
+#[test]
+fn a_paused_mgmd_or_host_is_not_a_dead_node() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let p = Ports::new();
+    let (mut child, _) = up(dir.path(), p);
+    let before: Vec<_> = (1..=2).map(|n| node_state(p.mgmd, n).unwrap()).collect();
+    let pids = datanode_pids(child.id());
+    let mgmd = child_pid(child.id(), "mgmd-145").expect("the mgmd");
+    let stop = Arc::new(AtomicBool::new(false));
+    let w = writer(p.redis, stop.clone());
+    let freeze = Duration::from_millis(3000); // twice `tern up`'s default failure timeout
+    std::thread::sleep(Duration::from_millis(500));
+    kill(mgmd, libc::SIGSTOP);
+    std::thread::sleep(freeze);
+    kill(mgmd, libc::SIGCONT);
+    std::thread::sleep(Duration::from_secs(2));
+    // The whole cluster (tern up too) at once.
+    let mut all = children_of(child.id());
+    all.push(child.id());
+    for &pid in &all {
+        kill(pid, libc::SIGSTOP);
+    }
+    std::thread::sleep(freeze);
+    for &pid in &all {
+        kill(pid, libc::SIGCONT);
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    let acked = w.join().unwrap();
+    let log = log_of(dir.path());
+    let after: Vec<_> = (1..=2).map(|n| node_state(p.mgmd, n).unwrap()).collect();
+    assert!(!log.contains("declaring data nodes failed"), "declared failed:\n{}", log_tail(dir.path(), 60));
+    assert!(!log.contains("stopping this data node at once"), "a node fenced itself:\n{}", log_tail(dir.path(), 60));
+    assert_eq!(before, after, "membership changed");
+    assert_eq!(datanode_pids(child.id()), pids, "a data node restarted");
+    assert!(
+        log.contains("lease renewed"),
+        "the leases never lapsed: the test lost its teeth\n{}",
+        log_tail(dir.path(), 40)
+    );
+    let last = acked.last().map(|(_, t)| *t).expect("writes");
+    assert!(last.elapsed() < Duration::from_secs(4), "writes did not resume after the freezes");
+    let lost: Vec<u64> = acked.iter().map(|(i, _)| *i).filter(|i| !has_key(p.redis, &format!("w{i}"))).collect();
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
     kill(child.id(), libc::SIGTERM);
     assert!(wait_exit(&mut child, Duration::from_secs(30)).is_some_and(|s| s.success()));
 }
