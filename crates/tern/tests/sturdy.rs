@@ -701,3 +701,100 @@ fn a_paused_mgmd_or_host_is_not_a_dead_node() {
     kill(child.id(), libc::SIGTERM);
     assert!(wait_exit(&mut child, Duration::from_secs(30)).is_some_and(|s| s.success()));
 }
+
+/// Sends a peer greeting then `sigs` as frames on a data node's port; returns whether the node
+/// kept the connection open (it closes it on a protocol error).
+fn peer_frames(
+    port: u16,
+    hello: tern_wire::PeerHello,
+    sigs: &[(tern_kernel::signal::Addr, tern_kernel::signal::Signal)],
+) -> bool {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut buf = Vec::new();
+    let at = tern_wire::begin_frame(&mut buf);
+    hello.encode(&mut buf);
+    tern_wire::finish_frame(&mut buf, at);
+    for (to, sig) in sigs {
+        let at = tern_wire::begin_frame(&mut buf);
+        tern_kernel::codec::encode_signal(*to, sig, &mut buf);
+        tern_wire::finish_frame(&mut buf, at);
+    }
+    if s.write_all(&buf).is_err() {
+        return false;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut b = [0u8; 64];
+    // Open: nothing to read (timeout); closed: end of stream or a reset.
+    matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut)
+}
+
+/// Well-formed frames on the node-to-node port that no real peer would send now: signals only a
+/// node's own driver sends (start, timers, disk completions, a lapsed lease), epoch answers and
+/// saves of long-gone rounds, heartbeats and start reports of wrong incarnations or unknown
+/// nodes, each twice and in shuffled order, from the live peer's incarnation and from a dead
+/// one; then a frame for another node. The data node drops them (logging each kind once), stays
+/// up, keeps its membership, and clients keep being served.
+#[test]
+fn stray_frames_on_the_node_to_node_port_do_not_crash_a_node() {
+    use tern_kernel::signal::{Addr, Block, Signal};
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let p = Ports::new();
+    let (mut child, _) = up(dir.path(), p);
+    let before: Vec<_> = (1..=2).map(|n| node_state(p.mgmd, n).unwrap()).collect();
+    let pids = datanode_pids(child.id());
+    let stop = Arc::new(AtomicBool::new(false));
+    let w = writer(p.redis, stop.clone());
+    let (inc1, inc2) = (before[0].1, before[1].1);
+    let (dist, ldm, tc) =
+        (|n| Addr::new(n, Block::Dist), |n, i| Addr::new(n, Block::Ldm(i)), |n, i| Addr::new(n, Block::Tc(i)));
+    let mut sigs: Vec<(Addr, Signal)> = vec![
+        (dist(1), Signal::Start),
+        (tc(1, 0), Signal::Tick),
+        (ldm(1, 0), Signal::IoDone { token: 1, result: Err("a peer's disk error".into()) }),
+        (dist(1), Signal::LdmReady { from: ldm(1, 0), synced_lsn: 1 << 40 }),
+        (tc(1, 0), Signal::NodeStarted { epoch: 1, durable_epoch: 1 }),
+        (ldm(1, 0), Signal::CheckpointStep),
+        (tc(1, 0), Signal::Lease { until_ms: 0 }),
+        (ldm(1, 0), Signal::StartCopy),
+        (dist(1), Signal::CopyDone { from: ldm(1, 0), rows: 5 }),
+        (dist(1), Signal::EpochSave { from: dist(2), epoch: 1, synced_lsn: vec![0; 1] }),
+        (dist(1), Signal::EpochSave { from: dist(2), epoch: 1, synced_lsn: vec![0; 9] }),
+        (dist(1), Signal::EpochSaved { from: dist(2), epoch: 1 }),
+        (dist(1), Signal::EpochFlushed { from: ldm(2, 0), epoch: 1, synced_lsn: 1 << 40, max_epoch: 1 << 40 }),
+        (dist(1), Signal::EpochTcFinished { from: tc(2, 0), epoch: 1 }),
+        (dist(1), Signal::EpochPrepared { from: tc(2, 0), epoch: 1, current: 1 }),
+        (dist(1), Signal::NodeHeartbeat { from: 2, incarnation: 0 }),
+        (dist(1), Signal::DistStarted { from: dist(7), durable_epoch: 1 << 40 }),
+        (tc(1, 0), Signal::EpochSave { from: dist(2), epoch: 1, synced_lsn: vec![] }),
+        (ldm(1, 0), Signal::DistStarted { from: dist(2), durable_epoch: 0 }),
+    ];
+    let copy = sigs.clone();
+    sigs.extend(copy.into_iter().rev());
+    let hello =
+        |incarnation| tern_wire::PeerHello { node: 2, worker: 0, incarnation, target_incarnation: inc1, proof: None };
+    // As the live peer, then as its dead previous incarnation.
+    assert!(peer_frames(p.dn, hello(inc2), &sigs), "the node closed a peer connection for well-formed frames");
+    assert!(peer_frames(p.dn, hello(inc2.saturating_sub(1)), &sigs));
+    // A frame for another node is a protocol error: the connection closes, the node stays.
+    assert!(!peer_frames(p.dn, hello(inc2), &[(dist(5), Signal::Tick)]));
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::Relaxed);
+    let acked = w.join().unwrap();
+    let after: Vec<_> = (1..=2).map(|n| node_state(p.mgmd, n).unwrap()).collect();
+    let log = log_of(dir.path());
+    assert_eq!(before, after, "membership changed:\n{}", log_tail(dir.path(), 40));
+    assert_eq!(datanode_pids(child.id()), pids, "a data node restarted:\n{}", log_tail(dir.path(), 40));
+    assert!(
+        log.contains("dropped an unexpected signal"),
+        "nothing was dropped: the test lost its teeth\n{}",
+        log_tail(dir.path(), 40)
+    );
+    let last = acked.last().map(|(_, t)| *t).expect("writes");
+    assert!(last.elapsed() < Duration::from_secs(2), "writes stopped");
+    assert!(redis_set(p.redis, "after-fuzz") && has_key(p.redis, "after-fuzz"), "data node 1 stopped serving");
+    kill(child.id(), libc::SIGTERM);
+    assert!(wait_exit(&mut child, Duration::from_secs(30)).is_some_and(|s| s.success()));
+}
