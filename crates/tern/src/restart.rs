@@ -87,10 +87,11 @@ fn up_children(up: u32, word: &str) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return out };
     for e in dir.flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if crate::up::proc_stat(pid).is_none_or(|(_, ppid)| ppid != up) {
+            continue;
+        }
         let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if ppid == Some(up) && cmd.split(|&b| b == 0).nth(1) == Some(word.as_bytes()) {
+        if cmd.split(|&b| b == 0).nth(1) == Some(word.as_bytes()) {
             out.push(pid);
         }
     }
@@ -130,10 +131,12 @@ pub fn rolling(mgmd: Vec<String>, data_dir: &Path) -> Result<()> {
         println!("data node {n}: restarted and a full replica again after {:.1} s", took.as_secs_f64());
     }
     // The other processes: only under `tern up`, whose children they are.
-    let pid_file = std::fs::read_to_string(data_dir.join(crate::up::PID_FILE)).unwrap_or_default();
-    let up = pid_file.lines().next().and_then(|s| s.trim().parse::<u32>().ok());
+    let (up, ready) = match crate::up::running_up(data_dir) {
+        Ok((pid, ready)) => (Some(pid), ready),
+        Err(_) => (None, String::new()),
+    };
     // The REST address from `tern up`'s ready line.
-    let rest = pid_file.split_whitespace().find_map(|w| w.strip_prefix("rest=")).map(str::to_string);
+    let rest = ready.split_whitespace().find_map(|w| w.strip_prefix("rest=")).map(str::to_string);
     match up {
         None => println!(
             "management nodes and API servers: not under a `tern up` on {} here; restart them one at a time \

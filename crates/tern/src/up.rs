@@ -740,7 +740,7 @@ fn stop_in_order(children: &mut [Supervised]) {
 /// addresses); `tern stop` and `tern restart` find it there.
 struct PidFile(PathBuf);
 
-pub const PID_FILE: &str = "tern-up.pid";
+const PID_FILE: &str = "tern-up.pid";
 
 impl PidFile {
     fn write(dir: &Path, ready: &str) -> Result<PidFile> {
@@ -757,35 +757,51 @@ impl Drop for PidFile {
     }
 }
 
-/// `tern stop` without `--node`: stops the `tern up` serving `dir` in order (SIGTERM, as a
-/// supervisor would) and waits until it has exited.
-pub fn stop_cluster(dir: &Path, wait: Duration) -> Result<()> {
+/// The state letter and parent pid of a process, from `/proc/<pid>/stat` (`None`: no such
+/// process).
+pub(crate) fn proc_stat(pid: u32) -> Option<(char, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the parenthesised command name: state, parent pid, ...
+    let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    Some((state, rest.next()?.parse().ok()?))
+}
+
+/// Whether `pid` runs (exited and unreaped by its parent counts as gone).
+fn running(pid: u32) -> bool {
+    proc_stat(pid).is_some_and(|(state, _)| state != 'Z')
+}
+
+/// The `tern up` serving `dir`: its pid and ready line, from its pid file. A file left by one that
+/// died, or whose pid now belongs to another program, is an error (and the file goes).
+pub(crate) fn running_up(dir: &Path) -> Result<(u32, String)> {
     let path = dir.join(PID_FILE);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("no `tern up` runs on {} (cannot read {})", dir.display(), path.display()))?;
-    let pid: i32 = text
-        .lines()
+    let mut lines = text.lines();
+    let pid: u32 = lines
         .next()
         .and_then(|l| l.trim().parse().ok())
+        .filter(|&p| p > 0)
         .with_context(|| format!("{} does not hold a process id", path.display()))?;
-    // SAFETY: kill(2) with signal 0 only checks that the process exists.
-    if pid <= 0 || unsafe { libc::kill(pid, 0) } != 0 {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let is_up = cmdline.split(|&b| b == 0).nth(1) == Some(b"up".as_slice());
+    if !running(pid) || !is_up {
         let _ = std::fs::remove_file(&path);
         bail!("the `tern up` of {} (pid {pid}) is not running", dir.display());
     }
-    // SAFETY: plain kill(2).
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    Ok((pid, lines.next().unwrap_or_default().to_string()))
+}
+
+/// `tern stop` without `--node`: stops the `tern up` serving `dir` in order (SIGTERM, as a
+/// supervisor would) and waits until it has exited.
+pub fn stop_cluster(dir: &Path, wait: Duration) -> Result<()> {
+    let (pid, _) = running_up(dir)?;
+    // SAFETY: plain kill(2) of the `tern up` just checked.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let t0 = Instant::now();
-    // Gone, or exited and not yet reaped by its parent (a zombie).
-    let gone = || {
-        // SAFETY: as above.
-        let exists = unsafe { libc::kill(pid, 0) } == 0;
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')));
-        !exists || zombie
-    };
     while t0.elapsed() < wait {
-        if gone() {
+        if !running(pid) {
             println!("stopped the cluster of {} in {:.1} s", dir.display(), t0.elapsed().as_secs_f64());
             return Ok(());
         }

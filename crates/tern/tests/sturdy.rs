@@ -186,6 +186,32 @@ fn writer(redis: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(u64
     })
 }
 
+/// Both data nodes' (state, incarnation).
+fn membership(mgmd: u16) -> Vec<(String, u32)> {
+    (1..=2).map(|n| node_state(mgmd, n).unwrap()).collect()
+}
+
+/// The acknowledged `w{i}` keys a Redis `writer` wrote that are not there.
+fn lost_writes(redis: u16, acked: &[(u64, Instant)]) -> Vec<u64> {
+    acked.iter().map(|(i, _)| *i).filter(|i| !has_key(redis, &format!("w{i}"))).collect()
+}
+
+/// Nothing happened to the cluster since `before`/`pids` were taken: nobody declared failed or
+/// fenced, the same incarnations, the same data node processes.
+fn assert_undisturbed(dir: &std::path::Path, p: Ports, up: u32, before: &[(String, u32)], pids: &[Option<u32>]) {
+    let log = log_of(dir);
+    assert!(!log.contains("declaring data nodes failed"), "declared failed:\n{}", log_tail(dir, 60));
+    assert!(!log.contains("stopping this data node at once"), "a node fenced itself:\n{}", log_tail(dir, 60));
+    assert_eq!(before, membership(p.mgmd), "membership changed:\n{}", log_tail(dir, 40));
+    assert_eq!(datanode_pids(up), pids, "a data node restarted:\n{}", log_tail(dir, 40));
+}
+
+/// SIGTERM to `tern up`: it stops in order and exits 0.
+fn stop_up(child: &mut UpProc) {
+    kill(child.id(), libc::SIGTERM);
+    assert!(wait_exit(child, Duration::from_secs(30)).is_some_and(|s| s.success()));
+}
+
 fn has_key(redis: u16, k: &str) -> bool {
     redis_cmd(redis, &["GET", k]) == "$1\r\nv\r\n"
 }
@@ -366,12 +392,11 @@ fn a_frozen_data_node_is_kept_for_half_the_timeout_and_replaced_after_twice_it()
     let acked = w.join().unwrap();
     let stale = bump.join().unwrap();
     assert!(stale.is_empty(), "stale reads (wrote, read): {stale:?}");
-    let lost: Vec<u64> = acked.iter().map(|(i, _)| *i).filter(|i| !has_key(p.redis, &format!("w{i}"))).collect();
+    let lost = lost_writes(p.redis, &acked);
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
     let last = counter.load(Ordering::SeqCst);
     assert_eq!(redis_cmd(p.redis, &["GET", "counter"]), format!("${}\r\n{last}\r\n", last.to_string().len()));
-    kill(child.id(), libc::SIGTERM);
-    assert!(wait_exit(&mut child, Duration::from_secs(30)).is_some_and(|s| s.success()));
+    stop_up(&mut child);
 }
 
 /// Busy processes that stop by themselves.
@@ -410,7 +435,7 @@ fn cpu_starvation_declares_nobody_failed() {
     let dir = tempfile::tempdir().unwrap();
     let p = Ports::new();
     let (mut child, _) = up(dir.path(), p);
-    let before: Vec<_> = (1..=2).map(|n| node_state(p.mgmd, n).unwrap()).collect();
+    let before = membership(p.mgmd);
     let pids = datanode_pids(child.id());
     let stop = Arc::new(AtomicBool::new(false));
     let w = writer(p.redis, stop.clone());
@@ -421,19 +446,14 @@ fn cpu_starvation_declares_nobody_failed() {
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, Ordering::Relaxed);
     let acked = w.join().unwrap();
-    let after: Vec<_> = (1..=2).map(|n| node_state(p.mgmd, n).unwrap()).collect();
     let log = log_of(dir.path());
     let noted: Vec<&str> = log.lines().filter(|l| l.contains("not scheduled")).take(5).collect();
     println!("{} writes acknowledged under the load; lateness noted: {noted:#?}", acked.len());
-    assert!(!log.contains("declaring data nodes failed"), "declared failed under load:\n{}", log_tail(dir.path(), 60));
-    assert!(!log.contains("stopping this data node at once"), "a node fenced itself:\n{}", log_tail(dir.path(), 60));
-    assert_eq!(before, after, "membership changed under load");
-    assert_eq!(datanode_pids(child.id()), pids, "a data node restarted");
+    assert_undisturbed(dir.path(), p, child.id(), &before, &pids);
     assert!(acked.len() > 50, "the writer made no progress under load: {}", acked.len());
-    let lost: Vec<u64> = acked.iter().map(|(i, _)| *i).filter(|i| !has_key(p.redis, &format!("w{i}"))).collect();
+    let lost = lost_writes(p.redis, &acked);
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
-    kill(child.id(), libc::SIGTERM);
-    assert!(wait_exit(&mut child, Duration::from_secs(30)).is_some_and(|s| s.success()));
+    stop_up(&mut child);
 }
 
 /// Whole-cluster SIGKILL (every process of `tern up`, children first) under writes, then `tern
@@ -514,8 +534,7 @@ fn whole_cluster_sigkill_and_restart_cycles() {
         ready_times[ready_times.len() / 2],
         ready_times.last().unwrap()
     );
-    kill(child.id(), libc::SIGTERM);
-    assert!(wait_exit(&mut child, Duration::from_secs(30)).is_some_and(|s| s.success()));
+    stop_up(&mut child);
 }
 
 /// A REST pk-read of `d.t` row `id`: whether it answered 200 with `v`.
@@ -638,15 +657,14 @@ fn rolling_restart_under_load_loses_nothing() {
             "a non-retryable error during the rolling restart: {e}"
         );
     }
-    let lost: Vec<u64> = redis.iter().map(|(i, _)| *i).filter(|i| !has_key(p.redis, &format!("w{i}"))).collect();
+    let lost = lost_writes(p.redis, &redis);
     assert!(lost.is_empty(), "acknowledged Redis writes lost: {lost:?}");
     let ids = common::sql(p.mysql, "SELECT id FROM d.t").unwrap();
     let have: std::collections::BTreeSet<u64> = ids.lines().map(|l| l.parse().unwrap()).collect();
     let lost: Vec<u64> = sql_acked.iter().map(|(i, _)| *i).filter(|i| !have.contains(i)).collect();
     assert!(lost.is_empty(), "acknowledged SQL inserts lost: {lost:?}");
     assert!(!log_of(dir.path()).contains("declaring data nodes failed"), "a node was declared failed");
-    kill(child.id(), libc::SIGTERM);
-    assert!(wait_exit(&mut child, Duration::from_secs(30)).is_some_and(|s| s.success()));
+    stop_up(&mut child);
 }
 
 /// The management node frozen (SIGSTOP) for twice the failure timeout, then every process of the
@@ -659,7 +677,7 @@ fn a_paused_mgmd_or_host_is_not_a_dead_node() {
     let dir = tempfile::tempdir().unwrap();
     let p = Ports::new();
     let (mut child, _) = up(dir.path(), p);
-    let before: Vec<_> = (1..=2).map(|n| node_state(p.mgmd, n).unwrap()).collect();
+    let before = membership(p.mgmd);
     let pids = datanode_pids(child.id());
     let mgmd = child_pid(child.id(), "mgmd-145").expect("the mgmd");
     let stop = Arc::new(AtomicBool::new(false));
@@ -684,11 +702,7 @@ fn a_paused_mgmd_or_host_is_not_a_dead_node() {
     stop.store(true, Ordering::Relaxed);
     let acked = w.join().unwrap();
     let log = log_of(dir.path());
-    let after: Vec<_> = (1..=2).map(|n| node_state(p.mgmd, n).unwrap()).collect();
-    assert!(!log.contains("declaring data nodes failed"), "declared failed:\n{}", log_tail(dir.path(), 60));
-    assert!(!log.contains("stopping this data node at once"), "a node fenced itself:\n{}", log_tail(dir.path(), 60));
-    assert_eq!(before, after, "membership changed");
-    assert_eq!(datanode_pids(child.id()), pids, "a data node restarted");
+    assert_undisturbed(dir.path(), p, child.id(), &before, &pids);
     assert!(
         log.contains("lease renewed"),
         "the leases never lapsed: the test lost its teeth\n{}",
@@ -696,10 +710,9 @@ fn a_paused_mgmd_or_host_is_not_a_dead_node() {
     );
     let last = acked.last().map(|(_, t)| *t).expect("writes");
     assert!(last.elapsed() < Duration::from_secs(4), "writes did not resume after the freezes");
-    let lost: Vec<u64> = acked.iter().map(|(i, _)| *i).filter(|i| !has_key(p.redis, &format!("w{i}"))).collect();
+    let lost = lost_writes(p.redis, &acked);
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
-    kill(child.id(), libc::SIGTERM);
-    assert!(wait_exit(&mut child, Duration::from_secs(30)).is_some_and(|s| s.success()));
+    stop_up(&mut child);
 }
 
 /// Sends a peer greeting then `sigs` as frames on a data node's port; returns whether the node
@@ -743,7 +756,7 @@ fn stray_frames_on_the_node_to_node_port_do_not_crash_a_node() {
     let dir = tempfile::tempdir().unwrap();
     let p = Ports::new();
     let (mut child, _) = up(dir.path(), p);
-    let before: Vec<_> = (1..=2).map(|n| node_state(p.mgmd, n).unwrap()).collect();
+    let before = membership(p.mgmd);
     let pids = datanode_pids(child.id());
     let stop = Arc::new(AtomicBool::new(false));
     let w = writer(p.redis, stop.clone());
@@ -783,9 +796,8 @@ fn stray_frames_on_the_node_to_node_port_do_not_crash_a_node() {
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, Ordering::Relaxed);
     let acked = w.join().unwrap();
-    let after: Vec<_> = (1..=2).map(|n| node_state(p.mgmd, n).unwrap()).collect();
     let log = log_of(dir.path());
-    assert_eq!(before, after, "membership changed:\n{}", log_tail(dir.path(), 40));
+    assert_eq!(before, membership(p.mgmd), "membership changed:\n{}", log_tail(dir.path(), 40));
     assert_eq!(datanode_pids(child.id()), pids, "a data node restarted:\n{}", log_tail(dir.path(), 40));
     assert!(
         log.contains("dropped an unexpected signal"),
@@ -795,6 +807,5 @@ fn stray_frames_on_the_node_to_node_port_do_not_crash_a_node() {
     let last = acked.last().map(|(_, t)| *t).expect("writes");
     assert!(last.elapsed() < Duration::from_secs(2), "writes stopped");
     assert!(redis_set(p.redis, "after-fuzz") && has_key(p.redis, "after-fuzz"), "data node 1 stopped serving");
-    kill(child.id(), libc::SIGTERM);
-    assert!(wait_exit(&mut child, Duration::from_secs(30)).is_some_and(|s| s.success()));
+    stop_up(&mut child);
 }
