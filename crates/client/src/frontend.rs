@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Stack of every front-end worker thread. Parsers and evaluators bound their recursion depth
 /// (see each front end's limits); this leaves room for those bounds in debug builds too.
@@ -97,15 +97,60 @@ where
     }
 }
 
-/// Binds `addr` for the front end `what`; a taken port is said so.
+static SHARE_PORTS: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process's front ends share their ports with the front ends of other processes
+/// on this host (`SO_REUSEPORT`): every data node of a local cluster serves the REST, Redis and
+/// MySQL ports, the kernel spreads new connections over the processes listening, and a process
+/// that dies takes only its own connections with it. Set before any front end binds.
+pub fn set_share_ports(on: bool) {
+    SHARE_PORTS.store(on, Ordering::Relaxed);
+}
+
+/// Listen backlog of a shared port (what `TcpListener::bind` uses on Linux).
+const BACKLOG: u32 = 1024;
+
+/// Binds `addr` for the front end `what`; a taken port is said so. With `set_share_ports`, the
+/// socket is bound with `SO_REUSEPORT`: it shares the port only with sockets of the same user
+/// that set it too, so a port another program holds is still refused.
 pub async fn bind(addr: SocketAddr, what: &str) -> Result<tokio::net::TcpListener, String> {
-    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+    let bound =
+        if SHARE_PORTS.load(Ordering::Relaxed) { bind_shared(addr) } else { tokio::net::TcpListener::bind(addr).await };
+    bound.map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
             format!("cannot listen on {addr} ({what}): the port is already in use")
         } else {
             format!("cannot listen on {addr} ({what}): {e}")
         }
     })
+}
+
+fn bind_shared(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let s = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    s.set_reuseaddr(true)?;
+    s.set_reuseport(true)?;
+    s.bind(addr)?;
+    let l = s.listen(BACKLOG)?;
+    LISTENERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(std::os::fd::AsRawFd::as_raw_fd(&l));
+    Ok(l)
+}
+
+/// The listening sockets of shared ports (`bind_shared`), for `stop_listening`.
+static LISTENERS: std::sync::Mutex<Vec<std::os::fd::RawFd>> = std::sync::Mutex::new(Vec::new());
+static LISTENING_STOPPED: AtomicBool = AtomicBool::new(false);
+
+/// A process that stops in order stops taking connections on its shared ports first: each
+/// listening socket is shut down (it leaves the port's `SO_REUSEPORT` group, so the kernel sends
+/// new connections to the other processes serving the port, and connections it had queued but
+/// not accepted are reset, which clients see as a refused attempt to retry). Connections
+/// already open are served on while the process finishes.
+pub fn stop_listening() {
+    LISTENING_STOPPED.store(true, Ordering::SeqCst);
+    for &fd in LISTENERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter() {
+        // SAFETY: shutdown(2) of a listening socket this process bound and never closes while
+        // it runs (the front ends keep their listeners until the process exits).
+        unsafe { libc::shutdown(fd, libc::SHUT_RD) };
+    }
 }
 
 /// A front-end connection running a command, counted while it lives: while more connections run
@@ -192,6 +237,10 @@ pub async fn accept(listener: &tokio::net::TcpListener) -> (tokio::net::TcpStrea
                 crate::spinwatch::watch(std::os::fd::AsRawFd::as_raw_fd(&stream));
                 return (stream, peer);
             }
+            Err(_) if LISTENING_STOPPED.load(Ordering::SeqCst) => {
+                // The process is stopping (`stop_listening`): no more connections.
+                std::future::pending::<()>().await;
+            }
             Err(e) => {
                 tracing::warn!("accept failed: {e}");
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -224,7 +273,46 @@ pub async fn linger_close(s: &mut tokio::net::TcpStream) {
 
 #[cfg(test)]
 mod tests {
-    use super::ConnLimit;
+    use super::{ConnLimit, bind_shared};
+
+    #[test]
+    fn shared_ports_take_only_sharing_sockets() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().expect("runtime");
+        rt.block_on(async {
+            let a = bind_shared("127.0.0.1:0".parse().unwrap()).expect("first shared");
+            let addr = a.local_addr().unwrap();
+            // A second process's front end (here: a second socket) shares the port ...
+            let b = bind_shared(addr).expect("second shared");
+            assert_eq!(b.local_addr().unwrap(), addr);
+            // ... and each accepts connections to it.
+            let c1 = std::net::TcpStream::connect(addr).expect("connect");
+            let accepted = std::future::poll_fn(|cx| {
+                for l in [&a, &b] {
+                    if let std::task::Poll::Ready(r) = l.poll_accept(cx) {
+                        return std::task::Poll::Ready(r.is_ok());
+                    }
+                }
+                std::task::Poll::Pending
+            })
+            .await;
+            assert!(accepted);
+            drop(c1);
+            // A stopping process shuts its socket down (`stop_listening`): every new connection
+            // then goes to the one still listening.
+            // SAFETY: shutdown(2) of the listener `b` owns.
+            assert_eq!(unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(&b), libc::SHUT_RD) }, 0);
+            for _ in 0..20 {
+                let _c = std::net::TcpStream::connect(addr).expect("connect after the shutdown");
+                a.accept().await.expect("accepted by the listener left");
+            }
+            assert!(b.accept().await.is_err(), "a shut-down listener accepts nothing");
+            // A socket that does not share is refused, and so is sharing a port held that way.
+            assert!(std::net::TcpListener::bind(addr).is_err());
+            let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let err = bind_shared(plain.local_addr().unwrap()).expect_err("refused");
+            assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+        });
+    }
 
     #[test]
     fn conn_limit_counts_and_frees() {

@@ -82,7 +82,7 @@ fn table() -> Table {
         indexes: vec![],
         partition_count: 0,
         ttl: None,
-        comment: String::new(),
+        comment: "NDB_TABLE=READ_BACKUP=0".into(),
     }
 }
 
@@ -182,12 +182,12 @@ fn two_replicas_on_two_nodes_serve_replicate_and_restart_consistently() {
             }
         }
     }
-    // READ_BACKUP=1: node 2's coordinators read the partitions whose primary is node 1 at
-    // their own backup replica, and a commit acknowledged through node 1 is visible there at
-    // once (backups commit before the primary answers).
+    // READ_BACKUP (the default, as NDB's since 8.0.19): node 2's coordinators read the
+    // partitions whose primary is node 1 at their own backup replica, and a commit acknowledged
+    // through node 1 is visible there at once (backups commit before the primary answers).
     let mut rb = table();
     rb.name = "rb".into();
-    rb.comment = "NDB_TABLE=READ_BACKUP=1".into();
+    rb.comment = String::new();
     c1.ddl(DdlReq::CreateTable { table: rb, if_not_exists: false }).unwrap();
     let (r1, r2) = (c1.table("c", "rb").unwrap(), c2.table("c", "rb").unwrap());
     let before = c2.status().unwrap().backup_reads;
@@ -202,7 +202,7 @@ fn two_replicas_on_two_nodes_serve_replicate_and_restart_consistently() {
     let backup_reads = c2.status().unwrap().backup_reads - before;
     assert!((10..100).contains(&backup_reads), "{backup_reads} of 100 reads at node 2's backups");
     assert_eq!(c2.status().unwrap().backup_reads - before, backup_reads, "status itself is no read");
-    // The plain table still reads at the primary.
+    // A table created with READ_BACKUP=0 reads at the primary.
     let before = c2.status().unwrap().backup_reads;
     b2.execute((0..20).map(|i| t2.read(&[Value::Int(i)]).unwrap()).collect()).unwrap();
     assert_eq!(c2.status().unwrap().backup_reads, before);

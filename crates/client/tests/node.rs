@@ -1119,3 +1119,38 @@ fn ttl_tables_are_purged_in_the_data_node() {
     parents.dedup();
     assert_eq!(parents, left);
 }
+
+/// An orderly stop (`flush_for_stop`: what SIGTERM and `tern stop` do before a node exits)
+/// first stops serving: new requests get a temporary "stopping" error and an open transaction
+/// cannot commit any more; every commit acknowledged before it survives even a crash right after.
+#[test]
+fn an_orderly_stop_refuses_new_work_and_keeps_every_acknowledged_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), 64 << 20);
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = setup(&c, "stopkv");
+    for i in 0..50 {
+        c.blocking().execute(vec![t.insert(&row(i, i)).unwrap()]).unwrap();
+    }
+    let mut open = c.begin();
+    block_on(open.execute(vec![t.insert(&row(500, 5)).unwrap()], Exec::NoCommit)).unwrap();
+    assert!(node.flush_for_stop(), "the last epochs became durable");
+    let e = c.blocking().execute(vec![t.read(&[Value::Int(1)]).unwrap()]).unwrap_err();
+    assert_eq!(e.code, ErrorCode::NodeNotStarted, "{e}");
+    assert!(e.message.contains("stopping"), "{e}");
+    assert!(block_on(open.execute(vec![t.insert(&row(501, 5)).unwrap()], Exec::Commit)).is_err());
+    drop(open);
+    drop(c);
+    // A crash right after the flush (the orderly stop kills its threads once it left).
+    node.kill();
+    let node = start(dir.path(), 64 << 20);
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = c.table("test", "stopkv").unwrap();
+    for i in 0..50 {
+        assert_eq!(read_v(&c, &t, i), Some(i), "acknowledged row {i}");
+    }
+    assert_eq!(read_v(&c, &t, 500), None);
+    assert_eq!(read_v(&c, &t, 501), None);
+    drop(c);
+    node.shutdown();
+}

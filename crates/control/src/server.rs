@@ -241,7 +241,7 @@ impl Server {
 
     async fn run(self, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
         while !shutdown.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         for t in &self.tasks {
             t.abort();

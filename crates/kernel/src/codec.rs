@@ -131,6 +131,8 @@ signal_tags! {
     LOG_REQ = 52,
     LOG_CHUNK = 53,
     LEASE = 54,
+    STOP_SERVING = 55,
+    EPOCH_WANTED = 56,
 }
 
 /// Appends the payload for `sig` addressed to `to`.
@@ -218,6 +220,7 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             state.encode(e.buf);
         }
         Signal::EpochPrepare { from, epoch } => enc_from_epoch(e, tag::EPOCH_PREPARE, *from, *epoch),
+        Signal::EpochWanted { from, epoch } => enc_from_epoch(e, tag::EPOCH_WANTED, *from, *epoch),
         Signal::EpochPrepared { from, epoch, current } => {
             enc_from_epoch(e, tag::EPOCH_PREPARED, *from, *epoch);
             e.u64(*current);
@@ -382,6 +385,7 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             e.u8(tag::LEASE);
             e.u64(*until_ms);
         }
+        Signal::StopServing => e.u8(tag::STOP_SERVING),
         Signal::LogReq { from, sub, call, op, max_bytes } => {
             e.u8(tag::LOG_REQ);
             enc_addr(e, *from);
@@ -454,6 +458,7 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         tag::SCAN_FRAG_ROWS => Signal::ScanFragRows(Box::new(dec_scan_frag_rows(d)?)),
         tag::CLUSTER_MAP => Signal::ClusterMap { state: Arc::new(ClusterState::decode_from(d)?) },
         tag::EPOCH_PREPARE => Signal::EpochPrepare { from: dec_addr(d)?, epoch: d.u64()? },
+        tag::EPOCH_WANTED => Signal::EpochWanted { from: dec_addr(d)?, epoch: d.u64()? },
         tag::EPOCH_PREPARED => Signal::EpochPrepared { from: dec_addr(d)?, epoch: d.u64()?, current: d.u64()? },
         tag::EPOCH_COMMIT => Signal::EpochCommit { from: dec_addr(d)?, epoch: d.u64()? },
         tag::EPOCH_TC_FINISHED => Signal::EpochTcFinished { from: dec_addr(d)?, epoch: d.u64()? },
@@ -541,6 +546,7 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         tag::TICK => Signal::Tick,
         tag::CHECKPOINT_STEP => Signal::CheckpointStep,
         tag::LEASE => Signal::Lease { until_ms: d.u64()? },
+        tag::STOP_SERVING => Signal::StopServing,
         tag::LOG_REQ => Signal::LogReq {
             from: dec_addr(d)?,
             sub: d.u64()?,
@@ -1179,6 +1185,7 @@ mod tests {
             ),
             (dist(2), Signal::ClusterMap { state: cluster() }),
             (tc(2, 0), Signal::EpochPrepare { from: dist(1), epoch: 88 }),
+            (dist(1), Signal::EpochWanted { from: tc(2, 0), epoch: 88 }),
             (dist(1), Signal::EpochPrepared { from: tc(2, 0), epoch: 88, current: 87 }),
             (tc(2, 0), Signal::EpochCommit { from: dist(1), epoch: 88 }),
             (dist(1), Signal::EpochTcFinished { from: tc(2, 0), epoch: 87 }),
@@ -1271,6 +1278,7 @@ mod tests {
             (ldm(2, 0), Signal::IoDone { token: 18, result: Err("No space left on device (os error 28)".into()) }),
             (tc(2, 0), Signal::Tick),
             (tc(2, 1), Signal::Lease { until_ms: 123_456 }),
+            (tc(2, 1), Signal::StopServing),
             (ldm(2, 0), Signal::CheckpointStep),
             (ldm(2, 1), Signal::LogReq { from: tc(1, 0), sub: 3, call: 9, op: LogOp::Poll, max_bytes: 1 << 20 }),
             (ldm(2, 1), Signal::LogReq { from: tc(1, 0), sub: 3, call: 10, op: LogOp::Start, max_bytes: 0 }),

@@ -125,6 +125,9 @@ pub struct Dist {
     /// When the last tick ran, and the most it came late.
     last_tick_ms: u64,
     late_ms_max: u64,
+    /// The newest epoch a durable commit waits for (`EpochWanted`): while it is not durable,
+    /// the master runs rounds back to back instead of once per interval.
+    wanted_epoch: u64,
 }
 
 /// The sending block of the signals that name it (those a dist receives from other nodes).
@@ -135,6 +138,7 @@ fn sig_from(sig: &Signal) -> Option<Addr> {
         | Signal::EpochFlushed { from, .. }
         | Signal::EpochSave { from, .. }
         | Signal::EpochSaved { from, .. }
+        | Signal::EpochWanted { from, .. }
         | Signal::DistStarted { from, .. } => Some(*from),
         _ => None,
     }
@@ -187,6 +191,7 @@ impl Dist {
             suspected_ms: BTreeMap::new(),
             last_tick_ms: 0,
             late_ms_max: 0,
+            wanted_epoch: 0,
         }
     }
 
@@ -333,6 +338,14 @@ impl Dist {
             }
             Signal::EpochSaved { from, epoch } => self.saved(from, epoch, out),
             Signal::EpochDurable { epoch } => self.durable_epoch = self.durable_epoch.max(epoch),
+            Signal::EpochWanted { epoch, .. } => {
+                // Only the master runs rounds; a request that reached a former master is
+                // served by the interval's round.
+                if epoch > self.durable_epoch {
+                    self.wanted_epoch = self.wanted_epoch.max(epoch);
+                    self.maybe_start_round(out);
+                }
+            }
             Signal::SchemaWritten { .. } => {
                 // The catalog is here: join the write chains of this node's partitions.
                 if self.catalog_wait.take().is_some() {
@@ -699,5 +712,9 @@ impl Dist {
         // The control plane keeps the newest durable epoch: a system restart recovers to it.
         out.control.push(ControlReq::DurableEpoch(epoch));
         self.round = Round::Idle;
+        if self.wanted_epoch > epoch {
+            // A durable commit came into the epoch given out meanwhile: close it at once.
+            self.maybe_start_round(out);
+        }
     }
 }

@@ -231,6 +231,13 @@ pub enum Signal {
         from: Addr,
         epoch: u64,
     },
+    /// tc -> the epoch master's dist: a durable commit of `epoch` waits until that epoch is
+    /// durable. The master starts the round that closes and flushes it at once (or right after
+    /// the round running), not at the next interval; commits waiting meanwhile share that round.
+    EpochWanted {
+        from: Addr,
+        epoch: u64,
+    },
     /// `current`: the epoch the tc was giving out (a new master learns the newest this way).
     EpochPrepared {
         from: Addr,
@@ -421,6 +428,10 @@ pub enum Signal {
     Lease {
         until_ms: u64,
     },
+    /// The node's driver -> every tc: the node is stopping in order; serve no more client
+    /// requests (a temporary error sends the client to another node), so that the epochs the
+    /// stop makes durable hold every commit acknowledged.
+    StopServing,
     // Change logs (backups): a tc -> every ldm of the cluster for a client's `Request::Log`.
     /// `sub`: the tc's number for the log (the ldm keys it by `from` too); `call`: the tc's
     /// number for this request, echoed in the answer; `max_bytes`: this ldm's share of a poll.
@@ -559,6 +570,7 @@ impl Signal {
                 | Signal::StartCopy
                 | Signal::CopyDone { .. }
                 | Signal::Lease { .. }
+                | Signal::StopServing
         )
     }
 }

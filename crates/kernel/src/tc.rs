@@ -248,8 +248,9 @@ pub struct Tc {
     epoch_master: Addr,
     catalog: Arc<Catalog>,
     layouts: tern_types::hash::FastMap<TableId, Arc<RowLayout>>,
-    /// Tables created with RonDB's `READ_BACKUP=1` (table comment `NDB_TABLE=READ_BACKUP=1`):
-    /// committed reads may go to a backup replica on this node.
+    /// Tables whose committed reads may go to a backup replica on this node: every table not
+    /// created with `NDB_TABLE=READ_BACKUP=0` in its comment (NDB's default since 8.0.19,
+    /// `ndb_read_backup=ON`).
     read_backup: std::collections::HashSet<TableId, tern_types::hash::FastState>,
     next_id: u64,
     txns: tern_types::hash::FastMap<u64, Txn>,
@@ -264,6 +265,8 @@ pub struct Tc {
     unreported: Vec<u64>,
     durable_epoch: u64,
     durable_waiters: BTreeMap<u64, Vec<(ClientId, u64, Reply)>>,
+    /// The newest epoch this tc asked the epoch master to make durable now (`EpochWanted`).
+    epoch_wanted: u64,
     scans: HashMap<(ClientId, u64), Scan>,
     /// Scan id used towards ldms (unique in this tc) -> the client's scan.
     scan_ids: HashMap<u64, (ClientId, u64)>,
@@ -271,6 +274,8 @@ pub struct Tc {
     /// The node's lease from the management nodes ends at this time (`u64::MAX`: none needed);
     /// no client request is served after it.
     lease_until_ms: u64,
+    /// The node stops in order (`Signal::StopServing`): no client request is served any more.
+    stopping: bool,
     takeover: Option<Takeover>,
     /// Failed nodes whose takeover waits for the running one.
     takeover_queue: Vec<NodeId>,
@@ -322,10 +327,12 @@ impl Tc {
             unreported: Vec::new(),
             durable_epoch: 0,
             durable_waiters: BTreeMap::new(),
+            epoch_wanted: 0,
             scans: HashMap::new(),
             scan_ids: HashMap::new(),
             started: false,
             lease_until_ms: u64::MAX,
+            stopping: false,
             takeover: None,
             takeover_queue: Vec::new(),
             now_ms: 0,
@@ -361,7 +368,7 @@ impl Tc {
         self.read_backup = catalog
             .tables
             .values()
-            .filter(|t| tern_types::ndb_comment::parse(&t.comment).is_ok_and(|o| o.read_backup == Some(true)))
+            .filter(|t| !tern_types::ndb_comment::parse(&t.comment).is_ok_and(|o| o.read_backup == Some(false)))
             .map(|t| t.id)
             .collect();
         self.catalog = catalog;
@@ -450,6 +457,7 @@ impl Tc {
             Signal::TakeoverConf { from, txns } => self.takeover_conf(from, txns, out),
             Signal::DdlReply { client, req_id, reply } => out.reply(client, req_id, reply),
             Signal::Lease { until_ms } => self.lease_until_ms = until_ms,
+            Signal::StopServing => self.stopping = true,
             Signal::NodeStarted { epoch, durable_epoch } => {
                 self.started = true;
                 self.current_epoch = epoch;
@@ -500,6 +508,10 @@ impl Tc {
                 req_id,
                 Reply::Error(TernError::new(ErrorCode::ShuttingDown, "data node is starting; retry shortly")),
             ),
+            _ if self.stopping => {
+                let e = TernError::new(ErrorCode::NodeNotStarted, "data node is stopping; retry on another node");
+                out.reply(client, req_id, Reply::Error(e))
+            }
             _ if self.now_ms >= self.lease_until_ms => {
                 // The node cannot tell whether the others still count on it (its lease lapsed:
                 // it or the management nodes were not scheduled, or cannot reach each other).
@@ -886,6 +898,13 @@ impl Tc {
             out.reply(client, req_id, txn_reply(ctx, results, Outcome::Committed { epoch }));
             return;
         }
+        if self.stopping {
+            // An orderly stop picks the last epoch it makes durable once every tc stopped
+            // serving: no commit point may come after that.
+            let e = TernError::new(ErrorCode::NodeNotStarted, "data node is stopping; retry on another node");
+            self.start_abort(id, Some(e), out);
+            return;
+        }
         if self.gate_closed {
             txn.state = State::WaitEpoch;
             self.gate_queue.push(id);
@@ -925,6 +944,11 @@ impl Tc {
         if !orphan {
             if durable && epoch > self.durable_epoch {
                 self.durable_waiters.entry(epoch).or_default().push((client, req_id, reply));
+                if epoch > self.epoch_wanted {
+                    // Group commit on demand: the master flushes this epoch now.
+                    self.epoch_wanted = epoch;
+                    out.send(self.epoch_master, Signal::EpochWanted { from: self.addr, epoch });
+                }
             } else {
                 out.reply(client, req_id, reply);
             }

@@ -377,8 +377,10 @@ impl Session {
             | "sql_require_primary_key"
             | "warning_count"
             | "error_count"
-            | "ndb_read_backup"
             | "skip_name_resolve" => Value::Int(0),
+            // Tables read at a local backup unless created with READ_BACKUP=0 (NDB's default
+            // since 8.0.19).
+            "ndb_read_backup" => Value::Int(1),
             "wait_timeout" | "interactive_timeout" => Value::Int(28800),
             "max_query_memory" => Value::UInt(limits::QUERY_MEMORY_DEFAULT),
             "max_statement_time" => Value::Double(0.0),

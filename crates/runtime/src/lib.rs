@@ -15,7 +15,7 @@ use mailbox::Mailbox;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tern_kernel::io::IoExecutor;
@@ -69,6 +69,9 @@ pub struct ControlInbox {
     suspects: std::sync::Mutex<std::collections::BTreeSet<tern_types::cluster::NodeId>>,
     /// The newest catalog the master's dict reported.
     catalog: std::sync::Mutex<Option<Arc<tern_types::Catalog>>>,
+    /// Rung (under `pending`) when a state change or a catalog arrives: the membership thread
+    /// sleeps on it instead of polling.
+    arrived: std::sync::Condvar,
 }
 
 impl ControlInbox {
@@ -76,7 +79,10 @@ impl ControlInbox {
         use tern_kernel::signal::ControlReq;
         let mut p = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match req {
-            ControlReq::SetState(s) if p.0.last() != Some(&s) => p.0.push(s),
+            ControlReq::SetState(s) if p.0.last() != Some(&s) => {
+                p.0.push(s);
+                self.arrived.notify_all();
+            }
             ControlReq::SetState(_) => {}
             ControlReq::DurableEpoch(e) => p.1 = p.1.max(e),
             ControlReq::Suspect(n) => {
@@ -89,6 +95,10 @@ impl ControlInbox {
                 if cur.as_ref().is_none_or(|old| old.version < c.version) {
                     *cur = Some(c);
                 }
+                drop(cur);
+                // (Taking `pending` orders the notification after a waiter's check.)
+                let _p = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                self.arrived.notify_all();
             }
         }
     }
@@ -109,6 +119,18 @@ impl ControlInbox {
     pub fn take(&self) -> (Vec<tern_types::cluster::NodeState>, u64) {
         let mut p = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         (std::mem::take(&mut p.0), p.1)
+    }
+
+    /// Waits up to `timeout` for a state change or a catalog to arrive (returns at once when
+    /// one is waiting). Durable epochs do not wake it: they are reported at the caller's pace.
+    pub fn wait(&self, timeout: std::time::Duration) {
+        let p = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // (`push` never holds `catalog` while it takes `pending`.)
+        let catalog_waiting = || self.catalog.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some();
+        if !p.0.is_empty() || catalog_waiting() {
+            return;
+        }
+        let _ = self.arrived.wait_timeout(p, timeout);
     }
 }
 
@@ -268,6 +290,7 @@ impl DataNode {
             current_epoch: AtomicU64::new(0),
             durable_epoch: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
+            stopped_serving: AtomicUsize::new(0),
             next_client: AtomicU64::new(1),
             epoch,
             spin_max_us: cfg.spin_max_us,
@@ -413,14 +436,26 @@ impl DataNode {
         self.stop_threads();
     }
 
-    /// Waits (up to `SHUTDOWN_FLUSH_MAX`) until every epoch given out so far is durable; returns
-    /// whether it is. The node keeps serving meanwhile.
+    /// Stops serving clients (every tc refuses their requests and aborts transactions that
+    /// reach their commit point from now on: `Signal::StopServing`), then waits (up to
+    /// `SHUTDOWN_FLUSH_MAX`) until every epoch given out so far is durable; returns whether it
+    /// is. So every commit acknowledged before the stop is in a durable epoch, on every replica.
     pub fn flush_for_stop(&self) -> bool {
         if !self.is_started() {
             return false;
         }
-        let target = self.shared.current_epoch.load(Ordering::Acquire);
         let until = Instant::now() + SHUTDOWN_FLUSH_MAX;
+        let asked = self.shared.stopped_serving.load(Ordering::Acquire);
+        for (i, mb) in self.mailboxes.iter().enumerate() {
+            mb.push(Inbound::Signal(Block::Tc(i as u16), Signal::StopServing));
+        }
+        // Once every tc took it, no commit point can be taken in a later epoch than the current.
+        while self.shared.stopped_serving.load(Ordering::Acquire) < asked + self.mailboxes.len()
+            && Instant::now() < until
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let target = self.shared.current_epoch.load(Ordering::Acquire);
         while self.shared.durable_epoch.load(Ordering::Acquire) < target && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(5));
         }

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io::{self, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tern_kernel::dict::Dict;
 use tern_kernel::dist::Dist;
@@ -76,6 +76,9 @@ pub struct Shared {
     pub current_epoch: AtomicU64,
     pub durable_epoch: AtomicU64,
     pub stopping: AtomicBool,
+    /// Workers whose tc has taken `Signal::StopServing` (an orderly stop waits for all of them
+    /// before it picks the last epoch to make durable).
+    pub stopped_serving: AtomicUsize,
     pub next_client: AtomicU64,
     pub epoch: Instant,
     pub spin_max_us: u64,
@@ -236,6 +239,9 @@ pub struct Worker {
     expect_until: Option<Instant>,
     /// A client request arrived in this loop turn (published to `Shared::client_seen_ms`).
     client_seen: bool,
+    /// This turn delivered `Signal::StopServing` to the tc (counted in `Shared::stopped_serving`
+    /// once the turn ran it).
+    stop_serving_seen: bool,
     busy_since_idle: bool,
     last_idle_hook_ms: u64,
 }
@@ -287,6 +293,7 @@ impl Worker {
             spin_us,
             expect_until: None,
             client_seen: false,
+            stop_serving_seen: false,
             busy_since_idle: false,
             last_idle_hook_ms: 0,
         }
@@ -330,6 +337,9 @@ impl Worker {
             self.local.extend(self.later.drain(..));
         }
         worked |= self.run_queue();
+        if std::mem::take(&mut self.stop_serving_seen) {
+            self.shared.stopped_serving.fetch_add(1, Ordering::Release);
+        }
         worked |= self.fire_timers();
         self.flush();
         if worked {
@@ -473,7 +483,10 @@ impl Worker {
         }
         for item in inbox.drain(..) {
             match item {
-                Inbound::Signal(b, s) => self.local.push_back((b, s)),
+                Inbound::Signal(b, s) => {
+                    self.stop_serving_seen |= matches!(s, Signal::StopServing);
+                    self.local.push_back((b, s))
+                }
                 Inbound::NewConn(s) => {
                     if let Some(token) = self.add_conn(s, Vec::new()) {
                         // A shared-memory client may have written before its rings were watched.
@@ -978,6 +991,11 @@ impl Worker {
         }
         let mut out = Out::default();
         while let Some((to, sig)) = self.local.pop_front() {
+            if let (Block::Tc(_), Signal::EpochCommit { epoch, .. }) = (to, &sig) {
+                // The epochs this node's tcs give out, whichever node's dist runs them (an
+                // orderly stop waits until the newest is durable).
+                self.shared.current_epoch.fetch_max(*epoch, Ordering::AcqRel);
+            }
             self.block_handle(to, sig, &mut out);
             self.route(&mut out);
         }

@@ -2009,7 +2009,9 @@ impl Sim {
             indexes: vec![tern_types::schema::Index { id: 0, name: "b_uq".into(), columns: vec![2], unique: true }],
             partition_count: 0,
             ttl: None,
-            comment: String::new(),
+            // Reads at the primary: the linearizability check holds them to the version order
+            // (a committed read at a backup may see a commit before its primary does).
+            comment: "NDB_TABLE=READ_BACKUP=0".into(),
         };
         self.client_request(1, Request::Ddl(DdlReq::CreateDatabase { name: "sim".into(), if_not_exists: true }));
         self.clients[0].state = ClientState::Scanning;

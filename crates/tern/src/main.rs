@@ -168,6 +168,10 @@ struct ColocatedArgs {
     /// Tern's TOML for colocated front ends (`[redis]`, `[rest]`, `[mysql]`, as `tern api --toml`).
     #[arg(long)]
     api_toml: Option<PathBuf>,
+    /// Share the front ends' ports with the other data nodes on this host (SO_REUSEPORT): the
+    /// kernel spreads new connections over them, and a node that dies drops only its own.
+    #[arg(long)]
+    share_ports: bool,
 }
 
 impl ColocatedArgs {
@@ -420,7 +424,8 @@ enum BenchSuite {
         /// Read an existing table (db.table with an INT key 0..rows) instead of bench.flex.
         #[arg(long)]
         table: Option<String>,
-        /// Use bench.flex_rb, created with NDB_TABLE=READ_BACKUP=1 (reads at a local backup).
+        /// Use bench.flex_rb, created with NDB_TABLE=READ_BACKUP=1 (reads at a local backup,
+        /// which every table without READ_BACKUP=0 does since issue 33).
         #[arg(long)]
         read_backup: bool,
     },
@@ -517,9 +522,11 @@ fn main() {
         Cmd::Api(a) => api(a),
         Cmd::Apikey { cmd: ApikeyCmd::Create { dbs, addr } } => apikey_create(&dbs, &addr),
         Cmd::Datanode { config, rest_port, front, mgmd, node_id, data_dir, transporter } if !mgmd.is_empty() => {
+            tern_client::frontend::set_share_ports(front.share_ports);
             datanode_in_cluster(config, front.api_args(rest_port), mgmd, node_id, data_dir, transporter)
         }
         Cmd::Datanode { config, rest_port, front, data_dir, transporter, .. } => {
+            tern_client::frontend::set_share_ports(front.share_ports);
             datanode(config, front.api_args(rest_port), data_dir, transporter)
         }
         Cmd::Mgmd { config, node_id, data_dir } => mgmd(&config, node_id, data_dir),
@@ -626,6 +633,9 @@ fn datanode_in_cluster(
     toml.listen = Some(spec.addr());
     let mut cfg = toml.to_runtime()?;
     colocated_spin(&mut cfg, front.as_ref(), toml.expect_spin_us);
+    // The front ends on worker 0's thread, as in a lone data node (the cluster file sets the
+    // ldm workers).
+    let on_worker = hosts_front_ends(front.as_ref(), &toml)?;
     let joined = member::join(&mut client, node_id, &cfg.data_dir, &stop_requested)?;
     let heartbeat = Duration::from_millis(joined.state.config.heartbeat_interval_ms.max(10));
     let inbox = Arc::new(tern_runtime::ControlInbox::default());
@@ -649,7 +659,10 @@ fn datanode_in_cluster(
         let work_client = member::client(&mgmd, secret.as_ref());
         let steer = steer.clone();
         std::thread::Builder::new().name("tern-member".into()).spawn(move || {
-            let publish = |st: Arc<ClusterState>| publisher.publish(st);
+            let publish = |st: Arc<ClusterState>| {
+                publish_cluster_nodes(&st);
+                publisher.publish(st)
+            };
             let to_dict = |sig| publisher.to_dict(sig);
             let lease = |until| publisher.lease(until);
             let fence = |why: &str| {
@@ -667,7 +680,12 @@ fn datanode_in_cluster(
     cfg.control = Some(inbox);
     tune_allocator();
     cfg.idle_hook = Some(collect_freed_memory);
-    let node = tern_runtime::DataNode::start(cfg).map_err(|e| anyhow::anyhow!(e))?;
+    let (host, runtime) = front_end_host(on_worker);
+    let node = tern_runtime::DataNode::start_hosted(cfg, host).map_err(|e| anyhow::anyhow!(e))?;
+    let runtime = match runtime {
+        Some(rx) => Some(rx.recv().context("the data node's worker 0 did not start")?),
+        None => None,
+    };
     publisher.attach(node.map_publisher());
     tracing::info!(addr = %node.local_addr(), rows = node.recovered_rows, durable_epoch = node.durable_epoch, "data node listening");
     // An orderly stop: the last epochs are made durable, then the node leaves the cluster (a
@@ -678,7 +696,7 @@ fn datanode_in_cluster(
             tracing::warn!("the management nodes did not confirm the leave within 3 s");
         }
     };
-    let r = serve_until_stopped(node, front, None, toml.metrics_addr()?, Some(&leave));
+    let r = serve_until_stopped(node, front, runtime, toml.metrics_addr()?, Some(&leave));
     steer.stop.store(true, Ordering::SeqCst);
     let _ = member.join();
     r
@@ -723,6 +741,8 @@ fn serve_until_stopped(
         }
     };
     tracing::info!("stopping");
+    // New connections to the shared front-door ports go to the other data nodes from now on.
+    tern_client::frontend::stop_listening();
     match before_stop {
         Some(f) if node.is_started() => {
             // Flushed and left: the others no longer count on this node.
@@ -752,9 +772,7 @@ fn datanode(
         toml.data_dir = Some(d);
     }
     init_logging(&toml.log_level());
-    // The front ends on worker 0's thread (see `tern_client::hosted`), or on their own.
-    let on_worker = front.as_ref().is_some_and(|a| !a.no_redis || !a.no_rest || !a.no_mysql)
-        && config::front_ends_on_worker(toml.front_ends.as_deref())?;
+    let on_worker = hosts_front_ends(front.as_ref(), &toml)?;
     if on_worker && toml.ldm_auto() {
         toml.ldm_workers = Some(toml::Value::Integer(config::auto_ldm_workers_hosting().into()));
     }
@@ -763,12 +781,7 @@ fn datanode(
     tune_allocator();
     cfg.idle_hook = Some(collect_freed_memory);
     install_signal_handlers();
-    let (host, runtime) = if on_worker {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        (Some(tern_client::hosted::host(tx)), Some(rx))
-    } else {
-        (None, None)
-    };
+    let (host, runtime) = front_end_host(on_worker);
     let node = tern_runtime::DataNode::start_hosted(cfg, host).map_err(|e| anyhow::anyhow!(e))?;
     let runtime = match runtime {
         Some(rx) => Some(rx.recv().context("the data node's worker 0 did not start")?),
@@ -776,6 +789,25 @@ fn datanode(
     };
     tracing::info!(addr = %node.local_addr(), rows = node.recovered_rows, durable_epoch = node.durable_epoch, on_worker, "data node listening");
     serve_until_stopped(node, front, runtime, toml.metrics_addr()?, None)
+}
+
+/// Whether the front ends asked for run on worker 0's thread (see `tern_client::hosted`; the
+/// TOML's `front_ends = "worker"`, the default) rather than on threads of their own.
+fn hosts_front_ends(front: Option<&ApiArgs>, toml: &config::DatanodeToml) -> Result<bool> {
+    Ok(front.is_some_and(|a| !a.no_redis || !a.no_rest || !a.no_mysql)
+        && config::front_ends_on_worker(toml.front_ends.as_deref())?)
+}
+
+type HostedRuntime = std::sync::mpsc::Receiver<tokio::runtime::Handle>;
+
+/// The driver of worker 0 when it hosts the front ends, and where its runtime is announced.
+fn front_end_host(on_worker: bool) -> (Option<tern_runtime::Host>, Option<HostedRuntime>) {
+    if on_worker {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        (Some(tern_client::hosted::host(tx)), Some(rx))
+    } else {
+        (None, None)
+    }
 }
 
 /// Serves the front ends `a` asks for from the data node's process, through the in-process
@@ -1042,23 +1074,26 @@ fn serve_front_ends(
     Ok(())
 }
 
+/// The data nodes and their states for the front ends' status page and metrics.
+fn publish_cluster_nodes(st: &ClusterState) {
+    let nodes = st
+        .config
+        .data_nodes
+        .iter()
+        .map(|d| tern_client::metrics::ClusterNode {
+            id: d.id,
+            addr: d.addr(),
+            state: format!("{:?}", st.state_of(d.id)).to_lowercase(),
+        })
+        .collect();
+    tern_client::metrics::set_cluster_nodes(nodes);
+}
+
 /// The API server's watch of the cluster map: data nodes that are not serving (failed, or still
 /// restarting) are handed to the client library (`tern_client::set_down_nodes`), which closes
 /// its connections to them at once instead of waiting for a frozen node to answer.
 fn watch_cluster(mgmd: Vec<String>) {
-    let on_state = |st: &ClusterState| {
-        let nodes = st
-            .config
-            .data_nodes
-            .iter()
-            .map(|d| tern_client::metrics::ClusterNode {
-                id: d.id,
-                addr: d.addr(),
-                state: format!("{:?}", st.state_of(d.id)).to_lowercase(),
-            })
-            .collect();
-        tern_client::metrics::set_cluster_nodes(nodes);
-    };
+    let on_state = |st: &ClusterState| publish_cluster_nodes(st);
     tern_control::watch_cluster(
         mgmd,
         tern_client::env_cluster_secret().as_ref(),

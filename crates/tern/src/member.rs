@@ -268,7 +268,8 @@ fn heartbeat_loop(
     let mut next_beat = Instant::now();
     // Membership as last logged.
     let mut published: Option<Membership> = None;
-    let tick = Duration::from_millis(10).min(m.heartbeat);
+    // The longest sleep (a stop is seen within it).
+    let tick = Duration::from_millis(50).min(m.heartbeat);
     let mut woke_plan = Instant::now() + tick;
     let mut stop_asked = false;
     loop {
@@ -369,8 +370,18 @@ fn heartbeat_loop(
             fence("lost contact with the management nodes (lease expired and not renewed)");
             return;
         }
-        woke_plan = Instant::now() + tick;
-        std::thread::sleep(tick);
+        // Asleep until the next thing to do: the next heartbeat, the lease's end, the fence
+        // deadline of a lapsed lease, and within `tick` of a stop.
+        let now = Instant::now();
+        let mut wake = next_beat.min(now + tick);
+        if let Some(t) = lease_until.filter(|_| lapsed.is_none() && !leaving) {
+            wake = wake.min(t);
+        }
+        if let Some(t) = lapsed.filter(|_| !leaving) {
+            wake = wake.min(t + m.failure_timeout);
+        }
+        woke_plan = wake.max(now);
+        std::thread::sleep(woke_plan - now);
     }
 }
 
@@ -393,6 +404,7 @@ fn work_loop(
     let mut catalog_known: Option<u64> = None;
     let mut catalog_want: Option<Arc<tern_types::Catalog>> = None;
     let mut state_changes: Vec<NodeState> = Vec::new();
+    let mut durable_reported = Instant::now() - DURABLE_REPORT_EVERY;
     loop {
         if steer.stop.load(Ordering::SeqCst) || steer.leaving.load(Ordering::SeqCst) {
             // The node has flushed (its last epochs are durable): report the newest, then leave
@@ -471,7 +483,11 @@ fn work_loop(
                 }
             }
         }
-        if durable_want > durable_sent {
+        if durable_want > durable_sent && durable_reported.elapsed() >= DURABLE_REPORT_EVERY {
+            // At most once a second: the control plane's durable epoch is only the lower bound
+            // of a system restart's cut (the nodes' system files give the cut), so it may lag;
+            // a proposal per epoch kept the management nodes busy on an idle cluster.
+            durable_reported = Instant::now();
             match client.propose(Command::SetDurableEpoch { epoch: durable_want }) {
                 Ok(_) => durable_sent = durable_want,
                 Err(e) => tracing::debug!("reporting durable epoch {durable_want}: {e}"),
@@ -496,9 +512,16 @@ fn work_loop(
                 Err(e) => tracing::debug!("fetching the catalog: {e}"),
             }
         }
-        std::thread::sleep(Duration::from_millis(5));
+        // Woken by a state change or a catalog; the stop, the leave, the durable epoch and the
+        // heartbeat thread's news are looked at within WORK_POLL.
+        control.wait(WORK_POLL);
     }
 }
+
+/// How often the work thread looks at what does not wake it.
+const WORK_POLL: Duration = Duration::from_millis(20);
+/// How often the durable epoch is reported to the management nodes.
+const DURABLE_REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// The durable epoch of the node's system file (0 when it has none).
 fn sysfile_epoch(data_dir: &Path) -> u64 {

@@ -100,16 +100,19 @@ pub struct UpArgs {
     /// to `<data-dir>/root-password`.
     #[arg(long)]
     pub root_password: Option<String>,
-    /// Serve REST, Redis and MySQL from a separate API server process also with one data node
-    /// (where by default they run inside the data node's process, with no socket between them).
+    /// Serve REST, Redis and MySQL from a separate API server process (`tern api`, reaching the
+    /// data nodes over shared memory or TCP). By default they run inside every data node's
+    /// process, with no process between a request and its rows: in a cluster every data node
+    /// serves the same three ports (SO_REUSEPORT), the kernel spreads new connections over them,
+    /// and a data node that dies drops only its own connections.
     #[arg(long)]
     pub api_process: bool,
     /// How the API server process and the data nodes reach the data nodes: tcp, shm (shared
     /// memory) or auto (default: shared memory, all processes being on this host).
     #[arg(long)]
     pub transporter: Option<String>,
-    /// With one data node and the front ends inside it: "worker" (default: the Redis, REST and
-    /// MySQL front ends run on the data node's worker 0 thread, no thread between a request and its
+    /// With the front ends inside the data nodes: "worker" (default: the Redis, REST and MySQL
+    /// front ends run on each data node's worker 0 thread, no thread between a request and its
     /// row) or "threads" (every front end on threads of its own).
     #[arg(long)]
     pub front_ends: Option<String>,
@@ -204,11 +207,15 @@ fn write_cluster_config(a: &UpArgs, dir: &Path, ldm_workers: u16) -> Result<Path
 /// A data node's own settings in a cluster (its memory and data directory; the rest comes from
 /// the cluster file).
 fn write_member_config(a: &UpArgs, dir: &Path, id: u16, memory: u64) -> Result<PathBuf> {
-    let text = format!(
+    let mut text = format!(
         "# Written by `tern up` on every start; edit the flags instead.\nnode_id = {id}\ndata_dir = {:?}\ndata_memory = {memory}\n{}",
         dir.join(format!("node-{id}")).display().to_string(),
         metrics_line(a, id)
     );
+    if let Some(f) = &a.front_ends {
+        crate::config::front_ends_on_worker(Some(f)).context("--front-ends")?;
+        text.push_str(&format!("front_ends = {f:?}\n"));
+    }
     let path = dir.join(format!("datanode-{id}.toml"));
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
@@ -501,9 +508,33 @@ fn port_free(port: u16, what: &str, flag: &str) -> Result<()> {
     Ok(())
 }
 
+/// The flags of a data node that serves the front doors itself.
+fn colocated_args(a: &UpArgs, api_toml: &Option<String>) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "--rest-port".into(),
+        a.rest_port.to_string(),
+        "--redis-port".into(),
+        a.redis_port.to_string(),
+        "--mysql-port".into(),
+        a.mysql_port.to_string(),
+    ];
+    if let Some(t) = a.mysql_threads {
+        args.extend(["--mysql-threads".into(), t.to_string()]);
+    }
+    if let Some(t) = api_toml {
+        args.extend(["--api-toml".into(), t.clone()]);
+    }
+    args
+}
+
+/// "rest redis mysql": the front doors' addresses.
+fn front_addrs(a: &UpArgs) -> String {
+    format!("127.0.0.1:{} 127.0.0.1:{} 127.0.0.1:{}", a.rest_port, a.redis_port, a.mysql_port)
+}
+
 /// Starts the management nodes and the data nodes of a cluster; returns them (serving) and the
 /// data node addresses for clients.
-fn start_cluster(a: &UpArgs, dir: &Path) -> Result<(Vec<Supervised>, String)> {
+fn start_cluster(a: &UpArgs, dir: &Path, api_toml: &Option<String>) -> Result<(Vec<Supervised>, String)> {
     if !(1..=3).contains(&a.replicas) || a.datanodes == 0 || !a.datanodes.is_multiple_of(a.replicas) {
         bail!("--datanodes must be a multiple of --replicas (1-3): node groups of {} data nodes", a.replicas);
     }
@@ -567,7 +598,15 @@ fn start_cluster(a: &UpArgs, dir: &Path) -> Result<(Vec<Supervised>, String)> {
             // Between the data nodes too (they share this host).
             args.extend(["--transporter".into(), t.clone()]);
         }
-        children.push(Supervised::spawn(format!("data node {id}"), args, addr.clone(), datanode_ready, true)?);
+        let (ready, ready_addr): (fn(&str) -> bool, String) = if a.api_process {
+            (datanode_ready, addr.clone())
+        } else {
+            // Every data node serves the front doors, on the same ports.
+            args.extend(colocated_args(a, api_toml));
+            args.push("--share-ports".into());
+            (colocated_ready, format!("{addr} {}", front_addrs(a)))
+        };
+        children.push(Supervised::spawn(format!("data node {id}"), args, ready_addr, ready, true)?);
         addrs.push(addr);
     }
     if let Err(e) = wait_serving(&mut children[first..]) {
@@ -628,20 +667,12 @@ pub fn run(a: UpArgs) -> Result<()> {
         let (ready, ready_addr): (fn(&str) -> bool, String) = if a.api_process {
             (datanode_ready, addr.clone())
         } else {
-            datanode_args.extend(["--rest-port".into(), a.rest_port.to_string()]);
-            datanode_args.extend(["--redis-port".into(), a.redis_port.to_string()]);
-            datanode_args.extend(["--mysql-port".into(), a.mysql_port.to_string()]);
-            if let Some(t) = a.mysql_threads {
-                datanode_args.extend(["--mysql-threads".into(), t.to_string()]);
-            }
-            if let Some(t) = &api_toml {
-                datanode_args.extend(["--api-toml".into(), t.clone()]);
-            }
-            (colocated_ready, format!("{addr} {rest} {redis} {mysql}"))
+            datanode_args.extend(colocated_args(&a, &api_toml));
+            (colocated_ready, format!("{addr} {}", front_addrs(&a)))
         };
         (vec![Supervised::start("data node 1".into(), datanode_args, ready_addr, ready, true)?], addr)
     } else {
-        start_cluster(&a, &dir)?
+        start_cluster(&a, &dir, &api_toml)?
     };
     let api_args = vec![
         "api".into(),
@@ -672,7 +703,7 @@ pub fn run(a: UpArgs) -> Result<()> {
     if let Some(t) = &api_toml {
         api_args.extend(["--toml".into(), t.clone()]);
     }
-    if !single || a.api_process {
+    if a.api_process {
         match Supervised::start("API server".into(), api_args, format!("{rest} {redis} {mysql}"), api_ready, false) {
             Ok(s) => children.push(s),
             Err(e) => {

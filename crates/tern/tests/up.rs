@@ -442,6 +442,106 @@ fn up_by_default_runs_a_replicated_cluster_that_heals() {
     assert!(st.success(), "{st}");
 }
 
+/// The default cluster's data nodes serve the front doors themselves on shared ports: Redis
+/// connections land on both processes; a SIGKILL of one drops only the connections it served
+/// (the others go on answering on the same connection), new connections land on the survivor
+/// while it restarts, and once back it serves new connections again.
+#[test]
+fn a_data_node_that_dies_takes_only_its_own_front_end_connections() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster { mut child, mgmd, redis, mysql, .. } = default_cluster(dir.path());
+    assert!(child_pid(child.id(), "api").is_none(), "a separate API server runs");
+    let pids = [1, 2].map(|n| child_pid(child.id(), &format!("datanode-{n}.toml")).expect("data node"));
+    // One command on an open connection; None when it is gone.
+    let ask = |s: &mut std::net::TcpStream, args: &[&str]| -> Option<String> {
+        let mut cmd = format!("*{}\r\n", args.len());
+        for a in args {
+            cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        s.write_all(cmd.as_bytes()).ok()?;
+        let mut buf = vec![0u8; 8192];
+        let n = s.read(&mut buf).ok().filter(|&n| n > 0)?;
+        Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+    };
+    let process_of = |s: &mut std::net::TcpStream| -> Option<u32> {
+        let info = ask(s, &["INFO", "server"])?;
+        info.lines().find_map(|l| l.strip_prefix("process_id:")).and_then(|p| p.trim().parse().ok())
+    };
+    let mut conns: Vec<(std::net::TcpStream, u32)> = Vec::new();
+    for _ in 0..40 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", redis)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let pid = process_of(&mut s).expect("INFO answered");
+        assert!(pids.contains(&pid), "connection served by {pid}, not a data node {pids:?}");
+        conns.push((s, pid));
+    }
+    let on = |pid: u32, conns: &[(std::net::TcpStream, u32)]| conns.iter().filter(|c| c.1 == pid).count();
+    assert!(on(pids[0], &conns) > 0 && on(pids[1], &conns) > 0, "the kernel spread no connections");
+    for (i, (s, _)) in conns.iter_mut().enumerate() {
+        assert_eq!(ask(s, &["SET", &format!("c{i}"), "v"]).as_deref(), Some("+OK\r\n"));
+    }
+    sql(mysql, "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY)").unwrap();
+    unsafe { libc::kill(pids[1] as i32, libc::SIGKILL) };
+    std::thread::sleep(Duration::from_millis(200));
+    // The survivor's connections answer on; the dead node's are closed (or reset).
+    for (i, (s, pid)) in conns.iter_mut().enumerate() {
+        let got = ask(s, &["GET", &format!("c{i}")]);
+        if *pid == pids[0] {
+            assert_eq!(got.as_deref(), Some("$1\r\nv\r\n"), "a survivor's connection {i} broke");
+        } else {
+            assert!(got.is_none(), "connection {i} of the killed node answered {got:?}");
+        }
+    }
+    // New connections (Redis and MySQL) land on the living.
+    for i in 0..20 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", redis)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        // (Until the management node declares node 2 failed, writes wait for it.)
+        loop {
+            match ask(&mut s, &["SET", &format!("n{i}"), "v"]).as_deref() {
+                Some("+OK\r\n") => break,
+                other => assert!(Instant::now() < until, "new connection {i}: {other:?}"),
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The survivor, or node 2 once the angel restarted it: never the dead process.
+        let by = process_of(&mut s).expect("INFO answered");
+        assert_ne!(by, pids[1], "a new connection reached the killed process");
+    }
+    sql(mysql, "INSERT INTO d.t VALUES (1)").unwrap();
+    // Node 2 comes back (the angel restarts it) and serves new connections again.
+    let status = |id: u16| -> String {
+        let mut m =
+            tern_control::MgmClient::new(vec![format!("127.0.0.1:{mgmd}")]).with_role(tern_control::Role::Admin);
+        m.status().map(|s| s.state.state.state_of(id).name().to_string()).unwrap_or_default()
+    };
+    let until = Instant::now() + Duration::from_secs(60);
+    let back = loop {
+        let now = child_pid(child.id(), "datanode-2.toml").filter(|&p| p != pids[1]);
+        if let Some(p) = now
+            && status(2) == "started"
+        {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", redis)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            if process_of(&mut s) == Some(p) {
+                break p;
+            }
+        }
+        assert!(Instant::now() < until, "data node 2 serves no connection again; log:\n{}", up_log_tail(dir.path()));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_ne!(back, pids[1]);
+    for i in 0..conns.len() {
+        assert_eq!(redis_cmd(redis, &["GET", &format!("c{i}")]), "$1\r\nv\r\n", "c{i} lost");
+    }
+    assert_eq!(sql(mysql, "SELECT id FROM d.t").unwrap(), "1");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let st = wait_exit(&mut child, Duration::from_secs(60));
+    assert!(st.success(), "{st}");
+}
+
 /// Whole-cluster crash: both data nodes of the default `tern up` die by SIGKILL at once. The
 /// angel restarts them, the management node starts them together (system restart) and both
 /// recover to the same last durable epoch: every durably acknowledged write (SQL with
@@ -933,11 +1033,13 @@ fn api_server_finds_the_data_nodes_through_the_management_node() {
 /// one the API server talks to first — stalls Redis clients only until the management node
 /// declares it failed: the API server watches the cluster map and leaves it then, instead of
 /// waiting for its requests to time out. Woken up, the node finds its lease gone, stops, and
-/// the angel restarts it; no acknowledged write is lost.
+/// the angel restarts it; no acknowledged write is lost. (A separate API server: with the front
+/// ends inside the data nodes, new connections the kernel gives a frozen node's shared port
+/// wait until it wakes up and fences — see ARCHITECTURE.md, "Front ends in every data node".)
 #[test]
 fn a_frozen_data_node_stalls_clients_only_until_it_is_declared_failed() {
     let dir = tempfile::tempdir().unwrap();
-    let Cluster { mut child, mgmd, redis, .. } = default_cluster(dir.path());
+    let Cluster { mut child, mgmd, redis, .. } = cluster_with(dir.path(), &["--api-process"]);
     let status = |id: u16| -> String {
         let mut m =
             tern_control::MgmClient::new(vec![format!("127.0.0.1:{mgmd}")]).with_role(tern_control::Role::Admin);
