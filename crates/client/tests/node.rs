@@ -1154,3 +1154,37 @@ fn an_orderly_stop_refuses_new_work_and_keeps_every_acknowledged_commit() {
     drop(c);
     node.shutdown();
 }
+
+/// A durable commit does not wait for the next epoch interval: its tc asks for the round that
+/// makes its epoch durable at once (`EpochWanted`). With an interval of ten minutes, durable
+/// commits still complete, one after another, and survive a crash right after.
+#[test]
+fn durable_commits_start_their_epochs_flush_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), 64 << 20);
+    let node = {
+        // The start-up epoch rounds run before the interval matters.
+        cfg.node.dist.epoch_interval_ms = 600_000;
+        let n = DataNode::start(cfg).expect("start");
+        assert!(n.wait_started(Duration::from_secs(20)), "node started");
+        n
+    };
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = setup(&c, "durkv");
+    let before = c.status().unwrap().durable_epoch;
+    for i in 0..20 {
+        let mut txn = c.begin().durable(true);
+        block_on(txn.execute(vec![t.write(&row(i, i)).unwrap()], Exec::Commit)).unwrap();
+    }
+    assert!(c.status().unwrap().durable_epoch >= before + 20, "one round per durable commit at least");
+    drop(c);
+    node.kill();
+    let node = start(dir.path(), 64 << 20);
+    let c = Client::connect(&node.local_addr().to_string()).unwrap();
+    let t = c.table("test", "durkv").unwrap();
+    for i in 0..20 {
+        assert_eq!(read_v(&c, &t, i), Some(i), "durable row {i}");
+    }
+    drop(c);
+    node.shutdown();
+}

@@ -26,7 +26,7 @@
 //! (the consistent cut), which is at least the last epoch announced durable.
 
 use crate::signal::{Addr, Block, ControlReq, IoReq, NodeId, Out, Signal};
-use crate::sysfile::{SYSFILE_NAME, Sysfile};
+use crate::sysfile::Sysfile;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tern_types::cluster::{ClusterState, NodeState};
@@ -230,7 +230,7 @@ impl Dist {
     fn write_sysfile(&mut self, durable: u64, synced_lsn: Vec<u64>, out: &mut Out) -> u64 {
         let token = self.token();
         let bytes = Sysfile { durable_epoch: durable, synced_lsn }.encode();
-        out.io(self.addr, IoReq::WriteFile { name: SYSFILE_NAME.into(), bytes, token });
+        out.io(self.addr, IoReq::SaveSysfile { record: bytes, token });
         token
     }
 

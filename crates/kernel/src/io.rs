@@ -113,11 +113,14 @@ pub struct IoExecutor<S: Storage> {
     pub storage: S,
     redo: BTreeMap<u16, RedoWriter>,
     segment_bytes: u64,
+    /// Bytes of the system file saved since this executor started (0: none yet; the next save
+    /// replaces the file).
+    sysfile_bytes: usize,
 }
 
 impl<S: Storage> IoExecutor<S> {
     pub fn new(storage: S, segment_bytes: u64) -> IoExecutor<S> {
-        IoExecutor { storage, redo: BTreeMap::new(), segment_bytes }
+        IoExecutor { storage, redo: BTreeMap::new(), segment_bytes, sysfile_bytes: 0 }
     }
 
     /// Opens an ldm's log for appending at `start_lsn` (a fresh segment starts there). The log
@@ -177,6 +180,20 @@ impl<S: Storage> IoExecutor<S> {
             IoReq::DeleteFile { name } => {
                 self.storage.delete(&name)?;
                 Ok(None)
+            }
+            IoReq::SaveSysfile { record, token } => {
+                let framed = crate::sysfile::frame(&record);
+                if self.sysfile_bytes == 0 || self.sysfile_bytes + framed.len() > crate::sysfile::LOG_BYTES_MAX {
+                    // The first save since the start (the file may end in a torn record, or
+                    // be of the single-record format) and a grown file: this record alone.
+                    self.storage.write_atomic(crate::sysfile::SYSFILE_NAME, &framed)?;
+                    self.sysfile_bytes = framed.len();
+                } else {
+                    self.storage.append(crate::sysfile::SYSFILE_NAME, &framed)?;
+                    self.storage.sync(crate::sysfile::SYSFILE_NAME)?;
+                    self.sysfile_bytes += framed.len();
+                }
+                Ok(Some((from, Signal::IoDone { token, result: Ok(()) })))
             }
             IoReq::FileAppend { name, bytes, token } => {
                 self.storage.append(&name, &bytes)?;

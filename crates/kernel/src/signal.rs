@@ -478,6 +478,13 @@ pub enum IoReq {
     DeleteFile {
         name: String,
     },
+    /// Save a system-file record (`Sysfile::encode`) durably: appended to the system file and
+    /// synced (one fdatasync), or — first after a start, and when the file has grown — the file
+    /// replaced atomically by this record alone; answers IoDone { token }.
+    SaveSysfile {
+        record: Vec<u8>,
+        token: u64,
+    },
     /// Append to a file being built (a checkpoint); answers IoDone { token }.
     FileAppend {
         name: String,

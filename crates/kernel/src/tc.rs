@@ -1092,6 +1092,9 @@ impl Tc {
         }
         let old = std::mem::replace(&mut self.cluster, state);
         self.set_routing();
+        if old.nodes != self.cluster.nodes {
+            self.log_map_changed();
+        }
         let failed: Vec<NodeId> = self.cluster.failed_since(&old);
         if failed.is_empty() {
             return;

@@ -22,6 +22,8 @@ pub(super) struct LogSub {
     id: u64,
     /// Every ldm it was registered at.
     targets: Vec<Addr>,
+    /// A cluster map changed the data nodes' states since the start (`log_map_changed`).
+    failed: bool,
 }
 
 /// A change-log request waiting for the ldms' answers.
@@ -66,7 +68,7 @@ impl Tc {
                     nodes.iter().flat_map(|&n| (0..self.ldm_count).map(move |i| Addr::new(n, Block::Ldm(i)))).collect();
                 self.next_log += 1;
                 let id = self.next_log;
-                self.logs.insert(key, LogSub { id, targets: targets.clone() });
+                self.logs.insert(key, LogSub { id, targets: targets.clone(), failed: false });
                 (id, targets)
             }
             LogOp::Poll | LogOp::Stop => {
@@ -74,6 +76,23 @@ impl Tc {
                     return fail(out, ErrorCode::InvalidRequest, format!("no change log {sub} on this connection"));
                 };
                 let r = (s.id, s.targets.clone());
+                if s.failed && op == LogOp::Poll {
+                    // The ldms it was started at may not be the primaries any more (an ldm that
+                    // saw the new map before the start never fails it itself).
+                    self.logs.remove(&key);
+                    for &t in &r.1 {
+                        out.send(
+                            t,
+                            Signal::LogReq { from: self.addr, sub: r.0, call: 0, op: LogOp::Stop, max_bytes: 0 },
+                        );
+                    }
+                    return fail(
+                        out,
+                        ErrorCode::NodeFailure,
+                        "the cluster changed during the backup (a data node failed, restarted or joined); take it again"
+                            .into(),
+                    );
+                }
                 if op == LogOp::Stop {
                     self.logs.remove(&key);
                 }
@@ -88,6 +107,15 @@ impl Tc {
         }
         let waiting = targets.into_iter().collect();
         self.log_calls.insert(call, LogCall { client, req_id, waiting, parts: BTreeMap::new(), error: None });
+    }
+
+    /// A cluster map changed the data nodes' states: every running log fails at its next poll
+    /// (the ldms do the same, but one that had the new map before a log's start never sees
+    /// the change, while this tc registered the log at the started nodes of its older map).
+    pub(super) fn log_map_changed(&mut self) {
+        for s in self.logs.values_mut() {
+            s.failed = true;
+        }
     }
 
     pub(super) fn log_chunk(
