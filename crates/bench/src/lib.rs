@@ -34,13 +34,18 @@ pub struct BenchRow {
     pub server_cpu_pct: Option<f64>,
     /// CPU used by this (client) process, in % of one core.
     pub client_cpu_pct: f64,
+    /// Server CPU microseconds per operation (row or request): user+system time of the server
+    /// processes (`set_server_pids`, else the one the benchmark talks to) over the operations
+    /// done — comparable between runs whatever the client's share of the cores.
+    pub server_us_per_op: Option<f64>,
 }
 
 impl BenchRow {
     pub fn json(&self) -> String {
         let cpu = self.server_cpu_pct.map(|c| format!("{c:.0}")).unwrap_or_else(|| "null".into());
+        let per_op = self.server_us_per_op.map(|c| format!("{c:.2}")).unwrap_or_else(|| "null".into());
         format!(
-            "{{\"benchmark\":\"{}\",\"throughput\":{:.0},\"p50_us\":{},\"p99_us\":{},\"batch\":{},\"threads\":{},\"server_cpu_pct\":{},\"client_cpu_pct\":{:.0}}}",
+            "{{\"benchmark\":\"{}\",\"throughput\":{:.0},\"p50_us\":{},\"p99_us\":{},\"batch\":{},\"threads\":{},\"server_cpu_pct\":{},\"client_cpu_pct\":{:.0},\"server_us_per_op\":{}}}",
             self.benchmark,
             self.throughput,
             self.p50_us,
@@ -48,14 +53,15 @@ impl BenchRow {
             self.batch,
             self.threads,
             cpu,
-            self.client_cpu_pct
+            self.client_cpu_pct,
+            per_op
         )
     }
 }
 
 pub fn print_header() {
-    println!("Benchmark | Throughput | Median | p99 | Batch | Threads | CPU");
-    println!("---|---|---|---|---|---|---");
+    println!("Benchmark | Throughput | Median | p99 | Batch | Threads | CPU | Server us/op");
+    println!("---|---|---|---|---|---|---|---");
 }
 
 pub fn print_row(r: &BenchRow) {
@@ -63,15 +69,17 @@ pub fn print_row(r: &BenchRow) {
         Some(c) => format!("{c:.0}% (client {:.0}%)", r.client_cpu_pct),
         None => format!("client {:.0}%", r.client_cpu_pct),
     };
+    let per_op = r.server_us_per_op.map(|c| format!("{c:.2}")).unwrap_or_else(|| "-".into());
     println!(
-        "{} | {}/s | {} us | {} us | {} | {} | {}",
+        "{} | {}/s | {} us | {} us | {} | {} | {} | {}",
         r.benchmark,
         group(r.throughput as u64),
         r.p50_us,
         r.p99_us,
         r.batch,
         r.threads,
-        cpu
+        cpu,
+        per_op
     );
 }
 
@@ -97,6 +105,60 @@ pub fn process_cpu_secs(pid: u32) -> Option<f64> {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     Some((utime + stime) / hz)
+}
+
+static SERVER_PIDS: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+
+/// The server's processes, whose CPU the benchmarks report (with every descendant: `tern up`'s
+/// pid covers its management and data nodes and API server). Without it, the one process the
+/// benchmark talks to. `tern bench` sets it from `TERN_SERVER_PIDS`.
+pub fn set_server_pids(pids: Vec<u32>) {
+    let _ = SERVER_PIDS.set(pids);
+}
+
+/// The processes in `roots` and all their descendants (from /proc).
+fn with_descendants(roots: &[u32]) -> Vec<u32> {
+    let mut parent_of: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+            if let Some(pp) = ppid {
+                parent_of.push((pid, pp));
+            }
+        }
+    }
+    let mut all: Vec<u32> = roots.to_vec();
+    let mut i = 0;
+    while i < all.len() {
+        let p = all[i];
+        all.extend(
+            parent_of.iter().filter(|&&(c, pp)| pp == p && !all.contains(&c)).map(|&(c, _)| c).collect::<Vec<_>>(),
+        );
+        i += 1;
+    }
+    all
+}
+
+/// CPU seconds the server used so far: the processes of `set_server_pids` and their
+/// descendants, else `pid` (0: unknown).
+pub fn server_cpu_secs(pid: u32) -> Option<f64> {
+    match SERVER_PIDS.get() {
+        Some(roots) if !roots.is_empty() => {
+            Some(with_descendants(roots).into_iter().filter_map(process_cpu_secs).sum())
+        }
+        _ if pid == 0 => None,
+        _ => process_cpu_secs(pid),
+    }
+}
+
+/// Server CPU microseconds per operation between two `server_cpu_secs` readings.
+pub fn per_op_us(before: Option<f64>, after: Option<f64>, ops: u64) -> Option<f64> {
+    match (before, after) {
+        (Some(a), Some(b)) if ops > 0 => Some((b - a) / ops as f64 * 1e6),
+        _ => None,
+    }
 }
 
 /// Resident set size of a process in bytes (from /proc), or None.
@@ -183,7 +245,7 @@ fn run_phase(o: &NativeOptions, table: &TableHandle, phase: &str, server_pid: u3
     let per_thread = o.rows / threads as u64;
     let clients: Vec<Client> =
         (0..threads).map(|_| Client::connect(&o.addr).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
-    let server_cpu0 = process_cpu_secs(server_pid);
+    let server_cpu0 = server_cpu_secs(server_pid);
     let client_cpu0 = process_cpu_secs(std::process::id()).unwrap_or(0.0);
     let start = Instant::now();
     let results: Vec<Result<(u64, Histogram<u64>), String>> = std::thread::scope(|s| {
@@ -205,7 +267,8 @@ fn run_phase(o: &NativeOptions, table: &TableHandle, phase: &str, server_pid: u3
     });
     let elapsed = start.elapsed().as_secs_f64();
     let (rows, hist) = merge_threads(results)?;
-    let server_cpu = match (server_cpu0, process_cpu_secs(server_pid)) {
+    let server_cpu1 = server_cpu_secs(server_pid);
+    let server_cpu = match (server_cpu0, server_cpu1) {
         (Some(a), Some(b)) => Some((b - a) / elapsed * 100.0),
         _ => None,
     };
@@ -219,6 +282,7 @@ fn run_phase(o: &NativeOptions, table: &TableHandle, phase: &str, server_pid: u3
         threads,
         server_cpu_pct: server_cpu,
         client_cpu_pct: client_cpu,
+        server_us_per_op: per_op_us(server_cpu0, server_cpu1, rows),
     })
 }
 
@@ -254,7 +318,7 @@ pub(crate) fn measure<S>(
     setup: impl Fn(usize) -> Result<S, String> + Sync,
     step: impl Fn(&mut S) -> Result<(u64, Duration), String> + Sync,
 ) -> Result<BenchRow, String> {
-    let cpu0 = process_cpu_secs(m.server_pid);
+    let cpu0 = server_cpu_secs(m.server_pid);
     let me0 = process_cpu_secs(std::process::id()).unwrap_or(0.0);
     let start = Instant::now();
     let (setup, step) = (&setup, &step);
@@ -279,6 +343,7 @@ pub(crate) fn measure<S>(
     });
     let elapsed = start.elapsed().as_secs_f64();
     let (units, hist) = merge_threads(results)?;
+    let cpu1 = server_cpu_secs(m.server_pid);
     Ok(BenchRow {
         benchmark: m.name,
         throughput: units as f64 / elapsed,
@@ -286,11 +351,12 @@ pub(crate) fn measure<S>(
         p99_us: hist.value_at_quantile(0.99),
         batch: m.batch,
         threads: m.threads,
-        server_cpu_pct: match (cpu0, process_cpu_secs(m.server_pid)) {
+        server_cpu_pct: match (cpu0, cpu1) {
             (Some(a), Some(b)) => Some((b - a) / elapsed * 100.0),
             _ => None,
         },
         client_cpu_pct: (process_cpu_secs(std::process::id()).unwrap_or(0.0) - me0) / elapsed * 100.0,
+        server_us_per_op: per_op_us(cpu0, cpu1, units),
     })
 }
 

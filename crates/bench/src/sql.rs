@@ -194,6 +194,8 @@ pub fn run(o: &SqlOptions) -> Result<Vec<BenchRow>, String> {
 
 fn run_one(o: &SqlOptions, bench: &str, threads: usize, batch: usize) -> Result<BenchRow, String> {
     let me0 = crate::process_cpu_secs(std::process::id()).unwrap_or(0.0);
+    // The MySQL front end's process is not known here: only `TERN_SERVER_PIDS` gives a figure.
+    let cpu0 = crate::server_cpu_secs(0);
     let start = Instant::now();
     let results: Vec<Result<(u64, Histogram<u64>), String>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
@@ -227,6 +229,7 @@ fn run_one(o: &SqlOptions, bench: &str, threads: usize, batch: usize) -> Result<
     });
     let elapsed = start.elapsed().as_secs_f64();
     let (rows, hist) = crate::merge_threads(results)?;
+    let cpu1 = crate::server_cpu_secs(0);
     Ok(BenchRow {
         benchmark: if bench == "point" { "sql-point".into() } else { "sql-in".into() },
         throughput: rows as f64 / elapsed,
@@ -234,7 +237,11 @@ fn run_one(o: &SqlOptions, bench: &str, threads: usize, batch: usize) -> Result<
         p99_us: hist.value_at_quantile(0.99),
         batch,
         threads,
-        server_cpu_pct: None,
+        server_cpu_pct: match (cpu0, cpu1) {
+            (Some(a), Some(b)) => Some((b - a) / elapsed * 100.0),
+            _ => None,
+        },
         client_cpu_pct: (crate::process_cpu_secs(std::process::id()).unwrap_or(0.0) - me0) / elapsed * 100.0,
+        server_us_per_op: crate::per_op_us(cpu0, cpu1, rows),
     })
 }

@@ -145,7 +145,8 @@ enum Cmd {
         #[arg(long)]
         dir: PathBuf,
     },
-    /// Run a benchmark.
+    /// Run a benchmark. With `TERN_SERVER_PIDS="pid ..."` (e.g. `tern up`'s pid) every row also
+    /// gives the server CPU microseconds per operation of those processes and their descendants.
     Bench {
         #[command(subcommand)]
         suite: BenchSuite,
@@ -1342,6 +1343,16 @@ fn print_rows(rows: Vec<tern_bench::BenchRow>, json: bool) {
 }
 
 fn bench(suite: BenchSuite) -> Result<()> {
+    // The server processes whose CPU per operation the rows report (with their descendants).
+    if let Some(v) = std::env::var_os("TERN_SERVER_PIDS") {
+        let v = v.to_string_lossy().into_owned();
+        let pids = v
+            .split([',', ' '])
+            .filter(|p| !p.is_empty())
+            .map(|p| p.parse::<u32>().with_context(|| format!("TERN_SERVER_PIDS: {p:?} is not a process id")))
+            .collect::<Result<Vec<u32>>>()?;
+        tern_bench::set_server_pids(pids);
+    }
     match suite {
         BenchSuite::Rest { addr, rest, rows, threads, batch, seconds, benchmarks, json, client_spin_us } => {
             for b in &benchmarks {
