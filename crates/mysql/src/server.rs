@@ -46,6 +46,10 @@ pub struct MysqlOptions {
     /// The RSA private key (PEM) for `caching_sha2_password`'s full authentication without TLS
     /// (MySQL's `caching_sha2_password_private_key_path`); None: a key made at the first need.
     pub rsa_private_key: Option<std::path::PathBuf>,
+    /// The first connection id (`CONNECTION_ID()`, the process list, KILL). Front ends of
+    /// several processes behind one port (the data nodes of a cluster) start at
+    /// `node id << 24 + 1`, so ids are unique across them (16M connections per process life).
+    pub first_connection_id: u32,
 }
 
 impl Default for MysqlOptions {
@@ -61,6 +65,7 @@ impl Default for MysqlOptions {
             require_secure_transport: false,
             root_password: None,
             rsa_private_key: None,
+            first_connection_id: 1,
         }
     }
 }
@@ -110,10 +115,11 @@ impl MysqlServer {
                 .map_err(|e| format!("caching_sha2_password_private_key_path: {e}"))?;
             let _ = rsa.set(Arc::new(keys));
         }
+        let first_id = opts.first_connection_id.max(1);
         Ok(Arc::new(MysqlServer {
             client,
             opts,
-            next_id: AtomicU32::new(1),
+            next_id: AtomicU32::new(first_id),
             globals,
             conns,
             busy: Default::default(),

@@ -197,6 +197,7 @@ impl ColocatedArgs {
             no_mysql: self.mysql_port.is_none(),
             toml: self.api_toml.clone(),
             transporter: None,
+            node_id: None,
         })
     }
 }
@@ -265,6 +266,10 @@ struct ApiArgs {
     /// shared memory to a data node on this host that offers it, else TCP).
     #[arg(long)]
     transporter: Option<String>,
+    /// The data node whose process serves these front ends (its MySQL connection ids are
+    /// prefixed with it); not a flag.
+    #[arg(skip)]
+    node_id: Option<u16>,
 }
 
 #[derive(Subcommand)]
@@ -637,6 +642,10 @@ fn datanode_in_cluster(
     // The front ends on worker 0's thread, as in a lone data node (the cluster file sets the
     // ldm workers).
     let on_worker = hosts_front_ends(front.as_ref(), &toml)?;
+    let mut front = front;
+    if let Some(a) = front.as_mut() {
+        a.node_id = Some(node_id);
+    }
     let joined = member::join(&mut client, node_id, &cfg.data_dir, &stop_requested)?;
     let heartbeat = Duration::from_millis(joined.state.config.heartbeat_interval_ms.max(10));
     let inbox = Arc::new(tern_runtime::ControlInbox::default());
@@ -935,6 +944,10 @@ fn mysql_options(a: &ApiArgs) -> Result<Option<tern_mysql::MysqlOptions>> {
     // root's first password (`tern up --root-password`), passed in the environment rather than
     // on the command line, where other users of the host could read it.
     o.root_password = std::env::var("TERN_ROOT_PASSWORD").ok().filter(|p| !p.is_empty());
+    if let Some(n) = a.node_id {
+        // The front ends of every data node share the port: ids must not collide.
+        o.first_connection_id = ((n as u32) << 24) | 1;
+    }
     Ok(Some(o))
 }
 

@@ -482,6 +482,11 @@ fn a_data_node_that_dies_takes_only_its_own_front_end_connections() {
         assert_eq!(ask(s, &["SET", &format!("c{i}"), "v"]).as_deref(), Some("+OK\r\n"));
     }
     sql(mysql, "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY)").unwrap();
+    // MySQL connection ids are unique across the data nodes' front ends (node id << 24 + n).
+    let ids: std::collections::BTreeSet<u64> =
+        (0..12).map(|_| sql(mysql, "SELECT CONNECTION_ID()").unwrap().parse().unwrap()).collect();
+    assert_eq!(ids.len(), 12, "connection ids repeat: {ids:?}");
+    assert!(ids.iter().all(|&i| i >> 24 == 1 || i >> 24 == 2), "{ids:?}");
     unsafe { libc::kill(pids[1] as i32, libc::SIGKILL) };
     std::thread::sleep(Duration::from_millis(200));
     // The survivor's connections answer on; the dead node's are closed (or reset).
