@@ -153,6 +153,11 @@ pub fn server_cpu_secs(pid: u32) -> Option<f64> {
     }
 }
 
+/// Server CPU in % of one core between two `server_cpu_secs` readings `elapsed` seconds apart.
+pub fn cpu_pct(before: Option<f64>, after: Option<f64>, elapsed: f64) -> Option<f64> {
+    Some((after? - before?) / elapsed * 100.0)
+}
+
 /// Server CPU microseconds per operation between two `server_cpu_secs` readings.
 pub fn per_op_us(before: Option<f64>, after: Option<f64>, ops: u64) -> Option<f64> {
     match (before, after) {
@@ -268,10 +273,6 @@ fn run_phase(o: &NativeOptions, table: &TableHandle, phase: &str, server_pid: u3
     let elapsed = start.elapsed().as_secs_f64();
     let (rows, hist) = merge_threads(results)?;
     let server_cpu1 = server_cpu_secs(server_pid);
-    let server_cpu = match (server_cpu0, server_cpu1) {
-        (Some(a), Some(b)) => Some((b - a) / elapsed * 100.0),
-        _ => None,
-    };
     let client_cpu = (process_cpu_secs(std::process::id()).unwrap_or(0.0) - client_cpu0) / elapsed * 100.0;
     Ok(BenchRow {
         benchmark: format!("native-{phase}"),
@@ -280,7 +281,7 @@ fn run_phase(o: &NativeOptions, table: &TableHandle, phase: &str, server_pid: u3
         p99_us: hist.value_at_quantile(0.99),
         batch,
         threads,
-        server_cpu_pct: server_cpu,
+        server_cpu_pct: cpu_pct(server_cpu0, server_cpu1, elapsed),
         client_cpu_pct: client_cpu,
         server_us_per_op: per_op_us(server_cpu0, server_cpu1, rows),
     })
@@ -351,10 +352,7 @@ pub(crate) fn measure<S>(
         p99_us: hist.value_at_quantile(0.99),
         batch: m.batch,
         threads: m.threads,
-        server_cpu_pct: match (cpu0, cpu1) {
-            (Some(a), Some(b)) => Some((b - a) / elapsed * 100.0),
-            _ => None,
-        },
+        server_cpu_pct: cpu_pct(cpu0, cpu1, elapsed),
         client_cpu_pct: (process_cpu_secs(std::process::id()).unwrap_or(0.0) - me0) / elapsed * 100.0,
         server_us_per_op: per_op_us(cpu0, cpu1, units),
     })

@@ -237,10 +237,7 @@ fn run_one(o: &SqlOptions, bench: &str, threads: usize, batch: usize) -> Result<
         p99_us: hist.value_at_quantile(0.99),
         batch,
         threads,
-        server_cpu_pct: match (cpu0, cpu1) {
-            (Some(a), Some(b)) => Some((b - a) / elapsed * 100.0),
-            _ => None,
-        },
+        server_cpu_pct: crate::cpu_pct(cpu0, cpu1, elapsed),
         client_cpu_pct: (crate::process_cpu_secs(std::process::id()).unwrap_or(0.0) - me0) / elapsed * 100.0,
         server_us_per_op: crate::per_op_us(cpu0, cpu1, rows),
     })

@@ -29,7 +29,7 @@ use tern_wire::{
     AbortOption, Exec, KeyOp, OpKind, OpResult, Outcome, Reply, Request, ScanReq, StatusInfo, TxnReq, TxnResp,
 };
 
-mod log;
+pub(crate) mod log;
 mod purge;
 
 #[derive(Debug, Clone)]
@@ -189,6 +189,11 @@ struct Txn {
 /// wait for this tc's thread between steps (with several ldm workers they scan in parallel),
 /// and a dropped scan (KILL, client gone) costs at most this many more steps.
 const AGG_STEPS_AHEAD: u32 = 32;
+
+/// What a stopping node answers clients (`Signal::StopServing`): temporary, try another node.
+fn stopping() -> TernError {
+    TernError::new(ErrorCode::NodeNotStarted, "data node is stopping; retry on another node")
+}
 
 struct PartScan {
     pos: ScanPos,
@@ -508,10 +513,7 @@ impl Tc {
                 req_id,
                 Reply::Error(TernError::new(ErrorCode::ShuttingDown, "data node is starting; retry shortly")),
             ),
-            _ if self.stopping => {
-                let e = TernError::new(ErrorCode::NodeNotStarted, "data node is stopping; retry on another node");
-                out.reply(client, req_id, Reply::Error(e))
-            }
+            _ if self.stopping => out.reply(client, req_id, Reply::Error(stopping())),
             _ if self.now_ms >= self.lease_until_ms => {
                 // The node cannot tell whether the others still count on it (its lease lapsed:
                 // it or the management nodes were not scheduled, or cannot reach each other).
@@ -901,8 +903,7 @@ impl Tc {
         if self.stopping {
             // An orderly stop picks the last epoch it makes durable once every tc stopped
             // serving: no commit point may come after that.
-            let e = TernError::new(ErrorCode::NodeNotStarted, "data node is stopping; retry on another node");
-            self.start_abort(id, Some(e), out);
+            self.start_abort(id, Some(stopping()), out);
             return;
         }
         if self.gate_closed {

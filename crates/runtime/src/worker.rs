@@ -72,7 +72,8 @@ pub enum Inbound {
 /// State shared by every thread of a data node.
 pub struct Shared {
     pub started: AtomicBool,
-    /// The newest epoch given out and the newest durable one, as seen in dist's signals.
+    /// The newest epoch this node's tcs were given (their EpochCommits) and the newest durable
+    /// one (dist's EpochDurable).
     pub current_epoch: AtomicU64,
     pub durable_epoch: AtomicU64,
     pub stopping: AtomicBool,
@@ -992,8 +993,9 @@ impl Worker {
         let mut out = Out::default();
         while let Some((to, sig)) = self.local.pop_front() {
             if let (Block::Tc(_), Signal::EpochCommit { epoch, .. }) = (to, &sig) {
-                // The epochs this node's tcs give out, whichever node's dist runs them (an
-                // orderly stop waits until the newest is durable).
+                // The epochs this node's tcs give out, whichever node's dist runs them (the
+                // master's own tcs receive its EpochCommit here too; an orderly stop waits until
+                // the newest is durable).
                 self.shared.current_epoch.fetch_max(*epoch, Ordering::AcqRel);
             }
             self.block_handle(to, sig, &mut out);
@@ -1027,9 +1029,6 @@ impl Worker {
                     self.shared.current_epoch.fetch_max(epoch, Ordering::AcqRel);
                     self.shared.durable_epoch.fetch_max(durable_epoch, Ordering::AcqRel);
                     self.shared.started.store(true, Ordering::Release);
-                }
-                Signal::EpochCommit { epoch, .. } => {
-                    self.shared.current_epoch.fetch_max(epoch, Ordering::AcqRel);
                 }
                 Signal::EpochDurable { epoch } => {
                     self.shared.durable_epoch.fetch_max(epoch, Ordering::AcqRel);

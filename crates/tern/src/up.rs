@@ -508,16 +508,21 @@ fn port_free(port: u16, what: &str, flag: &str) -> Result<()> {
     Ok(())
 }
 
-/// The flags of a data node that serves the front doors itself.
-fn colocated_args(a: &UpArgs, api_toml: &Option<String>) -> Vec<String> {
-    let mut args: Vec<String> = vec![
+/// The front doors' port flags, as `tern datanode` and `tern api` take them.
+fn front_port_args(a: &UpArgs) -> Vec<String> {
+    vec![
         "--rest-port".into(),
         a.rest_port.to_string(),
         "--redis-port".into(),
         a.redis_port.to_string(),
         "--mysql-port".into(),
         a.mysql_port.to_string(),
-    ];
+    ]
+}
+
+/// The flags of a data node that serves the front doors itself.
+fn colocated_args(a: &UpArgs, api_toml: &Option<String>) -> Vec<String> {
+    let mut args = front_port_args(a);
     if let Some(t) = a.mysql_threads {
         args.extend(["--mysql-threads".into(), t.to_string()]);
     }
@@ -674,20 +679,9 @@ pub fn run(a: UpArgs) -> Result<()> {
     } else {
         start_cluster(&a, &dir, &api_toml)?
     };
-    let api_args = vec![
-        "api".into(),
-        "--datanode".into(),
-        addr.clone(),
-        "--rest-ip".into(),
-        "127.0.0.1".into(),
-        "--rest-port".into(),
-        a.rest_port.to_string(),
-        "--redis-port".into(),
-        a.redis_port.to_string(),
-        "--mysql-port".into(),
-        a.mysql_port.to_string(),
-    ];
-    let mut api_args = api_args;
+    let mut api_args: Vec<String> =
+        vec!["api".into(), "--datanode".into(), addr.clone(), "--rest-ip".into(), "127.0.0.1".into()];
+    api_args.extend(front_port_args(&a));
     if !(a.datanodes == 1 && a.replicas == 1) {
         // The API server watches the cluster map: it leaves a failed (or frozen) data node as
         // soon as the management nodes declare it, not when its own requests time out.

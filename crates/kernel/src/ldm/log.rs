@@ -139,10 +139,7 @@ impl Ldm {
     /// schema leave the logs alone.
     pub(super) fn log_map_changed(&mut self) {
         for s in self.logs.values_mut() {
-            s.fail(TernError::new(
-                ErrorCode::NodeFailure,
-                "the cluster changed during the backup (a data node failed, restarted or joined); take it again",
-            ));
+            s.fail(crate::tc::log::cluster_changed());
         }
     }
 }

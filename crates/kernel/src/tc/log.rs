@@ -26,6 +26,15 @@ pub(super) struct LogSub {
     failed: bool,
 }
 
+/// A log failed because the data nodes' states changed while it ran (primaries may move, and a
+/// partition's changes must come from one ldm in commit order); the ldms say the same.
+pub(crate) fn cluster_changed() -> TernError {
+    TernError::new(
+        ErrorCode::NodeFailure,
+        "the cluster changed during the backup (a data node failed, restarted or joined); take it again",
+    )
+}
+
 /// A change-log request waiting for the ldms' answers.
 pub(super) struct LogCall {
     client: ClientId,
@@ -79,19 +88,9 @@ impl Tc {
                 if s.failed && op == LogOp::Poll {
                     // The ldms it was started at may not be the primaries any more (an ldm that
                     // saw the new map before the start never fails it itself).
-                    self.logs.remove(&key);
-                    for &t in &r.1 {
-                        out.send(
-                            t,
-                            Signal::LogReq { from: self.addr, sub: r.0, call: 0, op: LogOp::Stop, max_bytes: 0 },
-                        );
-                    }
-                    return fail(
-                        out,
-                        ErrorCode::NodeFailure,
-                        "the cluster changed during the backup (a data node failed, restarted or joined); take it again"
-                            .into(),
-                    );
+                    let s = self.logs.remove(&key).expect("looked up");
+                    self.end_log(&s, out);
+                    return out.reply(client, req_id, Reply::Error(cluster_changed()));
                 }
                 if op == LogOp::Stop {
                     self.logs.remove(&key);
@@ -166,12 +165,17 @@ impl Tc {
         let gone: Vec<(ClientId, u64)> = self.logs.keys().filter(|(c, _)| *c == client).copied().collect();
         for k in gone {
             let s = self.logs.remove(&k).expect("listed");
-            for t in s.targets {
-                // Answered with a call number nobody waits for.
-                out.send(t, Signal::LogReq { from: self.addr, sub: s.id, call: 0, op: LogOp::Stop, max_bytes: 0 });
-            }
+            self.end_log(&s, out);
         }
         self.log_calls.retain(|_, c| c.client != client);
+    }
+
+    /// Stops a log at every ldm it was registered at (answered with a call number nobody waits
+    /// for).
+    fn end_log(&self, s: &LogSub, out: &mut Out) {
+        for &t in &s.targets {
+            out.send(t, Signal::LogReq { from: self.addr, sub: s.id, call: 0, op: LogOp::Stop, max_bytes: 0 });
+        }
     }
 
     /// Data nodes failed: requests waiting for their ldms fail (the ldms that live fail the
