@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tern_client::{Client, Column, ColumnType, DdlReq, ErrorCode, Exec, OpResult, Table, TableHandle, Value};
 use tern_kernel::NodeConfig;
-use tern_kernel::sysfile::{SYSFILE_NAME, Sysfile};
 use tern_runtime::{DataNode, DataNodeConfig};
 use tern_types::cluster::{ClusterConfig, ClusterState, DataNodeSpec, MgmdSpec};
 
@@ -36,10 +35,10 @@ fn cluster(ports: &[u16]) -> Arc<ClusterState> {
 /// The consistent cut of a whole-cluster restart: the smallest durable epoch in the nodes'
 /// system files.
 fn cut(dirs: &[&std::path::Path]) -> Option<u64> {
+    // Each node's own epoch (its system file's, or a newer one its redo logs all marked), as the
+    // management nodes take it at a system restart.
     dirs.iter()
-        .map(|d| {
-            std::fs::read(d.join(SYSFILE_NAME)).ok().and_then(|b| Sysfile::decode(&b).ok()).map(|s| s.durable_epoch)
-        })
+        .map(|d| tern_kernel::recovery::node_epoch(&tern_runtime::fs::FsStorage::new(d)).ok().filter(|&e| e > 0))
         .collect::<Option<Vec<u64>>>()
         .and_then(|v| v.into_iter().min())
 }

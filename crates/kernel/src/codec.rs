@@ -226,8 +226,14 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             e.u64(*current);
         }
         Signal::EpochCommit { from, epoch } => enc_from_epoch(e, tag::EPOCH_COMMIT, *from, *epoch),
-        Signal::EpochTcFinished { from, epoch } => enc_from_epoch(e, tag::EPOCH_TC_FINISHED, *from, *epoch),
-        Signal::EpochFlush { from, epoch } => enc_from_epoch(e, tag::EPOCH_FLUSH, *from, *epoch),
+        Signal::EpochTcFinished { from, epoch, newest_commit } => {
+            enc_from_epoch(e, tag::EPOCH_TC_FINISHED, *from, *epoch);
+            e.u64(*newest_commit);
+        }
+        Signal::EpochFlush { from, epoch, mark } => {
+            enc_from_epoch(e, tag::EPOCH_FLUSH, *from, *epoch);
+            e.bool(*mark);
+        }
         Signal::EpochFlushed { from, epoch, synced_lsn, max_epoch } => {
             enc_from_epoch(e, tag::EPOCH_FLUSHED, *from, *epoch);
             e.u64(*synced_lsn);
@@ -461,8 +467,10 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         tag::EPOCH_WANTED => Signal::EpochWanted { from: dec_addr(d)?, epoch: d.u64()? },
         tag::EPOCH_PREPARED => Signal::EpochPrepared { from: dec_addr(d)?, epoch: d.u64()?, current: d.u64()? },
         tag::EPOCH_COMMIT => Signal::EpochCommit { from: dec_addr(d)?, epoch: d.u64()? },
-        tag::EPOCH_TC_FINISHED => Signal::EpochTcFinished { from: dec_addr(d)?, epoch: d.u64()? },
-        tag::EPOCH_FLUSH => Signal::EpochFlush { from: dec_addr(d)?, epoch: d.u64()? },
+        tag::EPOCH_TC_FINISHED => {
+            Signal::EpochTcFinished { from: dec_addr(d)?, epoch: d.u64()?, newest_commit: d.u64()? }
+        }
+        tag::EPOCH_FLUSH => Signal::EpochFlush { from: dec_addr(d)?, epoch: d.u64()?, mark: d.bool()? },
         tag::EPOCH_FLUSHED => {
             Signal::EpochFlushed { from: dec_addr(d)?, epoch: d.u64()?, synced_lsn: d.u64()?, max_epoch: d.u64()? }
         }
@@ -1188,8 +1196,8 @@ mod tests {
             (dist(1), Signal::EpochWanted { from: tc(2, 0), epoch: 88 }),
             (dist(1), Signal::EpochPrepared { from: tc(2, 0), epoch: 88, current: 87 }),
             (tc(2, 0), Signal::EpochCommit { from: dist(1), epoch: 88 }),
-            (dist(1), Signal::EpochTcFinished { from: tc(2, 0), epoch: 87 }),
-            (ldm(2, 1), Signal::EpochFlush { from: dist(1), epoch: 87 }),
+            (dist(1), Signal::EpochTcFinished { from: tc(2, 0), epoch: 87, newest_commit: 86 }),
+            (ldm(2, 1), Signal::EpochFlush { from: dist(1), epoch: 87, mark: true }),
             (dist(1), Signal::EpochFlushed { from: ldm(2, 1), epoch: 87, synced_lsn: 1 << 40, max_epoch: 87 }),
             (dist(2), Signal::EpochSave { from: dist(1), epoch: 87, synced_lsn: vec![10, 20, 30, u64::MAX] }),
             (dist(1), Signal::EpochSaved { from: dist(2), epoch: 87 }),

@@ -14,16 +14,21 @@
 //!    now on no tc anywhere gives out the old epoch (epochs are a consistent cut).
 //! 3. Each tc answers `EpochTcFinished(old)` once none of its old-epoch transactions is still
 //!    committing: every commit record of `old` is in the redo buffer of every replica.
-//! 4. `EpochFlush(old)` to every ldm of every live node: each writes and syncs its redo and answers
-//!    with the LSN made durable and the newest epoch it has applied.
-//! 5. If any ldm applied an epoch newer than the last one saved, `EpochSave(old)` goes to every
-//!    live node's dist, which rewrites its system file (durable epoch `old`, its ldms' synced
-//!    LSNs) and answers `EpochSaved`. Then `EpochDurable(old)` goes to every tc, ldm and dist:
-//!    durable commits are acknowledged and checkpoints may become usable.
+//! 4. `EpochFlush(old)` to every ldm of every live node: each writes its redo buffer — with an
+//!    epoch mark last when `old` or an epoch before it had commits since the last marked flush
+//!    (`redo`) — syncs, and answers with the LSN made durable and the newest epoch it applied.
+//! 5. `EpochDurable(old)` to every tc of the nodes that flushed: durable commits are
+//!    acknowledged after this one sync on each replica.
+//! 6. Off that path, at most once per `SAVE_EVERY_MS` (at once for a node not saved yet), when
+//!    any ldm applied an epoch newer than the last one saved: `EpochSave(e)` (the newest flushed
+//!    epoch) to those nodes' dists, which append it to their system files (durable epoch `e`,
+//!    their ldms' synced LSNs) and answer `EpochSaved`. Then `EpochDurable(e)` goes to their ldms
+//!    and dists: checkpoints may become usable and free the redo before them.
 //!
-//! So an epoch is durable only once every live node has it in its redo and its system file: after
-//! a whole-cluster crash, every node can recover to the smallest durable epoch in the system files
-//! (the consistent cut), which is at least the last epoch announced durable.
+//! So an epoch is announced durable only once every live node has it in its redo, marked: after
+//! a whole-cluster crash, every node recovers to the smallest of the nodes' epochs
+//! (`recovery::node_epoch`: its system file's, or the newest its every ldm marked after it), the
+//! consistent cut, which is at least the last epoch announced durable.
 
 use crate::signal::{Addr, Block, ControlReq, IoReq, NodeId, Out, Signal};
 use crate::sysfile::Sysfile;
@@ -51,21 +56,32 @@ enum Round {
         waiting: BTreeSet<Addr>,
         max_current: u64,
     },
+    /// `mark`: some tc committed in an epoch not marked yet (its flush must mark the redo).
     Finish {
         old: u64,
         waiting: BTreeSet<Addr>,
+        mark: bool,
     },
     Flush {
         old: u64,
         waiting: BTreeSet<Addr>,
         max_epoch: u64,
         synced: BTreeMap<Addr, u64>,
-    },
-    Save {
-        old: u64,
-        waiting: BTreeSet<NodeId>,
+        mark: bool,
     },
 }
+
+/// A flushed epoch the system files of `nodes` are to hold (with their ldms' synced LSNs).
+#[derive(Debug, PartialEq, Eq)]
+struct SaveWork {
+    epoch: u64,
+    synced: BTreeMap<Addr, u64>,
+    nodes: BTreeSet<NodeId>,
+}
+
+/// System-file saves run at most this often (a node not saved yet is saved at once): they only
+/// let checkpoints become usable, so redo is freed up to this much later.
+pub const SAVE_EVERY_MS: u64 = 1000;
 
 #[derive(Debug, PartialEq, Eq)]
 enum Phase {
@@ -128,6 +144,16 @@ pub struct Dist {
     /// The newest epoch a durable commit waits for (`EpochWanted`): while it is not durable,
     /// the master runs rounds back to back instead of once per interval.
     wanted_epoch: u64,
+    /// Newest epoch this master announced durable to the tcs (flushed, marked where needed).
+    flushed_epoch: u64,
+    /// Newest epoch a marked flush of this master covered (0: none yet, so the first marks).
+    marked_epoch: u64,
+    /// Transactions were taken over since the last marked flush (they commit in old epochs).
+    takeover_unmarked: bool,
+    /// The newest flushed epoch not yet saved, and the save running (with the nodes it waits for).
+    save_next: Option<SaveWork>,
+    save_running: Option<(SaveWork, BTreeSet<NodeId>)>,
+    last_save_ms: u64,
 }
 
 /// The sending block of the signals that name it (those a dist receives from other nodes).
@@ -192,6 +218,12 @@ impl Dist {
             last_tick_ms: 0,
             late_ms_max: 0,
             wanted_epoch: 0,
+            flushed_epoch: durable_epoch,
+            marked_epoch: 0,
+            takeover_unmarked: false,
+            save_next: None,
+            save_running: None,
+            last_save_ms: 0,
         }
     }
 
@@ -299,6 +331,7 @@ impl Dist {
                     }
                 }
                 self.maybe_start_round(out);
+                self.maybe_save(out);
                 self.credit_lateness();
                 self.heartbeats(out);
                 out.timer(self.cfg.epoch_interval_ms, self.addr, Signal::Tick);
@@ -309,7 +342,7 @@ impl Dist {
                 }
             }
             Signal::EpochPrepared { from, epoch, current } => self.prepared(from, epoch, current, out),
-            Signal::EpochTcFinished { from, epoch } => self.tc_finished(from, epoch, out),
+            Signal::EpochTcFinished { from, epoch, newest_commit } => self.tc_finished(from, epoch, newest_commit, out),
             Signal::EpochFlushed { from, epoch, synced_lsn, max_epoch } => {
                 self.flushed(from, epoch, synced_lsn, max_epoch, out)
             }
@@ -341,7 +374,7 @@ impl Dist {
             Signal::EpochWanted { epoch, .. } => {
                 // Only the master runs rounds; a request that reached a former master is
                 // served by the interval's round.
-                if epoch > self.durable_epoch {
+                if epoch > self.durable_epoch.max(self.flushed_epoch) {
                     self.wanted_epoch = self.wanted_epoch.max(epoch);
                     self.maybe_start_round(out);
                 }
@@ -524,17 +557,20 @@ impl Dist {
         self.advance(out);
     }
 
-    fn tc_finished(&mut self, from: Addr, epoch: u64, out: &mut Out) {
-        let Round::Finish { old, waiting } = &mut self.round else { return };
+    fn tc_finished(&mut self, from: Addr, epoch: u64, newest_commit: u64, out: &mut Out) {
+        let Round::Finish { old, waiting, mark } = &mut self.round else { return };
         // Reports are cumulative: every epoch up to `epoch` is finished at that tc.
         if epoch >= *old {
             waiting.remove(&from);
+        }
+        if newest_commit > self.marked_epoch {
+            *mark = true;
         }
         self.advance(out);
     }
 
     fn flushed(&mut self, from: Addr, epoch: u64, synced_lsn: u64, max_epoch: u64, out: &mut Out) {
-        let Round::Flush { old, waiting, max_epoch: m, synced } = &mut self.round else { return };
+        let Round::Flush { old, waiting, max_epoch: m, synced, .. } = &mut self.round else { return };
         if *old != epoch {
             return;
         }
@@ -545,11 +581,50 @@ impl Dist {
     }
 
     fn saved(&mut self, from: Addr, epoch: u64, out: &mut Out) {
-        let Round::Save { old, waiting } = &mut self.round else { return };
-        if *old == epoch {
+        let Some((work, waiting)) = self.save_running.as_mut() else { return };
+        if work.epoch == epoch {
             waiting.remove(&from.node);
         }
-        self.advance(out);
+        self.save_step(out);
+    }
+
+    /// Starts the next system-file save when one is due.
+    fn maybe_save(&mut self, out: &mut Out) {
+        if self.save_running.is_some() || !self.is_master() {
+            return;
+        }
+        let Some(work) = &self.save_next else { return };
+        let new_node = !work.nodes.is_subset(&self.saved_nodes);
+        if !new_node && self.now_ms < self.last_save_ms + SAVE_EVERY_MS {
+            return;
+        }
+        let work = self.save_next.take().expect("checked");
+        self.last_save_ms = self.now_ms;
+        for &node in &work.nodes {
+            let lsns: Vec<u64> = work
+                .synced
+                .range(Addr::new(node, Block::Ldm(0))..=Addr::new(node, Block::Ldm(u16::MAX)))
+                .map(|(_, &l)| l)
+                .collect();
+            let sig = Signal::EpochSave { from: self.addr, epoch: work.epoch, synced_lsn: lsns };
+            out.send(Addr::new(node, Block::Dist), sig);
+        }
+        let waiting = work.nodes.clone();
+        self.save_running = Some((work, waiting));
+        self.save_step(out);
+    }
+
+    /// Ends the running save once every node answered: the nodes that saved learn the epoch is
+    /// durable for their checkpoints.
+    fn save_step(&mut self, out: &mut Out) {
+        if !self.save_running.as_ref().is_some_and(|(_, w)| w.is_empty()) {
+            return;
+        }
+        let (work, _) = self.save_running.take().expect("checked");
+        self.saved_epoch = work.epoch;
+        self.saved_nodes = work.nodes;
+        self.saved_durable(work.epoch, out);
+        self.maybe_save(out);
     }
 
     /// Moves the running round on once every live participant has answered its step.
@@ -565,43 +640,38 @@ impl Dist {
                     for &t in &tcs {
                         out.send(t, Signal::EpochCommit { from: self.addr, epoch: new });
                     }
-                    self.round = Round::Finish { old, waiting: tcs };
+                    self.round = Round::Finish { old, waiting: tcs, mark: false };
                 }
-                Round::Finish { old, waiting } if waiting.is_empty() && self.takeovers.is_empty() => {
+                Round::Finish { old, waiting, mark } if waiting.is_empty() && self.takeovers.is_empty() => {
                     let old = *old;
+                    // Taken-over commits keep the epochs their coordinators gave them: mark.
+                    let mark = *mark || self.takeover_unmarked;
                     let ldms = self.all(Block::Ldm);
                     for &l in &ldms {
-                        out.send(l, Signal::EpochFlush { from: self.addr, epoch: old });
+                        out.send(l, Signal::EpochFlush { from: self.addr, epoch: old, mark });
                     }
-                    self.round = Round::Flush { old, waiting: ldms, max_epoch: 0, synced: BTreeMap::new() };
+                    self.round = Round::Flush { old, waiting: ldms, max_epoch: 0, synced: BTreeMap::new(), mark };
                 }
-                Round::Flush { old, waiting, max_epoch, synced } if waiting.is_empty() => {
-                    let (old, m) = (*old, *max_epoch);
+                Round::Flush { old, waiting, max_epoch, synced, mark } if waiting.is_empty() => {
+                    let (old, m, mark) = (*old, *max_epoch, *mark);
                     let synced = std::mem::take(synced);
-                    // Exactly the nodes whose ldms flushed save: a node that joined the chains
-                    // after the flush began has no synced position in this round (it saves from
-                    // the next one on), and one that failed since has none to save.
+                    if mark {
+                        self.marked_epoch = old;
+                        self.takeover_unmarked = false;
+                    }
+                    // Exactly the nodes whose ldms flushed count: a node that joined the chains
+                    // after the flush began has no synced position (nor mark) in this round,
+                    // and one that failed since has none to save.
                     let live = self.cluster.live_nodes();
                     let nodes: BTreeSet<NodeId> = synced.keys().map(|a| a.node).filter(|n| live.contains(n)).collect();
                     if m <= self.saved_epoch && nodes.is_subset(&self.saved_nodes) {
                         // Nothing new anywhere since the last save: the system files cover it.
-                        return self.made_durable(old, out);
+                        self.save_next = None;
+                        return self.made_durable(old, &nodes, true, out);
                     }
-                    for &node in &nodes {
-                        let lsns: Vec<u64> = synced
-                            .range(Addr::new(node, Block::Ldm(0))..=Addr::new(node, Block::Ldm(u16::MAX)))
-                            .map(|(_, &l)| l)
-                            .collect();
-                        let sig = Signal::EpochSave { from: self.addr, epoch: old, synced_lsn: lsns };
-                        out.send(Addr::new(node, Block::Dist), sig);
-                    }
-                    self.saved_nodes = nodes.clone();
-                    self.round = Round::Save { old, waiting: nodes };
-                }
-                Round::Save { old, waiting } if waiting.is_empty() => {
-                    let old = *old;
-                    self.saved_epoch = old;
-                    return self.made_durable(old, out);
+                    self.save_next = Some(SaveWork { epoch: old, synced, nodes: nodes.clone() });
+                    self.made_durable(old, &nodes, false, out);
+                    return self.maybe_save(out);
                 }
                 _ => return,
             }
@@ -664,15 +734,26 @@ impl Dist {
                     waiting.retain(|a| !failed.contains(&a.node));
                     synced.retain(|a, _| !failed.contains(&a.node));
                 }
-                Round::Save { waiting, .. } => waiting.retain(|n| !failed.contains(n)),
                 Round::Idle => {}
+            }
+            if let Some(w) = self.save_next.as_mut() {
+                w.nodes.retain(|n| !failed.contains(n));
+                w.synced.retain(|a, _| !failed.contains(&a.node));
+            }
+            if let Some((w, waiting)) = self.save_running.as_mut() {
+                w.nodes.retain(|n| !failed.contains(n));
+                waiting.retain(|n| !failed.contains(n));
             }
             self.saved_nodes.retain(|n| !failed.contains(n));
             self.takeovers.extend(failed.difference(&done));
+            self.takeover_unmarked = true;
         } else {
             self.round = Round::Idle;
             self.saved_epoch = 0;
             self.saved_nodes.clear();
+            self.marked_epoch = 0;
+            self.save_next = None;
+            self.save_running = None;
             // Only the nodes that told this dist they started (now or when the master changed):
             // a live node may still be recovering in a system restart, and an epoch save must
             // not reach it before it has started.
@@ -685,30 +766,48 @@ impl Dist {
                 .map(|(&n, _)| n)
                 .collect();
         }
+        self.save_step(out);
         self.advance(out);
     }
 
-    /// Tells the blocks of the nodes that saved `epoch` (only they may count on it) that it is
-    /// durable.
-    fn made_durable(&mut self, epoch: u64, out: &mut Out) {
-        self.durable_epoch = epoch;
+    /// `EpochDurable(epoch)` to these blocks of the live ones of `nodes` (not this dist).
+    fn tell_durable(&self, epoch: u64, nodes: &BTreeSet<NodeId>, tcs: bool, rest: bool, out: &mut Out) {
         let n = self.cluster.config.ldm_workers;
         let live = self.cluster.live_nodes();
-        let targets: BTreeSet<Addr> = self
-            .saved_nodes
+        let targets: BTreeSet<Addr> = nodes
             .iter()
             .filter(|node| live.contains(node))
             .flat_map(|&node| {
-                (0..n)
-                    .map(move |i| Addr::new(node, Block::Tc(i)))
-                    .chain((0..n).map(move |i| Addr::new(node, Block::Ldm(i))))
-                    .chain([Addr::new(node, Block::Dist)])
+                let t = if tcs { 0..n } else { 0..0 };
+                let r = if rest { 0..n } else { 0..0 };
+                let d = if rest { Some(Addr::new(node, Block::Dist)) } else { None };
+                t.map(move |i| Addr::new(node, Block::Tc(i)))
+                    .chain(r.map(move |i| Addr::new(node, Block::Ldm(i))))
+                    .chain(d)
             })
             .filter(|&a| a != self.addr)
             .collect();
         for a in targets {
             out.send(a, Signal::EpochDurable { epoch });
         }
+    }
+
+    /// A saved epoch: the ldms and dists of the nodes whose system files hold it (only they
+    /// may count on it for their checkpoints) learn it.
+    fn saved_durable(&mut self, epoch: u64, out: &mut Out) {
+        self.durable_epoch = self.durable_epoch.max(epoch);
+        let nodes = self.saved_nodes.clone();
+        self.tell_durable(epoch, &nodes, false, true, out);
+    }
+
+    /// A flushed epoch: the tcs of the nodes that flushed it acknowledge its durable commits
+    /// (and, when the system files already cover it, `covered`, the ldms and dists learn it too).
+    fn made_durable(&mut self, epoch: u64, nodes: &BTreeSet<NodeId>, covered: bool, out: &mut Out) {
+        self.flushed_epoch = self.flushed_epoch.max(epoch);
+        if covered {
+            self.durable_epoch = self.durable_epoch.max(epoch);
+        }
+        self.tell_durable(epoch, nodes, true, covered, out);
         // The control plane keeps the newest durable epoch: a system restart recovers to it.
         out.control.push(ControlReq::DurableEpoch(epoch));
         self.round = Round::Idle;
@@ -716,5 +815,87 @@ impl Dist {
             // A durable commit came into the epoch given out meanwhile: close it at once.
             self.maybe_start_round(out);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signal::Out;
+
+    fn run(d: &mut Dist, now: u64, sig: Signal) -> Out {
+        let mut out = Out::default();
+        d.handle(now, sig, &mut out);
+        out
+    }
+
+    fn sent(out: &Out) -> Vec<(Addr, &Signal)> {
+        out.signals.iter().map(|(a, s)| (*a, s)).collect()
+    }
+
+    /// A one-node master through start-up and two epoch rounds: the tcs hear an epoch is durable
+    /// right after the ldms flushed (one sync: the flush marks the redo), the system file is saved
+    /// after that, and only its save tells the ldms; a round without commits does not mark.
+    #[test]
+    fn durable_is_announced_after_the_marked_flush_and_the_save_follows() {
+        let cfg = tern_types::cluster::ClusterConfig {
+            ldm_workers: 1,
+            ..crate::NodeConfig::new(1, 1, 1 << 20).cluster.config.clone()
+        };
+        let cluster = Arc::new(ClusterState::all_started(cfg));
+        let (me, tc, ldm) = (Addr::new(1, Block::Dist), Addr::new(1, Block::Tc(0)), Addr::new(1, Block::Ldm(0)));
+        let mut d = Dist::new(me, DistConfig::default(), cluster, vec![tc], vec![ldm], 0, vec![]);
+        run(&mut d, 1, Signal::Start);
+        let out = run(&mut d, 1, Signal::LdmReady { from: ldm, synced_lsn: 0 });
+        let [(_, IoReq::SaveSysfile { token, .. })] = &out.io[..] else { panic!("start-up save: {:?}", out.io) };
+        run(&mut d, 2, Signal::IoDone { token: *token, result: Ok(()) });
+        assert!(d.is_running());
+
+        let round = |d: &mut Dist, now: u64, newest_commit: u64| -> (u64, bool, Out) {
+            let out = run(d, now, Signal::Tick);
+            let Some(&(_, &Signal::EpochPrepare { epoch: new, .. })) = sent(&out).iter().find(|(a, _)| *a == tc) else {
+                panic!("a round starts: {:?}", out.signals)
+            };
+            let out = run(d, now, Signal::EpochPrepared { from: tc, epoch: new, current: new - 1 });
+            assert!(sent(&out).iter().any(|(a, s)| *a == tc && matches!(s, Signal::EpochCommit { .. })));
+            let old = new - 1;
+            let out = run(d, now, Signal::EpochTcFinished { from: tc, epoch: old, newest_commit });
+            let [(to, Signal::EpochFlush { epoch, mark, .. })] = &sent(&out)[..] else { panic!("{:?}", out.signals) };
+            assert_eq!((*to, *epoch), (ldm, old));
+            let mark = *mark;
+            let out = run(
+                d,
+                now,
+                Signal::EpochFlushed { from: ldm, epoch: old, synced_lsn: 100 * now, max_epoch: newest_commit },
+            );
+            (old, mark, out)
+        };
+
+        // Commits in the first epoch: the flush marks; the tc hears at once, the ldm does not yet.
+        let (old, mark, out) = round(&mut d, 200, 1);
+        assert!(mark, "an epoch with commits is marked");
+        let signals = sent(&out);
+        assert!(signals.iter().any(|(a, s)| *a == tc && matches!(s, Signal::EpochDurable { epoch } if *epoch == old)));
+        assert!(!signals.iter().any(|(a, s)| *a == ldm && matches!(s, Signal::EpochDurable { .. })));
+        // The node was never saved: its save goes out at once, and its end tells the ldm.
+        let Some((_, Signal::EpochSave { epoch, synced_lsn, .. })) = signals.iter().find(|(a, _)| *a == me) else {
+            panic!("a save: {:?}", out.signals)
+        };
+        assert_eq!((*epoch, synced_lsn.clone()), (old, vec![20_000]));
+        let out = run(&mut d, 201, Signal::EpochSave { from: me, epoch: old, synced_lsn: vec![20_000] });
+        let [(_, IoReq::SaveSysfile { token, .. })] = &out.io[..] else { panic!("{:?}", out.io) };
+        let out = run(&mut d, 202, Signal::IoDone { token: *token, result: Ok(()) });
+        let [(to, Signal::EpochSaved { .. })] = &sent(&out)[..] else { panic!("{:?}", out.signals) };
+        assert_eq!(*to, me);
+        let out = run(&mut d, 202, Signal::EpochSaved { from: me, epoch: old });
+        assert!(
+            sent(&out).iter().any(|(a, s)| *a == ldm && matches!(s, Signal::EpochDurable { epoch } if *epoch == old))
+        );
+        assert_eq!(d.durable_epoch(), old);
+
+        // No commit since: no mark, and nothing new to save.
+        let (_, mark, out) = round(&mut d, 400, 1);
+        assert!(!mark, "an epoch without commits needs no mark");
+        assert!(!sent(&out).iter().any(|(_, s)| matches!(s, Signal::EpochSave { .. })));
     }
 }

@@ -302,6 +302,60 @@ pub fn read_redo(
     Ok(records)
 }
 
+/// Reads the valid records from `from_lsn` on, past what a system file named synced: records
+/// in order until the log ends, a record is torn or damaged, or the next segment does not start
+/// where the last record ended (a tail that was never synced ends that way). Calls
+/// `f(lsn, payload)`; returns the records read. When the segments holding `from_lsn` are gone
+/// (the redo before a newer checkpoint was freed) it starts at the first segment after it.
+pub fn read_redo_tail(
+    storage: &dyn Storage,
+    ldm: u16,
+    from_lsn: u64,
+    mut f: impl FnMut(u64, &[u8]) -> Result<(), String>,
+) -> Result<u64, RedoCorruption> {
+    let segments = list_segments(storage, ldm).map_err(|e| RedoCorruption {
+        file: format!("ldm-{ldm}"),
+        offset: 0,
+        reason: e.to_string(),
+    })?;
+    let starts: Vec<u64> = segments.keys().copied().collect();
+    let mut lsn = match starts.iter().rev().find(|&&s| s <= from_lsn) {
+        Some(_) => from_lsn,
+        None => match starts.first() {
+            Some(&first) => first,
+            None => return Ok(0),
+        },
+    };
+    let mut records = 0u64;
+    loop {
+        let Some(&start) = starts.iter().rev().find(|&&s| s <= lsn) else { return Ok(records) };
+        let name = &segments[&start];
+        let bytes = storage
+            .read(name)
+            .map_err(|e| RedoCorruption { file: name.clone(), offset: 0, reason: e.to_string() })?
+            .unwrap_or_default();
+        let seg_end = start + bytes.len() as u64;
+        while lsn < seg_end {
+            let off = (lsn - start) as usize;
+            match redo::read_record(&bytes[off..]) {
+                Read::Record { payload, len } => {
+                    f(lsn, payload).map_err(|reason| RedoCorruption {
+                        file: name.clone(),
+                        offset: off as u64,
+                        reason,
+                    })?;
+                    records += 1;
+                    lsn += len as u64;
+                }
+                Read::Short | Read::Bad => return Ok(records),
+            }
+        }
+        if starts.iter().find(|&&s| s > start).copied() != Some(lsn) {
+            return Ok(records);
+        }
+    }
+}
+
 /// Physical end of an ldm's redo log (one past the last byte of the last segment), or 0.
 pub fn redo_end(storage: &dyn Storage, ldm: u16) -> io::Result<u64> {
     let segs = list_segments(storage, ldm)?;

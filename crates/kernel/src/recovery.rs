@@ -1,9 +1,15 @@
 //! Restart recovery: rebuild every partition as of the last durable epoch E.
 //!
+//! E is the node's own epoch (`node_epoch`) capped by a system restart's cut: the system file's
+//! durable epoch, or later the newest epoch that *every* ldm has an epoch mark of in its redo
+//! past the positions the system file names (an epoch flush marks and syncs; the system file is
+//! saved afterwards, off the durable commits' path).
+//!
 //! For each ldm of the layout recorded in the system file: load the newest checkpoint whose
-//! newest epoch is <= E, then replay that ldm's redo from the checkpoint's start LSN up to the LSN
-//! the system file says was made durable, applying only commit records of epochs <= E. The result
-//! holds exactly the transactions of epochs <= E (architecture.md §5, invariant 6).
+//! newest epoch is <= E, then replay that ldm's redo from the checkpoint's start LSN — up to the
+//! LSN the system file says was made durable strictly (damage there is corruption), then on over
+//! the valid records after it — applying only commit records of epochs <= E. The result holds
+//! exactly the transactions of epochs <= E (architecture.md §5, invariant 6).
 //!
 //! Pure over a `Storage`: the runtime passes real files, the simulator its in-memory disk.
 
@@ -42,6 +48,81 @@ fn fail(msg: String) -> String {
     msg
 }
 
+/// The newest epoch this node's disk holds whole: the system file's durable epoch, or the newest
+/// epoch every ldm of its layout marked after the synced positions it names, if newer. A system
+/// restart's cut is the smallest of the restarting nodes' (0: no system file).
+pub fn node_epoch(storage: &dyn Storage) -> Result<u64, String> {
+    let Some(b) = storage.read(SYSFILE_NAME).map_err(|e| format!("reading {SYSFILE_NAME}: {e}"))? else {
+        return Ok(0);
+    };
+    let sys =
+        Sysfile::decode(&b).map_err(|e| format!("the system file '{SYSFILE_NAME}' is corrupt or foreign: {e}"))?;
+    marked_epoch(storage, &sys)
+}
+
+fn marked_epoch(storage: &dyn Storage, sys: &Sysfile) -> Result<u64, String> {
+    let mut all_marked: Option<u64> = None;
+    for (i, &synced) in sys.synced_lsn.iter().enumerate() {
+        let mut newest = None;
+        io::read_redo_tail(storage, i as u16, synced, |_, payload| {
+            if let Ok(redo::Record::EpochMark(e)) = redo::decode(payload) {
+                newest = Some(newest.map_or(e, |n: u64| n.max(e)));
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+        let Some(m) = newest else { return Ok(sys.durable_epoch) };
+        all_marked = Some(all_marked.map_or(m, |a| a.min(m)));
+    }
+    Ok(all_marked.map_or(sys.durable_epoch, |m| m.max(sys.durable_epoch)))
+}
+
+/// Applies one redo record of an epoch <= `durable_epoch` (epoch marks carry no rows).
+fn apply_record(
+    payload: &[u8],
+    durable_epoch: u64,
+    catalog: &Catalog,
+    layouts: &BTreeMap<TableId, Arc<RowLayout>>,
+    parts: &mut BTreeMap<(TableId, u32), Partition>,
+    budget: &MemoryBudget,
+) -> Result<(), String> {
+    let rec = match redo::decode(payload).map_err(|e| format!("undecodable record: {e}"))? {
+        redo::Record::EpochMark(_) => return Ok(()),
+        redo::Record::Commit(rec) => rec,
+    };
+    if rec.epoch > durable_epoch {
+        return Ok(());
+    }
+    for op in rec.ops {
+        let (table, partition) = match &op {
+            RedoOp::Put { table, partition, .. } | RedoOp::Delete { table, partition, .. } => (*table, *partition),
+        };
+        let (Some(t), Some(layout)) = (catalog.table(table), layouts.get(&table)) else {
+            continue;
+        };
+        let p = parts.entry((table, partition)).or_insert_with(|| Partition::new(t, partition, layout.clone()));
+        let before = p.charged();
+        match op {
+            RedoOp::Put { row, .. } => {
+                layout.check_row(&row).map_err(|e| format!("bad row: {e}"))?;
+                p.upsert(&row).map_err(|e| e.to_string())?;
+            }
+            RedoOp::Delete { key, .. } => {
+                if let Some(id) = p.lookup(&key) {
+                    p.delete(id).map_err(|e| e.to_string())?;
+                }
+            }
+        }
+        let after = p.charged();
+        if after >= before {
+            budget.force(after - before);
+        } else {
+            budget.release(before - after);
+        }
+    }
+    Ok(())
+}
+
 /// Rebuilds the node's state from `storage`. `ldm_count` is the new layout (files of ldms beyond
 /// it are reported in `ldm_disk` so the caller can remove them once the node has started).
 /// `cluster` gives the placement of partitions; `recover_to` caps the epoch recovered to (a
@@ -65,7 +146,10 @@ pub fn recover(
         None => None,
     };
     let old_count = sysfile.as_ref().map(|s| s.synced_lsn.len() as u16).unwrap_or(0);
-    let own_durable = sysfile.as_ref().map(|s| s.durable_epoch).unwrap_or(0);
+    let own_durable = match &sysfile {
+        Some(s) => marked_epoch(storage, s)?,
+        None => 0,
+    };
     let durable_epoch = recover_to.map_or(own_durable, |cap| cap.min(own_durable));
     let groups = cluster.group_count();
     let layouts: BTreeMap<TableId, Arc<RowLayout>> =
@@ -136,43 +220,12 @@ pub fn recover(
             parts.insert((table, partition), p);
         }
         let synced = sys.synced_lsn[i as usize];
-        redo_records += io::read_redo(storage, i, ck.header.start_lsn, synced, |_, payload| {
-            let rec = redo::decode_commit(payload).map_err(|e| format!("undecodable record: {e}"))?;
-            if rec.epoch > durable_epoch {
-                return Ok(());
-            }
-            for op in rec.ops {
-                let (table, partition) = match &op {
-                    RedoOp::Put { table, partition, .. } | RedoOp::Delete { table, partition, .. } => {
-                        (*table, *partition)
-                    }
-                };
-                let (Some(t), Some(layout)) = (catalog.table(table), layouts.get(&table)) else {
-                    continue;
-                };
-                let p = parts.entry((table, partition)).or_insert_with(|| Partition::new(t, partition, layout.clone()));
-                let before = p.charged();
-                match op {
-                    RedoOp::Put { row, .. } => {
-                        layout.check_row(&row).map_err(|e| format!("bad row: {e}"))?;
-                        p.upsert(&row).map_err(|e| e.to_string())?;
-                    }
-                    RedoOp::Delete { key, .. } => {
-                        if let Some(id) = p.lookup(&key) {
-                            p.delete(id).map_err(|e| e.to_string())?;
-                        }
-                    }
-                }
-                let after = p.charged();
-                if after >= before {
-                    budget.force(after - before);
-                } else {
-                    budget.release(before - after);
-                }
-            }
-            Ok(())
-        })
-        .map_err(|e| e.to_string())?;
+        let mut apply =
+            |_, payload: &[u8]| apply_record(payload, durable_epoch, &catalog, &layouts, &mut parts, budget);
+        redo_records +=
+            io::read_redo(storage, i, ck.header.start_lsn, synced, &mut apply).map_err(|e| e.to_string())?;
+        redo_records +=
+            io::read_redo_tail(storage, i, ck.header.start_lsn.max(synced), &mut apply).map_err(|e| e.to_string())?;
     }
     let rows = parts.values().map(|p| p.len()).sum();
     Ok(Recovered { catalog, durable_epoch, partitions: parts.into_values().collect(), ldm_disk, redo_records, rows })

@@ -7,6 +7,13 @@
 //! [txn id u64][op count u32]` then per op `[table u32][partition u32][put=0|delete=1 u8]
 //! [bytes: the full row for put, the key for delete]`. Records are idempotent after-images keyed
 //! by primary key, so replaying from any checkpoint start is safe.
+//!
+//! An *epoch mark* (`[kind=2 u8][epoch u64]`) is appended by an epoch flush that closes an epoch
+//! with commits in it, just before the sync: every commit record of epochs <= `epoch` this ldm
+//! will ever hold precedes it (the flush comes after every tc finished those epochs). Once synced,
+//! a node whose every ldm holds a mark of `epoch` has that epoch on disk, so a durable commit
+//! needs only that one sync per replica; the system file, saved later, is not on its path
+//! (`recovery::node_epoch`).
 
 use tern_types::bin::{Dec, DecodeResult, Enc};
 use tern_types::schema::TableId;
@@ -59,6 +66,39 @@ pub fn append_commit(out: &mut Vec<u8>, epoch: u64, tc_node: u16, tc_instance: u
         }
     }
     seal(out, start);
+}
+
+/// Appends an epoch mark (see the module comment).
+pub fn append_epoch_mark(out: &mut Vec<u8>, epoch: u64) {
+    let start = out.len();
+    out.extend_from_slice(&[0; REDO_HEADER_LEN]);
+    let mut e = Enc::new(out);
+    e.u8(2);
+    e.u64(epoch);
+    seal(out, start);
+}
+
+/// Length of an epoch mark record.
+pub const EPOCH_MARK_LEN: usize = REDO_HEADER_LEN + 9;
+
+/// A decoded redo record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    Commit(CommitRecord),
+    EpochMark(u64),
+}
+
+/// Decodes a record of either kind.
+pub fn decode(payload: &[u8]) -> DecodeResult<Record> {
+    if payload.first() == Some(&2) {
+        let mut d = Dec::new(&payload[1..]);
+        let epoch = d.u64()?;
+        if !d.is_empty() {
+            return Err(tern_types::bin::DecodeError("trailing bytes in epoch mark"));
+        }
+        return Ok(Record::EpochMark(epoch));
+    }
+    decode_commit(payload).map(Record::Commit)
 }
 
 /// Borrowed form of a redo op, so commit can log without copying rows twice.
@@ -169,5 +209,20 @@ mod tests {
         let mut bad = log.clone();
         bad[20] ^= 0xFF;
         assert_eq!(read_record(&bad), Read::Bad);
+    }
+
+    #[test]
+    fn epoch_marks_round_trip_beside_commits() {
+        let mut log = Vec::new();
+        append_commit(&mut log, 7, 1, 0, 42, &[]);
+        let first = log.len();
+        append_epoch_mark(&mut log, 7);
+        assert_eq!(log.len() - first, EPOCH_MARK_LEN);
+        let Read::Record { payload, .. } = read_record(&log) else { panic!("record") };
+        assert!(matches!(decode(payload), Ok(Record::Commit(c)) if c.epoch == 7));
+        let Read::Record { payload, len } = read_record(&log[first..]) else { panic!("mark") };
+        assert_eq!(len, EPOCH_MARK_LEN);
+        assert_eq!(decode(payload), Ok(Record::EpochMark(7)));
+        assert!(decode_commit(payload).is_err(), "a mark is not a commit");
     }
 }

@@ -248,13 +248,18 @@ pub enum Signal {
         from: Addr,
         epoch: u64,
     },
+    /// `newest_commit`: the newest epoch (<= `epoch`) of any commit this tc ever started.
     EpochTcFinished {
         from: Addr,
         epoch: u64,
+        newest_commit: u64,
     },
+    /// `mark`: write an epoch mark before the sync (the epoch, or one unmarked before it, had
+    /// commits somewhere).
     EpochFlush {
         from: Addr,
         epoch: u64,
+        mark: bool,
     },
     /// `max_epoch`: newest epoch of any commit this ldm has applied.
     EpochFlushed {

@@ -268,6 +268,9 @@ pub struct Tc {
     gate_queue: Vec<u64>,
     committing: BTreeMap<u64, u32>,
     unreported: Vec<u64>,
+    /// The newest epoch of any commit point this tc gave (taken-over commits included): tells
+    /// the master whether an epoch flush must mark the redo.
+    newest_commit: u64,
     durable_epoch: u64,
     durable_waiters: BTreeMap<u64, Vec<(ClientId, u64, Reply)>>,
     /// The newest epoch this tc asked the epoch master to make durable now (`EpochWanted`).
@@ -330,6 +333,7 @@ impl Tc {
             gate_queue: Vec::new(),
             committing: BTreeMap::new(),
             unreported: Vec::new(),
+            newest_commit: 0,
             durable_epoch: 0,
             durable_waiters: BTreeMap::new(),
             epoch_wanted: 0,
@@ -445,7 +449,7 @@ impl Tc {
                 self.report_finished(out);
             }
             Signal::EpochDurable { epoch } => {
-                self.durable_epoch = epoch;
+                self.durable_epoch = self.durable_epoch.max(epoch);
                 let later = self.durable_waiters.split_off(&(epoch + 1));
                 for (_, waiters) in std::mem::replace(&mut self.durable_waiters, later) {
                     for (c, r, reply) in waiters {
@@ -915,6 +919,7 @@ impl Tc {
         txn.epoch = self.current_epoch;
         txn.awaiting = txn.participants.iter().cloned().collect();
         *self.committing.entry(txn.epoch).or_default() += 1;
+        self.newest_commit = self.newest_commit.max(txn.epoch);
         for chain in &txn.participants {
             let pos = (chain.len() - 1) as u8;
             out.send(
@@ -969,7 +974,8 @@ impl Tc {
                 break;
             }
             self.unreported.remove(0);
-            out.send(self.epoch_master, Signal::EpochTcFinished { from: self.addr, epoch: e });
+            let newest_commit = self.newest_commit.min(e);
+            out.send(self.epoch_master, Signal::EpochTcFinished { from: self.addr, epoch: e, newest_commit });
         }
     }
 

@@ -694,18 +694,15 @@ impl Sim {
         c
     }
 
-    /// Starts every node from its disk: a system restart to the consistent cut, the smallest
-    /// durable epoch in the nodes' system files.
+    /// Starts every node from its disk: a system restart to the consistent cut, the smallest of
+    /// the nodes' epochs (their system files', or newer ones marked in all their redo logs).
     fn boot(&mut self) {
         let live = self.cluster.live_nodes();
         let cut = self
             .nodes
             .iter()
             .filter(|(id, _)| live.contains(id))
-            .map(|(_, n)| match n.disk.read(tern_kernel::sysfile::SYSFILE_NAME).expect("sim disk") {
-                Some(b) => tern_kernel::sysfile::Sysfile::decode(&b).map(|s| s.durable_epoch).unwrap_or(0),
-                None => 0,
-            })
+            .map(|(_, n)| tern_kernel::recovery::node_epoch(&n.disk).unwrap_or(0))
             .min();
         for id in live {
             let cfg = self.node_cfg(id, cut);

@@ -86,3 +86,66 @@ fn damaged_checkpoint_or_sysfile_is_reported() {
     let e = recover(&bad, 3, &one_node(), None, &budget()).err().expect("corrupt checkpoint refused");
     assert!(e.contains(&ck), "{e}");
 }
+
+/// A node's epoch comes from the epoch marks of its redo logs past what its system file names:
+/// an epoch every ldm marked is recovered (a durable commit needs that one sync per replica, the
+/// system file is saved later), one that some ldm did not mark is not.
+#[test]
+fn an_epoch_marked_in_every_redo_log_is_recovered_without_a_system_file_save() {
+    use tern_kernel::recovery::node_epoch;
+    use tern_kernel::redo::{RedoOpRef, append_commit, append_epoch_mark};
+    let d = disk();
+    let clean = recover(&d, 3, &one_node(), None, &budget()).expect("clean recovery");
+    assert_eq!(node_epoch(&d).unwrap(), clean.durable_epoch);
+    // A key the clean recovery holds, and an epoch past every record in the logs.
+    let p = clean.partitions.iter().find(|p| !p.is_empty()).expect("rows");
+    let mut key = None;
+    p.scan(0, |_, row| {
+        key = Some(p.layout().key_of(row).to_vec());
+        false
+    });
+    let (table, partition, key) = (p.table, p.partition, key.expect("a row"));
+    let mut newest = 0;
+    for ldm in 0..3u16 {
+        tern_kernel::io::read_redo_tail(&d, ldm, 0, |_, payload| {
+            if let Ok(tern_kernel::redo::Record::Commit(c)) = tern_kernel::redo::decode(payload) {
+                newest = newest.max(c.epoch);
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let epoch = newest.max(clean.durable_epoch) + 1;
+    let with_marks = |marked: &[u16]| {
+        let mut m = d.clone();
+        for ldm in 0..3u16 {
+            let last = list_segments(&m, ldm).unwrap().into_values().last().expect("a segment");
+            let mut bytes = Vec::new();
+            if ldm == 0 {
+                append_commit(&mut bytes, epoch, 1, 0, 1 << 40, &[RedoOpRef::Delete { table, partition, key: &key }]);
+            }
+            if marked.contains(&ldm) {
+                append_epoch_mark(&mut bytes, epoch);
+            }
+            m.append_garbage(&last, &bytes);
+        }
+        m
+    };
+    let has_key = |r: &tern_kernel::recovery::Recovered| {
+        r.partitions.iter().any(|q| q.table == table && q.partition == partition && q.lookup(&key).is_some())
+    };
+    let all = with_marks(&[0, 1, 2]);
+    assert_eq!(node_epoch(&all).unwrap(), epoch);
+    let r = recover(&all, 3, &one_node(), None, &budget()).expect("recovery");
+    assert_eq!(r.durable_epoch, epoch);
+    assert!(!has_key(&r), "the delete of the marked epoch is recovered");
+    // A system restart's cut below it still wins.
+    let r = recover(&all, 3, &one_node(), Some(clean.durable_epoch), &budget()).expect("recovery");
+    assert_eq!(r.durable_epoch, clean.durable_epoch);
+    assert!(has_key(&r));
+    let some = with_marks(&[0, 2]);
+    assert!(node_epoch(&some).unwrap() < epoch, "ldm 1 did not mark it: not on this node's disk");
+    let r = recover(&some, 3, &one_node(), None, &budget()).expect("recovery");
+    assert!(r.durable_epoch < epoch);
+    assert!(has_key(&r), "a commit of an epoch not marked everywhere is not recovered");
+}

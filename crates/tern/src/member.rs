@@ -86,8 +86,8 @@ pub fn join(client: &mut MgmClient, node: NodeId, data_dir: &Path, stop: &dyn Fn
     }
     let inc_path = data_dir.join(tern_runtime::fs::INCARNATION_FILE);
     let last: u32 = std::fs::read_to_string(&inc_path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
-    // The durable epoch of this node's own system file: a system restart's cut is the smallest
-    // of the restarting nodes'.
+    // The newest epoch this node's disk holds whole: a system restart's cut is the smallest of
+    // the restarting nodes'.
     let durable = sysfile_epoch(data_dir);
     let incarnation = retry("registering", stop, || client.register(node, last, durable))?;
     std::fs::write(&inc_path, format!("{incarnation}\n")).with_context(|| format!("writing {}", inc_path.display()))?;
@@ -523,12 +523,11 @@ const WORK_POLL: Duration = Duration::from_millis(20);
 /// How often the durable epoch is reported to the management nodes.
 const DURABLE_REPORT_EVERY: Duration = Duration::from_secs(1);
 
-/// The durable epoch of the node's system file (0 when it has none).
+/// The newest epoch the node's disk holds whole (`recovery::node_epoch`: its system file's, or a
+/// newer one marked in all its redo logs; 0 when it has no system file or cannot be read — the
+/// recovery that follows reports why).
 fn sysfile_epoch(data_dir: &Path) -> u64 {
-    std::fs::read(data_dir.join(tern_kernel::sysfile::SYSFILE_NAME))
-        .ok()
-        .and_then(|b| tern_kernel::sysfile::Sysfile::decode(&b).ok())
-        .map_or(0, |s| s.durable_epoch)
+    tern_kernel::recovery::node_epoch(&tern_runtime::fs::FsStorage::new(data_dir)).unwrap_or(0)
 }
 
 /// The catalog the management nodes hold (version 0 and empty: none yet).

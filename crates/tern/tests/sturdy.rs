@@ -777,7 +777,7 @@ fn stray_frames_on_the_node_to_node_port_do_not_crash_a_node() {
         (dist(1), Signal::EpochSave { from: dist(2), epoch: 1, synced_lsn: vec![0; 9] }),
         (dist(1), Signal::EpochSaved { from: dist(2), epoch: 1 }),
         (dist(1), Signal::EpochFlushed { from: ldm(2, 0), epoch: 1, synced_lsn: 1 << 40, max_epoch: 1 << 40 }),
-        (dist(1), Signal::EpochTcFinished { from: tc(2, 0), epoch: 1 }),
+        (dist(1), Signal::EpochTcFinished { from: tc(2, 0), epoch: 1, newest_commit: 1 }),
         (dist(1), Signal::EpochPrepared { from: tc(2, 0), epoch: 1, current: 1 }),
         (dist(1), Signal::NodeHeartbeat { from: 2, incarnation: 0 }),
         (dist(1), Signal::DistStarted { from: dist(7), durable_epoch: 1 << 40 }),

@@ -16,7 +16,15 @@ impl Ldm {
         }
     }
 
-    pub(super) fn flush(&mut self, epoch: u64, out: &mut Out) {
+    /// An epoch flush: the buffer to disk and a sync. With `mark` (epoch `epoch` or one before
+    /// it had commits somewhere) an epoch mark goes last before the sync, even when this ldm
+    /// wrote nothing else: the node's disk then holds every epoch up to `epoch` (`redo`).
+    pub(super) fn flush(&mut self, epoch: u64, mark: bool, out: &mut Out) {
+        if mark {
+            let before = self.redo_buf.len();
+            redo::append_epoch_mark(&mut self.redo_buf, epoch);
+            self.lsn += (self.redo_buf.len() - before) as u64;
+        }
         self.write_redo_buffer(out);
         let max_epoch = self.max_epoch_applied;
         if !self.appended_since_sync {

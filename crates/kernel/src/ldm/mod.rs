@@ -458,12 +458,12 @@ impl Ldm {
                 out.send(from, Signal::TakeoverConf { from: self.addr, txns });
             }
             Signal::ScanFrag(req) => self.scan(*req, out),
-            Signal::EpochFlush { from, epoch } => {
+            Signal::EpochFlush { from, epoch, mark } => {
                 self.flush_reply_to = from;
                 if !self.logs.is_empty() {
                     self.log_epoch(epoch);
                 }
-                self.flush(epoch, out)
+                self.flush(epoch, mark, out)
             }
             Signal::LogReq { from, sub, call, op, max_bytes } => self.log_request(from, sub, call, op, max_bytes, out),
             Signal::ClusterMap { state } => {

@@ -227,7 +227,7 @@ fn a_change_log_keeps_commits_and_epoch_marks_in_order() {
     assert!(prepared_of(&prepare(&mut l, 10, 2, vec![write(&layout, 2), write(&layout, 3)]), 2).is_some());
     let _ = commit(&mut l, 10, 2);
     let mut out = Out::default();
-    l.handle(20, Signal::EpochFlush { from: Addr::new(1, Block::Dist), epoch: 1 }, &mut out);
+    l.handle(20, Signal::EpochFlush { from: Addr::new(1, Block::Dist), epoch: 1, mark: true }, &mut out);
     // A delete, in the next epoch.
     let key = |id: i64| {
         let mut row = Vec::new();
