@@ -232,74 +232,9 @@ pub fn read_redo(
     ldm: u16,
     from_lsn: u64,
     synced_lsn: u64,
-    mut f: impl FnMut(u64, &[u8]) -> Result<(), String>,
+    f: impl FnMut(u64, &[u8]) -> Result<(), String>,
 ) -> Result<u64, RedoCorruption> {
-    if from_lsn >= synced_lsn {
-        return Ok(0);
-    }
-    let segments = list_segments(storage, ldm).map_err(|e| RedoCorruption {
-        file: format!("ldm-{ldm}"),
-        offset: 0,
-        reason: e.to_string(),
-    })?;
-    let starts: Vec<u64> = segments.keys().copied().collect();
-    let mut lsn = from_lsn;
-    let mut records = 0u64;
-    while lsn < synced_lsn {
-        // The segment holding `lsn`: the last one starting at or before it.
-        let Some(&start) = starts.iter().rev().find(|&&s| s <= lsn) else {
-            return Err(RedoCorruption {
-                file: segment_name(ldm, lsn),
-                offset: 0,
-                reason: format!("no redo segment holds LSN {lsn}"),
-            });
-        };
-        let name = &segments[&start];
-        let bytes = storage
-            .read(name)
-            .map_err(|e| RedoCorruption { file: name.clone(), offset: 0, reason: e.to_string() })?
-            .unwrap_or_default();
-        let seg_end = start + bytes.len() as u64;
-        let next_start = starts.iter().find(|&&s| s > start).copied();
-        while lsn < synced_lsn && lsn < seg_end {
-            let off = (lsn - start) as usize;
-            match redo::read_record(&bytes[off..]) {
-                Read::Record { payload, len } => {
-                    if lsn + len as u64 > synced_lsn {
-                        // A record straddling the durable end was written after the sync.
-                        return Ok(records);
-                    }
-                    f(lsn, payload).map_err(|reason| RedoCorruption {
-                        file: name.clone(),
-                        offset: off as u64,
-                        reason,
-                    })?;
-                    records += 1;
-                    lsn += len as u64;
-                }
-                Read::Short | Read::Bad => {
-                    return Err(RedoCorruption {
-                        file: name.clone(),
-                        offset: off as u64,
-                        reason: "record checksum or header is wrong inside the durable part of the log".into(),
-                    });
-                }
-            }
-        }
-        if lsn < synced_lsn {
-            match next_start {
-                Some(n) if n == lsn => {}
-                _ => {
-                    return Err(RedoCorruption {
-                        file: name.clone(),
-                        offset: lsn - start,
-                        reason: format!("log ends at LSN {lsn} but LSN {synced_lsn} was made durable"),
-                    });
-                }
-            }
-        }
-    }
-    Ok(records)
+    walk_redo(storage, ldm, from_lsn, Some(synced_lsn), f)
 }
 
 /// Reads the valid records from `from_lsn` on, past what a system file named synced: records
@@ -311,49 +246,74 @@ pub fn read_redo_tail(
     storage: &dyn Storage,
     ldm: u16,
     from_lsn: u64,
+    f: impl FnMut(u64, &[u8]) -> Result<(), String>,
+) -> Result<u64, RedoCorruption> {
+    walk_redo(storage, ldm, from_lsn, None, f)
+}
+
+/// Both readers: with `synced` the durable part up to it (anything missing or damaged is
+/// corruption), without it the valid tail (anything missing or damaged ends the log).
+fn walk_redo(
+    storage: &dyn Storage,
+    ldm: u16,
+    from_lsn: u64,
+    synced: Option<u64>,
     mut f: impl FnMut(u64, &[u8]) -> Result<(), String>,
 ) -> Result<u64, RedoCorruption> {
-    let segments = list_segments(storage, ldm).map_err(|e| RedoCorruption {
-        file: format!("ldm-{ldm}"),
-        offset: 0,
-        reason: e.to_string(),
-    })?;
+    let end = synced.unwrap_or(u64::MAX);
+    if from_lsn >= end {
+        return Ok(0);
+    }
+    let corrupt = |file: String, offset: u64, reason: String| RedoCorruption { file, offset, reason };
+    let segments = list_segments(storage, ldm).map_err(|e| corrupt(format!("ldm-{ldm}"), 0, e.to_string()))?;
     let starts: Vec<u64> = segments.keys().copied().collect();
-    let mut lsn = match starts.iter().rev().find(|&&s| s <= from_lsn) {
-        Some(_) => from_lsn,
-        None => match starts.first() {
-            Some(&first) => first,
-            None => return Ok(0),
-        },
-    };
+    let mut lsn = from_lsn;
+    if synced.is_none() && starts.first().is_some_and(|&first| first > from_lsn) {
+        lsn = starts[0];
+    }
     let mut records = 0u64;
-    loop {
-        let Some(&start) = starts.iter().rev().find(|&&s| s <= lsn) else { return Ok(records) };
+    while lsn < end {
+        // The segment holding `lsn`: the last one starting at or before it.
+        let Some(&start) = starts.iter().rev().find(|&&s| s <= lsn) else {
+            return match synced {
+                Some(_) => Err(corrupt(segment_name(ldm, lsn), 0, format!("no redo segment holds LSN {lsn}"))),
+                None => Ok(records),
+            };
+        };
         let name = &segments[&start];
-        let bytes = storage
-            .read(name)
-            .map_err(|e| RedoCorruption { file: name.clone(), offset: 0, reason: e.to_string() })?
-            .unwrap_or_default();
+        let bytes = storage.read(name).map_err(|e| corrupt(name.clone(), 0, e.to_string()))?.unwrap_or_default();
         let seg_end = start + bytes.len() as u64;
-        while lsn < seg_end {
+        while lsn < end && lsn < seg_end {
             let off = (lsn - start) as usize;
             match redo::read_record(&bytes[off..]) {
                 Read::Record { payload, len } => {
-                    f(lsn, payload).map_err(|reason| RedoCorruption {
-                        file: name.clone(),
-                        offset: off as u64,
-                        reason,
-                    })?;
+                    if lsn + len as u64 > end {
+                        // A record straddling the durable end was written after the sync.
+                        return Ok(records);
+                    }
+                    f(lsn, payload).map_err(|reason| corrupt(name.clone(), off as u64, reason))?;
                     records += 1;
                     lsn += len as u64;
+                }
+                Read::Short | Read::Bad if synced.is_some() => {
+                    let reason = "record checksum or header is wrong inside the durable part of the log";
+                    return Err(corrupt(name.clone(), off as u64, reason.into()));
                 }
                 Read::Short | Read::Bad => return Ok(records),
             }
         }
-        if starts.iter().find(|&&s| s > start).copied() != Some(lsn) {
-            return Ok(records);
+        if lsn < end && starts.iter().find(|&&s| s > start).copied() != Some(lsn) {
+            return match synced {
+                Some(synced) => Err(corrupt(
+                    name.clone(),
+                    lsn - start,
+                    format!("log ends at LSN {lsn} but LSN {synced} was made durable"),
+                )),
+                None => Ok(records),
+            };
         }
     }
+    Ok(records)
 }
 
 /// Physical end of an ldm's redo log (one past the last byte of the last segment), or 0.
