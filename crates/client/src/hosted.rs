@@ -101,6 +101,9 @@ fn take_ready(fd: &AsyncFd<WorkerFd>, cx: &mut Context<'_>) -> bool {
     }
 }
 
+/// The most busy worker turns in a row before the driver yields to the front-end tasks anyway.
+const YIELD_EVERY_TURNS: u32 = 8;
+
 async fn drive(mut w: Box<dyn HostedWorker>) {
     // SAFETY: the descriptor is the worker's epoll instance, which `w` owns and keeps open until
     // `w.finish()` at the end, after `fd` is dropped.
@@ -110,25 +113,37 @@ async fn drive(mut w: Box<dyn HostedWorker>) {
     crate::spinwatch::watch(w.fd());
     let probe = w.probe();
     let mut io = true;
+    // Busy turns since the driver last yielded to the other tasks.
+    let mut unyielded = 0u32;
     loop {
         crate::flush_deferred();
         match w.turn(io) {
             Turn::Stopped => break,
             Turn::Worked => {
-                // Let the front-end tasks run (they were woken by the replies), then go on.
-                tokio::task::yield_now().await;
+                // Let the front-end tasks run when replies woke them (a yield costs the runtime
+                // a wake-up of its own: not for a turn of timers or node signals), and at least
+                // every `YIELD_EVERY_TURNS` so their sockets are served under any load.
+                unyielded += 1;
+                if w.replied_to_tasks() || unyielded >= YIELD_EVERY_TURNS {
+                    unyielded = 0;
+                    tokio::task::yield_now().await;
+                }
                 io = poll_fn(|cx| Poll::Ready(take_ready(&fd, cx))).await;
                 continue;
             }
             Turn::Idle => {}
         }
         let mut sleep: Option<Pin<Box<tokio::time::Sleep>>> = None;
+        let mut parked = false;
         io = poll_fn(|cx| {
-            if sleep.is_none() {
+            if !parked {
                 match w.park(cx.waker()) {
                     None => return Poll::Ready(take_ready(&fd, cx)),
+                    // The worker's descriptor wakes the task when its next timer is due.
+                    Some(std::time::Duration::MAX) => {}
                     Some(t) => sleep = Some(Box::pin(tokio::time::sleep(t))),
                 }
+                parked = true;
             }
             let ready = take_ready(&fd, cx);
             if ready || probe.waiting() || sleep.as_mut().is_some_and(|s| s.as_mut().poll(cx).is_ready()) {

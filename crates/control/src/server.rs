@@ -241,7 +241,7 @@ impl Server {
 
     async fn run(self, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
         while !shutdown.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
         for t in &self.tasks {
             t.abort();
@@ -344,7 +344,9 @@ async fn detect_loop(ctx: Arc<Ctx>) {
     let mut last_tick = ctx.now_ms();
     loop {
         let (hb, ft) = ctx.timing();
-        let every = (hb / 2).clamp(5, 50);
+        // Half a heartbeat interval, at most 125 ms: the declaration waits a failure timeout
+        // anyway, and an idle mgmd should not wake more often than the heartbeats arrive.
+        let every = (hb / 2).clamp(5, 125);
         tokio::time::sleep(Duration::from_millis(every)).await;
         let now = ctx.now_ms();
         // How late this tick is beyond its interval: the mgmd was not scheduled (a starved

@@ -133,6 +133,7 @@ signal_tags! {
     LEASE = 54,
     STOP_SERVING = 55,
     EPOCH_WANTED = 56,
+    EPOCH_BUSY = 57,
 }
 
 /// Appends the payload for `sig` addressed to `to`.
@@ -225,7 +226,14 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             enc_from_epoch(e, tag::EPOCH_PREPARED, *from, *epoch);
             e.u64(*current);
         }
-        Signal::EpochCommit { from, epoch } => enc_from_epoch(e, tag::EPOCH_COMMIT, *from, *epoch),
+        Signal::EpochCommit { from, epoch, quiet } => {
+            enc_from_epoch(e, tag::EPOCH_COMMIT, *from, *epoch);
+            e.bool(*quiet);
+        }
+        Signal::EpochBusy { from } => {
+            e.u8(tag::EPOCH_BUSY);
+            enc_addr(e, *from);
+        }
         Signal::EpochTcFinished { from, epoch, newest_commit } => {
             enc_from_epoch(e, tag::EPOCH_TC_FINISHED, *from, *epoch);
             e.u64(*newest_commit);
@@ -466,7 +474,8 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         tag::EPOCH_PREPARE => Signal::EpochPrepare { from: dec_addr(d)?, epoch: d.u64()? },
         tag::EPOCH_WANTED => Signal::EpochWanted { from: dec_addr(d)?, epoch: d.u64()? },
         tag::EPOCH_PREPARED => Signal::EpochPrepared { from: dec_addr(d)?, epoch: d.u64()?, current: d.u64()? },
-        tag::EPOCH_COMMIT => Signal::EpochCommit { from: dec_addr(d)?, epoch: d.u64()? },
+        tag::EPOCH_COMMIT => Signal::EpochCommit { from: dec_addr(d)?, epoch: d.u64()?, quiet: d.bool()? },
+        tag::EPOCH_BUSY => Signal::EpochBusy { from: dec_addr(d)? },
         tag::EPOCH_TC_FINISHED => {
             Signal::EpochTcFinished { from: dec_addr(d)?, epoch: d.u64()?, newest_commit: d.u64()? }
         }
@@ -1195,7 +1204,9 @@ mod tests {
             (tc(2, 0), Signal::EpochPrepare { from: dist(1), epoch: 88 }),
             (dist(1), Signal::EpochWanted { from: tc(2, 0), epoch: 88 }),
             (dist(1), Signal::EpochPrepared { from: tc(2, 0), epoch: 88, current: 87 }),
-            (tc(2, 0), Signal::EpochCommit { from: dist(1), epoch: 88 }),
+            (tc(2, 0), Signal::EpochCommit { from: dist(1), epoch: 88, quiet: false }),
+            (tc(2, 1), Signal::EpochCommit { from: dist(1), epoch: 89, quiet: true }),
+            (dist(1), Signal::EpochBusy { from: tc(2, 1) }),
             (dist(1), Signal::EpochTcFinished { from: tc(2, 0), epoch: 87, newest_commit: 86 }),
             (ldm(2, 1), Signal::EpochFlush { from: dist(1), epoch: 87, mark: true }),
             (dist(1), Signal::EpochFlushed { from: ldm(2, 1), epoch: 87, synced_lsn: 1 << 40, max_epoch: 87 }),

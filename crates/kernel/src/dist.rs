@@ -154,6 +154,12 @@ pub struct Dist {
     save_next: Option<SaveWork>,
     save_running: Option<(SaveWork, BTreeSet<NodeId>)>,
     last_save_ms: u64,
+    /// Rounds in a row that found nothing to do (no commit, nothing new to save, every live
+    /// node started, no takeover): from `QUIET_AFTER_ROUNDS` on, rounds start only every
+    /// `QUIET_INTERVAL_MS` until a tc commits again (`EpochBusy`) or anything else happens.
+    quiet_rounds: u32,
+    /// When the master started its last round (block time).
+    round_started_ms: u64,
 }
 
 /// The sending block of the signals that name it (those a dist receives from other nodes).
@@ -165,10 +171,16 @@ fn sig_from(sig: &Signal) -> Option<Addr> {
         | Signal::EpochSave { from, .. }
         | Signal::EpochSaved { from, .. }
         | Signal::EpochWanted { from, .. }
+        | Signal::EpochBusy { from }
         | Signal::DistStarted { from, .. } => Some(*from),
         _ => None,
     }
 }
+
+/// Empty rounds in a row after which an idle master slows its rounds down.
+const QUIET_AFTER_ROUNDS: u32 = 10;
+/// The round interval of a quiet master (an idle cluster's epochs, ms).
+pub const QUIET_INTERVAL_MS: u64 = 1000;
 
 /// How often a restarting node asks again for the catalog.
 const CATALOG_RETRY_MS: u64 = 1000;
@@ -224,6 +236,8 @@ impl Dist {
             save_next: None,
             save_running: None,
             last_save_ms: 0,
+            quiet_rounds: 0,
+            round_started_ms: 0,
         }
     }
 
@@ -330,7 +344,9 @@ impl Dist {
                         self.ask_catalog(out);
                     }
                 }
-                self.maybe_start_round(out);
+                if self.round_due() {
+                    self.maybe_start_round(out);
+                }
                 self.maybe_save(out);
                 self.credit_lateness();
                 self.heartbeats(out);
@@ -371,9 +387,18 @@ impl Dist {
             }
             Signal::EpochSaved { from, epoch } => self.saved(from, epoch, out),
             Signal::EpochDurable { epoch } => self.durable_epoch = self.durable_epoch.max(epoch),
+            Signal::EpochBusy { .. } => {
+                // A commit in an epoch opened as quiet: the normal interval again, and a round
+                // now when one is due by it.
+                self.quiet_rounds = 0;
+                if self.now_ms >= self.round_started_ms + self.cfg.epoch_interval_ms {
+                    self.maybe_start_round(out);
+                }
+            }
             Signal::EpochWanted { epoch, .. } => {
                 // Only the master runs rounds; a request that reached a former master is
                 // served by the interval's round.
+                self.quiet_rounds = 0;
                 if epoch > self.durable_epoch.max(self.flushed_epoch) {
                     self.wanted_epoch = self.wanted_epoch.max(epoch);
                     self.maybe_start_round(out);
@@ -532,6 +557,17 @@ impl Dist {
 
     // ---------------------------------------------------------------- master: epoch rounds
 
+    /// Idle for `QUIET_AFTER_ROUNDS` rounds: rounds start at the quiet interval.
+    fn is_quiet(&self) -> bool {
+        self.quiet_rounds >= QUIET_AFTER_ROUNDS
+    }
+
+    /// Whether the interval's round is due now (always, unless the master is quiet and its
+    /// last round started less than `QUIET_INTERVAL_MS` ago).
+    fn round_due(&self) -> bool {
+        !self.is_quiet() || self.now_ms >= self.round_started_ms + QUIET_INTERVAL_MS.max(self.cfg.epoch_interval_ms)
+    }
+
     fn maybe_start_round(&mut self, out: &mut Out) {
         if self.round != Round::Idle || self.phase != Phase::Running || !self.is_master() {
             return;
@@ -544,6 +580,7 @@ impl Dist {
         for &t in &tcs {
             out.send(t, Signal::EpochPrepare { from: self.addr, epoch: new });
         }
+        self.round_started_ms = self.now_ms;
         self.round = Round::Prepare { new, waiting: tcs, max_current: 0 };
     }
 
@@ -637,8 +674,9 @@ impl Dist {
                     let old = new - 1;
                     self.current_epoch = new;
                     let tcs = self.all(Block::Tc);
+                    let quiet = self.is_quiet();
                     for &t in &tcs {
-                        out.send(t, Signal::EpochCommit { from: self.addr, epoch: new });
+                        out.send(t, Signal::EpochCommit { from: self.addr, epoch: new, quiet });
                     }
                     self.round = Round::Finish { old, waiting: tcs, mark: false };
                 }
@@ -667,8 +705,15 @@ impl Dist {
                     if m <= self.saved_epoch && nodes.is_subset(&self.saved_nodes) {
                         // Nothing new anywhere since the last save: the system files cover it.
                         self.save_next = None;
+                        let all_started = live.iter().all(|&n| self.cluster.state_of(n) == NodeState::Started);
+                        if !mark && all_started && self.wanted_epoch <= old {
+                            self.quiet_rounds = self.quiet_rounds.saturating_add(1);
+                        } else {
+                            self.quiet_rounds = 0;
+                        }
                         return self.made_durable(old, &nodes, true, out);
                     }
+                    self.quiet_rounds = 0;
                     self.save_next = Some(SaveWork { epoch: old, synced, nodes: nodes.clone() });
                     self.made_durable(old, &nodes, false, out);
                     return self.maybe_save(out);
@@ -689,6 +734,8 @@ impl Dist {
         }
         let old = std::mem::replace(&mut self.cluster, state);
         let me = self.addr.node;
+        // Membership moved: rounds at the normal interval until things are quiet again.
+        self.quiet_rounds = 0;
         if self.phase == Phase::Running && old.master() != self.cluster.master() {
             self.announce_started(out);
         }
@@ -833,11 +880,8 @@ mod tests {
         out.signals.iter().map(|(a, s)| (*a, s)).collect()
     }
 
-    /// A one-node master through start-up and two epoch rounds: the tcs hear an epoch is durable
-    /// right after the ldms flushed (one sync: the flush marks the redo), the system file is saved
-    /// after that, and only its save tells the ldms; a round without commits does not mark.
-    #[test]
-    fn durable_is_announced_after_the_marked_flush_and_the_save_follows() {
+    /// A one-node master (tc, ldm and dist of node 1) that has started.
+    fn started_master() -> (Dist, Addr, Addr, Addr) {
         let cfg = tern_types::cluster::ClusterConfig {
             ldm_workers: 1,
             ..crate::NodeConfig::new(1, 1, 1 << 20).cluster.config.clone()
@@ -850,24 +894,49 @@ mod tests {
         let [(_, IoReq::SaveSysfile { token, .. })] = &out.io[..] else { panic!("start-up save: {:?}", out.io) };
         run(&mut d, 2, Signal::IoDone { token: *token, result: Ok(()) });
         assert!(d.is_running());
+        (d, me, tc, ldm)
+    }
 
+    /// The rest of a round the master started (`prepare`: what it sent): the tc answers every
+    /// step, `newest_commit` as given; returns the closed epoch, whether the tcs were told the
+    /// new one is quiet, whether the flush marked, and the flush's outputs.
+    fn finish_round(
+        d: &mut Dist,
+        now: u64,
+        prepare: &Out,
+        tc: Addr,
+        ldm: Addr,
+        newest_commit: u64,
+    ) -> (u64, bool, bool, Out) {
+        let Some(&(_, &Signal::EpochPrepare { epoch: new, .. })) = sent(prepare).iter().find(|(a, _)| *a == tc) else {
+            panic!("a round starts: {:?}", prepare.signals)
+        };
+        let out = run(d, now, Signal::EpochPrepared { from: tc, epoch: new, current: new - 1 });
+        let Some(&(_, &Signal::EpochCommit { quiet, .. })) = sent(&out).iter().find(|(a, _)| *a == tc) else {
+            panic!("the new epoch: {:?}", out.signals)
+        };
+        let old = new - 1;
+        let out = run(d, now, Signal::EpochTcFinished { from: tc, epoch: old, newest_commit });
+        let [(to, Signal::EpochFlush { epoch, mark, .. })] = &sent(&out)[..] else { panic!("{:?}", out.signals) };
+        assert_eq!((*to, *epoch), (ldm, old));
+        let mark = *mark;
+        let out = run(
+            d,
+            now,
+            Signal::EpochFlushed { from: ldm, epoch: old, synced_lsn: 100 * now, max_epoch: newest_commit },
+        );
+        (old, quiet, mark, out)
+    }
+
+    /// A one-node master through start-up and two epoch rounds: the tcs hear an epoch is durable
+    /// right after the ldms flushed (one sync: the flush marks the redo), the system file is saved
+    /// after that, and only its save tells the ldms; a round without commits does not mark.
+    #[test]
+    fn durable_is_announced_after_the_marked_flush_and_the_save_follows() {
+        let (mut d, me, tc, ldm) = started_master();
         let round = |d: &mut Dist, now: u64, newest_commit: u64| -> (u64, bool, Out) {
-            let out = run(d, now, Signal::Tick);
-            let Some(&(_, &Signal::EpochPrepare { epoch: new, .. })) = sent(&out).iter().find(|(a, _)| *a == tc) else {
-                panic!("a round starts: {:?}", out.signals)
-            };
-            let out = run(d, now, Signal::EpochPrepared { from: tc, epoch: new, current: new - 1 });
-            assert!(sent(&out).iter().any(|(a, s)| *a == tc && matches!(s, Signal::EpochCommit { .. })));
-            let old = new - 1;
-            let out = run(d, now, Signal::EpochTcFinished { from: tc, epoch: old, newest_commit });
-            let [(to, Signal::EpochFlush { epoch, mark, .. })] = &sent(&out)[..] else { panic!("{:?}", out.signals) };
-            assert_eq!((*to, *epoch), (ldm, old));
-            let mark = *mark;
-            let out = run(
-                d,
-                now,
-                Signal::EpochFlushed { from: ldm, epoch: old, synced_lsn: 100 * now, max_epoch: newest_commit },
-            );
+            let prepare = run(d, now, Signal::Tick);
+            let (old, _, mark, out) = finish_round(d, now, &prepare, tc, ldm, newest_commit);
             (old, mark, out)
         };
 
@@ -897,5 +966,50 @@ mod tests {
         let (_, mark, out) = round(&mut d, 400, 1);
         assert!(!mark, "an epoch without commits needs no mark");
         assert!(!sent(&out).iter().any(|(_, s)| matches!(s, Signal::EpochSave { .. })));
+    }
+
+    /// An idle master slows its rounds to the quiet interval after `QUIET_AFTER_ROUNDS` empty
+    /// ones and says so in `EpochCommit`; the first commit in a quiet epoch (`EpochBusy`) brings
+    /// the normal interval back at once.
+    #[test]
+    fn an_idle_master_runs_quiet_rounds_until_a_tc_commits() {
+        let (mut d, me, tc, ldm) = started_master();
+        let interval = DistConfig::default().epoch_interval_ms;
+        // A round with a commit (and the node's first save), then empty rounds.
+        let prepare = run(&mut d, 100, Signal::Tick);
+        let (old, _, mark, _) = finish_round(&mut d, 100, &prepare, tc, ldm, 1);
+        assert!(mark);
+        let out = run(&mut d, 101, Signal::EpochSave { from: me, epoch: old, synced_lsn: vec![10_000] });
+        let [(_, IoReq::SaveSysfile { token, .. })] = &out.io[..] else { panic!("{:?}", out.io) };
+        run(&mut d, 102, Signal::IoDone { token: *token, result: Ok(()) });
+        run(&mut d, 102, Signal::EpochSaved { from: me, epoch: old });
+        let mut now = 100;
+        for i in 0..QUIET_AFTER_ROUNDS {
+            now += interval;
+            let prepare = run(&mut d, now, Signal::Tick);
+            let (_, quiet, mark, _) = finish_round(&mut d, now, &prepare, tc, ldm, 1);
+            assert!(!quiet && !mark, "round {i} of the normal interval");
+        }
+        // Quiet now: ticks start no round until the quiet interval has passed since the last.
+        let last = now;
+        while now + interval < last + QUIET_INTERVAL_MS {
+            now += interval;
+            let out = run(&mut d, now, Signal::Tick);
+            assert!(!sent(&out).iter().any(|(_, s)| matches!(s, Signal::EpochPrepare { .. })), "at {now}");
+        }
+        now = last + QUIET_INTERVAL_MS;
+        let prepare = run(&mut d, now, Signal::Tick);
+        let (_, quiet, _, _) = finish_round(&mut d, now, &prepare, tc, ldm, 1);
+        assert!(quiet, "the epoch opened by a quiet round says so");
+        // A commit in it: the next round is due at the normal interval, and starts then.
+        let out = run(&mut d, now + 5, Signal::EpochBusy { from: tc });
+        assert!(!sent(&out).iter().any(|(_, s)| matches!(s, Signal::EpochPrepare { .. })), "not before the interval");
+        now += interval;
+        let prepare = run(&mut d, now, Signal::Tick);
+        let (_, quiet, mark, _) = finish_round(&mut d, now, &prepare, tc, ldm, 2 + QUIET_AFTER_ROUNDS as u64);
+        assert!(!quiet && mark, "busy again: the normal interval, and the commit's epoch is marked");
+        // A busy message after the interval has passed starts the round at once.
+        let out = run(&mut d, now + interval + 30, Signal::EpochBusy { from: tc });
+        assert!(sent(&out).iter().any(|(_, s)| matches!(s, Signal::EpochPrepare { .. })));
     }
 }

@@ -244,9 +244,17 @@ pub enum Signal {
         epoch: u64,
         current: u64,
     },
+    /// `quiet`: the master runs rounds at the quiet interval (nothing committed for a while);
+    /// a tc that commits in this epoch tells it at once (`EpochBusy`).
     EpochCommit {
         from: Addr,
         epoch: u64,
+        quiet: bool,
+    },
+    /// tc -> the epoch master's dist: the first commit of an epoch the master opened as quiet;
+    /// rounds go back to the normal interval (the next one starts now when one is due).
+    EpochBusy {
+        from: Addr,
     },
     /// `newest_commit`: the newest epoch (<= `epoch`) of any commit this tc ever started.
     EpochTcFinished {

@@ -271,6 +271,9 @@ pub struct Tc {
     /// The newest epoch of any commit point this tc gave (taken-over commits included): tells
     /// the master whether an epoch flush must mark the redo.
     newest_commit: u64,
+    /// The current epoch, when the master opened it as quiet (`EpochCommit::quiet`) and no
+    /// commit point of this tc fell into it yet.
+    quiet_epoch: Option<u64>,
     durable_epoch: u64,
     durable_waiters: BTreeMap<u64, Vec<(ClientId, u64, Reply)>>,
     /// The newest epoch this tc asked the epoch master to make durable now (`EpochWanted`).
@@ -334,6 +337,7 @@ impl Tc {
             committing: BTreeMap::new(),
             unreported: Vec::new(),
             newest_commit: 0,
+            quiet_epoch: None,
             durable_epoch: 0,
             durable_waiters: BTreeMap::new(),
             epoch_wanted: 0,
@@ -434,9 +438,10 @@ impl Tc {
                 self.gate_closed = true;
                 out.send(from, Signal::EpochPrepared { from: self.addr, epoch, current: self.current_epoch });
             }
-            Signal::EpochCommit { from, epoch } => {
+            Signal::EpochCommit { from, epoch, quiet } => {
                 self.epoch_master = from;
                 self.current_epoch = epoch;
+                self.quiet_epoch = quiet.then_some(epoch);
                 self.gate_closed = false;
                 // Reports are cumulative: once nothing of epochs below `epoch` is committing,
                 // all of them are finished here (also those a failed master had half switched).
@@ -920,6 +925,11 @@ impl Tc {
         txn.awaiting = txn.participants.iter().cloned().collect();
         *self.committing.entry(txn.epoch).or_default() += 1;
         self.newest_commit = self.newest_commit.max(txn.epoch);
+        if self.quiet_epoch == Some(txn.epoch) {
+            // The master runs rounds at the quiet interval: back to the normal one.
+            self.quiet_epoch = None;
+            out.send(self.epoch_master, Signal::EpochBusy { from: self.addr });
+        }
         for chain in &txn.participants {
             let pos = (chain.len() - 1) as u8;
             out.send(

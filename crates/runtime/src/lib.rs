@@ -480,6 +480,8 @@ impl DataNode {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        // Under the queue's lock: the io thread either sees `stopping` or is waiting already.
+        drop(self.io.q.lock().unwrap_or_else(|p| p.into_inner()));
         self.io.cv.notify_all();
         if let Some(t) = self.io_thread.take() {
             let _ = t.join();
@@ -542,6 +544,9 @@ impl Drop for LocalConn {
 
 /// Executes disk requests in submission order; completions go back to the requesting block.
 /// A failed disk write stops the node: continuing could acknowledge data that is not durable.
+/// The longest an idle io thread sleeps before it looks at the stop flag again.
+const IO_IDLE_WAIT: Duration = Duration::from_millis(500);
+
 fn io_loop(
     mut exec: IoExecutor<FsStorage>,
     io: Arc<IoQueue>,
@@ -556,7 +561,8 @@ fn io_loop(
                 if shared.stopping.load(Ordering::Acquire) {
                     return;
                 }
-                q = io.cv.wait_timeout(q, Duration::from_millis(50)).expect("io queue").0;
+                // Requests and the stop notify; the timeout is only a backstop.
+                q = io.cv.wait_timeout(q, IO_IDLE_WAIT).expect("io queue").0;
             }
             batch.extend(q.drain(..));
         }

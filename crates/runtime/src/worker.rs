@@ -28,6 +28,8 @@ use tern_wire::{PeerHello, Turn};
 
 pub const LISTENER: Token = Token(0);
 pub const WAKER: Token = Token(1);
+/// The hosted worker's timer descriptor (`ParkTimer`).
+const PARK_TIMER: Token = Token(usize::MAX - 1);
 /// Unread bytes buffered per connection before it stops being read (backpressure).
 pub const CONN_READ_BUFFER_MAX: usize = 80 * 1024 * 1024;
 /// Bytes a connection may send before its first frame proved the cluster secret (a greeting is
@@ -245,6 +247,65 @@ pub struct Worker {
     stop_serving_seen: bool,
     busy_since_idle: bool,
     last_idle_hook_ms: u64,
+    /// A reply went to an in-process client since the hosted driver last asked (its task may
+    /// have been woken on this thread).
+    replied_local: bool,
+    /// The hosted worker's wake-up for its next timer (None: parks in `epoll_wait` with a timeout).
+    park_timer: Option<ParkTimer>,
+}
+
+/// A timerfd in the worker's epoll set, armed for the next timer when the hosted worker parks:
+/// the descriptor the async runtime watches turns readable when a timer is due, so the runtime
+/// needs no timer of its own per park (registering one made it wake itself through its eventfd
+/// on every idle tick).
+struct ParkTimer {
+    fd: std::os::fd::OwnedFd,
+    /// The worker-clock ms it is armed for (None: disarmed or fired).
+    armed: Option<u64>,
+}
+
+impl ParkTimer {
+    fn new(registry: &mio::Registry) -> io::Result<ParkTimer> {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // SAFETY: plain system call; the descriptor returned is ours alone.
+        let raw = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh descriptor owned by nothing else.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
+        registry.register(&mut mio::unix::SourceFd(&fd.as_raw_fd()), PARK_TIMER, Interest::READABLE)?;
+        Ok(ParkTimer { fd, armed: None })
+    }
+
+    /// Fires at `due` (worker-clock ms; at least 1 ms from `now`); a no-op when armed for it already.
+    fn arm(&mut self, due: u64, now: u64) {
+        use std::os::fd::AsRawFd;
+        if self.armed == Some(due) {
+            return;
+        }
+        let ms = due.saturating_sub(now).max(1);
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec {
+                tv_sec: (ms / 1000) as libc::time_t,
+                tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+            },
+        };
+        // SAFETY: a valid timerfd and itimerspec; the old value is not asked for.
+        let r = unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        assert!(r == 0, "arming the worker's timer: {}", io::Error::last_os_error());
+        self.armed = Some(due);
+    }
+
+    /// It turned readable: take the expiry count (edge-triggered, so it fires again when re-armed).
+    fn fired(&mut self) {
+        use std::os::fd::AsRawFd;
+        let mut buf = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into our buffer; nonblocking (EAGAIN when not expired).
+        let _ = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        self.armed = None;
+    }
 }
 
 impl Worker {
@@ -297,6 +358,8 @@ impl Worker {
             stop_serving_seen: false,
             busy_since_idle: false,
             last_idle_hook_ms: 0,
+            replied_local: false,
+            park_timer: None,
         }
     }
 
@@ -628,6 +691,11 @@ impl Worker {
             match token {
                 LISTENER => self.accept(),
                 WAKER => {}
+                PARK_TIMER => {
+                    if let Some(t) = self.park_timer.as_mut() {
+                        t.fired();
+                    }
+                }
                 t if self.link_tokens.contains_key(&t) => {
                     let node = self.link_tokens[&t];
                     let poison = self.cluster.state_of(node).in_chains();
@@ -1056,7 +1124,7 @@ impl Worker {
         }
         for (delay, to, sig) in out.timers.drain(..) {
             self.timer_seq += 1;
-            let due = self.shared.now_ms() + delay;
+            let due = timer_due(self.shared.now_ms(), delay);
             self.timers.push(TimerKey(std::cmp::Reverse((due, self.timer_seq))));
             self.timer_sigs.insert(self.timer_seq, (to.block, sig));
         }
@@ -1091,7 +1159,10 @@ impl Worker {
                     self.dirty.push(token);
                 }
             }
-            Some(ClientEnd::Local(sink)) => sink(req_id, reply),
+            Some(ClientEnd::Local(sink)) => {
+                self.replied_local = true;
+                sink(req_id, reply)
+            }
             None => {} // the client went away
         }
     }
@@ -1234,6 +1305,10 @@ pub struct HostedWorker {
 impl HostedWorker {
     pub(crate) fn new(mut w: Worker) -> HostedWorker {
         w.register_listener();
+        // Without it the driver waits with a runtime timer instead (`park`).
+        w.park_timer = ParkTimer::new(w.poll.registry())
+            .map_err(|e| tracing::warn!("worker timer descriptor: {e}; parking with the runtime's timer"))
+            .ok();
         HostedWorker { w, events: Events::with_capacity(256) }
     }
 }
@@ -1256,6 +1331,10 @@ impl tern_wire::HostedWorker for HostedWorker {
         self.w.turn(&mut self.events, io)
     }
 
+    fn replied_to_tasks(&mut self) -> bool {
+        std::mem::take(&mut self.w.replied_local)
+    }
+
     fn park(&mut self, waker: &std::task::Waker) -> Option<Duration> {
         self.w.idle_hook();
         let timeout = self.w.park_timeout();
@@ -1266,6 +1345,11 @@ impl tern_wire::HostedWorker for HostedWorker {
         if !self.w.park_shm() {
             self.unpark();
             return None;
+        }
+        if let Some(t) = self.w.park_timer.as_mut() {
+            let now = self.w.shared.now_ms();
+            t.arm(now + timeout.as_millis() as u64, now);
+            return Some(Duration::MAX);
         }
         Some(timeout)
     }
@@ -1325,6 +1409,24 @@ fn suspect(control: &Option<Arc<crate::ControlInbox>>, node: NodeId) {
     }
 }
 
+/// Periodic timers of at least this many ms fire on a shared grid of this step, so a worker's
+/// blocks' ticks (tc, ldm, dist) come due together and cost one wake-up instead of one each.
+const TIMER_GRID_MS: u64 = 50;
+
+/// When a timer armed at `now` for `delay` ms fires: timers of `TIMER_GRID_MS` or more go to
+/// the nearest grid point (never earlier than half a step before, never at or before `now`), so
+/// a tick re-armed on firing keeps its period and its phase; shorter ones are exact.
+fn timer_due(now: u64, delay: u64) -> u64 {
+    let exact = now + delay;
+    if delay < TIMER_GRID_MS {
+        return exact;
+    }
+    let rounded = (exact + TIMER_GRID_MS / 2) / TIMER_GRID_MS * TIMER_GRID_MS;
+    let due = rounded.max(now + 1);
+    debug_assert!(due + TIMER_GRID_MS / 2 >= exact && due <= exact + TIMER_GRID_MS / 2);
+    due
+}
+
 /// The next spin budget after spinning found work: doubled, at least 1 µs, never above `max`
 /// (so `max` = 0 keeps spinning off).
 fn grown_spin(cur: u64, max: u64) -> u64 {
@@ -1334,6 +1436,26 @@ fn grown_spin(cur: u64, max: u64) -> u64 {
 #[cfg(test)]
 mod spin_tests {
     use super::grown_spin;
+
+    #[test]
+    fn long_timers_share_a_grid_and_keep_their_period() {
+        use super::{TIMER_GRID_MS, timer_due};
+        // Short delays are exact.
+        assert_eq!(timer_due(1_003, 1), 1_004);
+        assert_eq!(timer_due(1_003, 49), 1_052);
+        // Ticks of 50 and 100 ms armed at different moments land on the same grid points.
+        assert_eq!(timer_due(1_003, 100), 1_100);
+        assert_eq!(timer_due(1_021, 50), 1_050);
+        assert_eq!(timer_due(1_030, 50), 1_100);
+        // Fired on a grid point (or a little late), a re-armed tick keeps its period.
+        let mut t = timer_due(1_003, 100);
+        for late in [0, 3, 20, 1, 0] {
+            let next = timer_due(t + late, 100);
+            assert_eq!(next - t, 100);
+            assert_eq!(next % TIMER_GRID_MS, 0);
+            t = next;
+        }
+    }
 
     #[test]
     fn spin_budget_grows_within_its_limit() {

@@ -505,6 +505,10 @@ pub fn install_signal_handlers() {
     }
 }
 
+/// How often a process's idle main thread looks for a stop request (SIGTERM, SIGINT): a stop
+/// starts within it; shorter costs wake-ups on an idle host.
+pub const STOP_POLL: Duration = Duration::from_millis(200);
+
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)
 }
@@ -591,7 +595,7 @@ fn mgmd(config: &std::path::Path, node_id: u16, data_dir: PathBuf) -> Result<()>
     let flag = stop.clone();
     std::thread::spawn(move || {
         while !stop_requested() {
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(STOP_POLL);
         }
         flag.store(true, Ordering::SeqCst);
     });
@@ -745,7 +749,7 @@ fn serve_until_stopped(
         Some(a) if !stop_requested() => serve_colocated(&node, a, on_worker),
         _ => {
             while !stop_requested() {
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(STOP_POLL);
             }
             Ok(())
         }
@@ -1082,7 +1086,7 @@ fn serve_front_ends(
         if let Ok(Err(e)) = rx.try_recv() {
             bail!(e);
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(STOP_POLL);
     }
     tracing::info!("stopping");
     Ok(())

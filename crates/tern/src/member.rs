@@ -268,8 +268,9 @@ fn heartbeat_loop(
     let mut next_beat = Instant::now();
     // Membership as last logged.
     let mut published: Option<Membership> = None;
-    // The longest sleep (a stop is seen within it).
-    let tick = Duration::from_millis(50).min(m.heartbeat);
+    // The longest sleep (a stop is seen within it): one heartbeat interval, so an idle node's
+    // heartbeat thread wakes once per beat.
+    let tick = Duration::from_millis(250).min(m.heartbeat);
     let mut woke_plan = Instant::now() + tick;
     let mut stop_asked = false;
     loop {
@@ -518,8 +519,9 @@ fn work_loop(
     }
 }
 
-/// How often the work thread looks at what does not wake it.
-const WORK_POLL: Duration = Duration::from_millis(20);
+/// How often the work thread looks at what does not wake it (the stop, the leave, the durable
+/// epoch's report, the master's catalog news); state changes and catalogs wake it at once.
+const WORK_POLL: Duration = Duration::from_millis(250);
 /// How often the durable epoch is reported to the management nodes.
 const DURABLE_REPORT_EVERY: Duration = Duration::from_secs(1);
 

@@ -728,7 +728,7 @@ pub fn run(a: UpArgs) -> Result<()> {
         if let Some(e) = (0..children.len()).find_map(|i| children[i].supervise().err()) {
             break Err(e);
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(crate::STOP_POLL);
     };
     let t0 = Instant::now();
     eprintln!("tern up: stopping");

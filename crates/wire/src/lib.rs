@@ -54,8 +54,13 @@ pub trait HostedWorker: Send {
     fn spin_max_us(&self) -> u64;
     /// One pass; `io`: whether the descriptor turned readable since the last pass.
     fn turn(&mut self, io: bool) -> Turn;
+    /// Whether the turns since the last call answered an in-process client (whose task may be
+    /// waiting on this thread): the driver yields to the tasks between turns only then (and
+    /// now and then regardless), so a turn of timers or node signals costs no extra wake-up.
+    fn replied_to_tasks(&mut self) -> bool;
     /// Prepares to wait: `waker` is woken by pushes. None: work arrived, do not wait (no
-    /// `unpark` needed). Some(t): wait at most t, then call `unpark`.
+    /// `unpark` needed). Some(t): wait at most t, then call `unpark`; `Duration::MAX`: no
+    /// timeout needed (the descriptor `fd` turns readable when the worker's next timer is due).
     fn park(&mut self, waker: &std::task::Waker) -> Option<std::time::Duration>;
     fn unpark(&mut self);
     fn probe(&self) -> std::sync::Arc<dyn MailProbe>;
