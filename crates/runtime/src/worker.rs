@@ -1409,21 +1409,23 @@ fn suspect(control: &Option<Arc<crate::ControlInbox>>, node: NodeId) {
     }
 }
 
-/// Periodic timers of at least this many ms fire on a shared grid of this step, so a worker's
-/// blocks' ticks (tc, ldm, dist) come due together and cost one wake-up instead of one each.
+/// Periodic timers of at least this many ms fire on a shared grid of this step (those of at
+/// least twice it on a grid of twice the step), so a worker's blocks' ticks (tc, ldm, dist) come
+/// due together and cost one wake-up instead of one each.
 const TIMER_GRID_MS: u64 = 50;
 
 /// When a timer armed at `now` for `delay` ms fires: timers of `TIMER_GRID_MS` or more go to
-/// the nearest grid point (never earlier than half a step before, never at or before `now`), so
-/// a tick re-armed on firing keeps its period and its phase; shorter ones are exact.
+/// the nearest point of their grid (never earlier than half a step before, never at or before
+/// `now`), so a tick re-armed on firing keeps its period and its phase; shorter ones are exact.
 fn timer_due(now: u64, delay: u64) -> u64 {
     let exact = now + delay;
     if delay < TIMER_GRID_MS {
         return exact;
     }
-    let rounded = (exact + TIMER_GRID_MS / 2) / TIMER_GRID_MS * TIMER_GRID_MS;
+    let grid = if delay >= 2 * TIMER_GRID_MS { 2 * TIMER_GRID_MS } else { TIMER_GRID_MS };
+    let rounded = (exact + grid / 2) / grid * grid;
     let due = rounded.max(now + 1);
-    debug_assert!(due + TIMER_GRID_MS / 2 >= exact && due <= exact + TIMER_GRID_MS / 2);
+    debug_assert!(due + grid / 2 >= exact && due <= exact + grid / 2);
     due
 }
 
@@ -1443,16 +1445,20 @@ mod spin_tests {
         // Short delays are exact.
         assert_eq!(timer_due(1_003, 1), 1_004);
         assert_eq!(timer_due(1_003, 49), 1_052);
-        // Ticks of 50 and 100 ms armed at different moments land on the same grid points.
+        // Ticks of 50 and 100 ms armed at different moments land on the same grid points, and
+        // ticks of 100 ms or more on every second one.
         assert_eq!(timer_due(1_003, 100), 1_100);
+        assert_eq!(timer_due(1_049, 100), 1_100);
+        assert_eq!(timer_due(1_051, 100), 1_200);
         assert_eq!(timer_due(1_021, 50), 1_050);
         assert_eq!(timer_due(1_030, 50), 1_100);
+        assert_eq!(timer_due(1_021, 200), 1_200);
         // Fired on a grid point (or a little late), a re-armed tick keeps its period.
         let mut t = timer_due(1_003, 100);
         for late in [0, 3, 20, 1, 0] {
             let next = timer_due(t + late, 100);
             assert_eq!(next - t, 100);
-            assert_eq!(next % TIMER_GRID_MS, 0);
+            assert_eq!(next % (2 * TIMER_GRID_MS), 0);
             t = next;
         }
     }

@@ -516,7 +516,12 @@ impl Ldm {
                 self.expire_waits(out);
                 self.probe_waits(out);
                 self.copy_step(out);
-                out.timer(self.cfg.tick_ms, self.addr, Signal::Tick);
+                // Lock waits and copies are what need the short tick (timeouts, deadlock probes,
+                // copy windows); without either it runs at twice the interval (an idle node
+                // wakes less). A wait that starts meanwhile is looked at by the next tick.
+                let idle = self.blocked.is_empty() && self.copies.is_empty();
+                let next = if idle { 2 * self.cfg.tick_ms } else { self.cfg.tick_ms };
+                out.timer(next, self.addr, Signal::Tick);
             }
             other => crate::signal::drop_unexpected(self.addr, "ldm", &other),
         }
