@@ -542,11 +542,11 @@ impl Drop for LocalConn {
     }
 }
 
-/// Executes disk requests in submission order; completions go back to the requesting block.
-/// A failed disk write stops the node: continuing could acknowledge data that is not durable.
 /// The longest an idle io thread sleeps before it looks at the stop flag again.
 const IO_IDLE_WAIT: Duration = Duration::from_millis(500);
 
+/// Executes disk requests in submission order; completions go back to the requesting block.
+/// A failed disk write stops the node: continuing could acknowledge data that is not durable.
 fn io_loop(
     mut exec: IoExecutor<FsStorage>,
     io: Arc<IoQueue>,
