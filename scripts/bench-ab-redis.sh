@@ -5,12 +5,15 @@
 # cluster, from /proc) per run. Bounded: ROUNDS runs of REQUESTS requests per test and build.
 #
 # usage: scripts/bench-ab-redis.sh A_TERN B_TERN [ROUNDS] [REQUESTS]
+# Env: CLIENTS (redis-benchmark connections, default "50"; e.g. "50 1": the pipelined tests run
+#      with 50 only, a run with fewer clients sends a fifth of REQUESTS).
 # Needs redis-benchmark (Debian: redis-tools) and pstree (psmisc).
 set -euo pipefail
 a=${1:?usage: bench-ab-redis.sh A_TERN B_TERN [ROUNDS] [REQUESTS]}
 b=${2:?usage: bench-ab-redis.sh A_TERN B_TERN [ROUNDS] [REQUESTS]}
 rounds=${3:-4}
 n=${4:-100000}
+clients=${CLIENTS:-50}
 da=$(mktemp -d)
 db=$(mktemp -d)
 pa=""
@@ -36,7 +39,9 @@ ticks() {
   done
   echo "$t"
 }
+for c in $clients; do
 for test in "set -P 16" "get -P 16" "set" "get"; do
+  [ "$c" -lt 50 ] && [ "${test#*-P}" != "$test" ] && continue
   for i in $(seq "$rounds"); do
     # The order flips every round: the first of a pair measured faster whichever build it was.
     order="A B"
@@ -46,9 +51,12 @@ for test in "set -P 16" "get -P 16" "set" "get"; do
       [ "$lab" = B ] && port=24021 && pid=$pb
       t0=$(ticks "$pid")
       # shellcheck disable=SC2086
-      r=$(redis-benchmark -h 127.0.0.1 -p "$port" -n "$n" -r 100000 -d 100 -c 50 -t $test --csv 2>/dev/null | tail -1 | awk -F'","' '{gsub(/"/,"",$2); print $2}')
+      # fewer requests for few clients: each run stays a few seconds
+      m=$(( c < 50 ? n / 5 : n ))
+      r=$(redis-benchmark -h 127.0.0.1 -p "$port" -n "$m" -r 100000 -d 100 -c "$c" -t $test --csv 2>/dev/null | tail -1 | awk -F'","' '{gsub(/"/,"",$2); print $2}')
       t1=$(ticks "$pid")
-      echo "$lab c50 $test: $r requests/s, $(python3 -c "print(round(($t1 - $t0) / $hz / $n * 1e6, 2))") server µs/request"
+      echo "$lab c$c $test: $r requests/s, $(python3 -c "print(round(($t1 - $t0) / $hz / $m * 1e6, 2))") server µs/request"
     done
   done
+done
 done

@@ -134,6 +134,8 @@ signal_tags! {
     STOP_SERVING = 55,
     EPOCH_WANTED = 56,
     EPOCH_BUSY = 57,
+    FAST_OFF = 58,
+    RESOLVE = 59,
 }
 
 /// Appends the payload for `sig` addressed to `to`.
@@ -178,17 +180,28 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             e.u8(tag::PREPARED);
             enc_prepare_batch(e, batch);
         }
-        Signal::Commit { txn, epoch, chain, pos } => {
+        Signal::Commit { txn, epoch, chain, pos, results } => {
             e.u8(tag::COMMIT);
             enc_txn(e, txn);
             e.u64(*epoch);
             enc_chain(e, chain);
             e.u8(*pos);
+            enc_results(e, results);
         }
-        Signal::Committed { txn, chain } => {
+        Signal::Committed { txn, chain, results } => {
             e.u8(tag::COMMITTED);
             enc_txn(e, txn);
             enc_chain(e, chain);
+            enc_results(e, results);
+        }
+        Signal::FastOff { txn } => {
+            e.u8(tag::FAST_OFF);
+            enc_txn(e, txn);
+        }
+        Signal::Resolve { txn, map_version } => {
+            e.u8(tag::RESOLVE);
+            enc_txn(e, txn);
+            e.u64(*map_version);
         }
         Signal::Complete { txn, chain, pos } => {
             e.u8(tag::COMPLETE);
@@ -458,9 +471,11 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         tag::COMMIT => {
             let (txn, epoch, chain, pos) = (dec_txn(d)?, d.u64()?, dec_chain(d)?, d.u8()?);
             check_pos(&chain, pos)?;
-            Signal::Commit { txn, epoch, chain, pos }
+            Signal::Commit { txn, epoch, chain, pos, results: dec_results(d)? }
         }
-        tag::COMMITTED => Signal::Committed { txn: dec_txn(d)?, chain: dec_chain(d)? },
+        tag::COMMITTED => Signal::Committed { txn: dec_txn(d)?, chain: dec_chain(d)?, results: dec_results(d)? },
+        tag::FAST_OFF => Signal::FastOff { txn: dec_txn(d)? },
+        tag::RESOLVE => Signal::Resolve { txn: dec_txn(d)?, map_version: d.u64()? },
         tag::COMPLETE => {
             let (txn, chain, pos) = (dec_txn(d)?, dec_chain(d)?, d.u8()?);
             check_pos(&chain, pos)?;
@@ -741,16 +756,27 @@ fn enc_prepare_batch(e: &mut Enc, b: &PrepareBatch) {
     enc_chain(e, &b.chain);
     e.u8(b.pos);
     enc_list(e, &b.ops, ITEMS_MAX, enc_prep_op);
-    enc_list(e, &b.results, ITEMS_MAX, |e, (idx, r)| {
-        e.u32(*idx);
-        tern_wire::enc_op_result(e, r);
-    });
+    enc_results(e, &b.results);
     e.bool(b.holds_state);
     enc_list(e, &b.triggers, ITEMS_MAX, |e, (origin, op)| {
         e.u32(*origin);
         op.encode(e);
     });
     e.bool(b.nowait);
+    // 0: no one-round commit (epochs start at 1).
+    e.u64(b.commit_epoch.unwrap_or(0));
+}
+
+/// Op results by op index (a batch's, or a one-round commit's).
+fn enc_results(e: &mut Enc, results: &[(u32, tern_wire::OpResult)]) {
+    enc_list(e, results, ITEMS_MAX, |e, (idx, r)| {
+        e.u32(*idx);
+        tern_wire::enc_op_result(e, r);
+    });
+}
+
+fn dec_results(d: &mut Dec) -> DecodeResult<Vec<(u32, tern_wire::OpResult)>> {
+    dec_list(d, ITEMS_MAX, 4 + 1, |d| Ok((d.u32()?, tern_wire::dec_op_result(d)?)))
 }
 
 fn dec_prepare_batch(d: &mut Dec) -> DecodeResult<PrepareBatch> {
@@ -760,10 +786,11 @@ fn dec_prepare_batch(d: &mut Dec) -> DecodeResult<PrepareBatch> {
         chain: dec_chain(d)?,
         pos: d.u8()?,
         ops: dec_list(d, ITEMS_MAX, PREP_OP_BYTES_MIN, dec_prep_op)?,
-        results: dec_list(d, ITEMS_MAX, 4 + 1, |d| Ok((d.u32()?, tern_wire::dec_op_result(d)?)))?,
+        results: dec_results(d)?,
         holds_state: d.bool()?,
         triggers: dec_list(d, ITEMS_MAX, 4 + KEY_OP_BYTES_MIN, |d| Ok((d.u32()?, KeyOp::decode(d)?)))?,
         nowait: d.bool()?,
+        commit_epoch: Some(d.u64()?).filter(|&e| e > 0),
     })
 }
 
@@ -1070,6 +1097,7 @@ mod tests {
             holds_state: true,
             triggers: vec![(0, KeyOp { kind: OpKind::Insert, row: vec![5; 12], ..KeyOp::read(8, vec![4, 4]) })],
             nowait: pos == 0,
+            commit_epoch: (pos == 1).then_some(1 << 34),
         })
     }
 
@@ -1149,8 +1177,33 @@ mod tests {
             (tc(1, 1), Signal::ClientGone { client: 5 }),
             (ldm(1, 2), Signal::Prepare(batch(0))),
             (tc(2, 1), Signal::Prepared(batch(1))),
-            (ldm(2, 2), Signal::Commit { txn: txn(900), epoch: 1 << 33, chain: vec![ldm(1, 2), ldm(2, 2)], pos: 1 }),
-            (tc(2, 1), Signal::Committed { txn: txn(900), chain: vec![ldm(1, 2), ldm(2, 2)] }),
+            (
+                ldm(2, 2),
+                Signal::Commit {
+                    txn: txn(900),
+                    epoch: 1 << 33,
+                    chain: vec![ldm(1, 2), ldm(2, 2)],
+                    pos: 1,
+                    results: Vec::new(),
+                },
+            ),
+            (
+                ldm(1, 2),
+                Signal::Commit {
+                    txn: txn(900),
+                    epoch: 1 << 33,
+                    chain: vec![ldm(1, 2), ldm(2, 2)],
+                    pos: 0,
+                    results: vec![(0, OpResult::Done), (1, OpResult::Row(vec![7; 9]))],
+                },
+            ),
+            (tc(2, 1), Signal::Committed { txn: txn(900), chain: vec![ldm(1, 2), ldm(2, 2)], results: Vec::new() }),
+            (
+                tc(2, 1),
+                Signal::Committed { txn: txn(901), chain: vec![ldm(1, 2)], results: vec![(3, OpResult::NotFound)] },
+            ),
+            (tc(2, 1), Signal::FastOff { txn: txn(902) }),
+            (ldm(2, 0), Signal::Resolve { txn: txn(902), map_version: 7 }),
             (ldm(2, 2), Signal::Complete { txn: txn(900), chain: vec![ldm(1, 2), ldm(2, 2)], pos: 1 }),
             (ldm(1, 0), Signal::Abort { txn: txn(901), chain: vec![ldm(1, 0)], pos: 0, map_version: 6 }),
             (tc(2, 1), Signal::Aborted { txn: txn(901), chain: vec![] }),

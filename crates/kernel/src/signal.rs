@@ -106,6 +106,12 @@ pub struct PrepareBatch {
     pub triggers: Vec<(u32, KeyOp)>,
     /// A busy row lock fails its operation (temporary Deadlock) instead of waiting.
     pub nowait: bool,
+    /// One-round commit (a single-chain autocommit batch of two replicas): the epoch the
+    /// coordinator took as its commit point when it sent the batch. The primary keeps it only
+    /// when every op succeeded without a lock wait, no trigger followed and no commit in a newer
+    /// epoch went before here; the last replica then commits on staging (its prepare
+    /// acknowledgement is its `Commit` to the primary). Dropped anywhere: the ordinary rounds.
+    pub commit_epoch: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -174,15 +180,32 @@ pub enum Signal {
     // tc <-> ldm: transactions.
     Prepare(Box<PrepareBatch>),
     Prepared(Box<PrepareBatch>),
+    /// `results`: a one-round commit's op results, carried from the last replica to the
+    /// coordinator (empty otherwise: `Prepared` brought them).
     Commit {
         txn: TxnRef,
         epoch: u64,
         chain: Vec<Addr>,
         pos: u8,
+        results: Vec<(u32, OpResult)>,
     },
     Committed {
         txn: TxnRef,
         chain: Vec<Addr>,
+        results: Vec<(u32, OpResult)>,
+    },
+    /// The primary dropped a one-round commit because a lock made its batch wait: the
+    /// coordinator no longer counts the transaction in the epoch it took (the ordinary rounds
+    /// follow, with a commit point of their own).
+    FastOff {
+        txn: TxnRef,
+    },
+    /// A data node of a one-round commit's chain failed: the surviving replica answers
+    /// `Committed` if it committed the transaction, else aborts it and answers `Aborted`.
+    /// Acted on once the ldm has seen `map_version` (as a fan-out `Abort`).
+    Resolve {
+        txn: TxnRef,
+        map_version: u64,
     },
     Complete {
         txn: TxnRef,

@@ -50,6 +50,8 @@ pub struct TcConfig {
     pub purge_batch_rows: u32,
     /// Purge transactions per tick and tc, at most.
     pub purge_batches_per_tick: u32,
+    /// Autocommit batches for one chain of two replicas commit in one round (see `route`).
+    pub one_round_commit: bool,
 }
 
 impl Default for TcConfig {
@@ -63,6 +65,7 @@ impl Default for TcConfig {
             purge_interval_ms: 1_000,
             purge_batch_rows: 256,
             purge_batches_per_tick: 8,
+            one_round_commit: true,
         }
     }
 }
@@ -92,6 +95,8 @@ pub struct NodeStats {
     /// Transactions committed and aborted by this node's coordinators.
     pub commits: std::sync::atomic::AtomicU64,
     pub aborts: std::sync::atomic::AtomicU64,
+    /// Transactions sent as one-round commits (some fall back to the ordinary rounds).
+    pub fast_commits: std::sync::atomic::AtomicU64,
     /// Redo log bytes written and local checkpoints completed (set by the runtime's I/O).
     pub redo_bytes: std::sync::atomic::AtomicU64,
     pub checkpoints: std::sync::atomic::AtomicU64,
@@ -114,6 +119,7 @@ impl NodeStats {
             ("checkpoints".into(), get(&self.checkpoints)),
             ("commits".into(), get(&self.commits)),
             ("deadlocks".into(), get(&self.deadlocks)),
+            ("fast_commits".into(), get(&self.fast_commits)),
             ("inactive_timeouts".into(), get(&self.inactive_timeouts)),
             ("lock_wait_timeouts".into(), get(&self.lock_wait_timeouts)),
             ("lock_waits".into(), get(&self.lock_waits)),
@@ -140,6 +146,12 @@ enum State {
     WaitEpoch,
     Committing,
     Aborting,
+    /// A one-round commit: the commit point was taken when the only batch was sent (counted in
+    /// `epoch`); the chain answers `Committed`, or `Prepared` / `FastOff` when it fell back to
+    /// the ordinary rounds. `resolving`: a replica failed and the survivor was asked.
+    FastCommit {
+        resolving: bool,
+    },
 }
 
 struct Txn {
@@ -428,10 +440,17 @@ impl Tc {
             Signal::ClientRequest { client, req_id, req } => self.request(client, req_id, req, out),
             Signal::ClientGone { client } => self.client_gone(client, out),
             Signal::Prepared(batch) => self.prepared(*batch, out),
-            Signal::Committed { txn, chain } if txn.tc != self.addr => self.takeover_answer(txn, chain, true, out),
+            Signal::Committed { txn, chain, .. } if txn.tc != self.addr => self.takeover_answer(txn, chain, true, out),
             Signal::Aborted { txn, chain } if txn.tc != self.addr => self.takeover_answer(txn, chain, false, out),
-            Signal::Committed { txn, chain } => self.committed(txn, chain, out),
+            Signal::Committed { txn, chain, results } => self.committed(txn, chain, results, out),
             Signal::Aborted { txn, chain } => self.aborted(txn, chain, out),
+            Signal::FastOff { txn } => {
+                if txn.tc == self.addr
+                    && self.txns.get(&txn.id).is_some_and(|t| t.state == State::FastCommit { resolving: false })
+                {
+                    self.fast_off(txn.id, out);
+                }
+            }
             Signal::ScanFragRows(rows) => self.scan_rows(*rows, out),
             Signal::LogChunk { from, call, entries, error } => self.log_chunk(from, call, entries, error, out),
             Signal::EpochPrepare { from, epoch } => {
@@ -483,7 +502,7 @@ impl Tc {
                 // A blocked transaction waits on every batch it has outstanding: pass the probe
                 // to each replica they went to (the ldms check whether it is blocked there).
                 let Some(t) = self.txns.get(&target.id) else { return };
-                if target.tc != self.addr || t.state != State::Preparing {
+                if target.tc != self.addr || !matches!(t.state, State::Preparing | State::FastCommit { .. }) {
                     return;
                 }
                 let ldms: BTreeSet<Addr> = t.pending.values().flatten().copied().collect();
@@ -614,6 +633,12 @@ impl Tc {
                     *committing.entry(t.epoch).or_default() += 1;
                     assert!(!t.awaiting.is_empty(), "committing txn {id} waits for nothing");
                     assert!(t.epoch <= self.current_epoch, "txn {id} committed in a future epoch");
+                }
+                State::FastCommit { .. } => {
+                    *committing.entry(t.epoch).or_default() += 1;
+                    assert!(!t.awaiting.is_empty(), "one-round commit {id} waits for nothing");
+                    assert!(t.epoch <= self.current_epoch, "txn {id} committed in a future epoch");
+                    assert_eq!(t.participants.len(), 1, "one-round commit {id} on several chains");
                 }
                 State::Aborting => assert!(!t.awaiting.is_empty(), "aborting txn {id} waits for nothing"),
                 State::WaitEpoch => {
@@ -753,6 +778,7 @@ impl Tc {
                             holds_state: false,
                             triggers: Vec::new(),
                             nowait,
+                            commit_epoch: None,
                         })
                     });
                     b.ops.push(PrepOp::Exec { idx: (base + i) as u32, partition, op });
@@ -765,11 +791,38 @@ impl Tc {
             self.stats.backup_reads.fetch_add(local_reads, std::sync::atomic::Ordering::Relaxed);
         }
         let txn = self.txns.get_mut(&id).expect("present");
+        // One-round commit: an autocommit batch for a single chain of two replicas takes its
+        // commit point now (the gate is open), and the last replica commits when it staged.
+        let fast = self.cfg.one_round_commit
+            && txn.exec == Exec::Commit
+            && base == 0
+            && txn.batches_sent == 0
+            && routing_errors.is_empty()
+            && batches.len() == 1
+            && batches.first_key_value().is_some_and(|((_, local), b)| !local && b.chain.len() == 2)
+            && !self.gate_closed
+            && !self.stopping;
         for (i, e) in routing_errors {
             txn.results[i] = OpResult::Error(e);
         }
         txn.state = State::Preparing;
+        if fast {
+            let chain = batches.values().next().expect("one").chain.clone();
+            txn.state = State::FastCommit { resolving: false };
+            txn.epoch = self.current_epoch;
+            txn.participants = vec![chain.clone()];
+            txn.awaiting = BTreeSet::from([chain]);
+            *self.committing.entry(txn.epoch).or_default() += 1;
+            self.newest_commit = self.newest_commit.max(txn.epoch);
+            if self.quiet_epoch == Some(txn.epoch) {
+                self.quiet_epoch = None;
+                out.send(self.epoch_master, Signal::EpochBusy { from: self.addr });
+            }
+            NodeStats::count(&self.stats.fast_commits);
+        }
+        let commit_epoch = fast.then_some(txn.epoch);
         for (_, mut b) in batches {
+            b.commit_epoch = commit_epoch;
             b.batch = txn.batches_sent;
             txn.batches_sent = txn.batches_sent.wrapping_add(1);
             txn.pending.insert(b.batch, b.chain.clone());
@@ -833,9 +886,12 @@ impl Tc {
 
     fn prepared(&mut self, batch: PrepareBatch, out: &mut Out) {
         let id = batch.txn.id;
-        let Some(txn) = self.txns.get_mut(&id) else {
-            return;
-        };
+        match self.txns.get(&id).map(|t| t.state) {
+            None | Some(State::FastCommit { resolving: true }) => return,
+            Some(State::FastCommit { resolving: false }) => self.fast_off(id, out),
+            Some(_) => {}
+        }
+        let txn = self.txns.get_mut(&id).expect("present");
         if txn.state != State::Preparing || txn.pending.remove(&batch.batch).is_none() {
             return;
         }
@@ -934,15 +990,32 @@ impl Tc {
             let pos = (chain.len() - 1) as u8;
             out.send(
                 chain[pos as usize],
-                Signal::Commit { txn: TxnRef { tc: self.addr, id }, epoch: txn.epoch, chain: chain.clone(), pos },
+                Signal::Commit {
+                    txn: TxnRef { tc: self.addr, id },
+                    epoch: txn.epoch,
+                    chain: chain.clone(),
+                    pos,
+                    results: Vec::new(),
+                },
             );
         }
     }
 
-    fn committed(&mut self, tref: TxnRef, chain: Vec<Addr>, out: &mut Out) {
+    fn committed(&mut self, tref: TxnRef, chain: Vec<Addr>, results: Vec<(u32, OpResult)>, out: &mut Out) {
         let Some(txn) = self.txns.get_mut(&tref.id) else {
             return;
         };
+        if let State::FastCommit { .. } = txn.state {
+            // The first answer settles a one-round commit: the primary's (from the chain, with
+            // the results), or the survivor's after a failure.
+            for (i, r) in results {
+                if let Some(slot) = txn.results.get_mut(i as usize) {
+                    *slot = r;
+                }
+            }
+            txn.state = State::Committing;
+            txn.awaiting = BTreeSet::from([chain.clone()]);
+        }
         // A late answer for a chain replaced after a node failure is a duplicate.
         if txn.state != State::Committing || !txn.awaiting.remove(&chain) || !txn.awaiting.is_empty() {
             return;
@@ -1017,10 +1090,74 @@ impl Tc {
         }
     }
 
+    /// A one-round commit fell back to the ordinary rounds: it no longer counts in the epoch it
+    /// took (its own commit point comes after the prepares).
+    fn fast_off(&mut self, id: u64, out: &mut Out) {
+        let txn = self.txns.get_mut(&id).expect("present");
+        debug_assert_eq!(txn.state, State::FastCommit { resolving: false });
+        txn.state = State::Preparing;
+        txn.participants.clear();
+        txn.awaiting.clear();
+        let epoch = std::mem::take(&mut txn.epoch);
+        self.uncount(epoch, out);
+    }
+
+    /// A transaction counted in `epoch` stopped committing there.
+    fn uncount(&mut self, epoch: u64, out: &mut Out) {
+        let n = self.committing.get_mut(&epoch).expect("counted");
+        *n -= 1;
+        if *n == 0 {
+            self.committing.remove(&epoch);
+            self.report_finished(out);
+        }
+    }
+
+    /// A one-round commit whose chain lost a replica: the survivor says whether it committed
+    /// (the primary, or the last replica that committed first; the failed one can no longer
+    /// commit anything). With no survivor the outcome is unknown to the client.
+    fn fast_failed(&mut self, id: u64, dead: &dyn Fn(&Addr) -> bool, out: &mut Out) {
+        let version = self.cluster.version;
+        let txn = self.txns.get_mut(&id).expect("present");
+        let chain = txn.participants[0].clone();
+        if txn.state == (State::FastCommit { resolving: true }) && !chain.iter().any(dead) {
+            return; // the survivor asked is still there: its answer comes
+        }
+        match chain.iter().find(|a| !dead(a)) {
+            Some(&m) if chain.len() > 1 => {
+                txn.state = State::FastCommit { resolving: true };
+                txn.participants = vec![vec![m]];
+                txn.awaiting = BTreeSet::from([vec![m]]);
+                out.send(m, Signal::Resolve { txn: TxnRef { tc: self.addr, id }, map_version: version });
+            }
+            _ => {
+                let e = TernError::new(ErrorCode::NodeFailure, "every replica of the transaction's data failed");
+                self.fast_aborted(id, e, out);
+            }
+        }
+    }
+
+    fn fast_aborted(&mut self, id: u64, e: TernError, out: &mut Out) {
+        let txn = self.txns.get_mut(&id).expect("present");
+        let (client, req_id, ctx, orphan, epoch) = (txn.client, txn.req_id, txn.client_txn, txn.orphan, txn.epoch);
+        self.forget(id);
+        NodeStats::count(&self.stats.aborts);
+        if !orphan {
+            out.reply(client, req_id, txn_reply(ctx, Vec::new(), Outcome::Aborted(e)));
+        }
+        self.uncount(epoch, out);
+    }
+
     fn aborted(&mut self, tref: TxnRef, chain: Vec<Addr>, out: &mut Out) {
         let Some(txn) = self.txns.get_mut(&tref.id) else {
             return;
         };
+        if txn.state == (State::FastCommit { resolving: true }) {
+            if txn.awaiting.contains(&chain) {
+                let e = TernError::new(ErrorCode::NodeFailure, "a data node failed during the transaction; retry it");
+                self.fast_aborted(tref.id, e, out);
+            }
+            return;
+        }
         if txn.state != State::Aborting || !txn.awaiting.remove(&chain) {
             return;
         }
@@ -1130,6 +1267,7 @@ impl Tc {
             }
             let tref = TxnRef { tc: self.addr, id };
             match txn.state {
+                State::FastCommit { .. } => self.fast_failed(id, &dead, out),
                 State::Preparing => {
                     // Prepares through a failed node will never be answered.
                     txn.pending.retain(|_, c| !c.iter().any(dead));
@@ -1157,7 +1295,10 @@ impl Tc {
                         txn.awaiting.remove(&chain);
                         for &m in chain.iter().filter(|a| !dead(a)) {
                             txn.awaiting.insert(vec![m]);
-                            out.send(m, Signal::Commit { txn: tref, epoch, chain: vec![m], pos: 0 });
+                            out.send(
+                                m,
+                                Signal::Commit { txn: tref, epoch, chain: vec![m], pos: 0, results: Vec::new() },
+                            );
                         }
                     }
                     let mut parts = Vec::new();
@@ -1173,7 +1314,7 @@ impl Tc {
                         // Every replica of what was left is gone (a whole node group failed).
                         let last = txn.participants.first().cloned().unwrap_or_else(|| vec![self.addr]);
                         txn.awaiting.insert(last.clone());
-                        self.committed(tref, last, out);
+                        self.committed(tref, last, Vec::new(), out);
                     }
                 }
                 State::Aborting => {
@@ -1303,7 +1444,7 @@ impl Tc {
             for &l in prepared.iter().chain(committed.iter()) {
                 t.awaiting.insert((txn, vec![l]));
                 let sig = match epoch {
-                    Some(epoch) => Signal::Commit { txn, epoch, chain: vec![l], pos: 0 },
+                    Some(epoch) => Signal::Commit { txn, epoch, chain: vec![l], pos: 0, results: Vec::new() },
                     None => Signal::Abort { txn, chain: vec![l], pos: 0, map_version: version },
                 };
                 out.send(l, sig);

@@ -20,7 +20,7 @@ pub mod linear;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use tern_kernel::io::{IoExecutor, Storage};
-use tern_kernel::signal::{Addr, Block, ControlReq, IoReq, NodeId, Out, Signal};
+use tern_kernel::signal::{Addr, Block, ControlReq, IoReq, NodeId, Out, Signal, TxnRef};
 use tern_kernel::{Node, NodeConfig};
 use tern_types::cluster::{ClusterConfig, ClusterState, DataNodeSpec, NodeState};
 use tern_types::rng::Rng;
@@ -136,6 +136,13 @@ pub struct SimConfig {
     /// a random time up to this; meanwhile its blocks already receive the other nodes' signals,
     /// as a real node's do once its transporter is up. 0 = every node starts at once.
     pub boot_spread_ms: u64,
+    /// The table is READ_BACKUP (key reads of a transaction that holds nothing go to a backup
+    /// on the coordinator's node). Such reads may see a commit before its primary does, so the
+    /// linearizability check is off; every value a replica returns must still be committed.
+    pub read_backup: bool,
+    /// The table has a unique index (every write also writes its index table, in a second
+    /// wave: no one-round commits).
+    pub unique_index: bool,
 }
 
 impl Default for SimConfig {
@@ -156,6 +163,8 @@ impl Default for SimConfig {
             clock_skew: false,
             ddl_every_ms: 250,
             boot_spread_ms: 0,
+            read_backup: false,
+            unique_index: true,
         }
     }
 }
@@ -243,6 +252,12 @@ struct Oracle {
     /// Stamps (column `a` values) of committed transactions.
     committed_stamps: BTreeSet<i64>,
     stamp_of: HashMap<TxnKey, BTreeSet<i64>>,
+    /// One-round commits the last replica committed (it sent `Commit` up the chain before any
+    /// replica handled one): the epoch, for when its primary failed and it answers `Resolve`.
+    fast_epoch: HashMap<TxnKey, u64>,
+    /// The read ops of each prepare batch in flight, by (transaction, batch): what a replica
+    /// answers for them must be committed already when it answers.
+    read_ops: HashMap<(TxnKey, u32), Vec<u32>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -390,6 +405,11 @@ pub struct SimStats {
     /// checked against the oracle, and those given up (a failure, crash or map change met them).
     pub backups_checked: u32,
     pub backups_abandoned: u32,
+    /// One-round commits: committed by the last replica on staging, dropped back to the ordinary
+    /// rounds by a lock wait at the primary (`FastOff`), and settled by a survivor (`Resolve`).
+    pub fast_commits: u64,
+    pub fast_offs: u64,
+    pub resolves: u64,
 }
 
 impl SimStats {
@@ -409,6 +429,9 @@ impl SimStats {
         self.linearizable_reads += o.linearizable_reads;
         self.schema_changes += o.schema_changes;
         self.backups_checked += o.backups_checked;
+        self.fast_commits += o.fast_commits;
+        self.fast_offs += o.fast_offs;
+        self.resolves += o.resolves;
         self.backups_abandoned += o.backups_abandoned;
     }
 }
@@ -1516,6 +1539,14 @@ impl Sim {
         if self.log_enabled {
             self.trace_send(from, to, &sig);
         }
+        if matches!(from.block, Block::Ldm(_)) {
+            self.observe_ldm_send(from, &sig);
+        }
+        match sig {
+            Signal::FastOff { .. } => self.stats.fast_offs += 1,
+            Signal::Resolve { .. } => self.stats.resolves += 1,
+            _ => {}
+        }
         if from.node != to.node && self.cut.contains(&(from.node.min(to.node), from.node.max(to.node))) {
             return; // the link is cut: lost
         }
@@ -1753,6 +1784,17 @@ impl Sim {
                     _ => 0,
                 };
                 let key = (self.incarnation, b.txn.tc.node, tc, b.txn.id);
+                let reads: Vec<u32> = b
+                    .ops
+                    .iter()
+                    .filter_map(|o| match o {
+                        tern_kernel::signal::PrepOp::Exec { idx, op, .. } if op.kind == OpKind::Read => Some(*idx),
+                        _ => None,
+                    })
+                    .collect();
+                if !reads.is_empty() {
+                    self.oracle.read_ops.insert((key, b.batch), reads);
+                }
                 for op in &b.ops {
                     let tern_kernel::signal::PrepOp::Exec { op, .. } = op else {
                         continue;
@@ -1829,6 +1871,63 @@ impl Sim {
                     self.oracle.committed_stamps.remove(s);
                 }
             }
+        }
+    }
+
+    fn txn_key(&self, txn: &TxnRef) -> TxnKey {
+        let tc = match txn.tc.block {
+            Block::Tc(i) => i,
+            _ => 0,
+        };
+        (self.incarnation, txn.tc.node, tc, txn.id)
+    }
+
+    /// What a replica's own signals say: a `Commit` sent up the chain means the sender has
+    /// committed (a one-round commit's last replica handles no `Commit` of its own; it is not
+    /// committed for the oracle until its primary is, as reads there wait for that), and a
+    /// survivor's `Committed` answer to `Resolve` settles such a commit after the primary failed.
+    fn observe_ldm_send(&mut self, from: Addr, sig: &Signal) {
+        match sig {
+            Signal::Commit { txn, epoch, .. } => {
+                let key = self.txn_key(txn);
+                self.oracle.commit_nodes.entry(key).or_default().insert(from.node);
+                if !self.oracle.committed.contains(&key) {
+                    self.oracle.fast_epoch.insert(key, *epoch);
+                    self.stats.fast_commits += 1;
+                }
+            }
+            Signal::Prepared(b) => {
+                let key = self.txn_key(&b.txn);
+                let Some(reads) = self.oracle.read_ops.remove(&(key, b.batch)) else { return };
+                let Some(layout) = self.layout.clone() else { return };
+                for (i, r) in &b.results {
+                    let OpResult::Row(bytes) = r else { continue };
+                    if !reads.contains(i) {
+                        continue;
+                    }
+                    let Ok(v) = layout.decode_row(bytes) else { continue };
+                    let a = v[1].as_i128().expect("int") as i64;
+                    let own = self.oracle.stamp_of.get(&key).is_some_and(|s| s.contains(&a));
+                    if !own && !self.oracle.committed_stamps.contains(&a) && !self.base.values().any(|r| r.0 == a) {
+                        self.fail(&format!("{from:?} read value {a} of a transaction not committed yet"));
+                    }
+                }
+            }
+            Signal::Committed { txn, chain, .. } if chain.len() == 1 => {
+                let key = self.txn_key(txn);
+                if !self.oracle.committed.contains(&key)
+                    && let Some(&epoch) = self.oracle.fast_epoch.get(&key)
+                {
+                    self.oracle.commit_chains.entry(key).or_default().insert(from.node);
+                    self.oracle.committed.insert(key);
+                    self.oracle.commits.push((key, epoch));
+                    self.log(|| format!("commit point of {key:?} (epoch {epoch}): resolved at {from:?}"));
+                    if let Some(st) = self.oracle.stamp_of.get(&key) {
+                        self.oracle.committed_stamps.extend(st.iter().copied());
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -2003,12 +2102,16 @@ impl Sim {
             partition_key: vec![0],
             // A unique index: writes that would duplicate `b` abort; its hidden index table is
             // checked against the base rows after every recovery.
-            indexes: vec![tern_types::schema::Index { id: 0, name: "b_uq".into(), columns: vec![2], unique: true }],
+            indexes: if self.cfg.unique_index {
+                vec![tern_types::schema::Index { id: 0, name: "b_uq".into(), columns: vec![2], unique: true }]
+            } else {
+                vec![]
+            },
             partition_count: 0,
             ttl: None,
             // Reads at the primary: the linearizability check holds them to the version order
             // (a committed read at a backup may see a commit before its primary does).
-            comment: "NDB_TABLE=READ_BACKUP=0".into(),
+            comment: if self.cfg.read_backup { String::new() } else { "NDB_TABLE=READ_BACKUP=0".into() },
         };
         self.client_request(1, Request::Ddl(DdlReq::CreateDatabase { name: "sim".into(), if_not_exists: true }));
         self.clients[0].state = ClientState::Scanning;
@@ -2085,7 +2188,9 @@ impl Sim {
                 if !own && !self.oracle.committed_stamps.contains(&a) && !self.base.values().any(|r| r.0 == a) {
                     self.fail(&format!("client {client} read value {a} that no committed transaction wrote"));
                 }
-                if let Some(&Some(key)) = read_keys.get(i) {
+                if let Some(&Some(key)) = read_keys.get(i)
+                    && !self.cfg.read_backup
+                {
                     self.lin_reads.push(linear::Read { key, stamp: a, invoked, answered: self.now });
                 }
             }

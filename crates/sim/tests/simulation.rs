@@ -100,6 +100,48 @@ fn node_failures_lose_no_committed_transaction() {
     assert!(total.schema_changes >= 5 * n, "too few schema changes: {total:?}");
 }
 
+/// One-round commits (single-chain autocommit writes: the last replica commits on staging and
+/// its `Commit` to the primary is its acknowledgement) and READ_BACKUP reads, under node
+/// failures, restarts, partitions and whole-cluster crashes: a read at a backup never returns a
+/// one-round commit before its primary committed it (a failed primary could still undo it), a
+/// survivor settles the commits of a failed replica (`Resolve`), and nothing acknowledged is lost.
+#[test]
+fn one_round_commits_and_backup_reads_survive_failures() {
+    let mut total = tern_sim::SimStats::default();
+    let seeds = seeds();
+    let n = seeds.len() as u64;
+    for seed in seeds {
+        let data_nodes = if seed % 2 == 0 { 2 } else { 4 };
+        println!("seed {seed} ({data_nodes} data nodes, 2 replicas, READ_BACKUP, no unique index)");
+        let partitions = seed % 3 == 0;
+        let cfg = SimConfig {
+            data_nodes,
+            replicas: 2,
+            ldm_count: 2,
+            clients: 8,
+            keys: 24,
+            duration_ms: 6_000,
+            crash_every_ms: 3_000,
+            // Partitions or kills, not both: with a node group's other node already down, the
+            // control plane fails neither side of a cut (as in the partition test).
+            fail_every_ms: if partitions { 0 } else { 500 },
+            partition_every_ms: if partitions { 1_500 } else { 0 },
+            restart_after_ms: 400,
+            read_backup: true,
+            unique_index: false,
+            ..SimConfig::default()
+        };
+        let s = Sim::run(seed, cfg);
+        total.add(&s);
+    }
+    println!("{total:?}");
+    assert!(total.commits > 50 * n, "too few commits: {total:?}");
+    assert!(total.fast_commits > 20 * n, "too few one-round commits: {total:?}");
+    assert!(total.fast_offs > 0, "no one-round commit fell back after a lock wait: {total:?}");
+    assert!(total.resolves > 0, "no one-round commit was settled by a survivor: {total:?}");
+    assert!(total.node_failures as u64 >= n, "too few node failures: {total:?}");
+}
+
 /// The real start-up order, with nodes starting at different times: after every whole-cluster
 /// crash the nodes recover from their disks one after another (their blocks already hear the
 /// others meanwhile) and node failures keep coming, the master among them. The master counts

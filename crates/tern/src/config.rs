@@ -56,6 +56,9 @@ pub struct DatanodeToml {
     pub epoch_interval_ms: Option<u64>,
     pub lock_wait_timeout_ms: Option<u64>,
     pub transaction_inactive_timeout_ms: Option<u64>,
+    /// Autocommit writes to one partition of a two-replica node group commit in one round
+    /// (default true; `TERN_ONE_ROUND_COMMIT=0` turns it off where the key is not set).
+    pub one_round_commit: Option<bool>,
     pub checkpoint_redo_mb: Option<u64>,
     /// How often each partition of a TTL table is purged of expired rows (0: never).
     pub ttl_purge_interval_ms: Option<u64>,
@@ -196,6 +199,10 @@ impl DatanodeToml {
         if let Some(v) = self.ttl_purge_interval_ms {
             node.tc.purge_interval_ms = v;
         }
+        node.tc.one_round_commit = match self.one_round_commit {
+            Some(v) => v,
+            None => std::env::var("TERN_ONE_ROUND_COMMIT").as_deref() != Ok("0"),
+        };
         if let Some(v) = self.checkpoint_redo_mb {
             node.ldm.checkpoint_redo_bytes = v.max(1) << 20;
         }

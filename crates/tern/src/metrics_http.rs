@@ -129,6 +129,7 @@ fn counter_help(c: &str) -> String {
         "checkpoints" => "Local checkpoints completed (each ldm counts its own).",
         "commits" => "Transactions committed by this node's coordinators.",
         "deadlocks" => "Deadlocks found (a transaction chosen as the victim).",
+        "fast_commits" => "Transactions sent as one-round commits (a few fall back to the ordinary rounds).",
         "inactive_timeouts" => "Transactions aborted after being inactive too long.",
         "lock_wait_timeouts" => "Lock waits that ended by the lock-wait timeout.",
         "lock_waits" => "Batches that waited for a row lock.",

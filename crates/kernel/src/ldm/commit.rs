@@ -3,7 +3,16 @@
 use super::*;
 
 impl Ldm {
-    pub(super) fn commit(&mut self, txn: TxnRef, epoch: u64, chain: Vec<Addr>, pos: u8, out: &mut Out) {
+    pub(super) fn commit(
+        &mut self,
+        txn: TxnRef,
+        epoch: u64,
+        chain: Vec<Addr>,
+        pos: u8,
+        results: Vec<(u32, OpResult)>,
+        out: &mut Out,
+    ) {
+        self.newest_commit_epoch = self.newest_commit_epoch.max(epoch);
         let mut changes = match self.txns.get_mut(&txn) {
             Some(t) => std::mem::take(&mut t.changes),
             None => BTreeMap::new(),
@@ -74,11 +83,46 @@ impl Ldm {
                 self.markers.insert(txn, epoch);
             }
             self.release_txn(txn, out);
-            out.send(self.coordinator(txn), Signal::Committed { txn, chain });
+            out.send(self.coordinator(txn), Signal::Committed { txn, chain, results });
         } else {
-            self.txns.entry(txn).or_default().committed_epoch = Some(epoch);
-            out.send(chain[pos as usize - 1], Signal::Commit { txn, epoch, chain: chain.clone(), pos: pos - 1 });
+            let t = self.txns.entry(txn).or_default();
+            t.committed_epoch = Some(epoch);
+            if t.fast {
+                t.results.clone_from(&results);
+            }
+            out.send(
+                chain[pos as usize - 1],
+                Signal::Commit { txn, epoch, chain: chain.clone(), pos: pos - 1, results },
+            );
         }
+    }
+
+    /// A one-round commit's chain lost a replica and this one survived: answer whether it
+    /// committed here (the other replica can no longer commit it: it has failed), or abort.
+    pub(super) fn resolve(&mut self, txn: TxnRef, out: &mut Out) {
+        let me = vec![self.addr];
+        let to = self.coordinator(txn);
+        if self.markers.contains_key(&txn) {
+            // The primary committed: its own `Committed` (with the results) went first.
+            out.send(to, Signal::Committed { txn, chain: me, results: Vec::new() });
+        } else if let Some(t) = self.txns.get(&txn)
+            && t.committed_epoch.is_some()
+        {
+            out.send(to, Signal::Committed { txn, chain: me, results: t.results.clone() });
+        } else {
+            self.abort(txn, out);
+            out.send(to, Signal::Aborted { txn, chain: me });
+        }
+    }
+
+    /// Whether a one-round commit that this last replica committed holds the row: reads here
+    /// wait until the primary committed it too (`Complete`), so nobody sees a commit that a
+    /// failure of the primary could still undo.
+    pub(super) fn fast_pending(&self, key: &LockKey) -> bool {
+        self.locks
+            .get(key)
+            .and_then(|e| e.exclusive)
+            .is_some_and(|t| self.txns.get(&t).is_some_and(|x| x.fast && x.committed_epoch.is_some()))
     }
 
     /// Where answers about a transaction go: its coordinator, or — when that coordinator's node

@@ -93,8 +93,12 @@ impl Ldm {
                     break;
                 }
                 entry.waiters.pop_front();
-                entry.grant(w.0, mode);
-                resume.push((w, key.clone()));
+                // A committed read waited only for a one-round commit: it takes no lock.
+                let read = self.blocked.get(&w).is_some_and(|b| b.read_wait);
+                if !read {
+                    entry.grant(w.0, mode);
+                }
+                resume.push((w, key.clone(), read));
             }
             if entry.is_free() {
                 self.locks.remove(&key);
@@ -103,7 +107,13 @@ impl Ldm {
         if !self.copies.is_empty() {
             self.copy_step(out);
         }
-        for (w, key) in resume {
+        for (w, key, read) in resume {
+            if read {
+                if let Some(b) = self.blocked.remove(&w) {
+                    self.exec_batch(b.batch, b.next_op, out);
+                }
+                continue;
+            }
             let locks = &mut self.txns.entry(w.0).or_default().locks;
             if !locks.contains(&key) {
                 locks.push(key);

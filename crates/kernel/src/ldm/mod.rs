@@ -130,6 +130,11 @@ struct LdmTxn {
     locks: Vec<LockKey>,
     /// A backup that has committed (in this epoch) and keeps its locks until `Complete`.
     committed_epoch: Option<u64>,
+    /// Committed here by a one-round commit (this replica last in its chain): until `Complete`
+    /// says the primary committed too, reads at this replica wait for its rows, and `results`
+    /// are kept for a `Resolve` after the primary failed.
+    fast: bool,
+    results: Vec<(u32, OpResult)>,
 }
 
 struct Blocked {
@@ -141,6 +146,8 @@ struct Blocked {
     deadline_ms: u64,
     /// When deadlock probes were last sent for this wait (first when it began).
     probed_ms: u64,
+    /// A committed read waiting for a one-round commit's row: resumed without the lock.
+    read_wait: bool,
 }
 
 /// Batches at least this long get their lookups prefetched.
@@ -218,6 +225,9 @@ pub struct Ldm {
     synced_lsn: u64,
     appended_since_sync: bool,
     max_epoch_applied: u64,
+    /// The newest epoch of any commit run here (with changes or not): a one-round commit whose
+    /// coordinator took an older epoch would be ordered before a transaction it follows.
+    newest_commit_epoch: u64,
     /// (io token, epoch, LSN being synced, newest epoch applied).
     pending_flush: Option<(u64, u64, u64, u64)>,
     durable_epoch: u64,
@@ -282,6 +292,7 @@ impl Ldm {
             synced_lsn: start.base_lsn,
             appended_since_sync: false,
             max_epoch_applied: start.durable_epoch,
+            newest_commit_epoch: start.durable_epoch,
             pending_flush: None,
             durable_epoch: start.durable_epoch,
             next_token: 1,
@@ -419,7 +430,7 @@ impl Ldm {
                 self.phase = Phase::StartCheckpoint;
             }
             Signal::Prepare(batch) => self.exec_batch(batch, 0, out),
-            Signal::Commit { txn, epoch, chain, pos } => self.commit(txn, epoch, chain, pos, out),
+            Signal::Commit { txn, epoch, chain, pos, results } => self.commit(txn, epoch, chain, pos, results, out),
             Signal::Complete { txn, chain, pos } => {
                 if pos > 0 {
                     self.release_txn(txn, out);
@@ -432,12 +443,14 @@ impl Ldm {
                 }
             }
             Signal::Abort { map_version, .. }
+            | Signal::Resolve { map_version, .. }
             | Signal::TakeoverReq { map_version, .. }
             | Signal::CopyFragReq { map_version, .. }
                 if map_version > self.cluster.version =>
             {
                 self.deferred.push(sig);
             }
+            Signal::Resolve { txn, .. } => self.resolve(txn, out),
             Signal::Abort { txn, chain, pos, .. } => {
                 if let Some(&next) = chain.get(pos as usize + 1) {
                     out.send(next, Signal::Abort { txn, chain: chain.clone(), pos: pos + 1, map_version: 0 });
@@ -477,6 +490,7 @@ impl Ldm {
                     let (now, later): (Vec<Signal>, Vec<Signal>) =
                         std::mem::take(&mut self.deferred).into_iter().partition(|s| match s {
                             Signal::Abort { map_version, .. }
+                            | Signal::Resolve { map_version, .. }
                             | Signal::TakeoverReq { map_version, .. }
                             | Signal::CopyFragReq { map_version, .. } => *map_version <= version,
                             _ => true,

@@ -37,7 +37,12 @@ impl Ldm {
         for i in from..batch.ops.len() {
             let lock = match &batch.ops[i] {
                 PrepOp::Exec { partition, op, .. } => match op.kind {
-                    OpKind::Read => None,
+                    OpKind::Read => {
+                        // A committed read takes no lock, unless a one-round commit committed
+                        // the row here but not yet at its primary: then it waits for that.
+                        let key = (op.table, *partition, KeyBuf::new(&op.key));
+                        self.fast_pending(&key).then_some((key, LockMode::Shared))
+                    }
                     OpKind::UpdateDirty if batch.chain.len() == 1 && !self.uniques.contains_key(&op.table) => None,
                     OpKind::ReadShared => Some(((op.table, *partition, KeyBuf::new(&op.key)), LockMode::Shared)),
                     _ => Some(((op.table, *partition, KeyBuf::new(&op.key)), LockMode::Exclusive)),
@@ -47,7 +52,10 @@ impl Ldm {
                 }
             };
             let mode = lock.as_ref().map(|l| l.1);
+            // A committed read that waits for a one-round commit is never granted the lock.
+            let read_wait = matches!(&batch.ops[i], PrepOp::Exec { op, .. } if op.kind == OpKind::Read);
             if batch.nowait
+                && !read_wait
                 && let (Some((lock_key, mode)), PrepOp::Exec { idx, .. }) = (&lock, &batch.ops[i])
                 && self.parts.contains_key(&(lock_key.0, lock_key.1))
                 && !self.try_acquire(txn, lock_key, *mode)
@@ -81,6 +89,10 @@ impl Ldm {
                     return;
                 }
                 crate::tc::NodeStats::count(&self.stats.lock_waits);
+                if batch.pos == 0 && batch.commit_epoch.take().is_some() {
+                    // A one-round commit waits for no lock: it would hold its epoch open.
+                    out.send(self.coordinator(txn), Signal::FastOff { txn });
+                }
                 let deadline_ms = self.now_ms + self.cfg.lock_wait_timeout_ms;
                 let w = (txn, batch.batch);
                 assert!(!self.blocked.contains_key(&w), "batch {w:?} is already waiting");
@@ -93,6 +105,7 @@ impl Ldm {
                         since_ms: self.now_ms,
                         deadline_ms,
                         probed_ms: self.now_ms,
+                        read_wait,
                     },
                 );
                 // The cycle may run through other ldms or nodes.
@@ -130,6 +143,21 @@ impl Ldm {
 
     pub(super) fn finish_batch(&mut self, mut batch: Box<PrepareBatch>, out: &mut Out) {
         let next = batch.pos as usize + 1;
+        if batch.commit_epoch.is_some() && !self.fast_commit_allowed(&batch) {
+            // The coordinator learns it from `Prepared` (ordinary rounds from there).
+            batch.commit_epoch = None;
+        }
+        if let Some(epoch) = batch.commit_epoch
+            && next == batch.chain.len()
+        {
+            // One-round commit at the last replica: staged everything, so commit now. The
+            // `Commit` to the primary is this replica's prepare acknowledgement as well.
+            let txn = batch.txn;
+            let results = std::mem::take(&mut batch.results);
+            self.txns.entry(txn).or_default().fast = true;
+            self.commit(txn, epoch, batch.chain, batch.pos, results, out);
+            return;
+        }
         if next < batch.chain.len() {
             // Forward after-images of this replica's successful writes to the next replica.
             let mut replica_ops = Vec::new();
@@ -165,6 +193,23 @@ impl Ldm {
             // The coordinator needs the results, not the operations (nor their rows).
             batch.ops = Vec::new();
             out.send(batch.txn.tc, Signal::Prepared(batch));
+        }
+    }
+
+    /// Whether a batch sent as a one-round commit may stay one here. The primary (where every
+    /// client op ran) requires that each succeeded, no unique-index trigger followed, the batch
+    /// holds something to commit and no commit in a newer epoch than the coordinator's ran here
+    /// (its transactions may precede this one); the last replica that it staged every write.
+    fn fast_commit_allowed(&self, batch: &PrepareBatch) -> bool {
+        let epoch = batch.commit_epoch.expect("a one-round commit");
+        debug_assert!(batch.chain.len() == 2, "one-round commits run on chains of two");
+        if batch.pos == 0 {
+            batch.holds_state
+                && batch.triggers.is_empty()
+                && epoch >= self.newest_commit_epoch
+                && batch.results.iter().all(|(_, r)| !matches!(r, OpResult::Error(_) | OpResult::NotFound))
+        } else {
+            batch.results.iter().all(|(i, _)| *i != REPLICA_FAILED) && self.txns.contains_key(&batch.txn)
         }
     }
 

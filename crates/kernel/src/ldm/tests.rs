@@ -70,6 +70,7 @@ fn prepare(ldm: &mut Ldm, now: u64, txn: u64, ops: Vec<PrepOp>) -> Out {
         holds_state: false,
         triggers: vec![],
         nowait: false,
+        commit_epoch: None,
     };
     let mut out = Out::default();
     ldm.handle(now, Signal::Prepare(Box::new(batch)), &mut out);
@@ -85,7 +86,11 @@ fn prepared_of(out: &Out, txn: u64) -> Option<&PrepareBatch> {
 
 fn commit(ldm: &mut Ldm, now: u64, txn: u64) -> Out {
     let mut out = Out::default();
-    ldm.handle(now, Signal::Commit { txn: tref(txn), epoch: 1, chain: vec![ldm.addr], pos: 0 }, &mut out);
+    ldm.handle(
+        now,
+        Signal::Commit { txn: tref(txn), epoch: 1, chain: vec![ldm.addr], pos: 0, results: vec![] },
+        &mut out,
+    );
     out
 }
 
@@ -241,7 +246,7 @@ fn a_change_log_keeps_commits_and_epoch_marks_in_order() {
     };
     assert!(prepared_of(&prepare(&mut l, 30, 3, vec![del]), 3).is_some());
     let mut out = Out::default();
-    l.handle(30, Signal::Commit { txn: tref(3), epoch: 2, chain: vec![l.addr], pos: 0 }, &mut out);
+    l.handle(30, Signal::Commit { txn: tref(3), epoch: 2, chain: vec![l.addr], pos: 0, results: vec![] }, &mut out);
 
     // A small budget still returns one entry at a time, in commit order.
     let (first, e) = log_req(&mut l, 40, LogOp::Poll, 1);
@@ -279,4 +284,111 @@ fn a_change_log_keeps_commits_and_epoch_marks_in_order() {
     l.handle(100 + 61_000, Signal::Tick, &mut out);
     let (_, e) = log_req(&mut l, 100 + 61_000, LogOp::Poll, 1 << 20);
     assert_eq!(e.map(|e| e.code), Some(ErrorCode::InvalidRequest));
+}
+
+fn fast_batch(txn: u64, chain: Vec<Addr>, pos: u8, ops: Vec<PrepOp>, epoch: u64) -> Signal {
+    let results = if pos == 0 { vec![] } else { vec![(0, OpResult::Done)] };
+    Signal::Prepare(Box::new(PrepareBatch {
+        txn: tref(txn),
+        batch: 0,
+        chain,
+        pos,
+        ops,
+        results,
+        holds_state: pos > 0,
+        triggers: vec![],
+        nowait: false,
+        commit_epoch: Some(epoch),
+    }))
+}
+
+fn forwarded(out: &Out, txn: u64) -> Option<&PrepareBatch> {
+    out.signals.iter().find_map(|(_, s)| match s {
+        Signal::Prepare(b) if b.txn == tref(txn) => Some(&**b),
+        _ => None,
+    })
+}
+
+/// The last replica of a one-round commit commits when it staged the after-images and sends
+/// `Commit` (with the results) up the chain; reads there wait for the row until `Complete` says
+/// the primary committed too, and a `Resolve` after the primary failed answers `Committed`.
+#[test]
+fn a_one_round_commit_commits_at_the_last_replica_and_reads_there_wait_for_complete() {
+    let (mut l, layout) = ldm();
+    let primary = Addr::new(2, Block::Ldm(0));
+    let chain = vec![primary, l.addr];
+    let PrepOp::Exec { op, .. } = write(&layout, 1) else { unreachable!() };
+    let replica = PrepOp::Replica { table: 1, partition: 0, key: op.key.clone(), row: Some(op.row.clone()) };
+    let mut out = Out::default();
+    l.handle(10, fast_batch(1, chain.clone(), 1, vec![replica], 5), &mut out);
+    assert!(prepared_of(&out, 1).is_none(), "no Prepared in one round: {:?}", out.signals);
+    let commit = out.signals.iter().find(|(to, s)| *to == primary && matches!(s, Signal::Commit { .. }));
+    let Some((_, Signal::Commit { epoch: 5, pos: 0, results, .. })) = commit else {
+        panic!("Commit to the primary expected: {:?}", out.signals)
+    };
+    assert!(matches!(results[..], [(0, OpResult::Done)]), "{results:?}");
+    l.check_invariants();
+    // A committed read of the row waits (the primary may not have committed yet).
+    let read = PrepOp::Exec { idx: 0, partition: 0, op: KeyOp::read(1, op.key.clone()) };
+    let out = prepare(&mut l, 20, 2, vec![read.clone()]);
+    assert!(prepared_of(&out, 2).is_none(), "the read must wait: {:?}", out.signals);
+    // The primary failed: this replica committed, so it says so, with the results.
+    let mut out = Out::default();
+    l.handle(30, Signal::Resolve { txn: tref(1), map_version: 0 }, &mut out);
+    let answer = out.signals.iter().find_map(|(_, s)| match s {
+        Signal::Committed { chain, results, .. } => Some((chain.clone(), results.clone())),
+        _ => None,
+    });
+    assert_eq!(answer.map(|(c, r)| (c, r.len())), Some((vec![l.addr], 1)));
+    // Complete releases the row: the read resumes and sees the committed row.
+    let mut out = Out::default();
+    l.handle(40, Signal::Complete { txn: tref(1), chain: vec![l.addr], pos: 0 }, &mut out);
+    let b = prepared_of(&out, 2).expect("the read resumed");
+    assert!(matches!(&b.results[..], [(0, OpResult::Row(r))] if *r == op.row), "{:?}", b.results);
+    assert!(!l.txns.contains_key(&tref(2)), "the read keeps no lock");
+    assert!(l.locks.is_empty() && l.txns.is_empty(), "nothing left: {:?}", l.txns.keys().collect::<Vec<_>>());
+    l.check_invariants();
+    // A read now runs at once.
+    assert!(prepared_of(&prepare(&mut l, 50, 3, vec![read]), 3).is_some());
+}
+
+/// The primary keeps a one-round commit only when it can: a lock wait drops it (and tells the
+/// coordinator with `FastOff`), and so do a failed op and a commit in a newer epoch before it.
+#[test]
+fn a_primary_drops_the_one_round_commit_when_it_must() {
+    let (mut l, layout) = ldm();
+    let chain = vec![l.addr, Addr::new(2, Block::Ldm(0))];
+    // Kept: the after-image goes on with the epoch.
+    let mut out = Out::default();
+    l.handle(10, fast_batch(1, chain.clone(), 0, vec![write(&layout, 1)], 5), &mut out);
+    assert_eq!(forwarded(&out, 1).map(|b| b.commit_epoch), Some(Some(5)));
+    // A lock wait: FastOff now, and the batch goes on without it once the lock is free.
+    let mut out = Out::default();
+    l.handle(11, fast_batch(2, chain.clone(), 0, vec![write(&layout, 1)], 5), &mut out);
+    assert!(forwarded(&out, 2).is_none());
+    assert!(out.signals.iter().any(|(to, s)| *to == tref(2).tc && matches!(s, Signal::FastOff { .. })));
+    let mut out = Out::default();
+    l.handle(12, Signal::Commit { txn: tref(1), epoch: 7, chain: chain.clone(), pos: 0, results: vec![] }, &mut out);
+    assert_eq!(forwarded(&out, 2).map(|b| b.commit_epoch), Some(None));
+    l.handle(13, Signal::Complete { txn: tref(1), chain: chain.clone(), pos: 0 }, &mut Out::default());
+    l.handle(13, Signal::Abort { txn: tref(2), chain: chain.clone(), pos: 0, map_version: 0 }, &mut Out::default());
+    // A commit in epoch 7 ran here: a one-round commit of epoch 6 could be ordered before it.
+    let mut out = Out::default();
+    l.handle(14, fast_batch(3, chain.clone(), 0, vec![write(&layout, 2)], 6), &mut out);
+    assert_eq!(forwarded(&out, 3).map(|b| b.commit_epoch), Some(None));
+    // A failed op (an update of a missing row) keeps the ordinary rounds.
+    let update = PrepOp::Exec {
+        idx: 1,
+        partition: 0,
+        op: KeyOp { kind: OpKind::Update, updates: vec![], ..KeyOp::read(1, layout_key(&layout, 99)) },
+    };
+    let mut out = Out::default();
+    l.handle(15, fast_batch(4, chain, 0, vec![write(&layout, 3), update], 8), &mut out);
+    assert_eq!(forwarded(&out, 4).map(|b| b.commit_epoch), Some(None));
+    l.check_invariants();
+}
+
+fn layout_key(layout: &RowLayout, id: i64) -> Vec<u8> {
+    let PrepOp::Exec { op, .. } = write(layout, id) else { unreachable!() };
+    op.key
 }
