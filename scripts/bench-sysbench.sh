@@ -20,6 +20,8 @@
 #   WORKLOADS (default: oltp_point_select oltp_read_only oltp_read_write oltp_write_only;
 #   oltp_insert with 1 thread is the single-client autocommit INSERT rate), TABLES (4),
 #   TABLE_SIZE (20000), PS_MODE (auto|disable)
+#   TERN_B_PORT, TERN_B_PIDS  a second Tern (another build or setting) measured in the same
+#                 rounds: three more columns (its tps, ratio to MariaDB, µs per transaction)
 # Prints: workload threads mariadb_tps tern_tps ratio mariadb_us/txn tern_us/txn; a last line
 # "min ratio: X". Needs sysbench and mariadb-server (Debian packages). Bounded: every run lasts
 # TIME_S; the MariaDB processes and their directory are removed at exit.
@@ -112,23 +114,37 @@ run() {
 median() { sort -g | awk '{a[NR]=$1} END{print (NR ? a[int((NR+1)/2)] : 0)}'; }
 prep "$peer_port"
 prep "$tern_port"
+b_port=${TERN_B_PORT:-}
+[ -z "$b_port" ] || prep "$b_port"
 echo "# PEER=$mode, $rounds alternating rounds of ${time_s}s, medians; CPU = all server processes"
-printf '%-20s %7s %10s %10s %6s %10s %10s\n' workload threads mariadb tern ratio maria_us tern_us
+printf '%-20s %7s %10s %10s %6s %10s %10s' workload threads mariadb tern ratio maria_us tern_us
+[ -z "$b_port" ] && echo || printf ' %10s %6s %10s\n' tern_b ratio_b tern_b_us
 min=""
 for w in $workloads; do
   for t in "${threads[@]}"; do
-    pt=(); pc=(); tt=(); tc=()
+    pt=(); pc=(); tt=(); tc=(); bt=(); bc=()
     for _ in $(seq "$rounds"); do
       # shellcheck disable=SC2046
       read -r x y <<<"$(run "$peer_port" "$w" "$t" $(peer_pids))"; pt+=("${x:-0}"); pc+=("${y:-0}")
       # shellcheck disable=SC2086
       read -r x y <<<"$(run "$tern_port" "$w" "$t" ${TERN_PIDS:-})"; tt+=("${x:-0}"); tc+=("${y:-0}")
+      if [ -n "$b_port" ]; then
+        # shellcheck disable=SC2086
+        read -r x y <<<"$(run "$b_port" "$w" "$t" ${TERN_B_PIDS:-})"; bt+=("${x:-0}"); bc+=("${y:-0}")
+      fi
     done
     p=$(printf '%s\n' "${pt[@]}" | median); tn=$(printf '%s\n' "${tt[@]}" | median)
     pcu=$(printf '%s\n' "${pc[@]}" | median); tcu=$(printf '%s\n' "${tc[@]}" | median)
     ratio=$(python3 -c "p=float('$p' or 0); t=float('$tn' or 0); print(f'{t/p:.2f}' if p>0 else '0')")
     [ -n "${TERN_PIDS:-}" ] || tcu="n/a"
-    printf '%-20s %7s %10s %10s %6s %10s %10s\n' "$w" "$t" "$p" "$tn" "$ratio" "$pcu" "$tcu"
+    printf '%-20s %7s %10s %10s %6s %10s %10s' "$w" "$t" "$p" "$tn" "$ratio" "$pcu" "$tcu"
+    if [ -n "$b_port" ]; then
+      bn=$(printf '%s\n' "${bt[@]}" | median); bcu=$(printf '%s\n' "${bc[@]}" | median)
+      [ -n "${TERN_B_PIDS:-}" ] || bcu="n/a"
+      printf ' %10s %6s %10s\n' "$bn" "$(python3 -c "p=float('$p' or 0); t=float('$bn' or 0); print(f'{t/p:.2f}' if p>0 else '0')")" "$bcu"
+    else
+      echo
+    fi
     min=$(python3 -c "print(min(float('$ratio'), float('${min:-1e9}')))")
   done
 done
