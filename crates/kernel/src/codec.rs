@@ -172,55 +172,15 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             e.u8(tag::CLIENT_GONE);
             e.u64(*client);
         }
-        Signal::Prepare(batch) => {
-            e.u8(tag::PREPARE);
-            enc_prepare_batch(e, batch);
-        }
-        Signal::Prepared(batch) => {
-            e.u8(tag::PREPARED);
-            enc_prepare_batch(e, batch);
-        }
-        Signal::Commit { txn, epoch, chain, pos, results } => {
-            e.u8(tag::COMMIT);
-            enc_txn(e, txn);
-            e.u64(*epoch);
-            enc_chain(e, chain);
-            e.u8(*pos);
-            enc_results(e, results);
-        }
-        Signal::Committed { txn, chain, results } => {
-            e.u8(tag::COMMITTED);
-            enc_txn(e, txn);
-            enc_chain(e, chain);
-            enc_results(e, results);
-        }
-        Signal::FastOff { txn } => {
-            e.u8(tag::FAST_OFF);
-            enc_txn(e, txn);
-        }
-        Signal::Resolve { txn, map_version } => {
-            e.u8(tag::RESOLVE);
-            enc_txn(e, txn);
-            e.u64(*map_version);
-        }
-        Signal::Complete { txn, chain, pos } => {
-            e.u8(tag::COMPLETE);
-            enc_txn(e, txn);
-            enc_chain(e, chain);
-            e.u8(*pos);
-        }
-        Signal::Abort { txn, chain, pos, map_version } => {
-            e.u8(tag::ABORT);
-            enc_txn(e, txn);
-            enc_chain(e, chain);
-            e.u8(*pos);
-            e.u64(*map_version);
-        }
-        Signal::Aborted { txn, chain } => {
-            e.u8(tag::ABORTED);
-            enc_txn(e, txn);
-            enc_chain(e, chain);
-        }
+        Signal::Prepare(_)
+        | Signal::Prepared(_)
+        | Signal::Commit { .. }
+        | Signal::Committed { .. }
+        | Signal::FastOff { .. }
+        | Signal::Resolve { .. }
+        | Signal::Complete { .. }
+        | Signal::Abort { .. }
+        | Signal::Aborted { .. } => enc_txn_signal(e, sig),
         Signal::ScanFrag(frag) => {
             e.u8(tag::SCAN_FRAG);
             enc_scan_frag(e, frag);
@@ -457,6 +417,63 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
     }
 }
 
+/// The transaction protocol's signals (prepare, commit, complete, abort and the one-round
+/// commit's), the part of `enc_signal` for the tc and ldm rounds.
+fn enc_txn_signal(e: &mut Enc, sig: &Signal) {
+    match sig {
+        Signal::Prepare(batch) => {
+            e.u8(tag::PREPARE);
+            enc_prepare_batch(e, batch);
+        }
+        Signal::Prepared(batch) => {
+            e.u8(tag::PREPARED);
+            enc_prepare_batch(e, batch);
+        }
+        Signal::Commit { txn, epoch, chain, pos, results } => {
+            e.u8(tag::COMMIT);
+            enc_txn(e, txn);
+            e.u64(*epoch);
+            enc_chain(e, chain);
+            e.u8(*pos);
+            enc_results(e, results);
+        }
+        Signal::Committed { txn, chain, results } => {
+            e.u8(tag::COMMITTED);
+            enc_txn(e, txn);
+            enc_chain(e, chain);
+            enc_results(e, results);
+        }
+        Signal::FastOff { txn } => {
+            e.u8(tag::FAST_OFF);
+            enc_txn(e, txn);
+        }
+        Signal::Resolve { txn, map_version } => {
+            e.u8(tag::RESOLVE);
+            enc_txn(e, txn);
+            e.u64(*map_version);
+        }
+        Signal::Complete { txn, chain, pos } => {
+            e.u8(tag::COMPLETE);
+            enc_txn(e, txn);
+            enc_chain(e, chain);
+            e.u8(*pos);
+        }
+        Signal::Abort { txn, chain, pos, map_version } => {
+            e.u8(tag::ABORT);
+            enc_txn(e, txn);
+            enc_chain(e, chain);
+            e.u8(*pos);
+            e.u64(*map_version);
+        }
+        Signal::Aborted { txn, chain } => {
+            e.u8(tag::ABORTED);
+            enc_txn(e, txn);
+            enc_chain(e, chain);
+        }
+        _ => unreachable!("enc_signal sends only transaction signals here"),
+    }
+}
+
 /// Reads a signal's tag and body (the inverse of `enc_signal`, arm for arm).
 fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
     Ok(match d.u8()? {
@@ -466,23 +483,15 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
             Signal::ClientRequest { client, req_id, req }
         }
         tag::CLIENT_GONE => Signal::ClientGone { client: d.u64()? },
-        tag::PREPARE => Signal::Prepare(Box::new(dec_prepare_batch(d)?)),
-        tag::PREPARED => Signal::Prepared(Box::new(dec_prepare_batch(d)?)),
-        tag::COMMIT => {
-            let (txn, epoch, chain, pos) = (dec_txn(d)?, d.u64()?, dec_chain(d)?, d.u8()?);
-            check_pos(&chain, pos)?;
-            Signal::Commit { txn, epoch, chain, pos, results: dec_results(d)? }
-        }
-        tag::COMMITTED => Signal::Committed { txn: dec_txn(d)?, chain: dec_chain(d)?, results: dec_results(d)? },
-        tag::FAST_OFF => Signal::FastOff { txn: dec_txn(d)? },
-        tag::RESOLVE => Signal::Resolve { txn: dec_txn(d)?, map_version: d.u64()? },
-        tag::COMPLETE => {
-            let (txn, chain, pos) = (dec_txn(d)?, dec_chain(d)?, d.u8()?);
-            check_pos(&chain, pos)?;
-            Signal::Complete { txn, chain, pos }
-        }
-        tag::ABORT => Signal::Abort { txn: dec_txn(d)?, chain: dec_chain(d)?, pos: d.u8()?, map_version: d.u64()? },
-        tag::ABORTED => Signal::Aborted { txn: dec_txn(d)?, chain: dec_chain(d)? },
+        t @ (tag::PREPARE
+        | tag::PREPARED
+        | tag::COMMIT
+        | tag::COMMITTED
+        | tag::FAST_OFF
+        | tag::RESOLVE
+        | tag::COMPLETE
+        | tag::ABORT
+        | tag::ABORTED) => dec_txn_signal(t, d)?,
         tag::SCAN_FRAG => Signal::ScanFrag(Box::new(dec_scan_frag(d)?)),
         tag::SCAN_FRAG_ROWS => Signal::ScanFragRows(Box::new(dec_scan_frag_rows(d)?)),
         tag::CLUSTER_MAP => Signal::ClusterMap { state: Arc::new(ClusterState::decode_from(d)?) },
@@ -607,6 +616,30 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         })),
         tag::NODE_HEARTBEAT => Signal::NodeHeartbeat { from: d.u16()?, incarnation: d.u32()? },
         tag::DEADLOCK_VICTIM => Signal::DeadlockVictim { txn: dec_txn(d)?, batch: d.u32()? },
+        _ => return Err(DecodeError("unknown signal tag")),
+    })
+}
+
+/// The inverse of `enc_txn_signal`, for the tag `t` already read.
+fn dec_txn_signal(t: u8, d: &mut Dec) -> DecodeResult<Signal> {
+    Ok(match t {
+        tag::PREPARE => Signal::Prepare(Box::new(dec_prepare_batch(d)?)),
+        tag::PREPARED => Signal::Prepared(Box::new(dec_prepare_batch(d)?)),
+        tag::COMMIT => {
+            let (txn, epoch, chain, pos) = (dec_txn(d)?, d.u64()?, dec_chain(d)?, d.u8()?);
+            check_pos(&chain, pos)?;
+            Signal::Commit { txn, epoch, chain, pos, results: dec_results(d)? }
+        }
+        tag::COMMITTED => Signal::Committed { txn: dec_txn(d)?, chain: dec_chain(d)?, results: dec_results(d)? },
+        tag::FAST_OFF => Signal::FastOff { txn: dec_txn(d)? },
+        tag::RESOLVE => Signal::Resolve { txn: dec_txn(d)?, map_version: d.u64()? },
+        tag::COMPLETE => {
+            let (txn, chain, pos) = (dec_txn(d)?, dec_chain(d)?, d.u8()?);
+            check_pos(&chain, pos)?;
+            Signal::Complete { txn, chain, pos }
+        }
+        tag::ABORT => Signal::Abort { txn: dec_txn(d)?, chain: dec_chain(d)?, pos: d.u8()?, map_version: d.u64()? },
+        tag::ABORTED => Signal::Aborted { txn: dec_txn(d)?, chain: dec_chain(d)? },
         _ => return Err(DecodeError("unknown signal tag")),
     })
 }

@@ -1042,12 +1042,7 @@ impl Tc {
                 out.reply(client, req_id, reply);
             }
         }
-        let n = self.committing.get_mut(&epoch).expect("counted");
-        *n -= 1;
-        if *n == 0 {
-            self.committing.remove(&epoch);
-            self.report_finished(out);
-        }
+        self.uncount(epoch, out);
     }
 
     /// Tells dist which closed epochs have no transaction still committing, oldest first.

@@ -1779,11 +1779,7 @@ impl Sim {
             }
             Signal::Prepare(b) if b.pos == 0 => {
                 let Some(layout) = &self.layout else { return };
-                let tc = match b.txn.tc.block {
-                    Block::Tc(i) => i,
-                    _ => 0,
-                };
-                let key = (self.incarnation, b.txn.tc.node, tc, b.txn.id);
+                let key = self.txn_key(&b.txn);
                 let reads: Vec<u32> = b
                     .ops
                     .iter()
@@ -1919,12 +1915,8 @@ impl Sim {
                     && let Some(&epoch) = self.oracle.fast_epoch.get(&key)
                 {
                     self.oracle.commit_chains.entry(key).or_default().insert(from.node);
-                    self.oracle.committed.insert(key);
-                    self.oracle.commits.push((key, epoch));
                     self.log(|| format!("commit point of {key:?} (epoch {epoch}): resolved at {from:?}"));
-                    if let Some(st) = self.oracle.stamp_of.get(&key) {
-                        self.oracle.committed_stamps.extend(st.iter().copied());
-                    }
+                    self.mark_committed(key, epoch);
                 }
             }
             _ => {}
@@ -1935,11 +1927,7 @@ impl Sim {
     /// only rolls forward (a takeover commits it on the replicas that had not).
     fn observe_delivery(&mut self, node: NodeId, sig: &Signal) {
         let Signal::Commit { txn, epoch, chain, .. } = sig else { return };
-        let tc = match txn.tc.block {
-            Block::Tc(i) => i,
-            _ => 0,
-        };
-        let key = (self.incarnation, txn.tc.node, tc, txn.id);
+        let key = self.txn_key(txn);
         if let Some(k) = self.log_key
             && self.oracle.ops.get(&key).is_some_and(|ops| ops.iter().any(|o| o.key() == k))
         {
@@ -1950,13 +1938,19 @@ impl Sim {
         let alive: Vec<NodeId> =
             chain.iter().map(|a| a.node).filter(|n| self.nodes.get(n).is_some_and(|sn| sn.node.is_some())).collect();
         self.oracle.commit_chains.entry(key).or_default().extend(alive);
+        if !self.oracle.committed.contains(&key)
+            && let Some(k) = self.log_key
+            && self.oracle.ops.get(&key).is_some_and(|ops| ops.iter().any(|o| o.key() == k))
+        {
+            self.log(|| format!("commit point of {key:?} (epoch {epoch}) at {txn:?}"));
+        }
+        self.mark_committed(key, *epoch);
+    }
+
+    /// The commit point of `key` (in `epoch`), once: from then on it only rolls forward.
+    fn mark_committed(&mut self, key: TxnKey, epoch: u64) {
         if self.oracle.committed.insert(key) {
-            self.oracle.commits.push((key, *epoch));
-            if let Some(k) = self.log_key
-                && self.oracle.ops.get(&key).is_some_and(|ops| ops.iter().any(|o| o.key() == k))
-            {
-                self.log(|| format!("commit point of {key:?} (epoch {epoch}) at {txn:?}"));
-            }
+            self.oracle.commits.push((key, epoch));
             if let Some(st) = self.oracle.stamp_of.get(&key) {
                 self.oracle.committed_stamps.extend(st.iter().copied());
             }

@@ -76,6 +76,9 @@ impl Ldm {
         let Some(t) = self.txns.remove(&txn) else {
             return;
         };
+        if t.fast {
+            self.fast_committed -= 1;
+        }
         for ch in t.changes.values() {
             self.budget.release(ch.reserved);
         }
@@ -279,6 +282,11 @@ impl Ldm {
             );
             assert!(b.deadline_ms >= b.since_ms, "deadline before the wait began");
         }
+        assert_eq!(
+            self.fast_committed,
+            self.txns.values().filter(|t| t.fast).count(),
+            "one-round commits counted and held disagree"
+        );
         for (t, txn) in &self.txns {
             for key in &txn.locks {
                 let e = self.locks.get(key).unwrap_or_else(|| panic!("{t:?} lists {key:?}, which has no entry"));

@@ -228,6 +228,8 @@ pub struct Ldm {
     /// The newest epoch of any commit run here (with changes or not): a one-round commit whose
     /// coordinator took an older epoch would be ordered before a transaction it follows.
     newest_commit_epoch: u64,
+    /// Transactions here with `LdmTxn::fast` set: while none, a committed read looks up no lock.
+    fast_committed: usize,
     /// (io token, epoch, LSN being synced, newest epoch applied).
     pending_flush: Option<(u64, u64, u64, u64)>,
     durable_epoch: u64,
@@ -293,6 +295,7 @@ impl Ldm {
             appended_since_sync: false,
             max_epoch_applied: start.durable_epoch,
             newest_commit_epoch: start.durable_epoch,
+            fast_committed: 0,
             pending_flush: None,
             durable_epoch: start.durable_epoch,
             next_token: 1,

@@ -37,6 +37,7 @@ impl Ldm {
         for i in from..batch.ops.len() {
             let lock = match &batch.ops[i] {
                 PrepOp::Exec { partition, op, .. } => match op.kind {
+                    OpKind::Read if self.fast_committed == 0 => None,
                     OpKind::Read => {
                         // A committed read takes no lock, unless a one-round commit committed
                         // the row here but not yet at its primary: then it waits for that.
@@ -154,7 +155,10 @@ impl Ldm {
             // `Commit` to the primary is this replica's prepare acknowledgement as well.
             let txn = batch.txn;
             let results = std::mem::take(&mut batch.results);
-            self.txns.entry(txn).or_default().fast = true;
+            let t = self.txns.entry(txn).or_default();
+            debug_assert!(!t.fast, "{txn:?} committed in one round twice");
+            t.fast = true;
+            self.fast_committed += 1;
             self.commit(txn, epoch, batch.chain, batch.pos, results, out);
             return;
         }
