@@ -80,6 +80,7 @@ fn table() -> Table {
         partition_key: vec![0],
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: "NDB_TABLE=READ_BACKUP=0".into(),
     }

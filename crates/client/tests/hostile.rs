@@ -261,6 +261,7 @@ fn hostile(shm: bool) {
         partition_key: vec![0],
         indexes: vec![Index { id: 0, name: "v_uq".into(), columns: vec![1], unique: true }],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     };

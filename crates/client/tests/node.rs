@@ -47,6 +47,7 @@ fn kv_table(name: &str) -> Table {
         partition_key: vec![0],
         indexes: vec![Index { id: 0, name: "v_idx".into(), columns: vec![1], unique: false }],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     }
@@ -505,6 +506,7 @@ fn auto_increment_hidden_key_and_defaults() {
         partition_key: vec![],
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     };
@@ -537,6 +539,7 @@ fn auto_increment_hidden_key_and_defaults() {
         partition_key: vec![],
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     };
@@ -623,6 +626,7 @@ fn composite_key_with_partition_key_subset() {
         partition_key: vec![0],
         indexes: vec![],
         partition_count: 8,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     };
@@ -683,6 +687,7 @@ fn ttl_string_increment_and_previous_rows() {
         partition_key: vec![0],
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: Some(tern_types::schema::Ttl::new(3, 0)),
         comment: String::new(),
     };
@@ -1017,6 +1022,7 @@ fn ttl_tables_are_purged_in_the_data_node() {
             vec![]
         },
         partition_count: 0,
+        groups: 0,
         ttl: Some(tern_types::schema::Ttl { column: 1, seconds: 2, cascade }),
         comment: String::new(),
     };
@@ -1032,6 +1038,7 @@ fn ttl_tables_are_purged_in_the_data_node() {
         partition_key: vec![0],
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     };

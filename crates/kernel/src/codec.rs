@@ -1051,6 +1051,7 @@ mod tests {
             partition_key: vec![0],
             indexes: vec![Index { id: 3, name: "by_email".into(), columns: vec![1], unique: true }],
             partition_count: 8,
+            groups: 0,
             ttl: Some(Ttl {
                 column: 4,
                 seconds: 3600,

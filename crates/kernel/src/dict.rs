@@ -689,8 +689,12 @@ impl Dict {
                 }
                 table.id = c.next_table_id;
                 c.next_table_id += 1;
+                // Spread over the node groups in service (one added later holds nothing until
+                // partitions move there); by default one partition per ldm of their nodes.
+                table.groups = self.cluster.active_groups.max(1);
                 if table.partition_count == 0 {
-                    table.partition_count = self.cluster.config.default_partitions();
+                    let nodes = table.groups * self.cluster.config.replicas.max(1) as u32;
+                    table.partition_count = self.cluster.config.ldm_workers.max(1) as u32 * nodes;
                 }
                 if table.partition_count > PARTITIONS_MAX {
                     return Err(TernError::new(

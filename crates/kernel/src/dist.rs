@@ -129,6 +129,13 @@ pub struct Dist {
     done_ahead: Vec<(u64, Vec<NodeId>)>,
     /// Node restart: local ldms still copying their partitions, and rows copied so far.
     copying: Option<usize>,
+    /// This life's first system-file save is written (the master saves a node that joined the
+    /// chains at its next round): only then does this node's disk hold every epoch made
+    /// durable before it joined, which a full replica's must (a system restart's cut is the
+    /// smallest of theirs). A node with nothing to copy is done copying before that.
+    saved_in_life: bool,
+    /// Copying is done; `Started` is asked for once the first save is written.
+    started_after_save: bool,
     pub copied_rows: u64,
     /// The driver's clock (ms), set once at the top of every `handle`.
     now_ms: u64,
@@ -220,6 +227,8 @@ impl Dist {
             takeovers: BTreeSet::new(),
             done_ahead: Vec::new(),
             copying: None,
+            saved_in_life: false,
+            started_after_save: false,
             copied_rows: 0,
             catalog_wait: None,
             deferred_save: None,
@@ -415,9 +424,14 @@ impl Dist {
                 if let Some(n) = self.copying.as_mut() {
                     *n -= 1;
                     if *n == 0 {
-                        // Every partition is copied and checkpointed here: a full replica again.
+                        // Every partition is copied and checkpointed here: a full replica again
+                        // (once a system file of this life holds an epoch since it joined).
                         self.copying = None;
-                        out.control.push(ControlReq::SetState(NodeState::Started));
+                        if self.saved_in_life {
+                            out.control.push(ControlReq::SetState(NodeState::Started));
+                        } else {
+                            self.started_after_save = true;
+                        }
                     }
                 }
             }
@@ -527,6 +541,10 @@ impl Dist {
             && t == token
         {
             self.saving = None;
+            self.saved_in_life = true;
+            if std::mem::take(&mut self.started_after_save) {
+                out.control.push(ControlReq::SetState(NodeState::Started));
+            }
             out.send(master, Signal::EpochSaved { from: self.addr, epoch });
             self.run_deferred_save(out);
         }

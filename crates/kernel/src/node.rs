@@ -13,7 +13,7 @@ use crate::signal::{Addr, Block, NodeId, Out, Signal};
 use crate::tc::{NodeStats, Tc, TcConfig};
 use std::sync::Arc;
 use tern_store::MemoryBudget;
-use tern_types::cluster::{ClusterConfig, ClusterState, Routing};
+use tern_types::cluster::{ClusterConfig, ClusterState};
 
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -76,15 +76,21 @@ impl Node {
         let budget = MemoryBudget::new(cfg.data_memory_bytes);
         let stats = Arc::new(NodeStats::default());
         let Recovered { catalog, durable_epoch, partitions, ldm_disk, redo_records, rows } =
-            recovery::recover(storage, cfg.ldm_count, &cfg.cluster, cfg.recover_to, &budget)?;
+            recovery::recover(storage, cfg.ldm_count, cfg.recover_to, &budget)?;
         let n = cfg.ldm_count;
         assert_eq!(n, cfg.cluster.config.ldm_workers, "every data node runs the cluster's ldm_workers");
-        let routing = Routing::new(&cfg.cluster);
         let ldm_addrs: Vec<Addr> = (0..n).map(|i| Addr::new(cfg.node_id, Block::Ldm(i))).collect();
         let tc_addrs: Vec<Addr> = (0..n).map(|i| Addr::new(cfg.node_id, Block::Tc(i))).collect();
         let mut per_ldm: Vec<Vec<tern_store::Partition>> = (0..n).map(|_| Vec::new()).collect();
-        for p in partitions {
-            per_ldm[routing.ldm_of(p.partition) as usize].push(p);
+        for (from, p) in partitions {
+            // The copy of the ldm that holds the partition by the cluster map; one this node no
+            // longer holds (moved to another node group), or an older copy another ldm kept
+            // from before such a move, is dropped.
+            let groups = catalog.table(p.table).map_or(0, |t| t.groups);
+            match cfg.cluster.ldm_on(cfg.node_id, p.table, groups, p.partition) {
+                Some(l) if l == from && l < n => per_ldm[l as usize].push(p),
+                _ => budget.release(p.charged()),
+            }
         }
         let mut redo_base = Vec::new();
         let mut ldms = Vec::new();

@@ -21,7 +21,6 @@ use crate::sysfile::{SYSFILE_NAME, Sysfile};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tern_store::{MemoryBudget, Partition};
-use tern_types::cluster::ClusterState;
 use tern_types::schema::TableId;
 use tern_types::{Catalog, RowLayout};
 
@@ -29,7 +28,11 @@ use tern_types::{Catalog, RowLayout};
 pub struct Recovered {
     pub catalog: Catalog,
     pub durable_epoch: u64,
-    pub partitions: Vec<Partition>,
+    /// Every partition with the ldm whose checkpoint and redo it came from. A node may hold
+    /// copies of one partition from two ldms (it moved away to another node group and back to
+    /// another ldm, and the old ldm has not checkpointed since): the cluster map says which one
+    /// is the node's (`Node::recover`); each ldm's redo is applied only to its own partitions.
+    pub partitions: Vec<(u16, Partition)>,
     /// Per ldm instance (covering old and new layouts): next checkpoint id, redo end, old files.
     pub ldm_disk: Vec<LdmDisk>,
     pub redo_records: u64,
@@ -125,12 +128,11 @@ fn apply_record(
 
 /// Rebuilds the node's state from `storage`. `ldm_count` is the new layout (files of ldms beyond
 /// it are reported in `ldm_disk` so the caller can remove them once the node has started).
-/// `cluster` gives the placement of partitions; `recover_to` caps the epoch recovered to (a
+/// `recover_to` caps the epoch recovered to (a
 /// system restart's consistent cut).
 pub fn recover(
     storage: &dyn Storage,
     ldm_count: u16,
-    cluster: &ClusterState,
     recover_to: Option<u64>,
     budget: &MemoryBudget,
 ) -> Result<Recovered, String> {
@@ -151,10 +153,9 @@ pub fn recover(
         None => 0,
     };
     let durable_epoch = recover_to.map_or(own_durable, |cap| cap.min(own_durable));
-    let groups = cluster.group_count();
     let layouts: BTreeMap<TableId, Arc<RowLayout>> =
         catalog.tables.values().map(|t| (t.id, Arc::new(RowLayout::new(t)))).collect();
-    let mut parts: BTreeMap<(TableId, u32), Partition> = BTreeMap::new();
+    let mut recovered: Vec<(u16, Partition)> = Vec::new();
     let mut redo_records = 0;
     let span = old_count.max(ldm_count).max(64);
     let mut ldm_disk = Vec::new();
@@ -204,13 +205,12 @@ pub fn recover(
             ));
         };
         let ck = checkpoint::decode(&bytes).map_err(|e| format!("checkpoint file {name} is corrupt: {e}"))?;
+        let mut parts: BTreeMap<(TableId, u32), Partition> = BTreeMap::new();
         for (table, partition, rows) in ck.partitions {
             let (Some(t), Some(layout)) = (catalog.table(table), layouts.get(&table)) else {
                 continue;
             };
-            if tern_types::cluster::ldm_of(partition, groups, old_count) != i {
-                continue;
-            }
+            // Which ldm holds it now is `Node::recover`'s business (by the cluster map).
             let mut p = Partition::new(t, partition, layout.clone());
             for r in rows {
                 layout.check_row(r).map_err(|e| format!("checkpoint file {name}: bad row in table {table}: {e}"))?;
@@ -226,7 +226,8 @@ pub fn recover(
             io::read_redo(storage, i, ck.header.start_lsn, synced, &mut apply).map_err(|e| e.to_string())?;
         redo_records +=
             io::read_redo_tail(storage, i, ck.header.start_lsn.max(synced), &mut apply).map_err(|e| e.to_string())?;
+        recovered.extend(parts.into_values().map(|p| (i, p)));
     }
-    let rows = parts.values().map(|p| p.len()).sum();
-    Ok(Recovered { catalog, durable_epoch, partitions: parts.into_values().collect(), ldm_disk, redo_records, rows })
+    let rows = recovered.iter().map(|p| p.1.len()).sum();
+    Ok(Recovered { catalog, durable_epoch, partitions: recovered, ldm_disk, redo_records, rows })
 }

@@ -550,6 +550,10 @@ pub enum ControlReq {
     /// change has happened once they committed it (answered `Signal::CatalogStored`, or
     /// `Signal::MgmCatalog` with `refused`). Only then is it written to the data nodes.
     Catalog(Arc<Catalog>),
+    /// A move's target ldm holds the partition (every row, in a usable checkpoint).
+    MoveCopied { table: TableId, partition: u32 },
+    /// A move's source ldm serves the switched partition no more.
+    MoveLeft { table: TableId, partition: u32 },
 }
 
 /// Effects collected from a block's handling of one signal.

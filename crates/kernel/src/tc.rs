@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tern_store::MemoryBudget;
 use tern_types::Value;
-use tern_types::cluster::{ClusterState, NodeState, Routing};
+use tern_types::cluster::{ClusterState, NodeState};
 use tern_types::schema::TableId;
 use tern_types::{Catalog, ErrorCode, RowLayout, TernError};
 use tern_wire::{
@@ -258,9 +258,10 @@ pub struct Tc {
     cfg: TcConfig,
     ldm_count: u16,
     cluster: Arc<ClusterState>,
-    routing: Routing,
-    /// Replica chains (ldm addresses, primary first) per partition residue (see `Routing`).
-    chains: Vec<Vec<Addr>>,
+    /// Replica chains (ldm addresses, primary first), each once; `part_chains` gives every
+    /// partition of every table its chain (an index here, which also groups a wave's batches).
+    chains: Vec<TcChain>,
+    part_chains: tern_types::hash::FastMap<TableId, Vec<u32>>,
     /// The dist that runs the epoch protocol (where finished epochs are reported).
     epoch_master: Addr,
     catalog: Arc<Catalog>,
@@ -323,7 +324,6 @@ impl Tc {
         budget: MemoryBudget,
         stats: Arc<NodeStats>,
     ) -> Tc {
-        let routing = Routing::new(&cluster);
         // Transaction ids carry the node's incarnation in their top bits, so a restarted
         // coordinator never reuses the id of a transaction other nodes may still remember (a
         // commit marker, an aborted-idle record, a takeover in progress).
@@ -333,9 +333,9 @@ impl Tc {
             cfg,
             ldm_count: cluster.config.ldm_workers,
             chains: Vec::new(),
+            part_chains: Default::default(),
             epoch_master: Addr::new(addr.node, Block::Dist),
             cluster,
-            routing,
             catalog: Arc::new(Catalog::new()),
             layouts: Default::default(),
             read_backup: Default::default(),
@@ -377,15 +377,42 @@ impl Tc {
         self.addr.node
     }
 
+    /// Computes every partition's chain from the cluster map and the catalog (after either
+    /// changes). Partitions at their default home share the chain of that home.
     fn set_routing(&mut self) {
-        self.routing = Routing::new(&self.cluster);
-        let period = self.cluster.group_count() * self.ldm_count as u32 * self.cluster.config.replicas.max(1) as u32;
-        self.chains = (0..period)
-            .map(|p| {
-                let ldm = Block::Ldm(self.routing.ldm_of(p));
-                self.routing.replicas(p).iter().map(|&n| Addr::new(n, ldm)).collect()
+        let mut interned: BTreeMap<(Vec<Addr>, usize), u32> = BTreeMap::new();
+        let mut by_home: BTreeMap<tern_types::cluster::Home, u32> = BTreeMap::new();
+        let mut chains: Vec<TcChain> = Vec::new();
+        let mut intern = |c: tern_types::cluster::Chain| -> u32 {
+            let addrs: Vec<Addr> = c.replicas.iter().map(|&(n, l)| Addr::new(n, Block::Ldm(l))).collect();
+            *interned.entry((addrs.clone(), c.readable)).or_insert_with(|| {
+                chains.push(TcChain { addrs, readable: c.readable });
+                chains.len() as u32 - 1
             })
-            .collect();
+        };
+        let cluster = &self.cluster;
+        let mut part_chains: tern_types::hash::FastMap<TableId, Vec<u32>> = Default::default();
+        for t in self.catalog.tables.values() {
+            let v = (0..t.partition_count)
+                .map(|p| {
+                    if cluster.placed.contains_key(&(t.id, p)) {
+                        intern(cluster.chain(t.id, t.groups, p))
+                    } else {
+                        let home = cluster.default_home(t.groups, p);
+                        *by_home.entry(home).or_insert_with(|| intern(cluster.chain(t.id, t.groups, p)))
+                    }
+                })
+                .collect();
+            part_chains.insert(t.id, v);
+        }
+        self.chains = chains;
+        self.part_chains = part_chains;
+    }
+
+    /// The chain of a partition of a known table (empty when not known).
+    fn chain_of(&self, table: TableId, partition: u32) -> &TcChain {
+        static NONE: TcChain = TcChain { addrs: Vec::new(), readable: 0 };
+        self.chain_key(table, partition).map_or(&NONE, |i| &self.chains[i as usize])
     }
 
     fn set_catalog(&mut self, catalog: Arc<Catalog>) {
@@ -397,6 +424,7 @@ impl Tc {
             .map(|t| t.id)
             .collect();
         self.catalog = catalog;
+        self.set_routing();
     }
 
     /// This node's dict: it runs DDL when this node is the master and otherwise forwards it
@@ -406,15 +434,15 @@ impl Tc {
     }
 
     /// The replica chain (ldm addresses, primary first) of a partition.
-    fn chain(&self, partition: u32) -> Vec<Addr> {
-        self.chains[(partition % self.chains.len() as u32) as usize].clone()
+    fn chain(&self, table: TableId, partition: u32) -> Vec<Addr> {
+        self.chain_of(table, partition).addrs.clone()
     }
 
-    /// The replica of a partition on this node when it is a started backup (READ_BACKUP
-    /// reads go there instead of to the primary on another node).
-    fn local_backup(&self, partition: u32) -> Option<Addr> {
-        let chain = &self.chains[(partition % self.chains.len() as u32) as usize];
-        chain
+    /// The replica of a partition on this node when it is a full backup (READ_BACKUP reads go
+    /// there instead of to the primary on another node): never one that copies or leaves.
+    fn local_backup(&self, table: TableId, partition: u32) -> Option<Addr> {
+        let chain = self.chain_of(table, partition);
+        chain.addrs[..chain.readable]
             .iter()
             .skip(1)
             .find(|a| a.node == self.addr.node)
@@ -423,8 +451,8 @@ impl Tc {
     }
 
     /// Which chain a partition's operations go to (batches are grouped by this).
-    fn chain_key(&self, partition: u32) -> u32 {
-        partition % self.chains.len() as u32
+    fn chain_key(&self, table: TableId, partition: u32) -> Option<u32> {
+        self.part_chains.get(&table).and_then(|v| v.get(partition as usize)).copied()
     }
 
     pub fn handle(&mut self, now_ms: u64, sig: Signal, out: &mut Out) {
@@ -756,7 +784,7 @@ impl Tc {
         let mut local_reads = 0u64;
         for (i, op) in ops.into_iter().enumerate() {
             let routed = self.partition_of(&op).and_then(|p| {
-                if self.chains[(p % self.chains.len() as u32) as usize].is_empty() {
+                if self.chain_of(op.table, p).addrs.is_empty() {
                     Err(TernError::new(ErrorCode::NodeFailure, "the partition has no live replica"))
                 } else {
                     Ok(p)
@@ -765,13 +793,14 @@ impl Tc {
             match routed {
                 Ok(partition) => {
                     let local = (backup_reads && self.read_backup.contains(&op.table))
-                        .then(|| self.local_backup(partition))
+                        .then(|| self.local_backup(op.table, partition))
                         .flatten();
-                    let b = batches.entry((self.chain_key(partition), local.is_some())).or_insert_with(|| {
+                    let key = self.chain_key(op.table, partition).expect("a routed partition has a chain");
+                    let b = batches.entry((key, local.is_some())).or_insert_with(|| {
                         Box::new(PrepareBatch {
                             txn: tref,
                             batch: 0,
-                            chain: local.map_or_else(|| self.chain(partition), |a| vec![a]),
+                            chain: local.map_or_else(|| self.chain(op.table, partition), |a| vec![a]),
                             pos: 0,
                             ops: Vec::with_capacity(n),
                             results: Vec::with_capacity(n),
@@ -1241,7 +1270,7 @@ impl Tc {
         }
         let old = std::mem::replace(&mut self.cluster, state);
         self.set_routing();
-        if old.nodes != self.cluster.nodes {
+        if old.nodes != self.cluster.nodes || old.placed_primaries_differ(&self.cluster) {
             self.log_map_changed();
         }
         let failed: Vec<NodeId> = self.cluster.failed_since(&old);
@@ -1361,14 +1390,15 @@ impl Tc {
     /// Scans with a fragment on a failed node fail with a temporary error (as NDB's 4028-class
     /// node-failure errors); the client restarts them.
     fn fail_scans(&mut self, failed: &[NodeId], out: &mut Out) {
-        let chains = &self.chains;
         let mut hit: Vec<(ClientId, u64)> = self
             .scans
             .iter()
             .filter(|(_, s)| {
                 s.parts.iter().any(|(&p, ps)| {
-                    ps.outstanding && ps.target.is_some_and(|a| failed.contains(&a.node))
-                        || (ps.pos != ScanPos::Done && chains[(p % chains.len() as u32) as usize].is_empty())
+                    // A full scan's row-id position means something only at its replica.
+                    let lost = ps.target.is_some_and(|a| failed.contains(&a.node));
+                    lost && (ps.outstanding || matches!(ps.pos, ScanPos::RowId(_)))
+                        || (ps.pos != ScanPos::Done && self.chain_of(s.req.table, p).addrs.is_empty())
                 })
             })
             .map(|(k, _)| *k)
@@ -1586,8 +1616,9 @@ impl Tc {
     /// answers the client once a batch is full or the scan is finished.
     fn scan_pump(&mut self, key: (ClientId, u64), out: &mut Out) {
         let tc = self.addr;
-        let chains = &self.chains;
+        let (chains, part_chains) = (&self.chains, &self.part_chains);
         let s = self.scans.get_mut(&key).expect("present");
+        let table_chains = part_chains.get(&s.req.table);
         if !s.waiting {
             return;
         }
@@ -1646,7 +1677,14 @@ impl Tc {
         let mut unreachable = false;
         for (&partition, p) in s.parts.iter_mut() {
             if p.rows.is_empty() && !p.outstanding && p.pos != ScanPos::Done {
-                let Some(&to) = chains[(partition % chains.len() as u32) as usize].first() else {
+                // A scan goes on where it began while that replica is in the chain (its row-id
+                // positions mean nothing elsewhere; a move's source serves a scan it began until
+                // it leaves), else it starts at the primary.
+                let chain = table_chains.and_then(|v| v.get(partition as usize)).map(|&i| &chains[i as usize]);
+                let sticky = p
+                    .target
+                    .filter(|t| matches!(p.pos, ScanPos::RowId(_)) && chain.is_some_and(|c| c.addrs.contains(t)));
+                let Some(to) = sticky.or_else(|| chain.and_then(|c| c.addrs[..c.readable].first().copied())) else {
                     unreachable = true;
                     break;
                 };
@@ -1679,6 +1717,14 @@ impl Tc {
             out.reply(client, req_id, Reply::Error(e));
         }
     }
+}
+
+/// A replica chain as the tc routes it: ldm addresses, primary first; the first `readable` may
+/// serve reads (the others copy, or leave after a move).
+#[derive(Debug, Default)]
+struct TcChain {
+    addrs: Vec<Addr>,
+    readable: usize,
 }
 
 /// The name of the unique index an index table enforces.

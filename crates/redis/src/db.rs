@@ -72,6 +72,7 @@ fn table(db: &str, name: &str, columns: Vec<Column>, pk: Vec<u16>, partition_key
         partition_key,
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     }

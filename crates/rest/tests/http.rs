@@ -60,6 +60,7 @@ fn setup_simple(e: &Env) {
         partition_key: vec![0, 1],
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     };
@@ -333,6 +334,7 @@ fn every_type_encodes_as_mysql_prints_it() {
         partition_key: vec![0],
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     };
@@ -412,6 +414,7 @@ fn every_type_encodes_as_mysql_prints_it() {
                 partition_key: vec![0, 1, 2, 3],
                 indexes: vec![],
                 partition_count: 0,
+                groups: 0,
                 ttl: None,
                 comment: String::new(),
             },
@@ -566,6 +569,7 @@ fn every_key_type_and_edge_value_through_filters() {
             partition_key: vec![0],
             indexes: vec![],
             partition_count: 0,
+            groups: 0,
             ttl: None,
             comment: String::new(),
         };
@@ -691,6 +695,7 @@ fn key_table(e: &Env, db: &str, name: &str, ty: ColumnType) -> tern_client::Tabl
         partition_key: vec![0],
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     };

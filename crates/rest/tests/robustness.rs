@@ -61,6 +61,7 @@ fn node_with_table() -> (tempfile::TempDir, tern_runtime::DataNode, String) {
         partition_key: vec![0, 1],
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     };
@@ -420,6 +421,7 @@ fn a_client_that_never_reads_is_disconnected() {
         partition_key: vec![0],
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     };

@@ -79,6 +79,7 @@ fn setup(c: &Client) {
         partition_key: vec![0, 1],
         indexes: vec![Index { id: 0, name: "by_ship".into(), columns: vec![7], unique: false }],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     };

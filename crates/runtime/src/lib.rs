@@ -59,6 +59,14 @@ pub struct DataNodeConfig {
     pub cluster_secret: Option<tern_types::secret::ClusterSecret>,
 }
 
+/// A move's report from an ldm: its copy is complete (`left` false), or it left the partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MoveReport {
+    pub left: bool,
+    pub table: u32,
+    pub partition: u32,
+}
+
 /// The blocks' requests to the control plane, waiting for the membership thread. Bounded by
 /// construction: the durable epoch is kept as the newest only, a node state change repeating
 /// the last one waiting is not queued again (a node asks for a handful in its life), and
@@ -69,6 +77,8 @@ pub struct ControlInbox {
     suspects: std::sync::Mutex<std::collections::BTreeSet<tern_types::cluster::NodeId>>,
     /// The newest catalog the master's dict reported.
     catalog: std::sync::Mutex<Option<Arc<tern_types::Catalog>>>,
+    /// Partition moves' reports (`MoveCopied` / `MoveLeft`), a set: reporting again is harmless.
+    moves: std::sync::Mutex<std::collections::BTreeSet<MoveReport>>,
     /// Rung (under `pending`) when a state change or a catalog arrives: the membership thread
     /// sleeps on it instead of polling.
     arrived: std::sync::Condvar,
@@ -89,6 +99,15 @@ impl ControlInbox {
                 drop(p);
                 self.suspects.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(n);
             }
+            ControlReq::MoveCopied { table, partition } | ControlReq::MoveLeft { table, partition } => {
+                let left = matches!(req, ControlReq::MoveLeft { .. });
+                self.moves.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(MoveReport {
+                    left,
+                    table,
+                    partition,
+                });
+                self.arrived.notify_all();
+            }
             ControlReq::Catalog(c) => {
                 drop(p);
                 let mut cur = self.catalog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -101,6 +120,12 @@ impl ControlInbox {
                 self.arrived.notify_all();
             }
         }
+    }
+
+    /// The moves' reports since the last call.
+    pub fn take_moves(&self) -> Vec<MoveReport> {
+        let mut m = self.moves.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::mem::take(&mut *m).into_iter().collect()
     }
 
     /// The newest catalog reported since the last call.

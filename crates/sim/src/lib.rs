@@ -143,6 +143,10 @@ pub struct SimConfig {
     /// The table has a unique index (every write also writes its index table, in a second
     /// wave: no one-round commits).
     pub unique_index: bool,
+    /// Online scale-out: the last node group starts empty (not active). Early in the run the
+    /// modelled control plane activates it and reorganises every table (partitions move there
+    /// under whatever faults come), and past the middle takes it out again (they move back).
+    pub scale_out: bool,
 }
 
 impl Default for SimConfig {
@@ -165,6 +169,7 @@ impl Default for SimConfig {
             boot_spread_ms: 0,
             read_backup: false,
             unique_index: true,
+            scale_out: false,
         }
     }
 }
@@ -350,6 +355,8 @@ pub struct Sim {
     /// The backup running (client `BACKUP_CLIENT`), and when the next one starts.
     backup: Option<SimBackup>,
     next_backup: u64,
+    /// Set while the modelled control plane starts planned moves (`publish` does not plan again).
+    planning: bool,
 }
 
 /// The client id of the simulated `tern backup`.
@@ -410,6 +417,9 @@ pub struct SimStats {
     pub fast_commits: u64,
     pub fast_offs: u64,
     pub resolves: u64,
+    /// Partition moves begun and done (`scale_out`).
+    pub moves_begun: u64,
+    pub moves_done: u64,
 }
 
 impl SimStats {
@@ -432,6 +442,8 @@ impl SimStats {
         self.fast_commits += o.fast_commits;
         self.fast_offs += o.fast_offs;
         self.resolves += o.resolves;
+        self.moves_begun += o.moves_begun;
+        self.moves_done += o.moves_done;
         self.backups_abandoned += o.backups_abandoned;
     }
 }
@@ -467,6 +479,13 @@ impl Sim {
             failure_timeout_ms: 1000,
         }));
         cluster.config.validate().expect("a valid simulated cluster");
+        let mut cluster = cluster;
+        if cfg.scale_out {
+            let c = std::sync::Arc::make_mut(&mut cluster);
+            assert!(c.groups().len() >= 2, "scale_out needs two node groups");
+            c.base_groups = c.groups().len() as u32 - 1;
+            c.active_groups = c.base_groups;
+        }
         let nodes = (1..=cfg.data_nodes)
             .map(|id| (id, SimNode { disk: SimDisk::default(), node: None, io: None, io_time: 0 }))
             .collect();
@@ -515,6 +534,7 @@ impl Sim {
             ddl_seq: 0,
             backup: None,
             next_backup: BACKUP_EVERY_MS / 2,
+            planning: false,
         }
     }
 
@@ -616,7 +636,28 @@ impl Sim {
         let mut next_fail = if every == 0 { u64::MAX } else { every / 2 + sim.rng.below(every) };
         let cut_every = sim.cfg.partition_every_ms;
         let mut next_cut = if cut_every == 0 { u64::MAX } else { cut_every / 2 + sim.rng.below(cut_every) };
+        let sixth = sim.cfg.duration_ms / 6;
+        let (mut next_grow, mut next_shrink) = if sim.cfg.scale_out {
+            (sixth / 2 + sim.rng.below(sixth), 3 * sixth + sim.rng.below(sixth))
+        } else {
+            (u64::MAX, u64::MAX)
+        };
         while sim.now < sim.cfg.duration_ms {
+            if sim.now >= next_grow.min(next_shrink) && sim.started() && sim.table.is_some() {
+                let grow = next_grow <= next_shrink;
+                let mut next = (*sim.cluster).clone();
+                next.version += 1;
+                next.rebalance_all = true;
+                next.active_groups = next.groups().len() as u32 - u32::from(!grow);
+                sim.log(|| format!("node groups in service: {} (reorganising every table)", next.active_groups));
+                if grow {
+                    next_grow = u64::MAX;
+                } else {
+                    next_shrink = u64::MAX;
+                }
+                sim.publish(next);
+                continue;
+            }
             if sim.now >= next_cut && sim.started() && sim.table.is_some() && sim.cut.is_empty() {
                 sim.cut_a_link();
                 next_cut = sim.now + cut_every / 2 + sim.rng.below(cut_every);
@@ -1133,12 +1174,27 @@ impl Sim {
             }
         }
         for ((table, partition), reps) in copies {
-            let want: BTreeSet<NodeId> = self
+            // The full replicas, and while a move is switched its sources (still written).
+            let groups = self.table_groups(table);
+            let chain = self.cluster.chain(table, groups, partition);
+            let switched = self
                 .cluster
-                .replicas(partition)
-                .into_iter()
+                .placed
+                .get(&(table, partition))
+                .and_then(|p| p.moving.as_ref())
+                .is_some_and(|m| m.phase == tern_types::cluster::MovePhase::Switched);
+            let full = if switched { chain.replicas.len() } else { chain.readable };
+            let want: BTreeSet<NodeId> = chain.replicas[..full]
+                .iter()
+                .map(|r| r.0)
                 .filter(|&n| self.cluster.state_of(n) == NodeState::Started)
                 .collect();
+            // A move's target still copying, or a source that has not dropped its copy yet, is
+            // not compared.
+            let reps: Vec<(NodeId, Vec<Vec<u8>>)> = reps.into_iter().filter(|r| want.contains(&r.0)).collect();
+            if reps.is_empty() {
+                continue;
+            }
             let have: BTreeSet<NodeId> = reps.iter().map(|r| r.0).collect();
             if want != have {
                 self.fail(&format!("table {table} partition {partition} is on nodes {have:?}, not {want:?}"));
@@ -1146,8 +1202,10 @@ impl Sim {
             let first = &reps[0];
             for r in &reps[1..] {
                 if r.1 != first.1 {
+                    let only_a: Vec<&Vec<u8>> = first.1.iter().filter(|x| !r.1.contains(x)).take(3).collect();
+                    let only_b: Vec<&Vec<u8>> = r.1.iter().filter(|x| !first.1.contains(x)).take(3).collect();
                     self.fail(&format!(
-                        "replicas disagree: table {table} partition {partition} has {} rows on node {} and {} on node {}",
+                        "replicas disagree: table {table} partition {partition} has {} rows on node {} and {} on node {} (only on the first {only_a:?}, only on the second {only_b:?})",
                         first.1.len(),
                         first.0,
                         r.1.len(),
@@ -1156,6 +1214,15 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// `Table::groups` of a table of the simulation (the test table or its index table).
+    fn table_groups(&self, id: u32) -> u32 {
+        [&self.table, &self.index_table, &self.pending_table]
+            .into_iter()
+            .flatten()
+            .find(|t| t.id == id)
+            .map_or_else(|| self.mgm_catalog.as_ref().and_then(|c| c.table(id)).map_or(0, |t| t.groups), |t| t.groups)
     }
 
     /// The unique index on `b` is exactly the non-NULL (b, id) pairs of the base rows.
@@ -1584,11 +1651,12 @@ impl Sim {
         let mut out = Out::default();
         let now = self.node_now(to.node);
         let node = self.nodes.get_mut(&to.node).and_then(|n| n.node.as_mut()).expect("a running node");
+        let what = if self.log_enabled { format!("{to:?} {sig:?}").chars().take(300).collect() } else { String::new() };
         node.handle(now, to.block, sig, &mut out);
         let seed = self.seed;
         if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| node.check_invariants())) {
             let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
-            panic!("simulation failed (seed {seed}, t={now} ms): block invariant: {}", msg.unwrap_or_default());
+            panic!("simulation failed (seed {seed}, t={now} ms): block invariant: {} {what}", msg.unwrap_or_default());
         }
         self.effects(to, out);
     }
@@ -1672,6 +1740,22 @@ impl Sim {
             self.fail_a_node(Some(v));
             return;
         }
+        if let ControlReq::MoveCopied { table, partition } | ControlReq::MoveLeft { table, partition } = req {
+            let mut next = (*self.cluster).clone();
+            let done = if matches!(req, ControlReq::MoveLeft { .. }) {
+                next.move_left(table, partition, node)
+            } else {
+                next.move_copied(table, partition, node)
+            };
+            match done {
+                Ok(()) => {
+                    self.log(|| format!("move report of node {node}: {req:?}"));
+                    self.publish(next)
+                }
+                Err(e) => self.log(|| format!("move report of node {node} refused: {e}")),
+            }
+            return;
+        }
         let ControlReq::SetState(state) = req else { return };
         let mut next = (*self.cluster).clone();
         let seq = next.nodes.values().map(|n| n.joined_seq).max().unwrap_or(0) + 1;
@@ -1697,8 +1781,17 @@ impl Sim {
         self.publish(next);
     }
 
-    /// Installs a new cluster map and delivers it to every block of every running node.
-    fn publish(&mut self, next: ClusterState) {
+    /// Installs a new cluster map and delivers it to every block of every running node; moves
+    /// whose condition now holds step on, and the planner starts new ones (a map of its own).
+    fn publish(&mut self, mut next: ClusterState) {
+        next.settle_moves();
+        let finished = self
+            .cluster
+            .placed
+            .iter()
+            .filter(|(k, p)| p.moving.is_some() && next.placed.get(k).is_none_or(|n| n.moving.is_none()))
+            .count();
+        self.stats.moves_done += finished as u64;
         self.log(|| {
             let nodes: Vec<String> =
                 next.nodes.iter().map(|(id, s)| format!("{id}:{}/{}", s.state.name(), s.incarnation)).collect();
@@ -1708,8 +1801,11 @@ impl Sim {
         let inc = self.incarnation;
         let n = self.cfg.ldm_count;
         let running: Vec<NodeId> = self.nodes.iter().filter(|(_, sn)| sn.node.is_some()).map(|(&id, _)| id).collect();
+        // Maps reach nodes at different times (wider apart with moves, whose barriers exist for
+        // exactly that); a node's blocks get it at once.
+        let spread = if self.cfg.scale_out { 40 } else { 5 };
         for node in running {
-            let at = self.now + 1 + self.rng.below(5);
+            let at = self.now + 1 + self.rng.below(spread);
             let blocks = (0..n).map(Block::Tc).chain((0..n).map(Block::Ldm)).chain([Block::Dict, Block::Dist]);
             for b in blocks {
                 let sig = Signal::ClusterMap { state: self.cluster.clone() };
@@ -1717,6 +1813,32 @@ impl Sim {
             }
         }
         self.give_master_the_catalog();
+        self.start_moves();
+    }
+
+    /// The control plane's planner of moves (`ClusterState::plan_moves`) over the tables the
+    /// management nodes' catalog holds.
+    fn start_moves(&mut self) {
+        if self.planning {
+            return;
+        }
+        let Some(c) = self.mgm_catalog.clone() else { return };
+        let tables: Vec<tern_types::cluster::TableShape> =
+            c.tables.values().map(|t| (t.id, t.groups, t.partition_count)).collect();
+        let plan = self.cluster.plan_moves(&tables);
+        if plan.is_empty() {
+            return;
+        }
+        let mut next = (*self.cluster).clone();
+        for (t, g, p, to) in plan {
+            if next.begin_move(t, g, p, to).is_ok() {
+                self.stats.moves_begun += 1;
+                self.log(|| format!("partition {p} of table {t} moves to {to:?}"));
+            }
+        }
+        self.planning = true;
+        self.publish(next);
+        self.planning = false;
     }
 
     /// The master's membership thread fetches the management nodes' catalog (it may be one an
@@ -2102,6 +2224,7 @@ impl Sim {
                 vec![]
             },
             partition_count: 0,
+            groups: 0,
             ttl: None,
             // Reads at the primary: the linearizability check holds them to the version order
             // (a committed read at a backup may see a commit before its primary does).

@@ -12,10 +12,6 @@ fn disk() -> tern_sim::SimDisk {
     Sim::run_and_take_disk(7, cfg)
 }
 
-fn one_node() -> tern_types::cluster::ClusterState {
-    (*tern_kernel::NodeConfig::new(1, 3, 1 << 30).cluster).clone()
-}
-
 fn budget() -> MemoryBudget {
     MemoryBudget::new(1 << 30)
 }
@@ -23,14 +19,14 @@ fn budget() -> MemoryBudget {
 #[test]
 fn torn_tail_is_the_end_of_the_log() {
     let d = disk();
-    let clean = recover(&d, 3, &one_node(), None, &budget()).expect("clean recovery");
+    let clean = recover(&d, 3, None, &budget()).expect("clean recovery");
     let mut torn = d.clone();
     for ldm in 0..3 {
         if let Some(last) = list_segments(&torn, ldm).unwrap().into_values().last() {
             torn.append_garbage(&last, b"TRDO\x10\x00\x00\x00garbage-of-a-torn-write");
         }
     }
-    let r = recover(&torn, 3, &one_node(), None, &budget()).expect("a torn tail is not an error");
+    let r = recover(&torn, 3, None, &budget()).expect("a torn tail is not an error");
     assert_eq!(r.rows, clean.rows);
     assert_eq!(r.durable_epoch, clean.durable_epoch);
 }
@@ -64,7 +60,7 @@ fn damage_inside_the_durable_log_names_file_and_offset() {
     let mut d = disk();
     let (seg, off) = replayed_position(&d);
     d.damage(&seg, off);
-    let e = recover(&d, 3, &one_node(), None, &budget()).err().expect("damage in the durable log must stop recovery");
+    let e = recover(&d, 3, None, &budget()).err().expect("damage in the durable log must stop recovery");
     assert!(e.contains(&seg), "message names the file: {e}");
     assert!(e.contains(&format!("offset {}", off - 5)), "message names the record's offset: {e}");
 }
@@ -74,16 +70,16 @@ fn damaged_checkpoint_or_sysfile_is_reported() {
     let d = disk();
     let mut bad = d.clone();
     bad.damage(SYSFILE_NAME, 3);
-    let e = recover(&bad, 3, &one_node(), None, &budget()).err().expect("corrupt sysfile refused");
+    let e = recover(&bad, 3, None, &budget()).err().expect("corrupt sysfile refused");
     assert!(e.contains("sysfile"), "{e}");
     let mut bad = d.clone();
     bad.damage("catalog", 12);
-    let e = recover(&bad, 3, &one_node(), None, &budget()).err().expect("corrupt catalog refused");
+    let e = recover(&bad, 3, None, &budget()).err().expect("corrupt catalog refused");
     assert!(e.contains("catalog"), "{e}");
     let mut bad = d.clone();
     let ck = bad.file_names().into_iter().find(|n| n.contains("ckpt-")).unwrap();
     bad.damage(&ck, 10);
-    let e = recover(&bad, 3, &one_node(), None, &budget()).err().expect("corrupt checkpoint refused");
+    let e = recover(&bad, 3, None, &budget()).err().expect("corrupt checkpoint refused");
     assert!(e.contains(&ck), "{e}");
 }
 
@@ -95,10 +91,10 @@ fn an_epoch_marked_in_every_redo_log_is_recovered_without_a_system_file_save() {
     use tern_kernel::recovery::node_epoch;
     use tern_kernel::redo::{RedoOpRef, append_commit, append_epoch_mark};
     let d = disk();
-    let clean = recover(&d, 3, &one_node(), None, &budget()).expect("clean recovery");
+    let clean = recover(&d, 3, None, &budget()).expect("clean recovery");
     assert_eq!(node_epoch(&d).unwrap(), clean.durable_epoch);
     // A key the clean recovery holds, and an epoch past every record in the logs.
-    let p = clean.partitions.iter().find(|p| !p.is_empty()).expect("rows");
+    let p = &clean.partitions.iter().find(|p| !p.1.is_empty()).expect("rows").1;
     let mut key = None;
     p.scan(0, |_, row| {
         key = Some(p.layout().key_of(row).to_vec());
@@ -132,20 +128,20 @@ fn an_epoch_marked_in_every_redo_log_is_recovered_without_a_system_file_save() {
         m
     };
     let has_key = |r: &tern_kernel::recovery::Recovered| {
-        r.partitions.iter().any(|q| q.table == table && q.partition == partition && q.lookup(&key).is_some())
+        r.partitions.iter().any(|(_, q)| q.table == table && q.partition == partition && q.lookup(&key).is_some())
     };
     let all = with_marks(&[0, 1, 2]);
     assert_eq!(node_epoch(&all).unwrap(), epoch);
-    let r = recover(&all, 3, &one_node(), None, &budget()).expect("recovery");
+    let r = recover(&all, 3, None, &budget()).expect("recovery");
     assert_eq!(r.durable_epoch, epoch);
     assert!(!has_key(&r), "the delete of the marked epoch is recovered");
     // A system restart's cut below it still wins.
-    let r = recover(&all, 3, &one_node(), Some(clean.durable_epoch), &budget()).expect("recovery");
+    let r = recover(&all, 3, Some(clean.durable_epoch), &budget()).expect("recovery");
     assert_eq!(r.durable_epoch, clean.durable_epoch);
     assert!(has_key(&r));
     let some = with_marks(&[0, 2]);
     assert!(node_epoch(&some).unwrap() < epoch, "ldm 1 did not mark it: not on this node's disk");
-    let r = recover(&some, 3, &one_node(), None, &budget()).expect("recovery");
+    let r = recover(&some, 3, None, &budget()).expect("recovery");
     assert!(r.durable_epoch < epoch);
     assert!(has_key(&r), "a commit of an epoch not marked everywhere is not recovered");
 }

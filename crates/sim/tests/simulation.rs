@@ -142,6 +142,47 @@ fn one_round_commits_and_backup_reads_survive_failures() {
     assert!(total.node_failures as u64 >= n, "too few node failures: {total:?}");
 }
 
+/// Online scale-out: a node group that starts empty is put in service and every table is
+/// reorganised over it (partitions move there: copy, switch, the old copies dropped), then it is
+/// taken out again and they move back, while clients write and read, nodes of the source and
+/// target groups fail and restart, links are cut and the whole cluster crashes. Nothing
+/// acknowledged may be lost, replicas agree, scans see every row once, and the backups' rows
+/// with their logs match the oracle.
+#[test]
+fn partitions_move_to_an_added_node_group_and_back_under_failures() {
+    let mut total = tern_sim::SimStats::default();
+    let seeds = seeds();
+    let n = seeds.len() as u64;
+    for seed in seeds {
+        let partitions = seed % 3 == 0;
+        let read_backup = seed % 2 == 0;
+        println!("seed {seed} (4 data nodes in 2 groups, the second added; read_backup {read_backup})");
+        let cfg = SimConfig {
+            data_nodes: 4,
+            replicas: 2,
+            ldm_count: 2,
+            clients: 8,
+            keys: 32,
+            duration_ms: 9_000,
+            crash_every_ms: 4_000,
+            fail_every_ms: if partitions { 0 } else { 700 },
+            partition_every_ms: if partitions { 1_500 } else { 0 },
+            restart_after_ms: 400,
+            read_backup,
+            unique_index: !read_backup,
+            scale_out: true,
+            ..SimConfig::default()
+        };
+        let s = Sim::run(seed, cfg);
+        total.add(&s);
+    }
+    println!("{total:?}");
+    assert!(total.commits > 50 * n, "too few commits: {total:?}");
+    assert!(total.moves_begun >= 2 * n, "too few moves: {total:?}");
+    assert!(total.moves_done >= n, "too few moves finished: {total:?}");
+    assert!(total.node_failures as u64 >= n / 2, "too few node failures: {total:?}");
+}
+
 /// The real start-up order, with nodes starting at different times: after every whole-cluster
 /// crash the nodes recover from their disks one after another (their blocks already hear the
 /// others meanwhile) and node failures keep coming, the master among them. The master counts

@@ -27,6 +27,7 @@ fn table_with(u: T, pad: T) -> Table {
             Index { id: 2, name: "u_1".into(), columns: vec![2], unique: true },
         ],
         partition_count: 1,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     }

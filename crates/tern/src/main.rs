@@ -1179,8 +1179,10 @@ fn cluster_status(mgmd: Vec<String>, json: bool) -> Result<()> {
     let st = &s.state.state;
     let groups = st.groups();
     let det = s.state.detector.as_ref();
-    let partitions = st.config.default_partitions();
-    let primaries = |n: u16| (0..partitions).filter(|&p| st.primary(p) == Some(n)).count();
+    // Primaries of a table created now (default partitions over the active node groups).
+    let active = st.active_groups.max(1);
+    let partitions = st.config.ldm_workers.max(1) as u32 * active * st.config.replicas.max(1) as u32;
+    let primaries = |n: u16| (0..partitions).filter(|&p| st.primary(u32::MAX, active, p) == Some(n)).count();
     let nodes: Vec<serde_json::Value> = st
         .nodes
         .iter()

@@ -150,6 +150,7 @@ fn table() -> Table {
         partition_key: vec![0],
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     }

@@ -105,6 +105,7 @@ fn up_serves_restarts_a_killed_datanode_and_stops_cleanly() {
         partition_key: vec![0],
         indexes: vec![],
         partition_count: 0,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     };

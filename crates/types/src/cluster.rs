@@ -18,7 +18,7 @@
 //! hold no replica.
 
 use crate::bin::{Dec, DecodeError, DecodeResult, Enc};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub type NodeId = u16;
 
@@ -271,6 +271,65 @@ pub struct ClusterState {
     /// Set when a node group lost all its members: the cluster cannot serve and must be restarted
     /// as a whole (system restart).
     pub cluster_down: bool,
+    /// The node groups of the cluster as first configured: where tables of `groups == 0`
+    /// (created before node groups could be added) have their default homes.
+    pub base_groups: u32,
+    /// Node groups `0..active_groups` take new tables (`Table::groups` of a table created now)
+    /// and are balanced by reorganisations; a group added later joins once all its members have
+    /// started.
+    pub active_groups: u32,
+    /// Reorganise every table over the active groups (`AddNodes` with automatic moves), besides
+    /// the tables in `rebalance` (ALTER TABLE … REORGANIZE PARTITION).
+    pub rebalance_all: bool,
+    pub rebalance: BTreeSet<u32>,
+    /// Partitions away from their default home, or being moved: (table id, partition).
+    pub placed: BTreeMap<(u32, u32), Placed>,
+}
+
+/// Where a partition lives: its node group, the ldm worker that holds it on every member of the
+/// group, and the rotation of the group's members that puts its preferred primary first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Home {
+    pub group: u32,
+    pub ldm: u16,
+    pub rank: u8,
+}
+
+/// A partition's home and, while it moves to another node group, the move (NDB's online
+/// reorganisation, done here a whole partition at a time with the node-restart copy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    pub home: Home,
+    pub moving: Option<PartMove>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartMove {
+    pub to: Home,
+    pub phase: MovePhase,
+    /// Target replicas (node, incarnation) that hold every row and a checkpoint of them.
+    pub copied: Vec<(NodeId, u32)>,
+    /// Source replicas (node, incarnation) that have stopped serving reads of the partition.
+    pub left: Vec<(NodeId, u32)>,
+}
+
+/// The phases of a move. `Copying`: the chain is the source group's replicas, then the target
+/// group's (copying; writes reach them, reads do not). `Switched`: the target group's replicas
+/// lead (its preferred member is primary) and the source's follow, still written but no longer
+/// read. Once every live source replica has said it reads the partition no more, the move is
+/// done: the home is the target and the source replicas drop their copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MovePhase {
+    Copying = 0,
+    Switched = 1,
+}
+
+/// A partition's replica chain: (node, ldm) primary first; the first `readable` are full
+/// replicas that may serve reads, the rest are written only (copying, or leaving after a move).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Chain {
+    pub replicas: Vec<(NodeId, u16)>,
+    pub readable: usize,
 }
 
 impl ClusterState {
@@ -280,7 +339,19 @@ impl ClusterState {
             .iter()
             .map(|d| (d.id, NodeStatus { state: NodeState::Down, incarnation: 0, joined_seq: 0 }))
             .collect();
-        ClusterState { version: 1, config, nodes, durable_epoch: 0, cluster_down: false }
+        let groups = config.node_groups().len().max(1) as u32;
+        ClusterState {
+            version: 1,
+            config,
+            nodes,
+            durable_epoch: 0,
+            cluster_down: false,
+            base_groups: groups,
+            active_groups: groups,
+            rebalance_all: false,
+            rebalance: BTreeSet::new(),
+            placed: BTreeMap::new(),
+        }
     }
 
     /// Every node started (for tests and the sim): version 1, all `Started`.
@@ -311,33 +382,97 @@ impl ClusterState {
         self.groups().iter().position(|g| g.contains(&node))
     }
 
-    /// The members of a partition's group in preferred-primary order.
-    pub fn preferred(&self, partition: u32) -> Vec<NodeId> {
-        let groups = self.groups();
-        let g = group_of(partition, groups.len() as u32) as usize;
-        let mut members = groups.get(g).cloned().unwrap_or_default();
+    /// A partition's default home: group `p mod G`, ldm `(p / G) mod L`, preferred-primary rank
+    /// `(p / (G·L)) mod R`, where `G` is the table's `groups` (0: the base groups).
+    pub fn default_home(&self, groups: u32, partition: u32) -> Home {
+        let g = if groups == 0 { self.base_groups } else { groups }.max(1);
+        let ldms = self.config.ldm_workers;
+        Home {
+            group: group_of(partition, g),
+            ldm: ldm_of(partition, g, ldms),
+            rank: primary_rank(partition, g, ldms, self.config.replicas as usize) as u8,
+        }
+    }
+
+    /// Where partition `partition` of table `table` (created over `groups` node groups) lives.
+    pub fn home(&self, table: u32, groups: u32, partition: u32) -> Home {
+        self.placed.get(&(table, partition)).map_or_else(|| self.default_home(groups, partition), |p| p.home)
+    }
+
+    /// The members of a home's group in preferred-primary order.
+    pub fn preferred(&self, home: Home) -> Vec<NodeId> {
+        let mut members = self.groups().get(home.group as usize).cloned().unwrap_or_default();
         if !members.is_empty() {
-            let r = primary_rank(partition, groups.len() as u32, self.config.ldm_workers, members.len());
+            let r = home.rank as usize % members.len();
             members.rotate_left(r);
         }
         members
     }
 
-    /// The replica list of a partition: started members in preferred order, then copying ones.
-    /// Empty when no member holds a replica (the cluster is down).
-    pub fn replicas(&self, partition: u32) -> Vec<NodeId> {
-        let pref = self.preferred(partition);
-        let mut out: Vec<NodeId> = pref.iter().copied().filter(|&n| self.state_of(n) == NodeState::Started).collect();
-        out.extend(pref.iter().copied().filter(|&n| self.state_of(n) == NodeState::Copying));
-        out
+    /// The chain of a home: started members in preferred order, then copying ones.
+    fn home_chain(&self, home: Home) -> (Vec<(NodeId, u16)>, usize) {
+        let pref = self.preferred(home);
+        let started: Vec<(NodeId, u16)> =
+            pref.iter().filter(|&&n| self.state_of(n) == NodeState::Started).map(|&n| (n, home.ldm)).collect();
+        let readable = started.len();
+        let mut out = started;
+        out.extend(pref.iter().filter(|&&n| self.state_of(n) == NodeState::Copying).map(|&n| (n, home.ldm)));
+        (out, readable)
     }
 
-    pub fn primary(&self, partition: u32) -> Option<NodeId> {
-        self.replicas(partition).first().copied().filter(|&n| self.state_of(n) == NodeState::Started)
+    /// The replica chain of a partition (see `Chain` and `MovePhase`). Empty when no member holds
+    /// a replica (the cluster is down).
+    pub fn chain(&self, table: u32, groups: u32, partition: u32) -> Chain {
+        let placed = self.placed.get(&(table, partition));
+        let home = placed.map_or_else(|| self.default_home(groups, partition), |p| p.home);
+        let (mut replicas, readable) = self.home_chain(home);
+        match placed.and_then(|p| p.moving.as_ref()) {
+            None => Chain { replicas, readable },
+            Some(m) if m.phase == MovePhase::Copying => {
+                replicas.extend(self.home_chain(m.to).0);
+                Chain { replicas, readable }
+            }
+            Some(m) => {
+                let (mut lead, readable) = self.home_chain(m.to);
+                if readable == 0 {
+                    // Switched, and no target replica is a full one: nobody may serve it.
+                    return Chain::default();
+                }
+                lead.append(&mut replicas);
+                Chain { replicas: lead, readable }
+            }
+        }
     }
 
-    pub fn ldm_of(&self, partition: u32) -> u16 {
-        ldm_of(partition, self.group_count(), self.config.ldm_workers)
+    /// The primary of a partition: the chain's head when it is a full replica.
+    pub fn primary(&self, table: u32, groups: u32, partition: u32) -> Option<NodeId> {
+        let c = self.chain(table, groups, partition);
+        (c.readable > 0).then(|| c.replicas[0].0)
+    }
+
+    /// The ldm instance that holds a partition on `node` (when the node is one of its replicas,
+    /// or a move's target).
+    pub fn ldm_on(&self, node: NodeId, table: u32, groups: u32, partition: u32) -> Option<u16> {
+        let g = self.group_of_node(node)? as u32;
+        let placed = self.placed.get(&(table, partition));
+        let home = placed.map_or_else(|| self.default_home(groups, partition), |p| p.home);
+        if home.group == g {
+            return Some(home.ldm);
+        }
+        placed.and_then(|p| p.moving.as_ref()).filter(|m| m.to.group == g).map(|m| m.to.ldm)
+    }
+
+    /// The node groups that hold data: losing every member of one loses data. A group added
+    /// later holds data once it is active or some partition lives there (or is switched to it).
+    pub fn data_groups(&self) -> BTreeSet<u32> {
+        let mut g: BTreeSet<u32> = (0..self.active_groups.max(self.base_groups)).collect();
+        for p in self.placed.values() {
+            g.insert(p.home.group);
+            if let Some(m) = p.moving.as_ref().filter(|m| m.phase == MovePhase::Switched) {
+                g.insert(m.to.group);
+            }
+        }
+        g
     }
 
     /// The master: the started node that joined first.
@@ -373,8 +508,10 @@ impl ClusterState {
     pub fn survivability(&self, remaining: &[NodeId]) -> Survival {
         let before = self.live_nodes();
         let groups = self.groups();
+        let holding = self.data_groups();
         let mut any_complete = false;
-        for g in &groups {
+        // A group that holds no data yet (added, nothing moved there) neither loses nor wins.
+        for (_, g) in groups.iter().enumerate().filter(|(i, _)| holding.contains(&(*i as u32))) {
             let live_before: Vec<NodeId> = g.iter().copied().filter(|n| before.contains(n)).collect();
             let left = live_before.iter().filter(|n| remaining.contains(n)).count();
             if left == 0 {
@@ -384,6 +521,8 @@ impl ClusterState {
                 any_complete = true;
             }
         }
+        let in_data = |n: &&NodeId| self.group_of_node(**n).is_some_and(|g| holding.contains(&(g as u32)));
+        let before: Vec<NodeId> = before.iter().filter(in_data).copied().collect();
         let left = before.iter().filter(|n| remaining.contains(n)).count();
         if any_complete || 2 * left > before.len() { Survival::Win } else { Survival::Ask }
     }
@@ -427,6 +566,38 @@ impl ClusterState {
         }
         e.u64(self.durable_epoch);
         e.bool(self.cluster_down);
+        e.u32(self.base_groups);
+        e.u32(self.active_groups);
+        e.bool(self.rebalance_all);
+        e.u32(self.rebalance.len() as u32);
+        self.rebalance.iter().for_each(|&t| e.u32(t));
+        e.u32(self.placed.len() as u32);
+        let home = |e: &mut Enc, h: &Home| {
+            e.u32(h.group);
+            e.u16(h.ldm);
+            e.u8(h.rank);
+        };
+        let members = |e: &mut Enc, v: &[(NodeId, u32)]| {
+            e.u32(v.len() as u32);
+            for &(n, i) in v {
+                e.u16(n);
+                e.u32(i);
+            }
+        };
+        for (&(t, p), pl) in &self.placed {
+            e.u32(t);
+            e.u32(p);
+            home(&mut e, &pl.home);
+            match &pl.moving {
+                None => e.u8(0),
+                Some(m) => {
+                    e.u8(1 + m.phase as u8);
+                    home(&mut e, &m.to);
+                    members(&mut e, &m.copied);
+                    members(&mut e, &m.left);
+                }
+            }
+        }
     }
 
     pub fn decode(bytes: &[u8]) -> DecodeResult<ClusterState> {
@@ -439,7 +610,8 @@ impl ClusterState {
     }
 
     pub fn decode_from(d: &mut Dec) -> DecodeResult<ClusterState> {
-        if d.u16()? != STATE_FORMAT {
+        let format = d.u16()?;
+        if !(1..=STATE_FORMAT).contains(&format) {
             return Err(DecodeError("unknown cluster state format"));
         }
         let version = d.u64()?;
@@ -451,49 +623,324 @@ impl ClusterState {
             let state = NodeState::from_u8(d.u8()?)?;
             nodes.insert(id, NodeStatus { state, incarnation: d.u32()?, joined_seq: d.u64()? });
         }
-        Ok(ClusterState { version, config, nodes, durable_epoch: d.u64()?, cluster_down: d.bool()? })
+        let mut s = ClusterState::new(config);
+        s.version = version;
+        s.nodes = nodes;
+        s.durable_epoch = d.u64()?;
+        s.cluster_down = d.bool()?;
+        if format == 1 {
+            return Ok(s); // before node groups could be added: every group is a base group
+        }
+        s.base_groups = d.u32()?;
+        s.active_groups = d.u32()?;
+        s.rebalance_all = d.bool()?;
+        for _ in 0..d.len(1 << 24)? {
+            s.rebalance.insert(d.u32()?);
+        }
+        let home = |d: &mut Dec| -> DecodeResult<Home> { Ok(Home { group: d.u32()?, ldm: d.u16()?, rank: d.u8()? }) };
+        let members = |d: &mut Dec| -> DecodeResult<Vec<(NodeId, u32)>> {
+            (0..d.len(DATA_NODES_MAX)?).map(|_| Ok((d.u16()?, d.u32()?))).collect()
+        };
+        for _ in 0..d.len(1 << 24)? {
+            let key = (d.u32()?, d.u32()?);
+            let h = home(d)?;
+            let moving = match d.u8()? {
+                0 => None,
+                tag @ (1 | 2) => Some(PartMove {
+                    phase: if tag == 1 { MovePhase::Copying } else { MovePhase::Switched },
+                    to: home(d)?,
+                    copied: members(d)?,
+                    left: members(d)?,
+                }),
+                _ => return Err(DecodeError("bad partition move tag")),
+            };
+            s.placed.insert(key, Placed { home: h, moving });
+        }
+        Ok(s)
     }
 }
 
-/// The partition map of one cluster state, precomputed for the hot path: placement repeats
-/// every `G·L·R` partitions, so one replica list per residue covers every partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Routing {
-    pub version: u64,
-    groups: u32,
-    ldms: u16,
-    /// Replica lists (primary first) per residue `p mod period`.
-    lists: Vec<Vec<NodeId>>,
+/// Moves running at once, cluster-wide: each copies one partition to every member of its
+/// target group.
+pub const MOVES_RUNNING_MAX: usize = 2;
+
+/// A table as the planner of moves sees it: (id, `Table::groups`, partition count).
+pub type TableShape = (u32, u32, u32);
+
+/// Online scale-out (NDB's add node group + ALTER TABLE … REORGANIZE PARTITION, a whole partition
+/// at a time). Every change here is one new map version; the control plane applies them, the data
+/// nodes only copy and report (`ControlReq::MoveCopied` / `MoveLeft`).
+impl ClusterState {
+    /// Adds data nodes that form new node groups (NDB: the nodes in config.ini, then CREATE
+    /// NODEGROUP). They start `Down` and hold nothing until partitions move to them; their ids
+    /// come after every existing data node's, so the existing groups keep their numbers.
+    pub fn add_nodes(&mut self, nodes: &[DataNodeSpec]) -> Result<(), String> {
+        let r = self.config.replicas.max(1) as usize;
+        if nodes.is_empty() || !nodes.len().is_multiple_of(r) {
+            return Err(format!("{} data nodes cannot form node groups of {r} replicas", nodes.len()));
+        }
+        let top = self.config.data_nodes.iter().map(|d| d.id).max().unwrap_or(0);
+        if let Some(d) = nodes.iter().find(|d| d.id <= top) {
+            return Err(format!("node id {} must be above every existing data node id ({top})", d.id));
+        }
+        let mut config = self.config.clone();
+        config.data_nodes.extend(nodes.iter().cloned());
+        config.data_nodes.sort_by_key(|d| d.id);
+        config.validate()?;
+        for d in nodes {
+            self.nodes.insert(d.id, NodeStatus { state: NodeState::Down, incarnation: 0, joined_seq: 0 });
+        }
+        self.config = config;
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Groups past the active ones join, in order, once every member has started. Returns whether
+    /// anything changed (the caller bumps the version once for all changes of one command).
+    pub fn activate_groups(&mut self) -> bool {
+        let groups = self.groups();
+        let before = self.active_groups;
+        while let Some(g) = groups.get(self.active_groups as usize) {
+            if !g.iter().all(|&n| self.state_of(n) == NodeState::Started) {
+                break;
+            }
+            self.active_groups += 1;
+        }
+        self.active_groups != before
+    }
+
+    /// Whether some partition's primary home differs between the two maps by their placements
+    /// (a move switched, or a placement was tidied away): a change log, whose entries come from
+    /// each partition's primary in commit order, cannot go on across that.
+    pub fn placed_primaries_differ(&self, other: &ClusterState) -> bool {
+        let lead = |s: &ClusterState, k: &(u32, u32)| {
+            s.placed.get(k).map(|p| match &p.moving {
+                Some(m) if m.phase == MovePhase::Switched => m.to,
+                _ => p.home,
+            })
+        };
+        self.placed.keys().chain(other.placed.keys()).any(|k| lead(self, k) != lead(other, k))
+    }
+
+    /// Starts moving a partition to `to` (a home in another group whose every member is started).
+    pub fn begin_move(&mut self, table: u32, groups: u32, partition: u32, to: Home) -> Result<(), String> {
+        let home = self.home(table, groups, partition);
+        if self.placed.get(&(table, partition)).is_some_and(|p| p.moving.is_some()) {
+            return Err(format!("partition {partition} of table {table} is already moving"));
+        }
+        if to.group == home.group {
+            return Err(format!("partition {partition} of table {table} is in node group {} already", to.group));
+        }
+        let members = self.groups().get(to.group as usize).cloned().unwrap_or_default();
+        if members.is_empty() || !members.iter().all(|&n| self.state_of(n) == NodeState::Started) {
+            return Err(format!("node group {} has members that are not started", to.group));
+        }
+        if to.ldm >= self.config.ldm_workers.max(1) || to.rank as usize >= members.len() {
+            return Err(format!("no ldm {} / rank {} in node group {}", to.ldm, to.rank, to.group));
+        }
+        let moving = PartMove { to, phase: MovePhase::Copying, copied: Vec::new(), left: Vec::new() };
+        self.placed.insert((table, partition), Placed { home, moving: Some(moving) });
+        self.version += 1;
+        Ok(())
+    }
+
+    /// A target replica holds the partition (copied, checkpointed). When every target member
+    /// has, in its current incarnation, the move switches.
+    pub fn move_copied(&mut self, table: u32, partition: u32, node: NodeId) -> Result<(), String> {
+        let inc = self.nodes.get(&node).map_or(0, |s| s.incarnation);
+        let groups = self.groups();
+        let Some(m) = self.placed.get_mut(&(table, partition)).and_then(|p| p.moving.as_mut()) else {
+            return Err(format!("partition {partition} of table {table} is not moving"));
+        };
+        if m.phase != MovePhase::Copying || !groups.get(m.to.group as usize).is_some_and(|g| g.contains(&node)) {
+            return Err(format!("node {node} is not copying partition {partition} of table {table}"));
+        }
+        if !m.copied.contains(&(node, inc)) {
+            m.copied.push((node, inc));
+            m.copied.sort_unstable();
+        }
+        self.settle_moves();
+        self.version += 1;
+        Ok(())
+    }
+
+    /// A source replica serves reads of a switched partition no more.
+    pub fn move_left(&mut self, table: u32, partition: u32, node: NodeId) -> Result<(), String> {
+        let inc = self.nodes.get(&node).map_or(0, |s| s.incarnation);
+        let groups = self.groups();
+        let Some(p) = self.placed.get_mut(&(table, partition)) else {
+            return Err(format!("partition {partition} of table {table} is not moving"));
+        };
+        let home = p.home.group;
+        let Some(m) = p.moving.as_mut().filter(|m| m.phase == MovePhase::Switched) else {
+            return Err(format!("partition {partition} of table {table} has not switched"));
+        };
+        if !groups.get(home as usize).is_some_and(|g| g.contains(&node)) {
+            return Err(format!("node {node} does not hold partition {partition} of table {table}"));
+        }
+        if !m.left.contains(&(node, inc)) {
+            m.left.push((node, inc));
+            m.left.sort_unstable();
+        }
+        self.settle_moves();
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Gives up a move that has not switched (its table was dropped, or an operator asked).
+    pub fn cancel_move(&mut self, table: u32, partition: u32) -> Result<(), String> {
+        let Some(p) = self.placed.get_mut(&(table, partition)) else {
+            return Err(format!("partition {partition} of table {table} is not moving"));
+        };
+        if p.moving.as_ref().is_none_or(|m| m.phase != MovePhase::Copying) {
+            return Err(format!("partition {partition} of table {table} is not copying"));
+        }
+        p.moving = None;
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Forgets the placements of tables that no longer exist (moves of them are dropped; a
+    /// switched one is done as far as anyone can tell: nobody reads the table).
+    pub fn forget_tables(&mut self, live: &BTreeSet<u32>) -> bool {
+        let before = (self.placed.len(), self.rebalance.len());
+        self.placed.retain(|(t, _), _| live.contains(t));
+        self.rebalance.retain(|t| live.contains(t));
+        before != (self.placed.len(), self.rebalance.len())
+    }
+
+    /// Moves whose condition holds take their next step: `Copying` switches when every target
+    /// member is started and copied in its current incarnation; `Switched` is done when every
+    /// source member in the chains has left in its current incarnation. Changes nothing about
+    /// the version (the command that called it bumps it). Also called after membership changes.
+    pub fn settle_moves(&mut self) -> bool {
+        let groups = self.groups();
+        let cur = |s: &ClusterState, n: NodeId| s.nodes.get(&n).map_or((n, 0), |x| (n, x.incarnation));
+        let mut changed = false;
+        let keys: Vec<(u32, u32)> = self.placed.keys().copied().collect();
+        for k in keys {
+            let p = &self.placed[&k];
+            let Some(m) = &p.moving else { continue };
+            let to = groups.get(m.to.group as usize).cloned().unwrap_or_default();
+            let from = groups.get(p.home.group as usize).cloned().unwrap_or_default();
+            let step = match m.phase {
+                MovePhase::Copying => {
+                    to.iter().all(|&n| self.state_of(n) == NodeState::Started && m.copied.contains(&cur(self, n)))
+                }
+                MovePhase::Switched => {
+                    from.iter().filter(|&&n| self.state_of(n).in_chains()).all(|&n| m.left.contains(&cur(self, n)))
+                }
+            };
+            if !step {
+                continue;
+            }
+            changed = true;
+            let p = self.placed.get_mut(&k).expect("listed");
+            let m = p.moving.as_mut().expect("moving");
+            if m.phase == MovePhase::Copying {
+                m.phase = MovePhase::Switched;
+                m.left.clear();
+            } else {
+                p.home = m.to;
+                p.moving = None;
+            }
+        }
+        changed
+    }
+
+    /// Drops placements equal to their partition's default home (after moving back), given the
+    /// tables' `groups`.
+    pub fn tidy_placements(&mut self, tables: &[TableShape]) {
+        for &(t, g, _) in tables {
+            let defaults: Vec<u32> = self
+                .placed
+                .range((t, 0)..=(t, u32::MAX))
+                .filter(|(k, pl)| pl.moving.is_none() && pl.home == self.default_home(g, k.1))
+                .map(|(&(_, p), _)| p)
+                .collect();
+            for p in defaults {
+                self.placed.remove(&(t, p));
+            }
+        }
+    }
+
+    /// The moves to start now so that the tables to reorganise (`rebalance_all`, or in
+    /// `rebalance`) end up spread evenly over the active node groups, at most
+    /// `MOVES_RUNNING_MAX` running at once: (table, groups, partition, target home). Pure and
+    /// deterministic: tables in id order; a group above its share gives its highest partitions
+    /// to the groups below theirs, lowest group first; on the target the partition goes to the
+    /// ldm, then the preferred-primary rank, holding fewest of the table's partitions.
+    pub fn plan_moves(&self, tables: &[TableShape]) -> Vec<(u32, u32, u32, Home)> {
+        let running = self.placed.values().filter(|p| p.moving.is_some()).count();
+        let mut budget = MOVES_RUNNING_MAX.saturating_sub(running);
+        let mut plan = Vec::new();
+        let active = self.active_groups.max(1);
+        let groups = self.groups();
+        let ready =
+            |g: u32| groups.get(g as usize).is_some_and(|m| m.iter().all(|&n| self.state_of(n) == NodeState::Started));
+        let mut sorted: Vec<TableShape> = tables.to_vec();
+        sorted.sort_unstable();
+        for (t, g, parts) in sorted {
+            if budget == 0 {
+                break;
+            }
+            if !(self.rebalance_all || self.rebalance.contains(&t)) || parts == 0 {
+                continue;
+            }
+            // Where each partition is (a moving one counts where it goes).
+            let at = |p: u32| -> Home {
+                let pl = self.placed.get(&(t, p));
+                pl.and_then(|x| x.moving.as_ref()).map_or_else(|| self.home(t, g, p), |m| m.to)
+            };
+            let homes: Vec<Home> = (0..parts).map(at).collect();
+            let mut count = vec![0u32; active as usize];
+            for h in &homes {
+                if let Some(c) = count.get_mut(h.group as usize) {
+                    *c += 1;
+                }
+            }
+            // Shares: the groups holding most keep the larger shares (fewest moves).
+            let (q, extra) = (parts / active, parts % active);
+            let mut order: Vec<u32> = (0..active).collect();
+            order.sort_by_key(|&x| (std::cmp::Reverse(count[x as usize]), x));
+            let mut share = vec![q; active as usize];
+            for &x in order.iter().take(extra as usize) {
+                share[x as usize] += 1;
+            }
+            let mut homes = homes;
+            for p in (0..parts).rev() {
+                if budget == 0 {
+                    break;
+                }
+                let from = homes[p as usize].group;
+                let over = from >= active || count[from as usize] > share[from as usize];
+                let busy = self.placed.get(&(t, p)).is_some_and(|x| x.moving.is_some());
+                if !over || busy {
+                    continue;
+                }
+                let Some(to) = (0..active).find(|&x| count[x as usize] < share[x as usize] && ready(x)) else {
+                    continue;
+                };
+                let members = groups[to as usize].len().max(1);
+                let on_ldm = |l: u16| homes.iter().filter(|h| h.group == to && h.ldm == l).count();
+                let ldm = (0..self.config.ldm_workers.max(1)).min_by_key(|&l| (on_ldm(l), l)).expect("an ldm");
+                let on_rank = |r: u8| homes.iter().filter(|h| h.group == to && h.rank == r).count();
+                let rank = (0..members as u8).min_by_key(|&r| (on_rank(r), r)).expect("a rank");
+                let home = Home { group: to, ldm, rank };
+                if from < active {
+                    count[from as usize] -= 1;
+                }
+                count[to as usize] += 1;
+                homes[p as usize] = home;
+                plan.push((t, g, p, home));
+                budget -= 1;
+            }
+        }
+        plan
+    }
 }
 
-impl Routing {
-    pub fn new(state: &ClusterState) -> Routing {
-        let groups = state.group_count();
-        let ldms = state.config.ldm_workers.max(1);
-        let period = groups * ldms as u32 * state.config.replicas.max(1) as u32;
-        let lists = (0..period).map(|p| state.replicas(p)).collect();
-        Routing { version: state.version, groups, ldms, lists }
-    }
-
-    /// Replicas of a partition, primary first (empty when none is live).
-    pub fn replicas(&self, partition: u32) -> &[NodeId] {
-        &self.lists[(partition % self.lists.len() as u32) as usize]
-    }
-
-    pub fn ldm_of(&self, partition: u32) -> u16 {
-        ldm_of(partition, self.groups, self.ldms)
-    }
-
-    pub fn group_of(&self, partition: u32) -> u32 {
-        group_of(partition, self.groups)
-    }
-
-    pub fn groups(&self) -> u32 {
-        self.groups
-    }
-}
-
-const STATE_FORMAT: u16 = 1;
+const STATE_FORMAT: u16 = 2;
 
 /// The outcome of NDB's survivability check (ndb-protocols.md §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -519,6 +966,10 @@ mod tests {
         }
     }
 
+    fn nodes_of(c: &Chain) -> Vec<NodeId> {
+        c.replicas.iter().map(|r| r.0).collect()
+    }
+
     #[test]
     fn every_ldm_of_every_node_is_preferred_primary_of_one_default_partition() {
         for (nodes, replicas, ldms) in [(1, 1, 2), (2, 2, 2), (4, 2, 3), (3, 3, 1), (2, 1, 4)] {
@@ -527,12 +978,14 @@ mod tests {
             let s = ClusterState::all_started(c.clone());
             let mut seen = std::collections::BTreeSet::new();
             for p in 0..c.default_partitions() {
-                let r = s.replicas(p);
-                assert_eq!(r.len(), replicas as usize);
-                assert!(seen.insert((r[0], s.ldm_of(p))), "({nodes},{replicas},{ldms}) partition {p}");
-                // Every replica is in the partition's node group.
-                let g = group_of(p, s.group_count()) as usize;
-                assert!(r.iter().all(|n| s.groups()[g].contains(n)));
+                let ch = s.chain(1, 0, p);
+                assert_eq!(ch.replicas.len(), replicas as usize);
+                assert_eq!(ch.readable, replicas as usize);
+                assert!(seen.insert(ch.replicas[0]), "({nodes},{replicas},{ldms}) partition {p}");
+                // Every replica is in the partition's node group, on the same ldm.
+                let h = s.home(1, 0, p);
+                assert!(ch.replicas.iter().all(|&(n, l)| s.groups()[h.group as usize].contains(&n) && l == h.ldm));
+                assert_eq!(s.ldm_on(ch.replicas[0].0, 1, 0, p), Some(h.ldm));
             }
             assert_eq!(seen.len(), nodes as usize * ldms as usize);
         }
@@ -541,27 +994,132 @@ mod tests {
     #[test]
     fn a_failed_primary_is_replaced_by_the_next_replica_and_a_copying_node_goes_last() {
         let mut s = ClusterState::all_started(cfg(2, 2, 2));
-        let p = (0..4).find(|&p| s.primary(p) == Some(1)).unwrap();
-        assert_eq!(s.replicas(p), vec![1, 2]);
+        let p = (0..4).find(|&p| s.primary(1, 0, p) == Some(1)).unwrap();
+        assert_eq!(nodes_of(&s.chain(1, 0, p)), vec![1, 2]);
         s.nodes.get_mut(&1).unwrap().state = NodeState::Down;
-        assert_eq!(s.replicas(p), vec![2]);
-        assert_eq!(s.primary(p), Some(2));
+        assert_eq!(nodes_of(&s.chain(1, 0, p)), vec![2]);
+        assert_eq!(s.primary(1, 0, p), Some(2));
         s.nodes.get_mut(&1).unwrap().state = NodeState::Copying;
-        assert_eq!(s.replicas(p), vec![2, 1]);
-        assert_eq!(s.primary(p), Some(2));
+        assert_eq!(
+            s.chain(1, 0, p),
+            Chain { replicas: vec![(2, s.home(1, 0, p).ldm), (1, s.home(1, 0, p).ldm)], readable: 1 }
+        );
+        assert_eq!(s.primary(1, 0, p), Some(2));
         s.nodes.get_mut(&2).unwrap().state = NodeState::Down;
-        assert_eq!(s.primary(p), None, "a copying node is never primary");
+        assert_eq!(s.primary(1, 0, p), None, "a copying node is never primary");
+    }
+
+    fn start(s: &mut ClusterState, n: NodeId) {
+        let seq = s.nodes.values().map(|x| x.joined_seq).max().unwrap_or(0) + 1;
+        let st = s.nodes.get_mut(&n).unwrap();
+        st.state = NodeState::Started;
+        st.incarnation += 1;
+        st.joined_seq = seq;
     }
 
     #[test]
-    fn routing_matches_the_state_for_every_partition() {
-        let mut s = ClusterState::all_started(cfg(4, 2, 3));
-        s.nodes.get_mut(&3).unwrap().state = NodeState::Copying;
-        let r = Routing::new(&s);
-        for p in 0..500 {
-            assert_eq!(r.replicas(p), &s.replicas(p)[..]);
-            assert_eq!(r.ldm_of(p), s.ldm_of(p));
+    fn a_partition_moves_to_an_added_node_group_through_copying_switched_and_done() {
+        let mut s = ClusterState::all_started(cfg(2, 2, 1)); // one group [1,2]
+        let new = |id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 11860 + id };
+        assert!(s.add_nodes(&[new(3)]).unwrap_err().contains("node groups of 2"));
+        assert!(s.add_nodes(&[new(1), new(5)]).unwrap_err().contains("above every existing"));
+        let v = s.version;
+        s.add_nodes(&[new(3), new(4)]).unwrap();
+        assert_eq!((s.version, s.groups().len(), s.active_groups), (v + 1, 2, 1));
+        // The empty group's nodes are down: that loses nothing.
+        assert_eq!(s.survivability(&[1]), Survival::Ask);
+        assert_eq!(s.survivability(&[1, 2]), Survival::Win);
+        let tables = [(7, 0, 2)];
+        assert!(s.plan_moves(&tables).is_empty(), "nothing to reorganise yet");
+        s.rebalance_all = true;
+        assert!(s.plan_moves(&tables).is_empty(), "the new group is not active");
+        start(&mut s, 3);
+        assert!(!s.activate_groups());
+        start(&mut s, 4);
+        assert!(s.activate_groups());
+        assert_eq!(s.active_groups, 2);
+        let plan = s.plan_moves(&tables);
+        assert_eq!(plan, vec![(7, 0, 1, Home { group: 1, ldm: 0, rank: 0 })]);
+        let (t, g, p, to) = plan[0];
+        let before = s.chain(t, g, p);
+        assert_eq!(nodes_of(&before), vec![2, 1]);
+        s.begin_move(t, g, p, to).unwrap();
+        assert!(s.begin_move(t, g, p, to).unwrap_err().contains("already moving"));
+        assert!(s.plan_moves(&tables).is_empty(), "the move is under way");
+        // Copying: the source leads and is read; the target is written.
+        assert_eq!(s.chain(t, g, p), Chain { replicas: vec![(2, 0), (1, 0), (3, 0), (4, 0)], readable: 2 });
+        assert_eq!(s.ldm_on(3, t, g, p), Some(0));
+        assert_eq!(s.ldm_on(3, t, g, 0), None);
+        assert!(s.move_left(t, p, 1).unwrap_err().contains("not switched"));
+        s.move_copied(t, p, 3).unwrap();
+        assert_eq!(s.placed[&(t, p)].moving.as_ref().unwrap().phase, MovePhase::Copying);
+        // A target that restarts must copy again in its new incarnation.
+        s.nodes.get_mut(&3).unwrap().incarnation += 1;
+        s.move_copied(t, p, 4).unwrap();
+        assert!(!s.settle_moves());
+        s.move_copied(t, p, 3).unwrap();
+        assert_eq!(s.placed[&(t, p)].moving.as_ref().unwrap().phase, MovePhase::Switched);
+        assert_eq!(s.chain(t, g, p), Chain { replicas: vec![(3, 0), (4, 0), (2, 0), (1, 0)], readable: 2 });
+        assert_eq!(s.primary(t, g, p), Some(3));
+        // While switched the target group holds data: losing it loses the cluster.
+        assert_eq!(s.survivability(&[1, 2]), Survival::Lose);
+        let mut buf = Vec::new();
+        s.encode(&mut buf);
+        assert_eq!(ClusterState::decode(&buf).unwrap(), s);
+        s.move_left(t, p, 2).unwrap();
+        s.nodes.get_mut(&1).unwrap().state = NodeState::Down; // a failed source need not leave
+        assert!(s.settle_moves());
+        assert_eq!(s.placed[&(t, p)], Placed { home: to, moving: None });
+        assert_eq!(s.chain(t, g, p), Chain { replicas: vec![(3, 0), (4, 0)], readable: 2 });
+        assert_eq!(s.ldm_on(2, t, g, p), None);
+        start(&mut s, 1);
+        assert!(s.plan_moves(&tables).is_empty(), "balanced");
+        // Back to one group (as a drain would): the home is the default again and is tidied.
+        s.begin_move(t, g, p, s.default_home(g, p)).unwrap();
+        for n in [1, 2] {
+            s.move_copied(t, p, n).unwrap();
         }
+        for n in [3, 4] {
+            s.move_left(t, p, n).unwrap();
+        }
+        s.tidy_placements(&tables);
+        assert!(s.placed.is_empty());
+        assert_eq!(nodes_of(&s.chain(t, g, p)), vec![2, 1]);
+    }
+
+    #[test]
+    fn the_planner_spreads_partitions_evenly_with_few_moves() {
+        let mut s = ClusterState::all_started(cfg(6, 2, 2)); // groups [1,2] [3,4] [5,6]
+        s.base_groups = 1;
+        s.active_groups = 3;
+        s.rebalance.insert(9);
+        let tables = [(8, 0, 6), (9, 0, 6)];
+        let mut moved = 0;
+        loop {
+            let plan = s.plan_moves(&tables);
+            if plan.is_empty() {
+                break;
+            }
+            assert!(plan.len() <= MOVES_RUNNING_MAX);
+            for (t, _, p, to) in plan {
+                assert_eq!(t, 9, "only the table asked for");
+                s.begin_move(t, 0, p, to).unwrap();
+                s.placed.get_mut(&(t, p)).unwrap().moving = None;
+                s.placed.get_mut(&(t, p)).unwrap().home = to;
+                moved += 1;
+            }
+        }
+        assert_eq!(moved, 4);
+        let mut per = BTreeMap::new();
+        for p in 0..6 {
+            let h = s.home(9, 0, p);
+            *per.entry(h.group).or_insert(0) += 1;
+            assert!(s.chain(9, 0, p).replicas.iter().all(|&(_, l)| l == h.ldm));
+        }
+        assert_eq!(per.into_values().collect::<Vec<_>>(), vec![2, 2, 2]);
+        // Each group's two partitions use both ldms.
+        let ldms: BTreeSet<(u32, u16)> = (0..6).map(|p| (s.home(9, 0, p).group, s.home(9, 0, p).ldm)).collect();
+        assert_eq!(ldms.len(), 6);
     }
 
     #[test]
@@ -596,6 +1154,8 @@ mod tests {
         let mut s = ClusterState::all_started(cfg(4, 2, 3));
         s.durable_epoch = 77;
         s.version = 9;
+        s.rebalance.insert(3);
+        s.placed.insert((3, 1), Placed { home: Home { group: 1, ldm: 2, rank: 1 }, moving: None });
         let mut buf = Vec::new();
         s.encode(&mut buf);
         assert_eq!(ClusterState::decode(&buf).unwrap(), s);

@@ -652,6 +652,7 @@ mod tests {
             partition_key: vec![0],
             indexes: vec![],
             partition_count: 1,
+            groups: 0,
             ttl: None,
             comment: String::new(),
         };

@@ -933,6 +933,7 @@ mod tests {
             partition_key: vec![0],
             indexes: vec![],
             partition_count: 0,
+            groups: 0,
             ttl: None,
             comment: String::new(),
         };
@@ -979,6 +980,7 @@ mod tests {
             partition_key: vec![0],
             indexes: vec![],
             partition_count: 1,
+            groups: 0,
             ttl: None,
             comment: String::new(),
         };
@@ -1007,6 +1009,7 @@ mod tests {
             primary_key: pk,
             indexes: vec![],
             partition_count: 2,
+            groups: 0,
             ttl: None,
             comment: String::new(),
         }

@@ -367,6 +367,10 @@ pub struct Table {
     pub partition_key: Vec<u16>,
     pub indexes: Vec<Index>,
     pub partition_count: u32,
+    /// The node groups its partitions were spread over when it was created (partition `p`'s
+    /// default home is group `p mod groups`; `cluster::ClusterState::home`). 0: the cluster's
+    /// original node groups (`ClusterState::base_groups`; catalogs before format 3).
+    pub groups: u32,
     pub ttl: Option<Ttl>,
     pub comment: String,
 }
@@ -384,6 +388,7 @@ impl Table {
             primary_key,
             indexes: Vec::new(),
             partition_count: 0,
+            groups: 0,
             ttl: None,
             comment: String::new(),
         }
@@ -496,6 +501,7 @@ impl Table {
             e.bool(i.unique);
         }
         e.u32(self.partition_count);
+        e.u32(self.groups);
         match &self.ttl {
             None => e.u8(0),
             Some(t) => {
@@ -519,7 +525,7 @@ impl Table {
         Self::decode_format(d, CATALOG_FORMAT)
     }
 
-    /// A table as written by catalog format `format` (1 had no ENUM/SET members).
+    /// A table as written by catalog format `format` (1 had no ENUM/SET members, 2 no `groups`).
     fn decode_format(d: &mut Dec, format: u16) -> DecodeResult<Table> {
         let id = d.u32()?;
         let database = d.string()?;
@@ -559,6 +565,7 @@ impl Table {
             indexes.push(Index { id, name, columns, unique });
         }
         let partition_count = d.u32()?;
+        let groups = if format >= 3 { d.u32()? } else { 0 };
         let ttl = match d.u8()? {
             0 => None,
             tag @ (1 | 2) => {
@@ -574,8 +581,19 @@ impl Table {
             _ => return Err(DecodeError("bad ttl tag")),
         };
         let comment = d.string()?;
-        let t =
-            Table { id, database, name, columns, primary_key, partition_key, indexes, partition_count, ttl, comment };
+        let t = Table {
+            id,
+            database,
+            name,
+            columns,
+            primary_key,
+            partition_key,
+            indexes,
+            partition_count,
+            groups,
+            ttl,
+            comment,
+        };
         let in_range = |v: &Vec<u16>| v.iter().all(|&c| (c as usize) < t.columns.len());
         let ttl_in_range = t.ttl.as_ref().is_none_or(|x| {
             (x.column as usize) < t.columns.len() && x.cascade.iter().all(|c| (c.column as usize) < t.columns.len())
@@ -640,7 +658,7 @@ pub struct Catalog {
 
 const CATALOG_MAGIC: u32 = 0x5445_5243; // "TERC"
 /// Format 2 added ENUM/SET members to columns; format 1 catalogs are still read.
-const CATALOG_FORMAT: u16 = 2;
+const CATALOG_FORMAT: u16 = 3;
 
 impl Catalog {
     pub fn new() -> Catalog {
@@ -692,6 +710,7 @@ impl Catalog {
             partition_key: (0..n).collect(),
             indexes: Vec::new(),
             partition_count: base.partition_count,
+            groups: base.groups,
             ttl: None,
             comment: format!("unique index {} of {}", index.name, base.name),
         }
@@ -780,6 +799,7 @@ mod tests {
             partition_key: vec![0],
             indexes: vec![Index { id: 1, name: "k".into(), columns: vec![1], unique: false }],
             partition_count: 4,
+            groups: 2,
             ttl: None,
             comment: String::new(),
         }
@@ -864,6 +884,10 @@ mod tests {
         }
         v1.extend_from_slice(&v2[pos..]);
         v1[4..6].copy_from_slice(&1u16.to_le_bytes());
+        // Nor `groups` (after the partition count, 4): such tables have 0, the base groups.
+        let at = v1.windows(8).rposition(|w| w == [4, 0, 0, 0, 2, 0, 0, 0]).unwrap();
+        v1.drain(at + 4..at + 8);
+        c1.tables.get_mut(&7).unwrap().groups = 0;
         assert_eq!(Catalog::decode(&v1).unwrap(), c1);
     }
 

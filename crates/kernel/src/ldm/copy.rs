@@ -29,13 +29,24 @@ pub(super) struct CopiedRows {
     pub max_epoch: u64,
 }
 
-/// A restarting ldm's progress.
+/// A restarting ldm's progress (or a move target's: `node_restart` false).
 pub(super) struct Fetch {
     todo: VecDeque<PartKey>,
     current: Option<PartKey>,
+    /// The node `current` is being copied from.
+    source: NodeId,
+    /// Partitions copied so far.
+    done: Vec<PartKey>,
     rows: u64,
     /// Every partition copied; waiting for the checkpoint that covers them to become usable.
     checkpoint: Option<u64>,
+    node_restart: bool,
+}
+
+impl Fetch {
+    pub(super) fn has(&self, key: PartKey) -> bool {
+        self.current == Some(key) || self.todo.contains(&key) || self.done.contains(&key)
+    }
 }
 
 /// A primary sending one partition to a restarting replica.
@@ -61,19 +72,72 @@ impl Ldm {
                 self.parts.insert(*k, Partition::new(t, k.1, self.layouts[&k.0].clone()));
             }
         }
-        self.fetch = Some(Fetch { todo: keys.into_iter().collect(), current: None, rows: 0, checkpoint: None });
+        self.fetch = Some(Fetch {
+            todo: keys.into_iter().collect(),
+            current: None,
+            source: 0,
+            done: Vec::new(),
+            rows: 0,
+            checkpoint: None,
+            node_restart: true,
+        });
+        self.fetch_next(out);
+    }
+
+    /// A move's target fetches `key` (empty here now), after what a running fetch has to do.
+    pub(super) fn queue_fetch(&mut self, key: PartKey, out: &mut Out) {
+        match self.fetch.as_mut() {
+            Some(f) => {
+                f.todo.push_back(key);
+                // The checkpoint that ends this fetch must begin after these rows arrived too.
+                f.checkpoint = None;
+                if f.current.is_none() {
+                    self.fetch_next(out);
+                }
+            }
+            None => {
+                self.fetch = Some(Fetch {
+                    todo: VecDeque::from([key]),
+                    current: None,
+                    source: 0,
+                    done: Vec::new(),
+                    rows: 0,
+                    checkpoint: None,
+                    node_restart: false,
+                });
+                self.fetch_next(out);
+            }
+        }
+    }
+
+    /// The node a partition was being copied from failed: start that partition again, from
+    /// empty, from the new primary.
+    pub(super) fn refetch_if_source_failed(&mut self, out: &mut Out) {
+        let Some(f) = self.fetch.as_ref() else { return };
+        let (Some(key), source) = (f.current, f.source) else { return };
+        if self.cluster.state_of(source).in_chains() {
+            return;
+        }
+        self.empty_partition(key);
+        let f = self.fetch.as_mut().expect("fetching");
+        f.current = None;
+        f.todo.push_front(key);
         self.fetch_next(out);
     }
 
     fn fetch_next(&mut self, out: &mut Out) {
         let version = self.cluster.version;
+        let (cluster, tables) = (&self.cluster, &self.tables);
         let Some(f) = self.fetch.as_mut() else { return };
         while let Some(k) = f.todo.pop_front() {
-            let Some(primary) = self.cluster.primary(k.1) else {
+            // The primary's ldm (a move's source may hold it on another ldm than this one).
+            let chain = cluster.chain(k.0, tables.get(&k.0).map_or(0, |t| t.groups), k.1);
+            let Some(&(primary, ldm)) = chain.replicas.first().filter(|_| chain.readable > 0) else {
                 continue; // no live primary: the cluster is down for this group
             };
             f.current = Some(k);
-            let to = Addr::new(primary, self.addr.block);
+            f.source = primary;
+            let to = Addr::new(primary, Block::Ldm(ldm));
             out.send(to, Signal::CopyFragReq { from: self.addr, table: k.0, partition: k.1, map_version: version });
             return;
         }
@@ -109,10 +173,20 @@ impl Ldm {
             for r in &rows {
                 p.upsert(r).expect("a row the primary holds fits its layout");
             }
-            self.budget.force(p.charged().saturating_sub(before.0));
+            // A copied row may replace a larger version the chain wrote here first.
+            let after = p.charged();
+            if after >= before.0 {
+                self.budget.force(after - before.0);
+            } else {
+                self.budget.release(before.0 - after);
+            }
             self.stats.add_rows(key.0, p.len() as i64 - before.1 as i64);
         }
         if done {
+            if let Some(f) = self.fetch.as_mut() {
+                f.done.push(key);
+                f.current = None;
+            }
             self.fetch_next(out);
         } else {
             out.send(from, Signal::CopyAck { from: self.addr, table: key.0, partition: key.1 });
@@ -123,9 +197,13 @@ impl Ldm {
     pub(super) fn fetch_checkpoint_usable(&mut self, checkpoint_id: u64, out: &mut Out) {
         let Some(f) = self.fetch.as_ref() else { return };
         if f.current.is_none() && f.todo.is_empty() && f.checkpoint.is_some_and(|id| id <= checkpoint_id) {
-            let rows = f.rows;
-            self.fetch = None;
-            out.send(Addr::new(self.addr.node, Block::Dist), Signal::CopyDone { from: self.addr, rows });
+            let f = self.fetch.take().expect("fetching");
+            self.moves.fetched.extend(f.done.iter().copied());
+            if f.node_restart {
+                out.send(Addr::new(self.addr.node, Block::Dist), Signal::CopyDone { from: self.addr, rows: f.rows });
+            }
+            // Moves whose target this ldm is report the copy.
+            self.placement_changed(out);
         }
     }
 
@@ -217,9 +295,9 @@ impl Ldm {
     /// A write batch whose chain lacks a replica this primary's map has (it was routed with an
     /// older map, before a node joined) is refused: it would bypass the joining replica.
     pub(super) fn check_chain(&self, batch: &PrepareBatch) -> Result<(), TernError> {
-        let Some(PrepOp::Exec { partition, .. }) = batch.ops.first() else { return Ok(()) };
-        let want = self.routing.replicas(*partition);
-        if want.iter().all(|n| batch.chain.iter().any(|a| a.node == *n)) {
+        let Some(PrepOp::Exec { partition, op, .. }) = batch.ops.first() else { return Ok(()) };
+        let want = self.chain_of(op.table, *partition).replicas;
+        if want.iter().all(|(n, _)| batch.chain.iter().any(|a| a.node == *n)) {
             return Ok(());
         }
         Err(TernError::new(ErrorCode::SchemaChanged, "Temporary failure, distribution changed"))

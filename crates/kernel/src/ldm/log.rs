@@ -87,8 +87,13 @@ impl Ldm {
     /// Called at commit with the transaction's changes (applied): those of partitions this
     /// ldm is the primary of go to every log.
     pub(super) fn log_changes(&mut self, epoch: u64, changes: &BTreeMap<LockKey, Change>) {
+        let mut primary_here: BTreeMap<(TableId, u32), bool> = BTreeMap::new();
         for (lk, ch) in changes {
-            if self.routing.replicas(lk.1).first() != Some(&self.addr.node) || !self.parts.contains_key(&(lk.0, lk.1)) {
+            let here = *primary_here.entry((lk.0, lk.1)).or_insert_with(|| {
+                self.cluster.primary(lk.0, self.groups_of(lk.0), lk.1) == Some(self.addr.node)
+                    && self.parts.contains_key(&(lk.0, lk.1))
+            });
+            if !here {
                 continue;
             }
             let entry = match &ch.row {

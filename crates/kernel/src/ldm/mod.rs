@@ -26,6 +26,7 @@ mod durability;
 mod keybuf;
 mod locks;
 mod log;
+mod moves;
 mod prepare;
 mod rows;
 mod scan;
@@ -40,8 +41,8 @@ use rows::*;
 use crate::checkpoint::{self, CheckpointStream};
 use crate::redo::{self, RedoOpRef};
 use crate::signal::{
-    Addr, Block, DeadlockProbe, IoReq, NodeId, Out, PrepOp, PrepareBatch, REPLICA_FAILED, ScanFrag, ScanFragRows,
-    ScanPos, Signal, TakeoverState, TxnRef,
+    Addr, Block, ControlReq, DeadlockProbe, IoReq, NodeId, Out, PrepOp, PrepareBatch, REPLICA_FAILED, ScanFrag,
+    ScanFragRows, ScanPos, Signal, TakeoverState, TxnRef,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -150,6 +151,10 @@ struct Blocked {
     read_wait: bool,
 }
 
+/// How long an ldm remembers a fan-out abort: longer than a prepare can spend travelling a
+/// chain (each replica may hold it for a lock wait).
+const ABORTED_KEEP_MS: u64 = 60_000;
+
 /// Batches at least this long get their lookups prefetched.
 const PREFETCH_BATCH_MIN: usize = 4;
 /// Chunks in flight before the scan waits for the disk.
@@ -188,7 +193,6 @@ pub struct Ldm {
     stats: Arc<crate::tc::NodeStats>,
     /// When this ldm last published its tables' memory to `stats` (0: never).
     bytes_published_ms: u64,
-    routing: tern_types::cluster::Routing,
     cluster: Arc<tern_types::cluster::ClusterState>,
     /// Signals sent because of a cluster-map version this ldm has not seen yet (fan-out aborts,
     /// takeover requests), in arrival order.
@@ -196,8 +200,6 @@ pub struct Ldm {
     /// Commit markers: transactions committed here as primary, until their `Complete` (what a
     /// takeover learns when the coordinator failed after this commit).
     markers: BTreeMap<TxnRef, u64>,
-    /// The node group this node belongs to (its ldms hold that group's partitions).
-    group: u32,
     /// Where the running epoch flush is answered (the epoch master's dist).
     flush_reply_to: Addr,
     /// Set once every ldm has written its start-up checkpoint: earlier runs' files may go.
@@ -210,6 +212,11 @@ pub struct Ldm {
     /// Node restart: this ldm fetching its partitions, or sending partitions to a rejoining one.
     fetch: Option<copy::Fetch>,
     copies: BTreeMap<(TableId, u32, Addr), copy::CopySession>,
+    /// Transactions aborted here by a coordinator's fan-out abort, with when (forgotten after
+    /// `ABORTED_KEEP_MS`): their prepares that arrive later are dropped.
+    aborted: BTreeMap<TxnRef, u64>,
+    /// Partition moves this ldm takes part in (`moves.rs`).
+    moves: moves::Moves,
     /// Per table, its unique indexes and their hidden index tables.
     uniques: tern_types::hash::FastMap<TableId, Vec<UniqueIndex>>,
     catalog_version: u64,
@@ -270,10 +277,8 @@ impl Ldm {
             addr,
             stats,
             bytes_published_ms: 0,
-            routing: tern_types::cluster::Routing::new(&cluster),
             deferred: Vec::new(),
             markers: BTreeMap::new(),
-            group: cluster.group_of_node(addr.node).unwrap_or(0) as u32,
             flush_reply_to: Addr::new(addr.node, Block::Dist),
             cluster,
             cleanup_allowed: false,
@@ -283,6 +288,8 @@ impl Ldm {
             tables: HashMap::new(),
             fetch: None,
             copies: BTreeMap::new(),
+            moves: Default::default(),
+            aborted: BTreeMap::new(),
             uniques: Default::default(),
             catalog_version: 0,
             parts: BTreeMap::new(),
@@ -318,6 +325,22 @@ impl Ldm {
         }
         ldm.apply_catalog(catalog);
         ldm
+    }
+
+    /// The node groups table `t` was created over (`Table::groups`).
+    pub(super) fn groups_of(&self, t: TableId) -> u32 {
+        self.tables.get(&t).map_or(0, |t| t.groups)
+    }
+
+    /// Whether this ldm holds partition `p` of table `t` by the cluster map (a replica of it, or
+    /// a move's target).
+    pub(super) fn owns(&self, t: TableId, p: u32) -> bool {
+        self.cluster.ldm_on(self.addr.node, t, self.groups_of(t), p) == Some(self.instance())
+    }
+
+    /// The chain of a partition by this ldm's map.
+    pub(super) fn chain_of(&self, t: TableId, p: u32) -> tern_types::cluster::Chain {
+        self.cluster.chain(t, self.groups_of(t), p)
     }
 
     fn instance(&self) -> u16 {
@@ -407,7 +430,7 @@ impl Ldm {
             .tables
             .values()
             .flat_map(|t| (0..t.partition_count).map(move |p| (t.id, p)))
-            .filter(|&(_, p)| self.routing.ldm_of(p) == self.instance() && self.routing.group_of(p) == self.group)
+            .filter(|&(t, p)| self.owns(t, p))
             .collect();
         for (t, p) in owned {
             if !self.parts.contains_key(&(t, p)) {
@@ -454,7 +477,13 @@ impl Ldm {
                 self.deferred.push(sig);
             }
             Signal::Resolve { txn, .. } => self.resolve(txn, out),
-            Signal::Abort { txn, chain, pos, .. } => {
+            Signal::Abort { txn, chain, pos, map_version } => {
+                if map_version > 0 {
+                    // Straight from the coordinator after a failure: a prepare of this
+                    // transaction still travelling down a chain of live replicas may come after
+                    // it, and must then take nothing (nobody would ever release it).
+                    self.aborted.insert(txn, self.now_ms);
+                }
                 if let Some(&next) = chain.get(pos as usize + 1) {
                     out.send(next, Signal::Abort { txn, chain: chain.clone(), pos: pos + 1, map_version: 0 });
                 }
@@ -462,6 +491,11 @@ impl Ldm {
                 if pos as usize + 1 == chain.len() {
                     out.send(self.coordinator(txn), Signal::Aborted { txn, chain });
                 }
+            }
+            Signal::StartCopy if self.cluster.state_of(self.addr.node) != tern_types::cluster::NodeState::Copying => {
+                // The dist saw this node join the chains before this ldm did: copying now would
+                // tell the primaries an older map, and they would let writes bypass this replica.
+                self.deferred.push(sig);
             }
             Signal::StartCopy => self.start_fetch(out),
             Signal::CopyFragReq { from, table, partition, .. } => self.copy_request(from, (table, partition), out),
@@ -484,11 +518,16 @@ impl Ldm {
             Signal::LogReq { from, sub, call, op, max_bytes } => self.log_request(from, sub, call, op, max_bytes, out),
             Signal::ClusterMap { state } => {
                 if state.version > self.cluster.version {
-                    if state.nodes != self.cluster.nodes {
+                    if state.nodes != self.cluster.nodes || state.placed_primaries_differ(&self.cluster) {
                         self.log_map_changed();
                     }
-                    self.routing = tern_types::cluster::Routing::new(&state);
-                    self.cluster = state;
+                    let old = std::mem::replace(&mut self.cluster, state);
+                    // Copies to a node that failed or restarted end; one from a failed source
+                    // starts again from the new primary.
+                    let failed = self.cluster.failed_since(&old);
+                    self.copies.retain(|(_, _, to), _| !failed.contains(&to.node));
+                    self.refetch_if_source_failed(out);
+                    self.placement_changed(out);
                     let version = self.cluster.version;
                     let (now, later): (Vec<Signal>, Vec<Signal>) =
                         std::mem::take(&mut self.deferred).into_iter().partition(|s| match s {
@@ -508,6 +547,7 @@ impl Ldm {
             Signal::IoDone { token, result } => self.io_done(token, result, out),
             Signal::Schema { catalog, dict } => {
                 self.apply_catalog(&catalog);
+                self.placement_changed(out);
                 out.send(dict, Signal::SchemaAck { from: self.addr, version: catalog.version });
             }
             Signal::IndexBuild { dict, table, index, catalog } => {
@@ -533,6 +573,10 @@ impl Ldm {
                 self.expire_waits(out);
                 self.probe_waits(out);
                 self.copy_step(out);
+                self.leave_step(out);
+                self.drop_retired();
+                let now = self.now_ms;
+                self.aborted.retain(|_, at| now < *at + ABORTED_KEEP_MS);
                 // Lock waits and copies are what need the short tick (timeouts, deadlock probes,
                 // copy windows); without either it runs at twice the interval (an idle node
                 // wakes less). A wait that starts meanwhile is looked at by the next tick.

@@ -6,11 +6,13 @@ use super::*;
 impl Ldm {
     pub(super) fn exec_batch(&mut self, mut batch: Box<PrepareBatch>, from: usize, out: &mut Out) {
         let txn = batch.txn;
-        if from == 0 && self.coordinator_gone(&txn) {
+        if from == 0 && (self.coordinator_gone(&txn) || (!self.aborted.is_empty() && self.aborted.contains_key(&txn))) {
             // A prepare of a transaction whose coordinator failed, reaching this replica after
             // the map said so (forwarded down a chain, or in flight, while the takeover ran): the
             // takeover settled what the replicas reported and nobody awaits this batch, so it
-            // must take no lock (it would be held forever).
+            // must take no lock (it would be held forever). The same for one that its
+            // coordinator's fan-out abort overtook (a chain of three or more, which a move makes,
+            // whose failed member came after the live ones this batch still travels through).
             return;
         }
         if from == 0
@@ -19,6 +21,16 @@ impl Ldm {
             && let Err(e) = self.check_chain(&batch)
         {
             // Routed with an older map: it would bypass a replica that has joined since.
+            self.fail_rest(&mut batch, 0, e.code, &e.message);
+            self.finish_batch(batch, out);
+            return;
+        }
+        if from == 0
+            && batch.pos == 0
+            && !self.moves.guarded.is_empty()
+            && let Err(e) = self.check_guarded(&batch)
+        {
+            // A partition that moves, or has moved away: routed with another map.
             self.fail_rest(&mut batch, 0, e.code, &e.message);
             self.finish_batch(batch, out);
             return;
@@ -551,10 +563,10 @@ impl Ldm {
     /// Whether this replica may run a batch sent to it alone: it is the primary of the batch's
     /// partitions, or a backup (a READ_BACKUP read) of a node that is started.
     fn can_serve(&self, batch: &PrepareBatch) -> bool {
-        let primary_here = |p: u32| self.routing.replicas(p).first() == Some(&self.addr.node);
+        let primary_here = |t: TableId, p: u32| self.cluster.primary(t, self.groups_of(t), p) == Some(self.addr.node);
         self.cluster.state_of(self.addr.node) == tern_types::cluster::NodeState::Started
             || batch.ops.iter().all(|o| match o {
-                PrepOp::Exec { partition, .. } => primary_here(*partition),
+                PrepOp::Exec { partition, op, .. } => primary_here(op.table, *partition),
                 PrepOp::Replica { .. } => true,
             })
     }

@@ -25,6 +25,12 @@ impl Ldm {
         let reply = |rows, keys, next, error| {
             Box::new(ScanFragRows { scan: req.scan, partition: req.partition, rows, keys, next, error, more: false })
         };
+        if self.moves.guarded.contains(&(req.table, req.partition))
+            && let Err(e) = self.scan_allowed((req.table, req.partition), &req.resume)
+        {
+            out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, Some(e))));
+            return;
+        }
         let (Some(part), Some(layout)) = (self.parts.get(&(req.table, req.partition)), self.layouts.get(&req.table))
         else {
             let e = TernError::new(ErrorCode::SchemaChanged, "scanned partition is not here (schema changed)");

@@ -17,6 +17,7 @@ fn table() -> Table {
         partition_key: vec![0],
         indexes: vec![],
         partition_count: 1,
+        groups: 0,
         ttl: None,
         comment: String::new(),
     }

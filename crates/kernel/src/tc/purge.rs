@@ -86,7 +86,7 @@ impl Tc {
             .values()
             .filter(|t| t.ttl.is_some())
             .flat_map(|t| (0..t.partition_count).map(move |p| (t.id, p)))
-            .filter(|&(_, p)| self.chains[(p % self.chains.len() as u32) as usize].first() == Some(&mine))
+            .filter(|&(t, p)| self.chain_of(t, p).addrs.first() == Some(&mine))
             .find(|k| self.purge.pace.get(k).is_none_or(|&(at, _)| at <= now));
         // Forget partitions of dropped tables.
         let catalog = &self.catalog;
