@@ -689,13 +689,7 @@ impl Dict {
                 }
                 table.id = c.next_table_id;
                 c.next_table_id += 1;
-                // Spread over the node groups in service (one added later holds nothing until
-                // partitions move there); by default one partition per ldm of their nodes.
-                table.groups = self.cluster.active_groups.max(1);
-                if table.partition_count == 0 {
-                    let nodes = table.groups * self.cluster.config.replicas.max(1) as u32;
-                    table.partition_count = self.cluster.config.ldm_workers.max(1) as u32 * nodes;
-                }
+                self.spread(&mut table);
                 if table.partition_count > PARTITIONS_MAX {
                     return Err(TernError::new(
                         ErrorCode::InvalidSchema,
@@ -795,6 +789,18 @@ pub fn decode_catalog_file(bytes: &[u8]) -> Result<Catalog, String> {
 }
 
 /// Creates the hidden table that enforces a unique index across partitions.
+impl Dict {
+    /// A new table spreads over the node groups in service (one added later holds nothing until
+    /// partitions move there); by default one partition per ldm of their nodes.
+    fn spread(&self, table: &mut tern_types::Table) {
+        table.groups = self.cluster.active_groups.max(1);
+        if table.partition_count == 0 {
+            let nodes = table.groups * self.cluster.config.replicas.max(1) as u32;
+            table.partition_count = self.cluster.config.ldm_workers.max(1) as u32 * nodes;
+        }
+    }
+}
+
 fn add_index_table(c: &mut Catalog, base: &tern_types::Table, index: &tern_types::Index) {
     let mut it = Catalog::index_table_def(base, index);
     it.id = c.next_table_id;
