@@ -26,4 +26,4 @@ pub use config::{ConfigError, load_cluster_config, parse_cluster_config};
 pub use detector::Detector;
 pub use proto::Role;
 pub use server::{MgmdHandle, MgmdOptions, run_mgmd, spawn_mgmd};
-pub use state::{Applied, Command, CommandResult, ControlState};
+pub use state::{Applied, Command, CommandResult, ControlState, NodeSpecWire};

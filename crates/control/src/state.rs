@@ -22,7 +22,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use tern_types::cluster::{ClusterConfig, ClusterState, NodeId, NodeState};
+use tern_types::cluster::{ClusterConfig, ClusterState, DataNodeSpec, NodeId, NodeState, TableShape};
 
 /// The largest catalog the control plane accepts (one Raft entry must fit in one frame).
 pub const CATALOG_BYTES_MAX: usize = 8 << 20;
@@ -65,6 +65,32 @@ pub enum Command {
     /// the cluster leave this way, every one that left with the final system-file epoch holds
     /// all the data and is restorable: a system restart starts them all from their disks.
     Leave { node: NodeId, incarnation: u32, sysfile_epoch: u64 },
+    /// Online add node group (NDB: the nodes in config.ini, then CREATE NODEGROUP): data nodes
+    /// forming new node groups join the configuration, `Down` and empty. The group comes into
+    /// service once all its members have started; with `reorganize`, every table is then spread
+    /// over it (as ALTER TABLE … REORGANIZE PARTITION on each).
+    AddNodes { nodes: Vec<NodeSpecWire>, reorganize: bool },
+    /// ALTER TABLE … REORGANIZE PARTITION: spread the table over every node group in service.
+    Reorganize { table: u32 },
+    /// A move's target ldm on this node holds the partition (every row, in a usable checkpoint).
+    MoveCopied { node: NodeId, incarnation: u32, table: u32, partition: u32 },
+    /// A move's source ldm on this node serves the switched partition no more.
+    MoveLeft { node: NodeId, incarnation: u32, table: u32, partition: u32 },
+    /// NDB's DROP NODEGROUP, online: the last node group in service is taken out of it and its
+    /// partitions move away; `RemoveGroup` drops it (and its data nodes) once it is empty.
+    DrainGroup { group: u32 },
+    /// Puts a draining node group back in service.
+    UndrainGroup { group: u32 },
+    /// Drops an empty node group out of service, with its (stopped) data nodes.
+    RemoveGroup { group: u32 },
+}
+
+/// A data node in a command (`DataNodeSpec` without serde in the types crate).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSpecWire {
+    pub id: NodeId,
+    pub host: String,
+    pub port: u16,
 }
 
 /// What an applied command returns to its proposer.
@@ -99,6 +125,9 @@ pub struct ControlState {
     /// Nodes that left in order (`Leave`) since they last registered, with their system file's
     /// epoch then.
     pub left_clean: BTreeMap<NodeId, u64>,
+    /// The catalog's tables as the planner of partition moves sees them (derived from
+    /// `catalog`, not stored).
+    pub tables: Vec<TableShape>,
 }
 
 /// The stored form of `ControlState` (snapshots): the cluster state in its own binary encoding.
@@ -134,6 +163,7 @@ impl ControlState {
             restorable: BTreeSet::new(),
             sysfile_epochs: BTreeMap::new(),
             left_clean: BTreeMap::new(),
+            tables: Vec::new(),
         }
     }
 
@@ -141,8 +171,40 @@ impl ControlState {
         self.state.version
     }
 
-    /// Applies one command. Pure: the result depends only on `self` and `cmd`.
+    /// Applies one command. Pure: the result depends only on `self` and `cmd`. After any
+    /// accepted command, partition moves take their next steps (`ClusterState::settle_moves`),
+    /// added node groups whose members have started come into service, and the planner starts
+    /// the moves a reorganisation or a drain needs; all of it within the command's one version.
     pub fn apply(&mut self, cmd: &Command) -> CommandResult {
+        let before = self.state.version;
+        let r = self.apply_command(cmd);
+        if r.is_ok() && self.advance_moves() && self.state.version == before {
+            self.state.version += 1;
+        }
+        if self.state.version > before + 1 {
+            self.state.version = before + 1;
+        }
+        r.map(|a| Applied { version: self.state.version, ..a })
+    }
+
+    /// The moves' next steps after a command; whether anything changed.
+    fn advance_moves(&mut self) -> bool {
+        let s = &mut self.state;
+        let mut changed = s.settle_moves();
+        changed |= s.activate_groups();
+        changed |= s.pin_draining(&self.tables);
+        if s.rebalance_all || !s.rebalance.is_empty() || !s.draining.is_empty() || !s.placed.is_empty() {
+            for (t, g, p, to) in s.plan_moves(&self.tables) {
+                changed |= s.begin_move(t, g, p, to).is_ok();
+            }
+            let placed = s.placed.len();
+            s.tidy_placements(&self.tables);
+            changed |= placed != s.placed.len();
+        }
+        changed
+    }
+
+    fn apply_command(&mut self, cmd: &Command) -> CommandResult {
         match cmd {
             Command::Register { node, incarnation, durable_epoch } => {
                 self.register(*node, *incarnation, *durable_epoch)
@@ -155,6 +217,60 @@ impl ControlState {
             Command::StartNode { node } => self.set_stop(*node, false),
             Command::StartCluster { nodes } => self.start_cluster(nodes),
             Command::Leave { node, incarnation, sysfile_epoch } => self.leave(*node, *incarnation, *sysfile_epoch),
+            Command::AddNodes { nodes, reorganize } => self.add_nodes(nodes, *reorganize),
+            Command::Reorganize { table } => {
+                if !self.tables.iter().any(|t| t.0 == *table) {
+                    return Err(format!("no table with id {table}"));
+                }
+                if self.state.rebalance_all || !self.state.rebalance.insert(*table) {
+                    return self.applied(0); // already reorganised
+                }
+                self.bump();
+                self.applied(0)
+            }
+            Command::MoveCopied { node, incarnation, table, partition }
+            | Command::MoveLeft { node, incarnation, table, partition } => {
+                self.known(*node)?;
+                let current = self.state.nodes[node].incarnation;
+                if *incarnation != current {
+                    return Err(format!("stale incarnation {incarnation} of node {node} (current {current})"));
+                }
+                let mut next = self.state.clone();
+                let r = if matches!(cmd, Command::MoveLeft { .. }) {
+                    next.move_left(*table, *partition, *node)
+                } else {
+                    next.move_copied(*table, *partition, *node)
+                };
+                r?;
+                self.state = next;
+                self.applied(*incarnation)
+            }
+            Command::DrainGroup { group } => {
+                let mut next = self.state.clone();
+                next.drain_group(*group, &self.tables)?;
+                self.state = next;
+                self.applied(0)
+            }
+            Command::UndrainGroup { group } => {
+                let mut next = self.state.clone();
+                next.undrain_group(*group)?;
+                self.state = next;
+                self.applied(0)
+            }
+            Command::RemoveGroup { group } => {
+                let mut next = self.state.clone();
+                next.remove_group(*group, &self.tables)?;
+                let gone: Vec<NodeId> =
+                    self.state.nodes.keys().filter(|n| !next.nodes.contains_key(n)).copied().collect();
+                self.state = next;
+                for n in gone {
+                    self.stop_requested.remove(&n);
+                    self.restorable.remove(&n);
+                    self.sysfile_epochs.remove(&n);
+                    self.left_clean.remove(&n);
+                }
+                self.applied(0)
+            }
         }
         .inspect(|_| self.track_restorable())
     }
@@ -375,7 +491,28 @@ impl ControlState {
         }
         self.catalog_version = version;
         self.catalog = Arc::new(bytes.to_vec());
+        if let Some(tables) = table_shapes(bytes) {
+            let live: BTreeSet<u32> = tables.iter().map(|t| t.0).collect();
+            self.state.forget_tables(&live);
+            self.tables = tables;
+        }
         self.bump();
+        self.applied(0)
+    }
+
+    fn add_nodes(&mut self, nodes: &[NodeSpecWire], reorganize: bool) -> CommandResult {
+        if self.state.cluster_down {
+            return Err("the cluster is down: restart it before adding node groups".into());
+        }
+        let specs: Vec<DataNodeSpec> =
+            nodes.iter().map(|n| DataNodeSpec { id: n.id, host: n.host.clone(), port: n.port }).collect();
+        if specs.iter().all(|d| self.state.config.data_node(d.id).is_some_and(|have| *have == *d)) {
+            return self.applied(0); // a retried proposal
+        }
+        let mut next = self.state.clone();
+        next.add_nodes(&specs)?;
+        next.rebalance_all |= reorganize;
+        self.state = next;
         self.applied(0)
     }
 
@@ -421,6 +558,7 @@ impl ControlState {
             },
         };
         let state = ClusterState::decode(&wire.state).map_err(|e| format!("bad cluster state: {e:?}"))?;
+        let tables = table_shapes(&wire.catalog).unwrap_or_default();
         Ok(ControlState {
             state,
             catalog_version: wire.catalog_version,
@@ -429,8 +567,17 @@ impl ControlState {
             restorable: wire.restorable.into_iter().collect(),
             sysfile_epochs: wire.sysfile_epochs.into_iter().collect(),
             left_clean: wire.left_clean.into_iter().collect(),
+            tables,
         })
     }
+}
+
+/// The tables of an encoded catalog (None when the bytes are not one: the control plane's own
+/// tests store arbitrary bytes).
+fn table_shapes(bytes: &[u8]) -> Option<Vec<TableShape>> {
+    tern_types::Catalog::decode(bytes)
+        .ok()
+        .map(|c| c.tables.values().map(|t| (t.id, t.groups, t.partition_count)).collect())
 }
 
 /// True when removing `failing` from the write chains leaves some node group that has a full
@@ -438,7 +585,9 @@ impl ControlState {
 /// up: a group that has not started yet cannot be lost). A member still copying does not keep
 /// its group: its copy is not complete.
 pub fn group_lost(state: &ClusterState, failing: &[NodeId]) -> bool {
-    state.groups().iter().any(|group| {
+    // A group that holds no data (added and empty, or drained) loses nothing.
+    let holding = state.data_groups();
+    state.groups().iter().enumerate().filter(|(i, _)| holding.contains(&(*i as u32))).any(|(_, group)| {
         let full: Vec<NodeId> = group.iter().copied().filter(|n| state.state_of(*n) == NodeState::Started).collect();
         !full.is_empty() && full.iter().all(|n| failing.contains(n))
     })
@@ -500,6 +649,106 @@ mod tests {
         }
         ok(s, Command::StartCluster { nodes: ids.into_iter().zip(incs.iter().copied()).collect() });
         incs
+    }
+
+    /// An encoded catalog with one table of `parts` partitions over `groups` node groups.
+    fn catalog_bytes(version: u64, parts: u32, groups: u32) -> Vec<u8> {
+        use tern_types::schema::{Column, ColumnType, Table};
+        let mut c = tern_types::Catalog::new();
+        c.version = version;
+        let mut t =
+            Table::new("db", "t", vec![Column::new("id", ColumnType::Int { unsigned: false }).not_null()], vec![0]);
+        t.id = 5;
+        t.partition_count = parts;
+        t.groups = groups;
+        c.tables.insert(5, t);
+        let mut out = Vec::new();
+        c.encode(&mut out);
+        out
+    }
+
+    #[test]
+    fn an_added_node_group_gets_partitions_moved_to_it_and_is_drained_and_removed() {
+        let mut s = ControlState::new(config(2, 2));
+        let incs = start_all(&mut s);
+        ok(&mut s, Command::SetCatalog { version: 2, bytes: catalog_bytes(2, 4, 1) });
+        assert_eq!(s.tables, vec![(5, 1, 4)]);
+        assert!(rejected(&mut s, Command::Reorganize { table: 9 }).contains("no table"));
+        let wire = |id| NodeSpecWire { id, host: "127.0.0.1".into(), port: 11860 + id };
+        let v = s.version();
+        ok(&mut s, Command::AddNodes { nodes: vec![wire(3), wire(4)], reorganize: true });
+        assert_eq!(s.version(), v + 1);
+        ok(&mut s, Command::AddNodes { nodes: vec![wire(3), wire(4)], reorganize: true });
+        assert_eq!(s.version(), v + 1, "a retried proposal changes nothing");
+        assert!(
+            rejected(&mut s, Command::AddNodes { nodes: vec![wire(5)], reorganize: false }).contains("node groups")
+        );
+        // The new nodes start empty: register, copy (nothing), start. Then the group is in
+        // service and moves begin, all within the command's one version.
+        let mut new_incs = Vec::new();
+        for n in [3, 4] {
+            let i = ok(&mut s, Command::Register { node: n, incarnation: 0, durable_epoch: 0 }).incarnation;
+            ok(&mut s, Command::SetState { node: n, incarnation: i, state: NodeState::Copying });
+            new_incs.push(i);
+        }
+        ok(&mut s, Command::SetState { node: 3, incarnation: new_incs[0], state: NodeState::Started });
+        assert_eq!(s.state.active_groups, 1);
+        let v = s.version();
+        ok(&mut s, Command::SetState { node: 4, incarnation: new_incs[1], state: NodeState::Started });
+        assert_eq!((s.version(), s.state.active_groups), (v + 1, 2));
+        let moving: Vec<(u32, u32)> =
+            s.state.placed.iter().filter(|(_, p)| p.moving.is_some()).map(|(k, _)| *k).collect();
+        assert_eq!(moving.len(), 2, "half the partitions move, two at a time");
+        // Reports: a stale incarnation is refused; copies switch the move, leaves end it.
+        let (t, p) = moving[0];
+        let copied = |node, incarnation| Command::MoveCopied { node, incarnation, table: t, partition: p };
+        let left = |node, incarnation| Command::MoveLeft { node, incarnation, table: t, partition: p };
+        assert!(rejected(&mut s, copied(3, new_incs[0] + 7)).contains("stale incarnation"));
+        assert!(rejected(&mut s, copied(1, incs[0])).contains("not copying"));
+        ok(&mut s, copied(3, new_incs[0]));
+        ok(&mut s, copied(4, new_incs[1]));
+        ok(&mut s, left(1, incs[0]));
+        ok(&mut s, left(2, incs[1]));
+        assert_eq!(s.state.placed[&(t, p)].home.group, 1);
+        // Every move done: two partitions per group.
+        for &(t, p) in &moving[1..] {
+            for (n, i) in [(3, new_incs[0]), (4, new_incs[1])] {
+                ok(&mut s, Command::MoveCopied { node: n, incarnation: i, table: t, partition: p });
+            }
+            for (n, i) in [(1, incs[0]), (2, incs[1])] {
+                ok(&mut s, Command::MoveLeft { node: n, incarnation: i, table: t, partition: p });
+            }
+        }
+        assert!(s.state.placed.values().all(|p| p.moving.is_none() && p.home.group == 1));
+        // Drain it again: the partitions move back, then the stopped group is removed.
+        assert!(rejected(&mut s, Command::RemoveGroup { group: 1 }).contains("in service"));
+        ok(&mut s, Command::DrainGroup { group: 1 });
+        assert_eq!(s.state.active_groups, 1);
+        loop {
+            let moving: Vec<(u32, u32)> =
+                s.state.placed.iter().filter(|(_, p)| p.moving.is_some()).map(|(k, _)| *k).collect();
+            if moving.is_empty() {
+                break;
+            }
+            for (t, p) in moving {
+                for (n, i) in [(1, incs[0]), (2, incs[1])] {
+                    ok(&mut s, Command::MoveCopied { node: n, incarnation: i, table: t, partition: p });
+                }
+                for (n, i) in [(3, new_incs[0]), (4, new_incs[1])] {
+                    ok(&mut s, Command::MoveLeft { node: n, incarnation: i, table: t, partition: p });
+                }
+            }
+        }
+        assert!(s.state.placed.values().all(|p| p.moving.is_none() && p.home.group == 0), "all back in group 0");
+        assert!(rejected(&mut s, Command::RemoveGroup { group: 1 }).contains("running"));
+        // Both members of the empty group may stop: the cluster stays up.
+        ok(&mut s, Command::Leave { node: 3, incarnation: new_incs[0], sysfile_epoch: 1 });
+        ok(&mut s, Command::Leave { node: 4, incarnation: new_incs[1], sysfile_epoch: 1 });
+        assert!(!s.state.cluster_down);
+        ok(&mut s, Command::RemoveGroup { group: 1 });
+        assert_eq!(s.state.nodes.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
+        let back = ControlState::decode(&s.encode()).unwrap();
+        assert_eq!(back, s);
     }
 
     #[test]

@@ -654,6 +654,13 @@ pub fn describe(cmd: &Command) -> &'static str {
         Command::StartNode { .. } => "start-node",
         Command::StartCluster { .. } => "start-cluster",
         Command::Leave { .. } => "leave",
+        Command::AddNodes { .. } => "add-nodes",
+        Command::Reorganize { .. } => "reorganize",
+        Command::MoveCopied { .. } => "move-copied",
+        Command::MoveLeft { .. } => "move-left",
+        Command::DrainGroup { .. } => "drain-group",
+        Command::UndrainGroup { .. } => "undrain-group",
+        Command::RemoveGroup { .. } => "remove-group",
     }
 }
 

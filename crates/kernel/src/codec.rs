@@ -40,7 +40,7 @@ use tern_types::filter::Filter;
 use tern_wire::{KeyOp, LogOp, Reply, Request};
 
 /// The layout version written first in every payload.
-pub const SIGNAL_FORMAT: u8 = 1;
+pub const SIGNAL_FORMAT: u8 = 2;
 
 /// Members of a replica chain (at most one per data node).
 pub const CHAIN_MAX: usize = DATA_NODES_MAX;
@@ -136,6 +136,7 @@ signal_tags! {
     EPOCH_BUSY = 57,
     FAST_OFF = 58,
     RESOLVE = 59,
+    COMPLETE_REQ = 60,
 }
 
 /// Appends the payload for `sig` addressed to `to`.
@@ -179,6 +180,7 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
         | Signal::FastOff { .. }
         | Signal::Resolve { .. }
         | Signal::Complete { .. }
+        | Signal::CompleteReq { .. }
         | Signal::Abort { .. }
         | Signal::Aborted { .. } => enc_txn_signal(e, sig),
         Signal::ScanFrag(frag) => {
@@ -273,9 +275,10 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             enc_addr(e, *from);
             e.u64(*rows);
         }
-        Signal::CatalogReq { from } => {
+        Signal::CatalogReq { from, incarnation } => {
             e.u8(tag::CATALOG_REQ);
             enc_addr(e, *from);
+            e.u32(*incarnation);
         }
         Signal::DistStarted { from, durable_epoch } => {
             e.u8(tag::DIST_STARTED);
@@ -458,6 +461,11 @@ fn enc_txn_signal(e: &mut Enc, sig: &Signal) {
             enc_chain(e, chain);
             e.u8(*pos);
         }
+        Signal::CompleteReq { txn, from } => {
+            e.u8(tag::COMPLETE_REQ);
+            enc_txn(e, txn);
+            enc_addr(e, *from);
+        }
         Signal::Abort { txn, chain, pos, map_version } => {
             e.u8(tag::ABORT);
             enc_txn(e, txn);
@@ -490,6 +498,7 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         | tag::FAST_OFF
         | tag::RESOLVE
         | tag::COMPLETE
+        | tag::COMPLETE_REQ
         | tag::ABORT
         | tag::ABORTED) => dec_txn_signal(t, d)?,
         tag::SCAN_FRAG => Signal::ScanFrag(Box::new(dec_scan_frag(d)?)),
@@ -533,7 +542,7 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
         },
         tag::COPY_ACK => Signal::CopyAck { from: dec_addr(d)?, table: d.u32()?, partition: d.u32()? },
         tag::COPY_DONE => Signal::CopyDone { from: dec_addr(d)?, rows: d.u64()? },
-        tag::CATALOG_REQ => Signal::CatalogReq { from: dec_addr(d)? },
+        tag::CATALOG_REQ => Signal::CatalogReq { from: dec_addr(d)?, incarnation: d.u32()? },
         tag::DIST_STARTED => Signal::DistStarted { from: dec_addr(d)?, durable_epoch: d.u64()? },
         tag::EPOCH_DURABLE => Signal::EpochDurable { epoch: d.u64()? },
         tag::DDL => {
@@ -638,6 +647,7 @@ fn dec_txn_signal(t: u8, d: &mut Dec) -> DecodeResult<Signal> {
             check_pos(&chain, pos)?;
             Signal::Complete { txn, chain, pos }
         }
+        tag::COMPLETE_REQ => Signal::CompleteReq { txn: dec_txn(d)?, from: dec_addr(d)? },
         tag::ABORT => Signal::Abort { txn: dec_txn(d)?, chain: dec_chain(d)?, pos: d.u8()?, map_version: d.u64()? },
         tag::ABORTED => Signal::Aborted { txn: dec_txn(d)?, chain: dec_chain(d)? },
         _ => return Err(DecodeError("unknown signal tag")),
@@ -798,6 +808,7 @@ fn enc_prepare_batch(e: &mut Enc, b: &PrepareBatch) {
     e.bool(b.nowait);
     // 0: no one-round commit (epochs start at 1).
     e.u64(b.commit_epoch.unwrap_or(0));
+    e.u64(b.map_version);
 }
 
 /// Op results by op index (a batch's, or a one-round commit's).
@@ -824,6 +835,7 @@ fn dec_prepare_batch(d: &mut Dec) -> DecodeResult<PrepareBatch> {
         triggers: dec_list(d, ITEMS_MAX, 4 + KEY_OP_BYTES_MIN, |d| Ok((d.u32()?, KeyOp::decode(d)?)))?,
         nowait: d.bool()?,
         commit_epoch: Some(d.u64()?).filter(|&e| e > 0),
+        map_version: d.u64()?,
     })
 }
 
@@ -1132,6 +1144,7 @@ mod tests {
             triggers: vec![(0, KeyOp { kind: OpKind::Insert, row: vec![5; 12], ..KeyOp::read(8, vec![4, 4]) })],
             nowait: pos == 0,
             commit_epoch: (pos == 1).then_some(1 << 34),
+            map_version: 9,
         })
     }
 
@@ -1239,6 +1252,7 @@ mod tests {
             (tc(2, 1), Signal::FastOff { txn: txn(902) }),
             (ldm(2, 0), Signal::Resolve { txn: txn(902), map_version: 7 }),
             (ldm(2, 2), Signal::Complete { txn: txn(900), chain: vec![ldm(1, 2), ldm(2, 2)], pos: 1 }),
+            (tc(1, 0), Signal::CompleteReq { txn: txn(900), from: ldm(2, 2) }),
             (ldm(1, 0), Signal::Abort { txn: txn(901), chain: vec![ldm(1, 0)], pos: 0, map_version: 6 }),
             (tc(2, 1), Signal::Aborted { txn: txn(901), chain: vec![] }),
             (
@@ -1327,7 +1341,7 @@ mod tests {
             ),
             (ldm(1, 0), Signal::CopyAck { from: ldm(2, 0), table: 7, partition: 4 }),
             (dist(2), Signal::CopyDone { from: ldm(2, 0), rows: 123_456 }),
-            (dict(1), Signal::CatalogReq { from: dict(2) }),
+            (dict(1), Signal::CatalogReq { from: dict(2), incarnation: 3 }),
             (dist(1), Signal::DistStarted { from: dist(2), durable_epoch: 85 }),
             (tc(2, 3), Signal::EpochDurable { epoch: 87 }),
             (

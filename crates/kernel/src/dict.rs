@@ -91,7 +91,7 @@ pub struct Dict {
     job: Option<Job>,
     local: Option<LocalWrite>,
     /// Restarting nodes that fetched the catalog: every later change is written to them too.
-    joining: BTreeSet<NodeId>,
+    joining: BTreeMap<NodeId, u32>,
     /// A catalog write that arrived while another was in progress.
     queued_write: Option<Signal>,
     queue: VecDeque<Signal>,
@@ -127,7 +127,7 @@ impl Dict {
             catalog,
             job: None,
             local: None,
-            joining: BTreeSet::new(),
+            joining: BTreeMap::new(),
             queued_write: None,
             queue: VecDeque::new(),
             auto_next: HashMap::new(),
@@ -223,7 +223,7 @@ impl Dict {
                     }
                 }
             }
-            Signal::CatalogReq { from }
+            Signal::CatalogReq { from, .. }
                 if self.job.as_ref().is_some_and(|j| matches!(j.origin, Origin::Join(a) if a.node == from.node)) =>
             {
                 // A restarting node asks again (its first request or our write to it was lost
@@ -233,8 +233,11 @@ impl Dict {
                     out.send(Addr::new(from.node, Block::Dict), sig);
                 }
             }
-            Signal::CatalogReq { from }
-                if self.queue.iter().any(|q| matches!(q, Signal::CatalogReq { from: f } if f.node == from.node)) => {}
+            Signal::CatalogReq { from, .. }
+                if self
+                    .queue
+                    .iter()
+                    .any(|q| matches!(q, Signal::CatalogReq { from: f, .. } if f.node == from.node)) => {}
             Signal::Ddl { .. } | Signal::AutoInc { .. } | Signal::CatalogReq { .. } => {
                 if self.job.is_some() {
                     if self.queue.len() >= DDL_QUEUE_MAX {
@@ -285,7 +288,14 @@ impl Dict {
                 // would make this dict forward to a master the newer map declared failed.
             }
             Signal::ClusterMap { state } => {
-                self.joining.retain(|&n| matches!(state.state_of(n), NodeState::Starting | NodeState::Copying));
+                // A node of the request's incarnation that left the start-up states has started
+                // (it is live) or failed; a map of an older incarnation predates the request.
+                self.joining.retain(|n, inc| {
+                    state.nodes.get(n).is_some_and(|s| {
+                        s.incarnation < *inc
+                            || (s.incarnation == *inc && matches!(s.state, NodeState::Starting | NodeState::Copying))
+                    })
+                });
                 // Requests forwarded to a master that failed: it may or may not have committed
                 // a schema change (a new master writes one it did); an AUTO_INCREMENT range can
                 // simply be asked for again.
@@ -320,7 +330,7 @@ impl Dict {
                     Some(Stage::Write { waiting, .. }) => waiting
                         .iter()
                         .copied()
-                        .filter(|&n| self.cluster.state_of(n) == NodeState::Down && !self.joining.contains(&n))
+                        .filter(|&n| self.cluster.state_of(n) == NodeState::Down && !self.joining.contains_key(&n))
                         .collect(),
                     _ => Vec::new(),
                 };
@@ -376,9 +386,9 @@ impl Dict {
                     self.next_job(out);
                 }
             },
-            Signal::CatalogReq { from } => {
+            Signal::CatalogReq { from, incarnation } => {
                 // A restarting node: write the catalog there, and every later change too.
-                self.joining.insert(from.node);
+                self.joining.insert(from.node, incarnation);
                 let catalog = self.catalog.clone();
                 let waiting: BTreeSet<NodeId> = [from.node].into();
                 let sig = Signal::SchemaWrite { from: self.addr, catalog: catalog.clone(), broadcast: true };
@@ -493,7 +503,7 @@ impl Dict {
     /// Has every live node's dict write (and, with `broadcast`, apply) `catalog`.
     fn write(&mut self, catalog: Arc<Catalog>, broadcast: bool, out: &mut Out) {
         let nodes: BTreeSet<NodeId> =
-            self.cluster.live_nodes().into_iter().chain(self.joining.iter().copied()).collect();
+            self.cluster.live_nodes().into_iter().chain(self.joining.keys().copied()).collect();
         for &n in &nodes {
             let sig = Signal::SchemaWrite { from: self.addr, catalog: catalog.clone(), broadcast };
             out.send(Addr::new(n, Block::Dict), sig);

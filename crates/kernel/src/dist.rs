@@ -274,7 +274,8 @@ impl Dist {
     /// Every tc (or ldm) of every live node, in address order.
     fn ask_catalog(&self, out: &mut Out) {
         let master = Addr::new(self.cluster.master().unwrap_or(self.addr.node), Block::Dict);
-        out.send(master, Signal::CatalogReq { from: self.addr });
+        let incarnation = self.cluster.nodes.get(&self.addr.node).map_or(0, |s| s.incarnation);
+        out.send(master, Signal::CatalogReq { from: self.addr, incarnation });
     }
 
     fn all(&self, block: fn(u16) -> Block) -> BTreeSet<Addr> {

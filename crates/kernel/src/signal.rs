@@ -112,6 +112,11 @@ pub struct PrepareBatch {
     /// epoch went before here; the last replica then commits on staging (its prepare
     /// acknowledgement is its `Commit` to the primary). Dropped anywhere: the ordinary rounds.
     pub commit_epoch: Option<u64>,
+    /// The coordinator's cluster-map version when it routed the batch. A primary with an older
+    /// map waits for that one first: the chain may hold a replica that joined since, and writes
+    /// this primary let through meanwhile on its older chains would bypass that replica after
+    /// this batch reached it.
+    pub map_version: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -211,6 +216,14 @@ pub enum Signal {
         txn: TxnRef,
         chain: Vec<Addr>,
         pos: u8,
+    },
+    /// A replica holding a committed transaction (a backup's locks, a primary's marker) saw a
+    /// data node fail: the `Complete` travelling its chain may have died with that node. The
+    /// coordinator answers `Complete` to `from` alone once it has forgotten the transaction
+    /// (every replica committed); one it still finishes gets its own failure handling.
+    CompleteReq {
+        txn: TxnRef,
+        from: Addr,
     },
     /// `map_version` > 0: sent after data nodes failed (a fan-out abort straight to one replica);
     /// the ldm acts on it only once it has itself seen that cluster-map version, so a prepare
@@ -368,6 +381,9 @@ pub enum Signal {
     /// A restarting node's dict -> the master's: send me the catalog (answered with SchemaWrite).
     CatalogReq {
         from: Addr,
+        /// The asking node's incarnation: a map older than the request that shows the node
+        /// down must not end the writes to it.
+        incarnation: u32,
     },
     /// A node's dist -> the master's: this node has started and takes part in epochs.
     DistStarted {

@@ -294,6 +294,9 @@ pub struct Tc {
     scans: HashMap<(ClientId, u64), Scan>,
     /// Scan id used towards ldms (unique in this tc) -> the client's scan.
     scan_ids: HashMap<u64, (ClientId, u64)>,
+    /// Scans that failed while their client was not waiting for a batch: the error answers its
+    /// next request (one per client scan id; dropped with the client).
+    failed_scans: HashMap<(ClientId, u64), TernError>,
     started: bool,
     /// The node's lease from the management nodes ends at this time (`u64::MAX`: none needed);
     /// no client request is served after it.
@@ -355,6 +358,7 @@ impl Tc {
             epoch_wanted: 0,
             scans: HashMap::new(),
             scan_ids: HashMap::new(),
+            failed_scans: HashMap::new(),
             started: false,
             lease_until_ms: u64::MAX,
             stopping: false,
@@ -472,6 +476,14 @@ impl Tc {
             Signal::Aborted { txn, chain } if txn.tc != self.addr => self.takeover_answer(txn, chain, false, out),
             Signal::Committed { txn, chain, results } => self.committed(txn, chain, results, out),
             Signal::Aborted { txn, chain } => self.aborted(txn, chain, out),
+            Signal::CompleteReq { txn, from } => {
+                // Ids count up from this incarnation's base: an id below `next_id` of this
+                // incarnation that is no longer held finished its commit (or abort) here.
+                let mine = txn.tc == self.addr && txn.id >> 40 == self.next_id >> 40 && txn.id < self.next_id;
+                if mine && !self.txns.contains_key(&txn.id) {
+                    out.send(from, Signal::Complete { txn, chain: vec![from], pos: 0 });
+                }
+            }
             Signal::FastOff { txn } => {
                 if txn.tc == self.addr
                     && self.txns.get(&txn.id).is_some_and(|t| t.state == State::FastCommit { resolving: false })
@@ -588,6 +600,7 @@ impl Tc {
             Request::ScanNext { scan } => self.scan_next(client, req_id, scan, out),
             Request::ScanClose { scan } => {
                 self.drop_scan((client, scan));
+                self.failed_scans.remove(&(client, scan));
                 out.reply(client, req_id, Reply::ScanRows { scan, rows: Vec::new(), done: true });
             }
             Request::Ddl(ddl) => out.send(self.dict(), Signal::Ddl { client, req_id, reply_to: self.addr, req: ddl }),
@@ -808,6 +821,7 @@ impl Tc {
                             triggers: Vec::new(),
                             nowait,
                             commit_epoch: None,
+                            map_version: self.cluster.version,
                         })
                     });
                     b.ops.push(PrepOp::Exec { idx: (base + i) as u32, partition, op });
@@ -1211,6 +1225,20 @@ impl Tc {
         }
     }
 
+    /// Ends a scan with an error: now if its client waits for a batch, else at its next request
+    /// (a reply now would answer a request already answered, and the next one would find the
+    /// scan gone and take it for finished).
+    fn fail_scan(&mut self, key: (ClientId, u64), e: TernError, out: &mut Out) {
+        let Some(s) = self.scans.get(&key) else { return };
+        let (client, req_id, waiting) = (s.client, s.req_id, s.waiting);
+        self.drop_scan(key);
+        if waiting {
+            out.reply(client, req_id, Reply::Error(e));
+        } else {
+            self.failed_scans.insert(key, e);
+        }
+    }
+
     fn drop_scan(&mut self, key: (ClientId, u64)) {
         if let Some(s) = self.scans.remove(&key) {
             self.scan_ids.remove(&s.local);
@@ -1222,6 +1250,7 @@ impl Tc {
         for k in gone {
             self.drop_scan(k);
         }
+        self.failed_scans.retain(|(c, _), _| *c != client);
         self.aborted_idle.retain(|(c, _), _| *c != client);
         self.log_client_gone(client, out);
         // Ordered, so the aborts go out in the same order in every run (the kernel's rule).
@@ -1405,11 +1434,8 @@ impl Tc {
             .collect();
         hit.sort_unstable();
         for key in hit {
-            let s = &self.scans[&key];
-            let (client, req_id) = (s.client, s.req_id);
-            self.drop_scan(key);
             let e = TernError::new(ErrorCode::NodeFailure, "a data node failed during the scan; restart it");
-            out.reply(client, req_id, Reply::Error(e));
+            self.fail_scan(key, e, out);
         }
     }
 
@@ -1549,6 +1575,7 @@ impl Tc {
         if self.scans.contains_key(&key) {
             return fail(out, ErrorCode::InvalidRequest, format!("scan {} is already open", req.scan));
         }
+        self.failed_scans.remove(&key);
         let ranges = match std::mem::take(&mut req.ranges) {
             r if r.is_empty() => vec![(req.lo.clone(), req.hi.clone())],
             r => r,
@@ -1577,6 +1604,9 @@ impl Tc {
     }
 
     fn scan_next(&mut self, client: ClientId, req_id: u64, scan: u64, out: &mut Out) {
+        if let Some(e) = self.failed_scans.remove(&(client, scan)) {
+            return out.reply(client, req_id, Reply::Error(e));
+        }
         match self.scans.get_mut(&(client, scan)) {
             None => out.reply(client, req_id, Reply::ScanRows { scan, rows: Vec::new(), done: true }),
             Some(s) => {
@@ -1598,9 +1628,7 @@ impl Tc {
             return;
         }
         if let Some(e) = r.error {
-            let (client, req_id) = (s.client, s.req_id);
-            self.drop_scan(key);
-            out.reply(client, req_id, Reply::Error(e));
+            self.fail_scan(key, e, out);
             return;
         }
         let p = s.parts.get_mut(&r.partition).expect("checked");

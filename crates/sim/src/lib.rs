@@ -356,6 +356,9 @@ pub struct Sim {
     backup: Option<SimBackup>,
     next_backup: u64,
     /// Set while the modelled control plane starts planned moves (`publish` does not plan again).
+    /// When each node's blocks get the newest map (the membership thread hands a node the
+    /// catalog only after the map that made it master).
+    map_at: BTreeMap<NodeId, u64>,
     planning: bool,
 }
 
@@ -535,6 +538,7 @@ impl Sim {
             backup: None,
             next_backup: BACKUP_EVERY_MS / 2,
             planning: false,
+            map_at: BTreeMap::new(),
         }
     }
 
@@ -646,9 +650,18 @@ impl Sim {
             if sim.now >= next_grow.min(next_shrink) && sim.started() && sim.table.is_some() {
                 let grow = next_grow <= next_shrink;
                 let mut next = (*sim.cluster).clone();
-                next.version += 1;
                 next.rebalance_all = true;
-                next.active_groups = next.groups().len() as u32 - u32::from(!grow);
+                if grow {
+                    next.version += 1;
+                    next.draining.clear();
+                    next.active_groups = next.groups().len() as u32;
+                } else {
+                    // As the control plane drains a node group: its default homes are pinned
+                    // and the planner moves them off.
+                    let tables = sim.mgm_tables();
+                    let last = next.groups().len() as u32 - 1;
+                    next.drain_group(last, &tables).expect("the added group drains");
+                }
                 sim.log(|| format!("node groups in service: {} (reorganising every table)", next.active_groups));
                 if grow {
                     next_grow = u64::MAX;
@@ -727,6 +740,9 @@ impl Sim {
         for (id, sn) in &self.nodes {
             if let Some(n) = &sn.node {
                 eprintln!("node {id} dict: {}", n.dict.describe());
+                for (i, l) in n.ldms.iter().enumerate() {
+                    eprintln!("node {id} ldm {i}: {}", l.describe());
+                }
             }
         }
         panic!("simulation failed (seed {}, t={} ms): {msg}", self.seed, self.now);
@@ -1390,8 +1406,10 @@ impl Sim {
                     );
                 }
             }
-            // A pushed aggregation starts again from nothing (its partials so far are dropped).
-            Reply::Error(e) if e.is_temporary() && (self.scan_rows.is_empty() || self.verify_agg.is_some()) => {
+            // A temporary failure (a map the tc had not seen yet, a move's switch) restarts the
+            // scan from nothing, as a client does (a pushed aggregation drops its partials);
+            // `scan_table`'s deadline bounds the retries.
+            Reply::Error(e) if e.is_temporary() => {
                 self.scan_rows.clear();
                 self.send_verify_scan(self.verify_table);
             }
@@ -1717,6 +1735,16 @@ impl Sim {
             let at = self.now + 1 + self.rng.below(20);
             let inc = self.incarnation;
             self.push(at, Event::Deliver { from: None, to: Addr::new(node, Block::Dict), sig, incarnation: inc });
+            if accepted {
+                // A table created while a drain began may name the draining group: its
+                // partitions there are pinned (as the control plane does at SetCatalog).
+                let tables = self.mgm_tables();
+                let mut next = (*self.cluster).clone();
+                if next.pin_draining(&tables) {
+                    next.version += 1;
+                    self.publish(next);
+                }
+            }
             if accepted && self.cluster.master() != Some(node) {
                 // A proposal of a master that failed meanwhile, committed after the new master
                 // looked: its membership thread sees the new version at its next heartbeat.
@@ -1806,6 +1834,7 @@ impl Sim {
         let spread = if self.cfg.scale_out { 40 } else { 5 };
         for node in running {
             let at = self.now + 1 + self.rng.below(spread);
+            self.map_at.insert(node, at);
             let blocks = (0..n).map(Block::Tc).chain((0..n).map(Block::Ldm)).chain([Block::Dict, Block::Dist]);
             for b in blocks {
                 let sig = Signal::ClusterMap { state: self.cluster.clone() };
@@ -1816,15 +1845,23 @@ impl Sim {
         self.start_moves();
     }
 
+    /// The tables of the management nodes' catalog, as the planner of moves sees them.
+    fn mgm_tables(&self) -> Vec<tern_types::cluster::TableShape> {
+        self.mgm_catalog
+            .as_ref()
+            .map_or_else(Vec::new, |c| c.tables.values().map(|t| (t.id, t.groups, t.partition_count)).collect())
+    }
+
     /// The control plane's planner of moves (`ClusterState::plan_moves`) over the tables the
     /// management nodes' catalog holds.
     fn start_moves(&mut self) {
         if self.planning {
             return;
         }
-        let Some(c) = self.mgm_catalog.clone() else { return };
-        let tables: Vec<tern_types::cluster::TableShape> =
-            c.tables.values().map(|t| (t.id, t.groups, t.partition_count)).collect();
+        if self.mgm_catalog.is_none() {
+            return;
+        }
+        let tables = self.mgm_tables();
         let plan = self.cluster.plan_moves(&tables);
         if plan.is_empty() {
             return;
@@ -1848,7 +1885,8 @@ impl Sim {
         if let (Some(master), Some(c)) = (self.cluster.master(), self.mgm_catalog.clone())
             && self.nodes.get(&master).is_some_and(|sn| sn.node.is_some())
         {
-            let (at, inc) = (self.now + 6 + self.rng.below(20), self.incarnation);
+            let at = (self.now + 6 + self.rng.below(20)).max(self.map_at.get(&master).map_or(0, |t| t + 1));
+            let inc = self.incarnation;
             let sig = Signal::MgmCatalog { catalog: c, refused: None };
             self.push(at, Event::Deliver { from: None, to: Addr::new(master, Block::Dict), sig, incarnation: inc });
         }

@@ -5,6 +5,7 @@ mod backup;
 mod config;
 mod member;
 mod metrics_http;
+mod mgm;
 mod restart;
 mod up;
 
@@ -101,6 +102,16 @@ enum Cmd {
         node: u16,
         #[arg(long, default_value = "127.0.0.1:1186", value_delimiter = ',')]
         mgmd: Vec<String>,
+    },
+    /// The management client (ndb_mgm): SHOW, N STOP|START|RESTART, CREATE NODEGROUP
+    /// id@host:port,..., DROP NODEGROUP n, ALTER TABLE db.t REORGANIZE PARTITION, REPORT
+    /// MEMORYUSAGE, START BACKUP dir. Commands come from -e (separated by ';') or stdin.
+    Mgm {
+        #[arg(long, default_value = "127.0.0.1:1186", value_delimiter = ',')]
+        mgmd: Vec<String>,
+        /// The command(s) to run.
+        #[arg(short = 'e', long)]
+        execute: Option<String>,
     },
     /// Run a management node (ndb_mgmd): the cluster's configuration, membership and failure
     /// detection, replicated with Raft over the management nodes of the cluster file.
@@ -545,6 +556,7 @@ fn main() {
             up::stop_cluster(&data_dir, Duration::from_secs(wait_secs))
         }
         Cmd::Start { node, mgmd } => operator(mgmd, node, false),
+        Cmd::Mgm { mgmd, execute } => mgm::run(mgmd, execute),
         Cmd::Restart { rolling: true, mgmd, data_dir } => {
             init_logging("warn");
             install_signal_handlers();

@@ -405,6 +405,9 @@ fn work_loop(
     let mut catalog_known: Option<u64> = None;
     let mut catalog_want: Option<Arc<tern_types::Catalog>> = None;
     let mut state_changes: Vec<NodeState> = Vec::new();
+    // Partition moves' reports not yet taken by the management nodes (retried; a refused one
+    // is stale — an older move, or another incarnation's — and dropped).
+    let mut move_reports: std::collections::BTreeSet<tern_runtime::MoveReport> = Default::default();
     let mut durable_reported = Instant::now() - DURABLE_REPORT_EVERY;
     loop {
         if steer.stop.load(Ordering::SeqCst) || steer.leaving.load(Ordering::SeqCst) {
@@ -450,6 +453,30 @@ fn work_loop(
                 }
                 Err(e) => {
                     tracing::warn!("proposing state {}: {e}", s.name());
+                    break;
+                }
+            }
+        }
+        move_reports.extend(control.take_moves());
+        let reports: Vec<tern_runtime::MoveReport> = move_reports.iter().copied().collect();
+        for r in reports {
+            let (table, partition) = (r.table, r.partition);
+            let cmd = if r.left {
+                Command::MoveLeft { node, incarnation, table, partition }
+            } else {
+                Command::MoveCopied { node, incarnation, table, partition }
+            };
+            match client.propose(cmd) {
+                Ok(_) => {
+                    tracing::info!(node, table, partition, left = r.left, "partition move reported");
+                    move_reports.remove(&r);
+                }
+                Err(ControlError::Rejected(why)) => {
+                    tracing::debug!(table, partition, "a partition move report was refused: {why}");
+                    move_reports.remove(&r);
+                }
+                Err(e) => {
+                    tracing::debug!(table, partition, "reporting a partition move: {e}");
                     break;
                 }
             }

@@ -284,6 +284,11 @@ pub struct ClusterState {
     pub rebalance: BTreeSet<u32>,
     /// Partitions away from their default home, or being moved: (table id, partition).
     pub placed: BTreeMap<(u32, u32), Placed>,
+    /// Added node groups taken out of service (NDB's DROP NODEGROUP, done online): their
+    /// partitions move away, and they do not come back into service by themselves. Every
+    /// partition homed in one has an explicit placement (`pin_draining`), so the map alone tells
+    /// whether the group still holds data.
+    pub draining: BTreeSet<u32>,
 }
 
 /// Where a partition lives: its node group, the ldm worker that holds it on every member of the
@@ -351,6 +356,7 @@ impl ClusterState {
             rebalance_all: false,
             rebalance: BTreeSet::new(),
             placed: BTreeMap::new(),
+            draining: BTreeSet::new(),
         }
     }
 
@@ -598,6 +604,8 @@ impl ClusterState {
                 }
             }
         }
+        e.u32(self.draining.len() as u32);
+        self.draining.iter().for_each(|&g| e.u32(g));
     }
 
     pub fn decode(bytes: &[u8]) -> DecodeResult<ClusterState> {
@@ -656,6 +664,11 @@ impl ClusterState {
             };
             s.placed.insert(key, Placed { home: h, moving });
         }
+        if format >= 3 {
+            for _ in 0..d.len(DATA_NODES_MAX)? {
+                s.draining.insert(d.u32()?);
+            }
+        }
         Ok(s)
     }
 }
@@ -701,12 +714,115 @@ impl ClusterState {
         let groups = self.groups();
         let before = self.active_groups;
         while let Some(g) = groups.get(self.active_groups as usize) {
-            if !g.iter().all(|&n| self.state_of(n) == NodeState::Started) {
+            if self.draining.contains(&self.active_groups) || !g.iter().all(|&n| self.state_of(n) == NodeState::Started)
+            {
                 break;
             }
             self.active_groups += 1;
         }
         self.active_groups != before
+    }
+
+    /// Takes the last node group in service out of it (NDB's DROP NODEGROUP, online): new tables
+    /// no longer use it and the planner moves every partition off it; `remove_group` drops it
+    /// once it is empty. Only groups added to the cluster can go (the first ones hold the
+    /// default homes of every older table). `tables`: every table of the catalog.
+    pub fn drain_group(&mut self, group: u32, tables: &[TableShape]) -> Result<(), String> {
+        if group < self.base_groups {
+            return Err(format!(
+                "node group {group} is one of the cluster's first {} node groups: only added node groups can be dropped",
+                self.base_groups
+            ));
+        }
+        if self.draining.contains(&group) {
+            return Ok(()); // asked again
+        }
+        if group + 1 != self.active_groups {
+            return Err(format!(
+                "node group {group} is not the last node group in service (node groups 0-{} are): drop the last one first",
+                self.active_groups.saturating_sub(1)
+            ));
+        }
+        self.active_groups -= 1;
+        self.draining.insert(group);
+        self.pin_draining(tables);
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Partitions whose default home is in a draining group get an explicit placement there (a
+    /// table created while a drain began may still name the group). Returns whether any did.
+    pub fn pin_draining(&mut self, tables: &[TableShape]) -> bool {
+        if self.draining.is_empty() {
+            return false;
+        }
+        let mut changed = false;
+        for &(t, g, parts) in tables {
+            for p in 0..parts {
+                let home = self.default_home(g, p);
+                if self.draining.contains(&home.group) && !self.placed.contains_key(&(t, p)) {
+                    self.placed.insert((t, p), Placed { home, moving: None });
+                    changed = true;
+                }
+            }
+        }
+        changed
+    }
+
+    /// Puts a draining group back in service (once its members are started); what moved away
+    /// stays away until a reorganisation moves it back.
+    pub fn undrain_group(&mut self, group: u32) -> Result<(), String> {
+        if !self.draining.remove(&group) {
+            return Err(format!("node group {group} is not being dropped"));
+        }
+        self.activate_groups();
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Whether any partition lives in `group` or is moving there.
+    pub fn group_holds_data(&self, group: u32, tables: &[TableShape]) -> bool {
+        let placed = self
+            .placed
+            .values()
+            .any(|p| p.home.group == group || p.moving.as_ref().is_some_and(|m| m.to.group == group));
+        placed
+            || tables.iter().any(|&(t, g, parts)| {
+                (0..parts).any(|p| !self.placed.contains_key(&(t, p)) && self.default_home(g, p).group == group)
+            })
+    }
+
+    /// Removes an empty node group that is out of service (drained, or added and never put in
+    /// service) and is the last one, with its data nodes, which must be stopped.
+    pub fn remove_group(&mut self, group: u32, tables: &[TableShape]) -> Result<(), String> {
+        let groups = self.groups();
+        let Some(members) = groups.get(group as usize) else {
+            return Err(format!("there is no node group {group}"));
+        };
+        if group < self.base_groups {
+            return Err(format!("node group {group} is one of the cluster's first node groups: it cannot be dropped"));
+        }
+        if group as usize + 1 != groups.len() {
+            return Err(format!(
+                "node group {group} is not the last node group: drop node group {} first",
+                groups.len() - 1
+            ));
+        }
+        if group < self.active_groups {
+            return Err(format!("node group {group} is in service: drop it (which drains it) first"));
+        }
+        if self.group_holds_data(group, tables) {
+            return Err(format!("node group {group} still holds partitions: wait for them to move away"));
+        }
+        if let Some(n) = members.iter().find(|&&n| self.state_of(n) != NodeState::Down) {
+            return Err(format!("data node {n} of node group {group} is running: stop it first"));
+        }
+        let gone: BTreeSet<NodeId> = members.iter().copied().collect();
+        self.config.data_nodes.retain(|d| !gone.contains(&d.id));
+        self.nodes.retain(|n, _| !gone.contains(n));
+        self.draining.remove(&group);
+        self.version += 1;
+        Ok(())
     }
 
     /// Whether some partition's primary home differs between the two maps by their placements
@@ -855,7 +971,11 @@ impl ClusterState {
             let defaults: Vec<u32> = self
                 .placed
                 .range((t, 0)..=(t, u32::MAX))
-                .filter(|(k, pl)| pl.moving.is_none() && pl.home == self.default_home(g, k.1))
+                .filter(|(k, pl)| {
+                    pl.moving.is_none()
+                        && pl.home == self.default_home(g, k.1)
+                        && !self.draining.contains(&pl.home.group)
+                })
                 .map(|(&(_, p), _)| p)
                 .collect();
             for p in defaults {
@@ -884,15 +1004,17 @@ impl ClusterState {
             if budget == 0 {
                 break;
             }
-            if !(self.rebalance_all || self.rebalance.contains(&t)) || parts == 0 {
-                continue;
-            }
             // Where each partition is (a moving one counts where it goes).
             let at = |p: u32| -> Home {
                 let pl = self.placed.get(&(t, p));
                 pl.and_then(|x| x.moving.as_ref()).map_or_else(|| self.home(t, g, p), |m| m.to)
             };
+            let balance = self.rebalance_all || self.rebalance.contains(&t);
             let homes: Vec<Home> = (0..parts).map(at).collect();
+            // Tables not reorganised still leave groups out of service (drained).
+            if parts == 0 || !(balance || homes.iter().any(|h| h.group >= active)) {
+                continue;
+            }
             let mut count = vec![0u32; active as usize];
             for h in &homes {
                 if let Some(c) = count.get_mut(h.group as usize) {
@@ -913,7 +1035,7 @@ impl ClusterState {
                     break;
                 }
                 let from = homes[p as usize].group;
-                let over = from >= active || count[from as usize] > share[from as usize];
+                let over = from >= active || (balance && count[from as usize] > share[from as usize]);
                 let busy = self.placed.get(&(t, p)).is_some_and(|x| x.moving.is_some());
                 if !over || busy {
                     continue;
@@ -940,7 +1062,7 @@ impl ClusterState {
     }
 }
 
-const STATE_FORMAT: u16 = 2;
+const STATE_FORMAT: u16 = 3;
 
 /// The outcome of NDB's survivability check (ndb-protocols.md §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1120,6 +1242,66 @@ mod tests {
         // Each group's two partitions use both ldms.
         let ldms: BTreeSet<(u32, u16)> = (0..6).map(|p| (s.home(9, 0, p).group, s.home(9, 0, p).ldm)).collect();
         assert_eq!(ldms.len(), 6);
+    }
+
+    #[test]
+    fn an_added_node_group_is_drained_pinned_and_removed() {
+        let mut s = ClusterState::all_started(cfg(2, 2, 1)); // one group [1,2]
+        let new = |id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 11860 + id };
+        s.add_nodes(&[new(3), new(4)]).unwrap();
+        start(&mut s, 3);
+        start(&mut s, 4);
+        assert!(s.activate_groups());
+        // A table created over both groups: partition 1's default home is group 1.
+        let tables = [(7, 2, 2)];
+        assert_eq!(s.home(7, 2, 1).group, 1);
+        assert!(s.drain_group(0, &tables).unwrap_err().contains("only added node groups"));
+        assert!(s.remove_group(1, &tables).unwrap_err().contains("in service"));
+        let v = s.version;
+        s.drain_group(1, &tables).unwrap();
+        assert_eq!((s.version, s.active_groups), (v + 1, 1));
+        // The default home in the drained group is pinned: the map alone shows it holds data.
+        assert_eq!(s.placed[&(7, 1)], Placed { home: s.default_home(2, 1), moving: None });
+        assert!(s.data_groups().contains(&1));
+        assert!(!s.activate_groups(), "a draining group stays out of service");
+        s.tidy_placements(&tables);
+        assert!(s.placed.contains_key(&(7, 1)), "a pinned placement is not tidied away");
+        let mut buf = Vec::new();
+        s.encode(&mut buf);
+        assert_eq!(ClusterState::decode(&buf).unwrap(), s);
+        // Not reorganised, yet the planner moves the partition out of the drained group.
+        let plan = s.plan_moves(&tables);
+        assert_eq!(plan.len(), 1);
+        let (t, g, p, to) = plan[0];
+        assert_eq!((t, p, to.group), (7, 1, 0));
+        assert!(s.remove_group(1, &tables).unwrap_err().contains("still holds"));
+        s.begin_move(t, g, p, to).unwrap();
+        for n in [1, 2] {
+            s.move_copied(t, p, n).unwrap();
+        }
+        for n in [3, 4] {
+            s.move_left(t, p, n).unwrap();
+        }
+        assert!(!s.group_holds_data(1, &tables));
+        assert!(!s.data_groups().contains(&1));
+        // Its nodes may now both go without bringing the cluster down.
+        assert_eq!(s.survivability(&[1, 2]), Survival::Win);
+        assert!(s.remove_group(1, &tables).unwrap_err().contains("stop it first"));
+        for n in [3, 4] {
+            s.nodes.get_mut(&n).unwrap().state = NodeState::Down;
+        }
+        s.remove_group(1, &tables).unwrap();
+        assert_eq!((s.groups().len(), s.nodes.len(), s.config.data_nodes.len()), (1, 2, 2));
+        assert!(s.draining.is_empty());
+        assert_eq!(nodes_of(&s.chain(7, 2, 1)), vec![2, 1]);
+        // A drained group can also be put back in service before it is removed.
+        s.add_nodes(&[new(5), new(6)]).unwrap();
+        start(&mut s, 5);
+        start(&mut s, 6);
+        s.activate_groups();
+        s.drain_group(1, &[]).unwrap();
+        s.undrain_group(1).unwrap();
+        assert_eq!(s.active_groups, 2);
     }
 
     #[test]

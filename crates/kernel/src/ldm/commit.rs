@@ -23,7 +23,13 @@ impl Ldm {
             // Row count changes per table, told to the node's stats once per table (the changes
             // are ordered by table), not once per row.
             let mut counted: Option<(TableId, i64)> = None;
+            let fetching = self.fetch.as_ref().and_then(|f| f.current);
             for (lk, ch) in &changes {
+                if fetching == Some((lk.0, lk.1))
+                    && let Some(f) = self.fetch.as_mut()
+                {
+                    f.touched.insert(lk.2.clone());
+                }
                 let Some(part) = self.parts.get_mut(&(lk.0, lk.1)) else {
                     self.budget.release(ch.reserved);
                     continue; // table dropped meanwhile
@@ -94,6 +100,19 @@ impl Ldm {
                 chain[pos as usize - 1],
                 Signal::Commit { txn, epoch, chain: chain.clone(), pos: pos - 1, results },
             );
+        }
+    }
+
+    /// Data nodes failed: a `Complete` on its way down a chain through one of them is lost, and
+    /// the replicas before it would hold their locks (or markers) forever. Each committed
+    /// transaction held here whose coordinator lives on asks it; a coordinator that failed is
+    /// taken over, and the takeover completes what it finds.
+    pub(super) fn ask_completion(&self, out: &mut Out) {
+        let committed = self.txns.iter().filter(|(_, x)| x.committed_epoch.is_some()).map(|(t, _)| *t);
+        let asks: std::collections::BTreeSet<TxnRef> =
+            committed.chain(self.markers.keys().copied()).filter(|t| self.coordinator(*t) == t.tc).collect();
+        for txn in asks {
+            out.send(txn.tc, Signal::CompleteReq { txn, from: self.addr });
         }
     }
 

@@ -32,7 +32,7 @@ pub(super) struct CopiedRows {
 /// A restarting ldm's progress (or a move target's: `node_restart` false).
 pub(super) struct Fetch {
     todo: VecDeque<PartKey>,
-    current: Option<PartKey>,
+    pub(super) current: Option<PartKey>,
     /// The node `current` is being copied from.
     source: NodeId,
     /// Partitions copied so far.
@@ -41,6 +41,11 @@ pub(super) struct Fetch {
     /// Every partition copied; waiting for the checkpoint that covers them to become usable.
     checkpoint: Option<u64>,
     node_restart: bool,
+    /// Keys of `current` that a commit down the chain wrote here since its copy began. A
+    /// copied row of one of them is older (it left the primary before that write's prepare,
+    /// which reached this replica first by another path: a move's chains are longer than two)
+    /// and is dropped.
+    pub(super) touched: std::collections::HashSet<KeyBuf>,
 }
 
 impl Fetch {
@@ -80,6 +85,7 @@ impl Ldm {
             rows: 0,
             checkpoint: None,
             node_restart: true,
+            touched: Default::default(),
         });
         self.fetch_next(out);
     }
@@ -104,6 +110,7 @@ impl Ldm {
                     rows: 0,
                     checkpoint: None,
                     node_restart: false,
+                    touched: Default::default(),
                 });
                 self.fetch_next(out);
             }
@@ -137,6 +144,7 @@ impl Ldm {
             };
             f.current = Some(k);
             f.source = primary;
+            f.touched.clear();
             let to = Addr::new(primary, Block::Ldm(ldm));
             out.send(to, Signal::CopyFragReq { from: self.addr, table: k.0, partition: k.1, map_version: version });
             return;
@@ -168,9 +176,11 @@ impl Ldm {
         self.max_epoch_applied = self.max_epoch_applied.max(max_epoch);
         let Some(f) = self.fetch.as_mut() else { return };
         f.rows += rows.len() as u64;
-        if let Some(p) = self.parts.get_mut(&key) {
+        let touched = std::mem::take(&mut f.touched);
+        let layout = self.layouts.get(&key.0).cloned();
+        if let (Some(p), Some(layout)) = (self.parts.get_mut(&key), layout) {
             let before = (p.charged(), p.len());
-            for r in &rows {
+            for r in rows.iter().filter(|r| touched.is_empty() || !touched.contains(layout.key_of(r))) {
                 p.upsert(r).expect("a row the primary holds fits its layout");
             }
             // A copied row may replace a larger version the chain wrote here first.
@@ -181,6 +191,9 @@ impl Ldm {
                 self.budget.release(before.0 - after);
             }
             self.stats.add_rows(key.0, p.len() as i64 - before.1 as i64);
+        }
+        if let Some(f) = self.fetch.as_mut() {
+            f.touched = touched;
         }
         if done {
             if let Some(f) = self.fetch.as_mut() {
@@ -292,14 +305,60 @@ impl Ldm {
         }
     }
 
-    /// A write batch whose chain lacks a replica this primary's map has (it was routed with an
-    /// older map, before a node joined) is refused: it would bypass the joining replica.
+    /// A write batch whose chain lacks a replica this ldm's map has (it was routed with an older
+    /// map, before a node joined or a move began) is refused: it would bypass that replica.
+    /// Checked at the head of the chain, and at a backup that has a newer map than the batch
+    /// (the head may not have seen the map yet: a move's copy source is another replica).
     pub(super) fn check_chain(&self, batch: &PrepareBatch) -> Result<(), TernError> {
-        let Some(PrepOp::Exec { partition, op, .. }) = batch.ops.first() else { return Ok(()) };
-        let want = self.chain_of(op.table, *partition).replicas;
-        if want.iter().all(|(n, _)| batch.chain.iter().any(|a| a.node == *n)) {
-            return Ok(());
+        // A batch holds the ops of every partition whose chain the coordinator's map made this
+        // one: with an older map that may group a partition a replica has joined since with
+        // others that have none, so each partition is checked (once).
+        let mut checked: Vec<(TableId, u32)> = Vec::new();
+        for o in &batch.ops {
+            let key = match o {
+                PrepOp::Exec { partition, op, .. } => (op.table, *partition),
+                PrepOp::Replica { table, partition, .. } => (*table, *partition),
+            };
+            if checked.contains(&key) {
+                continue;
+            }
+            checked.push(key);
+            let want = self.chain_of(key.0, key.1).replicas;
+            if !want.iter().all(|(n, _)| batch.chain.iter().any(|a| a.node == *n)) {
+                return Err(TernError::new(ErrorCode::SchemaChanged, "Temporary failure, distribution changed"));
+            }
         }
-        Err(TernError::new(ErrorCode::SchemaChanged, "Temporary failure, distribution changed"))
+        Ok(())
+    }
+}
+
+impl Ldm {
+    /// What this ldm holds open (for the simulator's failure reports): transactions with the
+    /// partitions they touch, lock waits and copy sessions.
+    pub fn describe(&self) -> String {
+        let mut txns: Vec<String> = self
+            .txns
+            .iter()
+            .map(|(t, x)| {
+                let parts: std::collections::BTreeSet<(TableId, u32)> =
+                    x.changes.keys().chain(x.locks.iter()).map(|k| (k.0, k.1)).collect();
+                format!("{t:?} parts {parts:?} committed {:?} fast {}", x.committed_epoch, x.fast)
+            })
+            .collect();
+        txns.sort();
+        let copies: Vec<String> = self
+            .copies
+            .iter()
+            .map(|(k, s)| {
+                format!("{k:?} next {} before {:?} in_flight {} done {}", s.next, s.before, s.in_flight, s.done)
+            })
+            .collect();
+        format!(
+            "txns [{}] blocked {:?} copies [{}] fetch {}",
+            txns.join("; "),
+            self.blocked.keys().collect::<Vec<_>>(),
+            copies.join("; "),
+            self.fetch.is_some()
+        )
     }
 }

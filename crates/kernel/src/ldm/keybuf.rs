@@ -74,6 +74,14 @@ impl std::fmt::Debug for KeyBuf {
     }
 }
 
+/// Hashes and compares as its bytes, so sets of keys can be asked with a slice.
+impl std::borrow::Borrow<[u8]> for KeyBuf {
+    #[inline]
+    fn borrow(&self) -> &[u8] {
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

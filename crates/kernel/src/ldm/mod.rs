@@ -455,6 +455,7 @@ impl Ldm {
                 self.start_checkpoint(out);
                 self.phase = Phase::StartCheckpoint;
             }
+            Signal::Prepare(ref b) if b.pos == 0 && b.map_version > self.cluster.version => self.deferred.push(sig),
             Signal::Prepare(batch) => self.exec_batch(batch, 0, out),
             Signal::Commit { txn, epoch, chain, pos, results } => self.commit(txn, epoch, chain, pos, results, out),
             Signal::Complete { txn, chain, pos } => {
@@ -526,6 +527,9 @@ impl Ldm {
                     // starts again from the new primary.
                     let failed = self.cluster.failed_since(&old);
                     self.copies.retain(|(_, _, to), _| !failed.contains(&to.node));
+                    if !failed.is_empty() {
+                        self.ask_completion(out);
+                    }
                     self.refetch_if_source_failed(out);
                     self.placement_changed(out);
                     let version = self.cluster.version;
@@ -535,6 +539,7 @@ impl Ldm {
                             | Signal::Resolve { map_version, .. }
                             | Signal::TakeoverReq { map_version, .. }
                             | Signal::CopyFragReq { map_version, .. } => *map_version <= version,
+                            Signal::Prepare(b) => b.pos > 0 || b.map_version <= version,
                             _ => true,
                         });
                     self.deferred = later;

@@ -26,6 +26,16 @@ impl Ldm {
             return;
         }
         if from == 0
+            && batch.pos > 0
+            && batch.map_version < self.cluster.version
+            && !batch.ops.is_empty()
+            && let Err(e) = self.check_chain(&batch)
+        {
+            self.fail_rest(&mut batch, 0, e.code, &e.message);
+            self.finish_batch(batch, out);
+            return;
+        }
+        if from == 0
             && batch.pos == 0
             && !self.moves.guarded.is_empty()
             && let Err(e) = self.check_guarded(&batch)

@@ -72,6 +72,7 @@ fn prepare(ldm: &mut Ldm, now: u64, txn: u64, ops: Vec<PrepOp>) -> Out {
         triggers: vec![],
         nowait: false,
         commit_epoch: None,
+        map_version: 0,
     };
     let mut out = Out::default();
     ldm.handle(now, Signal::Prepare(Box::new(batch)), &mut out);
@@ -300,6 +301,7 @@ fn fast_batch(txn: u64, chain: Vec<Addr>, pos: u8, ops: Vec<PrepOp>, epoch: u64)
         triggers: vec![],
         nowait: false,
         commit_epoch: Some(epoch),
+        map_version: 0,
     }))
 }
 
