@@ -1,0 +1,307 @@
+//! Online scale-out with real processes on 127.0.0.1: a cluster of one node group (two data
+//! nodes, two replicas) serves writers while `tern mgm -e "CREATE NODEGROUP …"` adds two data
+//! nodes as a second group; they start empty, half the partitions move to them under load, and
+//! every acknowledged write is there afterwards, once, with the new group holding its share.
+//! Then `DROP NODEGROUP 1` drains the group back, stops its nodes and removes it, again without
+//! losing a write. Prints its seed and the move figures; rerun with TERN_SEED.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tern_client::{Client, ColumnType, DdlReq, ErrorCode, Exec, OpResult, ScanSpec, Table, Value, block_on};
+use tern_types::cluster::ClusterState;
+use tern_types::rng::{Rng, test_seed};
+use tern_types::schema::Column;
+
+mod common;
+use common::free_port;
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    mgmd_port: u16,
+    ports: Vec<u16>,
+    mgmd: Option<Child>,
+    nodes: BTreeMap<u16, Child>,
+}
+
+impl Cluster {
+    /// A management node and data nodes 1 and 2 (one node group); ports for 3 and 4 too.
+    fn new() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let mgmd_port = free_port();
+        let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
+        let mut text = format!(
+            "replicas = 2\nldm_workers = 2\nepoch_interval_ms = 50\nheartbeat_interval_ms = 100\nfailure_timeout_ms = 1500\n\n[[mgmd]]\nid = 145\nhost = \"127.0.0.1\"\nport = {mgmd_port}\n"
+        );
+        for (i, p) in ports.iter().take(2).enumerate() {
+            text.push_str(&format!("\n[[datanode]]\nid = {}\nhost = \"127.0.0.1\"\nport = {p}\n", i + 1));
+        }
+        std::fs::write(dir.path().join("cluster.toml"), text).unwrap();
+        for id in 1..=4 {
+            std::fs::write(
+                dir.path().join(format!("dn{id}.toml")),
+                format!("data_dir = {:?}\ndata_memory = \"256M\"\n", dir.path().join(format!("node-{id}"))),
+            )
+            .unwrap();
+        }
+        let d = dir.path();
+        let mgmd = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["mgmd", "--config"])
+            .arg(d.join("cluster.toml"))
+            .args(["--node-id", "145", "--data-dir"])
+            .arg(d.join("mgmd"))
+            .env("TERN_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn mgmd");
+        Cluster { dir, mgmd_port, ports, mgmd: Some(mgmd), nodes: BTreeMap::new() }
+    }
+
+    fn mgmd_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.mgmd_port)
+    }
+
+    fn addr(&self, id: u16) -> String {
+        format!("127.0.0.1:{}", self.ports[id as usize - 1])
+    }
+
+    fn start(&mut self, id: u16) {
+        let d = self.dir.path();
+        let child = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["datanode", "--config"])
+            .arg(d.join(format!("dn{id}.toml")))
+            .args(["--mgmd", &self.mgmd_addr(), "--node-id", &id.to_string()])
+            .env("TERN_LOG", std::env::var("TERN_TEST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn data node");
+        self.nodes.insert(id, child);
+    }
+
+    /// `tern mgm -e …`; panics with its output when it fails.
+    fn mgm(&self, cmd: &str) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["mgm", "--mgmd", &self.mgmd_addr(), "-e", cmd])
+            .output()
+            .expect("run tern mgm");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "tern mgm -e {cmd:?} failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+        text
+    }
+
+    fn state(&self) -> ClusterState {
+        let mut c = tern_control::MgmClient::new(vec![self.mgmd_addr()]).with_role(tern_control::Role::Admin);
+        c.get_state().expect("the management node answers").state
+    }
+
+    fn wait(&mut self, what: &str, within: Duration, done: impl Fn(&ClusterState) -> bool) -> ClusterState {
+        let until = Instant::now() + within;
+        loop {
+            for (id, c) in self.nodes.iter_mut() {
+                if let Some(st) = c.try_wait().unwrap() {
+                    panic!("data node {id} exited: {st}");
+                }
+            }
+            let st = tern_control::MgmClient::new(vec![self.mgmd_addr()])
+                .with_role(tern_control::Role::Admin)
+                .get_state()
+                .map(|i| i.state);
+            if let Ok(st) = &st
+                && done(st)
+            {
+                return st.clone();
+            }
+            assert!(Instant::now() < until, "timed out waiting for {what}: {st:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn rows_of(&self, id: u16) -> u64 {
+        Client::connect(&self.addr(id)).and_then(|c| c.status()).map_or(0, |s| s.rows)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (_, mut c) in std::mem::take(&mut self.nodes) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(mut m) = self.mgmd.take() {
+            let _ = m.kill();
+            let _ = m.wait();
+        }
+    }
+}
+
+fn table() -> Table {
+    Table {
+        id: 0,
+        database: "so".into(),
+        name: "t".into(),
+        columns: vec![
+            Column::new("id", ColumnType::BigInt { unsigned: false }).not_null(),
+            Column::new("v", ColumnType::BigInt { unsigned: false }).not_null(),
+            Column::new("pad", ColumnType::VarChar { len: 200 }),
+        ],
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: vec![],
+        partition_count: 0,
+        groups: 0,
+        ttl: None,
+        comment: String::new(),
+    }
+}
+
+/// Acknowledged writes: id -> value.
+type Acked = Arc<Mutex<BTreeMap<i64, i64>>>;
+
+/// Writers upsert rows until `stop`; each returns the longest time between two of its acks.
+fn writers(
+    addrs: String,
+    n: usize,
+    stop: Arc<AtomicBool>,
+    acked: Acked,
+    seed: u64,
+) -> Vec<std::thread::JoinHandle<Duration>> {
+    (0..n)
+        .map(|w| {
+            let (addrs, stop, acked) = (addrs.clone(), stop.clone(), acked.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(seed ^ (w as u64 + 1));
+                let c = Client::connect(&addrs).expect("connect");
+                let t = c.table("so", "t").unwrap();
+                let (mut last_ack, mut worst, mut i) = (Instant::now(), Duration::ZERO, 0i64);
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let id = (w as i64) * 1_000_000 + rng.below(3000) as i64;
+                    let op = t.write(&[Value::Int(id), Value::Int(i), Value::str(&"p".repeat(100))]).unwrap();
+                    match block_on(c.begin().execute(vec![op], Exec::Commit)) {
+                        Ok(_) => {
+                            acked.lock().unwrap().insert(id, i);
+                            worst = worst.max(last_ack.elapsed());
+                            last_ack = Instant::now();
+                        }
+                        Err(e) if e.code == ErrorCode::UnknownResult => {
+                            acked.lock().unwrap().remove(&id);
+                        }
+                        Err(e) => {
+                            assert!(e.is_temporary(), "writer {w}: {e}");
+                            std::thread::sleep(Duration::from_millis(2));
+                        }
+                    }
+                }
+                worst.max(last_ack.elapsed())
+            })
+        })
+        .collect()
+}
+
+/// Every acknowledged write reads back, and a full scan sees each key exactly once.
+fn verify(c: &Client, acked: &Acked) -> usize {
+    let t = c.table("so", "t").unwrap();
+    let want: Vec<(i64, i64)> = acked.lock().unwrap().iter().map(|(k, v)| (*k, *v)).collect();
+    for chunk in want.chunks(200) {
+        let ops = chunk.iter().map(|(id, _)| t.read(&[Value::Int(*id)]).unwrap()).collect();
+        let got = c.blocking().execute(ops).expect("read back");
+        for ((id, v), r) in chunk.iter().zip(got) {
+            match r {
+                OpResult::Row(b) => assert_eq!(t.decode_row(&b).unwrap()[1], Value::Int(*v), "key {id}"),
+                other => panic!("acknowledged key {id} is missing: {other:?}"),
+            }
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for row in c.blocking().scan_all(ScanSpec::table(t.id())).expect("full scan") {
+        let id = t.decode_row(&row).unwrap()[0].as_i128().unwrap() as i64;
+        assert!(seen.insert(id), "the scan saw key {id} twice");
+    }
+    for (id, _) in &want {
+        assert!(seen.contains(id), "the scan missed key {id}");
+    }
+    want.len()
+}
+
+fn moves_running(st: &ClusterState) -> usize {
+    st.placed.values().filter(|p| p.moving.is_some()).count()
+}
+
+#[test]
+fn a_node_group_is_added_and_dropped_online_under_writes_losing_nothing() {
+    let seed = test_seed();
+    println!("seed {seed}");
+    let mut cl = Cluster::new();
+    cl.start(1);
+    cl.start(2);
+    cl.wait("the first node group", Duration::from_secs(60), |st| {
+        [1, 2].iter().all(|&n| st.state_of(n) == tern_types::cluster::NodeState::Started)
+    });
+    let addrs = format!("{},{}", cl.addr(1), cl.addr(2));
+    let c = Client::connect(&addrs).unwrap();
+    c.ddl(DdlReq::CreateDatabase { name: "so".into(), if_not_exists: false }).unwrap();
+    c.ddl(DdlReq::CreateTable { table: table(), if_not_exists: false }).unwrap();
+
+    let acked: Acked = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let ws = writers(addrs.clone(), 3, stop.clone(), acked.clone(), seed);
+    std::thread::sleep(Duration::from_secs(1));
+    let before_rows = cl.rows_of(1);
+
+    // Add node group 1 online; its nodes start empty and partitions move to them.
+    let out = cl.mgm(&format!("CREATE NODEGROUP 3@{}, 4@{}", cl.addr(3), cl.addr(4)));
+    assert!(out.contains("Nodegroup 1 created"), "{out}");
+    let began = Instant::now();
+    cl.start(3);
+    cl.start(4);
+    let st = cl.wait("the partitions to move to node group 1", Duration::from_secs(120), |st| {
+        st.active_groups == 2 && moves_running(st) == 0 && st.placed.values().filter(|p| p.home.group == 1).count() >= 2
+    });
+    let took = began.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let worst = ws.into_iter().map(|h| h.join().unwrap()).max().unwrap();
+    let moved_rows = cl.rows_of(3);
+    println!(
+        "added a node group: {} partitions moved in {took:?} (about {} rows on node 3 of {before_rows}+ before); longest gap between a writer's acknowledgements {worst:?}",
+        st.placed.values().filter(|p| p.home.group == 1).count(),
+        moved_rows
+    );
+    assert!(moved_rows > 0, "node group 1 holds no rows");
+    assert_eq!(cl.rows_of(3), cl.rows_of(4), "both replicas of node group 1 hold the same rows");
+    let n = verify(&c, &acked);
+    assert!(n > 100, "too few writes: {n}");
+    // The groups split the rows between them (the old copies were dropped).
+    let total = cl.rows_of(1) + cl.rows_of(3);
+    assert_eq!(total as usize, n, "rows on node 1 and node 3 are the table's rows, once");
+    let show = cl.mgm("SHOW");
+    assert!(show.contains("Nodegroup: 1") && show.contains("id=4"), "{show}");
+    assert!(cl.mgm("REPORT MEMORYUSAGE").contains("Node 3: Data usage is"));
+
+    // Drop it again under writes: drained, its nodes stopped, removed.
+    let stop = Arc::new(AtomicBool::new(false));
+    let ws = writers(addrs.clone(), 2, stop.clone(), acked.clone(), seed ^ 7);
+    let out = cl.mgm("DROP NODEGROUP 1");
+    assert!(out.contains("Nodegroup 1 dropped"), "{out}");
+    stop.store(true, Ordering::Relaxed);
+    for h in ws {
+        h.join().unwrap();
+    }
+    for id in [3, 4] {
+        let mut child = cl.nodes.remove(&id).unwrap();
+        let until = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < until, "data node {id} did not stop");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let st = cl.state();
+    assert_eq!(st.groups().len(), 1);
+    assert!(!st.nodes.contains_key(&3));
+    let n = verify(&c, &acked);
+    assert_eq!(cl.rows_of(1) as usize, n, "node group 0 holds every row again");
+    assert_eq!(cl.rows_of(1), cl.rows_of(2));
+}
