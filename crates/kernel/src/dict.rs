@@ -24,6 +24,7 @@ use tern_types::cluster::{ClusterState, NodeState};
 use tern_types::schema::{Database, IndexId, TableId, check_ident};
 use tern_types::{Catalog, ErrorCode, TernError};
 use tern_wire::{DdlReq, Reply};
+// (`DdlReq::Reorganize` is answered in `begin`; `plan` never sees it.)
 
 pub const CATALOG_FILE: &str = "catalog";
 /// Queued schema requests beyond the running one; more answer "overloaded".
@@ -355,6 +356,23 @@ impl Dict {
 
     fn begin(&mut self, sig: Signal, out: &mut Out) {
         match sig {
+            Signal::Ddl { client, req_id, reply_to, req: DdlReq::Reorganize { database, table } } => {
+                // No catalog change: the control plane moves the partitions.
+                let reply = match self.catalog.find_table(&database, &table) {
+                    Some(t) => {
+                        let mut tables = vec![t.id];
+                        tables.extend(t.indexes.iter().filter_map(|i| self.catalog.index_tables.get(&i.id).copied()));
+                        out.control.push(crate::signal::ControlReq::Reorganize { tables });
+                        Reply::DdlDone { catalog_version: self.catalog.version }
+                    }
+                    None => Reply::Error(TernError::new(
+                        ErrorCode::NoSuchTable,
+                        format!("Table '{database}.{table}' doesn't exist"),
+                    )),
+                };
+                out.send(reply_to, Signal::DdlReply { client, req_id, reply });
+                self.next_job(out);
+            }
             Signal::Ddl { client, req_id, reply_to, req } => match self.plan(req) {
                 Ok(Some((catalog, build))) => {
                     let reply = Reply::DdlDone { catalog_version: catalog.version };
@@ -749,6 +767,7 @@ impl Dict {
                     add_index_table(&mut c, &base, &index);
                 }
             }
+            DdlReq::Reorganize { .. } => return Ok(None),
             DdlReq::DropIndex { database, table, name } => {
                 let t = find_mut(&mut c, &database, &table)?;
                 let before = t.indexes.len();

@@ -570,6 +570,9 @@ pub enum ControlReq {
     MoveCopied { table: TableId, partition: u32 },
     /// A move's source ldm serves the switched partition no more.
     MoveLeft { table: TableId, partition: u32 },
+    /// ALTER TABLE … REORGANIZE PARTITION (the dict): these tables are to be spread over every
+    /// node group in service.
+    Reorganize { tables: Vec<TableId> },
 }
 
 /// Effects collected from a block's handling of one signal.

@@ -783,6 +783,14 @@ impl Session {
         if let Some((analyze, inner)) = explain_of(sql) {
             return self.explain(inner, analyze).await;
         }
+        if let Some((db, table)) = reorganize_of(sql) {
+            // NDB's online reorganisation after adding node groups: the partitions move while
+            // the table serves (the statement returns once the move is asked for).
+            let db = self.need_db(db.as_deref())?;
+            self.check_db(&db)?;
+            self.ddl(DdlReq::Reorganize { database: db, table }).await?;
+            return Ok(Answer::ok());
+        }
         let version = self.plan_version();
         let exact = self.cache.get(sql).is_some_and(|p| p.version == version && p.db == self.db);
         if !exact
@@ -2107,6 +2115,23 @@ fn engine_lacks(e: &SqlError) -> bool {
     matches!(e.errno, 1064 | 1105 | 1235) && e.code.is_none()
 }
 
+/// `ALTER [ONLINE] TABLE [db.]t REORGANIZE PARTITION` (NDB's form, with nothing after it):
+/// Some((db, table)), names unquoted.
+fn reorganize_of(sql: &str) -> Option<(Option<String>, String)> {
+    let words: Vec<&str> = sql.trim().trim_end_matches(';').split_whitespace().collect();
+    let up: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
+    let at = match up.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["ALTER", "TABLE", _, "REORGANIZE", "PARTITION"] => 2,
+        ["ALTER", "ONLINE", "TABLE", _, "REORGANIZE", "PARTITION"] => 3,
+        _ => return None,
+    };
+    let unquote = |s: &str| s.trim_matches('`').to_string();
+    match words[at].split_once('.') {
+        Some((d, t)) => Some((Some(unquote(d)), unquote(t))),
+        None => Some((None, unquote(words[at]))),
+    }
+}
+
 /// `EXPLAIN` (or DESCRIBE / DESC) of a query, with its options: `ANALYZE` (run it too),
 /// `EXTENDED`, `FORMAT=TREE` / `FORMAT=TRADITIONAL`; Some((analyze, the query)). Other forms
 /// (`EXPLAIN tbl`, FORMAT=JSON) are not this.
@@ -2264,11 +2289,14 @@ fn implicit_default(t: tern_types::ColumnType) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
-    use super::explain_of;
+    use super::{explain_of, reorganize_of};
 
     #[test]
     fn explain_forms() {
         assert_eq!(explain_of("EXPLAIN SELECT 1"), Some((false, " SELECT 1")));
+        assert_eq!(reorganize_of("alter table `d`.`t` reorganize partition;"), Some((Some("d".into()), "t".into())));
+        assert_eq!(reorganize_of("ALTER ONLINE TABLE t REORGANIZE PARTITION"), Some((None, "t".into())));
+        assert_eq!(reorganize_of("ALTER TABLE t ADD COLUMN c INT"), None);
         assert_eq!(explain_of("  explain analyze select * from t"), Some((true, " select * from t")));
         assert_eq!(explain_of("EXPLAIN FORMAT = TREE WITH x AS (SELECT 1) SELECT * FROM x").map(|e| e.0), Some(false));
         assert_eq!(explain_of("explain format=tree (select 1)"), Some((false, " (select 1)")));

@@ -79,6 +79,8 @@ pub struct ControlInbox {
     catalog: std::sync::Mutex<Option<Arc<tern_types::Catalog>>>,
     /// Partition moves' reports (`MoveCopied` / `MoveLeft`), a set: reporting again is harmless.
     moves: std::sync::Mutex<std::collections::BTreeSet<MoveReport>>,
+    /// Tables to reorganise (ALTER TABLE … REORGANIZE PARTITION), a set.
+    reorganize: std::sync::Mutex<std::collections::BTreeSet<u32>>,
     /// Rung (under `pending`) when a state change or a catalog arrives: the membership thread
     /// sleeps on it instead of polling.
     arrived: std::sync::Condvar,
@@ -108,6 +110,12 @@ impl ControlInbox {
                 });
                 self.arrived.notify_all();
             }
+            ControlReq::Reorganize { tables } => {
+                drop(p);
+                self.reorganize.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(tables);
+                let _p = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                self.arrived.notify_all();
+            }
             ControlReq::Catalog(c) => {
                 drop(p);
                 let mut cur = self.catalog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -120,6 +128,12 @@ impl ControlInbox {
                 self.arrived.notify_all();
             }
         }
+    }
+
+    /// The tables to reorganise since the last call.
+    pub fn take_reorganize(&self) -> Vec<u32> {
+        let mut m = self.reorganize.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::mem::take(&mut *m).into_iter().collect()
     }
 
     /// The moves' reports since the last call.

@@ -408,6 +408,7 @@ fn work_loop(
     // Partition moves' reports not yet taken by the management nodes (retried; a refused one
     // is stale — an older move, or another incarnation's — and dropped).
     let mut move_reports: std::collections::BTreeSet<tern_runtime::MoveReport> = Default::default();
+    let mut reorganize: std::collections::BTreeSet<u32> = Default::default();
     let mut durable_reported = Instant::now() - DURABLE_REPORT_EVERY;
     loop {
         if steer.stop.load(Ordering::SeqCst) || steer.leaving.load(Ordering::SeqCst) {
@@ -458,6 +459,23 @@ fn work_loop(
             }
         }
         move_reports.extend(control.take_moves());
+        reorganize.extend(control.take_reorganize());
+        while let Some(&table) = reorganize.first() {
+            match client.propose(Command::Reorganize { table }) {
+                Ok(_) => {
+                    tracing::info!(table, "table reorganised over the node groups in service");
+                    reorganize.remove(&table);
+                }
+                Err(ControlError::Rejected(why)) => {
+                    tracing::warn!(table, "reorganising a table was refused: {why}");
+                    reorganize.remove(&table);
+                }
+                Err(e) => {
+                    tracing::debug!(table, "reorganising a table: {e}");
+                    break;
+                }
+            }
+        }
         let reports: Vec<tern_runtime::MoveReport> = move_reports.iter().copied().collect();
         for r in reports {
             let (table, partition) = (r.table, r.partition);

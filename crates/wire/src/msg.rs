@@ -251,6 +251,13 @@ pub enum DdlReq {
         table: String,
         name: String,
     },
+    /// ALTER TABLE … REORGANIZE PARTITION: spread the table (and its unique indexes' tables)
+    /// over every node group in service. Answered once the control plane has taken it; the
+    /// partitions move while the table serves.
+    Reorganize {
+        database: String,
+        table: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -867,6 +874,11 @@ pub fn encode_ddl(e: &mut Enc, ddl: &DdlReq) {
             e.str(table);
             e.str(name);
         }
+        DdlReq::Reorganize { database, table } => {
+            e.u8(7);
+            e.str(database);
+            e.str(table);
+        }
     }
 }
 
@@ -887,6 +899,7 @@ pub fn decode_ddl(d: &mut Dec) -> DecodeResult<DdlReq> {
             DdlReq::CreateIndex { database, table, index: Index { id: 0, name, columns, unique } }
         }
         6 => DdlReq::DropIndex { database: d.string()?, table: d.string()?, name: d.string()? },
+        7 => DdlReq::Reorganize { database: d.string()?, table: d.string()? },
         _ => return Err(DecodeError("unknown ddl kind")),
     })
 }
