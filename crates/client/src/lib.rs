@@ -561,6 +561,27 @@ impl Client {
         status_of(self.call_async(&Request::Status).await?)
     }
 
+    /// The status of the data node at `addr` (any node of the cluster, not only the one this
+    /// client talks to), on a connection of its own that is closed afterwards: for
+    /// cluster-wide views (`ndbinfo`). Blocking; at most the connect and request timeouts, each
+    /// capped at two seconds.
+    pub fn status_at(&self, addr: &str) -> Result<StatusInfo> {
+        let opts = &self.inner.opts;
+        let cap = Duration::from_secs(2);
+        let c = Conn::open(addr, opts.connect_timeout.min(cap), tern_shm::Transporter::Tcp)?;
+        let proof = opts.cluster_secret.clone().or_else(env_cluster_secret).map(|s| s.proof());
+        let hello = Request::Hello { client_name: "tern-ndbinfo".into(), worker: None, proof };
+        let r = (|| {
+            match c.send(hello)?.wait(&c, opts.request_timeout.min(cap))? {
+                Reply::Welcome { .. } => {}
+                r => return Err(unexpected(r)),
+            }
+            status_of(c.send(Request::Status)?.wait(&c, opts.request_timeout.min(cap))?)
+        })();
+        c.close("status read");
+        r
+    }
+
     /// A change-log request (backups; see `LogOp`): what each ldm of the cluster returned. The
     /// log lives on this client's main connection at the data node it is connected to.
     pub fn change_log(&self, sub: u64, op: LogOp, max_bytes: u32) -> Result<Vec<LogPart>> {
@@ -1029,7 +1050,7 @@ fn ddl_done(reply: Reply) -> Result<u64> {
 
 fn status_of(reply: Reply) -> Result<StatusInfo> {
     match reply {
-        Reply::Status(s) => Ok(s),
+        Reply::Status(s) => Ok(*s),
         r => Err(unexpected(r)),
     }
 }

@@ -84,6 +84,13 @@ pub struct NodeStats {
     pub table_rows: std::sync::Mutex<BTreeMap<TableId, i64>>,
     /// Data memory charged per (ldm, table), as each ldm last published it.
     pub table_bytes: std::sync::Mutex<BTreeMap<(u16, TableId), u64>>,
+    /// The partition replicas each ldm holds and the row locks it has (oldest first, at most
+    /// `tern_wire::LOCKS_REPORTED`), as each ldm last published them (about once a second).
+    pub fragments: std::sync::Mutex<BTreeMap<u16, Vec<tern_wire::FragmentStat>>>,
+    pub locks: std::sync::Mutex<BTreeMap<u16, Vec<tern_wire::LockStat>>>,
+    /// Each worker's links to the other data nodes, by (worker, peer), as the runtime's workers
+    /// last published them; status answers sum them per peer.
+    pub links: std::sync::Mutex<BTreeMap<(u16, NodeId), tern_wire::LinkStat>>,
     /// Batches that waited for a row lock.
     pub lock_waits: std::sync::atomic::AtomicU64,
     /// Lock waits that ended by the lock-wait timeout.
@@ -125,6 +132,38 @@ impl NodeStats {
             ("lock_waits".into(), get(&self.lock_waits)),
             ("redo_bytes".into(), get(&self.redo_bytes)),
         ]
+    }
+
+    /// The links to each other data node, summed over the workers: connected when any worker's
+    /// link is (and none broke), disconnected when one broke.
+    pub fn summed_links(&self) -> Vec<tern_wire::LinkStat> {
+        let all = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        let mut per: BTreeMap<NodeId, tern_wire::LinkStat> = BTreeMap::new();
+        for (&(_, peer), l) in all.iter() {
+            let sum = per.entry(peer).or_insert_with(|| tern_wire::LinkStat {
+                node: peer,
+                addr: l.addr.clone(),
+                status: l.status.clone(),
+                transporter: l.transporter.clone(),
+                ..Default::default()
+            });
+            let rank = |s: &str| match s {
+                "DISCONNECTED" => 2,
+                "CONNECTED" => 1,
+                _ => 0,
+            };
+            if rank(&l.status) > rank(&sum.status) {
+                sum.status = l.status.clone();
+            }
+            if l.transporter == "shm" {
+                sum.transporter = l.transporter.clone();
+            }
+            sum.bytes_sent += l.bytes_sent;
+            sum.bytes_received += l.bytes_received;
+            sum.connects += l.connects;
+            sum.dropped += l.dropped;
+        }
+        per.into_values().collect()
     }
 
     /// Counts one event.
@@ -277,6 +316,8 @@ pub struct Tc {
     /// data node): the client's next request for one gets this error.
     aborted_idle: tern_types::hash::FastMap<(ClientId, u64), TernError>,
     current_epoch: u64,
+    /// The time of the first signal this tc handled (uptime in status answers).
+    started_ms: u64,
     gate_closed: bool,
     gate_queue: Vec<u64>,
     committing: BTreeMap<u64, u32>,
@@ -347,6 +388,7 @@ impl Tc {
             by_client: Default::default(),
             aborted_idle: Default::default(),
             current_epoch: 0,
+            started_ms: u64::MAX,
             gate_closed: false,
             gate_queue: Vec::new(),
             committing: BTreeMap::new(),
@@ -462,6 +504,9 @@ impl Tc {
     pub fn handle(&mut self, now_ms: u64, sig: Signal, out: &mut Out) {
         debug_assert!(now_ms >= self.now_ms, "time never goes back");
         self.now_ms = now_ms;
+        if self.started_ms == u64::MAX {
+            self.started_ms = now_ms;
+        }
         let replies = out.replies.len();
         self.handle_signal(sig, out);
         self.purge_replies(replies, out);
@@ -575,7 +620,7 @@ impl Tc {
                 },
             ),
             Request::GetCatalog => out.reply(client, req_id, Reply::Catalog(Box::new((*self.catalog).clone()))),
-            Request::Status => out.reply(client, req_id, Reply::Status(self.status())),
+            Request::Status => out.reply(client, req_id, Reply::Status(Box::new(self.status()))),
             _ if !self.started => out.reply(
                 client,
                 req_id,
@@ -652,6 +697,16 @@ impl Tc {
                 per.into_iter().collect()
             },
             counters: self.stats.counters(),
+            uptime_ms: self.now_ms.saturating_sub(self.started_ms),
+            fragments: {
+                let all = self.stats.fragments.lock().unwrap_or_else(|e| e.into_inner());
+                let mut v: Vec<tern_wire::FragmentStat> =
+                    all.values().flatten().filter(|f| self.catalog.tables.contains_key(&f.table)).cloned().collect();
+                v.sort_by_key(|f| (f.table, f.partition, f.ldm));
+                v
+            },
+            locks: self.stats.locks.lock().unwrap_or_else(|e| e.into_inner()).values().flatten().cloned().collect(),
+            links: self.stats.summed_links(),
         }
     }
 

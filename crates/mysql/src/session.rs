@@ -648,6 +648,10 @@ impl Session {
             self.db = Some("information_schema".into());
             return Ok(());
         }
+        if db.eq_ignore_ascii_case(tern_sql::ndbinfo::DB) {
+            self.db = Some(tern_sql::ndbinfo::DB.into());
+            return Ok(());
+        }
         if !self.client.databases().iter().any(|d| d == db) {
             self.refresh().await;
             if !self.client.databases().iter().any(|d| d == db) {
@@ -726,9 +730,8 @@ impl Session {
 
     fn make_plan(&self, stmt: &Statement) -> Result<Plan, SqlError> {
         let mut cat = CatalogView::new(self);
-        if self.grants.is_some() {
-            cat.target = self.target_of(stmt);
-        }
+        // Also without grants: a write to a virtual database's table is refused by the view.
+        cat.target = self.target_of(stmt);
         let db = self.db.as_deref();
         let plan = match &stmt {
             Statement::Select(q) => Plan::Select(Box::new(plan::plan_select(q, &cat, db)?)),
@@ -1194,6 +1197,14 @@ impl Session {
             }
             Statement::CreateDatabase { name, if_not_exists } => {
                 self.check_db_priv(name, tern_sql::privs::CREATE)?;
+                if tern_sql::infoschema::is_virtual(name) {
+                    // MySQL's answer for its own system databases.
+                    return Err(SqlError::new(
+                        1007,
+                        "HY000",
+                        format!("Can't create database '{name}'; database exists"),
+                    ));
+                }
                 match self.ddl(DdlReq::CreateDatabase { name: name.clone(), if_not_exists: *if_not_exists }).await {
                     Err(e) if e.is(ErrorCode::DatabaseExists) => {
                         Err(SqlError::new(1007, "HY000", format!("Can't create database '{name}'; database exists")))
@@ -1735,6 +1746,7 @@ impl Session {
                 self.refresh().await;
                 let mut dbs = self.client.databases();
                 dbs.push("information_schema".into());
+                dbs.push(tern_sql::ndbinfo::DB.into());
                 dbs.sort();
                 dbs.retain(|d| like_ok(like, d) && self.check_db(d).is_ok());
                 Ok(Answer::Rows {
@@ -1745,11 +1757,13 @@ impl Session {
             ShowKind::Tables { db, like, full } => {
                 let db = self.need_db(db.as_deref())?;
                 self.refresh().await;
-                if db != "information_schema" {
+                if !tern_sql::infoschema::is_virtual(&db) {
                     self.known_db(&db).await?;
                 }
                 let mut tables = if db.eq_ignore_ascii_case(tern_sql::infoschema::DB) {
                     tern_sql::infoschema::TABLES.iter().map(|t| t.to_string()).collect()
+                } else if db.eq_ignore_ascii_case(tern_sql::ndbinfo::DB) {
+                    tern_sql::ndbinfo::TABLES.iter().map(|t| t.to_string()).collect()
                 } else {
                     self.client.tables(&db)
                 };
@@ -2075,6 +2089,15 @@ impl plan::Catalog for CatalogView<'_> {
                 };
             self.sess.check_table(&db, name, need)?;
         }
+        let written = matches!(&self.target, Some((d, t, need))
+            if d.eq_ignore_ascii_case(&db) && t.eq_ignore_ascii_case(name) && need & !tern_sql::privs::SELECT != 0);
+        if written && db.eq_ignore_ascii_case(tern_sql::ndbinfo::DB) {
+            // NDB's ndbinfo tables are read only (MySQL's ER_OPEN_AS_READONLY).
+            return Err(SqlError::new(1036, "HY000", format!("Table '{name}' is read only")));
+        }
+        if written && db.eq_ignore_ascii_case(tern_sql::infoschema::DB) {
+            return Err(crate::users::db_denied(&self.sess.user, &self.sess.host, tern_sql::infoschema::DB));
+        }
         if db.eq_ignore_ascii_case(tern_sql::infoschema::DB) {
             return tern_sql::infoschema::table(name).ok_or_else(|| {
                 SqlError::new(
@@ -2083,6 +2106,10 @@ impl plan::Catalog for CatalogView<'_> {
                     format!("Unknown table '{}' in information_schema", name.to_ascii_uppercase()),
                 )
             });
+        }
+        if db.eq_ignore_ascii_case(tern_sql::ndbinfo::DB) {
+            return tern_sql::ndbinfo::table(name)
+                .ok_or_else(|| SqlError::new(1146, "42S02", format!("Table 'ndbinfo.{name}' doesn't exist")));
         }
         if let Some(h) = self.sess.client.cached_table(&db, name) {
             return Ok(h);

@@ -11,7 +11,7 @@ fn mariadb_client_sessions() {
     let (_d, _n, port) = start(64 << 20);
     let (ok, out, err) = mariadb(port, &[], "SELECT @@version_comment LIMIT 1; CREATE DATABASE shop; SHOW DATABASES");
     assert!(ok, "{err}");
-    assert_eq!(out, "@@version_comment\nTern\nDatabase\ninformation_schema\nshop\n");
+    assert_eq!(out, "@@version_comment\nTern\nDatabase\ninformation_schema\nndbinfo\nshop\n");
     let (ok, out, err) = mariadb(port, &["shop"], "SELECT DATABASE(); SHOW TABLES; SET NAMES utf8mb4; SELECT 7");
     assert!(ok, "{err}");
     assert_eq!(out, "DATABASE()\nshop\n7\n7\n");

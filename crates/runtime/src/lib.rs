@@ -339,6 +339,7 @@ impl DataNode {
             control: cfg.control.clone(),
             transporter: cfg.transporter,
             cluster_secret: cfg.cluster_secret.clone(),
+            stats: node.stats.clone(),
         });
         let Node { tcs, ldms, dict, dist, recovered_rows, durable_epoch, .. } = node;
         let n = ldms.len();

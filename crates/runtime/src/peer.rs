@@ -56,6 +56,10 @@ pub struct PeerLink {
     retry_at_ms: u64,
     /// Signals dropped because the link broke or its buffer was full.
     pub dropped: u64,
+    /// Bytes written to the peer, and connections opened (for `ndbinfo.transporters`).
+    pub bytes_sent: u64,
+    pub connects: u64,
+    host_port: String,
     /// The link broke after carrying signals: drop everything until `reset`.
     pub poisoned: bool,
     /// When the peer was last reported as suspected (for re-reporting while poisoned).
@@ -83,6 +87,9 @@ impl PeerLink {
             want_write: false,
             retry_at_ms: 0,
             dropped: 0,
+            bytes_sent: 0,
+            connects: 0,
+            host_port: host_port.to_string(),
             poisoned: false,
             suspected_ms: 0,
         }
@@ -121,6 +128,7 @@ impl PeerLink {
             self.retry_at_ms = now_ms + RECONNECT_MS;
             let Some(addr) = self.addr else { return true };
             if self.try_shm && self.connect_shm(registry, addr.port(), hello) {
+                self.connects += 1;
                 return self.flush_shm(registry, poison);
             }
             let Ok(mut s) = TcpStream::connect(addr) else { return true };
@@ -129,6 +137,7 @@ impl PeerLink {
                 return true;
             }
             self.want_write = true;
+            self.connects += 1;
             self.greeting.clear();
             let at = begin_frame(&mut self.greeting);
             hello.encode(&mut self.greeting);
@@ -172,6 +181,7 @@ impl PeerLink {
             }
         }
         self.wbuf.drain(..written);
+        self.bytes_sent += written as u64;
         if broken {
             return !self.broken(registry, poison);
         }
@@ -241,10 +251,34 @@ impl PeerLink {
             }
         }
         self.wbuf.drain(..written);
+        self.bytes_sent += written as u64;
         if broken {
             return !self.broken(registry, poison);
         }
         true
+    }
+
+    /// What `ndbinfo.transporters` shows of this link (bytes received are counted by the worker
+    /// on the peer's own connection to us).
+    pub fn stat(&self, bytes_received: u64) -> tern_wire::LinkStat {
+        let connected = self.established && (self.stream.is_some() || self.shm.is_some());
+        tern_wire::LinkStat {
+            node: self.node,
+            addr: self.host_port.clone(),
+            status: if self.poisoned {
+                "DISCONNECTED"
+            } else if connected {
+                "CONNECTED"
+            } else {
+                "CONNECTING"
+            }
+            .into(),
+            transporter: if self.shm.is_some() { "shm" } else { "tcp" }.into(),
+            bytes_sent: self.bytes_sent,
+            bytes_received,
+            connects: self.connects,
+            dropped: self.dropped,
+        }
     }
 
     /// Whether this link talks through shared memory.

@@ -96,6 +96,8 @@ pub struct Shared {
     pub transporter: tern_shm::Transporter,
     /// What every connection's first frame must prove, and what this node proves to others.
     pub cluster_secret: Option<tern_types::secret::ClusterSecret>,
+    /// The node's statistics (the workers publish their links there).
+    pub stats: Arc<tern_kernel::tc::NodeStats>,
 }
 
 impl Shared {
@@ -217,6 +219,10 @@ pub struct Worker {
     links: BTreeMap<NodeId, PeerLink>,
     link_tokens: HashMap<Token, NodeId>,
     dirty_links: Vec<NodeId>,
+    /// Bytes of signals received from each peer on its connections to this worker, and when
+    /// the links' figures were last published to the node's statistics.
+    received: BTreeMap<NodeId, u64>,
+    links_published_ms: u64,
     conns: tern_types::hash::FastMap<Token, Conn>,
     /// The shared-memory connections, polled on every loop turn and while spinning.
     shm_conns: Vec<Token>,
@@ -338,6 +344,8 @@ impl Worker {
             links: BTreeMap::new(),
             link_tokens: HashMap::new(),
             dirty_links: Vec::new(),
+            received: BTreeMap::new(),
+            links_published_ms: 0,
             conns: Default::default(),
             shm_conns: Vec::new(),
             shm_parked: Vec::new(),
@@ -390,6 +398,9 @@ impl Worker {
     /// sockets too).
     fn turn(&mut self, events: &mut Events, poll_io: bool) -> Turn {
         let mut worked = self.drain_mailbox();
+        if !self.links.is_empty() {
+            self.publish_links();
+        }
         if self.shared.stopping.load(Ordering::Acquire) {
             return Turn::Stopped;
         }
@@ -467,6 +478,20 @@ impl Worker {
             }
             self.unpark_shm();
             self.mailbox.woke();
+        }
+    }
+
+    /// Publishes this worker's links (`ndbinfo.transporters`) at most once a second.
+    fn publish_links(&mut self) {
+        let now = self.shared.now_ms();
+        if now < self.links_published_ms + 1000 {
+            return;
+        }
+        self.links_published_ms = now;
+        let me = self.index as u16;
+        let mut all = self.shared.stats.links.lock().unwrap_or_else(|e| e.into_inner());
+        for (&node, link) in &self.links {
+            all.insert((me, node), link.stat(self.received.get(&node).copied().unwrap_or(0)));
         }
     }
 
@@ -828,6 +853,7 @@ impl Worker {
                 .is_some_and(|s| inc > s.incarnation || (inc == s.incarnation && s.state != NodeState::Down))
         };
         let secret = self.shared.cluster_secret.as_ref();
+        let mut peer_bytes = 0u64;
         loop {
             match decode_frame(&conn.rbuf[at..]) {
                 Ok(Some((payload, _))) if !conn.authed => {
@@ -867,6 +893,7 @@ impl Worker {
                     at += n;
                 }
                 Ok(Some((payload, n))) if conn.peer.is_some() => {
+                    peer_bytes += n as u64;
                     match tern_kernel::codec::decode_signal(payload) {
                         Ok((to, sig)) if to.node == self.node_id && sig.is_local_only() => {
                             // A peer cannot start, time or complete disk work for this node.
@@ -953,6 +980,9 @@ impl Worker {
             protocol_error = Some("a connection's first frame is too large for a greeting".into());
         }
         conn.rbuf.drain(..at);
+        if let Some((node, _)) = conn.peer.filter(|_| peer_bytes > 0) {
+            *self.received.entry(node).or_default() += peer_bytes;
+        }
         if let Some(w) = migrate {
             let mut c = self.conns.remove(&token).expect("present");
             self.forget_stream(token, &mut c);

@@ -174,6 +174,8 @@ impl Default for SimConfig {
     }
 }
 
+// (Simulator events: a signal inline is what most of them are; boxing it would only add work.)
+#[allow(clippy::large_enum_variant)]
 enum Event {
     /// `from`: the sending node (None: a client or the simulator), so a failed node's signals
     /// still in flight can be dropped.

@@ -10,6 +10,12 @@ use tern_types::{Column, ColumnType, Table, Value};
 pub const DB: &str = "information_schema";
 pub const TABLES: [&str; 6] = ["COLUMNS", "ROUTINES", "SCHEMATA", "STATISTICS", "TABLES", "TRIGGERS"];
 
+/// Whether `db` is one of the virtual databases (information_schema, ndbinfo): rows made by
+/// Tern, not stored by data nodes.
+pub fn is_virtual(db: &str) -> bool {
+    db.eq_ignore_ascii_case(DB) || db.eq_ignore_ascii_case(super::ndbinfo::DB)
+}
+
 fn vc(name: &str) -> Column {
     Column::new(name, ColumnType::VarChar { len: 64 })
 }

@@ -15,6 +15,7 @@ pub mod lex;
 pub mod limits;
 pub mod load;
 pub mod meta;
+pub mod ndbinfo;
 pub mod normalize;
 pub mod parse;
 pub mod plan;

@@ -781,6 +781,10 @@ fn choose_access(h: &TableHandle, off: usize, conds: &[X]) -> (Access, Vec<Push>
             _ => {}
         }
     }
+    if super::infoschema::is_virtual(&h.table.database) {
+        // Virtual tables make every row; the local filter (all the conditions) picks.
+        return (Access::Scan, push);
+    }
     let pk = &h.table.primary_key;
     // Primary key equality on every key column.
     let eq_of = |col: u16| {
@@ -1484,7 +1488,7 @@ fn pushable_aggregation(
 ) -> Option<PushedAgg> {
     use tern_types::agg::{AggOp, Aggregation};
     let t = &src.handle.table;
-    if t.database == super::infoschema::DB || matches!(src.access, Access::Key(_) | Access::Keys(_)) {
+    if super::infoschema::is_virtual(&t.database) || matches!(src.access, Access::Key(_) | Access::Keys(_)) {
         return None;
     }
     // Every condition must be one the data node applies (a pushed comparison).

@@ -315,9 +315,13 @@ impl Runner<'_> {
     ) -> Result<Vec<Vec<Value>>, SqlError> {
         let How { lock, limit, scan_order, last } = how;
         let h = &src.handle;
-        if h.table.database == super::infoschema::DB {
+        if super::infoschema::is_virtual(&h.table.database) {
             // Virtual tables: every row (the query's conditions are applied by the caller).
-            let rows = super::infoschema::rows(&self.client.catalog(), &h.table.name);
+            let rows = if h.table.database == super::ndbinfo::DB {
+                super::ndbinfo::rows(self.client, &h.table.name).await
+            } else {
+                super::infoschema::rows(&self.client.catalog(), &h.table.name)
+            };
             for r in &rows {
                 self.budget.charge_row(r)?;
             }
@@ -841,7 +845,7 @@ async fn select(run: &mut Runner<'_>, p: &SelectPlan, env: &Env<'_>, last: bool)
         let mut since_yield = 0usize;
         let keyed = !independent
             && matches!(src.access, Access::Key(_) | Access::Keys(_))
-            && src.handle.table.database != super::infoschema::DB;
+            && !super::infoschema::is_virtual(&src.handle.table.database);
         let mut batched: std::collections::VecDeque<Vec<Vec<Value>>> = std::collections::VecDeque::new();
         for (j, prefix) in rows.iter().enumerate() {
             // Joining cached rows does not wait for the data node: let the executor thread's

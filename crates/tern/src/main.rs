@@ -1117,6 +1117,7 @@ fn publish_cluster_nodes(st: &ClusterState) {
         })
         .collect();
     tern_client::metrics::set_cluster_nodes(nodes);
+    tern_client::metrics::set_cluster_map(Arc::new(st.clone()));
 }
 
 /// The API server's watch of the cluster map: data nodes that are not serving (failed, or still

@@ -1257,3 +1257,112 @@ fn status_page_in_headless_chromium() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     wait_exit(&mut child, Duration::from_secs(60));
 }
+
+/// Runs `q` until `ok` accepts its output (figures a data node publishes about once a second).
+fn sql_until(port: u16, q: &str, within: Duration, ok: impl Fn(&str) -> bool) -> String {
+    let until = Instant::now() + within;
+    loop {
+        let got = sql(port, q).unwrap_or_else(|e| e);
+        if ok(&got) {
+            return got;
+        }
+        assert!(Instant::now() < until, "{q}: {got}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `ndbinfo` through MySQL on the default cluster: the nodes and the master, memory, the links
+/// between the data nodes, every partition replica with its role and row count, the placement,
+/// a row lock held by an open transaction (gone once it commits), and the counters; the
+/// database is listed, read-only and subject to the usual errors.
+#[test]
+fn ndbinfo_shows_the_cluster_through_sql() {
+    let dir = tempfile::tempdir().unwrap();
+    let Cluster { mut child, mysql, dn, .. } = default_cluster(dir.path());
+    let until = Instant::now() + Duration::from_secs(30);
+    while !mysql_serves(mysql) {
+        assert!(Instant::now() < until, "MySQL does not serve; log:\n{}", up_log_tail(dir.path()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let nodes = sql_until(
+        mysql,
+        "SELECT node_id, node_group, status, is_master FROM ndbinfo.nodes ORDER BY node_id",
+        Duration::from_secs(30),
+        |o| o.lines().count() == 2 && o.lines().all(|l| l.contains("STARTED")),
+    );
+    let rows: Vec<Vec<&str>> = nodes.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!((rows[0][0], rows[1][0]), ("1", "2"), "{nodes}");
+    assert!(rows.iter().all(|r| r[1] == "0"), "one node group: {nodes}");
+    assert_eq!(rows.iter().filter(|r| r[3] == "1").count(), 1, "one master: {nodes}");
+    let mem = sql(mysql, "SELECT node_id, memory_type, total FROM ndbinfo.memoryusage ORDER BY node_id").unwrap();
+    assert_eq!(mem.lines().count(), 2, "{mem}");
+    assert!(mem.lines().all(|l| l.contains("Data memory") && l.ends_with(&(128u64 << 20).to_string())), "{mem}");
+    let links = sql_until(
+        mysql,
+        "SELECT node_id, remote_node_id, status FROM ndbinfo.transporters ORDER BY node_id, remote_node_id",
+        Duration::from_secs(10),
+        |o| o == "1\t2\tCONNECTED\n2\t1\tCONNECTED",
+    );
+    assert!(!links.is_empty());
+
+    sql(mysql, "CREATE DATABASE nd; CREATE TABLE nd.t (id INT PRIMARY KEY, v INT)").unwrap();
+    let values: Vec<String> = (0..100).map(|i| format!("({i},{i})")).collect();
+    sql(mysql, &format!("INSERT INTO nd.t VALUES {}", values.join(","))).unwrap();
+    // Each row has a primary and a backup replica; none is copying or leaving.
+    let frag_q = "SELECT replica_role, SUM(row_count) FROM ndbinfo.table_fragments \
+                  WHERE database_name = 'nd' AND table_name = 't' GROUP BY replica_role ORDER BY replica_role";
+    sql_until(mysql, frag_q, Duration::from_secs(10), |o| o == "backup\t100\nprimary\t100");
+    let parts: usize =
+        sql(mysql, "SELECT COUNT(*) FROM ndbinfo.table_placement WHERE database_name = 'nd'").unwrap().parse().unwrap();
+    assert!(parts >= 2, "{parts} partitions");
+    let placed = sql(
+        mysql,
+        "SELECT DISTINCT node_group, replica_nodes, moving_to_group FROM ndbinfo.table_placement \
+         WHERE table_name = 't' ORDER BY replica_nodes",
+    )
+    .unwrap();
+    assert!(placed.lines().all(|l| l == "0\t1,2\tNULL" || l == "0\t2,1\tNULL"), "{placed}");
+    // The primaries are spread over both nodes.
+    let primaries = sql(
+        mysql,
+        "SELECT COUNT(DISTINCT node_id) FROM ndbinfo.table_fragments WHERE table_name = 't' AND replica_role = 'primary'",
+    )
+    .unwrap();
+    assert_eq!(primaries, "2");
+
+    // A transaction that holds a row lock shows in cluster_locks until it commits.
+    let c = Client::connect(&format!("127.0.0.1:{dn},127.0.0.1:{}", dn + 1)).unwrap();
+    let t = c.table("nd", "t").unwrap();
+    let mut txn = c.begin();
+    let op = t.write(&[Value::Int(7), Value::Int(70)]).unwrap();
+    block_on(txn.execute(vec![op], Exec::NoCommit)).unwrap();
+    let locks_q = "SELECT node_id, mode, state, tableid = (SELECT MIN(table_id) FROM ndbinfo.table_placement \
+                   WHERE table_name = 't') FROM ndbinfo.cluster_locks ORDER BY node_id";
+    let locks = sql_until(mysql, locks_q, Duration::from_secs(10), |o| o.lines().count() == 2);
+    assert_eq!(locks, "1\tX\tH\t1\n2\tX\tH\t1", "an exclusive lock at both replicas");
+    block_on(txn.execute(vec![], Exec::Commit)).unwrap();
+    sql_until(mysql, "SELECT COUNT(*) FROM ndbinfo.cluster_locks", Duration::from_secs(10), |o| o == "0");
+    assert_eq!(sql(mysql, "SELECT v FROM nd.t WHERE id = 7").unwrap(), "70");
+
+    let counters = sql(mysql, "SELECT COUNT(DISTINCT node_id), COUNT(*) > 4 FROM ndbinfo.counters").unwrap();
+    assert_eq!(counters, "2\t1");
+    let one = sql(mysql, "SELECT node_id FROM ndbinfo.nodes WHERE node_id = 2").unwrap();
+    assert_eq!(one, "2");
+    let dbs = sql(mysql, "SHOW DATABASES").unwrap();
+    assert!(dbs.lines().any(|l| l == "ndbinfo"), "{dbs}");
+    let tables = sql(mysql, "SHOW TABLES FROM ndbinfo").unwrap();
+    assert!(tables.contains("cluster_locks") && tables.contains("table_fragments"), "{tables}");
+    let e = sql(mysql, "SELECT * FROM ndbinfo.nope").unwrap_err();
+    assert!(e.contains("1146"), "{e}");
+    let e = sql(mysql, "CREATE DATABASE ndbinfo").unwrap_err();
+    assert!(e.contains("1007"), "{e}");
+    let e = sql(mysql, "INSERT INTO ndbinfo.counters VALUES (1, 'x', 1)").unwrap_err();
+    assert!(e.contains("1036") && e.contains("read only"), "{e}");
+    let e = sql(mysql, "DELETE FROM ndbinfo.cluster_locks").unwrap_err();
+    assert!(e.contains("1036"), "{e}");
+    let e = sql(mysql, "UPDATE information_schema.tables SET table_name = 'x'").unwrap_err();
+    assert!(e.contains("1044"), "{e}");
+    assert!(sql(mysql, "SELECT COUNT(*) FROM ndbinfo.nodes").is_ok(), "still serves");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_exit(&mut child, Duration::from_secs(60));
+}

@@ -287,6 +287,64 @@ pub struct StatusInfo {
     /// Event counters of the node since it started (lock waits, deadlocks, timeouts, redo and
     /// checkpoint progress), by name (ascending).
     pub counters: Vec<(String, u64)>,
+    /// Milliseconds since the node's coordinator started.
+    pub uptime_ms: u64,
+    /// The partition replicas this node holds, by (table, partition) ascending.
+    pub fragments: Vec<FragmentStat>,
+    /// Row locks held or waited for, as each ldm last published them (at most
+    /// `LOCKS_REPORTED` per ldm, about a second old at most).
+    pub locks: Vec<LockStat>,
+    /// This node's links to the other data nodes, by node id.
+    pub links: Vec<LinkStat>,
+}
+
+/// Row locks each ldm reports at most (the oldest first).
+pub const LOCKS_REPORTED: usize = 256;
+
+/// One partition replica a data node holds (`ndbinfo.table_fragments`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FragmentStat {
+    pub table: u32,
+    pub partition: u32,
+    pub ldm: u16,
+    pub rows: u64,
+    /// Data memory charged to it.
+    pub bytes: u64,
+}
+
+/// One row lock (`ndbinfo.cluster_locks`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LockStat {
+    pub ldm: u16,
+    pub table: u32,
+    pub partition: u32,
+    /// The row's key as stored (its first 64 bytes).
+    pub key: Vec<u8>,
+    /// The transaction: its coordinator's node and its id there.
+    pub tc_node: u16,
+    pub txn: u64,
+    pub exclusive: bool,
+    /// Waiting for the lock (else holding it).
+    pub waiting: bool,
+    /// How long the wait has lasted, or how long ago the holder reached this ldm.
+    pub duration_ms: u64,
+}
+
+/// A link to another data node (`ndbinfo.transporters`), summed over the node's workers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LinkStat {
+    pub node: u16,
+    pub addr: String,
+    /// "CONNECTED", "CONNECTING" (never carried a signal yet, or reconnecting) or
+    /// "DISCONNECTED" (broke after carrying signals; dropped until the peer is declared failed).
+    pub status: String,
+    /// "tcp" or "shm".
+    pub transporter: String,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub connects: u64,
+    /// Signals dropped because the link broke or its buffer was full.
+    pub dropped: u64,
 }
 
 /// What a change-log request does (backups, `tern backup`): `Start` registers a log at every ldm
@@ -468,7 +526,7 @@ pub enum Reply {
         start: u64,
         count: u32,
     },
-    Status(StatusInfo),
+    Status(Box<StatusInfo>),
     Error(TernError),
     /// A change-log request's answer: per ldm, what it had buffered (empty for Start and Stop).
     Log {
@@ -996,6 +1054,37 @@ impl Reply {
                     e.str(name);
                     e.u64(*n);
                 }
+                e.u64(s.uptime_ms);
+                e.u32(s.fragments.len() as u32);
+                for f in &s.fragments {
+                    e.u32(f.table);
+                    e.u32(f.partition);
+                    e.u16(f.ldm);
+                    e.u64(f.rows);
+                    e.u64(f.bytes);
+                }
+                e.u32(s.locks.len() as u32);
+                for l in &s.locks {
+                    e.u16(l.ldm);
+                    e.u32(l.table);
+                    e.u32(l.partition);
+                    e.bytes(&l.key);
+                    e.u16(l.tc_node);
+                    e.u64(l.txn);
+                    e.u8(l.exclusive as u8 | (l.waiting as u8) << 1);
+                    e.u64(l.duration_ms);
+                }
+                e.u32(s.links.len() as u32);
+                for l in &s.links {
+                    e.u16(l.node);
+                    e.str(&l.addr);
+                    e.str(&l.status);
+                    e.str(&l.transporter);
+                    e.u64(l.bytes_sent);
+                    e.u64(l.bytes_received);
+                    e.u64(l.connects);
+                    e.u64(l.dropped);
+                }
             }
             Reply::Error(err) => {
                 e.u8(8);
@@ -1042,36 +1131,7 @@ impl Reply {
             }
             5 => Reply::DdlDone { catalog_version: d.u64()? },
             6 => Reply::AutoIncRange { start: d.u64()?, count: d.u32()? },
-            7 => Reply::Status(StatusInfo {
-                node_id: d.u16()?,
-                state: d.string()?,
-                memory_used: d.u64()?,
-                memory_total: d.u64()?,
-                partitions: d.u32()?,
-                rows: d.u64()?,
-                ldm_workers: d.u16()?,
-                durable_epoch: d.u64()?,
-                current_epoch: d.u64()?,
-                catalog_version: d.u64()?,
-                pid: d.u32()?,
-                backup_reads: d.u64()?,
-                ttl_purged: {
-                    let n = d.len(1 << 20)?;
-                    (0..n).map(|_| Ok((d.u32()?, d.u64()?))).collect::<DecodeResult<_>>()?
-                },
-                table_rows: {
-                    let n = d.len(1 << 20)?;
-                    (0..n).map(|_| Ok((d.u32()?, d.u64()?))).collect::<DecodeResult<_>>()?
-                },
-                table_bytes: {
-                    let n = d.len(1 << 20)?;
-                    (0..n).map(|_| Ok((d.u32()?, d.u64()?))).collect::<DecodeResult<_>>()?
-                },
-                counters: {
-                    let n = d.len(1 << 16)?;
-                    (0..n).map(|_| Ok((d.string()?, d.u64()?))).collect::<DecodeResult<_>>()?
-                },
-            }),
+            7 => Reply::Status(Box::new(dec_status(&mut d)?)),
             8 => Reply::Error(dec_err(&mut d)?),
             9 => Reply::Log { parts: dec_log_parts(&mut d)? },
             _ => return Err(DecodeError("unknown reply kind")),
@@ -1081,6 +1141,86 @@ impl Reply {
         }
         Ok((id, r))
     }
+}
+
+/// A status answer; the fields after `counters` are absent in an older node's answer.
+fn dec_status(d: &mut Dec) -> DecodeResult<StatusInfo> {
+    let mut s = StatusInfo {
+        node_id: d.u16()?,
+        state: d.string()?,
+        memory_used: d.u64()?,
+        memory_total: d.u64()?,
+        partitions: d.u32()?,
+        rows: d.u64()?,
+        ldm_workers: d.u16()?,
+        durable_epoch: d.u64()?,
+        current_epoch: d.u64()?,
+        catalog_version: d.u64()?,
+        pid: d.u32()?,
+        backup_reads: d.u64()?,
+        ttl_purged: {
+            let n = d.len(1 << 20)?;
+            (0..n).map(|_| Ok((d.u32()?, d.u64()?))).collect::<DecodeResult<_>>()?
+        },
+        table_rows: {
+            let n = d.len(1 << 20)?;
+            (0..n).map(|_| Ok((d.u32()?, d.u64()?))).collect::<DecodeResult<_>>()?
+        },
+        table_bytes: {
+            let n = d.len(1 << 20)?;
+            (0..n).map(|_| Ok((d.u32()?, d.u64()?))).collect::<DecodeResult<_>>()?
+        },
+        counters: {
+            let n = d.len(1 << 16)?;
+            (0..n).map(|_| Ok((d.string()?, d.u64()?))).collect::<DecodeResult<_>>()?
+        },
+        ..Default::default()
+    };
+    if d.is_empty() {
+        return Ok(s);
+    }
+    s.uptime_ms = d.u64()?;
+    let n = d.len(1 << 20)?;
+    s.fragments = (0..n)
+        .map(|_| {
+            Ok(FragmentStat { table: d.u32()?, partition: d.u32()?, ldm: d.u16()?, rows: d.u64()?, bytes: d.u64()? })
+        })
+        .collect::<DecodeResult<_>>()?;
+    let n = d.len(1 << 20)?;
+    s.locks = (0..n)
+        .map(|_| {
+            let (ldm, table, partition) = (d.u16()?, d.u32()?, d.u32()?);
+            let key = d.bytes()?.to_vec();
+            let (tc_node, txn, flags, duration_ms) = (d.u16()?, d.u64()?, d.u8()?, d.u64()?);
+            Ok(LockStat {
+                ldm,
+                table,
+                partition,
+                key,
+                tc_node,
+                txn,
+                exclusive: flags & 1 != 0,
+                waiting: flags & 2 != 0,
+                duration_ms,
+            })
+        })
+        .collect::<DecodeResult<_>>()?;
+    let n = d.len(1 << 16)?;
+    s.links = (0..n)
+        .map(|_| {
+            Ok(LinkStat {
+                node: d.u16()?,
+                addr: d.string()?,
+                status: d.string()?,
+                transporter: d.string()?,
+                bytes_sent: d.u64()?,
+                bytes_received: d.u64()?,
+                connects: d.u64()?,
+                dropped: d.u64()?,
+            })
+        })
+        .collect::<DecodeResult<_>>()?;
+    Ok(s)
 }
 
 #[cfg(test)]
@@ -1155,14 +1295,37 @@ mod tests {
                 outcome: Outcome::Committed { epoch: 12 },
             }),
             Reply::ScanRows { scan: 3, rows: vec![vec![9; 5]], done: true },
-            Reply::Status(StatusInfo { node_id: 1, state: "started".into(), ..Default::default() }),
-            Reply::Status(StatusInfo {
+            Reply::Status(Box::new(StatusInfo { node_id: 1, state: "started".into(), ..Default::default() })),
+            Reply::Status(Box::new(StatusInfo {
                 ttl_purged: vec![(3, 9)],
                 table_rows: vec![(3, 100), (4, 0)],
                 table_bytes: vec![(3, 4096)],
                 counters: vec![("deadlocks".into(), 2), ("lock_waits".into(), 7)],
+                uptime_ms: 12_345,
+                fragments: vec![FragmentStat { table: 3, partition: 1, ldm: 1, rows: 100, bytes: 4096 }],
+                locks: vec![LockStat {
+                    ldm: 1,
+                    table: 3,
+                    partition: 1,
+                    key: vec![0, 7],
+                    tc_node: 2,
+                    txn: 99,
+                    exclusive: true,
+                    waiting: false,
+                    duration_ms: 1500,
+                }],
+                links: vec![LinkStat {
+                    node: 2,
+                    addr: "10.0.0.2:11860".into(),
+                    status: "CONNECTED".into(),
+                    transporter: "tcp".into(),
+                    bytes_sent: 1,
+                    bytes_received: 2,
+                    connects: 1,
+                    dropped: 0,
+                }],
                 ..Default::default()
-            }),
+            })),
             Reply::Error(TernError::new(ErrorCode::NoSuchTable, "no")),
             Reply::Log {
                 parts: vec![
@@ -1184,5 +1347,17 @@ mod tests {
             r.encode(5, &mut b);
             assert_eq!(Reply::decode(&b).unwrap(), (5, r.clone()));
         }
+    }
+
+    #[test]
+    fn a_status_answer_of_an_older_node_has_no_fragments_locks_or_links() {
+        let s = StatusInfo { node_id: 2, counters: vec![("commits".into(), 3)], ..Default::default() };
+        let mut b = Vec::new();
+        Reply::Status(Box::new(s.clone())).encode(5, &mut b);
+        // The older answer ends after the counters: uptime (8 bytes) and three empty lists.
+        b.truncate(b.len() - 8 - 3 * 4);
+        assert_eq!(Reply::decode(&b).unwrap(), (5, Reply::Status(Box::new(s))));
+        b.pop();
+        assert!(Reply::decode(&b).is_err());
     }
 }

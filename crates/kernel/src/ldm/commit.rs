@@ -91,7 +91,7 @@ impl Ldm {
             self.release_txn(txn, out);
             out.send(self.coordinator(txn), Signal::Committed { txn, chain, results });
         } else {
-            let t = self.txns.entry(txn).or_default();
+            let t = self.txns.entry(txn).or_insert_with(|| LdmTxn::since(self.now_ms));
             t.committed_epoch = Some(epoch);
             if t.fast {
                 t.results.clone_from(&results);

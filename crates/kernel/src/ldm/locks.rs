@@ -63,12 +63,58 @@ impl Ldm {
         }
         if entry.compatible(txn, mode) && entry.waiters.is_empty() {
             entry.grant(txn, mode);
-            let t = self.txns.entry(txn).or_default();
+            let t = self.txns.entry(txn).or_insert_with(|| LdmTxn::since(self.now_ms));
             t.locks.push(key.clone());
             return true;
         }
         entry.waiters.push_back((waiter, mode));
         false
+    }
+
+    /// The row locks held and waited for, oldest first, at most `tern_wire::LOCKS_REPORTED`
+    /// (for `ndbinfo.cluster_locks`). A holder's duration is its transaction's age at this ldm.
+    /// One pass over the lock table with a bounded heap: a transaction holding a million locks
+    /// costs a walk, not a million reports.
+    pub(super) fn lock_report(&self) -> Vec<tern_wire::LockStat> {
+        let now = self.now_ms;
+        let age = |txn: &TxnRef| self.txns.get(txn).map_or(now, |t| t.since_ms);
+        // (since, then a fixed order: the lock table's own order is a hash's).
+        type Entry<'a> = (u64, &'a LockKey, u16, u64, bool, bool);
+        let mut heap: std::collections::BinaryHeap<Entry<'_>> = Default::default();
+        fn offer<'a>(e: Entry<'a>, heap: &mut std::collections::BinaryHeap<Entry<'a>>) {
+            // A max-heap of the kept ones: its top is the youngest kept, dropped first.
+            heap.push(e);
+            if heap.len() > tern_wire::LOCKS_REPORTED {
+                heap.pop();
+            }
+        }
+        for (key, e) in self.locks.iter() {
+            if let Some(t) = e.exclusive {
+                offer((age(&t), key, t.tc.node, t.id, true, false), &mut heap);
+            }
+            for t in &e.shared {
+                offer((age(t), key, t.tc.node, t.id, false, false), &mut heap);
+            }
+            for (w, mode) in &e.waiters {
+                let since = self.blocked.get(w).map_or(now, |b| b.since_ms);
+                offer((since, key, w.0.tc.node, w.0.id, *mode == LockMode::Exclusive, true), &mut heap);
+            }
+        }
+        let me = self.instance();
+        heap.into_sorted_vec()
+            .into_iter()
+            .map(|(since, key, tc_node, txn, exclusive, waiting)| tern_wire::LockStat {
+                ldm: me,
+                table: key.0,
+                partition: key.1,
+                key: key.2[..key.2.len().min(64)].to_vec(),
+                tc_node,
+                txn,
+                exclusive,
+                waiting,
+                duration_ms: now.saturating_sub(since),
+            })
+            .collect()
     }
 
     /// Releases every lock of `txn` and resumes batches that were waiting for them.
@@ -117,7 +163,7 @@ impl Ldm {
                 }
                 continue;
             }
-            let locks = &mut self.txns.entry(w.0).or_default().locks;
+            let locks = &mut self.txns.entry(w.0).or_insert_with(|| LdmTxn::since(self.now_ms)).locks;
             if !locks.contains(&key) {
                 locks.push(key);
             }

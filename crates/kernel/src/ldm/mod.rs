@@ -127,6 +127,8 @@ struct Change {
 
 #[derive(Debug, Default)]
 struct LdmTxn {
+    /// When this transaction first reached this ldm (the age `ndbinfo.cluster_locks` shows).
+    since_ms: u64,
     changes: BTreeMap<LockKey, Change>,
     locks: Vec<LockKey>,
     /// A backup that has committed (in this epoch) and keeps its locks until `Complete`.
@@ -136,6 +138,12 @@ struct LdmTxn {
     /// are kept for a `Resolve` after the primary failed.
     fast: bool,
     results: Vec<(u32, OpResult)>,
+}
+
+impl LdmTxn {
+    fn since(now_ms: u64) -> LdmTxn {
+        LdmTxn { since_ms: now_ms, ..Default::default() }
+    }
 }
 
 struct Blocked {
@@ -350,21 +358,29 @@ impl Ldm {
         }
     }
 
-    /// Publishes the data memory charged per table to the node's statistics (at most once a
-    /// second: a status report may be that old).
-    fn publish_table_bytes(&mut self) {
+    /// Publishes the data memory charged per table, the partition replicas held and the row
+    /// locks to the node's statistics (at most once a second: a status report may be that old).
+    fn publish_stats(&mut self) {
         if self.now_ms < self.bytes_published_ms + 1000 && self.bytes_published_ms != 0 {
             return;
         }
         self.bytes_published_ms = self.now_ms.max(1);
-        let mut per: BTreeMap<TableId, u64> = BTreeMap::new();
-        for (&(t, _), p) in &self.parts {
-            *per.entry(t).or_default() += p.charged();
-        }
         let me = self.instance();
-        let mut all = self.stats.table_bytes.lock().unwrap_or_else(|e| e.into_inner());
-        all.retain(|&(l, _), _| l != me);
-        all.extend(per.into_iter().map(|(t, b)| ((me, t), b)));
+        let mut per: BTreeMap<TableId, u64> = BTreeMap::new();
+        let mut frags = Vec::with_capacity(self.parts.len());
+        for (&(t, p), part) in &self.parts {
+            let bytes = part.charged();
+            *per.entry(t).or_default() += bytes;
+            frags.push(tern_wire::FragmentStat { table: t, partition: p, ldm: me, rows: part.len(), bytes });
+        }
+        {
+            let mut all = self.stats.table_bytes.lock().unwrap_or_else(|e| e.into_inner());
+            all.retain(|&(l, _), _| l != me);
+            all.extend(per.into_iter().map(|(t, b)| ((me, t), b)));
+        }
+        self.stats.fragments.lock().unwrap_or_else(|e| e.into_inner()).insert(me, frags);
+        let locks = self.lock_report();
+        self.stats.locks.lock().unwrap_or_else(|e| e.into_inner()).insert(me, locks);
     }
 
     /// Rows and partitions held, for status reports.
@@ -573,7 +589,7 @@ impl Ldm {
                 self.fail_wait((txn, batch), ErrorCode::Deadlock, msg, out);
             }
             Signal::Tick => {
-                self.publish_table_bytes();
+                self.publish_stats();
                 self.log_tick();
                 self.expire_waits(out);
                 self.probe_waits(out);

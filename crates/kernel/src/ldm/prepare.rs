@@ -177,7 +177,7 @@ impl Ldm {
             // `Commit` to the primary is this replica's prepare acknowledgement as well.
             let txn = batch.txn;
             let results = std::mem::take(&mut batch.results);
-            let t = self.txns.entry(txn).or_default();
+            let t = self.txns.entry(txn).or_insert_with(|| LdmTxn::since(self.now_ms));
             debug_assert!(!t.fast, "{txn:?} committed in one round twice");
             t.fast = true;
             self.fast_committed += 1;
@@ -554,7 +554,7 @@ impl Ldm {
             reserved = part.charge(r);
             self.budget.reserve(reserved)?;
         }
-        let t = self.txns.entry(txn).or_default();
+        let t = self.txns.entry(txn).or_insert_with(|| LdmTxn::since(self.now_ms));
         if let Some(prev) = t.changes.insert(lk, Change { row, reserved, at, deferred: None }) {
             self.budget.release(prev.reserved);
         }

@@ -395,3 +395,59 @@ fn layout_key(layout: &RowLayout, id: i64) -> Vec<u8> {
     let PrepOp::Exec { op, .. } = write(layout, id) else { unreachable!() };
     op.key
 }
+
+/// The lock report behind `ndbinfo.cluster_locks`: holders and waiters with their ages, oldest
+/// first, and the published fragment rows; a committed transaction's locks are gone from the
+/// next report.
+#[test]
+fn the_lock_report_lists_holders_and_waiters_oldest_first_and_forgets_committed_ones() {
+    let (mut l, layout) = ldm();
+    assert!(prepared_of(&prepare(&mut l, 1_000, 1, vec![write(&layout, 1)]), 1).is_some());
+    assert!(prepared_of(&prepare(&mut l, 1_500, 3, vec![write(&layout, 2)]), 3).is_some());
+    assert!(prepared_of(&prepare(&mut l, 1_800, 2, vec![write(&layout, 1)]), 2).is_none(), "waits");
+    let mut out = Out::default();
+    l.handle(2_000, Signal::Tick, &mut out);
+    let locks = l.stats.locks.lock().unwrap().get(&l.instance()).cloned().expect("published");
+    let seen: Vec<(u64, bool, bool, u64)> =
+        locks.iter().map(|s| (s.txn & 0xff, s.exclusive, s.waiting, s.duration_ms)).collect();
+    assert_eq!(seen, vec![(1, true, false, 1_000), (3, true, false, 500), (2, true, true, 200)]);
+    let k1 = layout
+        .key_of(&{
+            let mut row = Vec::new();
+            layout.encode_row(&[Value::Int(1), Value::Int(10)], &mut row).unwrap();
+            row
+        })
+        .to_vec();
+    assert!(locks.iter().all(|s| s.table == 1 && s.partition == 0 && s.tc_node == 1));
+    assert_eq!(locks[0].key, k1);
+    assert_eq!(locks[2].key, k1, "the waiter waits on the holder's key");
+    // Txn 1 commits: txn 2 takes its lock; txn 3 commits too.
+    commit(&mut l, 2_100, 1);
+    commit(&mut l, 2_100, 3);
+    let now: Vec<(u64, bool)> = l.lock_report().iter().map(|s| (s.txn & 0xff, s.waiting)).collect();
+    assert_eq!(now, vec![(2, false)], "only txn 2 holds a lock now");
+    // The fragment report (published at most once a second) counts the committed rows.
+    let mut out = Out::default();
+    l.handle(3_100, Signal::Tick, &mut out);
+    let frags = l.stats.fragments.lock().unwrap().get(&l.instance()).cloned().expect("published");
+    assert_eq!(frags.len(), 1);
+    assert_eq!((frags[0].table, frags[0].partition, frags[0].rows), (1, 0, 2));
+    assert!(frags[0].bytes > 0);
+}
+
+/// However many locks are held, a report keeps the oldest `LOCKS_REPORTED`.
+#[test]
+fn the_lock_report_is_bounded_and_keeps_the_oldest() {
+    let (mut l, layout) = ldm();
+    let n = tern_wire::LOCKS_REPORTED as i64 + 50;
+    for i in 0..n {
+        let t = 10 + i as u64;
+        assert!(prepared_of(&prepare(&mut l, 1_000 + i as u64, t, vec![write(&layout, i)]), t).is_some());
+    }
+    l.now_ms = 1_000 + n as u64;
+    let r = l.lock_report();
+    assert_eq!(r.len(), tern_wire::LOCKS_REPORTED);
+    let txns: Vec<u64> = r.iter().map(|s| s.txn & 0xffff).collect();
+    let want: Vec<u64> = (10..10 + tern_wire::LOCKS_REPORTED as u64).collect();
+    assert_eq!(txns, want, "the oldest, in order");
+}
