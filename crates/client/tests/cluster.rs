@@ -20,7 +20,7 @@ fn cluster(ports: &[u16]) -> Arc<ClusterState> {
         data_nodes: ports
             .iter()
             .enumerate()
-            .map(|(i, &port)| DataNodeSpec { id: i as u16 + 1, host: "127.0.0.1".into(), port })
+            .map(|(i, &port)| DataNodeSpec { id: i as u16 + 1, host: "127.0.0.1".into(), port, location_domain: 0 })
             .collect(),
         mgmds: vec![MgmdSpec { id: 65, host: "127.0.0.1".into(), port: 1 }],
         ldm_workers: 1,

@@ -60,14 +60,19 @@ struct FileNode {
     id: NodeId,
     host: String,
     port: u16,
+    /// Availability zone (RonDB's LocationDomainId), 1-255; data nodes only.
+    location_domain: Option<u8>,
 }
 
 /// Parses and validates the text of a cluster file.
 pub fn parse_cluster_config(text: &str) -> Result<ClusterConfig, ConfigError> {
     let file: FileConfig =
         toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string().trim_end().to_string()))?;
-    let mut data_nodes: Vec<DataNodeSpec> =
-        file.datanode.into_iter().map(|n| DataNodeSpec { id: n.id, host: n.host, port: n.port }).collect();
+    let mut data_nodes: Vec<DataNodeSpec> = file
+        .datanode
+        .into_iter()
+        .map(|n| DataNodeSpec { id: n.id, host: n.host, port: n.port, location_domain: n.location_domain.unwrap_or(0) })
+        .collect();
     data_nodes.sort_by_key(|d| d.id);
     let mut mgmds: Vec<MgmdSpec> =
         file.mgmd.into_iter().map(|n| MgmdSpec { id: n.id, host: n.host, port: n.port }).collect();

@@ -213,7 +213,9 @@ mod tests {
     fn started(nodes: u16, replicas: u8) -> ClusterState {
         ClusterState::all_started(ClusterConfig {
             replicas,
-            data_nodes: (1..=nodes).map(|id| DataNodeSpec { id, host: "h".into(), port: 1 }).collect(),
+            data_nodes: (1..=nodes)
+                .map(|id| DataNodeSpec { id, host: "h".into(), port: 1, location_domain: 0 })
+                .collect(),
             mgmds: vec![MgmdSpec { id: 65, host: "h".into(), port: 2 }],
             ldm_workers: 1,
             epoch_interval_ms: 100,

@@ -504,8 +504,10 @@ impl ControlState {
         if self.state.cluster_down {
             return Err("the cluster is down: restart it before adding node groups".into());
         }
-        let specs: Vec<DataNodeSpec> =
-            nodes.iter().map(|n| DataNodeSpec { id: n.id, host: n.host.clone(), port: n.port }).collect();
+        let specs: Vec<DataNodeSpec> = nodes
+            .iter()
+            .map(|n| DataNodeSpec { id: n.id, host: n.host.clone(), port: n.port, location_domain: 0 })
+            .collect();
         if specs.iter().all(|d| self.state.config.data_node(d.id).is_some_and(|have| *have == *d)) {
             return self.applied(0); // a retried proposal
         }
@@ -616,7 +618,9 @@ mod tests {
     fn config(nodes: u16, replicas: u8) -> ClusterConfig {
         ClusterConfig {
             replicas,
-            data_nodes: (1..=nodes).map(|id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 11860 + id }).collect(),
+            data_nodes: (1..=nodes)
+                .map(|id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 11860 + id, location_domain: 0 })
+                .collect(),
             mgmds: vec![MgmdSpec { id: 65, host: "127.0.0.1".into(), port: 1186 }],
             ldm_workers: 2,
             epoch_interval_ms: 100,

@@ -21,7 +21,9 @@ fn free_ports(n: usize) -> Vec<u16> {
 fn config(mgmd_ports: &[u16], data_nodes: u16, replicas: u8, heartbeat_ms: u64, failure_ms: u64) -> ClusterConfig {
     ClusterConfig {
         replicas,
-        data_nodes: (1..=data_nodes).map(|id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 1 + id }).collect(),
+        data_nodes: (1..=data_nodes)
+            .map(|id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 1 + id, location_domain: 0 })
+            .collect(),
         mgmds: mgmd_ports
             .iter()
             .enumerate()

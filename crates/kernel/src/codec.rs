@@ -1092,8 +1092,8 @@ mod tests {
         let config = ClusterConfig {
             replicas: 2,
             data_nodes: vec![
-                DataNodeSpec { id: 1, host: "10.0.0.1".into(), port: 6001 },
-                DataNodeSpec { id: 2, host: "10.0.0.2".into(), port: 6001 },
+                DataNodeSpec { id: 1, host: "10.0.0.1".into(), port: 6001, location_domain: 0 },
+                DataNodeSpec { id: 2, host: "10.0.0.2".into(), port: 6001, location_domain: 0 },
             ],
             mgmds: vec![MgmdSpec { id: 65, host: "10.0.0.9".into(), port: 1186 }],
             ldm_workers: 4,

@@ -856,7 +856,7 @@ mod tests {
     fn two_nodes() -> Arc<ClusterState> {
         let mut cfg = ClusterConfig::single("127.0.0.1", 0, 0, 1);
         cfg.replicas = 2;
-        cfg.data_nodes.push(DataNodeSpec { id: 2, host: "127.0.0.1".into(), port: 0 });
+        cfg.data_nodes.push(DataNodeSpec { id: 2, host: "127.0.0.1".into(), port: 0, location_domain: 0 });
         Arc::new(ClusterState::all_started(cfg))
     }
 

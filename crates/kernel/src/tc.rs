@@ -76,8 +76,14 @@ pub struct NodeStats {
     pub rows: std::sync::atomic::AtomicI64,
     /// Set by the runtime; lets local tools read the process's CPU and memory.
     pub pid: std::sync::atomic::AtomicU32,
-    /// Key reads sent to a backup replica on this node (READ_BACKUP).
+    /// Key reads sent to a backup replica instead of the primary (READ_BACKUP: on this node, or
+    /// on another node of its location domain).
     pub backup_reads: std::sync::atomic::AtomicU64,
+    /// Committed key reads this node's coordinators sent to a replica on this node, on another
+    /// node of its location domain, and on a node elsewhere (another domain, or no domains).
+    pub reads_here: std::sync::atomic::AtomicU64,
+    pub reads_in_domain: std::sync::atomic::AtomicU64,
+    pub reads_elsewhere: std::sync::atomic::AtomicU64,
     /// Rows the TTL purge deleted, per table (cascaded rows under their own table).
     pub ttl_purged: std::sync::Mutex<BTreeMap<TableId, u64>>,
     /// Rows per table in the partition replicas this node holds (`rows` is their sum).
@@ -130,6 +136,9 @@ impl NodeStats {
             ("inactive_timeouts".into(), get(&self.inactive_timeouts)),
             ("lock_wait_timeouts".into(), get(&self.lock_wait_timeouts)),
             ("lock_waits".into(), get(&self.lock_waits)),
+            ("reads_elsewhere".into(), get(&self.reads_elsewhere)),
+            ("reads_here".into(), get(&self.reads_here)),
+            ("reads_in_domain".into(), get(&self.reads_in_domain)),
             ("redo_bytes".into(), get(&self.redo_bytes)),
         ]
     }
@@ -484,16 +493,25 @@ impl Tc {
         self.chain_of(table, partition).addrs.clone()
     }
 
-    /// The replica of a partition on this node when it is a full backup (READ_BACKUP reads go
-    /// there instead of to the primary on another node): never one that copies or leaves.
-    fn local_backup(&self, table: TableId, partition: u32) -> Option<Addr> {
+    /// Where a READ_BACKUP read of a partition goes instead of its primary (None: the primary):
+    /// a full backup on this node; else, when the primary is in another location domain than
+    /// this node, a full backup in this node's domain (RonDB's location domains: an API node's
+    /// reads stay in its availability zone). Never a replica that copies or leaves.
+    fn near_backup(&self, table: TableId, partition: u32) -> Option<Addr> {
         let chain = self.chain_of(table, partition);
-        chain.addrs[..chain.readable]
-            .iter()
-            .skip(1)
-            .find(|a| a.node == self.addr.node)
-            .copied()
-            .filter(|a| self.cluster.state_of(a.node) == NodeState::Started)
+        let readable = &chain.addrs[..chain.readable];
+        let started = |a: &&Addr| self.cluster.state_of(a.node) == NodeState::Started;
+        let me = self.addr.node;
+        if let Some(a) = readable.iter().skip(1).find(|a| a.node == me) {
+            return Some(*a).filter(|a| started(&a));
+        }
+        let domain = self.cluster.config.domain_of(me);
+        if domain == 0
+            || readable.first().is_none_or(|p| p.node == me || self.cluster.config.domain_of(p.node) == domain)
+        {
+            return None;
+        }
+        readable.iter().skip(1).filter(started).find(|a| self.cluster.config.domain_of(a.node) == domain).copied()
     }
 
     /// Which chain a partition's operations go to (batches are grouped by this).
@@ -850,6 +868,9 @@ impl Tc {
             && self.txns.get(&id).is_some_and(|t| t.participants.is_empty())
             && ops.iter().all(|o| o.kind == OpKind::Read);
         let mut local_reads = 0u64;
+        // Committed reads by where they go: this node, its domain, elsewhere.
+        let mut reads = [0u64; 3];
+        let my_domain = self.cluster.config.domain_of(self.addr.node);
         for (i, op) in ops.into_iter().enumerate() {
             let routed = self.partition_of(&op).and_then(|p| {
                 if self.chain_of(op.table, p).addrs.is_empty() {
@@ -861,7 +882,7 @@ impl Tc {
             match routed {
                 Ok(partition) => {
                     let local = (backup_reads && self.read_backup.contains(&op.table))
-                        .then(|| self.local_backup(op.table, partition))
+                        .then(|| self.near_backup(op.table, partition))
                         .flatten();
                     let key = self.chain_key(op.table, partition).expect("a routed partition has a chain");
                     let b = batches.entry((key, local.is_some())).or_insert_with(|| {
@@ -879,6 +900,17 @@ impl Tc {
                             map_version: self.cluster.version,
                         })
                     });
+                    if op.kind == OpKind::Read {
+                        let to = local.map_or_else(|| b.chain[0].node, |a| a.node);
+                        let at = if to == self.addr.node {
+                            0
+                        } else if my_domain != 0 && self.cluster.config.domain_of(to) == my_domain {
+                            1
+                        } else {
+                            2
+                        };
+                        reads[at] += 1;
+                    }
                     b.ops.push(PrepOp::Exec { idx: (base + i) as u32, partition, op });
                     local_reads += local.is_some() as u64;
                 }
@@ -887,6 +919,13 @@ impl Tc {
         }
         if local_reads > 0 {
             self.stats.backup_reads.fetch_add(local_reads, std::sync::atomic::Ordering::Relaxed);
+        }
+        for (n, c) in
+            reads.into_iter().zip([&self.stats.reads_here, &self.stats.reads_in_domain, &self.stats.reads_elsewhere])
+        {
+            if n > 0 {
+                c.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            }
         }
         let txn = self.txns.get_mut(&id).expect("present");
         // One-round commit: an autocommit batch for a single chain of two replicas takes its

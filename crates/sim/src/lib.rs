@@ -476,7 +476,9 @@ impl Sim {
             .collect();
         let cluster = std::sync::Arc::new(ClusterState::all_started(ClusterConfig {
             replicas: cfg.replicas,
-            data_nodes: (1..=cfg.data_nodes).map(|id| DataNodeSpec { id, host: "sim".into(), port: 0 }).collect(),
+            data_nodes: (1..=cfg.data_nodes)
+                .map(|id| DataNodeSpec { id, host: "sim".into(), port: 0, location_domain: 0 })
+                .collect(),
             mgmds: vec![tern_types::cluster::MgmdSpec { id: 65, host: "sim".into(), port: 0 }],
             ldm_workers: cfg.ldm_count,
             epoch_interval_ms: cfg.epoch_interval_ms,

@@ -43,6 +43,7 @@ pub fn table(name: &str) -> Option<TableHandle> {
                 vc("address"),
                 num("is_master"),
                 num("config_generation"),
+                num("location_domain"),
             ],
         ),
         "memoryusage" => (
@@ -277,6 +278,7 @@ fn nodes(map: Option<&ClusterState>, st: &[StatusInfo], out: &mut Vec<Vec<Value>
                 Value::Null,
                 u(1),
                 Value::Null,
+                Value::Null,
             ]);
         }
         return;
@@ -293,6 +295,7 @@ fn nodes(map: Option<&ClusterState>, st: &[StatusInfo], out: &mut Vec<Vec<Value>
             s(&d.addr()),
             u((master == Some(d.id)) as u64),
             u(m.version),
+            u(d.location_domain as u64),
         ]);
     }
 }

@@ -196,6 +196,7 @@ impl ColocatedArgs {
             config: None,
             datanode: None,
             mgmd: Vec::new(),
+            location_domain: None,
             rest_port,
             rest_ip: Some("127.0.0.1".into()),
             no_rest: rest_port.is_none(),
@@ -239,6 +240,11 @@ struct ApiArgs {
     /// Management nodes (host:port, comma-separated): serve the data nodes of their cluster.
     #[arg(long, value_delimiter = ',')]
     mgmd: Vec<String>,
+    /// This API server's location domain (availability zone, 1-255; RonDB's LocationDomainId):
+    /// with `--mgmd`, it coordinates its transactions on the data nodes of its domain first, and
+    /// their READ_BACKUP reads stay in the domain where a replica is.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..))]
+    location_domain: Option<u8>,
     /// REST port (overrides REST.ServerPort).
     #[arg(long)]
     rest_port: Option<u16>,
@@ -1160,7 +1166,15 @@ fn api_datanodes(a: &ApiArgs, cfg: &tern_rest::config::RonDbConfig) -> Result<(S
     loop {
         match client.get_state() {
             Ok(info) => {
-                let nodes: Vec<String> = info.state.config.data_nodes.iter().map(|d| d.addr()).collect();
+                // Its own location domain's data nodes first: the client coordinates there.
+                let mut specs: Vec<&tern_types::cluster::DataNodeSpec> = info.state.config.data_nodes.iter().collect();
+                if let Some(mine) = a.location_domain {
+                    specs.sort_by_key(|d| d.location_domain != mine);
+                    if specs.first().is_none_or(|d| d.location_domain != mine) {
+                        tracing::warn!("no data node is in this API server's location domain {mine}");
+                    }
+                }
+                let nodes: Vec<String> = specs.iter().map(|d| d.addr()).collect();
                 if nodes.is_empty() {
                     bail!("the management nodes at {} know no data nodes", mgmds.join(","));
                 }

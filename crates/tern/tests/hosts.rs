@@ -33,12 +33,20 @@ struct Cluster {
     mgmds: String,
     /// Data node hosts whose node is in the cluster file (others wait for CREATE NODEGROUP).
     configured: usize,
+    /// API server hosts started with `--location-domain`.
+    api_domains: Vec<(String, u8)>,
 }
 
 impl Cluster {
     /// Hosts m1-m3, d1-d4, a1, a2, c1, c2; `groups` node groups in the cluster file (the rest of
     /// d1-d4 are hosts without a process yet). Starts every configured process.
     fn start(dir: &std::path::Path, impair: Option<Impair>, groups: usize) -> Cluster {
+        Cluster::start_with(dir, impair, groups, &[])
+    }
+
+    /// `start` with location domains: the data nodes' in the cluster file, the API servers'
+    /// on their command line (hosts not named have none).
+    fn start_with(dir: &std::path::Path, impair: Option<Impair>, groups: usize, domains: &[(&str, u8)]) -> Cluster {
         let mut net = Net::new(dir, impair);
         for h in ["m1", "m2", "m3", "d1", "d2", "d3", "d4", "a1", "a2", "c1", "c2"] {
             net.add_host(h);
@@ -64,6 +72,9 @@ impl Cluster {
                 "\n[[datanode]]\nid = {n}\nhost = \"{}\"\nport = 11860\n",
                 net.ip_of(&format!("d{n}"))
             ));
+            if let Some((_, d)) = domains.iter().find(|(h, _)| *h == format!("d{n}")) {
+                text.push_str(&format!("location_domain = {d}\n"));
+            }
         }
         std::fs::write(dir.join("cluster.toml"), text).unwrap();
         for n in 1..=4 {
@@ -74,7 +85,9 @@ impl Cluster {
             .unwrap();
         }
         std::fs::write(dir.join("api.toml"), format!("[redis]\nrequirepass = \"{PASSWORD}\"\n")).unwrap();
-        let mut c = Cluster { net, secret, mgmds: mgmds.join(","), configured };
+        let api_domains =
+            domains.iter().filter(|(h, _)| h.starts_with('a')).map(|(h, d)| (h.to_string(), *d)).collect();
+        let mut c = Cluster { net, secret, mgmds: mgmds.join(","), configured, api_domains };
         for (i, h) in ["m1", "m2", "m3"].iter().enumerate() {
             let args = vec![
                 "mgmd".into(),
@@ -147,6 +160,10 @@ impl Cluster {
         ]
         .map(String::from)
         .to_vec();
+        let mut args = args;
+        if let Some((_, d)) = self.api_domains.iter().find(|(a, _)| a == h) {
+            args.extend(["--location-domain".to_string(), d.to_string()]);
+        }
         let env = self.env();
         self.net.spawn(h, "api", &args, &env);
     }
@@ -580,4 +597,139 @@ fn a_node_group_is_added_across_hosts_under_load() {
     assert!(show.contains("Nodegroup: 1"), "{show}");
     verify(&c.net, "c2", &c.redis_addr("a2"), &keys);
     assert!(c.net.reap().is_empty(), "a process stopped\n{}", c.net.logs());
+}
+
+impl Cluster {
+    /// Every data node's counters (by node id), asked from client host `host` with the
+    /// native client.
+    fn counters(&self, host: &str) -> std::collections::BTreeMap<u16, std::collections::BTreeMap<String, u64>> {
+        let addrs: Vec<String> =
+            (1..=self.configured).map(|n| format!("{}:11860", self.net.ip_of(&format!("d{n}")))).collect();
+        let secret = tern_wire::read_secret_file(&self.secret).unwrap();
+        self.net.in_ns(host, move || {
+            let opts = tern_client::ClientOptions { cluster_secret: Some(secret), ..Default::default() };
+            let c = tern_client::Client::connect_with(&addrs.join(","), opts).expect("a data node answers");
+            addrs
+                .iter()
+                .map(|a| {
+                    let st = c.status_at(a).expect("status");
+                    (st.node_id, st.counters.into_iter().collect())
+                })
+                .collect()
+        })
+    }
+}
+
+/// GETs of random keys among `keys` through `api` from `host`, one at a time for `n` reads:
+/// each read's latency, sorted.
+fn timed_gets(net: &Net, host: &str, api: &str, keys: &[String], n: usize, seed: u64) -> Vec<Duration> {
+    let (api, keys) = (api.to_string(), keys.to_vec());
+    net.in_ns(host, move || {
+        let mut rng = Rng::new(seed);
+        let mut r = Resp::connect(&api).expect("connect");
+        let mut lat = Vec::with_capacity(n);
+        for _ in 0..n {
+            let k = &keys[rng.below(keys.len() as u64) as usize];
+            let t = Instant::now();
+            let got = r.cmd(&["GET", k]).expect("GET");
+            lat.push(t.elapsed());
+            assert!(matches!(got, Reply::Bulk(Some(_))), "{k}: {got:?}");
+        }
+        lat.sort();
+        lat
+    })
+}
+
+fn delta(
+    before: &std::collections::BTreeMap<u16, std::collections::BTreeMap<String, u64>>,
+    after: &std::collections::BTreeMap<u16, std::collections::BTreeMap<String, u64>>,
+    node: u16,
+    name: &str,
+) -> u64 {
+    after[&node].get(name).copied().unwrap_or(0) - before[&node].get(name).copied().unwrap_or(0)
+}
+
+/// Location domains over two "zones" 2-3 ms apart (0.05-0.15 ms within one): data nodes 1, 2,
+/// API server 1 and client host c1 in zone 1; nodes 3, 4, API server 2 and c2 in zone 2. The
+/// cluster file's node groups spread over the zones ({1,3}, {2,4} rather than {1,2}, {3,4}),
+/// and the reads of a zone-2 client through its zone-2 API server are coordinated and served by
+/// zone-2 data nodes only (the nodes' counters say where each read went). The same cluster
+/// without location domains is then measured for comparison; both p50 read latencies print.
+#[test]
+fn reads_stay_in_their_location_domain() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !netns::required() {
+        return;
+    }
+    let seed = test_seed();
+    println!("seed {seed}");
+    let zones: Vec<(&str, u8)> = vec![
+        ("d1", 1),
+        ("d2", 1),
+        ("a1", 1),
+        ("c1", 1),
+        ("m1", 1),
+        ("d3", 2),
+        ("d4", 2),
+        ("a2", 2),
+        ("c2", 2),
+        ("m2", 2),
+        ("m3", 3),
+    ];
+    let impair = Impair {
+        same_zone_us: (50, 150),
+        cross_zone_us: (2_000, 3_000),
+        loss_per_10k: 0,
+        zones: zones.iter().map(|(h, z)| (h.to_string(), *z)).collect(),
+        seed,
+    };
+    let mut p50s = Vec::new();
+    for with_domains in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let domains: Vec<(&str, u8)> = if with_domains {
+            zones.iter().filter(|(h, _)| h.starts_with(['d', 'a'])).copied().collect()
+        } else {
+            vec![]
+        };
+        let c = Cluster::start_with(dir.path(), Some(impair.clone()), 2, &domains);
+        let st = c.state().unwrap();
+        if with_domains {
+            assert_eq!(st.groups(), vec![vec![1, 3], vec![2, 4]], "each node group spans both zones");
+        } else {
+            assert_eq!(st.groups(), vec![vec![1, 2], vec![3, 4]]);
+        }
+        // 300 keys written through API server 1.
+        let keys: Vec<String> = (0..300).map(|i| format!("ld:{i}")).collect();
+        let (api1, ks) = (c.redis_addr("a1"), keys.clone());
+        c.net.in_ns("c1", move || {
+            let mut r = Resp::connect(&api1).unwrap();
+            for k in &ks {
+                assert_eq!(r.cmd(&["SET", k, "v"]).unwrap(), Reply::Ok);
+            }
+        });
+        timed_gets(&c.net, "c2", &c.redis_addr("a2"), &keys, 50, seed); // warm the connections
+        let before = c.counters("c2");
+        let lat = timed_gets(&c.net, "c2", &c.redis_addr("a2"), &keys, 1_000, seed ^ 1);
+        let after = c.counters("c2");
+        let p = |q: f64| lat[((lat.len() - 1) as f64 * q) as usize];
+        println!(
+            "{}: GET through the zone-2 API server from zone 2, p50 {:?}, p90 {:?}, p99 {:?}",
+            if with_domains { "with location domains" } else { "without location domains" },
+            p(0.5),
+            p(0.9),
+            p(0.99)
+        );
+        p50s.push(p(0.5));
+        let reads = |n: u16| ["reads_here", "reads_in_domain", "reads_elsewhere"].map(|k| delta(&before, &after, n, k));
+        println!("reads by node (here, in domain, elsewhere): {:?}", (1..=4).map(reads).collect::<Vec<_>>());
+        if with_domains {
+            for n in [1, 2] {
+                assert_eq!(reads(n), [0, 0, 0], "node {n} (zone 1) coordinated reads of the zone-2 API server");
+            }
+            let (r3, r4) = (reads(3), reads(4));
+            assert_eq!((r3[2], r4[2]), (0, 0), "a read left zone 2");
+            assert!(r3.iter().chain(&r4).sum::<u64>() >= 1_000, "the reads were not all counted: {r3:?} {r4:?}");
+        }
+    }
+    println!("p50 read latency: with location domains {:?}, without {:?}", p50s[0], p50s[1]);
 }

@@ -49,6 +49,10 @@ pub struct DataNodeSpec {
     pub host: String,
     /// The port clients and other data nodes connect to.
     pub port: u16,
+    /// The node's location domain (availability zone, RonDB's `LocationDomainId`), 0: none.
+    /// READ_BACKUP reads prefer a replica in the reader's domain; the cluster file's node groups
+    /// spread their replicas over the domains where they can.
+    pub location_domain: u8,
 }
 
 impl DataNodeSpec {
@@ -88,7 +92,7 @@ impl ClusterConfig {
     pub fn single(host: &str, port: u16, mgmd_port: u16, ldm_workers: u16) -> ClusterConfig {
         ClusterConfig {
             replicas: 1,
-            data_nodes: vec![DataNodeSpec { id: 1, host: host.into(), port }],
+            data_nodes: vec![DataNodeSpec { id: 1, host: host.into(), port, location_domain: 0 }],
             mgmds: vec![MgmdSpec { id: 65, host: host.into(), port: mgmd_port }],
             ldm_workers,
             epoch_interval_ms: 100,
@@ -101,6 +105,57 @@ impl ClusterConfig {
         let mut ids: Vec<NodeId> = self.data_nodes.iter().map(|d| d.id).collect();
         ids.sort_unstable();
         ids.chunks(self.replicas.max(1) as usize).map(|c| c.to_vec()).collect()
+    }
+
+    /// The node groups when the first `base` of them are the cluster file's: those spread
+    /// each group's replicas over the location domains where they can (a group takes its next
+    /// node from the domain with the most nodes left that it has none of yet, nodes in id order
+    /// within a domain); groups added later (`CREATE NODEGROUP`) are as their nodes were given.
+    /// Without location domains this is `node_groups`.
+    pub fn node_groups_spread(&self, base: usize) -> Vec<Vec<NodeId>> {
+        let r = self.replicas.max(1) as usize;
+        let mut ids: Vec<(NodeId, u8)> = self.data_nodes.iter().map(|d| (d.id, d.location_domain)).collect();
+        ids.sort_unstable();
+        let first = (base * r).min(ids.len());
+        if ids[..first].iter().all(|&(_, d)| d == ids[0].1) {
+            return self.node_groups();
+        }
+        // Domains in the order they first appear, each with its nodes left (ascending ids).
+        let mut buckets: Vec<(u8, std::collections::VecDeque<NodeId>)> = Vec::new();
+        for &(id, d) in &ids[..first] {
+            match buckets.iter_mut().find(|(b, _)| *b == d) {
+                Some((_, v)) => v.push_back(id),
+                None => buckets.push((d, std::collections::VecDeque::from([id]))),
+            }
+        }
+        let mut groups = Vec::new();
+        for _ in 0..first.div_ceil(r) {
+            let mut g: Vec<NodeId> = Vec::with_capacity(r);
+            let mut used: Vec<u8> = Vec::new();
+            for _ in 0..r {
+                let pick = |fresh: bool| {
+                    buckets
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, (d, v))| !v.is_empty() && (!fresh || !used.contains(d)))
+                        .max_by_key(|(i, (_, v))| (v.len(), std::cmp::Reverse(*i)))
+                        .map(|(i, _)| i)
+                };
+                let Some(i) = pick(true).or_else(|| pick(false)) else { break };
+                used.push(buckets[i].0);
+                g.push(buckets[i].1.pop_front().expect("not empty"));
+            }
+            g.sort_unstable();
+            groups.push(g);
+        }
+        let rest: Vec<NodeId> = ids[first..].iter().map(|&(id, _)| id).collect();
+        groups.extend(rest.chunks(r).map(|c| c.to_vec()));
+        groups
+    }
+
+    /// A data node's location domain (0: none, or not a data node of this cluster).
+    pub fn domain_of(&self, node: NodeId) -> u8 {
+        self.data_node(node).map_or(0, |d| d.location_domain)
     }
 
     /// The default partition count of a table: one per ldm per data node (NDB's
@@ -188,7 +243,7 @@ impl ClusterConfig {
         let n = d.len(DATA_NODES_MAX)?;
         let mut data_nodes = Vec::with_capacity(n);
         for _ in 0..n {
-            data_nodes.push(DataNodeSpec { id: d.u16()?, host: d.string()?, port: d.u16()? });
+            data_nodes.push(DataNodeSpec { id: d.u16()?, host: d.string()?, port: d.u16()?, location_domain: 0 });
         }
         let n = d.len(7)?;
         let mut mgmds = Vec::with_capacity(n);
@@ -376,7 +431,7 @@ impl ClusterState {
     }
 
     pub fn groups(&self) -> Vec<Vec<NodeId>> {
-        self.config.node_groups()
+        self.config.node_groups_spread(self.base_groups as usize)
     }
 
     pub fn group_count(&self) -> u32 {
@@ -606,6 +661,19 @@ impl ClusterState {
         }
         e.u32(self.draining.len() as u32);
         self.draining.iter().for_each(|&g| e.u32(g));
+        // Format 4: the data nodes' location domains (those that have one).
+        let domains: Vec<(NodeId, u8)> = self
+            .config
+            .data_nodes
+            .iter()
+            .filter(|d| d.location_domain != 0)
+            .map(|d| (d.id, d.location_domain))
+            .collect();
+        e.u32(domains.len() as u32);
+        for (id, d) in domains {
+            e.u16(id);
+            e.u8(d);
+        }
     }
 
     pub fn decode(bytes: &[u8]) -> DecodeResult<ClusterState> {
@@ -667,6 +735,13 @@ impl ClusterState {
         if format >= 3 {
             for _ in 0..d.len(DATA_NODES_MAX)? {
                 s.draining.insert(d.u32()?);
+            }
+        }
+        if format >= 4 {
+            for _ in 0..d.len(DATA_NODES_MAX)? {
+                let (id, domain) = (d.u16()?, d.u8()?);
+                let node = s.config.data_nodes.iter_mut().find(|n| n.id == id);
+                node.ok_or(DecodeError("a location domain of an unknown data node"))?.location_domain = domain;
             }
         }
         Ok(s)
@@ -1062,7 +1137,7 @@ impl ClusterState {
     }
 }
 
-const STATE_FORMAT: u16 = 3;
+const STATE_FORMAT: u16 = 4;
 
 /// The outcome of NDB's survivability check (ndb-protocols.md §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1076,10 +1151,50 @@ pub enum Survival {
 mod tests {
     use super::*;
 
+    /// The cluster file's node groups spread their replicas over the location domains (stable
+    /// when groups are added later), and the domains survive the map's encoding.
+    #[test]
+    fn node_groups_spread_over_location_domains() {
+        let mut c = cfg(4, 2, 1);
+        assert_eq!(c.node_groups_spread(2), vec![vec![1, 2], vec![3, 4]], "no domains: consecutive");
+        for (id, d) in [(1, 1), (2, 1), (3, 2), (4, 2)] {
+            c.data_nodes[id - 1].location_domain = d;
+        }
+        assert_eq!(c.node_groups_spread(2), vec![vec![1, 3], vec![2, 4]]);
+        // An added group (nodes 5, 6) is as given, and the first ones do not move.
+        for id in [5, 6] {
+            c.data_nodes.push(DataNodeSpec { id, host: "h".into(), port: 1, location_domain: 1 });
+        }
+        assert_eq!(c.node_groups_spread(2), vec![vec![1, 3], vec![2, 4], vec![5, 6]]);
+        // Uneven domains: spread where it can.
+        let mut c = cfg(4, 2, 1);
+        for (id, d) in [(1, 1), (2, 1), (3, 1), (4, 2)] {
+            c.data_nodes[id - 1].location_domain = d;
+        }
+        assert_eq!(c.node_groups_spread(2), vec![vec![1, 4], vec![2, 3]]);
+        // Three replicas over three zones.
+        let mut c = cfg(6, 3, 1);
+        for (id, d) in [(1, 1), (2, 1), (3, 2), (4, 2), (5, 3), (6, 3)] {
+            c.data_nodes[id - 1].location_domain = d;
+        }
+        assert_eq!(c.node_groups_spread(2), vec![vec![1, 3, 5], vec![2, 4, 6]]);
+        let mut st = ClusterState::new(c.clone());
+        assert_eq!(st.groups(), vec![vec![1, 3, 5], vec![2, 4, 6]]);
+        st.version = 9;
+        let mut bytes = Vec::new();
+        st.encode(&mut bytes);
+        let back = ClusterState::decode(&bytes).unwrap();
+        assert_eq!(back.config, c);
+        assert_eq!(back.config.domain_of(4), 2);
+        assert_eq!(back.groups(), st.groups());
+    }
+
     fn cfg(nodes: u16, replicas: u8, ldms: u16) -> ClusterConfig {
         ClusterConfig {
             replicas,
-            data_nodes: (1..=nodes).map(|id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 11860 + id }).collect(),
+            data_nodes: (1..=nodes)
+                .map(|id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 11860 + id, location_domain: 0 })
+                .collect(),
             mgmds: vec![MgmdSpec { id: 65, host: "127.0.0.1".into(), port: 1186 }],
             ldm_workers: ldms,
             epoch_interval_ms: 100,
@@ -1142,7 +1257,7 @@ mod tests {
     #[test]
     fn a_partition_moves_to_an_added_node_group_through_copying_switched_and_done() {
         let mut s = ClusterState::all_started(cfg(2, 2, 1)); // one group [1,2]
-        let new = |id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 11860 + id };
+        let new = |id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 11860 + id, location_domain: 0 };
         assert!(s.add_nodes(&[new(3)]).unwrap_err().contains("node groups of 2"));
         assert!(s.add_nodes(&[new(1), new(5)]).unwrap_err().contains("above every existing"));
         let v = s.version;
@@ -1247,7 +1362,7 @@ mod tests {
     #[test]
     fn an_added_node_group_is_drained_pinned_and_removed() {
         let mut s = ClusterState::all_started(cfg(2, 2, 1)); // one group [1,2]
-        let new = |id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 11860 + id };
+        let new = |id| DataNodeSpec { id, host: "127.0.0.1".into(), port: 11860 + id, location_domain: 0 };
         s.add_nodes(&[new(3), new(4)]).unwrap();
         start(&mut s, 3);
         start(&mut s, 4);

@@ -15,7 +15,8 @@
 //! unless `TERN_SKIP_NETNS=1` is set.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::collections::{BTreeMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -458,6 +459,9 @@ fn netem_available() -> bool {
     })
 }
 
+/// A frame held by the userspace switch: (due, arrival order, bytes), earliest first.
+type Held = Reverse<(Instant, u64, Vec<u8>)>;
+
 /// A learning Ethernet switch over AF_PACKET sockets on the switch-side veth ends: each frame is
 /// held for its delay (in order per output port) or dropped, then sent out of the port its
 /// destination MAC was last seen on (every other port for broadcasts and unknown ones).
@@ -507,7 +511,12 @@ fn userspace_switch(
     let _ = started.send(());
     let mut rng = Rng::new(impair.seed);
     let mut macs: BTreeMap<[u8; 6], usize> = BTreeMap::new();
-    let mut queues: Vec<VecDeque<(Instant, Vec<u8>)>> = vec![VecDeque::new(); fds.len()];
+    // Frames waiting per output port, by when they are due; order is kept per (input, output)
+    // pair (a frame is never due before the previous one of its pair), not per output port, so
+    // a frame from a near host does not wait behind one from a far host.
+    let mut queues: Vec<BinaryHeap<Held>> = vec![BinaryHeap::new(); fds.len()];
+    let mut last_due: BTreeMap<(usize, usize), Instant> = BTreeMap::new();
+    let mut seq = 0u64;
     let mut stats = SwitchStats::default();
     let mut buf = vec![0u8; 65536];
     let delay = |rng: &mut Rng, from: usize, to: usize| {
@@ -516,12 +525,16 @@ fn userspace_switch(
     };
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        let next = queues.iter().filter_map(|q| q.front().map(|(t, _)| *t)).min();
-        let timeout_ms = next.map_or(20, |t| t.saturating_duration_since(now).as_millis().min(20) as i32);
+        let next = queues.iter().filter_map(|q| q.peek().map(|Reverse((t, _, _))| *t)).min();
+        // Asleep until the next frame is due (to the microsecond: a busy loop here would take
+        // a core from the processes under test) or a port has a frame.
+        let wait =
+            next.map_or(Duration::from_millis(20), |t| t.saturating_duration_since(now).min(Duration::from_millis(20)));
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: wait.as_nanos() as libc::c_long };
         let mut pfds: Vec<libc::pollfd> =
             fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
-        // SAFETY: pfds is a live array of pollfd.
-        unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+        // SAFETY: pfds is a live array of pollfd, ts a live timespec.
+        unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, std::ptr::null()) };
         for (from, p) in pfds.iter().enumerate() {
             if p.revents & libc::POLLIN == 0 {
                 continue;
@@ -566,17 +579,18 @@ fn userspace_switch(
                         continue;
                     }
                     let mut due = Instant::now() + delay(&mut rng, from, to);
-                    if let Some((last, _)) = queues[to].back() {
-                        due = due.max(*last);
-                    }
-                    queues[to].push_back((due, frame.to_vec()));
+                    let last = last_due.entry((from, to)).or_insert(due);
+                    due = due.max(*last);
+                    *last = due;
+                    seq += 1;
+                    queues[to].push(Reverse((due, seq, frame.to_vec())));
                 }
             }
         }
         let now = Instant::now();
         for (to, q) in queues.iter_mut().enumerate() {
-            while q.front().is_some_and(|(t, _)| *t <= now) {
-                let (_, f) = q.pop_front().unwrap();
+            while q.peek().is_some_and(|Reverse((t, _, _))| *t <= now) {
+                let Reverse((_, _, f)) = q.pop().unwrap();
                 // SAFETY: f outlives the call. A full send buffer drops the frame (as a wire would).
                 unsafe { libc::send(fds[to], f.as_ptr() as *const libc::c_void, f.len(), libc::MSG_DONTWAIT) };
             }
