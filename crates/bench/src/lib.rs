@@ -28,6 +28,8 @@ pub struct BenchRow {
     pub throughput: f64,
     pub p50_us: u64,
     pub p99_us: u64,
+    /// The slowest request (with its retries): the longest stall a client saw.
+    pub max_us: u64,
     pub batch: usize,
     pub threads: usize,
     /// CPU used by the server process during the run, in % of one core (None if unknown).
@@ -45,11 +47,12 @@ impl BenchRow {
         let cpu = self.server_cpu_pct.map(|c| format!("{c:.0}")).unwrap_or_else(|| "null".into());
         let per_op = self.server_us_per_op.map(|c| format!("{c:.2}")).unwrap_or_else(|| "null".into());
         format!(
-            "{{\"benchmark\":\"{}\",\"throughput\":{:.0},\"p50_us\":{},\"p99_us\":{},\"batch\":{},\"threads\":{},\"server_cpu_pct\":{},\"client_cpu_pct\":{:.0},\"server_us_per_op\":{}}}",
+            "{{\"benchmark\":\"{}\",\"throughput\":{:.0},\"p50_us\":{},\"p99_us\":{},\"max_us\":{},\"batch\":{},\"threads\":{},\"server_cpu_pct\":{},\"client_cpu_pct\":{:.0},\"server_us_per_op\":{}}}",
             self.benchmark,
             self.throughput,
             self.p50_us,
             self.p99_us,
+            self.max_us,
             self.batch,
             self.threads,
             cpu,
@@ -60,8 +63,8 @@ impl BenchRow {
 }
 
 pub fn print_header() {
-    println!("Benchmark | Throughput | Median | p99 | Batch | Threads | CPU | Server us/op");
-    println!("---|---|---|---|---|---|---|---");
+    println!("Benchmark | Throughput | Median | p99 | Max | Batch | Threads | CPU | Server us/op");
+    println!("---|---|---|---|---|---|---|---|---");
 }
 
 pub fn print_row(r: &BenchRow) {
@@ -71,11 +74,12 @@ pub fn print_row(r: &BenchRow) {
     };
     let per_op = r.server_us_per_op.map(|c| format!("{c:.2}")).unwrap_or_else(|| "-".into());
     println!(
-        "{} | {}/s | {} us | {} us | {} | {} | {} | {}",
+        "{} | {}/s | {} us | {} us | {} us | {} | {} | {} | {}",
         r.benchmark,
         group(r.throughput as u64),
         r.p50_us,
         r.p99_us,
+        r.max_us,
         r.batch,
         r.threads,
         cpu,
@@ -279,6 +283,7 @@ fn run_phase(o: &NativeOptions, table: &TableHandle, phase: &str, server_pid: u3
         throughput: rows as f64 / elapsed,
         p50_us: hist.value_at_quantile(0.5),
         p99_us: hist.value_at_quantile(0.99),
+        max_us: hist.max(),
         batch,
         threads,
         server_cpu_pct: cpu_pct(server_cpu0, server_cpu1, elapsed),
@@ -350,6 +355,7 @@ pub(crate) fn measure<S>(
         throughput: units as f64 / elapsed,
         p50_us: hist.value_at_quantile(0.5),
         p99_us: hist.value_at_quantile(0.99),
+        max_us: hist.max(),
         batch: m.batch,
         threads: m.threads,
         server_cpu_pct: cpu_pct(cpu0, cpu1, elapsed),
@@ -376,7 +382,21 @@ fn worker(
     let mut run_batch = |ops: Vec<tern_client::KeyOp>, expect_rows: bool| -> Result<u64, String> {
         let n = ops.len() as u64;
         let t0 = Instant::now();
-        let r = b.execute(ops).map_err(|e| e.to_string())?;
+        // A temporary error (a node restarting, a partition switching to a new node group) is
+        // retried for up to 30 s; the batch's latency includes the wait (the stall it saw).
+        let r = loop {
+            match b.execute(ops.clone()) {
+                Ok(r) => break r,
+                // (Writes here are idempotent, so an unknown outcome is retried too.)
+                Err(e)
+                    if (e.is_temporary() || e.code == tern_client::ErrorCode::UnknownResult)
+                        && t0.elapsed() < Duration::from_secs(30) =>
+                {
+                    std::thread::sleep(Duration::from_millis(2))
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        };
         hist.record(t0.elapsed().as_micros() as u64).map_err(|e| e.to_string())?;
         if expect_rows && r.iter().any(|x| !matches!(x, OpResult::Row(_))) {
             return Err("a read found no row: load the table first (phase insert)".into());

@@ -235,6 +235,7 @@ fn run_one(o: &SqlOptions, bench: &str, threads: usize, batch: usize) -> Result<
         throughput: rows as f64 / elapsed,
         p50_us: hist.value_at_quantile(0.5),
         p99_us: hist.value_at_quantile(0.99),
+        max_us: hist.max(),
         batch,
         threads,
         server_cpu_pct: crate::cpu_pct(cpu0, cpu1, elapsed),

@@ -174,6 +174,11 @@ struct Inner {
     handles: RwLock<std::collections::HashMap<String, std::collections::HashMap<String, TableHandle>>>,
     /// Prefetched AUTO_INCREMENT values per table: [next, end).
     auto_inc: std::sync::Mutex<std::collections::HashMap<u32, (u64, u64)>>,
+    /// Connections to the other data nodes of `addrs`, by (address, worker), for transactions
+    /// whose first row lives in a node group the current node is not in (`node_conn_for_batch`),
+    /// and when an open to one last failed (not tried again for a second).
+    others: RwLock<std::collections::HashMap<(String, u16), Arc<Conn>>>,
+    others_failed: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
 
 /// A connection to a data node with its catalog. Cheap to clone; clones share the connection.
@@ -260,6 +265,8 @@ impl Client {
                 durable_tables_any: std::sync::atomic::AtomicBool::new(false),
                 auto_inc: Default::default(),
                 handles: Default::default(),
+                others: Default::default(),
+                others_failed: Default::default(),
             }),
         };
         c.refresh_catalog()?;
@@ -423,7 +430,79 @@ impl Client {
         }
     }
 
+    /// Distribution awareness across data nodes (NDB's TC selection by the first key's
+    /// partition): with the cluster map this process follows (`metrics::set_cluster_map`, as
+    /// API servers do) and more than one data node address, a transaction whose first row's
+    /// partition has no full replica on the current node starts on a node that holds one (the
+    /// first such among `addrs`, which an API server with a location domain lists its domain's
+    /// first), on the row's ldm worker. None: the current node holds it, or no map, or that node
+    /// cannot be reached (then the current node coordinates, as before, forwarding to the
+    /// replicas). A stale map only costs a hop: any coordinator may run any transaction.
+    fn node_conn_for_batch(&self, ops: &[KeyOp]) -> Option<Arc<Conn>> {
+        let inner = &self.inner;
+        if inner.addrs.len() < 2 {
+            return None;
+        }
+        let map = metrics::cluster_map()?;
+        let op = ops.first()?;
+        let p = {
+            let routing = inner.routing.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (layout, partitions) = routing.get(&op.table)?;
+            layout.partition_of_key(&op.key, *partitions).ok()?
+        };
+        let groups = {
+            let cat = inner.catalog.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let t = cat.tables.get(&op.table)?;
+            if t.groups == 0 { map.base_groups.max(1) } else { t.groups }
+        };
+        let chain = map.chain(op.table, groups, p);
+        let full = &chain.replicas[..chain.readable.min(chain.replicas.len())];
+        let node_at = |a: &str| map.config.data_nodes.iter().find(|d| d.addr() == a).map(|d| d.id);
+        let holds = |n: tern_types::cluster::NodeId| -> Option<u16> {
+            full.iter()
+                .find(|(r, _)| *r == n)
+                .filter(|_| map.state_of(n) == tern_types::cluster::NodeState::Started)
+                .map(|(_, ldm)| *ldm)
+        };
+        let current = &inner.addrs[inner.current.load(Ordering::Relaxed) % inner.addrs.len()];
+        if node_at(current).is_none_or(|n| holds(n).is_some()) {
+            return None;
+        }
+        let (addr, worker) = inner.addrs.iter().find_map(|a| {
+            if is_down(a) {
+                return None;
+            }
+            node_at(a).and_then(holds).map(|w| (a.clone(), w))
+        })?;
+        let key = (addr, worker);
+        if let Some(c) = inner.others.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key)
+            && !c.is_closed()
+        {
+            return Some(c.clone());
+        }
+        {
+            let failed = inner.others_failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if failed.get(&key.0).is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+                return None;
+            }
+        }
+        match self.open(&key.0, Some(worker.min(inner.workers.saturating_sub(1)))) {
+            Ok((c, _)) => {
+                inner.others.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, c.clone());
+                Some(c)
+            }
+            Err(_) => {
+                let mut failed = inner.others_failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                failed.insert(key.0, std::time::Instant::now());
+                None
+            }
+        }
+    }
+
     fn conn_for_batch(&self, ops: &[KeyOp]) -> Arc<Conn> {
+        if let Some(c) = self.node_conn_for_batch(ops) {
+            return c;
+        }
         // Mixed batches stop at the second worker seen, so looking at many ops costs little.
         const ROUTE_OPS_MAX: usize = 4096;
         let routable = !self.inner.addrs.is_empty() || self.inner.local.is_some();

@@ -115,16 +115,18 @@ pub fn set_cluster_nodes(nodes: Vec<ClusterNode>) {
     *CLUSTER.lock().unwrap_or_else(|e| e.into_inner()) = nodes;
 }
 
-static CLUSTER_MAP: Mutex<Option<std::sync::Arc<tern_types::cluster::ClusterState>>> = Mutex::new(None);
+/// Read on every transaction's first batch by clients that route across data nodes.
+static CLUSTER_MAP: std::sync::RwLock<Option<std::sync::Arc<tern_types::cluster::ClusterState>>> =
+    std::sync::RwLock::new(None);
 
 /// The cluster map as the management nodes last published it (an API server that watches them,
 /// or a data node's membership thread, sets it): what `ndbinfo` shows of nodes and placement.
 pub fn set_cluster_map(st: std::sync::Arc<tern_types::cluster::ClusterState>) {
-    *CLUSTER_MAP.lock().unwrap_or_else(|e| e.into_inner()) = Some(st);
+    *CLUSTER_MAP.write().unwrap_or_else(|e| e.into_inner()) = Some(st);
 }
 
 pub fn cluster_map() -> Option<std::sync::Arc<tern_types::cluster::ClusterState>> {
-    CLUSTER_MAP.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    CLUSTER_MAP.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 pub fn cluster_nodes() -> Vec<ClusterNode> {

@@ -447,6 +447,11 @@ enum BenchSuite {
         /// Read an existing table (db.table with an INT key 0..rows) instead of bench.flex.
         #[arg(long)]
         table: Option<String>,
+        /// Follow the cluster map of these management nodes (host:port, comma-separated), as an
+        /// API server does: each transaction then starts on a data node that holds its first
+        /// row (distribution awareness across nodes), given every data node in --addr.
+        #[arg(long, value_delimiter = ',')]
+        mgmd: Vec<String>,
         /// Use bench.flex_rb, created with NDB_TABLE=READ_BACKUP=1 (reads at a local backup,
         /// which every table without READ_BACKUP=0 does since issue 33).
         #[arg(long)]
@@ -1481,9 +1486,19 @@ fn bench(suite: BenchSuite) -> Result<()> {
             tern_bench::tpch::print(&r);
             Ok(())
         }
-        BenchSuite::Native { addr, threads, batch, rows, seconds, phases, json, memory, table, read_backup } => {
+        BenchSuite::Native { addr, threads, batch, rows, seconds, phases, json, memory, table, read_backup, mgmd } => {
             if threads.is_empty() || batch.is_empty() {
                 bail!("--threads and --batch need at least one value");
+            }
+            if !mgmd.is_empty() {
+                std::thread::spawn(move || watch_cluster(mgmd));
+                let until = std::time::Instant::now() + Duration::from_secs(10);
+                while tern_client::metrics::cluster_map().is_none() {
+                    if std::time::Instant::now() > until {
+                        bail!("the management nodes do not answer");
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
             }
             if !json {
                 tern_bench::print_header();

@@ -270,6 +270,29 @@ fn a_node_group_is_added_and_dropped_online_under_writes_losing_nothing() {
     c.ddl(DdlReq::CreateDatabase { name: "so".into(), if_not_exists: false }).unwrap();
     c.ddl(DdlReq::CreateTable { table: table(), if_not_exists: false }).unwrap();
 
+    // A TTL table across the move: rows that expire while their partitions move are purged by
+    // the new primaries; rows that never expire stay.
+    let mut tt = Table::new(
+        "so",
+        "ttl",
+        vec![
+            Column::new("id", ColumnType::BigInt { unsigned: false }).not_null(),
+            Column::new("exp", ColumnType::DateTime { fsp: 3 }),
+        ],
+        vec![0],
+    );
+    tt.ttl = Some(tern_types::schema::Ttl::new(1, 0));
+    c.ddl(DdlReq::CreateTable { table: tt, if_not_exists: false }).unwrap();
+    let tt = c.table("so", "ttl").unwrap();
+    let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
+    let ttl_rows = (0..200)
+        .map(|i| {
+            let exp = if i % 2 == 0 { Value::DateTime(now_us + 4_000_000) } else { Value::Null };
+            tt.write(&[Value::Int(i), exp]).unwrap()
+        })
+        .collect();
+    c.blocking().execute(ttl_rows).unwrap();
+
     let acked: Acked = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let ws = writers(addrs.clone(), 3, stop.clone(), acked.clone(), seed);
@@ -297,9 +320,64 @@ fn a_node_group_is_added_and_dropped_online_under_writes_losing_nothing() {
     assert!(moved_rows > 0, "node group 1 holds no rows");
     let (n, scanned) = verify(&c, &acked);
     assert!(n > 100, "too few writes: {n}");
+    // The expired half is purged (the purge runs every second on each partition's primary, now
+    // in either group); the other half is there, once.
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut expired = ScanSpec::table(tt.id());
+        expired.expired = true;
+        let left = c.blocking().scan_all(expired).expect("scan expired rows").len();
+        if left == 0
+            && now_us + 4_000_000
+                < std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64
+        {
+            break;
+        }
+        assert!(Instant::now() < until, "{left} expired rows were not purged across the move");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let live: Vec<i64> = c
+        .blocking()
+        .scan_all(ScanSpec::table(tt.id()))
+        .unwrap()
+        .iter()
+        .map(|r| tt.decode_row(r).unwrap()[0].as_i128().unwrap() as i64)
+        .collect();
+    let mut sorted = live.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..200).filter(|i| i % 2 == 1).collect::<Vec<i64>>(), "the rows that never expire");
     // The groups split the rows between them (the old copies were dropped).
-    wait_rows(&cl, &[1, 3], scanned);
-    wait_rows(&cl, &[2, 4], scanned);
+    wait_rows(&cl, &[1, 3], scanned + live.len());
+    wait_rows(&cl, &[2, 4], scanned + live.len());
+    // Distribution awareness across nodes: a client that follows the map (as API servers do)
+    // and knows every data node starts each single-row transaction on a node holding the row,
+    // so every read is served where it is coordinated.
+    tern_client::metrics::set_cluster_map(Arc::new(cl.state()));
+    let all = (1..=4).map(|n| cl.addr(n)).collect::<Vec<_>>().join(",");
+    let routed = Client::connect(&all).unwrap();
+    let counters = |c: &Client| -> Vec<(u64, u64)> {
+        (1..=4)
+            .map(|n| {
+                let st = c.status_at(&cl.addr(n)).unwrap();
+                let get = |k: &str| st.counters.iter().find(|(n, _)| n == k).map_or(0, |(_, v)| *v);
+                (get("reads_here"), get("reads_elsewhere"))
+            })
+            .collect()
+    };
+    let before = counters(&routed);
+    let rt = routed.table("so", "t").unwrap();
+    let keys: Vec<i64> = acked.lock().unwrap().keys().copied().take(200).collect();
+    for k in &keys {
+        let r = routed.blocking().execute(vec![rt.read(&[Value::Int(*k)]).unwrap()]).unwrap();
+        assert!(matches!(r[0], OpResult::Row(_)), "key {k}");
+    }
+    let after = counters(&routed);
+    let here: u64 = before.iter().zip(&after).map(|(b, a)| a.0 - b.0).sum();
+    let elsewhere: u64 = before.iter().zip(&after).map(|(b, a)| a.1 - b.1).sum();
+    println!("single-row reads with the map: {here} served where coordinated, {elsewhere} forwarded");
+    assert_eq!((here, elsewhere), (keys.len() as u64, 0), "per node before {before:?} after {after:?}");
+    let coordinators = before.iter().zip(&after).filter(|(b, a)| a.0 > b.0).count();
+    assert!(coordinators >= 2, "both node groups coordinate: {before:?} {after:?}");
     // ALTER TABLE … REORGANIZE PARTITION's request (as SQL sends it) reaches the control plane
     // through the dict; an unknown table is refused.
     c.ddl(DdlReq::Reorganize { database: "so".into(), table: "t".into() }).expect("reorganize");
@@ -331,6 +409,6 @@ fn a_node_group_is_added_and_dropped_online_under_writes_losing_nothing() {
     assert_eq!(st.groups().len(), 1);
     assert!(!st.nodes.contains_key(&3));
     let (_, scanned) = verify(&c, &acked);
-    wait_rows(&cl, &[1], scanned);
-    wait_rows(&cl, &[2], scanned);
+    wait_rows(&cl, &[1], scanned + live.len());
+    wait_rows(&cl, &[2], scanned + live.len());
 }
