@@ -13,6 +13,7 @@
 #
 # Usage: scripts/bench-scale-out.sh [ROWS] [SECONDS]
 #   TERN=path/to/tern (default: target/release/tern when built, else target/debug/tern)
+#   SPIN_US=N: the data nodes' spin_max_us (default theirs, 50)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS=${1:-1000000}
@@ -69,6 +70,9 @@ port = $((BASE + 2))
 EOF
 for n in 1 2 3 4; do
   printf 'data_dir = "%s"\ndata_memory = "2G"\n' "$DIR/dn$n" > "$DIR/dn$n.toml"
+  # SPIN_US=0: workers never poll idle (what the node does then is only the work, which is what
+  # to compare on 2 cores shared by four data nodes).
+  [ -n "${SPIN_US:-}" ] && printf 'spin_max_us = %s\n' "$SPIN_US" >> "$DIR/dn$n.toml"
 done
 export TERN_LOG=${TERN_LOG:-warn}
 "$TERN" mgmd --config "$DIR/cluster.toml" --node-id 145 --data-dir "$DIR/mgmd" 2> "$DIR/mgmd.log" &

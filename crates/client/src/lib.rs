@@ -444,7 +444,14 @@ impl Client {
             return None;
         }
         let map = metrics::cluster_map()?;
-        let op = ops.first()?;
+        self.node_conn_for_row(&map, ops.first()?)?
+    }
+
+    /// Where a transaction starting with `op` goes: Some(None) on the current node (it holds a
+    /// full replica of the row's partition), Some(Some(conn)) on another node that does, None
+    /// when that is not known (no routing, no such node reachable).
+    fn node_conn_for_row(&self, map: &tern_types::cluster::ClusterState, op: &KeyOp) -> Option<Option<Arc<Conn>>> {
+        let inner = &self.inner;
         let p = {
             let routing = inner.routing.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             let (layout, partitions) = routing.get(&op.table)?;
@@ -466,7 +473,7 @@ impl Client {
         };
         let current = &inner.addrs[inner.current.load(Ordering::Relaxed) % inner.addrs.len()];
         if node_at(current).is_none_or(|n| holds(n).is_some()) {
-            return None;
+            return Some(None);
         }
         let (addr, worker) = inner.addrs.iter().find_map(|a| {
             if is_down(a) {
@@ -478,7 +485,7 @@ impl Client {
         if let Some(c) = inner.others.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key)
             && !c.is_closed()
         {
-            return Some(c.clone());
+            return Some(Some(c.clone()));
         }
         {
             let failed = inner.others_failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -489,7 +496,7 @@ impl Client {
         match self.open(&key.0, Some(worker.min(inner.workers.saturating_sub(1)))) {
             Ok((c, _)) => {
                 inner.others.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, c.clone());
-                Some(c)
+                Some(Some(c))
             }
             Err(_) => {
                 let mut failed = inner.others_failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -497,6 +504,45 @@ impl Client {
                 None
             }
         }
+    }
+
+    /// A batch of committed reads whose rows live in several node groups, split by the node
+    /// that holds them (None: not routable, or all on one node): each part is then read as a
+    /// transaction of its own on its node, so no coordinator forwards another group's rows.
+    /// Read-committed either way: each read sees a committed row, as when one coordinator
+    /// sends the parts to the groups.
+    fn split_reads(&self, ops: &[KeyOp]) -> Option<Vec<(Arc<Conn>, Vec<usize>)>> {
+        const SPLIT_OPS_MAX: usize = 4096;
+        if self.inner.addrs.len() < 2 || ops.len() < 2 || ops.len() > SPLIT_OPS_MAX {
+            return None;
+        }
+        let map = metrics::cluster_map()?;
+        let mut by_part: std::collections::HashMap<(u32, u32), usize> = Default::default();
+        let mut parts: Vec<(Arc<Conn>, Vec<usize>)> = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            let partition = {
+                let routing = self.inner.routing.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let (layout, partitions) = routing.get(&op.table)?;
+                layout.partition_of_key(&op.key, *partitions).ok()?
+            };
+            let slot = match by_part.get(&(op.table, partition)) {
+                Some(&s) => s,
+                None => {
+                    let conn = self.node_conn_for_row(&map, op)?.unwrap_or_else(|| self.main_conn());
+                    let s = match parts.iter().position(|(c, _)| Arc::ptr_eq(c, &conn)) {
+                        Some(s) => s,
+                        None => {
+                            parts.push((conn, Vec::new()));
+                            parts.len() - 1
+                        }
+                    };
+                    by_part.insert((op.table, partition), s);
+                    s
+                }
+            };
+            parts[slot].1.push(i);
+        }
+        (parts.len() > 1).then_some(parts)
     }
 
     fn conn_for_batch(&self, ops: &[KeyOp]) -> Arc<Conn> {
@@ -1237,6 +1283,14 @@ impl Transaction {
         if self.finished {
             return Err(TernError::new(ErrorCode::InvalidRequest, "transaction already finished"));
         }
+        if !self.started
+            && exec == Exec::Commit
+            && !self.durable
+            && ops.iter().all(|o| o.kind == OpKind::Read)
+            && let Some(parts) = self.client.split_reads(&ops)
+        {
+            return self.execute_split(ops, parts, abort).await;
+        }
         self.started = true;
         if self.conn.is_none() {
             self.conn = Some(self.client.conn_for_batch(&ops));
@@ -1285,6 +1339,70 @@ impl Transaction {
                 Err(e)
             }
         }
+    }
+
+    /// A read-only autocommit batch as one transaction per node (`Client::split_reads`): the
+    /// requests leave together, the answers are put back in the batch's order.
+    async fn execute_split(
+        &mut self,
+        ops: Vec<KeyOp>,
+        parts: Vec<(Arc<Conn>, Vec<usize>)>,
+        abort: AbortOption,
+    ) -> Result<Vec<OpResult>> {
+        self.finished = true;
+        let n = ops.len();
+        let mut ops: Vec<Option<KeyOp>> = ops.into_iter().map(Some).collect();
+        let mut pending = Vec::with_capacity(parts.len());
+        for (conn, idx) in parts {
+            let part: Vec<KeyOp> = idx.iter().map(|&i| ops[i].take().expect("each op in one part")).collect();
+            let id = self.client.inner.next_txn.fetch_add(1, Ordering::Relaxed);
+            let req = Request::Txn(TxnReq {
+                txn: id,
+                ops: part,
+                exec: Exec::Commit,
+                abort,
+                durable: false,
+                nowait: self.nowait,
+            });
+            pending.push((conn.clone(), idx, conn.request(req)));
+        }
+        let mut results: Vec<Option<OpResult>> = vec![None; n];
+        let mut first_error = None;
+        for (conn, idx, f) in pending {
+            let reply = match f {
+                Ok(f) => f.await,
+                Err(e) => Err(e),
+            };
+            self.client.note_not_started(&conn, &reply);
+            match reply {
+                Ok(Reply::Txn(r)) => match r.outcome {
+                    Outcome::Committed { .. } | Outcome::Open | Outcome::RolledBack if r.results.len() == idx.len() => {
+                        for (i, res) in idx.into_iter().zip(r.results) {
+                            results[i] = Some(res);
+                        }
+                    }
+                    Outcome::Aborted(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                    _ => {
+                        first_error.get_or_insert(TernError::new(
+                            ErrorCode::Internal,
+                            "a split read answered the wrong count",
+                        ));
+                    }
+                },
+                Ok(r) => {
+                    first_error.get_or_insert(unexpected(r));
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        Ok(results.into_iter().map(|r| r.expect("every part answered")).collect())
     }
 
     pub async fn commit(mut self) -> Result<()> {

@@ -378,6 +378,24 @@ fn a_node_group_is_added_and_dropped_online_under_writes_losing_nothing() {
     assert_eq!((here, elsewhere), (keys.len() as u64, 0), "per node before {before:?} after {after:?}");
     let coordinators = before.iter().zip(&after).filter(|(b, a)| a.0 > b.0).count();
     assert!(coordinators >= 2, "both node groups coordinate: {before:?} {after:?}");
+    // A batch of reads over both groups is split per node: each part read where it lives, the
+    // answers in the batch's order.
+    let want: Vec<(i64, i64)> = {
+        let a = acked.lock().unwrap();
+        keys.iter().map(|k| (*k, a[k])).collect()
+    };
+    let before = counters(&routed);
+    let ops = want.iter().map(|(k, _)| rt.read(&[Value::Int(*k)]).unwrap()).collect();
+    let got = routed.blocking().execute(ops).unwrap();
+    for ((k, v), r) in want.iter().zip(&got) {
+        match r {
+            OpResult::Row(b) => assert_eq!(rt.decode_row(b).unwrap()[..2], [Value::Int(*k), Value::Int(*v)]),
+            other => panic!("key {k}: {other:?}"),
+        }
+    }
+    let after = counters(&routed);
+    let elsewhere: u64 = before.iter().zip(&after).map(|(b, a)| a.1 - b.1).sum();
+    assert_eq!(elsewhere, 0, "a split batch forwarded reads: {before:?} {after:?}");
     // ALTER TABLE … REORGANIZE PARTITION's request (as SQL sends it) reaches the control plane
     // through the dict; an unknown table is refused.
     c.ddl(DdlReq::Reorganize { database: "so".into(), table: "t".into() }).expect("reorganize");
