@@ -1294,8 +1294,14 @@ fn ndbinfo_shows_the_cluster_through_sql() {
     assert_eq!((rows[0][0], rows[1][0]), ("1", "2"), "{nodes}");
     assert!(rows.iter().all(|r| r[1] == "0"), "one node group: {nodes}");
     assert_eq!(rows.iter().filter(|r| r[3] == "1").count(), 1, "one master: {nodes}");
-    let mem = sql(mysql, "SELECT node_id, memory_type, total FROM ndbinfo.memoryusage ORDER BY node_id").unwrap();
-    assert_eq!(mem.lines().count(), 2, "{mem}");
+    // A node whose status request does not come back in time (a busy host) is missing from a
+    // per-node table for that query: ask again.
+    let mem = sql_until(
+        mysql,
+        "SELECT node_id, memory_type, total FROM ndbinfo.memoryusage ORDER BY node_id",
+        Duration::from_secs(20),
+        |o| o.lines().count() == 2,
+    );
     assert!(mem.lines().all(|l| l.contains("Data memory") && l.ends_with(&(128u64 << 20).to_string())), "{mem}");
     let links = sql_until(
         mysql,
@@ -1323,12 +1329,12 @@ fn ndbinfo_shows_the_cluster_through_sql() {
     .unwrap();
     assert!(placed.lines().all(|l| l == "0\t1,2\tNULL" || l == "0\t2,1\tNULL"), "{placed}");
     // The primaries are spread over both nodes.
-    let primaries = sql(
+    sql_until(
         mysql,
         "SELECT COUNT(DISTINCT node_id) FROM ndbinfo.table_fragments WHERE table_name = 't' AND replica_role = 'primary'",
-    )
-    .unwrap();
-    assert_eq!(primaries, "2");
+        Duration::from_secs(20),
+        |o| o == "2",
+    );
 
     // A transaction that holds a row lock shows in cluster_locks until it commits.
     let c = Client::connect(&format!("127.0.0.1:{dn},127.0.0.1:{}", dn + 1)).unwrap();
@@ -1344,8 +1350,12 @@ fn ndbinfo_shows_the_cluster_through_sql() {
     sql_until(mysql, "SELECT COUNT(*) FROM ndbinfo.cluster_locks", Duration::from_secs(10), |o| o == "0");
     assert_eq!(sql(mysql, "SELECT v FROM nd.t WHERE id = 7").unwrap(), "70");
 
-    let counters = sql(mysql, "SELECT COUNT(DISTINCT node_id), COUNT(*) > 4 FROM ndbinfo.counters").unwrap();
-    assert_eq!(counters, "2\t1");
+    sql_until(
+        mysql,
+        "SELECT COUNT(DISTINCT node_id), COUNT(*) > 4 FROM ndbinfo.counters",
+        Duration::from_secs(20),
+        |o| o == "2\t1",
+    );
     let one = sql(mysql, "SELECT node_id FROM ndbinfo.nodes WHERE node_id = 2").unwrap();
     assert_eq!(one, "2");
     let dbs = sql(mysql, "SHOW DATABASES").unwrap();
