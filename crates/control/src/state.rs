@@ -83,6 +83,9 @@ pub enum Command {
     UndrainGroup { group: u32 },
     /// Drops an empty node group out of service, with its (stopped) data nodes.
     RemoveGroup { group: u32 },
+    /// `AddNodes` with each node's location domain (`domains[i]` for `nodes[i]`; 0: none). A
+    /// variant of its own, after the others, so logs written before it still decode.
+    AddNodesIn { nodes: Vec<NodeSpecWire>, domains: Vec<u8>, reorganize: bool },
 }
 
 /// A data node in a command (`DataNodeSpec` without serde in the types crate).
@@ -217,7 +220,8 @@ impl ControlState {
             Command::StartNode { node } => self.set_stop(*node, false),
             Command::StartCluster { nodes } => self.start_cluster(nodes),
             Command::Leave { node, incarnation, sysfile_epoch } => self.leave(*node, *incarnation, *sysfile_epoch),
-            Command::AddNodes { nodes, reorganize } => self.add_nodes(nodes, *reorganize),
+            Command::AddNodes { nodes, reorganize } => self.add_nodes(nodes, &[], *reorganize),
+            Command::AddNodesIn { nodes, domains, reorganize } => self.add_nodes(nodes, domains, *reorganize),
             Command::Reorganize { table } => {
                 if !self.tables.iter().any(|t| t.0 == *table) {
                     return Err(format!("no table with id {table}"));
@@ -500,13 +504,22 @@ impl ControlState {
         self.applied(0)
     }
 
-    fn add_nodes(&mut self, nodes: &[NodeSpecWire], reorganize: bool) -> CommandResult {
+    fn add_nodes(&mut self, nodes: &[NodeSpecWire], domains: &[u8], reorganize: bool) -> CommandResult {
         if self.state.cluster_down {
             return Err("the cluster is down: restart it before adding node groups".into());
         }
+        if !domains.is_empty() && domains.len() != nodes.len() {
+            return Err("one location domain per added data node".into());
+        }
         let specs: Vec<DataNodeSpec> = nodes
             .iter()
-            .map(|n| DataNodeSpec { id: n.id, host: n.host.clone(), port: n.port, location_domain: 0 })
+            .enumerate()
+            .map(|(i, n)| DataNodeSpec {
+                id: n.id,
+                host: n.host.clone(),
+                port: n.port,
+                location_domain: domains.get(i).copied().unwrap_or(0),
+            })
             .collect();
         if specs.iter().all(|d| self.state.config.data_node(d.id).is_some_and(|have| *have == *d)) {
             return self.applied(0); // a retried proposal
@@ -669,6 +682,21 @@ mod tests {
         let mut out = Vec::new();
         c.encode(&mut out);
         out
+    }
+
+    #[test]
+    fn added_data_nodes_may_name_their_location_domains() {
+        let mut s = ControlState::new(config(2, 2));
+        start_all(&mut s);
+        let wire = |id| NodeSpecWire { id, host: "127.0.0.1".into(), port: 11860 + id };
+        let e = rejected(
+            &mut s,
+            Command::AddNodesIn { nodes: vec![wire(3), wire(4)], domains: vec![1], reorganize: false },
+        );
+        assert!(e.contains("location domain"), "{e}");
+        ok(&mut s, Command::AddNodesIn { nodes: vec![wire(3), wire(4)], domains: vec![1, 2], reorganize: false });
+        assert_eq!((s.state.config.domain_of(3), s.state.config.domain_of(4)), (1, 2));
+        assert_eq!(s.state.groups(), vec![vec![1, 2], vec![3, 4]]);
     }
 
     #[test]

@@ -661,6 +661,7 @@ pub fn describe(cmd: &Command) -> &'static str {
         Command::DrainGroup { .. } => "drain-group",
         Command::UndrainGroup { .. } => "undrain-group",
         Command::RemoveGroup { .. } => "remove-group",
+        Command::AddNodesIn { .. } => "add-nodes",
     }
 }
 

@@ -176,7 +176,8 @@ fn node_restart(c: &mut MgmClient, node: u16) -> Result<()> {
     Ok(())
 }
 
-/// `CREATE NODEGROUP 3@127.0.0.1:11863, 4@127.0.0.1:11864 [NOREORGANIZE]`.
+/// `CREATE NODEGROUP 3@127.0.0.1:11863, 4@127.0.0.1:11864 [NOREORGANIZE]`; `3@host:port/2`
+/// puts node 3 in location domain 2.
 fn create_nodegroup(c: &mut MgmClient, line: &str) -> Result<()> {
     let rest = line.trim_start()[6..].trim_start()[9..].trim();
     let (list, reorganize) = match rest.to_ascii_uppercase().strip_suffix("NOREORGANIZE") {
@@ -184,8 +185,21 @@ fn create_nodegroup(c: &mut MgmClient, line: &str) -> Result<()> {
         None => (rest, true),
     };
     let mut nodes = Vec::new();
+    let mut domains = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (id, addr) = item.split_once('@').ok_or_else(|| anyhow!("{item:?}: expected id@host:port"))?;
+        // `id@host:port/domain`: the node's location domain (1-255).
+        let (addr, domain) = match addr.rsplit_once('/') {
+            Some((a, d)) => {
+                let d: u8 =
+                    d.trim().parse().ok().filter(|&d| d > 0).ok_or_else(|| {
+                        anyhow!("bad location domain in {item:?} (expected id@host:port/N, N in 1-255)")
+                    })?;
+                (a, d)
+            }
+            None => (addr, 0),
+        };
+        domains.push(domain);
         let (host, port) = addr.rsplit_once(':').ok_or_else(|| anyhow!("{item:?}: expected id@host:port"))?;
         nodes.push(NodeSpecWire {
             id: id.parse().map_err(|_| anyhow!("bad node id in {item:?}"))?,
@@ -197,7 +211,11 @@ fn create_nodegroup(c: &mut MgmClient, line: &str) -> Result<()> {
         bail!("CREATE NODEGROUP needs its data nodes: id@host:port, ...");
     }
     let ids: Vec<u16> = nodes.iter().map(|n| n.id).collect();
-    propose(c, Command::AddNodes { nodes, reorganize })?;
+    if domains.iter().any(|&d| d != 0) {
+        propose(c, Command::AddNodesIn { nodes, domains, reorganize })?;
+    } else {
+        propose(c, Command::AddNodes { nodes, reorganize })?;
+    }
     let st = state(c)?;
     let g = ids.first().and_then(|&n| st.group_of_node(n)).unwrap_or(0);
     println!("Nodegroup {g} created (data nodes {ids:?})");

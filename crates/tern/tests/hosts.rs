@@ -573,7 +573,8 @@ fn a_node_group_is_added_across_hosts_under_load() {
     let ws: Vec<_> = (0..2).map(|w| writer(&c.net, "c1", apis(&c), format!("w{w}"), stop.clone(), seed ^ w)).collect();
     std::thread::sleep(Duration::from_secs(3));
     let began = Instant::now();
-    let out = c.mgm(&format!("CREATE NODEGROUP 3@{}:11860, 4@{}:11860", c.net.ip_of("d3"), c.net.ip_of("d4")));
+    // (Each added node names its location domain.)
+    let out = c.mgm(&format!("CREATE NODEGROUP 3@{}:11860/1, 4@{}:11860/2", c.net.ip_of("d3"), c.net.ip_of("d4")));
     assert!(out.contains("Nodegroup 1 created"), "{out}");
     c.start_datanode(3);
     c.start_datanode(4);
@@ -583,6 +584,7 @@ fn a_node_group_is_added_across_hosts_under_load() {
             && st.placed.values().filter(|p| p.home.group == 1).count() >= 2
     });
     let took = began.elapsed();
+    assert_eq!((st.config.domain_of(3), st.config.domain_of(4)), (1, 2));
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, Ordering::Relaxed);
     let acks: Vec<Acks> = ws.into_iter().map(|h| h.join().unwrap()).collect();
