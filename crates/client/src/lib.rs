@@ -443,28 +443,52 @@ impl Client {
         if inner.addrs.len() < 2 {
             return None;
         }
-        let map = metrics::cluster_map()?;
-        self.node_conn_for_row(&map, ops.first()?)?
+        let map = Self::multi_group_map()?;
+        let op = ops.first()?;
+        let p = self.partitions_of(std::slice::from_ref(op))?[0];
+        self.node_conn_for_row(&map, op.table, p)?
     }
 
-    /// Where a transaction starting with `op` goes: Some(None) on the current node (it holds a
-    /// full replica of the row's partition), Some(Some(conn)) on another node that does, None
-    /// when that is not known (no routing, no such node reachable).
-    fn node_conn_for_row(&self, map: &tern_types::cluster::ClusterState, op: &KeyOp) -> Option<Option<Arc<Conn>>> {
+    /// The cluster map this process follows, when it has more than one node group (with one,
+    /// every data node holds every partition: nothing to route, and nothing is computed).
+    fn multi_group_map() -> Option<Arc<tern_types::cluster::ClusterState>> {
+        metrics::cluster_map().filter(|m| m.config.data_nodes.len() > m.config.replicas.max(1) as usize)
+    }
+
+    /// The partition of every operation's row (None when a table's routing is not known).
+    fn partitions_of(&self, ops: &[KeyOp]) -> Option<Vec<u32>> {
+        let routing = self.inner.routing.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        ops.iter()
+            .map(|op| {
+                let (layout, partitions) = routing.get(&op.table)?;
+                layout.partition_of_key(&op.key, *partitions).ok()
+            })
+            .collect()
+    }
+
+    /// Where a transaction starting with a row of partition `p` of `table` goes: Some(None) on
+    /// the current node (it holds a full replica of the partition), Some(Some(conn)) on another
+    /// node that does, None when that is not known (no such table, no such node reachable).
+    fn node_conn_for_row(
+        &self,
+        map: &tern_types::cluster::ClusterState,
+        table: u32,
+        p: u32,
+    ) -> Option<Option<Arc<Conn>>> {
         let inner = &self.inner;
-        let p = {
-            let routing = inner.routing.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let (layout, partitions) = routing.get(&op.table)?;
-            layout.partition_of_key(&op.key, *partitions).ok()?
-        };
         let groups = {
             let cat = inner.catalog.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let t = cat.tables.get(&op.table)?;
+            let t = cat.tables.get(&table)?;
             if t.groups == 0 { map.base_groups.max(1) } else { t.groups }
         };
-        let chain = map.chain(op.table, groups, p);
+        let chain = map.chain(table, groups, p);
         let full = &chain.replicas[..chain.readable.min(chain.replicas.len())];
-        let node_at = |a: &str| map.config.data_nodes.iter().find(|d| d.addr() == a).map(|d| d.id);
+        // (`host:port` compared without formatting one per data node.)
+        let named = |d: &tern_types::cluster::DataNodeSpec, a: &str| {
+            a.strip_prefix(d.host.as_str()).and_then(|r| r.strip_prefix(':')).and_then(|p| p.parse::<u16>().ok())
+                == Some(d.port)
+        };
+        let node_at = |a: &str| map.config.data_nodes.iter().find(|d| named(d, a)).map(|d| d.id);
         let holds = |n: tern_types::cluster::NodeId| -> Option<u16> {
             full.iter()
                 .find(|(r, _)| *r == n)
@@ -516,19 +540,15 @@ impl Client {
         if self.inner.addrs.len() < 2 || ops.len() < 2 || ops.len() > SPLIT_OPS_MAX {
             return None;
         }
-        let map = metrics::cluster_map()?;
+        let map = Self::multi_group_map()?;
+        let partitions = self.partitions_of(ops)?;
         let mut by_part: std::collections::HashMap<(u32, u32), usize> = Default::default();
         let mut parts: Vec<(Arc<Conn>, Vec<usize>)> = Vec::new();
-        for (i, op) in ops.iter().enumerate() {
-            let partition = {
-                let routing = self.inner.routing.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-                let (layout, partitions) = routing.get(&op.table)?;
-                layout.partition_of_key(&op.key, *partitions).ok()?
-            };
+        for (i, (op, &partition)) in ops.iter().zip(&partitions).enumerate() {
             let slot = match by_part.get(&(op.table, partition)) {
                 Some(&s) => s,
                 None => {
-                    let conn = self.node_conn_for_row(&map, op)?.unwrap_or_else(|| self.main_conn());
+                    let conn = self.node_conn_for_row(&map, op.table, partition)?.unwrap_or_else(|| self.main_conn());
                     let s = match parts.iter().position(|(c, _)| Arc::ptr_eq(c, &conn)) {
                         Some(s) => s,
                         None => {

@@ -23,6 +23,18 @@ use netns::{Impair, Net};
 /// One test at a time: each runs a whole cluster.
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// A test's start: one at a time (the guard), the harness available (None: skipped, as
+/// `netns::required` allows), and its seed, printed.
+fn begin() -> Option<(std::sync::MutexGuard<'static, ()>, u64)> {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !netns::required() {
+        return None;
+    }
+    let seed = test_seed();
+    println!("seed {seed}");
+    Some((serial, seed))
+}
+
 const PASSWORD: &str = "hosts-test-pw";
 const MGMD_IDS: [u16; 3] = [145, 146, 147];
 
@@ -399,12 +411,7 @@ fn apis(c: &Cluster) -> Vec<String> {
 /// survived) the data node rejoins by a node restart. Nothing acknowledged is lost.
 #[test]
 fn losing_a_whole_host_loses_no_acknowledged_write() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !netns::required() {
-        return;
-    }
-    let seed = test_seed();
-    println!("seed {seed}");
+    let Some((_serial, seed)) = begin() else { return };
     let dir = tempfile::tempdir().unwrap();
     let mut c = Cluster::start(dir.path(), None, 2);
     let stop = Arc::new(AtomicBool::new(false));
@@ -447,12 +454,7 @@ fn losing_a_whole_host_loses_no_acknowledged_write() {
 /// restart and copy back in, and every write acknowledged on either side is there.
 #[test]
 fn a_partitioned_minority_is_fenced_and_no_write_is_lost() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !netns::required() {
-        return;
-    }
-    let seed = test_seed();
-    println!("seed {seed}");
+    let Some((_serial, seed)) = begin() else { return };
     let dir = tempfile::tempdir().unwrap();
     let mut c = Cluster::start(dir.path(), None, 2);
     let stop = Arc::new(AtomicBool::new(false));
@@ -515,12 +517,7 @@ fn a_partitioned_minority_is_fenced_and_no_write_is_lost() {
 /// failed, writes are acknowledged and read back. Prints the SET latencies.
 #[test]
 fn a_cluster_over_a_slow_lossy_network_serves_and_loses_nothing() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !netns::required() {
-        return;
-    }
-    let seed = test_seed();
-    println!("seed {seed}");
+    let Some((_serial, seed)) = begin() else { return };
     let dir = tempfile::tempdir().unwrap();
     let mut c = Cluster::start(dir.path(), Some(Impair::uniform(2_000, 5_000, 100, seed)), 2);
     println!("impaired by {}", c.net.impaired_by);
@@ -560,12 +557,7 @@ fn a_cluster_over_a_slow_lossy_network_serves_and_loses_nothing() {
 /// half the partitions move to them. Every acknowledged write is there afterwards.
 #[test]
 fn a_node_group_is_added_across_hosts_under_load() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !netns::required() {
-        return;
-    }
-    let seed = test_seed();
-    println!("seed {seed}");
+    let Some((_serial, seed)) = begin() else { return };
     let dir = tempfile::tempdir().unwrap();
     let mut c = Cluster::start(dir.path(), None, 1);
     assert_eq!(c.configured, 2);
@@ -659,12 +651,7 @@ fn delta(
 /// without location domains is then measured for comparison; both p50 read latencies print.
 #[test]
 fn reads_stay_in_their_location_domain() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !netns::required() {
-        return;
-    }
-    let seed = test_seed();
-    println!("seed {seed}");
+    let Some((_serial, seed)) = begin() else { return };
     let zones: Vec<(&str, u8)> = vec![
         ("d1", 1),
         ("d2", 1),

@@ -73,36 +73,39 @@ impl Ldm {
 
     /// The row locks held and waited for, oldest first, at most `tern_wire::LOCKS_REPORTED`
     /// (for `ndbinfo.cluster_locks`). A holder's duration is its transaction's age at this ldm.
-    /// One pass over the lock table with a bounded heap: a transaction holding a million locks
-    /// costs a walk, not a million reports.
+    /// It walks the transactions and the waiting batches, not the lock table: a transaction
+    /// holding a million locks is one candidate, of which at most the report's size is looked at.
     pub(super) fn lock_report(&self) -> Vec<tern_wire::LockStat> {
-        let now = self.now_ms;
-        let age = |txn: &TxnRef| self.txns.get(txn).map_or(now, |t| t.since_ms);
-        // (since, then a fixed order: the lock table's own order is a hash's).
-        type Entry<'a> = (u64, &'a LockKey, u16, u64, bool, bool);
-        let mut heap: std::collections::BinaryHeap<Entry<'_>> = Default::default();
-        fn offer<'a>(e: Entry<'a>, heap: &mut std::collections::BinaryHeap<Entry<'a>>) {
-            // A max-heap of the kept ones: its top is the youngest kept, dropped first.
-            heap.push(e);
-            if heap.len() > tern_wire::LOCKS_REPORTED {
-                heap.pop();
+        let (now, max) = (self.now_ms, tern_wire::LOCKS_REPORTED);
+        // (since, key, coordinator node, transaction id, exclusive, waiting).
+        type Row<'a> = (u64, &'a LockKey, u16, u64, bool, bool);
+        let mut holders: Vec<(u64, TxnRef, &LdmTxn)> =
+            self.txns.iter().filter(|(_, t)| !t.locks.is_empty()).map(|(r, t)| (t.since_ms, *r, t)).collect();
+        holders.sort_unstable_by_key(|&(since, r, _)| (since, r));
+        let mut rows: Vec<Row<'_>> = Vec::new();
+        'holders: for (since, r, t) in holders {
+            for key in &t.locks {
+                if rows.len() >= max {
+                    break 'holders;
+                }
+                if let Some(e) = self.locks.get(key) {
+                    rows.push((since, key, r.tc.node, r.id, e.exclusive == Some(r), false));
+                }
             }
         }
-        for (key, e) in self.locks.iter() {
-            if let Some(t) = e.exclusive {
-                offer((age(&t), key, t.tc.node, t.id, true, false), &mut heap);
-            }
-            for t in &e.shared {
-                offer((age(t), key, t.tc.node, t.id, false, false), &mut heap);
-            }
-            for (w, mode) in &e.waiters {
-                let since = self.blocked.get(w).map_or(now, |b| b.since_ms);
-                offer((since, key, w.0.tc.node, w.0.id, *mode == LockMode::Exclusive, true), &mut heap);
+        // Waiting batches (in `blocked`, ordered by waiter) that queue on their lock's entry.
+        let mut waits: Vec<Row<'_>> = Vec::new();
+        for (w, b) in &self.blocked {
+            let Some(e) = self.locks.get(&b.lock) else { continue };
+            if let Some((_, mode)) = e.waiters.iter().find(|(x, _)| x == w) {
+                waits.push((b.since_ms, &b.lock, w.0.tc.node, w.0.id, *mode == LockMode::Exclusive, true));
             }
         }
+        rows.extend(waits);
+        rows.sort_unstable();
+        rows.truncate(max);
         let me = self.instance();
-        heap.into_sorted_vec()
-            .into_iter()
+        rows.into_iter()
             .map(|(since, key, tc_node, txn, exclusive, waiting)| tern_wire::LockStat {
                 ldm: me,
                 table: key.0,
