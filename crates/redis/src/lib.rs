@@ -1012,6 +1012,20 @@ async fn serve(client: Client, opts: RedisOptions, bound: impl FnOnce(SocketAddr
         None => None,
     };
     let server = Server::new(client, opts, addr.port());
+    // Database 0's tables are made now. The data nodes may still be starting (a node's own
+    // view of the cluster lags the management nodes' by a heartbeat): a temporary error is
+    // retried for a minute rather than ending the front end.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match db::open(&server.client, 0).await {
+            Ok(_) => break,
+            Err(e) if e.is_temporary() && std::time::Instant::now() < until => {
+                tracing::debug!("waiting for the data nodes: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(RErr::from(e).0),
+        }
+    }
     server.clone().db(0).await.map_err(|e| e.0)?;
     let weak = Arc::downgrade(&server);
     tern_client::metrics::register(
