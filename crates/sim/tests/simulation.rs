@@ -224,7 +224,12 @@ fn staggered_restarts_with_master_failures_keep_the_epoch_protocol_to_started_no
 fn failed_nodes_restart_copy_and_rejoin() {
     let mut total = tern_sim::SimStats::default();
     let seeds = seeds();
-    let seeds: Vec<u64> = seeds.into_iter().take(soak_or(16)).collect();
+    let mut seeds: Vec<u64> = seeds.into_iter().take(soak_or(16)).collect();
+    if std::env::var_os("TERN_SEED").is_none() {
+        // Found by CI: a write batch that waited for a lock while a restarting node joined the
+        // chains resumed on its old chain after the copy had sent the row it then wrote.
+        seeds.push(1_796_418_077_609_264_360);
+    }
     let n = seeds.len() as u64;
     for seed in seeds {
         let data_nodes = if seed % 2 == 0 { 2 } else { 4 };

@@ -15,33 +15,37 @@ impl Ldm {
             // whose failed member came after the live ones this batch still travels through).
             return;
         }
-        if from == 0
+        // A batch that waited for a lock resumes here (`from` > 0): if the map changed while it
+        // waited, a replica may have joined its partitions (and a copy to it may have sent the
+        // rows this batch had not reached yet), so the rest is checked again as a new batch is.
+        let check = from == 0 || batch.map_version < self.cluster.version;
+        if check
             && batch.pos == 0
             && batch.ops.iter().any(|o| matches!(o, PrepOp::Exec { op, .. } if op.kind.is_write()))
             && let Err(e) = self.check_chain(&batch)
         {
             // Routed with an older map: it would bypass a replica that has joined since.
-            self.fail_rest(&mut batch, 0, e.code, &e.message);
+            self.fail_rest(&mut batch, from, e.code, &e.message);
             self.finish_batch(batch, out);
             return;
         }
-        if from == 0
+        if check
             && batch.pos > 0
             && batch.map_version < self.cluster.version
-            && !batch.ops.is_empty()
+            && batch.ops.len() > from
             && let Err(e) = self.check_chain(&batch)
         {
-            self.fail_rest(&mut batch, 0, e.code, &e.message);
+            self.fail_rest(&mut batch, from, e.code, &e.message);
             self.finish_batch(batch, out);
             return;
         }
-        if from == 0
+        if check
             && batch.pos == 0
             && !self.moves.guarded.is_empty()
             && let Err(e) = self.check_guarded(&batch)
         {
             // A partition that moves, or has moved away: routed with another map.
-            self.fail_rest(&mut batch, 0, e.code, &e.message);
+            self.fail_rest(&mut batch, from, e.code, &e.message);
             self.finish_batch(batch, out);
             return;
         }
