@@ -1393,7 +1393,7 @@ impl Tc {
         }
         let old = std::mem::replace(&mut self.cluster, state);
         self.set_routing();
-        if old.nodes != self.cluster.nodes || old.placed_primaries_differ(&self.cluster) {
+        if old.nodes != self.cluster.nodes {
             self.log_map_changed();
         }
         let failed: Vec<NodeId> = self.cluster.failed_since(&old);

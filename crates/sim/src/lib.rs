@@ -147,6 +147,8 @@ pub struct SimConfig {
     /// modelled control plane activates it and reorganises every table (partitions move there
     /// under whatever faults come), and past the middle takes it out again (they move back).
     pub scale_out: bool,
+    /// How often a backup is begun when none runs.
+    pub backup_every_ms: u64,
 }
 
 impl Default for SimConfig {
@@ -170,6 +172,7 @@ impl Default for SimConfig {
             read_backup: false,
             unique_index: true,
             scale_out: false,
+            backup_every_ms: 1_500,
         }
     }
 }
@@ -367,7 +370,6 @@ pub struct Sim {
 /// The client id of the simulated `tern backup`.
 const BACKUP_CLIENT: u64 = 998;
 /// How often a backup starts (simulated ms), and how long it may take before it is given up.
-const BACKUP_EVERY_MS: u64 = 1_500;
 const BACKUP_TIMEOUT_MS: u64 = 20_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -386,6 +388,9 @@ struct SimBackup {
     tc: Addr,
     /// The data nodes' states when it started: a change fails the change log.
     nodes: BTreeMap<NodeId, tern_types::cluster::NodeStatus>,
+    /// The partitions' placements when it started: moves that step meanwhile (begin, switch,
+    /// end) leave the log running, logged by source and target.
+    placed: BTreeMap<(u32, u32), tern_types::cluster::Placed>,
     incarnation: u32,
     started: u64,
     req: u64,
@@ -417,6 +422,8 @@ pub struct SimStats {
     /// checked against the oracle, and those given up (a failure, crash or map change met them).
     pub backups_checked: u32,
     pub backups_abandoned: u32,
+    /// Backups checked during which partition moves began, switched or ended.
+    pub backups_across_moves: u32,
     /// One-round commits: committed by the last replica on staging, dropped back to the ordinary
     /// rounds by a lock wait at the primary (`FastOff`), and settled by a survivor (`Resolve`).
     pub fast_commits: u64,
@@ -450,11 +457,13 @@ impl SimStats {
         self.moves_begun += o.moves_begun;
         self.moves_done += o.moves_done;
         self.backups_abandoned += o.backups_abandoned;
+        self.backups_across_moves += o.backups_across_moves;
     }
 }
 
 impl Sim {
     pub fn new(seed: u64, cfg: SimConfig) -> Sim {
+        let first_backup = cfg.backup_every_ms / 2;
         // The last client (when `ddl_every_ms` is set) changes the schema instead.
         let clients = (0..cfg.clients as u64 + u64::from(cfg.ddl_every_ms > 0))
             .map(|id| {
@@ -540,7 +549,7 @@ impl Sim {
             ddl_waiting: None,
             ddl_seq: 0,
             backup: None,
-            next_backup: BACKUP_EVERY_MS / 2,
+            next_backup: first_backup,
             planning: false,
             map_at: BTreeMap::new(),
         }
@@ -706,7 +715,7 @@ impl Sim {
             }
             if sim.now >= sim.next_backup && sim.started() && sim.table.is_some() {
                 sim.backup_tick();
-                sim.next_backup = sim.now + BACKUP_EVERY_MS;
+                sim.next_backup = sim.now + sim.cfg.backup_every_ms.max(1);
             }
             if !sim.step() {
                 break;
@@ -1431,7 +1440,10 @@ impl Sim {
             if !stale {
                 return;
             }
-            self.backup = None;
+            let b = self.backup.take().expect("running");
+            if b.incarnation == self.incarnation {
+                self.backup_send_stop(&b);
+            }
             self.stats.backups_abandoned += 1;
         }
         let tc = self.verify_tc();
@@ -1439,6 +1451,7 @@ impl Sim {
             phase: BackupPhase::Starting,
             tc,
             nodes: self.cluster.nodes.clone(),
+            placed: self.cluster.placed.clone(),
             incarnation: self.incarnation,
             started: self.now,
             req: 0,
@@ -1476,7 +1489,9 @@ impl Sim {
         };
         match (b.phase, reply) {
             (_, Reply::Error(_)) => {
-                self.backup = None;
+                // (Its log stops too: the next backup's start would find it running.)
+                let b = self.backup.take().expect("running");
+                self.backup_send_stop(&b);
                 self.stats.backups_abandoned += 1;
             }
             (BackupPhase::Starting, Reply::Log { .. }) => {
@@ -1541,19 +1556,34 @@ impl Sim {
             )
         };
         let mut got: BTreeMap<i64, Row> = b.rows.iter().map(|r| row_of(r)).collect();
-        for (entries, _) in b.parts.values() {
+        // As `tern restore` does: of one key's entries, the one of the highest (epoch,
+        // generation) wins, the last of those in its ldm's order (a moving partition is logged
+        // by its source and its target, the target one generation up). The parts are taken in
+        // reverse (node, ldm) order so that a lower generation's later arrival is tested too.
+        let mut applied: BTreeMap<i64, (u64, u32)> = BTreeMap::new();
+        for (entries, _) in b.parts.values().rev() {
             for e in entries {
-                match e {
-                    tern_wire::LogEntry::Put { epoch, table: t, row } if *t == table.id && *epoch <= stop => {
+                let (id, row, at) = match e {
+                    tern_wire::LogEntry::Put { epoch, log_gen, table: t, row } if *t == table.id && *epoch <= stop => {
                         let (id, r) = row_of(row);
-                        got.insert(id, r);
+                        (id, Some(r), (*epoch, *log_gen))
                     }
-                    tern_wire::LogEntry::Delete { epoch, table: t, key } if *t == table.id && *epoch <= stop => {
+                    tern_wire::LogEntry::Delete { epoch, log_gen, table: t, key }
+                        if *t == table.id && *epoch <= stop =>
+                    {
                         let id = layout.decode_key(key).expect("valid key")[0].as_i128().expect("int") as i64;
-                        got.remove(&id);
+                        (id, None, (*epoch, *log_gen))
                     }
-                    _ => {}
+                    _ => continue,
+                };
+                if applied.get(&id).is_some_and(|&a| a > at) {
+                    continue;
                 }
+                applied.insert(id, at);
+                match row {
+                    Some(r) => got.insert(id, r),
+                    None => got.remove(&id),
+                };
             }
         }
         let mut expect = self.base.clone();
@@ -1572,6 +1602,9 @@ impl Sim {
             ));
         }
         self.stats.backups_checked += 1;
+        if b.placed != self.cluster.placed {
+            self.stats.backups_across_moves += 1;
+        }
     }
 
     /// The `TERN_SIM_LOG` lines of a signal: restarts and copies, and the signals of the

@@ -183,6 +183,41 @@ fn partitions_move_to_an_added_node_group_and_back_under_failures() {
     assert!(total.node_failures as u64 >= n / 2, "too few node failures: {total:?}");
 }
 
+/// Backups while partitions move: a node group is added and taken out again while clients
+/// write, with rare failures, so that change logs run across moves that begin, switch and end
+/// (each moving partition logged by its source and, a generation up, by its target). Each
+/// backup's rows with its log applied must be the committed state at its end epoch.
+#[test]
+fn backups_taken_while_partitions_move_match_the_committed_state() {
+    let mut total = tern_sim::SimStats::default();
+    let seeds = seeds();
+    let seeds: Vec<u64> = seeds.into_iter().take(soak_or(12)).collect();
+    let n = seeds.len() as u64;
+    for seed in seeds {
+        println!("seed {seed} (4 data nodes in 2 groups, the second added; backups across moves)");
+        let cfg = SimConfig {
+            data_nodes: 4,
+            replicas: 2,
+            ldm_count: 2,
+            clients: 8,
+            keys: 48,
+            duration_ms: 9_000,
+            crash_every_ms: 60_000, // none within the run
+            fail_every_ms: if seed % 4 == 0 { 3_000 } else { 0 },
+            restart_after_ms: 400,
+            read_backup: seed % 2 == 0,
+            scale_out: true,
+            backup_every_ms: 50, // one after the other
+            ..SimConfig::default()
+        };
+        let s = Sim::run(seed, cfg);
+        total.add(&s);
+    }
+    println!("{total:?}");
+    assert!(total.moves_done >= n, "too few moves finished: {total:?}");
+    assert!(total.backups_across_moves as u64 >= n, "too few backups across moves: {total:?}");
+}
+
 /// The real start-up order, with nodes starting at different times: after every whole-cluster
 /// crash the nodes recover from their disks one after another (their blocks already hear the
 /// others meanwhile) and node failures keep coming, the master among them. The master counts

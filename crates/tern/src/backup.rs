@@ -46,14 +46,20 @@ const END_WAIT: Duration = Duration::from_secs(120);
 const RESTORE_BATCH: usize = 256;
 /// Backups taken before giving up when the cluster keeps changing under them.
 const ATTEMPTS: u32 = 3;
+/// Times one table's scan is begun again after a temporary failure.
+const SCAN_TRIES: u32 = 10;
 /// What a change log's failure says when the cluster changed during the backup (`ldm::log`).
 const RETRY_TEXT: &str = "take it again";
 /// Databases whose tables the front ends create at start: restore merges into them.
 const SYSTEM_DATABASES: &[&str] = &["mysql", "tern_sys"];
 
-/// A log entry kind in `log-<t>.dat`: `[kind u8][epoch u64][len u32][bytes]`.
+/// A log entry kind in `log-<t>.dat`: `[kind u8][epoch u64][len u32][bytes]`, and for an entry
+/// of a change-log generation above 0 (logged by a partition's move target, or after a move:
+/// `LogEntry::Put`) `[kind u8][epoch u64][log_gen u32][len u32][bytes]`.
 const LOG_PUT: u8 = 0;
 const LOG_DELETE: u8 = 1;
+const LOG_PUT_GEN: u8 = 2;
+const LOG_DELETE_GEN: u8 = 3;
 
 /// Per table, a finished file's CRC-32C and its row or entry count.
 type Files = BTreeMap<TableId, (u32, u64)>;
@@ -133,13 +139,15 @@ impl LogPoller {
             let mark = marks.entry((p.node, p.ldm)).or_insert(0);
             n += p.entries.len();
             for e in p.entries {
-                let (kind, epoch, table, bytes) = match e {
+                let (kind, epoch, log_gen, table, bytes) = match e {
                     LogEntry::Epoch(x) => {
                         *mark = (*mark).max(x);
                         continue;
                     }
-                    LogEntry::Put { epoch, table, row } => (LOG_PUT, epoch, table, row),
-                    LogEntry::Delete { epoch, table, key } => (LOG_DELETE, epoch, table, key),
+                    LogEntry::Put { epoch, log_gen: 0, table, row } => (LOG_PUT, epoch, 0, table, row),
+                    LogEntry::Delete { epoch, log_gen: 0, table, key } => (LOG_DELETE, epoch, 0, table, key),
+                    LogEntry::Put { epoch, log_gen, table, row } => (LOG_PUT_GEN, epoch, log_gen, table, row),
+                    LogEntry::Delete { epoch, log_gen, table, key } => (LOG_DELETE_GEN, epoch, log_gen, table, key),
                 };
                 if !tables.contains(&table) {
                     continue; // a unique index's hidden table, or one created meanwhile
@@ -150,11 +158,16 @@ impl LogPoller {
                         v.insert(CrcFile::create(&dir.join(log_name(table)))?)
                     }
                 };
-                let mut head = [0u8; 13];
+                let mut head = [0u8; 17];
                 head[0] = kind;
                 head[1..9].copy_from_slice(&epoch.to_le_bytes());
-                head[9..13].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
-                f.put(&head)?;
+                let mut at = 9;
+                if log_gen != 0 {
+                    head[9..13].copy_from_slice(&log_gen.to_le_bytes());
+                    at = 13;
+                }
+                head[at..at + 4].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+                f.put(&head[..at + 4])?;
                 f.put(&bytes)?;
                 f.count += 1;
             }
@@ -298,23 +311,41 @@ fn take_backup(addr: &str, dir: &Path) -> Result<()> {
 fn scan_and_wait(client: &Client, dir: &Path, tables: &[Table], poller: &LogPoller) -> Result<(Files, u64)> {
     let mut data = BTreeMap::new();
     for t in tables {
-        let mut f = CrcFile::create(&dir.join(data_name(t.id)))?;
-        let mut req = ScanReq::table(t.id);
-        req.batch_rows = tern_wire::SCAN_BATCH_ROWS_MAX;
-        let mut scan = client.scan(req);
-        while let Some(rows) =
-            block_on(scan.next_batch()).with_context(|| format!("scan of {}.{}", t.database, t.name))?
-        {
-            for r in rows {
-                f.put(&(r.len() as u32).to_le_bytes())?;
-                f.put(&r)?;
-                f.count += 1;
+        // A scan that meets a temporary failure (a partition move switching under it, a node
+        // still starting) is taken again from the start: the log began before either scan.
+        let mut tries = 0;
+        let finished = loop {
+            let mut f = CrcFile::create(&dir.join(data_name(t.id)))?;
+            let mut req = ScanReq::table(t.id);
+            req.batch_rows = tern_wire::SCAN_BATCH_ROWS_MAX;
+            let mut scan = client.scan(req);
+            let failed = loop {
+                match block_on(scan.next_batch()) {
+                    Ok(Some(rows)) => {
+                        for r in rows {
+                            f.put(&(r.len() as u32).to_le_bytes())?;
+                            f.put(&r)?;
+                            f.count += 1;
+                        }
+                        if let Some(e) = poller.failed() {
+                            bail!("{e}");
+                        }
+                    }
+                    Ok(None) => break None,
+                    Err(e) if e.is_temporary() && tries < SCAN_TRIES => break Some(e),
+                    Err(e) => return Err(e).with_context(|| format!("scan of {}.{}", t.database, t.name)),
+                }
+            };
+            match failed {
+                None => break f.finish()?,
+                Some(e) => {
+                    tries += 1;
+                    eprintln!("tern backup: scan of {}.{}: {e}; scanning it again", t.database, t.name);
+                    std::thread::sleep(Duration::from_millis(100 * tries as u64));
+                }
             }
-            if let Some(e) = poller.failed() {
-                bail!("{e}");
-            }
-        }
-        data.insert(t.id, f.finish()?);
+        };
+        data.insert(t.id, finished);
     }
     // Every row a scan read was committed in an epoch no later than this (see the module's
     // comment). An ldm's entries come before its mark in its own order, and a poll hands out a
@@ -436,6 +467,10 @@ impl Backup {
         }
         if let Some((log_file, log_crc)) = &bt.log {
             let log = read_checked(&self.dir, log_file, *log_crc)?;
+            // Of one key's entries the one of the highest (epoch, generation) is the newest, the
+            // last of those in the file (each partition's entries of one generation come from
+            // one ldm in commit order; a moving partition's target logs a generation up).
+            let mut applied: HashMap<Vec<u8>, (u64, u32)> = HashMap::new();
             let mut d = &log[..];
             while !d.is_empty() {
                 if d.len() < 9 {
@@ -443,21 +478,36 @@ impl Backup {
                 }
                 let kind = d[0];
                 let epoch = u64::from_le_bytes(d[1..9].try_into().expect("8 bytes"));
-                let (n, rest) = take_len(&d[9..], log_file)?;
+                let mut log_gen = 0;
+                d = &d[9..];
+                if kind == LOG_PUT_GEN || kind == LOG_DELETE_GEN {
+                    if d.len() < 4 {
+                        bail!("{log_file}: truncated entry");
+                    }
+                    log_gen = u32::from_le_bytes(d[..4].try_into().expect("4 bytes"));
+                    d = &d[4..];
+                }
+                let (n, rest) = take_len(d, log_file)?;
                 let bytes = &rest[..n];
                 d = &rest[n..];
                 if epoch > self.stop_epoch {
                     continue;
                 }
-                match kind {
-                    LOG_PUT => {
-                        rows.insert(key_of(bytes)?, bytes.to_vec());
-                    }
-                    LOG_DELETE => {
-                        rows.remove(bytes);
-                    }
+                let key = match kind {
+                    LOG_PUT | LOG_PUT_GEN => key_of(bytes)?,
+                    LOG_DELETE | LOG_DELETE_GEN => bytes.to_vec(),
                     _ => bail!("{log_file}: unknown entry kind {kind}"),
+                };
+                let at = (epoch, log_gen);
+                if applied.get(&key).is_some_and(|&a| a > at) {
+                    continue; // an older leader's entry, arriving after its successor's
                 }
+                if kind == LOG_PUT || kind == LOG_PUT_GEN {
+                    rows.insert(key.clone(), bytes.to_vec());
+                } else {
+                    rows.remove(&key);
+                }
+                applied.insert(key, at);
             }
         }
         Ok(rows)

@@ -430,3 +430,217 @@ fn a_node_group_is_added_and_dropped_online_under_writes_losing_nothing() {
     wait_rows(&cl, &[1], scanned + live.len());
     wait_rows(&cl, &[2], scanned + live.len());
 }
+
+/// One writer's committed transactions: (commit epoch, id, value; None = deleted).
+type Commits = Vec<(u64, i64, Option<i64>)>;
+
+/// A writer over ids `w * 1_000_000 + 0..2000` (upserts, and deletes of a fifth of the rows it
+/// wrote) until `stop`,
+/// recording each commit's epoch; ids whose outcome is unknown are returned apart.
+fn epoch_writer(addrs: String, w: i64, stop: Arc<AtomicBool>, seed: u64) -> (Commits, Vec<i64>) {
+    let mut rng = Rng::new(seed ^ (w as u64 + 11));
+    let c = Client::connect(&addrs).expect("connect");
+    let t = c.table("so", "t").unwrap();
+    let (mut done, mut unknown, mut i) = (Vec::new(), Vec::new(), 0i64);
+    let mut live = std::collections::BTreeSet::new();
+    let until = Instant::now() + Duration::from_secs(120);
+    while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+        i += 1;
+        let id = w * 1_000_000 + rng.below(2000) as i64;
+        let delete = live.contains(&id) && rng.below(5) == 0;
+        let op = if delete {
+            t.delete(&[Value::Int(id)]).unwrap()
+        } else {
+            t.write(&[Value::Int(id), Value::Int(i), Value::str(&"q".repeat(150))]).unwrap()
+        };
+        let mut txn = c.begin();
+        match block_on(txn.execute(vec![op], Exec::Commit)) {
+            Ok(_) => {
+                if delete {
+                    live.remove(&id);
+                } else {
+                    live.insert(id);
+                }
+                done.push((txn.commit_epoch().expect("committed"), id, (!delete).then_some(i)))
+            }
+            Err(e) if e.code == ErrorCode::UnknownResult => unknown.push(id),
+            Err(e) => {
+                assert!(e.is_temporary(), "writer {w}: {e}");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+    (done, unknown)
+}
+
+/// `tern backup` while a table's partitions move to an added node group (source and target both
+/// log a moving partition, the target a generation up): backups are taken one after another
+/// under writes until one ran across a move's steps, and that one restored into a fresh
+/// cluster holds exactly the writers' state at its end epoch.
+#[test]
+fn a_backup_taken_while_partitions_move_restores_the_state_at_its_end_epoch() {
+    let seed = test_seed();
+    println!("seed {seed}");
+    let mut cl = Cluster::new();
+    cl.start(1);
+    cl.start(2);
+    cl.wait("the first node group", Duration::from_secs(60), |st| {
+        [1, 2].iter().all(|&n| st.state_of(n) == tern_types::cluster::NodeState::Started)
+    });
+    let addrs = format!("{},{}", cl.addr(1), cl.addr(2));
+    let until = Instant::now() + Duration::from_secs(30);
+    while ![1, 2]
+        .iter()
+        .all(|&n| Client::connect(&cl.addr(n)).and_then(|c| c.status()).is_ok_and(|s| s.state == "started"))
+    {
+        assert!(Instant::now() < until, "the data nodes do not serve");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let c = Client::connect(&addrs).unwrap();
+    c.ddl(DdlReq::CreateDatabase { name: "so".into(), if_not_exists: false }).unwrap();
+    c.ddl(DdlReq::CreateTable { table: table(), if_not_exists: false }).unwrap();
+    let t = c.table("so", "t").unwrap();
+    // Enough rows that the moves take a while: 150,000 of about 200 bytes.
+    let mut model: BTreeMap<i64, i64> = BTreeMap::new();
+    for chunk in (0..150_000i64).collect::<Vec<_>>().chunks(500) {
+        let ops = chunk
+            .iter()
+            .map(|&id| t.write(&[Value::Int(id + 10_000_000), Value::Int(-1), Value::str(&"r".repeat(180))]).unwrap())
+            .collect();
+        c.blocking().execute(ops).unwrap();
+        model.extend(chunk.iter().map(|&id| (id + 10_000_000, -1)));
+    }
+    // The group is added without reorganising, so that its nodes' joining (which fails a
+    // running change log: the backup would be taken again) is over before the moves begin.
+    let out = cl.mgm(&format!("CREATE NODEGROUP 3@{}, 4@{} NOREORGANIZE", cl.addr(3), cl.addr(4)));
+    assert!(out.contains("Nodegroup 1 created"), "{out}");
+    cl.start(3);
+    cl.start(4);
+    cl.wait("node group 1 in service", Duration::from_secs(60), |st| {
+        st.active_groups == 2 && [3, 4].iter().all(|&n| st.state_of(n) == tern_types::cluster::NodeState::Started)
+    });
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let ws: Vec<_> = (0..2)
+        .map(|w| {
+            let (a, s) = (addrs.clone(), stop.clone());
+            std::thread::spawn(move || epoch_writer(a, w, s, seed))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // Backups back to back from just before the reorganisation until one spans a move's step.
+    let backups = tempfile::tempdir().unwrap();
+    let mut spanning = None;
+    let mut reorganised = false;
+    for attempt in 0..40 {
+        let dir = backups.path().join(format!("b{attempt}"));
+        let before = cl.state().placed;
+        let child = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["backup", "--addr", &addrs, "--dir"])
+            .arg(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tern backup");
+        if !reorganised {
+            std::thread::sleep(Duration::from_millis(150));
+            assert!(cl.mgm("ALTER TABLE so.t REORGANIZE PARTITION").contains("reorganising"));
+            reorganised = true;
+        }
+        let out = child.wait_with_output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "tern backup failed while partitions moved: {text}");
+        assert!(!text.contains("taking it again"), "a move failed the backup's change log: {text}");
+        let after = cl.state().placed;
+        // Which group leads each placed partition: a switch (or a move's end) changes it.
+        let leads = |p: &BTreeMap<(u32, u32), tern_types::cluster::Placed>| -> BTreeMap<(u32, u32), u32> {
+            p.iter()
+                .map(|(k, pl)| {
+                    let switched = pl.moving.as_ref().filter(|m| m.phase == tern_types::cluster::MovePhase::Switched);
+                    (*k, switched.map_or(pl.home.group, |m| m.to.group))
+                })
+                .collect()
+        };
+        let switched = leads(&before) != leads(&after);
+        println!("backup {attempt}: a partition switched to its new group during it: {switched}");
+        if switched {
+            spanning = Some(dir);
+            break;
+        }
+    }
+    let dir = spanning.expect("no backup ran across a step of the moves");
+    cl.wait("the moves to end", Duration::from_secs(120), |st| moves_running(st) == 0);
+    stop.store(true, Ordering::Relaxed);
+    let mut unknown = std::collections::BTreeSet::new();
+    let mut commits: Commits = Vec::new();
+    for h in ws {
+        let (done, u) = h.join().unwrap();
+        commits.extend(done);
+        unknown.extend(u);
+    }
+    let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("BACKUP.json")).unwrap()).unwrap();
+    let stop_epoch = manifest["stop_epoch"].as_u64().unwrap();
+    // Each writer's commits are in its own order; their keys are disjoint.
+    for (epoch, id, v) in &commits {
+        if *epoch <= stop_epoch {
+            match v {
+                Some(v) => model.insert(*id, *v),
+                None => model.remove(id),
+            };
+        }
+    }
+    let during = commits.iter().filter(|(e, _, _)| *e <= stop_epoch).count();
+    assert!(
+        during > 0 && commits.len() > during,
+        "writes before and after the end epoch: {during} of {}",
+        commits.len()
+    );
+    drop(c);
+    drop(cl);
+
+    // Restore into a fresh cluster of one node group.
+    let mut target = Cluster::new();
+    target.start(1);
+    target.start(2);
+    target.wait("the target cluster", Duration::from_secs(60), |st| {
+        [1, 2].iter().all(|&n| st.state_of(n) == tern_types::cluster::NodeState::Started)
+    });
+    let taddrs = format!("{},{}", target.addr(1), target.addr(2));
+    let until = Instant::now() + Duration::from_secs(30);
+    let out = loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["restore", "--addr", &taddrs, "--dir"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        if out.status.success() || Instant::now() > until || !text.contains("emporary") {
+            break (out.status.success(), text);
+        }
+        std::thread::sleep(Duration::from_millis(200)); // the target's nodes still starting
+    };
+    assert!(out.0, "tern restore failed: {}", out.1);
+    let tc = Client::connect(&taddrs).unwrap();
+    let tt = tc.table("so", "t").unwrap();
+    let mut got: BTreeMap<i64, i64> = BTreeMap::new();
+    for row in tc.blocking().scan_all(ScanSpec::table(tt.id())).unwrap() {
+        let v = tt.decode_row(&row).unwrap();
+        got.insert(v[0].as_i128().unwrap() as i64, v[1].as_i128().unwrap() as i64);
+    }
+    for id in &unknown {
+        got.remove(id);
+        model.remove(id);
+    }
+    let wrong: Vec<_> = model.iter().filter(|(k, v)| got.get(k) != Some(v)).take(5).collect();
+    let extra: Vec<_> = got.iter().filter(|(k, _)| !model.contains_key(k)).take(5).collect();
+    println!(
+        "restored {} rows at epoch {stop_epoch} ({during} of {} writes before it); {} ids of unknown outcome left out",
+        got.len(),
+        commits.len(),
+        unknown.len()
+    );
+    assert!(
+        wrong.is_empty() && extra.is_empty(),
+        "restored state differs: wrong or missing {wrong:?}, extra {extra:?}"
+    );
+}

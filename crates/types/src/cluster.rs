@@ -361,6 +361,11 @@ pub struct Home {
 pub struct Placed {
     pub home: Home,
     pub moving: Option<PartMove>,
+    /// The change-log generation of the partition's home primary (`ClusterState::logs_changes`):
+    /// a move's target logs with `log_gen + 1`, and keeps that number when the move completes; a
+    /// cancelled move leaves the home at `log_gen + 2`. A backup's restore orders one key's
+    /// changes by (epoch, log_gen), so each leader's changes come after its predecessor's.
+    pub log_gen: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -479,6 +484,23 @@ impl ClusterState {
         let mut out = started;
         out.extend(pref.iter().filter(|&&n| self.state_of(n) == NodeState::Copying).map(|&n| (n, home.ldm)));
         (out, readable)
+    }
+
+    /// Whether the ldm `me` puts a partition's commits into the backups' change logs, and with
+    /// which generation: the chain's head does (the home's primary, or after a switch the
+    /// target's), and while a move copies so does the target's primary — from when it joins
+    /// the chain it sees every commit, so the log holds each key's commits in order once the
+    /// restore takes the newer generation's entry of an epoch (see `Placed::gen`).
+    pub fn logs_changes(&self, table: u32, groups: u32, partition: u32, me: (NodeId, u16)) -> Option<u32> {
+        let placed = self.placed.get(&(table, partition));
+        let log_gen = placed.map_or(0, |p| p.log_gen);
+        let moving = placed.and_then(|p| p.moving.as_ref());
+        let chain = self.chain(table, groups, partition);
+        if chain.readable > 0 && chain.replicas[0] == me {
+            return Some(log_gen + u32::from(moving.is_some_and(|m| m.phase == MovePhase::Switched)));
+        }
+        let m = moving.filter(|m| m.phase == MovePhase::Copying)?;
+        (self.home_chain(m.to).0.first() == Some(&me)).then_some(log_gen + 1)
     }
 
     /// The replica chain of a partition (see `Chain` and `MovePhase`). Empty when no member holds
@@ -674,6 +696,15 @@ impl ClusterState {
             e.u16(id);
             e.u8(d);
         }
+        // Format 5: the change-log generations of placements that have one.
+        let gens: Vec<(&(u32, u32), u32)> =
+            self.placed.iter().filter(|(_, p)| p.log_gen != 0).map(|(k, p)| (k, p.log_gen)).collect();
+        e.u32(gens.len() as u32);
+        for (&(t, p), g) in gens {
+            e.u32(t);
+            e.u32(p);
+            e.u32(g);
+        }
     }
 
     pub fn decode(bytes: &[u8]) -> DecodeResult<ClusterState> {
@@ -730,7 +761,7 @@ impl ClusterState {
                 }),
                 _ => return Err(DecodeError("bad partition move tag")),
             };
-            s.placed.insert(key, Placed { home: h, moving });
+            s.placed.insert(key, Placed { home: h, moving, log_gen: 0 });
         }
         if format >= 3 {
             for _ in 0..d.len(DATA_NODES_MAX)? {
@@ -742,6 +773,15 @@ impl ClusterState {
                 let (id, domain) = (d.u16()?, d.u8()?);
                 let node = s.config.data_nodes.iter_mut().find(|n| n.id == id);
                 node.ok_or(DecodeError("a location domain of an unknown data node"))?.location_domain = domain;
+            }
+        }
+        if format >= 5 {
+            for _ in 0..d.len(1 << 24)? {
+                let (key, log_gen) = ((d.u32()?, d.u32()?), d.u32()?);
+                s.placed
+                    .get_mut(&key)
+                    .ok_or(DecodeError("a change-log generation of an unplaced partition"))?
+                    .log_gen = log_gen;
             }
         }
         Ok(s)
@@ -836,7 +876,7 @@ impl ClusterState {
             for p in 0..parts {
                 let home = self.default_home(g, p);
                 if self.draining.contains(&home.group) && !self.placed.contains_key(&(t, p)) {
-                    self.placed.insert((t, p), Placed { home, moving: None });
+                    self.placed.insert((t, p), Placed { home, moving: None, log_gen: 0 });
                     changed = true;
                 }
             }
@@ -900,19 +940,6 @@ impl ClusterState {
         Ok(())
     }
 
-    /// Whether some partition's primary home differs between the two maps by their placements
-    /// (a move switched, or a placement was tidied away): a change log, whose entries come from
-    /// each partition's primary in commit order, cannot go on across that.
-    pub fn placed_primaries_differ(&self, other: &ClusterState) -> bool {
-        let lead = |s: &ClusterState, k: &(u32, u32)| {
-            s.placed.get(k).map(|p| match &p.moving {
-                Some(m) if m.phase == MovePhase::Switched => m.to,
-                _ => p.home,
-            })
-        };
-        self.placed.keys().chain(other.placed.keys()).any(|k| lead(self, k) != lead(other, k))
-    }
-
     /// Starts moving a partition to `to` (a home in another group whose every member is started).
     pub fn begin_move(&mut self, table: u32, groups: u32, partition: u32, to: Home) -> Result<(), String> {
         let home = self.home(table, groups, partition);
@@ -930,7 +957,8 @@ impl ClusterState {
             return Err(format!("no ldm {} / rank {} in node group {}", to.ldm, to.rank, to.group));
         }
         let moving = PartMove { to, phase: MovePhase::Copying, copied: Vec::new(), left: Vec::new() };
-        self.placed.insert((table, partition), Placed { home, moving: Some(moving) });
+        let log_gen = self.placed.get(&(table, partition)).map_or(0, |p| p.log_gen);
+        self.placed.insert((table, partition), Placed { home, moving: Some(moving), log_gen });
         self.version += 1;
         Ok(())
     }
@@ -987,6 +1015,9 @@ impl ClusterState {
             return Err(format!("partition {partition} of table {table} is not copying"));
         }
         p.moving = None;
+        // The target logged with gen + 1 while it copied; the home's changes from now on come
+        // after those.
+        p.log_gen += 2;
         self.version += 1;
         Ok(())
     }
@@ -1034,6 +1065,7 @@ impl ClusterState {
             } else {
                 p.home = m.to;
                 p.moving = None;
+                p.log_gen += 1; // the target, home now, has logged with one more since the move began
             }
         }
         changed
@@ -1047,7 +1079,10 @@ impl ClusterState {
                 .placed
                 .range((t, 0)..=(t, u32::MAX))
                 .filter(|(k, pl)| {
-                    pl.moving.is_none()
+                    // A moved partition keeps its placement: its change-log generation must
+                    // not fall back to 0 while a backup may be running.
+                    pl.log_gen == 0
+                        && pl.moving.is_none()
                         && pl.home == self.default_home(g, k.1)
                         && !self.draining.contains(&pl.home.group)
                 })
@@ -1137,7 +1172,7 @@ impl ClusterState {
     }
 }
 
-const STATE_FORMAT: u16 = 4;
+const STATE_FORMAT: u16 = 5;
 
 /// The outcome of NDB's survivability check (ndb-protocols.md §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1285,6 +1320,11 @@ mod tests {
         assert!(s.plan_moves(&tables).is_empty(), "the move is under way");
         // Copying: the source leads and is read; the target is written.
         assert_eq!(s.chain(t, g, p), Chain { replicas: vec![(2, 0), (1, 0), (3, 0), (4, 0)], readable: 2 });
+        // The change logs: the source's primary with generation 0, the target's with 1.
+        let loggers = |s: &ClusterState| -> Vec<(NodeId, u32)> {
+            (1..=4).filter_map(|n| s.logs_changes(t, g, p, (n, 0)).map(|x| (n, x))).collect()
+        };
+        assert_eq!(loggers(&s), vec![(2, 0), (3, 1)]);
         assert_eq!(s.ldm_on(3, t, g, p), Some(0));
         assert_eq!(s.ldm_on(3, t, g, 0), None);
         assert!(s.move_left(t, p, 1).unwrap_err().contains("not switched"));
@@ -1298,6 +1338,7 @@ mod tests {
         assert_eq!(s.placed[&(t, p)].moving.as_ref().unwrap().phase, MovePhase::Switched);
         assert_eq!(s.chain(t, g, p), Chain { replicas: vec![(3, 0), (4, 0), (2, 0), (1, 0)], readable: 2 });
         assert_eq!(s.primary(t, g, p), Some(3));
+        assert_eq!(loggers(&s), vec![(3, 1)], "the source logs no more once switched");
         // While switched the target group holds data: losing it loses the cluster.
         assert_eq!(s.survivability(&[1, 2]), Survival::Lose);
         let mut buf = Vec::new();
@@ -1306,8 +1347,9 @@ mod tests {
         s.move_left(t, p, 2).unwrap();
         s.nodes.get_mut(&1).unwrap().state = NodeState::Down; // a failed source need not leave
         assert!(s.settle_moves());
-        assert_eq!(s.placed[&(t, p)], Placed { home: to, moving: None });
+        assert_eq!(s.placed[&(t, p)], Placed { home: to, moving: None, log_gen: 1 });
         assert_eq!(s.chain(t, g, p), Chain { replicas: vec![(3, 0), (4, 0)], readable: 2 });
+        assert_eq!(loggers(&s), vec![(3, 1)], "the target keeps its generation as the home");
         assert_eq!(s.ldm_on(2, t, g, p), None);
         start(&mut s, 1);
         assert!(s.plan_moves(&tables).is_empty(), "balanced");
@@ -1316,12 +1358,22 @@ mod tests {
         for n in [1, 2] {
             s.move_copied(t, p, n).unwrap();
         }
+        assert_eq!(loggers(&s), vec![(2, 2)], "switched back: the old home leads again, one generation on");
         for n in [3, 4] {
             s.move_left(t, p, n).unwrap();
         }
+        // Back home, but a moved partition's placement stays: its generation must not fall back.
         s.tidy_placements(&tables);
-        assert!(s.placed.is_empty());
+        assert_eq!(s.placed[&(t, p)], Placed { home: s.default_home(g, p), moving: None, log_gen: 2 });
         assert_eq!(nodes_of(&s.chain(t, g, p)), vec![2, 1]);
+        let mut buf = Vec::new();
+        s.encode(&mut buf);
+        assert_eq!(ClusterState::decode(&buf).unwrap(), s);
+        // A cancelled move leaves the home a generation above its target's.
+        s.begin_move(t, g, p, to).unwrap();
+        assert_eq!(loggers(&s), vec![(2, 2), (3, 3)]);
+        s.cancel_move(t, p).unwrap();
+        assert_eq!(loggers(&s), vec![(2, 4)]);
     }
 
     #[test]
@@ -1376,7 +1428,7 @@ mod tests {
         s.drain_group(1, &tables).unwrap();
         assert_eq!((s.version, s.active_groups), (v + 1, 1));
         // The default home in the drained group is pinned: the map alone shows it holds data.
-        assert_eq!(s.placed[&(7, 1)], Placed { home: s.default_home(2, 1), moving: None });
+        assert_eq!(s.placed[&(7, 1)], Placed { home: s.default_home(2, 1), moving: None, log_gen: 0 });
         assert!(s.data_groups().contains(&1));
         assert!(!s.activate_groups(), "a draining group stays out of service");
         s.tidy_placements(&tables);
@@ -1452,7 +1504,7 @@ mod tests {
         s.durable_epoch = 77;
         s.version = 9;
         s.rebalance.insert(3);
-        s.placed.insert((3, 1), Placed { home: Home { group: 1, ldm: 2, rank: 1 }, moving: None });
+        s.placed.insert((3, 1), Placed { home: Home { group: 1, ldm: 2, rank: 1 }, moving: None, log_gen: 0 });
         let mut buf = Vec::new();
         s.encode(&mut buf);
         assert_eq!(ClusterState::decode(&buf).unwrap(), s);

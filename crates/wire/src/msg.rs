@@ -381,10 +381,13 @@ impl LogOp {
 /// epoch mark.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LogEntry {
-    /// The row's after-image (its stored bytes) committed in `epoch`.
-    Put { epoch: u64, table: TableId, row: Vec<u8> },
+    /// The row's after-image (its stored bytes) committed in `epoch`. `log_gen` is the
+    /// partition's change-log generation at the ldm that logged it (`Placed::log_gen`): while a
+    /// partition moves, two ldms log it, and of one key's entries in an epoch the higher
+    /// generation's last one is the newest.
+    Put { epoch: u64, log_gen: u32, table: TableId, row: Vec<u8> },
     /// The row with this encoded primary key was deleted in `epoch`.
-    Delete { epoch: u64, table: TableId, key: Vec<u8> },
+    Delete { epoch: u64, log_gen: u32, table: TableId, key: Vec<u8> },
     /// Every commit of this epoch and of earlier ones at this ldm came before this mark.
     Epoch(u64),
 }
@@ -393,7 +396,7 @@ impl LogEntry {
     /// Bytes this entry takes in a reply (what poll budgets count).
     pub fn size(&self) -> usize {
         match self {
-            LogEntry::Put { row: b, .. } | LogEntry::Delete { key: b, .. } => 17 + b.len(),
+            LogEntry::Put { row: b, .. } | LogEntry::Delete { key: b, .. } => 21 + b.len(),
             LogEntry::Epoch(_) => 9,
         }
     }
@@ -411,20 +414,19 @@ pub struct LogPart {
 pub const LOG_ENTRIES_MAX: usize = 1 << 22;
 
 /// Appends a change-log entry: `[0][epoch u64][table u32][row]`, `[1][epoch u64][table u32][key]`
-/// or `[2][epoch u64]`.
+/// or `[2][epoch u64]`; of a generation above 0, `[3][epoch u64][log_gen u32][table u32][row]` and
+/// `[4][epoch u64][log_gen u32][table u32][key]`.
 pub fn enc_log_entry(e: &mut Enc, x: &LogEntry) {
     match x {
-        LogEntry::Put { epoch, table, row } => {
-            e.u8(0);
+        LogEntry::Put { epoch, log_gen, table, row } | LogEntry::Delete { epoch, log_gen, table, key: row } => {
+            let delete = matches!(x, LogEntry::Delete { .. });
+            e.u8(if *log_gen == 0 { delete as u8 } else { 3 + delete as u8 });
             e.u64(*epoch);
+            if *log_gen != 0 {
+                e.u32(*log_gen);
+            }
             e.u32(*table);
             e.bytes(row);
-        }
-        LogEntry::Delete { epoch, table, key } => {
-            e.u8(1);
-            e.u64(*epoch);
-            e.u32(*table);
-            e.bytes(key);
         }
         LogEntry::Epoch(epoch) => {
             e.u8(2);
@@ -436,9 +438,11 @@ pub fn enc_log_entry(e: &mut Enc, x: &LogEntry) {
 /// Reads what `enc_log_entry` wrote.
 pub fn dec_log_entry(d: &mut Dec) -> DecodeResult<LogEntry> {
     Ok(match d.u8()? {
-        0 => LogEntry::Put { epoch: d.u64()?, table: d.u32()?, row: d.bytes()?.to_vec() },
-        1 => LogEntry::Delete { epoch: d.u64()?, table: d.u32()?, key: d.bytes()?.to_vec() },
+        0 => LogEntry::Put { epoch: d.u64()?, log_gen: 0, table: d.u32()?, row: d.bytes()?.to_vec() },
+        1 => LogEntry::Delete { epoch: d.u64()?, log_gen: 0, table: d.u32()?, key: d.bytes()?.to_vec() },
         2 => LogEntry::Epoch(d.u64()?),
+        3 => LogEntry::Put { epoch: d.u64()?, log_gen: d.u32()?, table: d.u32()?, row: d.bytes()?.to_vec() },
+        4 => LogEntry::Delete { epoch: d.u64()?, log_gen: d.u32()?, table: d.u32()?, key: d.bytes()?.to_vec() },
         _ => return Err(DecodeError("bad log entry tag")),
     })
 }
@@ -1333,8 +1337,10 @@ mod tests {
                         node: 2,
                         ldm: 1,
                         entries: vec![
-                            LogEntry::Put { epoch: 7, table: 3, row: vec![1, 2] },
-                            LogEntry::Delete { epoch: 8, table: 3, key: vec![9] },
+                            LogEntry::Put { epoch: 7, log_gen: 0, table: 3, row: vec![1, 2] },
+                            LogEntry::Put { epoch: 7, log_gen: 2, table: 3, row: vec![1, 2] },
+                            LogEntry::Delete { epoch: 8, log_gen: 0, table: 3, key: vec![9] },
+                            LogEntry::Delete { epoch: 8, log_gen: 5, table: 3, key: vec![9] },
                             LogEntry::Epoch(8),
                         ],
                     },

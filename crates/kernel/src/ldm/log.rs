@@ -85,20 +85,21 @@ impl Ldm {
     }
 
     /// Called at commit with the transaction's changes (applied): those of partitions this
-    /// ldm is the primary of go to every log.
+    /// ldm logs (their primary here, or a move's target primary: `ClusterState::logs_changes`)
+    /// go to every log.
     pub(super) fn log_changes(&mut self, epoch: u64, changes: &BTreeMap<LockKey, Change>) {
-        let mut primary_here: BTreeMap<(TableId, u32), bool> = BTreeMap::new();
+        let me = self.instance();
+        let mut logged_here: BTreeMap<(TableId, u32), Option<u32>> = BTreeMap::new();
         for (lk, ch) in changes {
-            let here = *primary_here.entry((lk.0, lk.1)).or_insert_with(|| {
-                self.cluster.primary(lk.0, self.groups_of(lk.0), lk.1) == Some(self.addr.node)
-                    && self.parts.contains_key(&(lk.0, lk.1))
+            let here = *logged_here.entry((lk.0, lk.1)).or_insert_with(|| {
+                // (One lookup per partition a transaction wrote, not per row.)
+                let g = self.cluster.logs_changes(lk.0, self.groups_of(lk.0), lk.1, (self.addr.node, me));
+                g.filter(|_| self.parts.contains_key(&(lk.0, lk.1)))
             });
-            if !here {
-                continue;
-            }
+            let Some(log_gen) = here else { continue };
             let entry = match &ch.row {
-                Some(r) => LogEntry::Put { epoch, table: lk.0, row: r.clone() },
-                None => LogEntry::Delete { epoch, table: lk.0, key: lk.2.to_vec() },
+                Some(r) => LogEntry::Put { epoch, log_gen, table: lk.0, row: r.clone() },
+                None => LogEntry::Delete { epoch, log_gen, table: lk.0, key: lk.2.to_vec() },
             };
             for s in self.logs.values_mut() {
                 s.push(entry.clone());
@@ -139,9 +140,9 @@ impl Ldm {
         self.logs.retain(|_, s| now.saturating_sub(s.polled_ms) < LOG_IDLE_MS);
     }
 
-    /// Fails every log: the data nodes' states changed (primaries may move, and a partition's
-    /// changes must come from one ldm in commit order). Map versions that change only the
-    /// schema leave the logs alone.
+    /// Fails every log: the data nodes' states changed (primaries may move to a backup replica,
+    /// whose changes the log would not order after the old primary's). Map versions that change
+    /// only the schema or partition placements (moves: see `logs_changes`) leave the logs alone.
     pub(super) fn log_map_changed(&mut self) {
         for s in self.logs.values_mut() {
             s.fail(crate::tc::log::cluster_changed());

@@ -535,7 +535,7 @@ impl Ldm {
             Signal::LogReq { from, sub, call, op, max_bytes } => self.log_request(from, sub, call, op, max_bytes, out),
             Signal::ClusterMap { state } => {
                 if state.version > self.cluster.version {
-                    if state.nodes != self.cluster.nodes || state.placed_primaries_differ(&self.cluster) {
+                    if state.nodes != self.cluster.nodes {
                         self.log_map_changed();
                     }
                     let old = std::mem::replace(&mut self.cluster, state);
