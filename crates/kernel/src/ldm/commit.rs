@@ -28,7 +28,7 @@ impl Ldm {
                 if fetching == Some((lk.0, lk.1))
                     && let Some(f) = self.fetch.as_mut()
                 {
-                    f.touched.insert(lk.2.clone());
+                    f.touch(&lk.2, &self.budget);
                 }
                 let Some(part) = self.parts.get_mut(&(lk.0, lk.1)) else {
                     self.budget.release(ch.reserved);

@@ -17,6 +17,9 @@
 
 use super::*;
 
+/// What one key in `Fetch::touched` is charged to the data-memory budget beyond its bytes.
+const TOUCHED_OVERHEAD: u64 = 48;
+
 /// Rows (or bytes) per copy batch, and batches in flight per copy.
 const COPY_BATCH_ROWS: usize = 2048;
 const COPY_BATCH_BYTES: usize = 1 << 20;
@@ -44,13 +47,37 @@ pub(super) struct Fetch {
     /// Keys of `current` that a commit down the chain wrote here since its copy began. A
     /// copied row of one of them is older (it left the primary before that write's prepare,
     /// which reached this replica first by another path: a move's chains are longer than two)
-    /// and is dropped.
-    pub(super) touched: std::collections::HashSet<KeyBuf>,
+    /// and is dropped. At most one entry per key the partition has had during the copy; charged
+    /// to the data-memory budget (`touched_bytes`) until the partition's copy ends, so a copy
+    /// under heavy writes fills the budget (writes then fail with "data memory is full")
+    /// rather than the process's memory.
+    touched: std::collections::HashSet<KeyBuf>,
+    touched_bytes: u64,
 }
 
 impl Fetch {
     pub(super) fn has(&self, key: PartKey) -> bool {
         self.current == Some(key) || self.todo.contains(&key) || self.done.contains(&key)
+    }
+
+    /// A commit down the chain wrote `key` of the partition being copied.
+    pub(super) fn touch(&mut self, key: &KeyBuf, budget: &MemoryBudget) {
+        if !self.touched.contains(key) {
+            let n = key.len() as u64 + TOUCHED_OVERHEAD;
+            budget.force(n);
+            self.touched_bytes += n;
+            self.touched.insert(key.clone());
+        }
+    }
+
+    pub(super) fn touched_bytes(&self) -> u64 {
+        self.touched_bytes
+    }
+
+    /// The partition's copy ended (or starts again): its touched keys are forgotten.
+    fn clear_touched(&mut self, budget: &MemoryBudget) {
+        budget.release(std::mem::take(&mut self.touched_bytes));
+        self.touched = Default::default();
     }
 }
 
@@ -68,6 +95,9 @@ pub(super) struct CopySession {
 impl Ldm {
     /// This node rejoins: drop what the partitions held and fetch each from its primary.
     pub(super) fn start_fetch(&mut self, out: &mut Out) {
+        if let Some(mut old) = self.fetch.take() {
+            old.clear_touched(&self.budget);
+        }
         let keys: Vec<PartKey> = self.parts.keys().copied().collect();
         for k in &keys {
             let old = self.parts.remove(k).expect("listed");
@@ -86,6 +116,7 @@ impl Ldm {
             checkpoint: None,
             node_restart: true,
             touched: Default::default(),
+            touched_bytes: 0,
         });
         self.fetch_next(out);
     }
@@ -111,6 +142,7 @@ impl Ldm {
                     checkpoint: None,
                     node_restart: false,
                     touched: Default::default(),
+                    touched_bytes: 0,
                 });
                 self.fetch_next(out);
             }
@@ -136,6 +168,7 @@ impl Ldm {
         let version = self.cluster.version;
         let (cluster, tables) = (&self.cluster, &self.tables);
         let Some(f) = self.fetch.as_mut() else { return };
+        f.clear_touched(&self.budget);
         while let Some(k) = f.todo.pop_front() {
             // The primary's ldm (a move's source may hold it on another ldm than this one).
             let chain = cluster.chain(k.0, tables.get(&k.0).map_or(0, |t| t.groups), k.1);
@@ -144,7 +177,6 @@ impl Ldm {
             };
             f.current = Some(k);
             f.source = primary;
-            f.touched.clear();
             let to = Addr::new(primary, Block::Ldm(ldm));
             out.send(to, Signal::CopyFragReq { from: self.addr, table: k.0, partition: k.1, map_version: version });
             return;
@@ -210,7 +242,8 @@ impl Ldm {
     pub(super) fn fetch_checkpoint_usable(&mut self, checkpoint_id: u64, out: &mut Out) {
         let Some(f) = self.fetch.as_ref() else { return };
         if f.current.is_none() && f.todo.is_empty() && f.checkpoint.is_some_and(|id| id <= checkpoint_id) {
-            let f = self.fetch.take().expect("fetching");
+            let mut f = self.fetch.take().expect("fetching");
+            f.clear_touched(&self.budget);
             self.moves.fetched.extend(f.done.iter().copied());
             if f.node_restart {
                 out.send(Addr::new(self.addr.node, Block::Dist), Signal::CopyDone { from: self.addr, rows: f.rows });

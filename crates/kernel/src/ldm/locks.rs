@@ -349,8 +349,8 @@ impl Ldm {
         self.txns.values().flat_map(|t| t.changes.values()).map(|c| c.reserved).sum()
     }
 
-    /// Data memory charged by this ldm's partitions.
+    /// Data memory charged by this ldm's partitions (and by a running copy's touched keys).
     pub fn charged(&self) -> u64 {
-        self.parts.values().map(|p| p.charged()).sum()
+        self.parts.values().map(|p| p.charged()).sum::<u64>() + self.fetch.as_ref().map_or(0, |f| f.touched_bytes())
     }
 }
