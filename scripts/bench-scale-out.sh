@@ -5,11 +5,14 @@
 # Starts its own cluster on free ports under a temporary directory: one management node and data
 # nodes 1-2 (node group 0, 2 replicas, 1 ldm worker each). Loads ROWS rows of bench.flex (26 INT
 # columns) with `tern bench native`, measures reads and updates with the server CPU per operation
-# of every cluster process (TERN_SERVER_PIDS); then, while a read load and an update pass run,
-# adds data nodes 3-4 as node group 1 (`tern mgm -e "CREATE NODEGROUP …"`, then starts them) and
-# waits until every move is done: the move rate is the rows (and bytes) node 3 then holds over
-# that time, the stall the slowest batch of the loads (the `Max` column). Then the same reads and
-# updates with two node groups.
+# of every cluster process (TERN_SERVER_PIDS); adds data nodes 3-4 as node group 1 without
+# reorganising (`tern mgm -e "CREATE NODEGROUP … NOREORGANIZE"`, then starts them) and measures
+# again (the same data layout with four data node processes on this host); then, while a read
+# load and an update pass run, moves half the partitions there (`ALTER TABLE bench.flex
+# REORGANIZE PARTITION`) and waits until every move is done: the move rate is the rows (and
+# bytes) node 3 then holds over that time, the stall the slowest batch of the loads (the `Max`
+# column). Then the same reads and updates with two node groups. Before each measurement, the
+# idle CPU of every cluster process over 5 s.
 #
 # Usage: scripts/bench-scale-out.sh [ROWS] [SECONDS]
 #   TERN=path/to/tern (default: target/release/tern when built, else target/debug/tern)
@@ -106,9 +109,39 @@ measure() {
   TERN_SERVER_PIDS="${PIDS[*]}" "$TERN" bench native --addr "$2" --mgmd "$MGMD" --rows "$ROWS" --phases read \
     --seconds "$SECONDS_RUN" --threads 2 --batch 1 | tail -1
 }
+# Server CPU of each cluster process while nothing runs (idle polling, heartbeats, epochs,
+# checkpoints), over 5 s.
+idle_cpu() {
+  python3 - "${PIDS[@]}" <<'EOF'
+import os, sys, time
+hz = os.sysconf("SC_CLK_TCK")
+def ticks(p):
+    with open(f"/proc/{p}/stat") as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    return int(v[11]) + int(v[12])
+pids = sys.argv[1:]
+a = {p: ticks(p) for p in pids}
+time.sleep(5)
+b = {p: ticks(p) for p in pids}
+print("idle CPU per process (% of a core): " + ", ".join(f"{p}: {100 * (b[p] - a[p]) / hz / 5:.1f}" for p in pids)
+      + f"; all: {100 * sum(b[p] - a[p] for p in pids) / hz / 5:.1f}")
+EOF
+}
+idle_cpu
 measure "one node group" "$ADDRS"
 
-echo "== adding node group 1 under a read load and an update pass"
+# The new group's nodes join first, without reorganising: the same one-group data layout, now
+# with four data node processes on this host. What follows separates what more processes cost
+# here from what spreading the rows over two groups costs.
+"$TERN" mgm --mgmd "$MGMD" -e "CREATE NODEGROUP 3@$(dn 3), 4@$(dn 4) NOREORGANIZE"
+start_dn 3
+start_dn 4
+wait_started 4
+sleep 2
+idle_cpu
+measure "one node group, with nodes 3-4 started and empty" "$ADDRS,$(dn 3),$(dn 4)"
+
+echo "== moving half the partitions to node group 1 under a read load and an update pass"
 "$TERN" bench native --addr "$ADDRS" --rows "$ROWS" --phases read --seconds 60 --threads 1 --batch 16 \
   > "$DIR/load-read.txt" 2>&1 &
 READER=$!
@@ -117,10 +150,7 @@ READER=$!
 WRITER=$!
 sleep 3
 T0=$(date +%s.%N)
-"$TERN" mgm --mgmd "$MGMD" -e "CREATE NODEGROUP 3@$(dn 3), 4@$(dn 4)"
-start_dn 3
-start_dn 4
-wait_started 4
+"$TERN" mgm --mgmd "$MGMD" -e "ALTER TABLE bench.flex REORGANIZE PARTITION"
 # Moves are done when SHOW lists none running and node group 1 holds partitions.
 for _ in $(seq 1 3000); do
   SHOW=$("$TERN" mgm --mgmd "$MGMD" -e SHOW)
@@ -139,11 +169,12 @@ python3 - "$T0" "$T1" "$ROWS3" "$MEM3" <<'EOF'
 import sys
 t0, t1, rows, mem = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 s = t1 - t0
-print(f"moved: {rows} rows ({mem / 1e6:.1f} MB of data memory on node 3) in {s:.1f} s from CREATE NODEGROUP "
-      f"(including the new nodes' start): {rows / s:,.0f} rows/s, {mem / 1e6 / s:.1f} MB/s")
+print(f"moved: {rows} rows ({mem / 1e6:.1f} MB of data memory on node 3) in {s:.1f} s from ALTER TABLE … "
+      f"REORGANIZE PARTITION: {rows / s:,.0f} rows/s, {mem / 1e6 / s:.1f} MB/s")
 EOF
 echo "-- the loads while the group was added (Max: the slowest batch, with its retries)"
 cat "$DIR/load-read.txt" "$DIR/load-update.txt" | grep -v '^---' | awk '!seen[$0]++'
 # Let the old copies go and the placement settle.
 sleep 3
+idle_cpu
 measure "two node groups" "$ADDRS,$(dn 3),$(dn 4)"
