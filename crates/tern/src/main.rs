@@ -477,6 +477,14 @@ fn parse_query_list(s: &str) -> anyhow::Result<Vec<usize>> {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by the first SIGTERM or SIGINT (an operator's stop through the control plane is not one).
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+/// The control plane asked this data node to stop (`N STOP`, `N RESTART`, `tern stop --node N`,
+/// a rolling restart): once stopped in order it starts again in this process.
+static OPERATOR_STOP: AtomicBool = AtomicBool::new(false);
+/// This program's path as it was at start: a re-exec runs what is installed there then (a new
+/// version during a rolling upgrade).
+static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 /// Child processes to kill at a second signal (`tern up`'s; 0 = free slot).
 static CHILDREN: [std::sync::atomic::AtomicI32; 64] = [const { std::sync::atomic::AtomicI32::new(0) }; 64];
@@ -500,6 +508,7 @@ pub fn unregister_child(pid: u32) {
 /// (exit code 128 + the signal's number, as a shell reports a process killed by it), and the
 /// children it supervises with it (SIGKILL).
 extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNALLED.store(true, Ordering::SeqCst);
     if STOP.swap(true, Ordering::SeqCst) {
         for slot in &CHILDREN {
             let pid = slot.load(Ordering::SeqCst);
@@ -516,7 +525,24 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// Asks this process for an orderly stop, as a first SIGTERM does (an operator's `tern stop
 /// --node N` seen in a heartbeat reply).
 pub fn request_stop() {
+    OPERATOR_STOP.store(true, Ordering::SeqCst);
     STOP.store(true, Ordering::SeqCst);
+}
+
+/// A data node the control plane stopped starts again at once in the same process, as NDB's
+/// angel process does for `N RESTART`: the new image waits, holding nothing, until `N START`
+/// (`tern start --node N`) and then rejoins by a node restart. So no supervisor is needed for
+/// an operator's stop and start, and a supervisor sees no exit. A signal (SIGTERM, Ctrl-C)
+/// ends the process instead. Returns only when the exec failed.
+fn start_again_after_operator_stop() {
+    if !OPERATOR_STOP.load(Ordering::SeqCst) || SIGNALLED.load(Ordering::SeqCst) {
+        return;
+    }
+    let Some(exe) = EXE.get() else { return };
+    tracing::info!(exe = %exe.display(), "stopped by an operator: starting again in this process");
+    use std::os::unix::process::CommandExt;
+    let e = std::process::Command::new(exe).args(std::env::args_os().skip(1)).exec();
+    tracing::warn!("could not start again ({e}): exiting (a supervisor has to start it)");
 }
 
 pub fn install_signal_handlers() {
@@ -548,6 +574,9 @@ fn init_logging(level: &str) {
 }
 
 fn main() {
+    if let Ok(exe) = std::env::current_exe() {
+        let _ = EXE.set(exe);
+    }
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Up(a) => up::run(a),
@@ -555,7 +584,11 @@ fn main() {
         Cmd::Apikey { cmd: ApikeyCmd::Create { dbs, addr } } => apikey_create(&dbs, &addr),
         Cmd::Datanode { config, rest_port, front, mgmd, node_id, data_dir, transporter } if !mgmd.is_empty() => {
             tern_client::frontend::set_share_ports(front.share_ports);
-            datanode_in_cluster(config, front.api_args(rest_port), mgmd, node_id, data_dir, transporter)
+            let r = datanode_in_cluster(config, front.api_args(rest_port), mgmd, node_id, data_dir, transporter);
+            if r.is_ok() {
+                start_again_after_operator_stop();
+            }
+            r
         }
         Cmd::Datanode { config, rest_port, front, data_dir, transporter, .. } => {
             tern_client::frontend::set_share_ports(front.share_ports);

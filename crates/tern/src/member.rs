@@ -357,8 +357,8 @@ fn heartbeat_loop(
                         publish(Arc::new(st));
                     }
                     if h.stop && !leaving && !stop_asked {
-                        // An orderly stop, as SIGTERM: flush, leave, exit; under `tern up` the
-                        // node then waits for `tern start --node N`.
+                        // An orderly stop, as SIGTERM: flush and leave; then the process starts
+                        // again in place and waits for `tern start --node N`.
                         tracing::info!("an operator asked this node to stop");
                         stop_asked = true;
                         crate::request_stop();

@@ -168,7 +168,7 @@ fn node_restart(c: &mut MgmClient, node: u16) -> Result<()> {
     node_stop(c, node, true)?;
     wait_for(c, "the node to stop", |st| st.state_of(node) == NodeState::Down)?;
     node_stop(c, node, false)?;
-    println!("Node {node}: stopped; waiting for it to start again (its supervisor restarts it)");
+    println!("Node {node}: stopped; waiting for it to start again (it does in its own process)");
     wait_for(c, "the node to start", |st| {
         st.nodes.get(&node).is_some_and(|s| s.state == NodeState::Started && s.incarnation > inc)
     })?;

@@ -3,7 +3,7 @@
 //!
 //! 1. Data nodes, one at a time, through the management nodes (any deployment): the node is asked
 //!    to stop (`StopNode`), which it does in order (its last epochs durable, then it leaves the
-//!    write chains); its supervisor starts it again and it waits; `StartNode` lets it register
+//!    write chains); it starts again in its own process and waits; `StartNode` lets it register
 //!    as a new incarnation, recover from its disk, copy what it missed and become a full replica
 //!    (`Started`) before the next node goes. A node whose group has no other full replica is
 //!    not stopped: the cluster would go down.

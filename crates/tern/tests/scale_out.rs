@@ -644,3 +644,59 @@ fn a_backup_taken_while_partitions_move_restores_the_state_at_its_end_epoch() {
         "restored state differs: wrong or missing {wrong:?}, extra {extra:?}"
     );
 }
+
+/// NDB's `N RESTART`, `N STOP` and `N START` without a supervisor: the data node stops in order
+/// and starts again in its own process (the same pid: nothing restarts it from outside), rejoins
+/// as a new incarnation and holds every row; after `N STOP` it waits in place until `N START`.
+#[test]
+fn n_restart_and_n_stop_start_work_without_a_supervisor() {
+    let mut cl = Cluster::new();
+    cl.start(1);
+    cl.start(2);
+    let started = |n: u16| move |st: &ClusterState| st.state_of(n) == tern_types::cluster::NodeState::Started;
+    cl.wait("the node group", Duration::from_secs(60), |st| started(1)(st) && started(2)(st));
+    let addrs = format!("{},{}", cl.addr(1), cl.addr(2));
+    let until = Instant::now() + Duration::from_secs(30);
+    let c = loop {
+        match Client::connect(&addrs).and_then(|c| {
+            c.ddl(DdlReq::CreateDatabase { name: "so".into(), if_not_exists: true })?;
+            Ok(c)
+        }) {
+            Ok(c) => break c,
+            Err(e) => assert!(Instant::now() < until, "the data nodes do not serve: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    c.ddl(DdlReq::CreateTable { table: table(), if_not_exists: false }).unwrap();
+    let t = c.table("so", "t").unwrap();
+    let ops = (0..500).map(|i| t.write(&[Value::Int(i), Value::Int(i * 3), Value::Null]).unwrap()).collect();
+    c.blocking().execute(ops).unwrap();
+    let pid = cl.nodes[&2].id();
+    let inc = cl.state().nodes[&2].incarnation;
+
+    let out = cl.mgm("2 RESTART");
+    assert!(out.contains("Node 2: started"), "{out}");
+    let st = cl.state();
+    assert!(st.nodes[&2].incarnation > inc && started(2)(&st), "{:?}", st.nodes);
+    assert!(cl.nodes.get_mut(&2).unwrap().try_wait().unwrap().is_none(), "the data node's process exited");
+    let status = Client::connect(&cl.addr(2)).and_then(|c| c.status()).expect("node 2 answers");
+    assert_eq!(status.pid, pid, "node 2 started again in the same process");
+
+    // `N STOP`: it leaves and waits in place; `N START` lets it rejoin.
+    let inc = st.nodes[&2].incarnation;
+    assert!(cl.mgm("2 STOP").contains("Node 2: stop requested"));
+    cl.wait("node 2 to stop", Duration::from_secs(60), |st| st.state_of(2) == tern_types::cluster::NodeState::Down);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(cl.nodes.get_mut(&2).unwrap().try_wait().unwrap().is_none(), "the stopped node's process exited");
+    assert_eq!(cl.state().state_of(2), tern_types::cluster::NodeState::Down, "it waits for START");
+    assert!(cl.mgm("2 START").contains("may start again"));
+    cl.wait("node 2 to rejoin", Duration::from_secs(120), |st| started(2)(st) && st.nodes[&2].incarnation > inc);
+
+    // Every row is on node 2 again: read there alone.
+    let c2 = Client::connect(&cl.addr(2)).unwrap();
+    let t2 = c2.table("so", "t").unwrap();
+    let got = c2.blocking().scan_all(ScanSpec::table(t2.id())).unwrap().len();
+    assert_eq!(got, 500);
+    let status = c2.status().unwrap();
+    assert_eq!(status.pid, pid);
+}
