@@ -120,6 +120,30 @@ impl Cluster {
         }
     }
 
+    /// Starts data nodes 1 and 2, waits until both serve clients and creates `so.t`; returns
+    /// their addresses and a client of them.
+    fn first_group_with_table(&mut self) -> (String, Client) {
+        self.start(1);
+        self.start(2);
+        self.wait("the first node group", Duration::from_secs(60), |st| {
+            [1, 2].iter().all(|&n| st.state_of(n) == tern_types::cluster::NodeState::Started)
+        });
+        let addrs = format!("{},{}", self.addr(1), self.addr(2));
+        // The nodes' own view follows the management node's by a heartbeat.
+        let until = Instant::now() + Duration::from_secs(30);
+        while ![1, 2]
+            .iter()
+            .all(|&n| Client::connect(&self.addr(n)).and_then(|c| c.status()).is_ok_and(|s| s.state == "started"))
+        {
+            assert!(Instant::now() < until, "the data nodes do not serve");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let c = Client::connect(&addrs).unwrap();
+        c.ddl(DdlReq::CreateDatabase { name: "so".into(), if_not_exists: false }).unwrap();
+        c.ddl(DdlReq::CreateTable { table: table(), if_not_exists: false }).unwrap();
+        (addrs, c)
+    }
+
     fn rows_of(&self, id: u16) -> u64 {
         Client::connect(&self.addr(id)).and_then(|c| c.status()).map_or(0, |s| s.rows)
     }
@@ -251,24 +275,7 @@ fn a_node_group_is_added_and_dropped_online_under_writes_losing_nothing() {
     let seed = test_seed();
     println!("seed {seed}");
     let mut cl = Cluster::new();
-    cl.start(1);
-    cl.start(2);
-    cl.wait("the first node group", Duration::from_secs(60), |st| {
-        [1, 2].iter().all(|&n| st.state_of(n) == tern_types::cluster::NodeState::Started)
-    });
-    let addrs = format!("{},{}", cl.addr(1), cl.addr(2));
-    // The nodes' own view follows the management node's by a heartbeat.
-    let until = Instant::now() + Duration::from_secs(30);
-    while ![1, 2]
-        .iter()
-        .all(|&n| Client::connect(&cl.addr(n)).and_then(|c| c.status()).is_ok_and(|s| s.state == "started"))
-    {
-        assert!(Instant::now() < until, "the data nodes do not serve");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let c = Client::connect(&addrs).unwrap();
-    c.ddl(DdlReq::CreateDatabase { name: "so".into(), if_not_exists: false }).unwrap();
-    c.ddl(DdlReq::CreateTable { table: table(), if_not_exists: false }).unwrap();
+    let (addrs, c) = cl.first_group_with_table();
 
     // A TTL table across the move: rows that expire while their partitions move are purged by
     // the new primaries; rows that never expire stay.
@@ -482,23 +489,7 @@ fn a_backup_taken_while_partitions_move_restores_the_state_at_its_end_epoch() {
     let seed = test_seed();
     println!("seed {seed}");
     let mut cl = Cluster::new();
-    cl.start(1);
-    cl.start(2);
-    cl.wait("the first node group", Duration::from_secs(60), |st| {
-        [1, 2].iter().all(|&n| st.state_of(n) == tern_types::cluster::NodeState::Started)
-    });
-    let addrs = format!("{},{}", cl.addr(1), cl.addr(2));
-    let until = Instant::now() + Duration::from_secs(30);
-    while ![1, 2]
-        .iter()
-        .all(|&n| Client::connect(&cl.addr(n)).and_then(|c| c.status()).is_ok_and(|s| s.state == "started"))
-    {
-        assert!(Instant::now() < until, "the data nodes do not serve");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let c = Client::connect(&addrs).unwrap();
-    c.ddl(DdlReq::CreateDatabase { name: "so".into(), if_not_exists: false }).unwrap();
-    c.ddl(DdlReq::CreateTable { table: table(), if_not_exists: false }).unwrap();
+    let (addrs, c) = cl.first_group_with_table();
     let t = c.table("so", "t").unwrap();
     // Enough rows that the moves take a while: 150,000 of about 200 bytes.
     let mut model: BTreeMap<i64, i64> = BTreeMap::new();
@@ -651,23 +642,8 @@ fn a_backup_taken_while_partitions_move_restores_the_state_at_its_end_epoch() {
 #[test]
 fn n_restart_and_n_stop_start_work_without_a_supervisor() {
     let mut cl = Cluster::new();
-    cl.start(1);
-    cl.start(2);
+    let (_, c) = cl.first_group_with_table();
     let started = |n: u16| move |st: &ClusterState| st.state_of(n) == tern_types::cluster::NodeState::Started;
-    cl.wait("the node group", Duration::from_secs(60), |st| started(1)(st) && started(2)(st));
-    let addrs = format!("{},{}", cl.addr(1), cl.addr(2));
-    let until = Instant::now() + Duration::from_secs(30);
-    let c = loop {
-        match Client::connect(&addrs).and_then(|c| {
-            c.ddl(DdlReq::CreateDatabase { name: "so".into(), if_not_exists: true })?;
-            Ok(c)
-        }) {
-            Ok(c) => break c,
-            Err(e) => assert!(Instant::now() < until, "the data nodes do not serve: {e}"),
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    c.ddl(DdlReq::CreateTable { table: table(), if_not_exists: false }).unwrap();
     let t = c.table("so", "t").unwrap();
     let ops = (0..500).map(|i| t.write(&[Value::Int(i), Value::Int(i * 3), Value::Null]).unwrap()).collect();
     c.blocking().execute(ops).unwrap();
