@@ -4,6 +4,28 @@
 use super::*;
 
 impl Ldm {
+    /// Whether the batch, from op `from` on, may run on the chain it carries: a write at the head
+    /// routed with an older map would bypass a replica that has joined since (so would a
+    /// backup's after-images of one), and a partition that moves or has moved away is guarded.
+    /// A batch that waited for a lock resumes with `from` > 0: if the map changed while it
+    /// waited, a replica may have joined its partitions (and a copy to it may have sent the rows
+    /// this batch had not reached yet), so the rest is checked again as a new batch is.
+    fn check_route(&self, batch: &PrepareBatch, from: usize) -> Result<(), TernError> {
+        if from > 0 && batch.map_version >= self.cluster.version {
+            return Ok(());
+        }
+        if batch.pos == 0 && batch.ops.iter().any(|o| matches!(o, PrepOp::Exec { op, .. } if op.kind.is_write())) {
+            self.check_chain(batch)?;
+        }
+        if batch.pos > 0 && batch.map_version < self.cluster.version && batch.ops.len() > from {
+            self.check_chain(batch)?;
+        }
+        if batch.pos == 0 && !self.moves.guarded.is_empty() {
+            self.check_guarded(batch)?;
+        }
+        Ok(())
+    }
+
     pub(super) fn exec_batch(&mut self, mut batch: Box<PrepareBatch>, from: usize, out: &mut Out) {
         let txn = batch.txn;
         if from == 0 && (self.coordinator_gone(&txn) || (!self.aborted.is_empty() && self.aborted.contains_key(&txn))) {
@@ -15,36 +37,7 @@ impl Ldm {
             // whose failed member came after the live ones this batch still travels through).
             return;
         }
-        // A batch that waited for a lock resumes here (`from` > 0): if the map changed while it
-        // waited, a replica may have joined its partitions (and a copy to it may have sent the
-        // rows this batch had not reached yet), so the rest is checked again as a new batch is.
-        let check = from == 0 || batch.map_version < self.cluster.version;
-        if check
-            && batch.pos == 0
-            && batch.ops.iter().any(|o| matches!(o, PrepOp::Exec { op, .. } if op.kind.is_write()))
-            && let Err(e) = self.check_chain(&batch)
-        {
-            // Routed with an older map: it would bypass a replica that has joined since.
-            self.fail_rest(&mut batch, from, e.code, &e.message);
-            self.finish_batch(batch, out);
-            return;
-        }
-        if check
-            && batch.pos > 0
-            && batch.map_version < self.cluster.version
-            && batch.ops.len() > from
-            && let Err(e) = self.check_chain(&batch)
-        {
-            self.fail_rest(&mut batch, from, e.code, &e.message);
-            self.finish_batch(batch, out);
-            return;
-        }
-        if check
-            && batch.pos == 0
-            && !self.moves.guarded.is_empty()
-            && let Err(e) = self.check_guarded(&batch)
-        {
-            // A partition that moves, or has moved away: routed with another map.
+        if let Err(e) = self.check_route(&batch, from) {
             self.fail_rest(&mut batch, from, e.code, &e.message);
             self.finish_batch(batch, out);
             return;
