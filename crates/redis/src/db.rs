@@ -10,6 +10,19 @@
 //! * `string_values(rondb_key, ordinal, value BLOB)`: overflow parts of up to 65,535 bytes.
 //! * `hset_keys(rondb_key, field VARBINARY(3000), value BLOB)` (values up to 65,535 bytes), partitioned by `rondb_key`, so a hash is
 //!   read with one pruned scan.
+//! * `list_values(rondb_key, position BIGINT, value BLOB)`: a list's elements at consecutive
+//!   positions; the key row's `value_start` holds the first position (decimal), `tot_value_len`
+//!   the length and `num_rows` a change counter. Every index, end and range is a primary-key
+//!   read (position = first + index), so LINDEX, LSET, pushes and pops cost O(1) at any length.
+//! * `set_members(rondb_key, member VARBINARY(3000))` with the ordered index `by_key`
+//!   (`rondb_key`): a set's members in byte order, read with one index range of one partition.
+//! * `zset_members(rondb_key, member VARBINARY(3000), score DOUBLE)` with the ordered index
+//!   `by_score` (`rondb_key`, `score`; the primary key follows, so equal scores order by
+//!   member bytes, as redis orders them): score lookups by primary key, ranges by the index.
+//!
+//! Hashes, sets and sorted sets count their members in `tot_value_len` and keep a change
+//! counter in `value_start`, so that every change of a collection changes its key row (WATCH).
+//! All child tables are partitioned by `rondb_key`: a collection lives in one partition.
 //!
 //! Expired keys vanish at once because the data node hides rows past their TTL; the purger here
 //! deletes them (and their parts and fields) in the background.
@@ -42,6 +55,16 @@ pub const OLD: [u16; 3] = [K_ID, K_TYPE, K_PARTS];
 
 pub const TYPE_STRING: u8 = 0;
 pub const TYPE_HASH: u8 = 1;
+pub const TYPE_LIST: u8 = 2;
+pub const TYPE_SET: u8 = 3;
+pub const TYPE_ZSET: u8 = 4;
+
+/// The child tables of `string_keys`: rows under a key's `rondb_key` (first column of each).
+pub const CHILDREN: [&str; 5] = ["string_values", "hset_keys", "list_values", "set_members", "zset_members"];
+/// The ordered index of `set_members` on `rondb_key` (a set's members in byte order) and of
+/// `zset_members` on (`rondb_key`, `score`) (a sorted set in redis's order: score, then member).
+pub const SET_INDEX: &str = "by_key";
+pub const ZSET_INDEX: &str = "by_score";
 
 /// The tables of one Redis database.
 pub struct Db {
@@ -49,6 +72,11 @@ pub struct Db {
     pub keys: TableHandle,
     pub values: TableHandle,
     pub hashes: TableHandle,
+    pub lists: TableHandle,
+    pub sets: TableHandle,
+    pub zsets: TableHandle,
+    pub set_index: tern_types::schema::Index,
+    pub zset_index: tern_types::schema::Index,
     /// The types of `META`'s and `OLD`'s columns (decoding a key row's `Meta`).
     meta_types: Vec<ColumnType>,
     old_types: Vec<ColumnType>,
@@ -78,8 +106,8 @@ fn table(db: &str, name: &str, columns: Vec<Column>, pk: Vec<u16>, partition_key
     }
 }
 
-/// The three table definitions of database `redis_<index>`.
-pub fn definitions(index: u32) -> [Table; 3] {
+/// The table definitions of database `redis_<index>`.
+pub fn definitions(index: u32) -> [Table; 6] {
     let db = db_name(index);
     let u64c = ColumnType::BigInt { unsigned: true };
     let mut keys = table(
@@ -101,7 +129,7 @@ pub fn definitions(index: u32) -> [Table; 3] {
     keys.ttl = Some(Ttl {
         column: K_EXPIRY,
         seconds: 0,
-        cascade: ["string_values", "hset_keys"].map(|child| TtlCascade { child: child.into(), column: K_ID }).to_vec(),
+        cascade: CHILDREN.map(|child| TtlCascade { child: child.into(), column: K_ID }).to_vec(),
     });
     keys.comment = "NDB_TABLE=TTL=0@expiry_date".into();
     let values = table(
@@ -126,17 +154,49 @@ pub fn definitions(index: u32) -> [Table; 3] {
         vec![0, 1],
         vec![0],
     );
-    [keys, values, hashes]
+    let lists = table(
+        &db,
+        "list_values",
+        vec![
+            Column::new("rondb_key", u64c).not_null(),
+            Column::new("position", ColumnType::BigInt { unsigned: false }).not_null(),
+            Column::new("value", ColumnType::Blob).not_null(),
+        ],
+        vec![0, 1],
+        vec![0],
+    );
+    let mut sets = table(
+        &db,
+        "set_members",
+        vec![Column::new("rondb_key", u64c).not_null(), Column::new("member", vb(KEY_MAX as u32)).not_null()],
+        vec![0, 1],
+        vec![0],
+    );
+    sets.indexes = vec![tern_types::schema::Index { id: 0, name: SET_INDEX.into(), columns: vec![0], unique: false }];
+    let mut zsets = table(
+        &db,
+        "zset_members",
+        vec![
+            Column::new("rondb_key", u64c).not_null(),
+            Column::new("member", vb(KEY_MAX as u32)).not_null(),
+            Column::new("score", ColumnType::Double).not_null(),
+        ],
+        vec![0, 1],
+        vec![0],
+    );
+    zsets.indexes =
+        vec![tern_types::schema::Index { id: 0, name: ZSET_INDEX.into(), columns: vec![0, 2], unique: false }];
+    [keys, values, hashes, lists, sets, zsets]
 }
 
 /// Opens database `index`, creating its SQL database and tables when missing (blocking).
 pub async fn open(client: &Client, index: u32) -> Result<Db, TernError> {
     let name = db_name(index);
-    let [k, v, h] = definitions(index);
+    let defs = definitions(index);
     let have = |t: &str| client.table(&name, t).ok();
-    if have("string_keys").is_none() || have("string_values").is_none() || have("hset_keys").is_none() {
+    if defs.iter().any(|t| have(&t.name).is_none()) {
         client.ddl_async(DdlReq::CreateDatabase { name: name.clone(), if_not_exists: true }).await?;
-        for t in [k, v, h] {
+        for t in defs {
             match client.ddl_async(DdlReq::CreateTable { table: t, if_not_exists: true }).await {
                 Ok(_) => {}
                 Err(e) if e.code == ErrorCode::TableExists => {}
@@ -153,6 +213,11 @@ pub async fn open(client: &Client, index: u32) -> Result<Db, TernError> {
         keys,
         values: client.table(&name, "string_values")?,
         hashes: client.table(&name, "hset_keys")?,
+        lists: client.table(&name, "list_values")?,
+        set_index: client.table(&name, "set_members")?.index(SET_INDEX)?,
+        sets: client.table(&name, "set_members")?,
+        zset_index: client.table(&name, "zset_members")?.index(ZSET_INDEX)?,
+        zsets: client.table(&name, "zset_members")?,
         meta_types,
         old_types,
     })
@@ -186,7 +251,12 @@ impl Meta {
     }
 
     pub fn hash(id: u64) -> Meta {
-        Meta { id, kind: TYPE_HASH, len: 0, parts: 0, start: Vec::new(), expiry: None }
+        Meta::collection(TYPE_HASH, id)
+    }
+
+    /// An empty collection (hash, list, set or sorted set) whose member rows go under `id`.
+    pub fn collection(kind: u8, id: u64) -> Meta {
+        Meta { id, kind, len: 0, parts: 0, start: Vec::new(), expiry: None }
     }
 
     /// A string's length (an in-node INCR rewrites `value_start` only, so inline strings are

@@ -250,6 +250,8 @@ pub struct Server {
     pub clients: Registry,
     /// Keys connections WATCH.
     pub watches: Arc<cmd::Watches>,
+    /// Connections blocked in BLPOP & co, per key.
+    pub blockers: cmd::Blockers,
     dbs: Mutex<HashMap<u32, Arc<Db>>>,
     /// Databases whose writes commit durably (see `RedisOptions::durable_databases`).
     durable_dbs: Mutex<std::collections::BTreeSet<u32>>,
@@ -332,6 +334,7 @@ impl Server {
             live,
             clients: Registry::default(),
             watches: Arc::default(),
+            blockers: cmd::Blockers::default(),
             dbs: Mutex::default(),
             durable_dbs: Mutex::new(opts_durable),
             me: me.clone(),
@@ -348,6 +351,7 @@ impl Server {
     /// A write to `key` of database `db` (WATCH).
     pub fn touch(&self, db: u32, key: &[u8]) {
         self.watches.touch(db, key);
+        self.blockers.wake(db, key);
     }
 
     /// The parser's limits as configured now.
@@ -370,7 +374,7 @@ impl Server {
 
     /// Makes writes to a database's tables commit durably, or no longer.
     fn mark_durable(&self, d: &Db, on: bool) {
-        for t in [&d.keys, &d.values, &d.hashes] {
+        for t in [&d.keys, &d.values, &d.hashes, &d.lists, &d.sets, &d.zsets] {
             self.client.set_table_durable(t.table.id, on);
         }
     }

@@ -326,6 +326,8 @@ pub enum Resp3Shape {
     /// A flat array of field, value, field, value ... becomes an array of [field, value] pairs
     /// (HRANDFIELD WITHVALUES).
     Pairs,
+    /// A top-level array becomes a set (SMEMBERS, SINTER ...).
+    Set,
 }
 
 /// Rewrites complete RESP2 replies (as this crate encodes them) into RESP3; `shape` applies to
@@ -424,6 +426,9 @@ fn convert(b: &[u8], pos: usize, out: &mut Vec<u8>, shape: Resp3Shape) -> Option
             if shape == Resp3Shape::Map && n % 2 == 0 {
                 out.push(b'%');
                 out.extend_from_slice((n / 2).to_string().as_bytes());
+            } else if shape == Resp3Shape::Set {
+                out.push(b'~');
+                out.extend_from_slice(n.to_string().as_bytes());
             } else {
                 out.extend_from_slice(line);
             }

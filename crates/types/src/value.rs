@@ -328,6 +328,10 @@ pub fn coerce(ty: ColumnType, v: Value) -> TernResult<Value> {
             }
             Ok(if ty.is_unsigned() { Value::UInt(n as u64) } else { Value::Int(n as i64) })
         }
+        // A native client's infinite DOUBLE is kept (the Redis front end's scores are ±inf as
+        // often as not); SQL never produces one (its arithmetic refuses overflow) and text does
+        // not parse to one.
+        T::Double if matches!(v, Value::Double(f) if f.is_infinite()) => Ok(v),
         T::Float | T::Double => {
             let f = match v.as_f64() {
                 Some(f) if f.is_finite() => f,

@@ -128,7 +128,7 @@ impl Server {
     }
 
     /// Notes field changes of this transaction (only EXEC reads a hash after changing it).
-    fn note_fields<'a>(
+    pub(super) fn note_fields<'a>(
         &self,
         cx: &mut Cx,
         db: &Db,

@@ -9,11 +9,12 @@ use super::{
     CR, Cx, Fail, NO_SUCH_KEY, NOT_INT, Pace, R, SYNTAX, delete_key, err, fail, int_arg, is, meta_of, old_of, set_col,
     update,
 };
-use crate::db::{self, Db, KEY_MAX, Meta, TYPE_HASH, TYPE_STRING};
+use crate::db::{self, Db, KEY_MAX, Meta, TYPE_HASH, TYPE_LIST, TYPE_SET, TYPE_STRING, TYPE_ZSET};
 use crate::glob::Glob;
 use crate::resp;
 use crate::{Server, Session};
 use std::sync::Arc;
+use tern_client::TableHandle;
 use tern_client::{AbortOption, KeyOp, OpKind, OpResult, ScanSpec, Value};
 
 /// Rows of `string_keys` one SCAN call reads at most (COUNT is a hint, as in redis).
@@ -23,8 +24,14 @@ const CURSORS_MAX: usize = 64;
 /// Rows RANDOMKEY reads from the partition it picks.
 const RANDOM_SAMPLE: u64 = 64;
 
-fn type_name(kind: u8) -> &'static str {
-    if kind == TYPE_HASH { "hash" } else { "string" }
+pub(super) fn type_name(kind: u8) -> &'static str {
+    match kind {
+        TYPE_HASH => "hash",
+        TYPE_LIST => "list",
+        TYPE_SET => "set",
+        TYPE_ZSET => "zset",
+        _ => "string",
+    }
 }
 
 /// The expiry-family reply for a key row: -2 no key, -1 no expiry, else `f(expiry ms)`.
@@ -195,7 +202,7 @@ impl Server {
     }
 
     /// Locks the key rows of `keys` (database, key) in the front end's lock order; their rows.
-    async fn lock_keys(&self, cx: &mut Cx, keys: &[(&Db, &[u8])]) -> CR<Vec<Option<Meta>>> {
+    pub(super) async fn lock_keys(&self, cx: &mut Cx, keys: &[(&Db, &[u8])]) -> CR<Vec<Option<Meta>>> {
         let ops = keys.iter().map(|(d, k)| db::read_meta(d, k, OpKind::ReadExclusive)).collect::<Result<_, _>>()?;
         let rs = cx.write_ordered(ops, AbortOption::IgnoreError, false).await?;
         let mut metas = Vec::new();
@@ -299,6 +306,9 @@ impl Server {
                 cx.garbage(to, old);
             }
             return Ok(());
+        }
+        if m.kind != TYPE_HASH {
+            return self.copy_collection(cx, from, m, to, key).await;
         }
         let fields = self.hash_fields(cx, from, m.id, true).await?;
         let mut meta = Meta::hash(self.new_id(to).await?);
@@ -452,7 +462,14 @@ impl Server {
     pub(super) async fn flush(&self, index: u32) -> R {
         let db = self.db(index).await?;
         let mut pace = Pace::default();
-        for (t, key_cols) in [(&db.keys, vec![0u16]), (&db.values, vec![0, 1]), (&db.hashes, vec![0, 1])] {
+        for (t, key_cols) in [
+            (&db.keys, vec![0u16]),
+            (&db.values, vec![0, 1]),
+            (&db.hashes, vec![0, 1]),
+            (&db.lists, vec![0, 1]),
+            (&db.sets, vec![0, 1]),
+            (&db.zsets, vec![0, 1]),
+        ] {
             loop {
                 let mut spec = ScanSpec::table(t.id());
                 spec.projection = Some(key_cols.clone());
@@ -501,10 +518,118 @@ impl Server {
         let rest = if m.kind == TYPE_HASH {
             let fields = self.hash_fields(cx, db, m.id, true).await?;
             fields.iter().map(|(f, v)| ROW_OVERHEAD + 8 + f.len() as i64 + v.len() as i64).sum()
+        } else if m.kind != TYPE_STRING {
+            // Measured on up to `SAMPLE` members and scaled (as redis's SAMPLES).
+            const SAMPLE: i64 = 64;
+            let sample = self.collection_sample(cx, db, &m, SAMPLE).await?;
+            let per = if sample.is_empty() {
+                0
+            } else {
+                sample.iter().map(|(k, v)| k.len() as i64 + v.len() as i64).sum::<i64>() / sample.len() as i64
+            };
+            // Ordered-index entries of sets and sorted sets: their key bytes and node share.
+            let index = if m.kind == TYPE_LIST { 0 } else { 56 + 24 };
+            m.len as i64 * (ROW_OVERHEAD + 16 + index + per)
         } else {
             (m.len as i64 - m.start.len() as i64).max(0) + m.parts as i64 * (ROW_OVERHEAD + 12)
         };
         Ok(Some(base + rest))
+    }
+}
+
+impl Server {
+    /// The deletes of every child row under a replaced or deleted collection's `rondb_key` (a
+    /// pruned scan of its one partition).
+    pub(super) async fn child_deletes(&self, db: &Db, old: &Meta) -> R<Vec<KeyOp>> {
+        let (t, probe): (&TableHandle, Value) = match old.kind {
+            TYPE_HASH => (&db.hashes, Value::Bytes(Vec::new())),
+            TYPE_LIST => (&db.lists, Value::Int(0)),
+            TYPE_SET => (&db.sets, Value::Bytes(Vec::new())),
+            TYPE_ZSET => (&db.zsets, Value::Bytes(Vec::new())),
+            _ => return Ok(Vec::new()),
+        };
+        let mut spec = ScanSpec::table(t.id());
+        spec.partition = Some(t.partition_of(&[Value::UInt(old.id), probe])?);
+        spec.filter =
+            tern_types::filter::Filter::Cmp { col: 0, op: tern_types::filter::CmpOp::Eq, value: Value::UInt(old.id) };
+        spec.projection = Some(vec![0, 1]);
+        spec.batch_rows = 1024;
+        let rows = self.client.scan(spec).collect().await?;
+        let mut ops = Vec::with_capacity(rows.len());
+        for r in rows {
+            ops.push(t.delete(&t.decode_projection(&[0, 1], &r)?)?);
+        }
+        Ok(ops)
+    }
+
+    /// Up to `n` members of a collection (list elements with empty keys, set members with empty
+    /// values, sorted-set members with their scores as text).
+    async fn collection_sample(&self, cx: &mut Cx, db: &Db, m: &Meta, n: i64) -> CR<Vec<(Vec<u8>, Vec<u8>)>> {
+        let all = self.collection_contents(cx, db, m, Some(n)).await?;
+        Ok(all)
+    }
+
+    /// A list's, set's or sorted set's contents in order (at most `limit`): list elements as
+    /// (empty, element), set members as (member, empty), sorted-set entries as (member, score
+    /// as 8 little-endian bytes).
+    pub(super) async fn collection_contents(
+        &self,
+        cx: &mut Cx,
+        db: &Db,
+        m: &Meta,
+        limit: Option<i64>,
+    ) -> CR<Vec<(Vec<u8>, Vec<u8>)>> {
+        let cap = limit.unwrap_or(i64::MAX);
+        Ok(match m.kind {
+            TYPE_LIST => {
+                let e = (m.len as i64).min(cap) - 1;
+                self.list_elements(cx, db, m, 0, e).await?.into_iter().map(|v| (Vec::new(), v)).collect()
+            }
+            TYPE_SET => {
+                let mut v = self.set_members(cx, db, m.id).await?;
+                v.truncate(cap.max(0) as usize);
+                v.into_iter().map(|x| (x, Vec::new())).collect()
+            }
+            TYPE_ZSET => {
+                let mut v = self.zall(cx, db, m.id).await?;
+                v.truncate(cap.max(0) as usize);
+                v.into_iter().map(|(x, s)| (x, s.to_le_bytes().to_vec())).collect()
+            }
+            _ => Vec::new(),
+        })
+    }
+
+    /// COPY of a list, set or sorted set: its contents under a fresh `rondb_key` in `to`.
+    async fn copy_collection(&self, cx: &mut Cx, from: &Arc<Db>, m: &Meta, to: &Arc<Db>, key: &[u8]) -> CR {
+        let contents = self.collection_contents(cx, from, m, None).await?;
+        let mut meta = Meta::collection(m.kind, self.new_id(to).await?);
+        meta.expiry = m.expiry;
+        meta.len = contents.len() as u64;
+        meta.start = if m.kind == TYPE_LIST { b"0".to_vec() } else { m.start.clone() };
+        let mut ops: Vec<KeyOp> = Vec::with_capacity(contents.len());
+        for (i, (x, v)) in contents.iter().enumerate() {
+            ops.push(match m.kind {
+                TYPE_LIST => to.lists.write(&[Value::UInt(meta.id), Value::Int(i as i64), Value::Bytes(v.clone())])?,
+                TYPE_SET => to.sets.write(&[Value::UInt(meta.id), Value::Bytes(x.clone())])?,
+                _ => to.zsets.write(&[
+                    Value::UInt(meta.id),
+                    Value::Bytes(x.clone()),
+                    Value::Double(f64::from_le_bytes(v[..8].try_into().expect("8 bytes"))),
+                ])?,
+            });
+        }
+        for chunk in ops.chunks(1024) {
+            cx.write(chunk.to_vec(), false).await?;
+        }
+        if cx.multi && m.kind != TYPE_LIST {
+            let changes = cx.fields.entry((to.index, meta.id)).or_default();
+            contents.into_iter().for_each(|(x, v)| _ = changes.insert(x, Some(v)));
+        }
+        let rs = cx.write(vec![db::write_meta(to, key, &meta)?], false).await?;
+        if let Some(old) = old_of(to, rs.into_iter().next())? {
+            cx.garbage(to, old);
+        }
+        Ok(())
     }
 }
 

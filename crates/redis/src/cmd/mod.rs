@@ -9,11 +9,18 @@
 #[macro_use]
 mod transactions;
 mod acl_cmd;
+mod blocking;
 mod config;
 mod hashes;
 mod keys;
+mod lists;
 mod server;
+mod sets;
 mod strings;
+mod zsets;
+
+pub use blocking::Blockers;
+pub use zsets::{fmt_score, parse_score};
 
 pub(crate) use transactions::{CR, Cx, Fail, Retry};
 pub use transactions::{Multi, Watched, Watches, exec_batched, exec_ordered, exec_ordered_with, write_txn};
@@ -184,6 +191,83 @@ pub static COMMANDS: &[Spec] = &[
     c("hincrbyfloat", 4, 1, 1, 1, Write),
     c("hrandfield", -2, 1, 1, 1, Read),
     c("hscan", -3, 1, 1, 1, Read),
+    // lists
+    c("lpush", -3, 1, 1, 1, Write),
+    c("rpush", -3, 1, 1, 1, Write),
+    c("lpushx", -3, 1, 1, 1, Write),
+    c("rpushx", -3, 1, 1, 1, Write),
+    c("lpop", -2, 1, 1, 1, Write),
+    c("rpop", -2, 1, 1, 1, Write),
+    c("llen", 2, 1, 1, 1, Read),
+    c("lrange", 4, 1, 1, 1, Read),
+    c("lindex", 3, 1, 1, 1, Read),
+    c("lset", 4, 1, 1, 1, Write),
+    c("linsert", 5, 1, 1, 1, Write),
+    c("lrem", 4, 1, 1, 1, Write),
+    c("ltrim", 4, 1, 1, 1, Write),
+    c("lpos", -3, 1, 1, 1, Read),
+    c("lmove", 5, 1, 2, 1, Write),
+    c("rpoplpush", 3, 1, 2, 1, Write),
+    c("lmpop", -4, 0, 0, 0, Write),
+    c("blpop", -3, 1, -2, 1, Write),
+    c("brpop", -3, 1, -2, 1, Write),
+    c("blmove", 6, 1, 2, 1, Write),
+    c("brpoplpush", 4, 1, 2, 1, Write),
+    c("blmpop", -5, 0, 0, 0, Write),
+    // sets
+    c("sadd", -3, 1, 1, 1, Write),
+    c("srem", -3, 1, 1, 1, Write),
+    c("smembers", 2, 1, 1, 1, Read),
+    c("sismember", 3, 1, 1, 1, Read),
+    c("smismember", -3, 1, 1, 1, Read),
+    c("scard", 2, 1, 1, 1, Read),
+    c("spop", -2, 1, 1, 1, Write),
+    c("srandmember", -2, 1, 1, 1, Read),
+    c("smove", 4, 1, 2, 1, Write),
+    c("sinter", -2, 1, -1, 1, Read),
+    c("sunion", -2, 1, -1, 1, Read),
+    c("sdiff", -2, 1, -1, 1, Read),
+    c("sinterstore", -3, 1, -1, 1, Write),
+    c("sunionstore", -3, 1, -1, 1, Write),
+    c("sdiffstore", -3, 1, -1, 1, Write),
+    c("sintercard", -3, 0, 0, 0, Read),
+    c("sscan", -3, 1, 1, 1, Read),
+    // sorted sets
+    c("zadd", -4, 1, 1, 1, Write),
+    c("zrem", -3, 1, 1, 1, Write),
+    c("zscore", 3, 1, 1, 1, Read),
+    c("zmscore", -3, 1, 1, 1, Read),
+    c("zincrby", 4, 1, 1, 1, Write),
+    c("zcard", 2, 1, 1, 1, Read),
+    c("zcount", 4, 1, 1, 1, Read),
+    c("zlexcount", 4, 1, 1, 1, Read),
+    c("zrange", -4, 1, 1, 1, Read),
+    c("zrangestore", -5, 1, 2, 1, Write),
+    c("zrangebyscore", -4, 1, 1, 1, Read),
+    c("zrevrangebyscore", -4, 1, 1, 1, Read),
+    c("zrangebylex", -4, 1, 1, 1, Read),
+    c("zrevrangebylex", -4, 1, 1, 1, Read),
+    c("zrevrange", -4, 1, 1, 1, Read),
+    c("zrank", 3, 1, 1, 1, Read),
+    c("zrevrank", 3, 1, 1, 1, Read),
+    c("zremrangebyrank", 4, 1, 1, 1, Write),
+    c("zremrangebyscore", 4, 1, 1, 1, Write),
+    c("zremrangebylex", 4, 1, 1, 1, Write),
+    c("zpopmin", -2, 1, 1, 1, Write),
+    c("zpopmax", -2, 1, 1, 1, Write),
+    c("bzpopmin", -3, 1, -2, 1, Write),
+    c("bzpopmax", -3, 1, -2, 1, Write),
+    c("zmpop", -4, 0, 0, 0, Write),
+    c("bzmpop", -5, 0, 0, 0, Write),
+    c("zunion", -3, 0, 0, 0, Read),
+    c("zinter", -3, 0, 0, 0, Read),
+    c("zdiff", -3, 0, 0, 0, Read),
+    c("zunionstore", -4, 1, 1, 1, Write),
+    c("zinterstore", -4, 1, 1, 1, Write),
+    c("zdiffstore", -4, 1, 1, 1, Write),
+    c("zintercard", -3, 0, 0, 0, Read),
+    c("zrandmember", -2, 1, 1, 1, Read),
+    c("zscan", -3, 1, 1, 1, Read),
     // connection and server
     c("ping", -1, 0, 0, 0, Srv),
     c("echo", 2, 0, 0, 0, Srv),
@@ -314,8 +398,26 @@ pub fn lookup(args: &[Vec<u8>]) -> R<&'static Spec> {
     Ok(spec)
 }
 
+/// The keys of commands that count them (`numkeys`): where the count is, and whether a
+/// destination key comes before it.
+fn movable_keys<'a>(name: &str, args: &'a [Vec<u8>]) -> Option<Vec<&'a [u8]>> {
+    let (at, dst) = match name {
+        "lmpop" | "zmpop" | "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff" => (1, false),
+        "blmpop" | "bzmpop" => (2, false),
+        "zunionstore" | "zinterstore" | "zdiffstore" => (2, true),
+        _ => return None,
+    };
+    let n = args.get(at).and_then(|a| parse_int(a)).filter(|n| *n > 0).unwrap_or(0) as usize;
+    let mut keys: Vec<&[u8]> = if dst { vec![&args[1][..]] } else { Vec::new() };
+    keys.extend(args.iter().skip(at + 1).take(n).map(|a| &a[..]));
+    Some(keys)
+}
+
 /// The keys a command names, by its spec's positions.
 pub fn keys_of<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+    if let Some(k) = movable_keys(spec.name, args) {
+        return k;
+    }
     if spec.first <= 0 || args.len() <= spec.first as usize {
         return Vec::new();
     }
@@ -428,10 +530,8 @@ impl Server {
     /// Deletes the overflow or field rows a replaced or deleted key left behind (nothing can
     /// reach them any more because no key row names them).
     pub async fn cleanup_now(&self, db: &Db, old: &Meta) -> R {
-        let ops: Vec<KeyOp> = if old.kind == TYPE_HASH {
-            let mut cx = Cx::new(&self.client, false, false);
-            let fields = self.hash_fields(&mut cx, db, old.id, false).await.map_err(fail_text)?;
-            fields.into_iter().map(|(f, _)| db.hashes.delete(&db::field_key(&f, old.id))).collect::<Result<_, _>>()?
+        let ops: Vec<KeyOp> = if old.kind != TYPE_STRING {
+            self.child_deletes(db, old).await?
         } else {
             (0..old.parts).map(|i| db::part_delete(db, old.id, i)).collect::<Result<_, _>>()?
         };
@@ -573,6 +673,17 @@ impl Server {
     /// One command outside EXEC, its reply appended (in RESP3 when the session speaks it).
     async fn one(self: &Arc<Self>, sess: &mut Session, spec: &Spec, a: &[Vec<u8>], out: &mut Vec<u8>) {
         let start = out.len();
+        if blocking::blocking_keys(spec.name, a).is_some() {
+            self.blocking(sess, spec, a, out).await;
+        } else {
+            self.try_once(sess, spec, a, out).await;
+        }
+        self.resp3(sess, spec, a, out, start);
+    }
+
+    /// One command in its own transaction (or a server command), its RESP2 reply appended.
+    async fn try_once(self: &Arc<Self>, sess: &mut Session, spec: &Spec, a: &[Vec<u8>], out: &mut Vec<u8>) {
+        let start = out.len();
         let r = match spec.kind {
             Kind::Read | Kind::Write => match self.db(sess.db).await {
                 Ok(db) => standalone!(self, |cx| {
@@ -588,7 +699,6 @@ impl Server {
             out.truncate(start);
             resp::error(out, &e.0);
         }
-        self.resp3(sess, spec, a, out, start);
     }
 
     /// Rewrites the reply from `start` into RESP3 when the session speaks it.
@@ -599,6 +709,8 @@ impl Server {
         let shape = match spec.name {
             "hgetall" | "config" | "hello" => resp::Resp3Shape::Map,
             "hrandfield" if a.len() == 4 => resp::Resp3Shape::Pairs,
+            "smembers" | "sinter" | "sunion" | "sdiff" => resp::Resp3Shape::Set,
+            "spop" if a.len() == 3 => resp::Resp3Shape::Set,
             "command" if a.get(1).is_some_and(|x| is(x, "docs")) => resp::Resp3Shape::Map,
             "acl" if a.get(1).is_some_and(|x| is(x, "getuser")) => resp::Resp3Shape::Map,
             "info" => resp::Resp3Shape::Verbatim,
@@ -682,15 +794,16 @@ impl Server {
         if self.hash_command(cx, sess, db, name, a, out).await? {
             return Ok(());
         }
+        if self.list_command(cx, sess, db, name, a, out).await? {
+            return Ok(());
+        }
+        if self.set_command(cx, sess, db, name, a, out).await? {
+            return Ok(());
+        }
+        if self.zset_command(cx, sess, db, name, a, out).await? {
+            return Ok(());
+        }
         fail(format!("ERR unknown command '{name}'"))
-    }
-}
-
-/// A command failure as a plain error reply (outside a transaction).
-fn fail_text(f: Fail) -> RErr {
-    match f {
-        Fail::Reply(e) => e,
-        Fail::Txn(e) => e.into(),
     }
 }
 

@@ -136,6 +136,10 @@ pub enum Reply {
     Map(Vec<Reply>),
     /// RESP3 `=`: format and text.
     Verbatim(Vec<u8>),
+    /// RESP3 `,`: a double as text.
+    Double(String),
+    /// RESP3 `~`: a set.
+    Set(Vec<Reply>),
 }
 
 impl Reply {
@@ -214,6 +218,11 @@ impl Conn {
                 Reply::Array(Some((0..n).map(|_| self.read()).collect()))
             }
             "_" => Reply::Null,
+            "," => Reply::Double(rest.into()),
+            "~" => {
+                let n: usize = rest.parse().unwrap();
+                Reply::Set((0..n).map(|_| self.read()).collect())
+            }
             "%" => {
                 let n: usize = rest.parse().unwrap();
                 Reply::Map((0..2 * n).map(|_| self.read()).collect())

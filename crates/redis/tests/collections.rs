@@ -1,0 +1,533 @@
+//! Lists, sets and sorted sets against a real redis-server: the same command sequences, equal
+//! replies (sets' replies sorted, as redis leaves their order open), RESP2 and RESP3; blocking
+//! pops woken by another connection; the collections' rows through SQL's tables.
+
+mod common;
+
+use common::{Conn, Reply, start_node, start_peer, start_tern};
+use std::time::{Duration, Instant};
+use tern_redis::RedisOptions;
+
+fn sorted(r: Reply) -> Reply {
+    match r {
+        Reply::Array(Some(mut v)) => {
+            v.sort();
+            Reply::Array(Some(v))
+        }
+        Reply::Set(mut v) => {
+            v.sort();
+            Reply::Set(v)
+        }
+        r => r,
+    }
+}
+
+/// Replies whose order redis leaves open, put in order.
+fn canonical(cmd: &str, r: Reply) -> Reply {
+    let name = cmd.split(' ').next().unwrap_or("").to_lowercase();
+    match name.as_str() {
+        "smembers" | "sinter" | "sunion" | "sdiff" | "spop" | "srandmember" => sorted(r),
+        "sscan" => match r {
+            Reply::Array(Some(mut v)) if v.len() == 2 => {
+                let m = sorted(v.pop().unwrap());
+                Reply::Array(Some(vec![v.pop().unwrap(), m]))
+            }
+            r => r,
+        },
+        _ => r,
+    }
+}
+
+fn compare(peer: &mut Conn, tern: &mut Conn, script: &[&str]) {
+    for line in script {
+        let want = canonical(line, peer.q(line));
+        let got = canonical(line, tern.q(line));
+        assert_eq!(got, want, "command `{line}`: Tern {got:?}, redis-server {want:?}");
+    }
+}
+
+fn setup() -> (tempfile::TempDir, tern_runtime::DataNode, common::Peer, u16) {
+    let (dir, node, addr) = start_node(512 << 20);
+    let port = start_tern(&addr, RedisOptions::default());
+    (dir, node, start_peer(), port)
+}
+
+#[test]
+fn lists_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "RPUSH l a b c",
+            "LPUSH l x y",
+            "LRANGE l 0 -1",
+            "LLEN l",
+            "TYPE l",
+            "LINDEX l 0",
+            "LINDEX l -1",
+            "LINDEX l 99",
+            "LINDEX l x",
+            "LRANGE l -100 100",
+            "LRANGE l 2 1",
+            "LRANGE l -2 -1",
+            "LRANGE missing 0 -1",
+            "LSET l 1 Y",
+            "LSET l 10 z",
+            "LSET missing 0 z",
+            "LRANGE l 0 -1",
+            "LPOP l",
+            "RPOP l",
+            "LPOP l 2",
+            "LPOP l 0",
+            "LPOP l -1",
+            "LPOP missing",
+            "LPOP missing 2",
+            "RPUSH l a b a c a",
+            "LREM l 2 a",
+            "LRANGE l 0 -1",
+            "LREM l -1 a",
+            "LRANGE l 0 -1",
+            "LREM l 0 zz",
+            "RPUSH m 1 2 3 4 5 6 7 8",
+            "LINSERT m BEFORE 2 x",
+            "LINSERT m AFTER 7 y",
+            "LINSERT m AFTER nope y",
+            "LINSERT m MIDDLE 2 y",
+            "LINSERT missing BEFORE a b",
+            "LRANGE m 0 -1",
+            "LTRIM m 1 -2",
+            "LRANGE m 0 -1",
+            "LTRIM m 5 2",
+            "EXISTS m",
+            "RPUSH p a b c a b c a",
+            "LPOS p a",
+            "LPOS p a RANK 2",
+            "LPOS p a RANK -1",
+            "LPOS p a COUNT 0",
+            "LPOS p a COUNT 2 RANK -1",
+            "LPOS p a MAXLEN 3 COUNT 0",
+            "LPOS p zz",
+            "LPOS p zz COUNT 1",
+            "LPOS p a RANK 0",
+            "LPOS p a COUNT -1",
+            "LPOS p a MAXLEN -1",
+            "LPOS p a FOO 1",
+            "LPOS missing a COUNT 1",
+            "LMOVE p q LEFT RIGHT",
+            "LMOVE p q RIGHT LEFT",
+            "LRANGE q 0 -1",
+            "LMOVE p p LEFT RIGHT",
+            "LRANGE p 0 -1",
+            "LMOVE p q UP LEFT",
+            "RPOPLPUSH p q",
+            "RPOPLPUSH missing q",
+            "LMPOP 2 missing p LEFT",
+            "LMPOP 2 missing p RIGHT COUNT 10",
+            "LMPOP 1 missing LEFT",
+            "LMPOP 0 p LEFT",
+            "LMPOP 1 p MIDDLE",
+            "LMPOP 1 p LEFT COUNT 0",
+            "LMPOP 5 p LEFT",
+            "LPUSHX nolist a",
+            "RPUSHX q z",
+            "LRANGE q 0 -1",
+            "SET s v",
+            "LPUSH s a",
+            "LRANGE s 0 -1",
+            "LMOVE q s LEFT LEFT",
+            "BLPOP q 0",
+            "BRPOP q x",
+            "BRPOP q -1",
+            "BLPOP missing 0.01",
+            "BLMOVE missing q LEFT LEFT 0.01",
+            "BLMPOP 0.01 1 missing LEFT",
+            "DEL q",
+            "EXISTS q",
+        ],
+    );
+}
+
+#[test]
+fn sets_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "SADD s a b c",
+            "SADD s a d d",
+            "SCARD s",
+            "TYPE s",
+            "SMEMBERS s",
+            "SISMEMBER s a",
+            "SISMEMBER s z",
+            "SMISMEMBER s a z b",
+            "SREM s a z",
+            "SREM missing a",
+            "SMEMBERS s",
+            "SADD t c d e",
+            "SINTER s t",
+            "SUNION s t missing",
+            "SDIFF s t",
+            "SINTER s missing",
+            "SINTERSTORE dst s t",
+            "SMEMBERS dst",
+            "SUNIONSTORE dst s t",
+            "SCARD dst",
+            "SDIFFSTORE dst s t",
+            "SMEMBERS dst",
+            "SINTERSTORE dst s missing",
+            "EXISTS dst",
+            "SINTERCARD 2 s t",
+            "SINTERCARD 2 s t LIMIT 1",
+            "SINTERCARD 0 s",
+            "SINTERCARD 3 s t",
+            "SINTERCARD 1 s LIMIT -1",
+            "SMOVE s t b",
+            "SMOVE s t nope",
+            "SMOVE missing t a",
+            "SMEMBERS s",
+            "SMEMBERS t",
+            "SPOP missing",
+            "SPOP missing 3",
+            "SPOP s -1",
+            "SRANDMEMBER missing",
+            "SRANDMEMBER missing 3",
+            "SADD one x",
+            "SRANDMEMBER one",
+            "SRANDMEMBER one 3",
+            "SRANDMEMBER one -3",
+            "SPOP one",
+            "EXISTS one",
+            "SET str v",
+            "SADD str a",
+            "SINTER s str",
+            "SSCAN t 0",
+            "SSCAN t 0 MATCH c*",
+        ],
+    );
+    // Random picks: members of the set, distinct for a positive count.
+    for c in [&mut p, &mut t] {
+        c.q("DEL r");
+        for i in 0..50 {
+            c.q(&format!("SADD r m{i}"));
+        }
+    }
+    for c in [&mut p, &mut t] {
+        let Reply::Array(Some(v)) = c.q("SRANDMEMBER r 10") else { panic!() };
+        let mut d = v.clone();
+        d.sort();
+        d.dedup();
+        assert_eq!(d.len(), 10);
+        let Reply::Array(Some(v)) = c.q("SPOP r 45") else { panic!() };
+        assert_eq!(v.len(), 45);
+        assert_eq!(c.q("SCARD r"), Reply::Int(5));
+        let Reply::Array(Some(v)) = c.q("SRANDMEMBER r -20") else { panic!() };
+        assert_eq!(v.len(), 20);
+    }
+}
+
+#[test]
+fn sorted_sets_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "ZADD z 1.1 a 2 b 1e20 c 3.0e-5 d inf e -inf f",
+            "ZRANGE z 0 -1 WITHSCORES",
+            "ZCARD z",
+            "TYPE z",
+            "ZSCORE z a",
+            "ZSCORE z nope",
+            "ZMSCORE z a nope e",
+            "ZINCRBY z 0.1 b",
+            "ZINCRBY z 1 new",
+            "ZADD z nan x",
+            "ZADD z abc x",
+            "ZADD z XX NX 1 a",
+            "ZADD z GT LT 1 a",
+            "ZADD z INCR 1 a 2 b",
+            "ZADD z 1 a 2",
+            "ZADD z NX 5 a 6 g",
+            "ZADD z XX CH 5 a 7 h",
+            "ZADD z GT CH 0 a 10 b",
+            "ZADD z LT 0 a",
+            "ZADD z INCR NX 1 a",
+            "ZADD z INCR XX 1 a",
+            "ZADD z INCR 1 nope2",
+            "ZADD z INCR +inf e",
+            "ZADD z INCR -inf e",
+            "ZRANGE z 0 -1 WITHSCORES",
+            "ZRANGE z 2 4",
+            "ZRANGE z -2 -1 WITHSCORES",
+            "ZRANGE z 0 1 REV",
+            "ZREVRANGE z 0 2 WITHSCORES",
+            "ZRANGE z (1 10 BYSCORE WITHSCORES",
+            "ZRANGE z 10 (1 BYSCORE REV",
+            "ZRANGE z -inf +inf BYSCORE LIMIT 1 2",
+            "ZRANGE z 0 -1 LIMIT 1 2",
+            "ZRANGE z a b BYLEX",
+            "ZRANGEBYSCORE z -inf 2 WITHSCORES",
+            "ZRANGEBYSCORE z (2 +inf LIMIT 0 1",
+            "ZRANGEBYSCORE z x 1",
+            "ZREVRANGEBYSCORE z +inf -inf LIMIT 2 3 WITHSCORES",
+            "ZCOUNT z -inf +inf",
+            "ZCOUNT z (1 2",
+            "ZRANK z b",
+            "ZREVRANK z b",
+            "ZRANK z nope",
+            "ZREM z a nope",
+            "ZREM missing a",
+            "ZPOPMIN z",
+            "ZPOPMAX z 2",
+            "ZPOPMIN z -1",
+            "ZPOPMIN missing",
+            "ZRANGE z 0 -1 WITHSCORES",
+            "ZREMRANGEBYRANK z 0 0",
+            "ZREMRANGEBYSCORE z -inf 2",
+            "ZRANGE z 0 -1 WITHSCORES",
+            "ZADD lex 0 a 0 b 0 c 0 d 0 e 0 f 0 ab",
+            "ZRANGEBYLEX lex - +",
+            "ZRANGEBYLEX lex [b (e",
+            "ZRANGEBYLEX lex (a [c",
+            "ZRANGEBYLEX lex - [b LIMIT 1 2",
+            "ZREVRANGEBYLEX lex + -",
+            "ZREVRANGEBYLEX lex [e (b",
+            "ZRANGE lex [f - BYLEX REV",
+            "ZLEXCOUNT lex [b +",
+            "ZRANGEBYLEX lex a b",
+            "ZRANGE lex - + BYLEX WITHSCORES",
+            "ZREMRANGEBYLEX lex [a [b",
+            "ZRANGE lex 0 -1",
+            "ZADD u1 1 a 2 b 3 c",
+            "ZADD u2 10 b 20 c 30 d",
+            "SADD plain c d e",
+            "ZUNION 2 u1 u2 WITHSCORES",
+            "ZUNION 2 u1 u2 WEIGHTS 2 1 AGGREGATE MAX WITHSCORES",
+            "ZINTER 2 u1 u2 WITHSCORES",
+            "ZINTER 2 u1 u2 AGGREGATE MIN WITHSCORES",
+            "ZINTER 3 u1 u2 plain WITHSCORES",
+            "ZDIFF 2 u1 u2 WITHSCORES",
+            "ZDIFF 2 u1 u2 WEIGHTS 1 1",
+            "ZUNION 2 u1",
+            "ZUNION 0 u1",
+            "ZUNION 2 u1 u2 WEIGHTS 1 x",
+            "ZUNIONSTORE out 2 u1 u2",
+            "ZRANGE out 0 -1 WITHSCORES",
+            "ZINTERSTORE out 2 u1 u2 WEIGHTS 1 0",
+            "ZRANGE out 0 -1 WITHSCORES",
+            "ZDIFFSTORE out 2 u1 u2",
+            "ZRANGE out 0 -1 WITHSCORES",
+            "ZINTERSTORE out 2 u1 missing",
+            "EXISTS out",
+            "ZINTERSTORE out 0 u1",
+            "ZINTERCARD 2 u1 u2",
+            "ZINTERCARD 2 u1 u2 LIMIT 1",
+            "ZRANGESTORE out u2 0 1",
+            "ZRANGE out 0 -1 WITHSCORES",
+            "ZRANGESTORE out u2 (10 +inf BYSCORE",
+            "ZRANGESTORE out u2 0 -1 WITHSCORES",
+            "ZMPOP 2 missing u1 MIN",
+            "ZMPOP 2 missing u2 MAX COUNT 5",
+            "ZMPOP 1 u1 LEFT",
+            "ZMPOP 1 u1 MIN COUNT 0",
+            "BZPOPMIN u1 0",
+            "BZPOPMAX missing 0.01",
+            "BZMPOP 0.01 1 missing MIN",
+            "BZPOPMIN u1 -1",
+            "ZRANDMEMBER missing",
+            "ZRANDMEMBER missing 2",
+            "ZADD single 5 only",
+            "ZRANDMEMBER single",
+            "ZRANDMEMBER single 2 WITHSCORES",
+            "ZRANDMEMBER single -2 WITHSCORES",
+            "ZSCAN single 0",
+            "SET str v",
+            "ZADD str 1 a",
+            "ZRANGE str 0 -1",
+            "ZUNION 2 u1 str",
+        ],
+    );
+}
+
+#[test]
+fn resp3_collection_replies_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    p.q("HELLO 3");
+    t.q("HELLO 3");
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "ZADD z 1.5 a 2 b inf c",
+            "ZSCORE z a",
+            "ZSCORE z nope",
+            "ZMSCORE z a nope",
+            "ZINCRBY z 1 a",
+            "ZRANGE z 0 -1 WITHSCORES",
+            "ZRANGE z 0 -1",
+            "ZPOPMIN z",
+            "ZPOPMAX z 1",
+            "ZADD z 1 x",
+            "BZPOPMIN z 0",
+            "ZADD z 1 y 2 w",
+            "ZMPOP 1 z MIN COUNT 2",
+            "ZRANDMEMBER z 1 WITHSCORES",
+            "LPOP missing",
+            "LPOP missing 2",
+            "BLPOP missing 0.01",
+            "RPUSH l a b",
+            "LRANGE l 0 -1",
+            "SADD s a b",
+            "SMEMBERS s",
+            "SINTER s s",
+            "SUNION s missing",
+            "SDIFF s missing",
+            "SRANDMEMBER s 5",
+            "SRANDMEMBER s 0",
+            "SPOP missing",
+            "SPOP missing 2",
+            "SPOP s 5",
+        ],
+    );
+}
+
+#[test]
+fn collections_in_multi_and_key_commands_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    compare(
+        &mut p,
+        &mut t,
+        &[
+            "MULTI",
+            "RPUSH l a b c",
+            "LPOP l",
+            "LRANGE l 0 -1",
+            "SADD s a b",
+            "SREM s a",
+            "SMEMBERS s",
+            "SCARD s",
+            "ZADD z 1 a 2 b 3 c",
+            "ZREM z b",
+            "ZRANGE z 0 -1 WITHSCORES",
+            "ZPOPMIN z",
+            "ZRANK z c",
+            "BLPOP nothing 0",
+            "EXEC",
+            "RENAME l l2",
+            "LRANGE l2 0 -1",
+            "COPY s s2",
+            "SMEMBERS s2",
+            "COPY z z2",
+            "ZRANGE z2 0 -1 WITHSCORES",
+            "COPY l2 l3",
+            "LRANGE l3 0 -1",
+            "MOVE z2 1",
+            "SELECT 1",
+            "ZRANGE z2 0 -1 WITHSCORES",
+            "SELECT 0",
+            "EXPIRE l2 100",
+            "TTL l2",
+            "DEL l2 s z",
+            "EXISTS l2 s z",
+            "SCAN 0 TYPE zset",
+            "SCAN 0 TYPE list",
+        ],
+    );
+    // An expired list is gone for every command, and a new one under its name starts empty.
+    for c in [&mut p, &mut t] {
+        c.q("RPUSH e a b c");
+        c.q("PEXPIRE e 50");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    compare(&mut p, &mut t, &["LLEN e", "LRANGE e 0 -1", "RPUSH e z", "LRANGE e 0 -1"]);
+}
+
+#[test]
+fn blocking_pops_wake_in_arrival_order() {
+    let (_d, _n, peer, port) = setup();
+    drop(peer);
+    // Three clients block on one key; pushes serve them in the order they blocked.
+    let mut waiters = Vec::new();
+    for i in 0..3 {
+        let mut c = Conn::open(port);
+        c.send(&[b"BLPOP", b"q", b"5"]);
+        waiters.push(c);
+        // Let each block before the next (arrival order).
+        std::thread::sleep(Duration::from_millis(100 + i * 10));
+    }
+    let mut w = Conn::open(port);
+    assert_eq!(w.q("RPUSH q one two three"), Reply::Int(3));
+    let got: Vec<Reply> = waiters.iter_mut().map(|c| c.read()).collect();
+    let want = |v: &str| Reply::Array(Some(vec![Reply::bulk("q"), Reply::bulk(v)]));
+    assert_eq!(got, vec![want("one"), want("two"), want("three")]);
+    // A timeout answers nil after about its time.
+    let t0 = Instant::now();
+    assert_eq!(w.q("BRPOP q 0.2"), Reply::Array(None));
+    assert!(t0.elapsed() >= Duration::from_millis(190));
+    // BLMOVE woken by a push; the element lands in the destination.
+    let mut b = Conn::open(port);
+    b.send(&[b"BLMOVE", b"src", b"dst", b"LEFT", b"RIGHT", b"5"]);
+    std::thread::sleep(Duration::from_millis(100));
+    w.q("LPUSH src x");
+    assert_eq!(b.read(), Reply::bulk("x"));
+    assert_eq!(w.q("LRANGE dst 0 -1"), Reply::Array(Some(vec![Reply::bulk("x")])));
+    // BZPOPMIN woken by ZADD.
+    b.send(&[b"BZPOPMIN", b"zq", b"5"]);
+    std::thread::sleep(Duration::from_millis(100));
+    w.q("ZADD zq 3 m");
+    assert_eq!(b.read(), Reply::Array(Some(vec![Reply::bulk("zq"), Reply::bulk("m"), Reply::bulk("3")])));
+    // CLIENT KILL ends a blocked connection.
+    b.send(&[b"BLPOP", b"never", b"0"]);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(matches!(w.q("CLIENT KILL TYPE normal SKIPME yes"), Reply::Int(_)));
+    assert!(b.read_or_closed().is_none());
+}
+
+#[test]
+fn a_big_list_reaches_any_index_by_key() {
+    let (_d, _n, peer, port) = setup();
+    drop(peer);
+    let mut c = Conn::open(port);
+    // 20,000 elements pushed in batches of 1,000.
+    for b in 0..20 {
+        let mut args: Vec<Vec<u8>> = vec![b"RPUSH".to_vec(), b"big".to_vec()];
+        args.extend((0..1000).map(|i| format!("e{}", b * 1000 + i).into_bytes()));
+        let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+        assert_eq!(c.cmd(&refs), Reply::Int((b + 1) * 1000));
+    }
+    assert_eq!(c.q("LINDEX big 12345"), Reply::bulk("e12345"));
+    assert_eq!(c.q("LINDEX big -1"), Reply::bulk("e19999"));
+    let Reply::Array(Some(v)) = c.q("LRANGE big 0 -1") else { panic!() };
+    assert_eq!(v.len(), 20_000);
+    assert_eq!(v[19_999], Reply::bulk("e19999"));
+    assert_eq!(c.q("LINSERT big BEFORE e3 ins"), Reply::Int(20_001));
+    assert_eq!(c.q("LINDEX big 3"), Reply::bulk("ins"));
+    assert_eq!(c.q("LINDEX big 4"), Reply::bulk("e3"));
+    assert_eq!(c.q("LREM big 0 ins"), Reply::Int(1));
+    assert_eq!(c.q("LINDEX big 3"), Reply::bulk("e3"));
+    assert_eq!(c.q("LLEN big"), Reply::Int(20_000));
+    // A sorted set of 5,000 members: ranges by rank and score from either end.
+    for b in 0..5 {
+        let mut args: Vec<Vec<u8>> = vec![b"ZADD".to_vec(), b"bz".to_vec()];
+        for i in 0..1000 {
+            let n = b * 1000 + i;
+            args.push(n.to_string().into_bytes());
+            args.push(format!("m{n}").into_bytes());
+        }
+        let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+        c.cmd(&refs);
+    }
+    assert_eq!(c.q("ZRANK bz m4321"), Reply::Int(4321));
+    assert_eq!(c.q("ZREVRANK bz m4321"), Reply::Int(678));
+    assert_eq!(c.q("ZRANGE bz -1 -1"), Reply::Array(Some(vec![Reply::bulk("m4999")])));
+    assert_eq!(c.q("ZRANGEBYSCORE bz (2500 2501"), Reply::Array(Some(vec![Reply::bulk("m2501")])));
+    assert_eq!(c.q("ZCOUNT bz 100 199"), Reply::Int(100));
+}
