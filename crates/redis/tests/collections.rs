@@ -531,3 +531,78 @@ fn a_big_list_reaches_any_index_by_key() {
     assert_eq!(c.q("ZRANGEBYSCORE bz (2500 2501"), Reply::Array(Some(vec![Reply::bulk("m2501")])));
     assert_eq!(c.q("ZCOUNT bz 100 199"), Reply::Int(100));
 }
+
+#[test]
+fn a_push_through_another_api_server_wakes_a_blocked_pop() {
+    let (_d, _n, addr) = start_node(256 << 20);
+    let (a, b) = (start_tern(&addr, RedisOptions::default()), start_tern(&addr, RedisOptions::default()));
+    let mut blocked = Conn::open(a);
+    blocked.send(&[b"BRPOP", b"jobs", b"10"]);
+    std::thread::sleep(Duration::from_millis(150));
+    let mut other = Conn::open(b);
+    let t0 = Instant::now();
+    assert_eq!(other.q("LPUSH jobs j1"), Reply::Int(1));
+    assert_eq!(blocked.read(), Reply::Array(Some(vec![Reply::bulk("jobs"), Reply::bulk("j1")])));
+    // Woken within a few polls, not at the timeout.
+    assert!(t0.elapsed() < Duration::from_secs(5), "took {:?}", t0.elapsed());
+    assert_eq!(other.q("LLEN jobs"), Reply::Int(0));
+    // The same for a sorted set.
+    blocked.send(&[b"BZPOPMAX", b"zjobs", b"10"]);
+    std::thread::sleep(Duration::from_millis(150));
+    other.q("ZADD zjobs 1 low 9 high");
+    assert_eq!(blocked.read(), Reply::Array(Some(vec![Reply::bulk("zjobs"), Reply::bulk("high"), Reply::bulk("9")])));
+}
+
+#[test]
+fn collections_are_rows_that_sql_reads() {
+    let (_d, _n, addr) = start_node(256 << 20);
+    let port = start_tern(&addr, RedisOptions::default());
+    let mut c = Conn::open(port);
+    c.q("RPUSH l a b");
+    c.q("LPUSH l z");
+    c.q("SADD s m1 m2");
+    c.q("ZADD z 1.5 x -inf y");
+    let client = tern_client::Client::connect(&addr).unwrap();
+    let rows = |table: &str| {
+        let t = client.table("redis_0", table).unwrap();
+        let mut v: Vec<Vec<tern_client::Value>> = client
+            .blocking()
+            .scan_all(tern_client::ScanSpec::table(t.id()))
+            .unwrap()
+            .iter()
+            .map(|r| t.decode_row(r).unwrap())
+            .collect();
+        v.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+        v
+    };
+    use tern_client::Value as V;
+    let l = rows("list_values");
+    // Positions run from the first (LPUSH went below 0) in order.
+    let mut by_pos: Vec<(i64, Vec<u8>)> = l
+        .iter()
+        .map(|r| match (&r[1], &r[2]) {
+            (V::Int(p), V::Bytes(b)) => (*p, b.clone()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    by_pos.sort();
+    assert_eq!(
+        by_pos.iter().map(|p| p.1.clone()).collect::<Vec<_>>(),
+        vec![b"z".to_vec(), b"a".to_vec(), b"b".to_vec()]
+    );
+    let s = rows("set_members");
+    assert_eq!(
+        s.iter().map(|r| r[1].clone()).collect::<Vec<_>>(),
+        vec![V::Bytes(b"m1".to_vec()), V::Bytes(b"m2".to_vec())]
+    );
+    let z = rows("zset_members");
+    let mut scores: Vec<f64> = z.iter().map(|r| if let V::Double(d) = r[2] { d } else { panic!() }).collect();
+    scores.sort_by(f64::total_cmp);
+    assert_eq!(scores, vec![f64::NEG_INFINITY, 1.5]);
+    // The key rows name the types.
+    let keys = rows("string_keys");
+    let types: Vec<(V, V)> = keys.iter().map(|r| (r[0].clone(), r[2].clone())).collect();
+    assert!(types.contains(&(V::Bytes(b"l".to_vec()), V::UInt(2))));
+    assert!(types.contains(&(V::Bytes(b"s".to_vec()), V::UInt(3))));
+    assert!(types.contains(&(V::Bytes(b"z".to_vec()), V::UInt(4))));
+}

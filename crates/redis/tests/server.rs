@@ -121,6 +121,10 @@ fn expired_keys_are_purged_with_their_rows() {
     assert_eq!(c.cmd(&[b"SET", b"big", &big, b"PX", b"1500"]), Reply::Simple("OK".into()));
     assert_eq!(c.q("HSET h a 1 b 2"), Reply::Int(2));
     assert_eq!(c.q("PEXPIRE h 1500"), Reply::Int(1));
+    for (add, key) in [("RPUSH l a b c", "l"), ("SADD s a b c", "s"), ("ZADD z 1 a 2 b 3 c", "z")] {
+        assert_eq!(c.q(add), Reply::Int(3));
+        assert_eq!(c.q(&format!("PEXPIRE {key} 1500")), Reply::Int(1));
+    }
     assert_eq!(c.q("SET keep v"), Reply::Simple("OK".into()));
     let client = Client::connect(&addr).unwrap();
     let rows = |table: &str, expired: bool| {
@@ -131,9 +135,16 @@ fn expired_keys_are_purged_with_their_rows() {
     };
     assert!(rows("string_values", false) >= 4, "the big value has overflow rows");
     assert_eq!(rows("hset_keys", false), 2);
+    for t in ["list_values", "set_members", "zset_members"] {
+        assert_eq!(rows(t, false), 3, "{t}");
+    }
     let until = Instant::now() + Duration::from_secs(20);
     loop {
-        let left = rows("string_keys", true) + rows("string_values", false) + rows("hset_keys", false);
+        let left: usize = ["string_values", "hset_keys", "list_values", "set_members", "zset_members"]
+            .iter()
+            .map(|t| rows(t, false))
+            .sum::<usize>()
+            + rows("string_keys", true);
         if left == 0 {
             break;
         }
@@ -144,7 +155,7 @@ fn expired_keys_are_purged_with_their_rows() {
     assert_eq!(c.q("DBSIZE"), Reply::Int(1));
     // The data node's purge counted the two keys.
     let Reply::Bulk(Some(info)) = c.q("INFO stats") else { panic!("INFO") };
-    assert!(String::from_utf8(info).unwrap().contains("expired_keys:2\r\n"));
+    assert!(String::from_utf8(info).unwrap().contains("expired_keys:5\r\n"));
     // CONFIG RESETSTAT starts the count again, as redis-server's does.
     assert_eq!(c.q("CONFIG RESETSTAT"), Reply::Simple("OK".into()));
     let Reply::Bulk(Some(info)) = c.q("INFO stats") else { panic!("INFO") };
