@@ -282,6 +282,8 @@ pub struct Session {
     /// Signed in: AUTH or HELLO AUTH succeeded, or the default user needs no password.
     pub authed: bool,
     pub acl_generation: u64,
+    /// The connection's socket (-1: none), for a blocked command to notice the client left.
+    pub fd: i32,
 }
 
 /// A command the pipeline path merges into one transaction.
@@ -462,6 +464,7 @@ impl Server {
             resp3: false,
             multi: None,
             watch: None,
+            fd: stream.raw_fd(),
         };
         let mut parser = resp::Parser::default();
         let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
@@ -767,6 +770,15 @@ impl Sock {
 
     fn tls(s: tern_client::tls::tokio_rustls::server::TlsStream<tokio::net::TcpStream>) -> Sock {
         Sock::Tls(Box::new(tokio::sync::Mutex::new(s)))
+    }
+
+    /// The TCP socket's descriptor.
+    fn raw_fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        match self {
+            Sock::Plain(p) => p.fd.get_ref().as_raw_fd(),
+            Sock::Tls(t) => t.try_lock().map_or(-1, |g| g.get_ref().0.as_raw_fd()),
+        }
     }
 
     async fn read_into(&self, buf: &mut Vec<u8>) -> std::io::Result<usize> {

@@ -484,6 +484,15 @@ fn blocking_pops_wake_in_arrival_order() {
     std::thread::sleep(Duration::from_millis(100));
     w.q("ZADD zq 3 m");
     assert_eq!(b.read(), Reply::Array(Some(vec![Reply::bulk("zq"), Reply::bulk("m"), Reply::bulk("3")])));
+    // A client that leaves while blocked is not served: the element stays for the others.
+    let mut gone = Conn::open(port);
+    gone.send(&[b"BLPOP", b"left", b"0"]);
+    std::thread::sleep(Duration::from_millis(100));
+    drop(gone);
+    std::thread::sleep(Duration::from_millis(600));
+    w.q("RPUSH left kept");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(w.q("LRANGE left 0 -1"), Reply::Array(Some(vec![Reply::bulk("kept")])));
     // CLIENT KILL ends a blocked connection.
     b.send(&[b"BLPOP", b"never", b"0"]);
     std::thread::sleep(Duration::from_millis(100));

@@ -18,6 +18,30 @@ use tokio::sync::Notify;
 
 /// How often the first waiter of a key tries again without a local wake-up.
 const POLL: Duration = Duration::from_millis(50);
+/// How often any waiter checks that its client is still connected.
+const PEER_CHECK: Duration = Duration::from_millis(200);
+
+/// Whether the client closed its side of the socket `fd` (a waiter that would pop for a gone
+/// client would lose the element). Bytes it sent meanwhile (pipelined commands) are left for
+/// the connection to read.
+fn peer_gone(fd: i32) -> bool {
+    if fd < 0 {
+        return false;
+    }
+    let mut p = libc::pollfd { fd, events: libc::POLLIN | libc::POLLRDHUP, revents: 0 };
+    // SAFETY: one pollfd on the stack, no wait.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    if n <= 0 {
+        return false;
+    }
+    if p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+        return true;
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: peeks one byte into a stack buffer without blocking.
+    let r = unsafe { libc::recv(fd, b.as_mut_ptr() as *mut libc::c_void, 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    r == 0
+}
 
 /// A blocking command's timeout: None blocks for ever (0).
 pub(crate) fn timeout_arg(a: &[u8]) -> CR<Option<Duration>> {
@@ -123,12 +147,21 @@ impl Server {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut waiting: Option<(u64, Arc<Notify>)> = None;
         let db = sess.db;
+        let mut try_now = true;
         loop {
-            out.truncate(start);
-            self.try_once(sess, spec, a, out).await;
-            let got_nothing = &out[start..] == null;
-            let Some((keys, _)) = keys.as_ref().filter(|_| got_nothing) else { break };
+            if try_now {
+                out.truncate(start);
+                self.try_once(sess, spec, a, out).await;
+                if &out[start..] != null {
+                    break;
+                }
+            }
+            let Some((keys, _)) = keys.as_ref() else { break };
             if sess.info.is_killed() || deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            if peer_gone(sess.fd) {
+                sess.info.kill();
                 break;
             }
             let (id, wake) = match &waiting {
@@ -141,9 +174,19 @@ impl Server {
                 }
             };
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let poll = if self.blockers.first_anywhere(db, keys, id) { POLL } else { Duration::from_secs(3600) };
-            let nap = left.map_or(poll, |l| l.min(poll));
-            let _ = crate::first_of(wake.notified(), tokio::time::sleep(nap), sess.info.killed()).await;
+            let first = self.blockers.first_anywhere(db, keys, id);
+            let nap =
+                left.map_or(if first { POLL } else { PEER_CHECK }, |l| l.min(if first { POLL } else { PEER_CHECK }));
+            // Woken: try. A poll's tick: only the first waiter of a key tries (so the order
+            // holds); the others only check their client. The deadline: one last try.
+            try_now = match crate::first_of(wake.notified(), tokio::time::sleep(nap), sess.info.killed()).await {
+                crate::First::A(()) => true,
+                crate::First::B(()) => first || deadline.is_some_and(|d| Instant::now() >= d),
+                crate::First::C(()) => false,
+            };
+            if !try_now && deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
         }
         if let (Some((id, _)), Some((keys, _))) = (waiting, keys.as_ref()) {
             self.blockers.leave(db, keys, id);
