@@ -728,9 +728,25 @@ impl Client {
     }
 
     /// A change-log request (backups; see `LogOp`): what each ldm of the cluster returned. The
-    /// log lives on this client's main connection at the data node it is connected to.
+    /// log lives on this client's main connection at the data node it is connected to. It
+    /// carries every table's changes.
     pub fn change_log(&self, sub: u64, op: LogOp, max_bytes: u32) -> Result<Vec<LogPart>> {
-        match self.call(Request::Log { sub, op, max_bytes })? {
+        match self.call(Request::Log { sub, op, max_bytes, tables: Vec::new() })? {
+            Reply::Log { parts } => Ok(parts),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// `change_log` without blocking the calling thread; a log started with `tables` carries
+    /// only those tables' changes (and every epoch mark).
+    pub async fn change_log_async(
+        &self,
+        sub: u64,
+        op: LogOp,
+        max_bytes: u32,
+        tables: Vec<tern_types::schema::TableId>,
+    ) -> Result<Vec<LogPart>> {
+        match self.call_async(&Request::Log { sub, op, max_bytes, tables }).await? {
             Reply::Log { parts } => Ok(parts),
             r => Err(unexpected(r)),
         }

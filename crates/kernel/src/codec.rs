@@ -376,13 +376,14 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             e.u64(*until_ms);
         }
         Signal::StopServing => e.u8(tag::STOP_SERVING),
-        Signal::LogReq { from, sub, call, op, max_bytes } => {
+        Signal::LogReq { from, sub, call, op, max_bytes, tables } => {
             e.u8(tag::LOG_REQ);
             enc_addr(e, *from);
             e.u64(*sub);
             e.u64(*call);
             e.u8(op.to_u8());
             e.u32(*max_bytes);
+            tern_wire::enc_tables(e, tables);
         }
         Signal::LogChunk { from, call, entries, error } => {
             e.u8(tag::LOG_CHUNK);
@@ -603,6 +604,7 @@ fn dec_signal(d: &mut Dec) -> DecodeResult<Signal> {
             call: d.u64()?,
             op: LogOp::from_u8(d.u8()?)?,
             max_bytes: d.u32()?,
+            tables: tern_wire::dec_tables(d)?,
         },
         tag::LOG_CHUNK => Signal::LogChunk {
             from: dec_addr(d)?,
@@ -1400,8 +1402,14 @@ mod tests {
             (tc(2, 1), Signal::Lease { until_ms: 123_456 }),
             (tc(2, 1), Signal::StopServing),
             (ldm(2, 0), Signal::CheckpointStep),
-            (ldm(2, 1), Signal::LogReq { from: tc(1, 0), sub: 3, call: 9, op: LogOp::Poll, max_bytes: 1 << 20 }),
-            (ldm(2, 1), Signal::LogReq { from: tc(1, 0), sub: 3, call: 10, op: LogOp::Start, max_bytes: 0 }),
+            (
+                ldm(2, 1),
+                Signal::LogReq { from: tc(1, 0), sub: 3, call: 9, op: LogOp::Poll, max_bytes: 1 << 20, tables: vec![] },
+            ),
+            (
+                ldm(2, 1),
+                Signal::LogReq { from: tc(1, 0), sub: 3, call: 10, op: LogOp::Start, max_bytes: 0, tables: vec![4, 8] },
+            ),
             (
                 tc(1, 0),
                 Signal::LogChunk {

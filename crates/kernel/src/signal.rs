@@ -493,6 +493,8 @@ pub enum Signal {
         call: u64,
         op: LogOp,
         max_bytes: u32,
+        /// At `Start`: the tables it logs (empty: all).
+        tables: Vec<TableId>,
     },
     /// ldm -> tc: the entries it buffered (Poll), or why the log failed there.
     LogChunk {

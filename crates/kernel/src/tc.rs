@@ -670,7 +670,9 @@ impl Tc {
             Request::AutoInc { table, count } => {
                 out.send(self.dict(), Signal::AutoInc { client, req_id, reply_to: self.addr, table, count })
             }
-            Request::Log { sub, op, max_bytes } => self.log_request(client, req_id, sub, op, max_bytes, out),
+            Request::Log { sub, op, max_bytes, tables } => {
+                self.log_request(client, req_id, sub, op, max_bytes, tables, out)
+            }
         }
     }
 

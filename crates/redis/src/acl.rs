@@ -245,6 +245,18 @@ const COMMAND_CATEGORIES: &[(&str, &str)] = &[
     ("acl|save", "admin slow dangerous"),
     ("acl|load", "admin slow dangerous"),
     ("acl|help", "slow"),
+    ("subscribe", "pubsub slow"),
+    ("psubscribe", "pubsub slow"),
+    ("unsubscribe", "pubsub slow"),
+    ("punsubscribe", "pubsub slow"),
+    ("publish", "pubsub fast"),
+    ("pubsub", "slow"),
+    ("pubsub|channels", "pubsub slow"),
+    ("pubsub|numsub", "pubsub slow"),
+    ("pubsub|numpat", "pubsub slow"),
+    ("pubsub|shardchannels", "pubsub slow"),
+    ("pubsub|shardnumsub", "pubsub slow"),
+    ("pubsub|help", "slow"),
 ];
 
 /// Commands that run before AUTH and whatever the user's command rules (redis-server's
@@ -413,6 +425,12 @@ impl User {
             u.apply(op.as_bytes()).expect("default rules");
         }
         u
+    }
+
+    /// Whether this user may publish to or subscribe to `name` (`&pattern` rules). A pattern
+    /// subscription (PSUBSCRIBE) needs a rule that is the same pattern, as redis-server.
+    pub fn channel_allowed(&self, name: &[u8], pattern: bool) -> bool {
+        self.allchannels || self.channels.iter().any(|c| if pattern { c == name } else { crate::glob::glob(c, name) })
     }
 
     /// Every command and every key: the pipeline's fast path may skip the checks.

@@ -39,6 +39,9 @@ pub struct ClientInfo {
     pub multi: AtomicI64,
     pub watching: AtomicUsize,
     pub no_evict: AtomicBool,
+    /// Channels and patterns it subscribed to (CLIENT LIST `sub=`, `psub=`).
+    pub sub: AtomicU32,
+    pub psub: AtomicU32,
     killed: AtomicBool,
     wake: tokio::sync::Notify,
 }
@@ -59,6 +62,8 @@ impl ClientInfo {
             multi: AtomicI64::new(-1),
             watching: AtomicUsize::new(0),
             no_evict: AtomicBool::new(false),
+            sub: AtomicU32::new(0),
+            psub: AtomicU32::new(0),
             killed: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
         }

@@ -19,6 +19,7 @@ pub mod cmd;
 pub mod db;
 pub mod glob;
 pub mod ldouble;
+pub mod pubsub;
 pub mod resp;
 
 use crate::clients::{ClientInfo, Registry, lock};
@@ -252,6 +253,8 @@ pub struct Server {
     pub watches: Arc<cmd::Watches>,
     /// Connections blocked in BLPOP & co, per key.
     pub blockers: cmd::Blockers,
+    /// Subscribers here, and the change log that brings every API server's messages.
+    pub pubsub: Arc<pubsub::PubSub>,
     dbs: Mutex<HashMap<u32, Arc<Db>>>,
     /// Databases whose writes commit durably (see `RedisOptions::durable_databases`).
     durable_dbs: Mutex<std::collections::BTreeSet<u32>>,
@@ -284,6 +287,8 @@ pub struct Session {
     pub acl_generation: u64,
     /// The connection's socket (-1: none), for a blocked command to notice the client left.
     pub fd: i32,
+    /// Its pub/sub subscriptions (None: it never subscribed).
+    pub subs: Option<pubsub::Subs>,
 }
 
 /// A command the pipeline path merges into one transaction.
@@ -327,6 +332,7 @@ impl Server {
         };
         let opts_durable = opts.durable_databases.iter().copied().collect();
         let opts_requirepass = opts.requirepass.clone();
+        let pubsub = pubsub::PubSub::new(client.clone());
         Arc::new_cyclic(|me| Server {
             client,
             opts,
@@ -337,6 +343,7 @@ impl Server {
             clients: Registry::default(),
             watches: Arc::default(),
             blockers: cmd::Blockers::default(),
+            pubsub,
             dbs: Mutex::default(),
             durable_dbs: Mutex::new(opts_durable),
             me: me.clone(),
@@ -465,6 +472,7 @@ impl Server {
             multi: None,
             watch: None,
             fd: stream.raw_fd(),
+            subs: None,
         };
         let mut parser = resp::Parser::default();
         let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
@@ -507,6 +515,8 @@ impl Server {
             if let Some(e) = &fatal {
                 resp::error(&mut out, e);
             }
+            // Messages for a subscriber go after the replies of the commands before them.
+            let mail_left = sess.subs.as_ref().is_some_and(|s| s.mailbox.drain(sess.resp3, &mut out, 1 << 20));
             if !out.is_empty() {
                 if stream.write_all(&out).await.is_err() {
                     return;
@@ -523,7 +533,7 @@ impl Server {
             if !open || info.is_killed() {
                 return;
             }
-            if more_ready {
+            if more_ready || mail_left {
                 continue;
             }
             if buf.len() < used.max(1) && buf.capacity() > 4 << 20 {
@@ -533,19 +543,30 @@ impl Server {
             // Other connections' queued data-node requests go now rather than when the worker
             // parks: a worker that always finds work (many busy connections) may not park soon.
             tern_client::flush_deferred();
-            if !self.wait_input(&stream, &mut buf, &info).await {
+            let mailbox = sess.subs.as_ref().filter(|s| s.count() > 0).map(|s| s.mailbox.clone());
+            if !self.wait_input(&stream, &mut buf, &info, mailbox.as_deref()).await {
                 return;
             }
         }
     }
 
-    /// Waits for more bytes from the client. False when the connection is to close: the client
-    /// closed it, CLIENT KILL, or it was idle past `timeout` (closed without a reply, as
-    /// redis-server does). `timeout` is read again every `IDLE_CHECK`, so CONFIG SET reaches
-    /// connections that are already waiting.
-    async fn wait_input(&self, stream: &Sock, buf: &mut Vec<u8>, info: &ClientInfo) -> bool {
+    /// Waits for more bytes from the client, or (a subscriber's `mailbox`) for messages to send.
+    /// False when the connection is to close: the client closed it, CLIENT KILL, or it was idle
+    /// past `timeout` (closed without a reply, as redis-server does; never a subscriber, as
+    /// there). `timeout` is read again every `IDLE_CHECK`, so CONFIG SET reaches connections
+    /// that are already waiting.
+    async fn wait_input(
+        &self,
+        stream: &Sock,
+        buf: &mut Vec<u8>,
+        info: &ClientInfo,
+        mailbox: Option<&pubsub::Mailbox>,
+    ) -> bool {
         loop {
-            let timeout_ms = self.live.timeout_s.load(Ordering::Relaxed).saturating_mul(1000);
+            let mut timeout_ms = self.live.timeout_s.load(Ordering::Relaxed).saturating_mul(1000);
+            if mailbox.is_some() {
+                timeout_ms = 0;
+            }
             let idle_ms = info.idle_ms();
             if timeout_ms > 0 && idle_ms >= timeout_ms {
                 return false;
@@ -554,12 +575,20 @@ impl Server {
             if timeout_ms > 0 {
                 slice = slice.min(Duration::from_millis(timeout_ms - idle_ms));
             }
-            match first_of(stream.read_into(buf), info.killed(), tokio::time::sleep(slice)).await {
-                First::A(Ok(0) | Err(_)) | First::B(()) => return false,
+            let mail = async {
+                match mailbox {
+                    Some(m) => m.wake.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let ended = first_of(info.killed(), mail, std::future::pending::<()>());
+            match first_of(stream.read_into(buf), ended, tokio::time::sleep(slice)).await {
+                First::A(Ok(0) | Err(_)) | First::B(First::A(())) => return false,
                 First::A(Ok(_)) => {
                     info.touch();
                     return true;
                 }
+                First::B(_) => return true,
                 First::C(()) => {}
             }
         }
@@ -580,6 +609,7 @@ impl Server {
         for mut args in cmds {
             if merge
                 && sess.multi.is_none()
+                && (sess.resp3 || sess.subs.as_ref().is_none_or(|s| s.count() == 0))
                 && (unrestricted || fast_allowed(&sess.user, &args))
                 && let Some(f) = fast(&mut args)
             {

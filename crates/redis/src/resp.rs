@@ -328,6 +328,8 @@ pub enum Resp3Shape {
     Pairs,
     /// A top-level array becomes a set (SMEMBERS, SINTER ...).
     Set,
+    /// Each top-level array becomes a push (SUBSCRIBE's confirmations, pub/sub messages).
+    Push,
 }
 
 /// Rewrites complete RESP2 replies (as this crate encodes them) into RESP3; `shape` applies to
@@ -428,6 +430,9 @@ fn convert(b: &[u8], pos: usize, out: &mut Vec<u8>, shape: Resp3Shape) -> Option
                 out.extend_from_slice((n / 2).to_string().as_bytes());
             } else if shape == Resp3Shape::Set {
                 out.push(b'~');
+                out.extend_from_slice(n.to_string().as_bytes());
+            } else if shape == Resp3Shape::Push {
+                out.push(b'>');
                 out.extend_from_slice(n.to_string().as_bytes());
             } else {
                 out.extend_from_slice(line);

@@ -1458,7 +1458,7 @@ impl Sim {
             rows: Vec::new(),
             parts: BTreeMap::new(),
         });
-        self.backup_send(Request::Log { sub: 1, op: tern_wire::LogOp::Start, max_bytes: 0 });
+        self.backup_send(Request::Log { sub: 1, op: tern_wire::LogOp::Start, max_bytes: 0, tables: vec![] });
     }
 
     fn backup_send(&mut self, req: Request) {
@@ -1509,7 +1509,7 @@ impl Sim {
             }
             (BackupPhase::Status, Reply::Status(st)) => {
                 b.phase = BackupPhase::Polling(st.current_epoch + 1);
-                self.backup_send(Request::Log { sub: 1, op: tern_wire::LogOp::Poll, max_bytes: 256 });
+                self.backup_send(Request::Log { sub: 1, op: tern_wire::LogOp::Poll, max_bytes: 256, tables: vec![] });
             }
             (BackupPhase::Polling(stop), Reply::Log { parts }) => {
                 for p in parts {
@@ -1526,7 +1526,12 @@ impl Sim {
                     self.backup_send_stop(&b);
                     self.check_backup(b, stop);
                 } else {
-                    self.backup_send(Request::Log { sub: 1, op: tern_wire::LogOp::Poll, max_bytes: 256 });
+                    self.backup_send(Request::Log {
+                        sub: 1,
+                        op: tern_wire::LogOp::Poll,
+                        max_bytes: 256,
+                        tables: vec![],
+                    });
                 }
             }
             (phase, other) => self.fail(&format!("backup in phase {phase:?} got {other:?}")),
@@ -1537,7 +1542,7 @@ impl Sim {
         let sig = Signal::ClientRequest {
             client: BACKUP_CLIENT,
             req_id: u64::MAX,
-            req: Request::Log { sub: 1, op: tern_wire::LogOp::Stop, max_bytes: 0 },
+            req: Request::Log { sub: 1, op: tern_wire::LogOp::Stop, max_bytes: 0, tables: vec![] },
         };
         let inc = self.incarnation;
         self.push(self.now + 1, Event::Deliver { from: None, to: b.tc, sig, incarnation: inc });

@@ -447,6 +447,21 @@ pub fn dec_log_entry(d: &mut Dec) -> DecodeResult<LogEntry> {
     })
 }
 
+/// Tables a change log is limited to, at most this many (an empty list: every table).
+pub const LOG_TABLES_MAX: usize = 1 << 12;
+
+/// Appends the tables of a change log's start.
+pub fn enc_tables(e: &mut Enc, tables: &[TableId]) {
+    e.u32(tables.len() as u32);
+    tables.iter().for_each(|&t| e.u32(t));
+}
+
+/// Reads what `enc_tables` wrote.
+pub fn dec_tables(d: &mut Dec) -> DecodeResult<Vec<TableId>> {
+    let n = d.len(LOG_TABLES_MAX)?;
+    (0..n).map(|_| d.u32()).collect()
+}
+
 /// Appends a list of change-log parts.
 pub fn enc_log_parts(e: &mut Enc, parts: &[LogPart]) {
     e.u32(parts.len() as u32);
@@ -503,6 +518,8 @@ pub enum Request {
         sub: u64,
         op: LogOp,
         max_bytes: u32,
+        /// At `Start`: the tables whose changes it carries (empty: every table); ignored after.
+        tables: Vec<TableId>,
     },
 }
 
@@ -788,12 +805,13 @@ impl Request {
                 e.u8(9);
                 e.u64(req_id);
             }
-            Request::Log { sub, op, max_bytes } => {
+            Request::Log { sub, op, max_bytes, tables } => {
                 e.u8(10);
                 e.u64(req_id);
                 e.u64(*sub);
                 e.u8(op.to_u8());
                 e.u32(*max_bytes);
+                enc_tables(&mut e, tables);
             }
         }
     }
@@ -887,7 +905,12 @@ impl Request {
             7 => Request::Ddl(decode_ddl(&mut d)?),
             8 => Request::AutoInc { table: d.u32()?, count: d.u32()? },
             9 => Request::Status,
-            10 => Request::Log { sub: d.u64()?, op: LogOp::from_u8(d.u8()?)?, max_bytes: d.u32()? },
+            10 => Request::Log {
+                sub: d.u64()?,
+                op: LogOp::from_u8(d.u8()?)?,
+                max_bytes: d.u32()?,
+                tables: dec_tables(&mut d)?,
+            },
             _ => return Err(DecodeError("unknown request kind")),
         };
         if !d.is_empty() {
@@ -1279,8 +1302,8 @@ mod tests {
             }),
             Request::Ddl(DdlReq::DropTable { database: "d".into(), name: "t".into(), if_exists: true }),
             Request::Status,
-            Request::Log { sub: 4, op: LogOp::Poll, max_bytes: 1 << 20 },
-            Request::Log { sub: 5, op: LogOp::Stop, max_bytes: 0 },
+            Request::Log { sub: 4, op: LogOp::Poll, max_bytes: 1 << 20, tables: vec![] },
+            Request::Log { sub: 5, op: LogOp::Start, max_bytes: 0, tables: vec![7, 9] },
         ];
         for r in reqs {
             let mut b = Vec::new();

@@ -6,6 +6,7 @@
 //! reports why).
 
 use super::*;
+use std::collections::BTreeSet;
 use tern_wire::{LogEntry, LogOp};
 
 /// Logs one ldm keeps at a time.
@@ -22,9 +23,16 @@ pub(super) struct LogSub {
     bytes: usize,
     polled_ms: u64,
     failed: Option<TernError>,
+    /// The tables it logs (empty: every table); epoch marks go to every log.
+    tables: BTreeSet<TableId>,
 }
 
 impl LogSub {
+    /// Whether changes of `table` go to this log.
+    fn wants(&self, table: TableId) -> bool {
+        self.tables.is_empty() || self.tables.contains(&table)
+    }
+
     fn push(&mut self, e: LogEntry) {
         if self.failed.is_none() {
             self.bytes += e.size();
@@ -41,7 +49,17 @@ impl LogSub {
 }
 
 impl Ldm {
-    pub(super) fn log_request(&mut self, from: Addr, sub: u64, call: u64, op: LogOp, max_bytes: u32, out: &mut Out) {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn log_request(
+        &mut self,
+        from: Addr,
+        sub: u64,
+        call: u64,
+        op: LogOp,
+        max_bytes: u32,
+        tables: Vec<TableId>,
+        out: &mut Out,
+    ) {
         let key = (from, sub);
         let mut entries = Vec::new();
         let mut error = None;
@@ -50,7 +68,8 @@ impl Ldm {
                 error = Some(TernError::new(ErrorCode::Overloaded, format!("at most {LOGS_MAX} backups at a time")));
             }
             LogOp::Start => {
-                let s = LogSub { entries: VecDeque::new(), bytes: 0, polled_ms: self.now_ms, failed: None };
+                let tables = tables.into_iter().collect();
+                let s = LogSub { entries: VecDeque::new(), bytes: 0, polled_ms: self.now_ms, failed: None, tables };
                 self.logs.insert(key, s);
             }
             LogOp::Poll => match self.logs.get_mut(&key) {
@@ -101,7 +120,7 @@ impl Ldm {
                 Some(r) => LogEntry::Put { epoch, log_gen, table: lk.0, row: r.clone() },
                 None => LogEntry::Delete { epoch, log_gen, table: lk.0, key: lk.2.to_vec() },
             };
-            for s in self.logs.values_mut() {
+            for s in self.logs.values_mut().filter(|s| s.wants(lk.0)) {
                 s.push(entry.clone());
             }
         }

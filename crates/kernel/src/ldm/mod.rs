@@ -532,7 +532,9 @@ impl Ldm {
                 }
                 self.flush(epoch, mark, out)
             }
-            Signal::LogReq { from, sub, call, op, max_bytes } => self.log_request(from, sub, call, op, max_bytes, out),
+            Signal::LogReq { from, sub, call, op, max_bytes, tables } => {
+                self.log_request(from, sub, call, op, max_bytes, tables, out)
+            }
             Signal::ClusterMap { state } => {
                 if state.version > self.cluster.version {
                     if state.nodes != self.cluster.nodes {

@@ -211,9 +211,21 @@ fn log_req(
     op: tern_wire::LogOp,
     max_bytes: u32,
 ) -> (Vec<tern_wire::LogEntry>, Option<TernError>) {
+    log_req_on(l, now, 7, op, max_bytes, vec![])
+}
+
+/// A request of change log `sub`, limited to `tables` at its start.
+fn log_req_on(
+    l: &mut Ldm,
+    now: u64,
+    sub: u64,
+    op: tern_wire::LogOp,
+    max_bytes: u32,
+    tables: Vec<TableId>,
+) -> (Vec<tern_wire::LogEntry>, Option<TernError>) {
     let tc = Addr::new(1, Block::Tc(0));
     let mut out = Out::default();
-    l.handle(now, Signal::LogReq { from: tc, sub: 7, call: 1, op, max_bytes }, &mut out);
+    l.handle(now, Signal::LogReq { from: tc, sub, call: 1, op, max_bytes, tables }, &mut out);
     match out.signals.pop() {
         Some((to, Signal::LogChunk { entries, error, .. })) if to == tc => (entries, error),
         other => panic!("no answer to the tc: {other:?}"),
@@ -231,6 +243,10 @@ fn a_change_log_keeps_commits_and_epoch_marks_in_order() {
     assert!(prepared_of(&prepare(&mut l, 0, 1, vec![write(&layout, 1)]), 1).is_some());
     let _ = commit(&mut l, 0, 1);
     assert_eq!(log_req(&mut l, 0, LogOp::Start, 0), (vec![], None));
+    // A log of other tables (pub/sub's) sees none of these commits, only the epoch marks; one
+    // of this table sees them.
+    assert_eq!(log_req_on(&mut l, 0, 8, LogOp::Start, 0, vec![99]), (vec![], None));
+    assert_eq!(log_req_on(&mut l, 0, 9, LogOp::Start, 0, vec![1, 99]), (vec![], None));
     assert!(prepared_of(&prepare(&mut l, 10, 2, vec![write(&layout, 2), write(&layout, 3)]), 2).is_some());
     let _ = commit(&mut l, 10, 2);
     let mut out = Out::default();
@@ -263,6 +279,11 @@ fn a_change_log_keeps_commits_and_epoch_marks_in_order() {
     assert_eq!(rest[2], LogEntry::Delete { epoch: 2, log_gen: 0, table: 1, key: key(2) });
     assert_eq!(rest.len(), 3);
     assert_eq!(log_req(&mut l, 50, LogOp::Poll, 1 << 20), (vec![], None));
+    assert_eq!(log_req_on(&mut l, 50, 8, LogOp::Poll, 1 << 20, vec![]), (vec![LogEntry::Epoch(1)], None));
+    assert_eq!(log_req_on(&mut l, 50, 9, LogOp::Poll, 1 << 20, vec![]).0, [first, rest].concat());
+    for sub in [8, 9] {
+        assert_eq!(log_req_on(&mut l, 50, sub, LogOp::Stop, 0, vec![]), (vec![], None));
+    }
 
     // A map that changes only its version (a schema change) leaves the log alone; one where a
     // node's state changed fails it; the next poll says why, then it is gone.

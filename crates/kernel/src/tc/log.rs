@@ -45,6 +45,7 @@ pub(super) struct LogCall {
 }
 
 impl Tc {
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn log_request(
         &mut self,
         client: ClientId,
@@ -52,6 +53,7 @@ impl Tc {
         sub: u64,
         op: LogOp,
         max_bytes: u32,
+        tables: Vec<TableId>,
         out: &mut Out,
     ) {
         let key = (client, sub);
@@ -102,7 +104,10 @@ impl Tc {
         self.next_log += 1;
         let call = self.next_log;
         for &t in &targets {
-            out.send(t, Signal::LogReq { from: self.addr, sub: id, call, op, max_bytes: share });
+            out.send(
+                t,
+                Signal::LogReq { from: self.addr, sub: id, call, op, max_bytes: share, tables: tables.clone() },
+            );
         }
         let waiting = targets.into_iter().collect();
         self.log_calls.insert(call, LogCall { client, req_id, waiting, parts: BTreeMap::new(), error: None });
@@ -174,7 +179,9 @@ impl Tc {
     /// for).
     fn end_log(&self, s: &LogSub, out: &mut Out) {
         for &t in &s.targets {
-            out.send(t, Signal::LogReq { from: self.addr, sub: s.id, call: 0, op: LogOp::Stop, max_bytes: 0 });
+            let stop =
+                Signal::LogReq { from: self.addr, sub: s.id, call: 0, op: LogOp::Stop, max_bytes: 0, tables: vec![] };
+            out.send(t, stop);
         }
     }
 

@@ -14,6 +14,7 @@ mod config;
 mod hashes;
 mod keys;
 mod lists;
+mod pubsub;
 mod server;
 mod sets;
 mod strings;
@@ -281,6 +282,13 @@ pub static COMMANDS: &[Spec] = &[
     c("time", 1, 0, 0, 0, Srv),
     c("memory", -2, 0, 0, 0, Srv),
     c("acl", -2, 0, 0, 0, Srv),
+    // pub/sub
+    c("subscribe", -2, 0, 0, 0, Srv),
+    c("psubscribe", -2, 0, 0, 0, Srv),
+    c("unsubscribe", -1, 0, 0, 0, Srv),
+    c("punsubscribe", -1, 0, 0, 0, Srv),
+    c("publish", 3, 0, 0, 0, Write),
+    c("pubsub", -2, 0, 0, 0, Srv),
     // transactions and the connection's state
     c("multi", 1, 0, 0, 0, Control),
     c("exec", 1, 0, 0, 0, Control),
@@ -330,6 +338,12 @@ pub(crate) static SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("acl", "save", 2),
     ("acl", "load", 2),
     ("acl", "help", 2),
+    ("pubsub", "channels", -2),
+    ("pubsub", "numsub", -2),
+    ("pubsub", "numpat", 2),
+    ("pubsub", "shardchannels", -2),
+    ("pubsub", "shardnumsub", -2),
+    ("pubsub", "help", 2),
 ];
 
 pub fn command_count() -> usize {
@@ -631,6 +645,9 @@ impl Server {
             return self.rejected(sess, &args, e, out);
         }
         sess.info.last_cmd.store(index_of_spec(spec) as u32, Ordering::Relaxed);
+        if let Some(e) = pubsub::subscribed_refusal(sess, spec.name) {
+            return self.rejected(sess, &args, e, out);
+        }
         if sess.multi.is_some() && spec.kind != Kind::Control {
             self.queue(sess, args, out);
             return true;
@@ -710,6 +727,7 @@ impl Server {
             "hgetall" | "config" | "hello" => resp::Resp3Shape::Map,
             "hrandfield" if a.len() == 4 => resp::Resp3Shape::Pairs,
             "smembers" | "sinter" | "sunion" | "sdiff" => resp::Resp3Shape::Set,
+            "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" => resp::Resp3Shape::Push,
             "spop" if a.len() == 3 => resp::Resp3Shape::Set,
             "command" if a.get(1).is_some_and(|x| is(x, "docs")) => resp::Resp3Shape::Map,
             "acl" if a.get(1).is_some_and(|x| is(x, "getuser")) => resp::Resp3Shape::Map,
@@ -725,7 +743,16 @@ impl Server {
 
     /// Connection and server commands (no transaction).
     async fn dispatch(&self, sess: &mut Session, name: &str, a: &[Vec<u8>], out: &mut Vec<u8>) -> R {
+        if self.pubsub_server_cmd(sess, name, a, out).await? {
+            return Ok(());
+        }
         match name {
+            // A subscribed RESP2 connection's PING answers as a message would.
+            "ping" if !sess.resp3 && sess.subs.as_ref().is_some_and(|s| s.count() > 0) && a.len() <= 2 => {
+                resp::array_len(out, 2);
+                resp::bulk(out, b"pong");
+                resp::bulk(out, a.get(1).map_or(&b""[..], |x| &x[..]));
+            }
             "ping" => match a.len() {
                 1 => resp::simple(out, "PONG"),
                 2 => resp::bulk(out, &a[1]),
@@ -802,6 +829,9 @@ impl Server {
         }
         if self.zset_command(cx, sess, db, name, a, out).await? {
             return Ok(());
+        }
+        if name == "publish" {
+            return self.publish(cx, sess, a, out).await;
         }
         fail(format!("ERR unknown command '{name}'"))
     }

@@ -86,12 +86,16 @@ fn client_line(c: &ClientInfo, names: &[&str]) -> String {
     if c.no_evict.load(Ordering::Relaxed) {
         flags.push('e');
     }
+    let (sub, psub) = (c.sub.load(Ordering::Relaxed), c.psub.load(Ordering::Relaxed));
+    if sub + psub > 0 {
+        flags.push('P');
+    }
     if flags.is_empty() {
         flags.push('N');
     }
     let cmd = names.get(c.last_cmd.load(Ordering::Relaxed) as usize).copied().unwrap_or("NULL");
     format!(
-        "id={} addr={} laddr={} fd=-1 name={name} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user={} redir=-1 resp={}\n",
+        "id={} addr={} laddr={} fd=-1 name={name} age={} idle={} flags={flags} db={} sub={sub} psub={psub} ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user={} redir=-1 resp={}\n",
         c.id,
         c.addr,
         c.laddr,

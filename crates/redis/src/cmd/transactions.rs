@@ -66,6 +66,9 @@ pub(crate) struct Cx {
     locking: bool,
     committed: bool,
     pub(crate) fields: FieldChanges,
+    /// Messages PUBLISHed in this transaction, per slot of `redis_pubsub.messages` (a slot's row
+    /// holds them all).
+    pub(crate) pubs: HashMap<u64, crate::pubsub::Batch>,
     /// Inside EXEC: the (database, key) pairs the queued commands name (locked first).
     pub(crate) named: Vec<(u32, Vec<u8>)>,
     /// Key rows replaced or deleted: their parts or fields go once the transaction committed.
@@ -83,6 +86,7 @@ impl Cx {
             locking: false,
             committed: false,
             fields: HashMap::new(),
+            pubs: HashMap::new(),
             named: Vec::new(),
             garbage: Vec::new(),
         }
@@ -530,6 +534,9 @@ impl Server {
                 sess.info.resp.store(2, Ordering::Relaxed);
                 sess.info.set_name(None);
                 sess.info.no_evict.store(false, Ordering::Relaxed);
+                sess.subs = None;
+                sess.info.sub.store(0, Ordering::Relaxed);
+                sess.info.psub.store(0, Ordering::Relaxed);
                 // Back to the default user, signed in only when it needs no password.
                 if let Some(u) = self.acl.user("default") {
                     sess.authed = u.enabled && u.nopass;

@@ -140,6 +140,8 @@ pub enum Reply {
     Double(String),
     /// RESP3 `~`: a set.
     Set(Vec<Reply>),
+    /// RESP3 `>`: a push (pub/sub).
+    Push(Vec<Reply>),
 }
 
 impl Reply {
@@ -222,6 +224,10 @@ impl Conn {
             "~" => {
                 let n: usize = rest.parse().unwrap();
                 Reply::Set((0..n).map(|_| self.read()).collect())
+            }
+            ">" => {
+                let n: usize = rest.parse().unwrap();
+                Reply::Push((0..n).map(|_| self.read()).collect())
             }
             "%" => {
                 let n: usize = rest.parse().unwrap();

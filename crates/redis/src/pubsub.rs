@@ -1,0 +1,641 @@
+//! Pub/sub across the cluster. A PUBLISH is a write of one row of the replicated table
+//! `redis_pubsub.messages` in the publishing command's transaction (so a PUBLISH inside
+//! MULTI/EXEC commits with the rest). Every Redis API server that has subscribers reads the
+//! table's changes from the data nodes' change log (`Request::Log` limited to this table) and
+//! hands each committed message to its own subscribers, so a message published on any API server
+//! reaches subscribers on every one.
+//!
+//! Order: a channel's row is `slot` = a hash of the channel, so every message of a channel lives
+//! in one partition, whose primary replica logs its commits in commit order; a poll returns each
+//! ldm's entries in that order. Publishers of one channel serialise on the row lock. Two
+//! PUBLISHes of one channel in one transaction share the row: it holds the transaction's messages
+//! for the slot in order (`batch`).
+//!
+//! Delivery is at most once, as redis-server's: a subscriber that connects after a commit misses
+//! it, and a change log that fails (a data node failed or restarted, so primaries move) is
+//! started again, losing what was committed in between. Subscription state — which connection
+//! listens to what, PUBSUB NUMSUB / CHANNELS / NUMPAT and PUBLISH's count — is per API server,
+//! as per node in Redis Cluster. A subscriber that does not read its messages is disconnected
+//! when more than `OUTPUT_MAX` bytes wait for it (redis-server's `client-output-buffer-limit
+//! pubsub 32mb`).
+//!
+//! Rows expire (`TTL=0@expires`, `ROW_TTL_MS` after the last message) and the data node purges
+//! them, so the table holds about one row per channel published to in the last minute.
+
+use crate::clients::{ClientInfo, lock};
+use crate::glob::Glob;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tern_client::{
+    Client, Column, ColumnType, DdlReq, ErrorCode, KeyOp, LogEntry, LogOp, Table, TableHandle, TernError, Value,
+};
+use tern_types::schema::Ttl;
+
+/// The SQL database of pub/sub's tables.
+pub const DATABASE: &str = "redis_pubsub";
+pub const MESSAGES: &str = "messages";
+/// A slot's messages of one transaction (channels, payloads and 8 bytes each) at most: what
+/// the row's BLOBs hold.
+pub const MESSAGE_MAX: usize = BATCH_PARTS * PART_MAX;
+/// Bytes of messages that may wait for one subscriber before it is disconnected.
+pub const OUTPUT_MAX: usize = 32 << 20;
+/// How long a channel's row outlives its last message.
+const ROW_TTL_MS: i64 = 60_000;
+/// The change log's number on this API server's data-node connection.
+const LOG_SUB: u64 = 0x5055_4253_5542;
+/// Bytes a poll may return.
+const POLL_BYTES: u32 = 4 << 20;
+/// A poll that found nothing waits this long at most before the next (a local PUBLISH wakes
+/// it at once).
+const POLL_IDLE_MAX: Duration = Duration::from_millis(10);
+/// With no subscriber for this long, the log stops.
+const LOG_LINGER: Duration = Duration::from_secs(10);
+/// Message ids remembered to drop a message a moving partition's two ldms both logged.
+const SEEN_MAX: usize = 1 << 16;
+
+// messages' columns: then `BATCH_PARTS` BLOBs (up to 65,535 bytes each) holding the batch.
+const C_SLOT: u16 = 0;
+const C_ID: u16 = 1;
+const C_EXPIRES: u16 = 2;
+const C_BATCH: usize = 3;
+const BATCH_PARTS: usize = 128;
+/// A BLOB holds at most this many bytes.
+const PART_MAX: usize = 65_535;
+
+/// The table definition.
+pub fn definition() -> Table {
+    Table {
+        id: 0,
+        database: DATABASE.into(),
+        name: MESSAGES.into(),
+        columns: vec![
+            Column::new("slot", ColumnType::BigInt { unsigned: true }).not_null(),
+            Column::new("id", ColumnType::BigInt { unsigned: true }).not_null(),
+            Column::new("expires", ColumnType::DateTime { fsp: 3 }),
+        ]
+        .into_iter()
+        .chain((0..BATCH_PARTS).map(|i| Column::new(&format!("batch_{i}"), ColumnType::Blob)))
+        .collect(),
+        primary_key: vec![C_SLOT],
+        partition_key: vec![C_SLOT],
+        indexes: vec![],
+        partition_count: 0,
+        groups: 0,
+        ttl: Some(Ttl { column: C_EXPIRES, seconds: 0, cascade: vec![] }),
+        comment: "NDB_TABLE=TTL=0@expires".into(),
+    }
+}
+
+/// The messages table, created when missing.
+pub async fn open(client: &Client) -> Result<TableHandle, TernError> {
+    if let Ok(t) = client.table(DATABASE, MESSAGES) {
+        return Ok(t);
+    }
+    client.ddl_async(DdlReq::CreateDatabase { name: DATABASE.into(), if_not_exists: true }).await?;
+    match client.ddl_async(DdlReq::CreateTable { table: definition(), if_not_exists: true }).await {
+        Ok(_) => {}
+        Err(e) if e.code == ErrorCode::TableExists => {}
+        Err(e) => return Err(e),
+    }
+    client.refresh_catalog_async().await?;
+    client.table(DATABASE, MESSAGES)
+}
+
+/// A channel's row: FNV-1a of its name (stable across processes and versions).
+pub fn slot_of(channel: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in channel {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// `[u32 channel length][channel][u32 message length][message]` for each message.
+pub fn encode_batch(msgs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(msgs.iter().map(|(c, m)| 8 + c.len() + m.len()).sum());
+    for (c, m) in msgs {
+        b.extend_from_slice(&(c.len() as u32).to_le_bytes());
+        b.extend_from_slice(c);
+        b.extend_from_slice(&(m.len() as u32).to_le_bytes());
+        b.extend_from_slice(m);
+    }
+    b
+}
+
+/// Reads what `encode_batch` wrote (None: not a batch, e.g. a row SQL wrote).
+pub fn decode_batch(mut b: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let take = |b: &mut &[u8]| -> Option<Vec<u8>> {
+        let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        let v = b.get(4..4 + n)?.to_vec();
+        *b = &b[4 + n..];
+        Some(v)
+    };
+    while !b.is_empty() {
+        let c = take(&mut b)?;
+        let m = take(&mut b)?;
+        out.push((c, m));
+    }
+    Some(out)
+}
+
+/// One message as delivered.
+#[derive(Debug)]
+pub struct Msg {
+    pub channel: Vec<u8>,
+    pub payload: Vec<u8>,
+}
+
+/// What waits for a subscriber: a message of a channel it subscribed to, or of one matching a
+/// pattern it subscribed to.
+#[derive(Debug, Clone)]
+pub enum Delivery {
+    Message(Arc<Msg>),
+    PMessage(Arc<[u8]>, Arc<Msg>),
+}
+
+impl Delivery {
+    fn size(&self) -> usize {
+        match self {
+            Delivery::Message(m) => m.channel.len() + m.payload.len() + 32,
+            Delivery::PMessage(p, m) => p.len() + m.channel.len() + m.payload.len() + 48,
+        }
+    }
+
+    /// Appends the push (`*3 message channel payload` / `*4 pmessage pattern channel payload`,
+    /// `>` for `*` in RESP3).
+    pub fn encode(&self, resp3: bool, out: &mut Vec<u8>) {
+        let head = |out: &mut Vec<u8>, n: usize| {
+            out.push(if resp3 { b'>' } else { b'*' });
+            out.extend_from_slice(format!("{n}\r\n").as_bytes());
+        };
+        match self {
+            Delivery::Message(m) => {
+                head(out, 3);
+                crate::resp::bulk(out, b"message");
+                crate::resp::bulk(out, &m.channel);
+                crate::resp::bulk(out, &m.payload);
+            }
+            Delivery::PMessage(p, m) => {
+                head(out, 4);
+                crate::resp::bulk(out, b"pmessage");
+                crate::resp::bulk(out, p);
+                crate::resp::bulk(out, &m.channel);
+                crate::resp::bulk(out, &m.payload);
+            }
+        }
+    }
+}
+
+/// A subscribed connection's queue of messages, filled by the log's poller and emptied by the
+/// connection's task.
+pub struct Mailbox {
+    q: Mutex<(VecDeque<Delivery>, usize)>,
+    pub wake: tokio::sync::Notify,
+    info: Arc<ClientInfo>,
+}
+
+impl Mailbox {
+    fn push(&self, d: Delivery) {
+        let mut q = lock(&self.q);
+        if q.1 > OUTPUT_MAX {
+            return;
+        }
+        q.1 += d.size();
+        q.0.push_back(d);
+        if q.1 > OUTPUT_MAX {
+            // redis-server: "client ... scheduled to be closed ASAP for overcoming of output
+            // buffer limits"; what waits is dropped with the connection.
+            tracing::info!(
+                id = self.info.id,
+                "a subscriber is disconnected: over {} MiB of messages waited for it",
+                OUTPUT_MAX >> 20
+            );
+            q.0.clear();
+            self.info.kill();
+        }
+        drop(q);
+        self.wake.notify_one();
+    }
+
+    /// Appends what waits (at most `max` bytes of it) to `out`; whether more waits.
+    pub fn drain(&self, resp3: bool, out: &mut Vec<u8>, max: usize) -> bool {
+        let mut q = lock(&self.q);
+        let start = out.len();
+        while out.len() - start < max {
+            let Some(d) = q.0.pop_front() else { break };
+            q.1 -= d.size();
+            d.encode(resp3, out);
+        }
+        !q.0.is_empty()
+    }
+}
+
+/// A connection's subscriptions. Dropping it (the connection ended) removes them.
+pub struct Subs {
+    pub mailbox: Arc<Mailbox>,
+    pub channels: BTreeSet<Vec<u8>>,
+    pub patterns: BTreeSet<Vec<u8>>,
+    hub: Weak<PubSub>,
+}
+
+impl Subs {
+    pub fn count(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+}
+
+impl Drop for Subs {
+    fn drop(&mut self) {
+        if let Some(hub) = self.hub.upgrade() {
+            let id = self.mailbox.info.id;
+            let mut r = lock(&hub.reg);
+            for c in std::mem::take(&mut self.channels) {
+                r.remove_channel(&c, id);
+            }
+            for p in std::mem::take(&mut self.patterns) {
+                r.remove_pattern(&p, id);
+            }
+        }
+    }
+}
+
+/// The mailboxes of one channel's or pattern's subscribers, by connection id.
+type Boxes = BTreeMap<u64, Arc<Mailbox>>;
+/// A slot's messages of one transaction: (channel, message) in publish order.
+pub type Batch = Vec<(Vec<u8>, Vec<u8>)>;
+
+#[derive(Default)]
+struct Reg {
+    channels: HashMap<Vec<u8>, Boxes>,
+    patterns: BTreeMap<Vec<u8>, (Glob, Boxes)>,
+    /// The log's poller runs.
+    polling: bool,
+}
+
+impl Reg {
+    fn remove_channel(&mut self, c: &[u8], id: u64) {
+        if let Some(m) = self.channels.get_mut(c) {
+            m.remove(&id);
+            if m.is_empty() {
+                self.channels.remove(c);
+            }
+        }
+    }
+
+    fn remove_pattern(&mut self, p: &[u8], id: u64) {
+        if let Some((_, m)) = self.patterns.get_mut(p) {
+            m.remove(&id);
+            if m.is_empty() {
+                self.patterns.remove(p);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.channels.is_empty() && self.patterns.is_empty()
+    }
+
+    /// Receivers of a message on `channel` (PUBLISH's count).
+    fn receivers(&self, channel: &[u8]) -> usize {
+        self.channels.get(channel).map_or(0, |m| m.len())
+            + self.patterns.values().filter(|(g, _)| g.matches(channel)).map(|(_, m)| m.len()).sum::<usize>()
+    }
+}
+
+/// This API server's pub/sub: its subscribers and the change log that brings every API
+/// server's messages.
+pub struct PubSub {
+    client: Client,
+    reg: Mutex<Reg>,
+    /// A local PUBLISH: poll now.
+    kick: tokio::sync::Notify,
+    /// True while a log runs that started after every subscription made so far.
+    ready: tokio::sync::watch::Sender<bool>,
+    table: Mutex<Option<TableHandle>>,
+    /// Message ids: this process's random high half, a counter in the low half.
+    next_id: AtomicU64,
+    me: Weak<PubSub>,
+    /// Messages delivered (INFO's `pubsub` figures, tests).
+    pub delivered: AtomicU64,
+}
+
+impl PubSub {
+    pub fn new(client: Client) -> Arc<PubSub> {
+        let nonce = {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(std::process::id() as u64);
+            h.finish()
+        };
+        Arc::new_cyclic(|me| PubSub {
+            client,
+            reg: Mutex::default(),
+            kick: tokio::sync::Notify::new(),
+            ready: tokio::sync::watch::Sender::new(false),
+            table: Mutex::new(None),
+            next_id: AtomicU64::new(nonce << 32),
+            me: me.clone(),
+            delivered: AtomicU64::new(0),
+        })
+    }
+
+    pub async fn table(&self) -> Result<TableHandle, TernError> {
+        if let Some(t) = lock(&self.table).clone() {
+            return Ok(t);
+        }
+        let t = open(&self.client).await?;
+        *lock(&self.table) = Some(t.clone());
+        Ok(t)
+    }
+
+    /// The write of a slot's messages of one transaction (all of them, in order).
+    pub async fn publish_op(&self, slot: u64, msgs: &[(Vec<u8>, Vec<u8>)]) -> Result<KeyOp, TernError> {
+        let t = self.table().await?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let batch = encode_batch(msgs);
+        let mut row =
+            vec![Value::UInt(slot), Value::UInt(id), crate::db::expiry_value(Some(crate::db::now_ms() + ROW_TTL_MS))];
+        let mut parts = batch.chunks(PART_MAX).map(|c| Value::Bytes(c.to_vec()));
+        row.extend((0..BATCH_PARTS).map(|_| parts.next().unwrap_or(Value::Null)));
+        t.write_owned(row)
+    }
+
+    /// A local PUBLISH committed (or is about to): the poller looks now.
+    pub fn kick(&self) {
+        self.kick.notify_one();
+    }
+
+    /// Subscribers on this API server a message on `channel` reaches.
+    pub fn receivers(&self, channel: &[u8]) -> usize {
+        lock(&self.reg).receivers(channel)
+    }
+
+    /// A fresh, empty set of subscriptions for connection `info`.
+    pub fn subs(&self, info: Arc<ClientInfo>) -> Subs {
+        Subs {
+            mailbox: Arc::new(Mailbox { q: Mutex::default(), wake: tokio::sync::Notify::new(), info }),
+            channels: BTreeSet::new(),
+            patterns: BTreeSet::new(),
+            hub: self.me.clone(),
+        }
+    }
+
+    /// Adds subscriptions; once this returns, every message committed afterwards reaches them
+    /// (the log runs; waits for its start at most `wait`).
+    pub async fn subscribe(&self, s: &mut Subs, channels: &[Vec<u8>], patterns: &[Vec<u8>], wait: Duration) {
+        let start = {
+            let mut r = lock(&self.reg);
+            let id = s.mailbox.info.id;
+            for c in channels {
+                r.channels.entry(c.clone()).or_default().insert(id, s.mailbox.clone());
+                s.channels.insert(c.clone());
+            }
+            for p in patterns {
+                let e = r.patterns.entry(p.clone()).or_insert_with(|| (Glob::new(p, false), BTreeMap::new()));
+                e.1.insert(id, s.mailbox.clone());
+                s.patterns.insert(p.clone());
+            }
+            !std::mem::replace(&mut r.polling, true)
+        };
+        if start && let Some(me) = self.me.upgrade() {
+            tokio::spawn(me.poll_loop());
+        }
+        let mut rx = self.ready.subscribe();
+        let _ = tokio::time::timeout(wait, rx.wait_for(|r| *r)).await;
+    }
+
+    pub fn unsubscribe_channel(&self, s: &mut Subs, c: &[u8]) -> bool {
+        let had = s.channels.remove(c);
+        if had {
+            lock(&self.reg).remove_channel(c, s.mailbox.info.id);
+        }
+        had
+    }
+
+    pub fn unsubscribe_pattern(&self, s: &mut Subs, p: &[u8]) -> bool {
+        let had = s.patterns.remove(p);
+        if had {
+            lock(&self.reg).remove_pattern(p, s.mailbox.info.id);
+        }
+        had
+    }
+
+    /// PUBSUB CHANNELS: active channels (with a subscriber here) matching `pattern`, sorted.
+    pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let g = pattern.map(|p| Glob::new(p, false));
+        let mut v: Vec<Vec<u8>> =
+            lock(&self.reg).channels.keys().filter(|c| g.as_ref().is_none_or(|g| g.matches(c))).cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// PUBSUB NUMSUB's count of one channel.
+    pub fn numsub(&self, channel: &[u8]) -> usize {
+        lock(&self.reg).channels.get(channel).map_or(0, |m| m.len())
+    }
+
+    /// PUBSUB NUMPAT: patterns with a subscriber here.
+    pub fn numpat(&self) -> usize {
+        lock(&self.reg).patterns.len()
+    }
+
+    /// Hands a committed message to the subscribers here.
+    fn deliver(&self, channel: Vec<u8>, payload: Vec<u8>) {
+        let r = lock(&self.reg);
+        let subs = r.channels.get(&channel);
+        let pats: Vec<(&Vec<u8>, &Boxes)> =
+            r.patterns.iter().filter(|(_, (g, _))| g.matches(&channel)).map(|(p, (_, m))| (p, m)).collect();
+        if subs.is_none() && pats.is_empty() {
+            return;
+        }
+        let msg = Arc::new(Msg { channel, payload });
+        let mut n = 0;
+        for mb in subs.into_iter().flat_map(|m| m.values()) {
+            mb.push(Delivery::Message(msg.clone()));
+            n += 1;
+        }
+        for (p, m) in pats {
+            let p: Arc<[u8]> = Arc::from(&p[..]);
+            for mb in m.values() {
+                mb.push(Delivery::PMessage(p.clone(), msg.clone()));
+                n += 1;
+            }
+        }
+        self.delivered.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The poller: starts the change log, polls it and delivers, starts it again after a
+    /// failure, and ends once nobody has subscribed for `LOG_LINGER`.
+    async fn poll_loop(self: Arc<Self>) {
+        let mut seen = Seen::default();
+        'restart: loop {
+            self.ready.send_replace(false);
+            let table = match self.table().await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::debug!("pub/sub: no messages table yet: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    if self.linger_over(None) {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            // A log left on the data node by a failed poll goes first.
+            let _ = self.client.change_log_async(LOG_SUB, LogOp::Stop, 0, vec![]).await;
+            if let Err(e) = self.client.change_log_async(LOG_SUB, LogOp::Start, 0, vec![table.id()]).await {
+                tracing::debug!("pub/sub: the change log did not start: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if self.linger_over(None) {
+                    return;
+                }
+                continue;
+            }
+            self.ready.send_replace(true);
+            let mut idle = Duration::from_millis(1);
+            let mut empty_since: Option<std::time::Instant> = None;
+            loop {
+                let parts = match self.client.change_log_async(LOG_SUB, LogOp::Poll, POLL_BYTES, vec![]).await {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::info!(
+                            "pub/sub: the change log failed ({e}); starting it again (messages committed meanwhile are not delivered)"
+                        );
+                        continue 'restart;
+                    }
+                };
+                let mut got = false;
+                for p in parts {
+                    for e in p.entries {
+                        if let LogEntry::Put { table: t, row, .. } = e
+                            && t == table.id()
+                        {
+                            got = true;
+                            self.deliver_row(&table, &row, &mut seen);
+                        }
+                    }
+                }
+                if got {
+                    idle = Duration::from_millis(1);
+                    continue;
+                }
+                if lock(&self.reg).is_empty() {
+                    let since = *empty_since.get_or_insert_with(std::time::Instant::now);
+                    if self.linger_over(Some(since)) {
+                        self.ready.send_replace(false);
+                        let _ = self.client.change_log_async(LOG_SUB, LogOp::Stop, 0, vec![]).await;
+                        return;
+                    }
+                } else {
+                    empty_since = None;
+                }
+                let kicked = tokio::time::timeout(idle, self.kick.notified()).await.is_ok();
+                idle = if kicked { Duration::from_millis(1) } else { (idle * 2).min(POLL_IDLE_MAX) };
+            }
+        }
+    }
+
+    /// Whether the poller is to end: nobody has subscribed since `since` (None: now) for
+    /// `LOG_LINGER`. Ending clears `polling` under the registry's lock, so a subscription made
+    /// after that starts a new poller.
+    fn linger_over(&self, since: Option<std::time::Instant>) -> bool {
+        let mut r = lock(&self.reg);
+        let over = r.is_empty() && since.is_none_or(|s| s.elapsed() >= LOG_LINGER);
+        if over {
+            r.polling = false;
+        }
+        over
+    }
+
+    fn deliver_row(&self, table: &TableHandle, row: &[u8], seen: &mut Seen) {
+        let Ok(mut v) = table.decode_row(row) else { return };
+        if v.len() < C_BATCH {
+            return;
+        }
+        let id = v[C_ID as usize].as_i128().unwrap_or(0) as u64;
+        if !seen.first(id) {
+            return;
+        }
+        let mut bytes = Vec::new();
+        for p in v.drain(C_BATCH..) {
+            match p {
+                Value::Bytes(b) => bytes.extend(b),
+                _ => break,
+            }
+        }
+        let Some(batch) = decode_batch(&bytes) else { return };
+        for (c, m) in batch {
+            self.deliver(c, m);
+        }
+    }
+}
+
+/// Recently delivered message ids.
+#[derive(Default)]
+struct Seen {
+    set: HashSet<u64>,
+    order: VecDeque<u64>,
+}
+
+impl Seen {
+    /// True the first time `id` comes.
+    fn first(&mut self, id: u64) -> bool {
+        if !self.set.insert(id) {
+            return false;
+        }
+        self.order.push_back(id);
+        if self.order.len() > SEEN_MAX
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_round_trip_and_reject_garbage() {
+        let msgs = vec![(b"ch".to_vec(), b"hello".to_vec()), (b"".to_vec(), vec![0; 300])];
+        assert_eq!(decode_batch(&encode_batch(&msgs)).unwrap(), msgs);
+        assert_eq!(decode_batch(&[]).unwrap(), vec![]);
+        assert!(decode_batch(&[5, 0, 0, 0, b'a']).is_none());
+        assert!(decode_batch(&[1, 0, 0]).is_none());
+    }
+
+    #[test]
+    fn slots_are_stable() {
+        // FNV-1a's published test vectors.
+        assert_eq!(slot_of(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(slot_of(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn seen_ids_are_dropped_once_and_forgotten_eventually() {
+        let mut s = Seen::default();
+        assert!(s.first(1));
+        assert!(!s.first(1));
+        for i in 2..(SEEN_MAX as u64 + 3) {
+            assert!(s.first(i));
+        }
+        assert!(s.first(1), "forgotten after SEEN_MAX others");
+    }
+
+    #[test]
+    fn pushes_in_resp2_and_resp3() {
+        let m = Arc::new(Msg { channel: b"c".to_vec(), payload: b"hi".to_vec() });
+        let mut out = Vec::new();
+        Delivery::Message(m.clone()).encode(false, &mut out);
+        assert_eq!(out, b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nhi\r\n");
+        out.clear();
+        Delivery::PMessage(Arc::from(&b"c*"[..]), m).encode(true, &mut out);
+        assert_eq!(out, b">4\r\n$8\r\npmessage\r\n$2\r\nc*\r\n$1\r\nc\r\n$2\r\nhi\r\n");
+    }
+}
