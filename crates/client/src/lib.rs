@@ -76,7 +76,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 pub use tern_types::filter::{CmpOp, Filter};
 use tern_types::row::{decode_values, encode_index_value};
-pub use tern_types::schema::{Catalog, Column, ColumnType, Index, Table};
+pub use tern_types::schema::{Catalog, Column, ColumnType, Index, Table, TableId};
 use tern_types::value::coerce;
 pub use tern_types::{ErrorCode, TernError, Value};
 pub use tern_wire::{
@@ -1166,6 +1166,11 @@ impl TableHandle {
             .check_row(bytes)
             .map_err(|e| TernError::new(ErrorCode::Internal, format!("bad row from the data node: {e}")))?;
         self.layout.decode_row(bytes)
+    }
+
+    /// Decodes encoded primary-key bytes (a change log's delete) into the key's values.
+    pub fn decode_key(&self, key: &[u8]) -> Result<Vec<Value>> {
+        self.layout.decode_key(key)
     }
 
     /// Decodes a projected read or scan row.

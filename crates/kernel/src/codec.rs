@@ -1417,9 +1417,9 @@ mod tests {
                     call: 9,
                     entries: vec![
                         tern_wire::LogEntry::Put { epoch: 5, log_gen: 0, table: 7, row: vec![1; 9] },
-                        tern_wire::LogEntry::Delete { epoch: 5, log_gen: 0, table: 7, key: vec![2] },
+                        tern_wire::LogEntry::Delete { epoch: 5, log_gen: 0, table: 7, key: vec![2], expired: false },
                         tern_wire::LogEntry::Put { epoch: 6, log_gen: 3, table: 7, row: vec![1; 9] },
-                        tern_wire::LogEntry::Delete { epoch: 6, log_gen: 1, table: 7, key: vec![2] },
+                        tern_wire::LogEntry::Delete { epoch: 6, log_gen: 1, table: 7, key: vec![2], expired: true },
                         tern_wire::LogEntry::Epoch(5),
                     ],
                     error: None,

@@ -17,7 +17,9 @@ pub mod clients;
 #[macro_use]
 pub mod cmd;
 pub mod db;
+pub mod foreign;
 pub mod glob;
+pub mod keyspace;
 pub mod ldouble;
 pub mod pubsub;
 pub mod resp;
@@ -417,6 +419,7 @@ impl Server {
         listener: tokio::net::TcpListener,
         tls: Option<Arc<tern_client::tls::Reloading>>,
     ) {
+        self.pubsub.start_refresh();
         loop {
             let (stream, peer) = tern_client::frontend::accept(&listener).await;
             self.stats.connections.fetch_add(1, Ordering::Relaxed);
@@ -606,8 +609,12 @@ impl Server {
         // (answered NOPERM), runs on its own.
         let merge = sess.authed;
         let unrestricted = sess.user.unrestricted();
+        // With keyspace notifications on, every write goes through its command (which raises
+        // its events).
+        let notify_off = self.pubsub.notify_flags() == 0;
         for mut args in cmds {
             if merge
+                && notify_off
                 && sess.multi.is_none()
                 && (sess.resp3 || sess.subs.as_ref().is_none_or(|s| s.count() == 0))
                 && (unrestricted || fast_allowed(&sess.user, &args))

@@ -23,13 +23,16 @@
 //! them, so the table holds about one row per channel published to in the last minute.
 
 use crate::clients::{ClientInfo, lock};
+use crate::foreign::{Deriver, Watched};
 use crate::glob::Glob;
+use crate::keyspace;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tern_client::{
-    Client, Column, ColumnType, DdlReq, ErrorCode, KeyOp, LogEntry, LogOp, Table, TableHandle, TernError, Value,
+    Client, Column, ColumnType, DdlReq, ErrorCode, KeyOp, LogEntry, LogOp, Table, TableHandle, TableId, TernError,
+    Value,
 };
 use tern_types::schema::Ttl;
 
@@ -52,6 +55,11 @@ const POLL_BYTES: u32 = 4 << 20;
 const POLL_IDLE_MAX: Duration = Duration::from_millis(10);
 /// With no subscriber for this long, the log stops.
 const LOG_LINGER: Duration = Duration::from_secs(10);
+/// How often the poller looks whether its log's tables are to change.
+const RECHECK: Duration = Duration::from_secs(1);
+/// The settings table (one row per setting) and the row of `notify-keyspace-events`.
+pub const SETTINGS: &str = "settings";
+const NOTIFY_SETTING: &str = "notify-keyspace-events";
 /// Message ids remembered to drop a message a moving partition's two ldms both logged.
 const SEEN_MAX: usize = 1 << 16;
 
@@ -88,6 +96,26 @@ pub fn definition() -> Table {
     }
 }
 
+/// The settings table: cluster-wide Redis settings (`notify-keyspace-events`).
+pub fn settings_definition() -> Table {
+    Table {
+        id: 0,
+        database: DATABASE.into(),
+        name: SETTINGS.into(),
+        columns: vec![
+            Column::new("name", ColumnType::VarBinary { len: 64 }).not_null(),
+            Column::new("value", ColumnType::VarBinary { len: 1024 }).not_null(),
+        ],
+        primary_key: vec![0],
+        partition_key: vec![0],
+        indexes: vec![],
+        partition_count: 0,
+        groups: 0,
+        ttl: None,
+        comment: String::new(),
+    }
+}
+
 /// The messages table, created when missing.
 pub async fn open(client: &Client) -> Result<TableHandle, TernError> {
     if let Ok(t) = client.table(DATABASE, MESSAGES) {
@@ -113,31 +141,71 @@ pub fn slot_of(channel: &[u8]) -> u64 {
     h
 }
 
-/// `[u32 channel length][channel][u32 message length][message]` for each message.
-pub fn encode_batch(msgs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
-    let mut b = Vec::with_capacity(msgs.iter().map(|(c, m)| 8 + c.len() + m.len()).sum());
-    for (c, m) in msgs {
-        b.extend_from_slice(&(c.len() as u32).to_le_bytes());
-        b.extend_from_slice(c);
-        b.extend_from_slice(&(m.len() as u32).to_le_bytes());
-        b.extend_from_slice(m);
+/// What one transaction writes to one slot's row: its messages in publish order, and the keys
+/// its Redis commands wrote whose keyspace channel is in this slot (`crate::keyspace`'s marks:
+/// a key marked in an epoch raises no event derived from the change log).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct SlotBatch {
+    pub msgs: Batch,
+    pub marks: Vec<(u32, Vec<u8>)>,
+}
+
+impl SlotBatch {
+    /// Bytes of the encoded batch.
+    pub fn size(&self) -> usize {
+        self.msgs.iter().map(|(c, m)| 9 + c.len() + m.len()).sum::<usize>()
+            + self.marks.iter().map(|(_, k)| 9 + k.len()).sum::<usize>()
     }
-    b
+}
+
+/// `[0][u32 channel length][channel][u32 message length][message]` for each message, then
+/// `[1][u32 database][u32 key length][key]` for each mark.
+pub fn encode_batch(b: &SlotBatch) -> Vec<u8> {
+    let mut out = Vec::with_capacity(b.size());
+    for (c, m) in &b.msgs {
+        out.push(0);
+        out.extend_from_slice(&(c.len() as u32).to_le_bytes());
+        out.extend_from_slice(c);
+        out.extend_from_slice(&(m.len() as u32).to_le_bytes());
+        out.extend_from_slice(m);
+    }
+    for (db, k) in &b.marks {
+        out.push(1);
+        out.extend_from_slice(&db.to_le_bytes());
+        out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        out.extend_from_slice(k);
+    }
+    out
 }
 
 /// Reads what `encode_batch` wrote (None: not a batch, e.g. a row SQL wrote).
-pub fn decode_batch(mut b: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut out = Vec::new();
+pub fn decode_batch(mut b: &[u8]) -> Option<SlotBatch> {
+    let mut out = SlotBatch::default();
+    let u32_of = |b: &mut &[u8]| -> Option<u32> {
+        let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?);
+        *b = &b[4..];
+        Some(n)
+    };
     let take = |b: &mut &[u8]| -> Option<Vec<u8>> {
-        let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
-        let v = b.get(4..4 + n)?.to_vec();
-        *b = &b[4 + n..];
+        let n = u32_of(b)? as usize;
+        let v = b.get(..n)?.to_vec();
+        *b = &b[n..];
         Some(v)
     };
-    while !b.is_empty() {
-        let c = take(&mut b)?;
-        let m = take(&mut b)?;
-        out.push((c, m));
+    while let Some((&kind, rest)) = b.split_first() {
+        b = rest;
+        match kind {
+            0 => {
+                let c = take(&mut b)?;
+                let m = take(&mut b)?;
+                out.msgs.push((c, m));
+            }
+            1 => {
+                let db = u32_of(&mut b)?;
+                out.marks.push((db, take(&mut b)?));
+            }
+            _ => return None,
+        }
     }
     Some(out)
 }
@@ -321,6 +389,10 @@ pub struct PubSub {
     me: Weak<PubSub>,
     /// Messages delivered (INFO's `pubsub` figures, tests).
     pub delivered: AtomicU64,
+    /// `notify-keyspace-events` (`crate::keyspace` flags), the cluster's as last read.
+    notify: AtomicU32,
+    settings: Mutex<Option<TableHandle>>,
+    refreshing: AtomicBool,
 }
 
 impl PubSub {
@@ -340,6 +412,9 @@ impl PubSub {
             next_id: AtomicU64::new(nonce << 32),
             me: me.clone(),
             delivered: AtomicU64::new(0),
+            notify: AtomicU32::new(0),
+            settings: Mutex::new(None),
+            refreshing: AtomicBool::new(false),
         })
     }
 
@@ -353,10 +428,10 @@ impl PubSub {
     }
 
     /// The write of a slot's messages of one transaction (all of them, in order).
-    pub async fn publish_op(&self, slot: u64, msgs: &[(Vec<u8>, Vec<u8>)]) -> Result<KeyOp, TernError> {
+    pub async fn publish_op(&self, slot: u64, b: &SlotBatch) -> Result<KeyOp, TernError> {
         let t = self.table().await?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let batch = encode_batch(msgs);
+        let batch = encode_batch(b);
         let mut row =
             vec![Value::UInt(slot), Value::UInt(id), crate::db::expiry_value(Some(crate::db::now_ms() + ROW_TTL_MS))];
         let mut parts = batch.chunks(PART_MAX).map(|c| Value::Bytes(c.to_vec()));
@@ -469,11 +544,21 @@ impl PubSub {
     }
 
     /// The poller: starts the change log, polls it and delivers, starts it again after a
-    /// failure, and ends once nobody has subscribed for `LOG_LINGER`.
+    /// failure, and ends once nobody has subscribed for `LOG_LINGER`. With keyspace
+    /// notifications on, the log also has the `redis_N` tables, whose changes that no Redis
+    /// command marked raise events here (`crate::foreign`).
     async fn poll_loop(self: Arc<Self>) {
         let mut seen = Seen::default();
+        let mut derive = Deriver::default();
+        // The log's number: LOG_SUB or the next, alternating when its tables change (the new
+        // log starts before the old one stops, so nothing committed in between is missed).
+        let mut sub = LOG_SUB;
+        let mut handover: Option<u64> = None;
         'restart: loop {
-            self.ready.send_replace(false);
+            if handover.is_none() {
+                self.ready.send_replace(false);
+                derive.reset();
+            }
             let table = match self.table().await {
                 Ok(t) => t,
                 Err(e) => {
@@ -485,21 +570,40 @@ impl PubSub {
                     continue;
                 }
             };
-            // A log left on the data node by a failed poll goes first.
-            let _ = self.client.change_log_async(LOG_SUB, LogOp::Stop, 0, vec![]).await;
-            if let Err(e) = self.client.change_log_async(LOG_SUB, LogOp::Start, 0, vec![table.id()]).await {
+            let watched = self.watched();
+            let mut tables: Vec<TableId> = watched.keys().copied().chain([table.id()]).collect();
+            tables.sort_unstable();
+            if handover.is_none() {
+                // Logs left on the data node by a failed poll go first.
+                for s in [LOG_SUB, LOG_SUB + 1] {
+                    let _ = self.client.change_log_async(s, LogOp::Stop, 0, vec![]).await;
+                }
+            }
+            if let Err(e) = self.client.change_log_async(sub, LogOp::Start, 0, tables.clone()).await {
                 tracing::debug!("pub/sub: the change log did not start: {e}");
+                if let Some(old) = handover.take() {
+                    let _ = self.client.change_log_async(old, LogOp::Stop, 0, vec![]).await;
+                    self.ready.send_replace(false);
+                }
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 if self.linger_over(None) {
                     return;
                 }
                 continue;
             }
+            // The old log holds what committed before the new one started: read, then stop it.
+            if let Some(old) = handover.take() {
+                if let Ok(parts) = self.client.change_log_async(old, LogOp::Poll, POLL_BYTES, vec![]).await {
+                    self.absorb(parts, &table, &watched, &mut derive, &mut seen);
+                }
+                let _ = self.client.change_log_async(old, LogOp::Stop, 0, vec![]).await;
+            }
             self.ready.send_replace(true);
             let mut idle = Duration::from_millis(1);
             let mut empty_since: Option<std::time::Instant> = None;
+            let mut checked = std::time::Instant::now();
             loop {
-                let parts = match self.client.change_log_async(LOG_SUB, LogOp::Poll, POLL_BYTES, vec![]).await {
+                let parts = match self.client.change_log_async(sub, LogOp::Poll, POLL_BYTES, vec![]).await {
                     Ok(p) => p,
                     Err(e) => {
                         tracing::info!(
@@ -508,15 +612,25 @@ impl PubSub {
                         continue 'restart;
                     }
                 };
-                let mut got = false;
-                for p in parts {
-                    for e in p.entries {
-                        if let LogEntry::Put { table: t, row, .. } = e
-                            && t == table.id()
-                        {
-                            got = true;
-                            self.deliver_row(&table, &row, &mut seen);
+                let got = self.absorb(parts, &table, &watched, &mut derive, &mut seen);
+                if !watched.is_empty() {
+                    let flags = self.notify_flags();
+                    for ev in derive.complete(&self.client, &watched).await {
+                        for (c, m) in keyspace::messages(flags, &ev) {
+                            self.deliver(c, m);
                         }
+                    }
+                }
+                // Keyspace notifications turned on or off, or a database made: the log's tables
+                // change (what commits while it starts again is missed).
+                if checked.elapsed() >= RECHECK {
+                    checked = std::time::Instant::now();
+                    let mut now: Vec<TableId> = self.watched().keys().copied().chain([table.id()]).collect();
+                    now.sort_unstable();
+                    if now != tables {
+                        handover = Some(sub);
+                        sub = if sub == LOG_SUB { LOG_SUB + 1 } else { LOG_SUB };
+                        continue 'restart;
                     }
                 }
                 if got {
@@ -527,7 +641,7 @@ impl PubSub {
                     let since = *empty_since.get_or_insert_with(std::time::Instant::now);
                     if self.linger_over(Some(since)) {
                         self.ready.send_replace(false);
-                        let _ = self.client.change_log_async(LOG_SUB, LogOp::Stop, 0, vec![]).await;
+                        let _ = self.client.change_log_async(sub, LogOp::Stop, 0, vec![]).await;
                         return;
                     }
                 } else {
@@ -537,6 +651,143 @@ impl PubSub {
                 idle = if kicked { Duration::from_millis(1) } else { (idle * 2).min(POLL_IDLE_MAX) };
             }
         }
+    }
+
+    /// Takes a poll's entries: delivers messages, hands marks and changes of `redis_N` tables to
+    /// the deriver; whether any came.
+    fn absorb(
+        &self,
+        parts: Vec<tern_client::LogPart>,
+        table: &TableHandle,
+        watched: &HashMap<TableId, Watched>,
+        derive: &mut Deriver,
+        seen: &mut Seen,
+    ) -> bool {
+        let mut got = false;
+        for p in parts {
+            for e in p.entries {
+                match e {
+                    LogEntry::Epoch(x) => derive.mark(p.node, p.ldm, x),
+                    LogEntry::Put { table: t, row, epoch, .. } if t == table.id() => {
+                        got = true;
+                        let marks = self.deliver_row(table, &row, seen);
+                        if !watched.is_empty() && !marks.is_empty() {
+                            derive.marked(epoch, marks);
+                        }
+                    }
+                    LogEntry::Put { table: t, row, epoch, .. } if watched.contains_key(&t) => {
+                        got = true;
+                        derive.change(epoch, t, true, false, row);
+                    }
+                    LogEntry::Delete { table: t, key, epoch, expired, .. } if watched.contains_key(&t) => {
+                        got = true;
+                        derive.change(epoch, t, false, expired, key);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        got
+    }
+
+    /// The `redis_N` tables whose changes raise keyspace events (none while notifications are
+    /// off).
+    fn watched(&self) -> HashMap<TableId, Watched> {
+        if self.notify_flags() == 0 { HashMap::new() } else { crate::foreign::watched_tables(&self.client) }
+    }
+
+    /// The cluster's `notify-keyspace-events` (`crate::keyspace` flags) as last read.
+    pub fn notify_flags(&self) -> u32 {
+        self.notify.load(Ordering::Relaxed)
+    }
+
+    /// The settings table, created when `create` and missing.
+    async fn settings(&self, create: bool) -> Result<Option<TableHandle>, TernError> {
+        if let Some(t) = lock(&self.settings).clone() {
+            return Ok(Some(t));
+        }
+        let t = match self.client.table(DATABASE, SETTINGS) {
+            Ok(t) => t,
+            Err(_) if !create => return Ok(None),
+            Err(_) => {
+                let _ = self.table().await?;
+                match self
+                    .client
+                    .ddl_async(DdlReq::CreateTable { table: settings_definition(), if_not_exists: true })
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(e) if e.code == ErrorCode::TableExists => {}
+                    Err(e) => return Err(e),
+                }
+                self.client.refresh_catalog_async().await?;
+                self.client.table(DATABASE, SETTINGS)?
+            }
+        };
+        *lock(&self.settings) = Some(t.clone());
+        Ok(Some(t))
+    }
+
+    /// CONFIG SET notify-keyspace-events: the cluster's setting, for every API server.
+    pub async fn set_notify(&self, flags: u32) -> Result<(), TernError> {
+        let t = self.settings(true).await?.expect("created");
+        let row = vec![
+            Value::Bytes(NOTIFY_SETTING.as_bytes().to_vec()),
+            Value::Bytes(keyspace::flags_string(flags).into_bytes()),
+        ];
+        let mut tx = self.client.begin();
+        tx.execute_with(vec![t.write_owned(row)?], tern_client::Exec::Commit, tern_client::AbortOption::AbortOnError)
+            .await?;
+        self.notify.store(flags, Ordering::Relaxed);
+        self.kick();
+        Ok(())
+    }
+
+    /// Reads the cluster's settings again.
+    async fn refresh(&self, look: bool) -> Result<(), TernError> {
+        if look && lock(&self.settings).is_none() && self.client.table(DATABASE, SETTINGS).is_err() {
+            self.client.refresh_catalog_async().await?;
+        }
+        let Some(t) = self.settings(false).await? else { return Ok(()) };
+        let mut tx = self.client.begin();
+        let r = tx
+            .execute_with(
+                vec![t.read(&[Value::Bytes(NOTIFY_SETTING.as_bytes().to_vec())])?],
+                tern_client::Exec::Commit,
+                tern_client::AbortOption::IgnoreError,
+            )
+            .await?;
+        let flags = match r.into_iter().next() {
+            Some(tern_client::OpResult::Row(b)) => {
+                let v = t.decode_row(&b)?;
+                match &v[1] {
+                    Value::Bytes(s) => keyspace::parse_flags(s).unwrap_or(0),
+                    _ => 0,
+                }
+            }
+            _ => 0,
+        };
+        self.notify.store(flags, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Starts reading the cluster's settings every `keyspace::REFRESH` (once per API server).
+    pub fn start_refresh(&self) {
+        if self.refreshing.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            loop {
+                let Some(hub) = me.upgrade() else { return };
+                // A settings table another API server made is looked for in the catalog.
+                if let Err(e) = hub.refresh(true).await {
+                    tracing::debug!("redis: reading the cluster's settings failed: {e}");
+                }
+                drop(hub);
+                tokio::time::sleep(keyspace::REFRESH).await;
+            }
+        });
     }
 
     /// Whether the poller is to end: nobody has subscribed since `since` (None: now) for
@@ -551,14 +802,15 @@ impl PubSub {
         over
     }
 
-    fn deliver_row(&self, table: &TableHandle, row: &[u8], seen: &mut Seen) {
-        let Ok(mut v) = table.decode_row(row) else { return };
+    /// Delivers a committed row's messages; returns its marks.
+    fn deliver_row(&self, table: &TableHandle, row: &[u8], seen: &mut Seen) -> Vec<(u32, Vec<u8>)> {
+        let Ok(mut v) = table.decode_row(row) else { return Vec::new() };
         if v.len() < C_BATCH {
-            return;
+            return Vec::new();
         }
         let id = v[C_ID as usize].as_i128().unwrap_or(0) as u64;
         if !seen.first(id) {
-            return;
+            return Vec::new();
         }
         let mut bytes = Vec::new();
         for p in v.drain(C_BATCH..) {
@@ -567,10 +819,11 @@ impl PubSub {
                 _ => break,
             }
         }
-        let Some(batch) = decode_batch(&bytes) else { return };
-        for (c, m) in batch {
+        let Some(batch) = decode_batch(&bytes) else { return Vec::new() };
+        for (c, m) in batch.msgs {
             self.deliver(c, m);
         }
+        batch.marks
     }
 }
 
@@ -603,11 +856,16 @@ mod tests {
 
     #[test]
     fn batches_round_trip_and_reject_garbage() {
-        let msgs = vec![(b"ch".to_vec(), b"hello".to_vec()), (b"".to_vec(), vec![0; 300])];
-        assert_eq!(decode_batch(&encode_batch(&msgs)).unwrap(), msgs);
-        assert_eq!(decode_batch(&[]).unwrap(), vec![]);
-        assert!(decode_batch(&[5, 0, 0, 0, b'a']).is_none());
-        assert!(decode_batch(&[1, 0, 0]).is_none());
+        let b = SlotBatch {
+            msgs: vec![(b"ch".to_vec(), b"hello".to_vec()), (b"".to_vec(), vec![0; 300])],
+            marks: vec![(3, b"key".to_vec())],
+        };
+        assert_eq!(encode_batch(&b).len(), b.size());
+        assert_eq!(decode_batch(&encode_batch(&b)).unwrap(), b);
+        assert_eq!(decode_batch(&[]).unwrap(), SlotBatch::default());
+        assert!(decode_batch(&[0, 5, 0, 0, 0, b'a']).is_none());
+        assert!(decode_batch(&[0, 1, 0, 0]).is_none());
+        assert!(decode_batch(&[2]).is_none());
     }
 
     #[test]

@@ -1573,7 +1573,7 @@ impl Sim {
                         let (id, r) = row_of(row);
                         (id, Some(r), (*epoch, *log_gen))
                     }
-                    tern_wire::LogEntry::Delete { epoch, log_gen, table: t, key }
+                    tern_wire::LogEntry::Delete { epoch, log_gen, table: t, key, .. }
                         if *t == table.id && *epoch <= stop =>
                     {
                         let id = layout.decode_key(key).expect("valid key")[0].as_i128().expect("int") as i64;

@@ -145,9 +145,9 @@ impl LogPoller {
                         continue;
                     }
                     LogEntry::Put { epoch, log_gen: 0, table, row } => (LOG_PUT, epoch, 0, table, row),
-                    LogEntry::Delete { epoch, log_gen: 0, table, key } => (LOG_DELETE, epoch, 0, table, key),
+                    LogEntry::Delete { epoch, log_gen: 0, table, key, .. } => (LOG_DELETE, epoch, 0, table, key),
                     LogEntry::Put { epoch, log_gen, table, row } => (LOG_PUT_GEN, epoch, log_gen, table, row),
-                    LogEntry::Delete { epoch, log_gen, table, key } => (LOG_DELETE_GEN, epoch, log_gen, table, key),
+                    LogEntry::Delete { epoch, log_gen, table, key, .. } => (LOG_DELETE_GEN, epoch, log_gen, table, key),
                 };
                 if !tables.contains(&table) {
                     continue; // a unique index's hidden table, or one created meanwhile

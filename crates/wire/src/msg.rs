@@ -386,8 +386,9 @@ pub enum LogEntry {
     /// partition moves, two ldms log it, and of one key's entries in an epoch the higher
     /// generation's last one is the newest.
     Put { epoch: u64, log_gen: u32, table: TableId, row: Vec<u8> },
-    /// The row with this encoded primary key was deleted in `epoch`.
-    Delete { epoch: u64, log_gen: u32, table: TableId, key: Vec<u8> },
+    /// The row with this encoded primary key was deleted in `epoch`; `expired`: by the TTL
+    /// purge (`OpKind::DeleteExpired`), the row being past its TTL.
+    Delete { epoch: u64, log_gen: u32, table: TableId, key: Vec<u8>, expired: bool },
     /// Every commit of this epoch and of earlier ones at this ldm came before this mark.
     Epoch(u64),
 }
@@ -415,12 +416,20 @@ pub const LOG_ENTRIES_MAX: usize = 1 << 22;
 
 /// Appends a change-log entry: `[0][epoch u64][table u32][row]`, `[1][epoch u64][table u32][key]`
 /// or `[2][epoch u64]`; of a generation above 0, `[3][epoch u64][log_gen u32][table u32][row]` and
-/// `[4][epoch u64][log_gen u32][table u32][key]`.
+/// `[4][epoch u64][log_gen u32][table u32][key]`; an expiry's delete is tagged 5 (generation 0)
+/// or 6 (above) instead of 1 or 4.
 pub fn enc_log_entry(e: &mut Enc, x: &LogEntry) {
     match x {
-        LogEntry::Put { epoch, log_gen, table, row } | LogEntry::Delete { epoch, log_gen, table, key: row } => {
-            let delete = matches!(x, LogEntry::Delete { .. });
-            e.u8(if *log_gen == 0 { delete as u8 } else { 3 + delete as u8 });
+        LogEntry::Put { epoch, log_gen, table, row } | LogEntry::Delete { epoch, log_gen, table, key: row, .. } => {
+            let tag = match (x, *log_gen) {
+                (LogEntry::Delete { expired: true, .. }, 0) => 5,
+                (LogEntry::Delete { expired: true, .. }, _) => 6,
+                (LogEntry::Delete { .. }, 0) => 1,
+                (LogEntry::Delete { .. }, _) => 4,
+                (_, 0) => 0,
+                _ => 3,
+            };
+            e.u8(tag);
             e.u64(*epoch);
             if *log_gen != 0 {
                 e.u32(*log_gen);
@@ -439,10 +448,18 @@ pub fn enc_log_entry(e: &mut Enc, x: &LogEntry) {
 pub fn dec_log_entry(d: &mut Dec) -> DecodeResult<LogEntry> {
     Ok(match d.u8()? {
         0 => LogEntry::Put { epoch: d.u64()?, log_gen: 0, table: d.u32()?, row: d.bytes()?.to_vec() },
-        1 => LogEntry::Delete { epoch: d.u64()?, log_gen: 0, table: d.u32()?, key: d.bytes()?.to_vec() },
+        t @ (1 | 5) => {
+            LogEntry::Delete { epoch: d.u64()?, log_gen: 0, table: d.u32()?, key: d.bytes()?.to_vec(), expired: t == 5 }
+        }
         2 => LogEntry::Epoch(d.u64()?),
         3 => LogEntry::Put { epoch: d.u64()?, log_gen: d.u32()?, table: d.u32()?, row: d.bytes()?.to_vec() },
-        4 => LogEntry::Delete { epoch: d.u64()?, log_gen: d.u32()?, table: d.u32()?, key: d.bytes()?.to_vec() },
+        t @ (4 | 6) => LogEntry::Delete {
+            epoch: d.u64()?,
+            log_gen: d.u32()?,
+            table: d.u32()?,
+            key: d.bytes()?.to_vec(),
+            expired: t == 6,
+        },
         _ => return Err(DecodeError("bad log entry tag")),
     })
 }
@@ -1362,8 +1379,10 @@ mod tests {
                         entries: vec![
                             LogEntry::Put { epoch: 7, log_gen: 0, table: 3, row: vec![1, 2] },
                             LogEntry::Put { epoch: 7, log_gen: 2, table: 3, row: vec![1, 2] },
-                            LogEntry::Delete { epoch: 8, log_gen: 0, table: 3, key: vec![9] },
-                            LogEntry::Delete { epoch: 8, log_gen: 5, table: 3, key: vec![9] },
+                            LogEntry::Delete { epoch: 8, log_gen: 0, table: 3, key: vec![9], expired: false },
+                            LogEntry::Delete { epoch: 8, log_gen: 5, table: 3, key: vec![9], expired: false },
+                            LogEntry::Delete { epoch: 8, log_gen: 0, table: 3, key: vec![9], expired: true },
+                            LogEntry::Delete { epoch: 8, log_gen: 5, table: 3, key: vec![9], expired: true },
                             LogEntry::Epoch(8),
                         ],
                     },

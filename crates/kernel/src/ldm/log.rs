@@ -118,7 +118,7 @@ impl Ldm {
             let Some(log_gen) = here else { continue };
             let entry = match &ch.row {
                 Some(r) => LogEntry::Put { epoch, log_gen, table: lk.0, row: r.clone() },
-                None => LogEntry::Delete { epoch, log_gen, table: lk.0, key: lk.2.to_vec() },
+                None => LogEntry::Delete { epoch, log_gen, table: lk.0, key: lk.2.to_vec(), expired: ch.expired },
             };
             for s in self.logs.values_mut().filter(|s| s.wants(lk.0)) {
                 s.push(entry.clone());

@@ -123,6 +123,8 @@ struct Change {
     /// A dirty update (`OpKind::UpdateDirty`): the row to start from when the key is absent at
     /// commit (empty: none) and the updates to apply at commit to the row committed then.
     deferred: Option<(Vec<u8>, Vec<ColumnUpdate>)>,
+    /// A delete of a row past its TTL (`OpKind::DeleteExpired`): logged as an expiry.
+    expired: bool,
 }
 
 #[derive(Debug, Default)]

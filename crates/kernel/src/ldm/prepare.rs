@@ -395,7 +395,12 @@ impl Ldm {
             }
             OpKind::DeleteExpired => match self.current_row_raw(txn, &lk) {
                 Some(cur) if self.expired(op.table, &cur) => {
-                    self.stage_with_triggers(txn, (lk, None), Some(cur), None, triggers, OpResult::Done)
+                    let r =
+                        self.stage_with_triggers(txn, (lk.clone(), None), Some(cur), None, triggers, OpResult::Done);
+                    if let Some(ch) = self.txns.get_mut(&txn).and_then(|t| t.changes.get_mut(&lk)) {
+                        ch.expired = true;
+                    }
+                    r
                 }
                 _ => OpResult::NotFound,
             },
@@ -552,7 +557,7 @@ impl Ldm {
             self.budget.reserve(reserved)?;
         }
         let t = self.txns.entry(txn).or_insert_with(|| LdmTxn::since(self.now_ms));
-        if let Some(prev) = t.changes.insert(lk, Change { row, reserved, at, deferred: None }) {
+        if let Some(prev) = t.changes.insert(lk, Change { row, reserved, at, deferred: None, expired: false }) {
             self.budget.release(prev.reserved);
         }
         Ok(())

@@ -276,7 +276,7 @@ fn a_change_log_keeps_commits_and_epoch_marks_in_order() {
     let (rest, _) = log_req(&mut l, 40, LogOp::Poll, 1 << 20);
     assert!(matches!(&rest[0], LogEntry::Put { epoch: 1, row, .. } if layout.key_of(row) == key(3)), "{rest:?}");
     assert_eq!(rest[1], LogEntry::Epoch(1));
-    assert_eq!(rest[2], LogEntry::Delete { epoch: 2, log_gen: 0, table: 1, key: key(2) });
+    assert_eq!(rest[2], LogEntry::Delete { epoch: 2, log_gen: 0, table: 1, key: key(2), expired: false });
     assert_eq!(rest.len(), 3);
     assert_eq!(log_req(&mut l, 50, LogOp::Poll, 1 << 20), (vec![], None));
     assert_eq!(log_req_on(&mut l, 50, 8, LogOp::Poll, 1 << 20, vec![]), (vec![LogEntry::Epoch(1)], None));

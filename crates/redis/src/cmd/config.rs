@@ -108,7 +108,6 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("min-slaves-max-lag", "10"),
     ("min-slaves-to-write", "0"),
     ("no-appendfsync-on-rewrite", "no"),
-    ("notify-keyspace-events", ""),
     ("oom-score-adj", "no"),
     ("oom-score-adj-values", "0 200 800"),
     ("pidfile", ""),
@@ -209,6 +208,8 @@ const SETTABLE: &[(&str, Kind, i64, i64)] = &[
     (DURABLE_DBS, Kind::Databases, 0, 0),
     // The default user's password (empty: none); connections already signed in stay so.
     ("requirepass", Kind::Text, 0, 0),
+    // The cluster's (every API server's) keyspace notifications (`crate::keyspace`).
+    ("notify-keyspace-events", Kind::Events, 0, 0),
 ];
 
 /// Tern's per-database `appendfsync always`. Not among `CONFIG GET *`'s answers (which list
@@ -226,6 +227,8 @@ enum Kind {
     Databases,
     /// Any text.
     Text,
+    /// Keyspace-event class letters.
+    Events,
 }
 
 fn fsync_mode(v: &[u8]) -> Option<i64> {
@@ -274,6 +277,7 @@ impl Server {
             ("dir", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
             ("io-threads", self.opts.threads.to_string()),
             ("requirepass", self.acl.requirepass()),
+            ("notify-keyspace-events", crate::keyspace::flags_string(self.pubsub.notify_flags())),
         ]);
         let fsync = if self.client.durable_commits() { "always" } else { "everysec" };
         if let Some(e) = v.iter_mut().find(|(k, _)| *k == "appendfsync") {
@@ -282,7 +286,7 @@ impl Server {
         v
     }
 
-    pub(super) fn config_cmd(&self, a: &[Vec<u8>], out: &mut Vec<u8>) -> R {
+    pub(super) async fn config_cmd(&self, a: &[Vec<u8>], out: &mut Vec<u8>) -> R {
         let sub = String::from_utf8_lossy(&a[1]).to_lowercase();
         match sub.as_str() {
             "get" if a.len() >= 3 => {
@@ -303,7 +307,7 @@ impl Server {
                 }
             }
             "set" if a.len() >= 4 => {
-                self.config_set(&a[2..])?;
+                self.config_set(&a[2..]).await?;
                 resp::simple(out, "OK");
             }
             "get" | "set" => return Err(err(format!("ERR wrong number of arguments for 'config|{sub}' command"))),
@@ -326,13 +330,14 @@ impl Server {
     }
 
     /// CONFIG SET param value [param value ...]: all validated, then all applied.
-    fn config_set(&self, pairs: &[Vec<u8>]) -> R {
+    async fn config_set(&self, pairs: &[Vec<u8>]) -> R {
         if !pairs.len().is_multiple_of(2) {
             return Err(err("ERR syntax error"));
         }
         let mut new: Vec<(&str, i64)> = Vec::new();
         let mut dbs = std::collections::BTreeSet::new();
         let mut password = None;
+        let mut events = None;
         for p in pairs.chunks(2) {
             let name = String::from_utf8_lossy(&p[0]).to_lowercase();
             let Some(&(param, kind, lo, hi)) = SETTABLE.iter().find(|s| s.0 == name) else {
@@ -370,11 +375,27 @@ impl Server {
                     password = Some(String::from_utf8_lossy(&p[1]).into_owned());
                     0
                 }
+                Kind::Events => {
+                    events = Some(
+                        crate::keyspace::parse_flags(&p[1])
+                            .ok_or_else(|| failed("Invalid event class character. Use 'Ag$lshzxeKEtmdn'."))?,
+                    );
+                    0
+                }
             };
             if v < lo || v > hi {
                 return Err(failed(&format!("argument must be between {lo} and {hi} inclusive")));
             }
             new.push((param, v));
+        }
+        // The cluster's setting first: the one that can fail (its row is written).
+        if let Some(f) = events {
+            self.pubsub.set_notify(f).await.map_err(|e| {
+                err(format!(
+                    "ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - {}",
+                    e.message
+                ))
+            })?;
         }
         for (param, v) in new {
             let v = v as u64;
@@ -385,6 +406,7 @@ impl Server {
                 "appendfsync" => self.client.set_durable_commits(v == 2),
                 DURABLE_DBS => self.set_durable_databases(std::mem::take(&mut dbs)),
                 "requirepass" => self.acl.set_requirepass(password.as_deref().unwrap_or_default()),
+                "notify-keyspace-events" => {}
                 _ => self.live.max_pending.store(v as usize, Ordering::Relaxed),
             }
         }
@@ -409,6 +431,6 @@ mod tests {
     #[test]
     fn defaults_are_sorted_and_unique() {
         assert!(DEFAULTS.windows(2).all(|w| w[0].0 < w[1].0));
-        assert_eq!(DEFAULTS.len() + 12, 192, "redis-server 7.0 has 192 parameters");
+        assert_eq!(DEFAULTS.len() + 13, 192, "redis-server 7.0 has 192 parameters");
     }
 }

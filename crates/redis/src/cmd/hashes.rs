@@ -155,7 +155,7 @@ impl Server {
     async fn write_hash_meta(&self, cx: &mut Cx, db: &Db, key: &[u8], mut meta: Meta) -> CR {
         bump(&mut meta);
         cx.write(vec![db::write_meta(db, key, &meta)?], true).await?;
-        self.touch(db.index, key);
+        self.touched(cx, db.index, key, false);
         Ok(())
     }
 
@@ -222,7 +222,7 @@ impl Server {
         meta.len = meta.len.saturating_sub(removed);
         if meta.len == 0 {
             cx.write(vec![db.keys.delete(&[Value::Bytes(key.to_vec())])?], true).await?;
-            self.touch(db.index, key);
+            self.touched(cx, db.index, key, true);
         } else {
             self.write_hash_meta(cx, db, key, meta).await?;
         }

@@ -130,7 +130,7 @@ impl Server {
             if let Some(m) = meta_of(db, Some(r))? {
                 n += 1;
                 cx.garbage(db, m);
-                self.touch(db.index, k);
+                self.touched(cx, db.index, k, true);
             }
         }
         Ok(n)
@@ -180,13 +180,14 @@ impl Server {
         if skip {
             return Ok(0);
         }
-        if at <= db::now_ms() {
+        let gone = at <= db::now_ms();
+        if gone {
             cx.write(vec![db.keys.delete(&[Value::Bytes(key.to_vec())])?], true).await?;
             cx.garbage(db, m);
         } else {
             cx.write(vec![update(db, key, vec![set_col(db::K_EXPIRY, db::expiry_value(Some(at)))])?], true).await?;
         }
-        self.touch(db.index, key);
+        self.touched(cx, db.index, key, gone);
         Ok(1)
     }
 
@@ -194,7 +195,7 @@ impl Server {
         match self.read_meta(cx, db, key, true).await? {
             Some(m) if m.expiry.is_some() => {
                 cx.write(vec![update(db, key, vec![set_col(db::K_EXPIRY, Value::Null)])?], true).await?;
-                self.touch(db.index, key);
+                self.touched(cx, db.index, key, false);
                 Ok(1)
             }
             _ => Ok(0),
@@ -229,8 +230,8 @@ impl Server {
         if let Some(old) = old_of(db, rs.into_iter().nth(1))? {
             cx.garbage(db, old);
         }
-        self.touch(db.index, src);
-        self.touch(db.index, dst);
+        self.touched(cx, db.index, src, true);
+        self.touched(cx, db.index, dst, false);
         Ok(true)
     }
 
@@ -261,7 +262,7 @@ impl Server {
             return Ok(false);
         }
         self.copy_value(cx, db, &m, &tdb, dst).await?;
-        self.touch(to, dst);
+        self.touched(cx, to, dst, false);
         Ok(true)
     }
 
@@ -281,8 +282,8 @@ impl Server {
         self.copy_value(cx, db, &m, &tdb, key).await?;
         cx.write(vec![db.keys.delete(&[Value::Bytes(key.to_vec())])?], true).await?;
         cx.garbage(db, m);
-        self.touch(db.index, key);
-        self.touch(to, key);
+        self.touched(cx, db.index, key, true);
+        self.touched(cx, to, key, false);
         Ok(true)
     }
 
@@ -452,7 +453,7 @@ impl Server {
         for (k, r) in keys.iter().zip(cx.run(ops).await?) {
             if let Some(m) = meta_of(&db, Some(r))? {
                 cx.garbage(&db, m);
-                self.touch(index, k);
+                self.touched(cx, index, k, true);
             }
         }
         Ok(())
@@ -485,12 +486,14 @@ impl Server {
                     break;
                 }
                 let mut ops = Vec::new();
+                let mut marks = Vec::new();
                 for r in &rows {
                     let key = t.decode_projection(&key_cols, r)?;
                     if t.id() == db.keys.id()
                         && let Some(Value::Bytes(k)) = key.first()
                     {
                         self.touch(index, k);
+                        marks.push((index, k.clone()));
                     }
                     ops.push(t.delete(&key)?);
                 }
@@ -499,11 +502,14 @@ impl Server {
                     op.kind = OpKind::DeleteExpired;
                     ops.push(op);
                 }
-                standalone!(self, |cx| cx
-                    .write_ordered(ops.clone(), AbortOption::IgnoreError, true)
-                    .await
-                    .map(|_| ())
-                    .map_err(Fail::Txn))?;
+                // FLUSHDB raises no keyspace event: its keys are marked so that none is derived
+                // from its deletes either.
+                standalone!(self, |cx| {
+                    if cx.notify != 0 {
+                        cx.marks.extend(marks.iter().cloned());
+                    }
+                    cx.write_ordered(ops.clone(), AbortOption::IgnoreError, true).await.map(|_| ()).map_err(Fail::Txn)
+                })?;
             }
         }
         Ok(())

@@ -158,7 +158,7 @@ impl Server {
                 let head = head_of(&m);
                 set_head(&mut m, head);
                 cx.write(vec![put(db, m.id, head + i, &a[3])?, db::write_meta(db, &a[1], &m)?], true).await?;
-                self.touch(db.index, &a[1]);
+                self.touched(cx, db.index, &a[1], false);
                 resp::simple(out, "OK");
             }
             "ltrim" => {
@@ -297,7 +297,7 @@ impl Server {
         let mut ops = ops;
         ops.push(db::write_meta(db, key, &m)?);
         cx.write(ops, true).await?;
-        self.touch(db.index, key);
+        self.touched(cx, db.index, key, false);
         Ok(m.len as i64)
     }
 
@@ -363,7 +363,7 @@ impl Server {
                 }
             }
         }
-        self.touch(db.index, key);
+        self.touched(cx, db.index, key, m.len == 0);
         Ok((got, m))
     }
 
@@ -381,7 +381,7 @@ impl Server {
         set_head(&mut m, head + s.min(len));
         self.delete_positions(cx, db, m.id, &doomed).await?;
         cx.write(vec![meta_op(db, key, &m)?], true).await?;
-        self.touch(db.index, key);
+        self.touched(cx, db.index, key, m.len == 0);
         Ok(())
     }
 
@@ -442,7 +442,7 @@ impl Server {
         let head = head_of(&m);
         set_head(&mut m, head);
         cx.write(vec![meta_op(db, key, &m)?], true).await?;
-        self.touch(db.index, key);
+        self.touched(cx, db.index, key, m.len == 0);
         Ok(removed as i64)
     }
 
@@ -487,7 +487,7 @@ impl Server {
         }
         m.len += 1;
         cx.write(vec![db::write_meta(db, key, &m)?], true).await?;
-        self.touch(db.index, key);
+        self.touched(cx, db.index, key, false);
         Ok(m.len as i64)
     }
 
@@ -601,7 +601,7 @@ impl Server {
         let mut ops = self.push_ops(db, &mut dm, std::iter::once(&v[..]), to)?;
         ops.push(db::write_meta(db, dst, &dm)?);
         cx.write(ops, true).await?;
-        self.touch(db.index, dst);
+        self.touched(cx, db.index, dst, false);
         Ok(Some(v))
     }
 

@@ -537,7 +537,7 @@ impl Server {
         if let Some(old) = old_of(db, rs.into_iter().next())? {
             cx.garbage(db, old);
         }
-        self.touch(db.index, key);
+        self.touched(cx, db.index, key, false);
         Ok(())
     }
 
@@ -778,7 +778,7 @@ impl Server {
                         self.stats.expired_base.store(self.expired_keys(&s), Ordering::Relaxed);
                     }
                 }
-                self.config_cmd(a, out)?
+                self.config_cmd(a, out).await?
             }
             "command" => self.command_cmd(a, out)?,
             "info" => self.info(sess, a, out).await?,
@@ -798,6 +798,28 @@ impl Server {
 
     /// A data command against `cx`, its RESP2 reply appended.
     pub(crate) async fn data_command(
+        &self,
+        cx: &mut Cx,
+        sess: &mut Session,
+        db: &Arc<Db>,
+        name: &str,
+        a: &[Vec<u8>],
+        out: &mut Vec<u8>,
+    ) -> CR {
+        let from = cx.touched.len();
+        let r = self.data_command_keys(cx, sess, db, name, a, out).await;
+        if cx.notify != 0 {
+            let touched: Vec<_> = cx.touched.drain(from..).collect();
+            if r.is_ok() {
+                cx.events.extend(crate::keyspace::events_of(name, a, &touched));
+                cx.marks.extend(touched.into_iter().map(|(d, k, _)| (d, k)));
+            }
+        }
+        r
+    }
+
+    /// `data_command` but for its keyspace events.
+    async fn data_command_keys(
         &self,
         cx: &mut Cx,
         sess: &mut Session,

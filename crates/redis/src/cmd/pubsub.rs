@@ -168,16 +168,15 @@ impl Server {
             return fail("NOPERM this user has no permissions to access one of the channels used as arguments");
         }
         let slot = pubsub::slot_of(channel);
-        let msgs = cx.pubs.entry(slot).or_default();
-        msgs.push((channel.clone(), message.clone()));
-        let size: usize = msgs.iter().map(|(c, m)| c.len() + m.len() + 8).sum();
-        if size > MESSAGE_MAX {
-            msgs.pop();
+        let b = cx.pubs.entry(slot).or_default();
+        b.msgs.push((channel.clone(), message.clone()));
+        if b.size() > MESSAGE_MAX {
+            b.msgs.pop();
             return fail(format!(
                 "ERR Tern's pub/sub messages are limited to {MESSAGE_MAX} bytes (channel and message, of one channel in one transaction)"
             ));
         }
-        let op = self.pubsub.publish_op(slot, msgs).await?;
+        let op = self.pubsub.publish_op(slot, b).await?;
         cx.write(vec![op], true).await?;
         self.pubsub.kick();
         resp::integer(out, self.pubsub.receivers(channel) as i64);

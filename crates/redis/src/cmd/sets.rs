@@ -199,7 +199,7 @@ impl Server {
             db::write_meta(db, key, &m)?
         };
         cx.write(vec![op], last).await?;
-        self.touch(db.index, key);
+        self.touched(cx, db.index, key, m.len == 0);
         Ok(())
     }
 
@@ -227,7 +227,10 @@ impl Server {
         }
         let mut m = self.set_for_write(cx, db, key).await?;
         let added = self.add_members(cx, db, &mut m, members).await?;
-        self.write_coll_meta(cx, db, key, m, true).await?;
+        // Nothing new: the key is not modified (WATCH, keyspace events), as in redis.
+        if added > 0 {
+            self.write_coll_meta(cx, db, key, m, true).await?;
+        }
         Ok(added)
     }
 
@@ -451,17 +454,23 @@ impl Server {
         let old = self.read_meta(cx, db, dst, true).await?;
         let mut m = Meta::collection(TYPE_SET, self.new_id(db).await?);
         self.add_members(cx, db, &mut m, members).await?;
+        // An empty result deletes the destination (when there is one: a delete of no row would
+        // fail the transaction).
+        let existed = old.is_some();
         let op = if m.len == 0 {
-            db.keys.delete(&[Value::Bytes(dst.to_vec())])?
+            existed.then(|| db.keys.delete(&[Value::Bytes(dst.to_vec())])).transpose()?
         } else {
             bump(&mut m);
-            db::write_meta(db, dst, &m)?
+            Some(db::write_meta(db, dst, &m)?)
         };
-        cx.write(vec![op], true).await?;
+        cx.write(op.into_iter().collect(), true).await?;
         if let Some(o) = old {
             cx.garbage(db, o);
         }
-        self.touch(db.index, dst);
+        // An empty result where no key was raises nothing (redis's `dbDelete` found none).
+        if existed || m.len > 0 {
+            self.touched(cx, db.index, dst, m.len == 0);
+        }
         Ok(m.len as i64)
     }
 

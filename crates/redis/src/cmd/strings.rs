@@ -334,15 +334,15 @@ impl Server {
             Some(at) if opt.absolute && at <= db::now_ms() => {
                 cx.write(vec![db.keys.delete(&[Value::Bytes(key.to_vec())])?], true).await?;
                 cx.garbage(db, m);
-                self.touch(db.index, key);
+                self.touched(cx, db.index, key, true);
             }
             Some(at) => {
                 cx.write(vec![update(db, key, vec![set_col(db::K_EXPIRY, db::expiry_value(Some(at)))])?], true).await?;
-                self.touch(db.index, key);
+                self.touched(cx, db.index, key, false);
             }
             None if opt.persist && m.expiry.is_some() => {
                 cx.write(vec![update(db, key, vec![set_col(db::K_EXPIRY, Value::Null)])?], true).await?;
-                self.touch(db.index, key);
+                self.touched(cx, db.index, key, false);
             }
             None => {}
         }
@@ -355,7 +355,7 @@ impl Server {
         let v = self.assemble(cx, db, &m).await?.ok_or_else(changed)?;
         cx.write(vec![db.keys.delete(&[Value::Bytes(key.to_vec())])?], true).await?;
         cx.garbage(db, m);
-        self.touch(db.index, key);
+        self.touched(cx, db.index, key, true);
         Ok(Some(v))
     }
 
@@ -400,7 +400,9 @@ impl Server {
                 cx.garbage(db, m);
             }
         }
-        pairs.chunks(2).for_each(|p| self.touch(db.index, &p[0]));
+        for p in pairs.chunks(2) {
+            self.touched(cx, db.index, &p[0], false);
+        }
         Ok(())
     }
 
@@ -429,7 +431,9 @@ impl Server {
             ops.extend(self.string_ops(db, k, v, None).await?);
         }
         cx.write(ops, true).await?;
-        last.iter().for_each(|(k, _)| self.touch(db.index, k));
+        for (k, _) in &last {
+            self.touched(cx, db.index, k, false);
+        }
         Ok(1)
     }
 
@@ -451,7 +455,7 @@ impl Server {
         }
         match cx.last(vec![op]).await?.into_iter().next() {
             Some(OpResult::Row(b)) => {
-                self.touch(db.index, key);
+                self.touched(cx, db.index, key, false);
                 let v = db::bytes_of(db.keys.decode_projection(&[db::K_VALUE], &b)?.remove(0));
                 Ok(parse_int(&v).ok_or_else(|| err(NOT_INT))?)
             }

@@ -68,11 +68,19 @@ pub(crate) struct Cx {
     pub(crate) fields: FieldChanges,
     /// Messages PUBLISHed in this transaction, per slot of `redis_pubsub.messages` (a slot's row
     /// holds them all).
-    pub(crate) pubs: HashMap<u64, crate::pubsub::Batch>,
+    pub(crate) pubs: HashMap<u64, crate::pubsub::SlotBatch>,
     /// Inside EXEC: the (database, key) pairs the queued commands name (locked first).
     pub(crate) named: Vec<(u32, Vec<u8>)>,
     /// Key rows replaced or deleted: their parts or fields go once the transaction committed.
     garbage: Vec<(Arc<Db>, Meta)>,
+    /// `notify-keyspace-events` when the transaction began (`crate::keyspace` flags; 0: off).
+    /// While on, a standalone command commits only in `commit_with`, with its events.
+    pub(crate) notify: u32,
+    /// Keys the current command wrote (`Server::touched`), while notifications are on.
+    pub(crate) touched: Vec<crate::keyspace::Touched>,
+    /// Events of the commands so far, and the keys they wrote (marks).
+    pub(crate) events: Vec<crate::keyspace::Event>,
+    pub(crate) marks: Vec<(u32, Vec<u8>)>,
 }
 
 impl Cx {
@@ -89,7 +97,17 @@ impl Cx {
             pubs: HashMap::new(),
             named: Vec::new(),
             garbage: Vec::new(),
+            notify: 0,
+            touched: Vec::new(),
+            events: Vec::new(),
+            marks: Vec::new(),
         }
+    }
+
+    /// Whether a command's last operations commit with them (not inside EXEC, nor while
+    /// keyspace events are to be written with the commit).
+    fn commits(&self, last: bool) -> bool {
+        last && !self.multi && self.notify == 0
     }
 
     async fn exec(&mut self, ops: Vec<KeyOp>, last: bool, abort: AbortOption) -> Result<Vec<OpResult>, TernError> {
@@ -98,7 +116,7 @@ impl Cx {
         }
         self.started = true;
         self.locking |= ops.iter().any(|o| o.kind != tern_client::OpKind::Read);
-        let commit = last && !self.multi;
+        let commit = self.commits(last);
         let rs = exec_batched(&mut self.t, ops, if commit { Exec::Commit } else { Exec::NoCommit }, abort).await?;
         self.committed |= commit;
         Ok(rs)
@@ -143,8 +161,9 @@ impl Cx {
         }
         self.started = true;
         self.locking = true;
-        let rs = exec_ordered_with(&self.client, &mut self.t, ops, abort, last && !self.multi).await?;
-        self.committed |= last && !self.multi;
+        let commit = self.commits(last);
+        let rs = exec_ordered_with(&self.client, &mut self.t, ops, abort, commit).await?;
+        self.committed |= commit;
         Ok(rs)
     }
 
@@ -156,9 +175,10 @@ impl Cx {
     }
 
     /// Commits what is not committed yet; returns the rows to clean up.
-    pub(crate) async fn commit(mut self) -> Result<Vec<(Arc<Db>, Meta)>, TernError> {
+    /// Commits with `ops` (keyspace events' rows) what is not committed yet.
+    pub(crate) async fn commit_with(mut self, ops: Vec<KeyOp>) -> Result<Vec<(Arc<Db>, Meta)>, TernError> {
         if self.started && self.locking && !self.committed {
-            self.t.execute_with(Vec::new(), Exec::Commit, AbortOption::AbortOnError).await?;
+            self.t.execute_with(ops, Exec::Commit, AbortOption::AbortOnError).await?;
         }
         Ok(std::mem::take(&mut self.garbage))
     }
@@ -175,6 +195,7 @@ macro_rules! standalone {
         let mut retry = $crate::cmd::Retry::default();
         loop {
             let mut owned = $crate::cmd::Cx::new(&server.client, false, retry.first());
+            owned.notify = server.pubsub.notify_flags();
             let $cx = &mut owned;
             let r = $body;
             match server.finish_standalone(owned, r).await {
@@ -216,11 +237,60 @@ impl Retry {
 
 impl Server {
     /// Commits a standalone command's transaction when it succeeded.
-    pub(crate) async fn finish_standalone<T>(&self, cx: Cx, r: CR<T>) -> CR<T> {
+    pub(crate) async fn finish_standalone<T>(&self, mut cx: Cx, r: CR<T>) -> CR<T> {
         let v = r?;
-        let garbage = cx.commit().await?;
+        let (ops, published) = self.keyspace_ops(&mut cx).await?;
+        let garbage = cx.commit_with(ops).await?;
+        if published {
+            self.pubsub.kick();
+        }
         self.collect(garbage);
         Ok(v)
+    }
+
+    /// A write of a key by the current command (WATCH, blocked pops, keyspace events): `gone`,
+    /// the key no longer exists after it.
+    pub(crate) fn touched(&self, cx: &mut Cx, db: u32, key: &[u8], gone: bool) {
+        self.touch(db, key);
+        if cx.notify != 0 {
+            cx.touched.push((db, key.to_vec(), gone));
+        }
+    }
+
+    /// The rows of `redis_pubsub.messages` that carry the transaction's keyspace events and
+    /// marks (with its PUBLISHed messages of the same slots); whether there are any.
+    pub(crate) async fn keyspace_ops(&self, cx: &mut Cx) -> Result<(Vec<KeyOp>, bool), TernError> {
+        use crate::keyspace;
+        use crate::pubsub::{MESSAGE_MAX, slot_of};
+        if cx.notify == 0 || (cx.events.is_empty() && cx.marks.is_empty()) {
+            return Ok((Vec::new(), false));
+        }
+        let mut slots = Vec::new();
+        for ev in std::mem::take(&mut cx.events) {
+            for (c, m) in keyspace::messages(cx.notify, &ev) {
+                let slot = slot_of(&c);
+                let b = cx.pubs.entry(slot).or_default();
+                if b.size() + c.len() + m.len() + 9 <= MESSAGE_MAX {
+                    b.msgs.push((c, m));
+                    slots.push(slot);
+                }
+            }
+        }
+        for (db, k) in std::mem::take(&mut cx.marks) {
+            let slot = slot_of(&keyspace::keyspace_channel(db, &k));
+            let b = cx.pubs.entry(slot).or_default();
+            if b.size() + k.len() + 9 <= MESSAGE_MAX {
+                b.marks.push((db, k));
+                slots.push(slot);
+            }
+        }
+        slots.sort_unstable();
+        slots.dedup();
+        let mut ops = Vec::with_capacity(slots.len());
+        for slot in slots {
+            ops.push(self.pubsub.publish_op(slot, &cx.pubs[&slot]).await?);
+        }
+        Ok((ops, true))
     }
 
     /// Deletes the rows replaced values left behind, in the background.
@@ -624,9 +694,19 @@ impl Server {
         let mut attempt = 0;
         loop {
             let mut cx = Cx::new(&self.client, true, attempt == 0);
+            cx.notify = self.pubsub.notify_flags();
             cx.named = named_keys(&m.queued, sess.db, self.opts.databases);
             let r = match self.exec_once(&mut cx, sess, &m.queued, watched.as_ref(), out).await {
-                Ok(true) => cx.commit().await.map(Some),
+                Ok(true) => match self.keyspace_ops(&mut cx).await {
+                    Ok((ops, published)) => {
+                        let r = cx.commit_with(ops).await.map(Some);
+                        if published {
+                            self.pubsub.kick();
+                        }
+                        r
+                    }
+                    Err(e) => Err(e),
+                },
                 Ok(false) => Ok(None),
                 Err(e) => Err(e),
             };

@@ -926,17 +926,23 @@ impl Server {
         let mut m = Meta::collection(TYPE_ZSET, self.new_id(db).await?);
         self.zwrite(cx, db, m.id, &v).await?;
         m.len = v.len() as u64;
+        // An empty result deletes the destination (when there is one: a delete of no row would
+        // fail the transaction).
+        let existed = old.is_some();
         let op = if m.len == 0 {
-            db.keys.delete(&[Value::Bytes(dst.to_vec())])?
+            existed.then(|| db.keys.delete(&[Value::Bytes(dst.to_vec())])).transpose()?
         } else {
             bump(&mut m);
-            db::write_meta(db, dst, &m)?
+            Some(db::write_meta(db, dst, &m)?)
         };
-        cx.write(vec![op], true).await?;
+        cx.write(op.into_iter().collect(), true).await?;
         if let Some(o) = old {
             cx.garbage(db, o);
         }
-        self.touch(db.index, dst);
+        // An empty result where no key was raises nothing (redis's `dbDelete` found none).
+        if existed || m.len > 0 {
+            self.touched(cx, db.index, dst, m.len == 0);
+        }
         Ok(m.len as i64)
     }
 
