@@ -151,6 +151,7 @@ fn event_for(cmd: &str, a: &[Vec<u8>], i: usize, gone: bool) -> Option<(u32, &'s
         "rename" | "renamenx" => (GENERIC, if i == 0 { "rename_from" } else { "rename_to" }),
         "move" => (GENERIC, if i == 0 { "move_from" } else { "move_to" }),
         "copy" => (GENERIC, "copy_to"),
+        "restore" if gone => (GENERIC, "del"),
         "restore" => (GENERIC, "restore"),
         "lpush" | "lpushx" => (LIST, "lpush"),
         "rpush" | "rpushx" => (LIST, "rpush"),
@@ -219,6 +220,10 @@ pub fn events_of(cmd: &str, a: &[Vec<u8>], touched: &[Touched]) -> Vec<Event> {
         let (db, key, gone) = &touched[i];
         let Some((class, name)) = event_for(cmd, a, i, *gone) else { continue };
         let ev = |class, name| Event { class, name, db: *db, key: key.clone() };
+        // One write of a key in several steps (RESTORE's) raises its event once.
+        if out.last() == Some(&ev(class, name)) {
+            continue;
+        }
         out.push(ev(class, name));
         let ttl = match cmd {
             "setex" | "psetex" => true,

@@ -22,6 +22,7 @@ pub mod glob;
 pub mod keyspace;
 pub mod ldouble;
 pub mod pubsub;
+pub mod rdb;
 pub mod resp;
 
 use crate::clients::{ClientInfo, Registry, lock};
@@ -260,6 +261,14 @@ pub struct Server {
     dbs: Mutex<HashMap<u32, Arc<Db>>>,
     /// Databases whose writes commit durably (see `RedisOptions::durable_databases`).
     durable_dbs: Mutex<std::collections::BTreeSet<u32>>,
+    /// Parameters CONFIG SET stored that have no Tern setting behind them (answered by CONFIG
+    /// GET as redis-server would).
+    pub(crate) config_stored: Mutex<std::collections::HashMap<&'static str, String>>,
+    /// MONITOR connections' mailboxes (pruned when their connections are gone).
+    pub(crate) monitors: Mutex<Vec<std::sync::Weak<pubsub::Mailbox>>>,
+    pub(crate) monitoring: AtomicUsize,
+    /// LASTSAVE's time (unix seconds): the last SAVE or BGSAVE, or the start.
+    pub(crate) last_save: AtomicU64,
     /// This server, for tasks it spawns.
     me: std::sync::Weak<Server>,
     /// Users and their permissions (AUTH, ACL).
@@ -289,8 +298,11 @@ pub struct Session {
     pub acl_generation: u64,
     /// The connection's socket (-1: none), for a blocked command to notice the client left.
     pub fd: i32,
-    /// Its pub/sub subscriptions (None: it never subscribed).
+    /// Its pub/sub subscriptions (None: it never subscribed); also the mailbox of MONITOR.
     pub subs: Option<pubsub::Subs>,
+    /// CLIENT REPLY: 0 on, 1 off, 2 skip the next command's reply, 3 skip this one's and the
+    /// next one's (set by SKIP).
+    pub reply: u8,
 }
 
 /// A command the pipeline path merges into one transaction.
@@ -348,6 +360,10 @@ impl Server {
             pubsub,
             dbs: Mutex::default(),
             durable_dbs: Mutex::new(opts_durable),
+            config_stored: Mutex::default(),
+            monitors: Mutex::default(),
+            monitoring: AtomicUsize::new(0),
+            last_save: AtomicU64::new(db::now_ms() as u64 / 1000),
             me: me.clone(),
             acl: acl::Acl::new(opts_requirepass.as_deref()),
             next_id: AtomicU64::new(0),
@@ -476,6 +492,7 @@ impl Server {
             watch: None,
             fd: stream.raw_fd(),
             subs: None,
+            reply: 0,
         };
         let mut parser = resp::Parser::default();
         let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
@@ -546,7 +563,7 @@ impl Server {
             // Other connections' queued data-node requests go now rather than when the worker
             // parks: a worker that always finds work (many busy connections) may not park soon.
             tern_client::flush_deferred();
-            let mailbox = sess.subs.as_ref().filter(|s| s.count() > 0).map(|s| s.mailbox.clone());
+            let mailbox = sess.subs.as_ref().filter(|s| s.count() > 0 || s.monitor).map(|s| s.mailbox.clone());
             if !self.wait_input(&stream, &mut buf, &info, mailbox.as_deref()).await {
                 return;
             }
@@ -615,6 +632,8 @@ impl Server {
         for mut args in cmds {
             if merge
                 && notify_off
+                && sess.reply == 0
+                && self.monitoring.load(Ordering::Relaxed) == 0
                 && sess.multi.is_none()
                 && (sess.resp3 || sess.subs.as_ref().is_none_or(|s| s.count() == 0))
                 && (unrestricted || fast_allowed(&sess.user, &args))

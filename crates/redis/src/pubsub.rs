@@ -223,6 +223,8 @@ pub struct Msg {
 pub enum Delivery {
     Message(Arc<Msg>),
     PMessage(Arc<[u8]>, Arc<Msg>),
+    /// Bytes sent as they are (a MONITOR line).
+    Raw(Arc<[u8]>),
 }
 
 impl Delivery {
@@ -230,6 +232,7 @@ impl Delivery {
         match self {
             Delivery::Message(m) => m.channel.len() + m.payload.len() + 32,
             Delivery::PMessage(p, m) => p.len() + m.channel.len() + m.payload.len() + 48,
+            Delivery::Raw(b) => b.len(),
         }
     }
 
@@ -254,6 +257,7 @@ impl Delivery {
                 crate::resp::bulk(out, &m.channel);
                 crate::resp::bulk(out, &m.payload);
             }
+            Delivery::Raw(b) => out.extend_from_slice(b),
         }
     }
 }
@@ -289,6 +293,11 @@ impl Mailbox {
         self.wake.notify_one();
     }
 
+    /// Queues bytes to send as they are (MONITOR's lines).
+    pub fn push_raw(&self, b: Arc<[u8]>) {
+        self.push(Delivery::Raw(b));
+    }
+
     /// Appends what waits (at most `max` bytes of it) to `out`; whether more waits.
     pub fn drain(&self, resp3: bool, out: &mut Vec<u8>, max: usize) -> bool {
         let mut q = lock(&self.q);
@@ -307,6 +316,8 @@ pub struct Subs {
     pub mailbox: Arc<Mailbox>,
     pub channels: BTreeSet<Vec<u8>>,
     pub patterns: BTreeSet<Vec<u8>>,
+    /// MONITOR's lines come to this mailbox too.
+    pub monitor: bool,
     hub: Weak<PubSub>,
 }
 
@@ -455,6 +466,7 @@ impl PubSub {
             mailbox: Arc::new(Mailbox { q: Mutex::default(), wake: tokio::sync::Notify::new(), info }),
             channels: BTreeSet::new(),
             patterns: BTreeSet::new(),
+            monitor: false,
             hub: self.me.clone(),
         }
     }

@@ -290,6 +290,25 @@ pub fn integer(out: &mut Vec<u8>, v: i64) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// redis's `sdscatrepr`: the bytes in double quotes, with C escapes for quotes, backslashes,
+/// control characters and bytes that are not printable (MONITOR's arguments).
+pub fn repr(out: &mut Vec<u8>, s: &[u8]) {
+    out.push(b'"');
+    for &c in s {
+        match c {
+            b'\\' | b'"' => out.extend_from_slice(&[b'\\', c]),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            7 => out.extend_from_slice(b"\\a"),
+            8 => out.extend_from_slice(b"\\b"),
+            c if c.is_ascii_graphic() || c == b' ' => out.push(c),
+            c => out.extend_from_slice(format!("\\x{c:02x}").as_bytes()),
+        }
+    }
+    out.push(b'"');
+}
+
 pub fn bulk(out: &mut Vec<u8>, v: &[u8]) {
     out.push(b'$');
     out.extend_from_slice(v.len().to_string().as_bytes());

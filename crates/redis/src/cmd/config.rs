@@ -1,8 +1,13 @@
 //! CONFIG GET / SET / RESETSTAT / REWRITE. GET answers every parameter redis-server 7.0 has (names
 //! and defaults as `CONFIG GET *` of redis-server 7.0.15 lists them), with Tern's values where a
-//! parameter maps to a Tern setting; SET changes the settings Tern has (`maxclients`, `timeout`,
-//! `proto-max-bulk-len`, `client-query-buffer-limit`) and answers any other parameter with
-//! redis-server's unknown-parameter error. Several pairs are validated first and then applied
+//! parameter maps to a Tern setting. SET changes the settings Tern has (`maxclients`, `timeout`,
+//! `proto-max-bulk-len`, `client-query-buffer-limit`, `appendfsync`, `requirepass`, and the
+//! cluster's `notify-keyspace-events`); every other parameter redis-server lets CONFIG SET
+//! change is validated as redis-server validates it (yes/no, integers, memory values, its
+//! enumerations, `save`'s pairs), stored by this API server and answered by GET, with no other
+//! effect (Tern has no such setting: `maxmemory`, `hz`, encodings' thresholds — which OBJECT
+//! ENCODING follows — `save`, `lua-time-limit` ...). Parameters redis-server refuses to change
+//! at runtime are refused with its texts. Several pairs are validated first and then applied
 //! together, as redis-server does.
 
 use super::{R, err};
@@ -212,6 +217,143 @@ const SETTABLE: &[(&str, Kind, i64, i64)] = &[
     ("notify-keyspace-events", Kind::Events, 0, 0),
 ];
 
+/// Parameters redis-server 7.0 refuses to change at runtime ("can't set immutable config"), and
+/// Tern's listening address, which is set when the server starts.
+const IMMUTABLE: &[&str] = &[
+    "aclfile",
+    "always-show-logo",
+    "aof_rewrite_cpulist",
+    "appenddirname",
+    "appendfilename",
+    "bgsave_cpulist",
+    "bind",
+    "bio_cpulist",
+    "cluster-config-file",
+    "cluster-enabled",
+    "cluster-port",
+    "daemonize",
+    "databases",
+    "disable-thp",
+    "enable-debug-command",
+    "enable-module-command",
+    "enable-protected-configs",
+    "io-threads",
+    "io-threads-do-reads",
+    "logfile",
+    "pidfile",
+    "port",
+    "rdbchecksum",
+    "replicaof",
+    "server_cpulist",
+    "set-proc-title",
+    "slaveof",
+    "socket-mark-id",
+    "supervised",
+    "syslog-enabled",
+    "syslog-facility",
+    "syslog-ident",
+    "tcp-backlog",
+    "unixsocket",
+    "unixsocketperm",
+];
+
+/// Protected parameters (`enable-protected-configs no`).
+const PROTECTED: &[&str] = &["dbfilename", "dir"];
+
+/// Enumerations and their values (redis-server 7.0's).
+const ENUMS: &[(&str, &[&str])] = &[
+    (
+        "maxmemory-policy",
+        &[
+            "volatile-lru",
+            "volatile-lfu",
+            "volatile-random",
+            "volatile-ttl",
+            "allkeys-lru",
+            "allkeys-lfu",
+            "allkeys-random",
+            "noeviction",
+        ],
+    ),
+    ("loglevel", &["debug", "verbose", "notice", "warning"]),
+    ("acl-pubsub-default", &["allchannels", "resetchannels"]),
+    ("sanitize-dump-payload", &["no", "yes", "clients"]),
+    ("repl-diskless-load", &["disabled", "on-empty-db", "swapdb"]),
+    ("oom-score-adj", &["no", "yes", "relative", "absolute"]),
+    ("propagation-error-behavior", &["ignore", "panic", "panic-on-replicas"]),
+    ("cluster-preferred-endpoint-type", &["ip", "hostname", "unknown-endpoint"]),
+];
+
+/// Parameters that take memory values (`1gb`, `64mb`, ...), shown in bytes.
+const MEMORY: &[&str] = &[
+    "maxmemory",
+    "active-defrag-ignore-bytes",
+    "auto-aof-rewrite-min-size",
+    "repl-backlog-size",
+    "stream-node-max-bytes",
+    "hll-sparse-max-bytes",
+    "hash-max-listpack-value",
+    "hash-max-ziplist-value",
+    "zset-max-listpack-value",
+    "zset-max-ziplist-value",
+    "set-max-intset-entries",
+    "cluster-link-sendbuf-limit",
+];
+
+/// The twin names redis keeps for one setting (old ziplist names and new listpack names).
+const ALIASES: &[(&str, &str)] = &[
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("slaveof", "replicaof"),
+    ("cluster-slave-no-failover", "cluster-replica-no-failover"),
+    ("cluster-slave-validity-factor", "cluster-replica-validity-factor"),
+];
+
+/// A stored parameter's new value, validated as redis-server validates its kind (the kind
+/// follows from redis's default: yes/no, a number, or text).
+fn stored_value(param: &str, v: &[u8]) -> Result<String, String> {
+    let text = String::from_utf8_lossy(v).into_owned();
+    if let Some((_, values)) = ENUMS.iter().find(|(n, _)| *n == param) {
+        let lower = text.to_lowercase();
+        return if values.contains(&lower.as_str()) {
+            Ok(lower)
+        } else {
+            Err(format!("argument(s) must be one of the following: {}", values.join(", ")))
+        };
+    }
+    if param == "save" {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if !words.len().is_multiple_of(2) || words.iter().any(|w| w.parse::<u64>().is_err()) {
+            return Err("Invalid save parameters".into());
+        }
+        return Ok(words.join(" "));
+    }
+    if MEMORY.contains(&param) {
+        return match memory(v) {
+            Some(n) if n >= 0 => Ok(n.to_string()),
+            Some(_) => Err(format!("argument must be between 0 and {} inclusive", i64::MAX)),
+            None => Err("argument must be a memory value".into()),
+        };
+    }
+    let default = DEFAULTS.iter().find(|(n, _)| *n == param).map_or("", |(_, d)| *d);
+    if matches!(default, "yes" | "no") {
+        return match text.to_lowercase().as_str() {
+            w @ ("yes" | "no") => Ok(w.to_string()),
+            _ => Err("argument must be 'yes' or 'no'".into()),
+        };
+    }
+    if !default.is_empty() && parse_int(default.as_bytes()).is_some() {
+        return match parse_int(v) {
+            Some(n) => Ok(n.to_string()),
+            None => Err("argument couldn't be parsed into an integer".into()),
+        };
+    }
+    Ok(text)
+}
+
 /// Tern's per-database `appendfsync always`. Not among `CONFIG GET *`'s answers (which list
 /// what redis-server has); `CONFIG GET tern-durable-databases` names it.
 const DURABLE_DBS: &str = "tern-durable-databases";
@@ -283,7 +425,18 @@ impl Server {
         if let Some(e) = v.iter_mut().find(|(k, _)| *k == "appendfsync") {
             e.1 = fsync.to_string();
         }
+        let stored = crate::clients::lock(&self.config_stored);
+        for (k, val) in v.iter_mut() {
+            if let Some(x) = stored.get(k) {
+                *val = x.clone();
+            }
+        }
         v
+    }
+
+    /// One parameter's current value ("" for none).
+    pub(crate) fn config_value(&self, name: &str) -> String {
+        self.config_values().into_iter().find(|(k, _)| *k == name).map(|(_, v)| v).unwrap_or_default()
     }
 
     pub(super) async fn config_cmd(&self, a: &[Vec<u8>], out: &mut Vec<u8>) -> R {
@@ -338,17 +491,34 @@ impl Server {
         let mut dbs = std::collections::BTreeSet::new();
         let mut password = None;
         let mut events = None;
+        let mut store: Vec<(&'static str, String)> = Vec::new();
         for p in pairs.chunks(2) {
             let name = String::from_utf8_lossy(&p[0]).to_lowercase();
             let Some(&(param, kind, lo, hi)) = SETTABLE.iter().find(|s| s.0 == name) else {
-                return Err(err(format!(
-                    "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
-                    String::from_utf8_lossy(&p[0])
-                )));
+                let Some(param) = self.config_values().into_iter().map(|(k, _)| k).find(|k| *k == name) else {
+                    return Err(err(format!(
+                        "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
+                        String::from_utf8_lossy(&p[0])
+                    )));
+                };
+                let failed =
+                    |why: &str| err(format!("ERR CONFIG SET failed (possibly related to argument '{param}') - {why}"));
+                if IMMUTABLE.contains(&param) {
+                    return Err(failed("can't set immutable config"));
+                }
+                if PROTECTED.contains(&param) {
+                    return Err(failed("can't set protected config"));
+                }
+                if store.iter().any(|(n, _)| *n == param) || new.iter().any(|(n, _)| *n == param) {
+                    return Err(failed("duplicate parameter"));
+                }
+                let v = stored_value(param, &p[1]).map_err(|why| failed(&why))?;
+                store.push((param, v));
+                continue;
             };
             let failed =
                 |why: &str| err(format!("ERR CONFIG SET failed (possibly related to argument '{param}') - {why}"));
-            if new.iter().any(|(n, _)| *n == param) {
+            if new.iter().any(|(n, _)| *n == param) || store.iter().any(|(n, _)| *n == param) {
                 return Err(failed("duplicate parameter"));
             }
             let v = match kind {
@@ -396,6 +566,20 @@ impl Server {
                     e.message
                 ))
             })?;
+        }
+        {
+            let mut stored = crate::clients::lock(&self.config_stored);
+            for (param, v) in store {
+                // A setting with two names changes under both.
+                for (a, b) in ALIASES {
+                    if param == *a {
+                        stored.insert(b, v.clone());
+                    } else if param == *b {
+                        stored.insert(a, v.clone());
+                    }
+                }
+                stored.insert(param, v);
+            }
         }
         for (param, v) in new {
             let v = v as u64;

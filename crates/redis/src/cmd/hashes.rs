@@ -161,7 +161,7 @@ impl Server {
 
     /// HSET/HMSET: how many fields were new. HSETNX (`nx`): 1 when the one field was new and
     /// set, 0 when it existed.
-    async fn hset(&self, cx: &mut Cx, db: &Arc<Db>, key: &[u8], pairs: &[Vec<u8>], nx: bool) -> CR<i64> {
+    pub(super) async fn hset(&self, cx: &mut Cx, db: &Arc<Db>, key: &[u8], pairs: &[Vec<u8>], nx: bool) -> CR<i64> {
         for p in pairs.chunks(2) {
             check_key(&p[0])?;
             field_value_check(&p[1])?;

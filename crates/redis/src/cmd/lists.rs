@@ -284,7 +284,15 @@ impl Server {
 
     /// LPUSH/RPUSH (`left`), and the X forms (`existing`: only onto a list that exists): the
     /// new length.
-    async fn push(&self, cx: &mut Cx, db: &Db, key: &[u8], vals: &[Vec<u8>], left: bool, existing: bool) -> CR<i64> {
+    pub(super) async fn push(
+        &self,
+        cx: &mut Cx,
+        db: &Db,
+        key: &[u8],
+        vals: &[Vec<u8>],
+        left: bool,
+        existing: bool,
+    ) -> CR<i64> {
         for v in vals {
             check_element(v)?;
         }

@@ -11,6 +11,7 @@ mod transactions;
 mod acl_cmd;
 mod blocking;
 mod config;
+mod dump;
 mod hashes;
 mod keys;
 mod lists;
@@ -269,6 +270,9 @@ pub static COMMANDS: &[Spec] = &[
     c("zintercard", -3, 0, 0, 0, Read),
     c("zrandmember", -2, 1, 1, 1, Read),
     c("zscan", -3, 1, 1, 1, Read),
+    // serialized values
+    c("dump", 2, 1, 1, 1, Read),
+    c("restore", -4, 1, 1, 1, Write),
     // connection and server
     c("ping", -1, 0, 0, 0, Srv),
     c("echo", 2, 0, 0, 0, Srv),
@@ -281,6 +285,13 @@ pub static COMMANDS: &[Spec] = &[
     c("info", -1, 0, 0, 0, Srv),
     c("time", 1, 0, 0, 0, Srv),
     c("memory", -2, 0, 0, 0, Srv),
+    c("object", -2, 0, 0, 0, Srv),
+    c("save", 1, 0, 0, 0, Srv),
+    c("bgsave", -1, 0, 0, 0, Srv),
+    c("lastsave", 1, 0, 0, 0, Srv),
+    c("shutdown", -1, 0, 0, 0, Srv),
+    c("swapdb", 3, 0, 0, 0, Srv),
+    c("monitor", 1, 0, 0, 0, Srv),
     c("acl", -2, 0, 0, 0, Srv),
     // pub/sub
     c("subscribe", -2, 0, 0, 0, Srv),
@@ -311,6 +322,12 @@ pub(crate) static SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("client", "setinfo", 4),
     ("client", "no-evict", 3),
     ("client", "help", 2),
+    ("client", "reply", 3),
+    ("object", "encoding", 3),
+    ("object", "freq", 3),
+    ("object", "idletime", 3),
+    ("object", "refcount", 3),
+    ("object", "help", 2),
     ("config", "get", -3),
     ("config", "set", -4),
     ("config", "resetstat", 2),
@@ -415,6 +432,9 @@ pub fn lookup(args: &[Vec<u8>]) -> R<&'static Spec> {
 /// The keys of commands that count them (`numkeys`): where the count is, and whether a
 /// destination key comes before it.
 fn movable_keys<'a>(name: &str, args: &'a [Vec<u8>]) -> Option<Vec<&'a [u8]>> {
+    if name == "object" {
+        return Some(args.get(2).map(|k| vec![&k[..]]).unwrap_or_default());
+    }
     let (at, dst) = match name {
         "lmpop" | "zmpop" | "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff" => (1, false),
         "blmpop" | "bzmpop" => (2, false),
@@ -648,20 +668,88 @@ impl Server {
         if let Some(e) = pubsub::subscribed_refusal(sess, spec.name) {
             return self.rejected(sess, &args, e, out);
         }
-        if sess.multi.is_some() && spec.kind != Kind::Control {
-            self.queue(sess, args, out);
-            return true;
+        if sess.multi.is_some() && matches!(spec.name, "save" | "shutdown") {
+            return self.rejected(sess, &args, err("ERR Command not allowed inside a transaction"), out);
         }
-        let t0 = Instant::now();
         let start = out.len();
-        let open = if spec.kind == Kind::Control {
-            self.control(sess, spec, args, out).await
-        } else {
-            self.one(sess, spec, &args, out).await;
+        // (As redis-server, MONITOR shows a command once it ran: SELECT with its new database.)
+        let monitored = (self.monitoring.load(Ordering::Relaxed) > 0).then(|| args.clone());
+        let open = if sess.multi.is_some() && spec.kind != Kind::Control {
+            self.queue(sess, args, out);
             true
+        } else {
+            let t0 = Instant::now();
+            let open = if spec.kind == Kind::Control {
+                self.control(sess, spec, args, out).await
+            } else {
+                self.one(sess, spec, &args, out).await;
+                true
+            };
+            self.stats.record(spec, t0.elapsed(), out.get(start..).unwrap_or(&[]));
+            open
         };
-        self.stats.record(spec, t0.elapsed(), out.get(start..).unwrap_or(&[]));
+        if let Some(args) = monitored {
+            self.feed_monitors(sess, spec, &args);
+        }
+        // CLIENT REPLY OFF / SKIP.
+        match sess.reply {
+            0 => {}
+            1 => out.truncate(start),
+            2 => {
+                out.truncate(start);
+                sess.reply = 0;
+            }
+            _ => {
+                out.truncate(start);
+                sess.reply = 2;
+            }
+        }
         open
+    }
+
+    /// MONITOR's line for a command (not for admin commands, with AUTH's and HELLO's
+    /// passwords redacted, as redis-server), queued for every monitoring connection.
+    fn feed_monitors(&self, sess: &Session, spec: &Spec, args: &[Vec<u8>]) {
+        let sub = args.get(1).map(|a| String::from_utf8_lossy(a).to_lowercase()).unwrap_or_default();
+        let admin = match spec.name {
+            "config" | "save" | "bgsave" | "shutdown" | "monitor" => true,
+            "client" => !matches!(sub.as_str(), "id" | "info" | "setname" | "getname" | "reply" | "help" | "setinfo"),
+            "acl" => !matches!(sub.as_str(), "whoami" | "cat" | "genpass" | "help"),
+            _ => false,
+        };
+        if admin {
+            return;
+        }
+        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let mut line =
+            format!("+{}.{:06} [{} {}]", d.as_secs(), d.subsec_micros(), sess.db, sess.info.addr).into_bytes();
+        let mut redact_from = usize::MAX;
+        if spec.name == "auth" {
+            redact_from = 1;
+        }
+        for (i, a) in args.iter().enumerate() {
+            line.push(b' ');
+            if i >= redact_from || (spec.name == "hello" && i >= 3 && is(&args[i - 1], "auth")) {
+                line.extend_from_slice(b"\"(redacted)\"");
+                continue;
+            }
+            if spec.name == "hello" && i >= 4 && is(&args[i - 2], "auth") {
+                line.extend_from_slice(b"\"(redacted)\"");
+                continue;
+            }
+            resp::repr(&mut line, a);
+        }
+        line.extend_from_slice(b"\r\n");
+        let line: Arc<[u8]> = Arc::from(line);
+        let mut m = crate::clients::lock(&self.monitors);
+        m.retain(|w| match w.upgrade() {
+            Some(mb) => {
+                mb.push_raw(line.clone());
+                true
+            }
+            None => false,
+        });
+        self.monitoring.store(m.len(), Ordering::Relaxed);
     }
 
     /// A command refused before it ran (unknown, wrong arity): inside MULTI it also fails the
@@ -789,6 +877,54 @@ impl Server {
                 resp::bulk(out, d.subsec_micros().to_string().as_bytes());
             }
             "memory" => self.memory_cmd(sess, a, out).await?,
+            "object" => self.object_cmd(sess, a, out).await?,
+            "save" => {
+                self.last_save.store(db::now_ms() as u64 / 1000, Ordering::Relaxed);
+                resp::simple(out, "OK");
+            }
+            "bgsave" => {
+                if a.len() > 2 || (a.len() == 2 && !is(&a[1], "schedule")) {
+                    return Err(err(SYNTAX));
+                }
+                self.last_save.store(db::now_ms() as u64 / 1000, Ordering::Relaxed);
+                resp::simple(out, "Background saving started");
+            }
+            "lastsave" => resp::integer(out, self.last_save.load(Ordering::Relaxed) as i64),
+            "shutdown" => {
+                for x in &a[1..] {
+                    if !["nosave", "save", "now", "force", "abort"].iter().any(|w| is(x, w)) {
+                        return Err(err(SYNTAX));
+                    }
+                }
+                if a[1..].iter().any(|x| is(x, "abort")) {
+                    return Err(err("ERR No shutdown in progress."));
+                }
+                return Err(err(
+                    "ERR Errors trying to SHUTDOWN: Tern's Redis API server stops with its cluster (`tern down`), not by a client's SHUTDOWN",
+                ));
+            }
+            "swapdb" => {
+                let first = int_arg(&a[1]).map_err(|_| err("ERR invalid first DB index"))?;
+                let second = int_arg(&a[2]).map_err(|_| err("ERR invalid second DB index"))?;
+                let n = self.opts.databases as i64;
+                if !(0..n).contains(&first) || !(0..n).contains(&second) {
+                    return Err(err("ERR DB index is out of range"));
+                }
+                // Redis Cluster's answer: a database is the cluster's tables, which every API
+                // server serves, so no one server can swap them.
+                return Err(err("ERR SWAPDB is not allowed in cluster mode"));
+            }
+            "monitor" => {
+                let info = sess.info.clone();
+                let subs = sess.subs.get_or_insert_with(|| self.pubsub.subs(info));
+                subs.monitor = true;
+                let mut m = crate::clients::lock(&self.monitors);
+                if !m.iter().any(|w| w.upgrade().is_some_and(|x| Arc::ptr_eq(&x, &subs.mailbox))) {
+                    m.push(Arc::downgrade(&subs.mailbox));
+                }
+                self.monitoring.store(m.len(), Ordering::Relaxed);
+                resp::simple(out, "OK");
+            }
             "auth" => self.auth_cmd(sess, a, out)?,
             "acl" => self.acl_cmd(sess, a, out)?,
             other => return Err(err(format!("ERR unknown command '{other}'"))),
@@ -854,6 +990,9 @@ impl Server {
         }
         if name == "publish" {
             return self.publish(cx, sess, a, out).await;
+        }
+        if self.dump_command(cx, db, name, a, out).await? {
+            return Ok(());
         }
         fail(format!("ERR unknown command '{name}'"))
     }

@@ -199,6 +199,15 @@ impl Server {
                 None => resp::null(out),
             },
             "id" => resp::integer(out, sess.id as i64),
+            "reply" => match String::from_utf8_lossy(&a[2]).to_lowercase().as_str() {
+                "on" => {
+                    sess.reply = 0;
+                    resp::simple(out, "OK");
+                }
+                "off" => sess.reply = 1,
+                "skip" => sess.reply = 3,
+                _ => return Err(err(SYNTAX)),
+            },
             "setinfo" => resp::simple(out, "OK"),
             "info" => resp::bulk(out, client_line(&sess.info, &names).as_bytes()),
             "list" => {
@@ -332,6 +341,40 @@ impl Server {
     }
 
     /// MEMORY USAGE key [SAMPLES n] (an estimate from the key's rows), DOCTOR, STATS, PURGE.
+    /// OBJECT ENCODING / FREQ / IDLETIME / REFCOUNT / HELP.
+    pub(super) async fn object_cmd(&self, sess: &mut Session, a: &[Vec<u8>], out: &mut Vec<u8>) -> R {
+        let sub = String::from_utf8_lossy(&a[1]).to_lowercase();
+        if sub == "help" {
+            let lines = [
+                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ENCODING <key>",
+                "    Return the kind of internal representation used in order to store the value",
+                "    associated with a <key>.",
+                "FREQ <key>",
+                "    Return the access frequency index of the <key>. The returned integer is",
+                "    proportional to the logarithm of the recent access frequency of the key.",
+                "IDLETIME <key>",
+                "    Return the idle time of the <key>, that is the approximated number of",
+                "    seconds elapsed since the last access to the key.",
+                "REFCOUNT <key>",
+                "    Return the number of references of the value associated with the specified",
+                "    <key>.",
+                "HELP",
+                "    Prints this help.",
+            ];
+            resp::array_len(out, lines.len());
+            lines.iter().for_each(|l| resp::simple(out, l));
+            return Ok(());
+        }
+        let db = self.db(sess.db).await?;
+        let key = &a[2];
+        match standalone!(self, |cx| self.object_of(cx, &db, &sub, key).await)? {
+            Some(reply) => out.extend_from_slice(&reply),
+            None => resp::null(out),
+        }
+        Ok(())
+    }
+
     pub(super) async fn memory_cmd(&self, sess: &mut Session, a: &[Vec<u8>], out: &mut Vec<u8>) -> R {
         match String::from_utf8_lossy(&a[1]).to_lowercase().as_str() {
             "usage" => {

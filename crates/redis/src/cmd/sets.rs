@@ -221,7 +221,7 @@ impl Server {
         Ok(added)
     }
 
-    async fn sadd(&self, cx: &mut Cx, db: &Db, key: &[u8], members: &[Vec<u8>]) -> CR<i64> {
+    pub(super) async fn sadd(&self, cx: &mut Cx, db: &Db, key: &[u8], members: &[Vec<u8>]) -> CR<i64> {
         for x in members {
             check_member(x)?;
         }

@@ -458,7 +458,7 @@ impl Server {
     }
 
     /// Writes entries into the locked sorted set `id` (new or changed scores).
-    async fn zwrite(&self, cx: &mut Cx, db: &Db, id: u64, v: &[Entry]) -> CR {
+    pub(super) async fn zwrite(&self, cx: &mut Cx, db: &Db, id: u64, v: &[Entry]) -> CR {
         for chunk in v.chunks(1024) {
             let ops = chunk
                 .iter()
