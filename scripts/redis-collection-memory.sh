@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Memory per element of one big list, set and sorted set (issue 35): loads N members into one key
+# of each type on Tern's Redis front end and on a redis-server 7 started here, and prints each
+# side's `INFO memory` used_memory growth per element (Tern's is one data node's data memory: a
+# replica's copy, as redis-server's is its one copy).
+#
+# usage: scripts/redis-collection-memory.sh TERN_PORT [N]
+set -euo pipefail
+tern_port=${1:?usage: redis-collection-memory.sh TERN_PORT [N]}
+n=${2:-1000000}
+for tool in redis-server redis-cli python3; do
+  command -v "$tool" >/dev/null || { echo "missing $tool" >&2; exit 2; }
+done
+peer_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+dir=$(mktemp -d)
+redis-server --port "$peer_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" --daemonize yes \
+  --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+trap 'kill "$(cat "$dir/redis.pid" 2>/dev/null)" 2>/dev/null || true; rm -rf "$dir"' EXIT
+for _ in $(seq 50); do redis-cli -p "$peer_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+
+used() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: '$1=="used_memory"{print $2}'; }
+# RESP commands adding N members (16-byte members "member:<10 digits>", 1,000 per command)
+gen() {
+  python3 - "$1" "$n" <<'PY'
+import sys
+kind, n = sys.argv[1], int(sys.argv[2])
+out = sys.stdout.buffer
+def cmd(args):
+    out.write(b"*%d\r\n" % len(args))
+    for a in args:
+        out.write(b"$%d\r\n%s\r\n" % (len(a), a))
+for start in range(0, n, 1000):
+    ms = [b"member:%010d" % i for i in range(start, min(n, start + 1000))]
+    if kind == "list":
+        cmd([b"RPUSH", b"big"] + ms)
+    elif kind == "set":
+        cmd([b"SADD", b"big"] + ms)
+    else:
+        args = [b"ZADD", b"big"]
+        for i, m in enumerate(ms):
+            args += [b"%d" % (start + i), m]
+        cmd(args)
+PY
+}
+printf '%-6s %10s %16s %16s %8s\n' type members redis_bytes/elem tern_bytes/elem ratio
+for kind in list set zset; do
+  row=()
+  for port in "$peer_port" "$tern_port"; do
+    redis-cli -p "$port" flushall >/dev/null
+    sleep 2
+    before=$(used "$port")
+    gen "$kind" | redis-cli -p "$port" --pipe >/dev/null
+    sleep 2
+    after=$(used "$port")
+    row+=("$(python3 -c "print(f'{($after-$before)/$n:.1f}')")")
+  done
+  ratio=$(python3 -c "print(f'{${row[1]}/${row[0]}:.2f}')")
+  printf '%-6s %10s %16s %16s %8s\n' "$kind" "$n" "${row[0]}" "${row[1]}" "$ratio"
+  redis-cli -p "$tern_port" flushall >/dev/null
+done
