@@ -60,6 +60,8 @@ impl std::ops::DerefMut for UpProc {
 impl Drop for UpProc {
     fn drop(&mut self) {
         if self.0.try_wait().ok().flatten().is_none() {
+            // Stopped first, so it starts no child again while they are killed.
+            kill(self.0.id(), libc::SIGSTOP);
             for pid in children_of(self.0.id()) {
                 kill(pid, libc::SIGCONT);
                 kill(pid, libc::SIGKILL);
@@ -493,6 +495,9 @@ fn whole_cluster_sigkill_and_restart_cycles() {
             })
         };
         std::thread::sleep(Duration::from_millis(1000 + 97 * (cycle as u64 % 7)));
+        // `tern up` is stopped first: a supervisor that saw a child die before its own kill would
+        // start it again, and that orphan would hold the ports the next `tern up` needs.
+        kill(child.id(), libc::SIGSTOP);
         let mut procs = children_of(child.id());
         procs.sort();
         for &pid in &procs {
