@@ -17,7 +17,8 @@
 //!   stand).
 //!
 //! The setting is the cluster's (a row of `redis_pubsub.settings`): CONFIG SET on any API server
-//! changes it for all, each reading it again at least every `REFRESH`.
+//! changes it for all, each reading it again every `REFRESH` (an API server that has not seen the
+//! settings table yet looks for it less often, see `pubsub::LOOK_EVERY`).
 
 use std::time::Duration;
 

@@ -57,6 +57,9 @@ const POLL_IDLE_MAX: Duration = Duration::from_millis(10);
 const LOG_LINGER: Duration = Duration::from_secs(10);
 /// How often the poller looks whether its log's tables are to change.
 const RECHECK: Duration = Duration::from_secs(1);
+/// Reads of the settings between two looks for a settings table that is not in this API server's
+/// catalog yet (one made by another API server is seen within `LOOK_EVERY` × `keyspace::REFRESH`).
+const LOOK_EVERY: u64 = 20;
 /// The settings table (one row per setting) and the row of `notify-keyspace-events`.
 pub const SETTINGS: &str = "settings";
 const NOTIFY_SETTING: &str = "notify-keyspace-events";
@@ -790,13 +793,16 @@ impl PubSub {
         }
         let me = self.me.clone();
         tokio::spawn(async move {
+            let mut tick: u64 = 0;
             loop {
                 let Some(hub) = me.upgrade() else { return };
-                // A settings table another API server made is looked for in the catalog.
-                if let Err(e) = hub.refresh(true).await {
+                // A settings table another API server made is looked for in the catalog every
+                // `LOOK_EVERY` reads (a catalog read is the data node's whole schema).
+                if let Err(e) = hub.refresh(tick.is_multiple_of(LOOK_EVERY)).await {
                     tracing::debug!("redis: reading the cluster's settings failed: {e}");
                 }
                 drop(hub);
+                tick += 1;
                 tokio::time::sleep(keyspace::REFRESH).await;
             }
         });

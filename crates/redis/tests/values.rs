@@ -259,6 +259,10 @@ fn monitor_lines_match_redis() {
         c.q("AUTH nobody secret");
         c.q("HELLO 2 AUTH default pw");
         c.q("ACL WHOAMI");
+        // Queued commands show at EXEC (before it), discarded ones never.
+        for l in ["MULTI", "SET t 1", "GET t", "EXEC", "MULTI", "SET u 1", "DISCARD"] {
+            c.q(l);
+        }
         c.q("PING last");
         let mut got = Vec::new();
         let t0 = Instant::now();

@@ -672,9 +672,11 @@ impl Server {
             return self.rejected(sess, &args, err("ERR Command not allowed inside a transaction"), out);
         }
         let start = out.len();
-        // (As redis-server, MONITOR shows a command once it ran: SELECT with its new database.)
-        let monitored = (self.monitoring.load(Ordering::Relaxed) > 0).then(|| args.clone());
-        let open = if sess.multi.is_some() && spec.kind != Kind::Control {
+        // (As redis-server, MONITOR shows a command once it ran: SELECT with its new database,
+        // a queued command at EXEC, a discarded one never.)
+        let queued = sess.multi.is_some() && spec.kind != Kind::Control;
+        let monitored = (!queued && self.monitoring.load(Ordering::Relaxed) > 0).then(|| args.clone());
+        let open = if queued {
             self.queue(sess, args, out);
             true
         } else {

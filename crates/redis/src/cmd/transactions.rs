@@ -806,6 +806,9 @@ impl Server {
         }
         self.resp3(sess, spec, args, out, start);
         self.stats.record(spec, t0.elapsed(), out.get(start..).unwrap_or(&[]));
+        if self.monitoring.load(Ordering::Relaxed) > 0 {
+            self.feed_monitors(sess, spec, args);
+        }
         Ok(())
     }
 }
