@@ -227,7 +227,8 @@ impl<'a> Reader<'a> {
 
 /// LZF decompression (lzf_d.c's format): literal runs (control < 32) and back references.
 fn lzf_decompress(mut input: &[u8], ulen: usize) -> Res<Vec<u8>> {
-    let mut out: Vec<u8> = Vec::with_capacity(ulen);
+    // (Grown as it fills: a payload's claimed length is not trusted for an allocation.)
+    let mut out: Vec<u8> = Vec::with_capacity(ulen.min(input.len().saturating_mul(4)));
     while let Some((&ctrl, rest)) = input.split_first() {
         input = rest;
         if ctrl < 32 {

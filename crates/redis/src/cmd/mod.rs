@@ -725,21 +725,19 @@ impl Server {
         let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let mut line =
             format!("+{}.{:06} [{} {}]", d.as_secs(), d.subsec_micros(), sess.db, sess.info.addr).into_bytes();
-        let mut redact_from = usize::MAX;
-        if spec.name == "auth" {
-            redact_from = 1;
-        }
+        // AUTH's arguments, and the user name and password after HELLO's AUTH.
+        let redacted = |i: usize| match spec.name {
+            "auth" => i >= 1,
+            "hello" => (i >= 3 && is(&args[i - 1], "auth")) || (i >= 4 && is(&args[i - 2], "auth")),
+            _ => false,
+        };
         for (i, a) in args.iter().enumerate() {
             line.push(b' ');
-            if i >= redact_from || (spec.name == "hello" && i >= 3 && is(&args[i - 1], "auth")) {
+            if redacted(i) {
                 line.extend_from_slice(b"\"(redacted)\"");
-                continue;
+            } else {
+                resp::repr(&mut line, a);
             }
-            if spec.name == "hello" && i >= 4 && is(&args[i - 2], "auth") {
-                line.extend_from_slice(b"\"(redacted)\"");
-                continue;
-            }
-            resp::repr(&mut line, a);
         }
         line.extend_from_slice(b"\r\n");
         let line: Arc<[u8]> = Arc::from(line);

@@ -3,7 +3,7 @@
 //! subscription runs only the commands `SUBSCRIBED_ONLY` names, as redis-server.
 
 use super::*;
-use crate::pubsub::{self, MESSAGE_MAX};
+use crate::pubsub::MESSAGE_MAX;
 
 /// What a RESP2 connection with subscriptions may run.
 const SUBSCRIBED_ONLY: &[&str] =
@@ -160,25 +160,19 @@ impl Server {
         Ok(())
     }
 
-    /// PUBLISH channel message: one row of `redis_pubsub.messages` written in `cx` (with the
-    /// transaction's earlier messages of the same slot); answers the subscribers here.
+    /// PUBLISH channel message: queued in `cx`, written with its commit into the row of its slot
+    /// of `redis_pubsub.messages` (with the transaction's other messages of that slot); answers
+    /// the subscribers here.
     pub(super) async fn publish(&self, cx: &mut Cx, sess: &Session, a: &[Vec<u8>], out: &mut Vec<u8>) -> CR {
         let (channel, message) = (&a[1], &a[2]);
         if !sess.user.channel_allowed(channel, false) {
             return fail("NOPERM this user has no permissions to access one of the channels used as arguments");
         }
-        let slot = pubsub::slot_of(channel);
-        let b = cx.pubs.entry(slot).or_default();
-        b.msgs.push((channel.clone(), message.clone()));
-        if b.size() > MESSAGE_MAX {
-            b.msgs.pop();
+        if !cx.add_message(channel.clone(), message.clone()) {
             return fail(format!(
                 "ERR Tern's pub/sub messages are limited to {MESSAGE_MAX} bytes (channel and message, of one channel in one transaction)"
             ));
         }
-        let op = self.pubsub.publish_op(slot, b).await?;
-        cx.write(vec![op], true).await?;
-        self.pubsub.kick();
         resp::integer(out, self.pubsub.receivers(channel) as i64);
         Ok(())
     }

@@ -66,9 +66,10 @@ pub(crate) struct Cx {
     locking: bool,
     committed: bool,
     pub(crate) fields: FieldChanges,
-    /// Messages PUBLISHed in this transaction, per slot of `redis_pubsub.messages` (a slot's row
-    /// holds them all).
-    pub(crate) pubs: HashMap<u64, crate::pubsub::SlotBatch>,
+    /// Messages PUBLISHed and keyspace events raised in this transaction, per slot of
+    /// `redis_pubsub.messages` with its encoded size (a slot's row holds them all); the rows
+    /// are written with the commit (`Server::pubsub_ops`).
+    pubs: HashMap<u64, (crate::pubsub::SlotBatch, usize)>,
     /// Inside EXEC: the (database, key) pairs the queued commands name (locked first).
     pub(crate) named: Vec<(u32, Vec<u8>)>,
     /// Key rows replaced or deleted: their parts or fields go once the transaction committed.
@@ -101,6 +102,30 @@ impl Cx {
             touched: Vec::new(),
             events: Vec::new(),
             marks: Vec::new(),
+        }
+    }
+
+    /// Queues a message for the commit; false (nothing queued) when its slot's row would pass
+    /// `MESSAGE_MAX`.
+    pub(crate) fn add_message(&mut self, channel: Vec<u8>, msg: Vec<u8>) -> bool {
+        let (b, bytes) = self.pubs.entry(crate::pubsub::slot_of(&channel)).or_default();
+        let n = 9 + channel.len() + msg.len();
+        if *bytes + n > crate::pubsub::MESSAGE_MAX {
+            return false;
+        }
+        *bytes += n;
+        b.msgs.push((channel, msg));
+        true
+    }
+
+    /// Queues a mark of a key a Redis command wrote (in its keyspace channel's slot).
+    fn add_mark(&mut self, db: u32, key: Vec<u8>) {
+        let slot = crate::pubsub::slot_of(&crate::keyspace::keyspace_channel(db, &key));
+        let (b, bytes) = self.pubs.entry(slot).or_default();
+        let n = 9 + key.len();
+        if *bytes + n <= crate::pubsub::MESSAGE_MAX {
+            *bytes += n;
+            b.marks.push((db, key));
         }
     }
 
@@ -175,9 +200,12 @@ impl Cx {
     }
 
     /// Commits what is not committed yet; returns the rows to clean up.
-    /// Commits with `ops` (keyspace events' rows) what is not committed yet.
+    /// Commits with `ops` (the rows of its messages and keyspace events) what is not committed
+    /// yet.
     pub(crate) async fn commit_with(mut self, ops: Vec<KeyOp>) -> Result<Vec<(Arc<Db>, Meta)>, TernError> {
-        if self.started && self.locking && !self.committed {
+        // A transaction with messages commits only here (nothing else commits it early).
+        debug_assert!(ops.is_empty() || !self.committed, "messages after the commit");
+        if (self.started && self.locking || !ops.is_empty()) && !self.committed {
             self.t.execute_with(ops, Exec::Commit, AbortOption::AbortOnError).await?;
         }
         Ok(std::mem::take(&mut self.garbage))
@@ -239,7 +267,7 @@ impl Server {
     /// Commits a standalone command's transaction when it succeeded.
     pub(crate) async fn finish_standalone<T>(&self, mut cx: Cx, r: CR<T>) -> CR<T> {
         let v = r?;
-        let (ops, published) = self.keyspace_ops(&mut cx).await?;
+        let (ops, published) = self.pubsub_ops(&mut cx).await?;
         let garbage = cx.commit_with(ops).await?;
         if published {
             self.pubsub.kick();
@@ -257,38 +285,26 @@ impl Server {
         }
     }
 
-    /// The rows of `redis_pubsub.messages` that carry the transaction's keyspace events and
-    /// marks (with its PUBLISHed messages of the same slots); whether there are any.
-    pub(crate) async fn keyspace_ops(&self, cx: &mut Cx) -> Result<(Vec<KeyOp>, bool), TernError> {
-        use crate::keyspace;
-        use crate::pubsub::{MESSAGE_MAX, slot_of};
-        if cx.notify == 0 || (cx.events.is_empty() && cx.marks.is_empty()) {
-            return Ok((Vec::new(), false));
-        }
-        let mut slots = Vec::new();
+    /// The rows of `redis_pubsub.messages` that carry the transaction's PUBLISHed messages, its
+    /// keyspace events and marks (one row per slot, in slot order); whether there are any.
+    pub(crate) async fn pubsub_ops(&self, cx: &mut Cx) -> Result<(Vec<KeyOp>, bool), TernError> {
+        // (Events past a row's `MESSAGE_MAX` are dropped: delivery is at most once.)
         for ev in std::mem::take(&mut cx.events) {
-            for (c, m) in keyspace::messages(cx.notify, &ev) {
-                let slot = slot_of(&c);
-                let b = cx.pubs.entry(slot).or_default();
-                if b.size() + c.len() + m.len() + 9 <= MESSAGE_MAX {
-                    b.msgs.push((c, m));
-                    slots.push(slot);
-                }
+            for (c, m) in crate::keyspace::messages(cx.notify, &ev) {
+                cx.add_message(c, m);
             }
         }
         for (db, k) in std::mem::take(&mut cx.marks) {
-            let slot = slot_of(&keyspace::keyspace_channel(db, &k));
-            let b = cx.pubs.entry(slot).or_default();
-            if b.size() + k.len() + 9 <= MESSAGE_MAX {
-                b.marks.push((db, k));
-                slots.push(slot);
-            }
+            cx.add_mark(db, k);
         }
+        if cx.pubs.is_empty() {
+            return Ok((Vec::new(), false));
+        }
+        let mut slots: Vec<u64> = cx.pubs.keys().copied().collect();
         slots.sort_unstable();
-        slots.dedup();
         let mut ops = Vec::with_capacity(slots.len());
         for slot in slots {
-            ops.push(self.pubsub.publish_op(slot, &cx.pubs[&slot]).await?);
+            ops.push(self.pubsub.publish_op(slot, &cx.pubs[&slot].0).await?);
         }
         Ok((ops, true))
     }
@@ -697,7 +713,7 @@ impl Server {
             cx.notify = self.pubsub.notify_flags();
             cx.named = named_keys(&m.queued, sess.db, self.opts.databases);
             let r = match self.exec_once(&mut cx, sess, &m.queued, watched.as_ref(), out).await {
-                Ok(true) => match self.keyspace_ops(&mut cx).await {
+                Ok(true) => match self.pubsub_ops(&mut cx).await {
                     Ok((ops, published)) => {
                         let r = cx.commit_with(ops).await.map(Some);
                         if published {
