@@ -1522,21 +1522,31 @@ fn tls_port_matches_redis_server() {
         &ca,
     ]);
     let (_dir, _node, addr) = start_node(256 << 20);
-    let tern_tls = common::free_port();
-    let opts = RedisOptions {
-        tls: Some(tern_redis::RedisTls {
-            listen: format!("127.0.0.1:{tern_tls}").parse().unwrap(),
-            files: tern_client::tls::TlsFiles {
-                certificate_file: cert.clone(),
-                private_key_file: key.clone(),
-                root_ca_cert_file: Some(ca.clone()),
-                verify_client: true,
-                names: ["tls_cert_file", "tls_key_file", "tls_ca_cert_file"],
-            },
-        }),
-        ..Default::default()
-    };
-    let plain = start_tern(&addr, opts);
+    // A port picked free may be taken before the server binds it (another test's connection or
+    // node): pick again, as `start_peer_with` does.
+    let (tern_tls, plain) = (0..10)
+        .find_map(|_| {
+            let tern_tls = common::free_port();
+            let opts = RedisOptions {
+                tls: Some(tern_redis::RedisTls {
+                    listen: format!("127.0.0.1:{tern_tls}").parse().unwrap(),
+                    files: tern_client::tls::TlsFiles {
+                        certificate_file: cert.clone(),
+                        private_key_file: key.clone(),
+                        root_ca_cert_file: Some(ca.clone()),
+                        verify_client: true,
+                        names: ["tls_cert_file", "tls_key_file", "tls_ca_cert_file"],
+                    },
+                }),
+                ..Default::default()
+            };
+            match common::try_start_tern(&addr, opts) {
+                Ok(plain) => Some((tern_tls, plain)),
+                Err(e) if e.contains("already in use") => None,
+                Err(e) => panic!("{e}"),
+            }
+        })
+        .expect("a free TLS port in ten tries");
     let cli = |port: &str, args: &[&str], cmd: &[&str]| {
         let out = std::process::Command::new("redis-cli")
             .args(["-h", "127.0.0.1", "-p", port])

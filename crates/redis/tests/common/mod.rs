@@ -32,16 +32,24 @@ pub fn start_node(data_memory: u64) -> (tempfile::TempDir, DataNode, String) {
 }
 
 /// Starts Tern's Redis server for the data node at `addr`; returns its port.
-pub fn start_tern(addr: &str, mut opts: RedisOptions) -> u16 {
+pub fn start_tern(addr: &str, opts: RedisOptions) -> u16 {
+    try_start_tern(addr, opts).unwrap()
+}
+
+/// `start_tern`, with the server's start-up error (a TLS port taken, say) as an `Err`.
+pub fn try_start_tern(addr: &str, mut opts: RedisOptions) -> Result<u16, String> {
     opts.listen = "127.0.0.1:0".parse().unwrap();
     let addr = addr.to_string();
     let (tx, rx) = std::sync::mpsc::channel();
     let host = tern_client::hosted::registered(&addr);
     std::thread::spawn(move || {
         let connect = move || tern_client::connect_prefer_local(&addr).map_err(|e| e.to_string());
-        tern_redis::run_on(host, connect, opts, |a| tx.send(a).unwrap()).unwrap()
+        let ready = tx.clone();
+        if let Err(e) = tern_redis::run_on(host, connect, opts, move |a| ready.send(Ok(a)).unwrap()) {
+            let _ = tx.send(Err(e));
+        }
     });
-    rx.recv_timeout(Duration::from_secs(20)).unwrap().port()
+    rx.recv_timeout(Duration::from_secs(20)).map_err(|e| e.to_string())?.map(|a| a.port())
 }
 
 /// A redis-server on a free port, stopped when dropped.
