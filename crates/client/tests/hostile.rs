@@ -140,6 +140,7 @@ fn random_request(rng: &mut Rng, tables: &[u32]) -> Request {
                     })
                     .collect(),
             }),
+            offset: if rng.chance(20) { rng.below(1 << 40) } else { 0 },
         }),
     }
 }

@@ -910,6 +910,7 @@ fn enc_scan_frag(e: &mut Enc, f: &ScanFrag) {
         }
     }
     e.u32(f.steps);
+    e.u64(f.offset);
 }
 
 fn dec_scan_frag(d: &mut Dec) -> DecodeResult<ScanFrag> {
@@ -937,6 +938,7 @@ fn dec_scan_frag(d: &mut Dec) -> DecodeResult<ScanFrag> {
             _ => return Err(DecodeError("bad aggregate tag")),
         },
         steps: d.u32()?,
+        offset: d.u64()?,
     })
 }
 
@@ -1193,6 +1195,7 @@ mod tests {
                 ],
             })),
             steps: 31,
+            offset: 3,
         })
     }
 

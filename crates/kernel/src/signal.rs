@@ -145,6 +145,9 @@ pub struct ScanFrag {
     /// does not wait for the tc's next request. Bounded, so a scan the tc dropped costs at most
     /// this many more steps.
     pub steps: u32,
+    /// Entries of the range to leave out before the first returned (`ScanReq::offset`); only in
+    /// a fragment that starts the range.
+    pub offset: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

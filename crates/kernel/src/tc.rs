@@ -1655,6 +1655,9 @@ impl Tc {
         if req.index.is_none() && !req.ranges.is_empty() {
             return fail(out, ErrorCode::InvalidRequest, "index ranges given for a scan without an index".into());
         }
+        if req.offset > 0 && (req.index.is_none() || (req.partition.is_none() && t.partition_count > 1)) {
+            return fail(out, ErrorCode::InvalidRequest, "an offset needs an index scan of one partition".into());
+        }
         if self.scans.len() >= self.cfg.scans_max {
             return fail(out, ErrorCode::Overloaded, "too many open scans at this node".into());
         }
@@ -1830,6 +1833,7 @@ impl Tc {
                     expired: s.req.expired,
                     aggregate: s.req.aggregate.clone().map(Arc::new),
                     steps: if s.req.aggregate.is_some() { AGG_STEPS_AHEAD } else { 0 },
+                    offset: if p.pos == ScanPos::Start { s.req.offset } else { 0 },
                 };
                 out.send(to, Signal::ScanFrag(Box::new(frag)));
             }

@@ -541,6 +541,159 @@ fn a_big_list_reaches_any_index_by_key() {
     assert_eq!(c.q("ZCOUNT bz 100 199"), Reply::Int(100));
 }
 
+/// Sends one command of many arguments to both servers.
+fn both_cmd(p: &mut Conn, t: &mut Conn, args: &[Vec<u8>]) {
+    let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+    assert_eq!(t.cmd(&refs), p.cmd(&refs), "{:?}", String::from_utf8_lossy(&args[0]));
+}
+
+/// Ranks, counts, rank ranges and offsets of big sorted sets (found by the data node's counted
+/// index, not read past) against redis-server: ties ordered by member, exclusive and infinite
+/// bounds, both directions, LIMIT offsets deep into the set, removal by rank in the middle.
+#[test]
+fn big_sorted_sets_by_rank_match_redis() {
+    let (_d, _n, peer, port) = setup();
+    let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
+    for b in 0..6 {
+        let mut args: Vec<Vec<u8>> = vec![b"ZADD".to_vec(), b"big".to_vec()];
+        for i in 0..1000 {
+            let n = b * 1000 + i;
+            // Seven members a score: ties are ordered by member.
+            args.push(((n * 7919) % 6000 / 7).to_string().into_bytes());
+            args.push(format!("m{n}").into_bytes());
+        }
+        both_cmd(&mut p, &mut t, &args);
+        // One score for all: lex ranges apply.
+        let mut args: Vec<Vec<u8>> = vec![b"ZADD".to_vec(), b"lex".to_vec()];
+        for i in 0..500 {
+            args.push(b"0".to_vec());
+            args.push(format!("w{:05}", (b * 500 + i) * 13 % 3000).into_bytes());
+        }
+        both_cmd(&mut p, &mut t, &args);
+    }
+    let mut script: Vec<String> = Vec::new();
+    for n in (0..6000).step_by(433).chain([5999, 1, 0]) {
+        script.push(format!("ZRANK big m{n}"));
+        script.push(format!("ZREVRANK big m{n}"));
+    }
+    script.extend(
+        [
+            "ZRANK big nope",
+            "ZCARD big",
+            "ZCOUNT big -inf +inf",
+            "ZCOUNT big 100 199",
+            "ZCOUNT big (100 (199",
+            "ZCOUNT big (100 100",
+            "ZCOUNT big 500 400",
+            "ZCOUNT big 857 +inf",
+            "ZCOUNT big -inf (0",
+            "ZCOUNT nokey 0 1",
+            "ZLEXCOUNT lex - +",
+            "ZLEXCOUNT lex [w01000 (w02000",
+            "ZLEXCOUNT lex (w01000 [w02000",
+            "ZLEXCOUNT lex + -",
+            "ZLEXCOUNT big - +",
+            "ZRANGE big 0 4 WITHSCORES",
+            "ZRANGE big 2990 3004 WITHSCORES",
+            "ZRANGE big -5 -1",
+            "ZRANGE big 5990 7000",
+            "ZRANGE big 7000 8000",
+            "ZRANGE big -8000 2",
+            "ZREVRANGE big 0 3 WITHSCORES",
+            "ZREVRANGE big 4000 4005",
+            "ZRANGE big 100 110 REV",
+            "ZRANGEBYSCORE big 300 +inf LIMIT 1000 5 WITHSCORES",
+            "ZRANGEBYSCORE big -inf +inf LIMIT 5995 10",
+            "ZRANGEBYSCORE big (300 (305 LIMIT 3 4",
+            "ZREVRANGEBYSCORE big +inf -inf LIMIT 2500 6 WITHSCORES",
+            "ZREVRANGEBYSCORE big 500 (400 LIMIT 10 -1",
+            "ZRANGE big 200 100 BYSCORE REV LIMIT 17 3",
+            "ZRANGEBYSCORE big 0 10 LIMIT -1 3",
+            "ZRANGEBYSCORE big 0 10 LIMIT 0 0",
+            "ZRANGEBYLEX lex [w01000 + LIMIT 700 5",
+            "ZREVRANGEBYLEX lex + - LIMIT 2990 20",
+            "ZRANGE lex (w00100 [w00200 BYLEX LIMIT 10 3",
+            "ZREMRANGEBYRANK big 2000 2999",
+            "ZCARD big",
+            "ZRANK big m4321",
+            "ZRANGE big 1995 2005",
+            "ZCOUNT big 100 600",
+            "ZREMRANGEBYRANK big -10 -1",
+            "ZRANGE big -3 -1 WITHSCORES",
+            "ZPOPMIN big 3",
+            "ZPOPMAX big 2",
+            "ZRANGESTORE dst big 1000 1009",
+            "ZRANGE dst 0 -1 WITHSCORES",
+        ]
+        .map(String::from),
+    );
+    let script: Vec<&str> = script.iter().map(|s| &s[..]).collect();
+    compare(&mut p, &mut t, &script);
+}
+
+/// Random picks from sets and sorted sets bigger than what is read whole are uniform (a seek by
+/// random rank each): members packed in a narrow corner of the byte space come up at their share.
+#[test]
+fn random_picks_from_big_collections_are_uniform() {
+    let (_d, _n, peer, port) = setup();
+    drop(peer);
+    let mut t = Conn::open(port);
+    // 1,000 members "a0000".."a0999" and 100 "zz…" members that differ only in their last bytes.
+    let members: Vec<Vec<u8>> = (0..1000)
+        .map(|i| format!("a{i:04}").into_bytes())
+        .chain((0..100).map(|i| format!("zzzzzzzzzzzz{i:03}").into_bytes()))
+        .collect();
+    let mut sadd: Vec<&[u8]> = vec![b"SADD", b"s"];
+    sadd.extend(members.iter().map(|m| &m[..]));
+    assert_eq!(t.cmd(&sadd), Reply::Int(1100));
+    let mut zadd: Vec<Vec<u8>> = vec![b"ZADD".to_vec(), b"z".to_vec()];
+    for (i, m) in members.iter().enumerate() {
+        zadd.push(i.to_string().into_bytes());
+        zadd.push(m.clone());
+    }
+    let refs: Vec<&[u8]> = zadd.iter().map(|a| &a[..]).collect();
+    assert_eq!(t.cmd(&refs), Reply::Int(1100));
+    let all: std::collections::HashSet<Vec<u8>> = members.iter().cloned().collect();
+    let bulk = |r: &Reply| match r {
+        Reply::Bulk(Some(b)) => b.clone(),
+        r => panic!("{r:?}"),
+    };
+    for cmd in ["SRANDMEMBER s -4000", "ZRANDMEMBER z -4000"] {
+        let (mut picks, mut corner) = (0, 0);
+        for _ in 0..3 {
+            let Reply::Array(Some(v)) = t.q(cmd) else { panic!("{cmd}") };
+            assert_eq!(v.len(), 4000, "{cmd}");
+            for r in &v {
+                let m = bulk(r);
+                assert!(all.contains(&m), "{cmd}: {m:?} is a member");
+                picks += 1;
+                corner += m.starts_with(b"zz") as u32;
+            }
+        }
+        // 100 of 1,100 members: 1,091 of 12,000 picks expected (a standard deviation of 31).
+        assert!((700..1500).contains(&corner), "{cmd}: {corner} of {picks} picks in the corner");
+    }
+    // Distinct picks: as many as asked, all members, none twice.
+    for cmd in ["SRANDMEMBER s 200", "ZRANDMEMBER z 200"] {
+        let Reply::Array(Some(v)) = t.q(cmd) else { panic!("{cmd}") };
+        let got: std::collections::HashSet<Vec<u8>> = v.iter().map(bulk).collect();
+        assert_eq!(got.len(), 200, "{cmd}: distinct");
+        assert!(got.is_subset(&all));
+    }
+    let Reply::Array(Some(v)) = t.q("ZRANDMEMBER z 3 WITHSCORES") else { panic!() };
+    assert_eq!(v.len(), 6);
+    assert!(all.contains(&bulk(&t.q("SRANDMEMBER s"))));
+    assert!(all.contains(&bulk(&t.q("ZRANDMEMBER z"))));
+    // SPOP by rank removes what it returns.
+    let Reply::Array(Some(v)) = t.q("SPOP s 50") else { panic!() };
+    assert_eq!(v.len(), 50);
+    assert_eq!(t.q("SCARD s"), Reply::Int(1050));
+    for r in &v {
+        let m = bulk(r);
+        assert_eq!(t.cmd(&[b"SISMEMBER", b"s", &m]), Reply::Int(0));
+    }
+}
+
 #[test]
 fn a_push_through_another_api_server_wakes_a_blocked_pop() {
     let (_d, _n, addr) = start_node(256 << 20);

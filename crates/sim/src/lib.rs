@@ -1307,6 +1307,7 @@ impl Sim {
             partition: None,
             expired: false,
             aggregate: self.verify_agg.clone(),
+            offset: 0,
         });
         let inc = self.incarnation;
         self.push(

@@ -11,6 +11,7 @@
 //! every ordered index holds exactly one entry per live row; accounted memory equals the sum of
 //! the live rows' charges.
 
+mod counted;
 mod hash_index;
 mod heap;
 mod memory;

@@ -5,10 +5,10 @@
 //! Memory is charged by the caller through `charge`, which is a pure function of the row so the
 //! charge released on delete equals the charge reserved on insert.
 
+use crate::counted::{CountedTree, Cursor};
 use crate::hash_index::{HashIndex, prefetch_ptr};
 use crate::heap::{Heap, RowId};
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::Arc;
 use tern_types::hash::index_hash;
 use tern_types::row::encode_index_value;
@@ -30,8 +30,9 @@ struct OrderedIndex {
     name: String,
     columns: Vec<u16>,
     unique: bool,
-    /// Entry key: encoded index columns followed by the primary key bytes.
-    map: BTreeMap<IKey, RowId>,
+    /// Entry key: encoded index columns followed by the primary key bytes; counted, so ranks and
+    /// range sizes cost a descent.
+    map: CountedTree<IKey, RowId>,
 }
 
 /// An ordered-index entry key: its bytes, and their first 16 as a big-endian number kept in the
@@ -119,7 +120,7 @@ impl Partition {
                 name: i.name.clone(),
                 columns: i.columns.clone(),
                 unique: i.unique,
-                map: BTreeMap::new(),
+                map: CountedTree::new(),
             })
             .collect();
         Partition {
@@ -153,7 +154,7 @@ impl Partition {
 
     /// Real bytes held (heap capacity, hash table, index maps approximated), for reports.
     pub fn footprint(&self) -> usize {
-        let idx: usize = self.indexes.iter().map(|i| i.map.keys().map(|k| k.len() + 48).sum::<usize>()).sum();
+        let idx: usize = self.indexes.iter().map(|i| i.map.iter().map(|(k, _)| k.len() + 48).sum::<usize>()).sum();
         self.heap.footprint() + self.hash.footprint() + idx
     }
 
@@ -229,13 +230,15 @@ impl Partition {
             if has_null {
                 continue; // NULLs never collide in a unique index (as in MySQL).
             }
-            for (k, &id) in idx.map.range::<[u8], _>((Bound::Included(&prefix[..]), Bound::Unbounded)) {
+            let (_, mut at) = idx.map.seek(|k| k[..] < prefix[..]);
+            while let Some(((k, id), next)) = idx.map.next(at) {
                 if !k.starts_with(&prefix) {
                     break;
                 }
                 if Some(id) != ignore {
                     return Ok(Some(idx.name.clone()));
                 }
+                at = next;
             }
         }
         Ok(None)
@@ -378,9 +381,40 @@ impl Partition {
         self.indexes.iter().position(|i| i.id == index)
     }
 
+    /// The entry positions `[from, to)` of the range between bounds on the encoded index-column
+    /// prefix (an exclusive bound leaves out every entry that starts with its key; an inclusive
+    /// upper bound takes them in), and where they start and end.
+    fn index_range(
+        map: &CountedTree<IKey, RowId>,
+        lo: Option<&IndexBound>,
+        hi: Option<&IndexBound>,
+    ) -> ((usize, Cursor), (usize, Cursor)) {
+        let from = match lo {
+            None => map.seek(|_| false),
+            Some(b) if b.inclusive => map.seek(|k| k[..] < b.key[..]),
+            Some(b) => map.seek(|k| k[..] < b.key[..] || k.starts_with(&b.key)),
+        };
+        let to = match hi {
+            None => (map.len(), map.at(map.len())),
+            Some(b) if b.inclusive => map.seek(|k| k[..] <= b.key[..] || k.starts_with(&b.key)),
+            Some(b) => map.seek(|k| k[..] < b.key[..]),
+        };
+        (from, to)
+    }
+
+    /// How many entries of ordered index `index_pos` lie between the bounds (as `index_scan`
+    /// reads them): two descents of the counted tree, whatever the range's size.
+    pub fn index_count(&self, index_pos: usize, lo: Option<&IndexBound>, hi: Option<&IndexBound>) -> u64 {
+        let ((from, _), (to, _)) = Self::index_range(&self.indexes[index_pos].map, lo, hi);
+        to.saturating_sub(from) as u64
+    }
+
     /// Ordered-index scan between bounds on the encoded index-column prefix, resuming after the
-    /// entry key `after` when given. `f` returns false to stop; the result is the last entry key
-    /// visited when stopped early (resume after it), or None when the range is exhausted.
+    /// entry key `after` when given, and leaving out the first `skip` entries (in reading order)
+    /// of what remains, found by rank rather than walked. `f` returns false to stop; the result
+    /// is the last entry key visited when stopped early (resume after it), or None when the range
+    /// is exhausted.
+    #[allow(clippy::too_many_arguments)]
     pub fn index_scan<'a>(
         &'a self,
         index_pos: usize,
@@ -388,50 +422,57 @@ impl Partition {
         hi: Option<&IndexBound>,
         after: Option<&[u8]>,
         descending: bool,
+        skip: u64,
         mut f: impl FnMut(&[u8], RowId, &'a [u8]) -> bool,
     ) -> Option<Vec<u8>> {
         let map = &self.indexes[index_pos].map;
-        let start: Bound<&[u8]> = match lo {
-            Some(b) => Bound::Included(&b.key[..]),
-            None => Bound::Unbounded,
-        };
-        let in_lo = |k: &[u8]| match lo {
-            Some(b) if !b.inclusive => !k.starts_with(&b.key),
-            _ => true,
-        };
-        let in_hi = |k: &[u8]| match hi {
-            None => true,
-            Some(b) if b.inclusive => k <= &b.key[..] || k.starts_with(&b.key),
-            Some(b) => k < &b.key[..],
-        };
-        if !descending {
-            let start = match after {
-                Some(a) => Bound::Excluded(a),
-                None => start,
-            };
-            for (k, id) in map.range::<[u8], _>((start, Bound::Unbounded)) {
-                if !in_hi(k) {
-                    return None;
+        let ((mut from, mut start), (mut to, mut end)) = Self::index_range(map, lo, hi);
+        if let Some(a) = after {
+            if descending {
+                let (p, c) = map.seek(|k| k[..] < *a);
+                if p < to {
+                    (to, end) = (p, c);
                 }
-                if in_lo(k) && !f(k, *id, self.heap.get(*id)) {
-                    return Some(k.to_vec());
+            } else {
+                let (p, c) = map.seek(|k| k[..] <= *a);
+                if p > from {
+                    (from, start) = (p, c);
                 }
             }
-        } else {
-            let end: Bound<&[u8]> = match after {
-                Some(a) => Bound::Excluded(a),
-                None => Bound::Unbounded,
-            };
-            for (k, id) in map.range::<[u8], _>((start, end)).rev() {
-                if !in_hi(k) {
-                    continue;
-                }
-                if !in_lo(k) {
-                    return None;
-                }
-                if !f(k, *id, self.heap.get(*id)) {
+        }
+        if from >= to {
+            return None;
+        }
+        let skip = usize::try_from(skip).unwrap_or(usize::MAX).min(to - from);
+        if skip > 0 {
+            if descending {
+                to -= skip;
+                end = map.at(to);
+            } else {
+                from += skip;
+                start = map.at(from);
+            }
+        }
+        let mut left = to - from;
+        if !descending {
+            let mut at = start;
+            while left > 0 {
+                let ((k, id), next) = map.next(at).expect("the range's entries are in the tree");
+                if !f(k, id, self.heap.get(id)) {
                     return Some(k.to_vec());
                 }
+                at = next;
+                left -= 1;
+            }
+        } else {
+            let mut at = end;
+            while left > 0 {
+                let ((k, id), prev) = map.prev(at).expect("the range's entries are in the tree");
+                if !f(k, id, self.heap.get(id)) {
+                    return Some(k.to_vec());
+                }
+                at = prev;
+                left -= 1;
             }
         }
         None
@@ -444,7 +485,7 @@ impl Partition {
             name: index.name.clone(),
             columns: index.columns.clone(),
             unique: index.unique,
-            map: BTreeMap::new(),
+            map: CountedTree::new(),
         };
         let mut seen: BTreeMap<Vec<u8>, ()> = BTreeMap::new();
         let mut id = 0;
@@ -499,6 +540,7 @@ impl Partition {
         assert_eq!(self.hash.len() as u64, self.rows);
         for idx in &self.indexes {
             assert_eq!(idx.map.len() as u64, self.rows, "index {} has one entry per row", idx.name);
+            idx.map.check();
         }
     }
 }

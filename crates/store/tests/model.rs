@@ -142,7 +142,7 @@ fn model_run(t: Table, text: bool) {
     let mut after: Option<Vec<u8>> = None;
     loop {
         let mut n = 0;
-        let next = p.index_scan(0, Some(&lo), Some(&hi), after.as_deref(), false, |_, _, row| {
+        let next = p.index_scan(0, Some(&lo), Some(&hi), after.as_deref(), false, 0, |_, _, row| {
             let v = layout.decode_row(row).unwrap();
             got.push((v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64));
             n += 1;
@@ -164,7 +164,7 @@ fn model_run(t: Table, text: bool) {
     let lo = IndexBound { key: bound(5), inclusive: false };
     let hi = IndexBound { key: bound(9), inclusive: false };
     let mut got = Vec::new();
-    p.index_scan(0, Some(&lo), Some(&hi), None, true, |_, _, row| {
+    p.index_scan(0, Some(&lo), Some(&hi), None, true, 0, |_, _, row| {
         let v = layout.decode_row(row).unwrap();
         got.push((v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64));
         true
@@ -177,6 +177,64 @@ fn model_run(t: Table, text: bool) {
     want.sort();
     want.reverse();
     assert_eq!(got, want);
+    // Every kind of bound, both directions, resumed in batches after skipping by rank: the
+    // model's entries of the range in reading order, less the skipped; the count is the range's.
+    let mut all: Vec<(i64, i64)> =
+        model.values().map(|v| (v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64)).collect();
+    all.sort();
+    let kinds = [None, Some(true), Some(false)];
+    for lo_kind in kinds {
+        for hi_kind in kinds {
+            for (lk, hk) in [(3i64, 12i64), (0, 0), (7, 7), (9, 4), (-5, 100)] {
+                let lo = lo_kind.map(|inclusive| IndexBound { key: bound(lk), inclusive });
+                let hi = hi_kind.map(|inclusive| IndexBound { key: bound(hk), inclusive });
+                let inside = |k: i64| {
+                    lo_kind.is_none_or(|inc| if inc { k >= lk } else { k > lk })
+                        && hi_kind.is_none_or(|inc| if inc { k <= hk } else { k < hk })
+                };
+                let range: Vec<(i64, i64)> = all.iter().copied().filter(|e| inside(e.0)).collect();
+                assert_eq!(
+                    p.index_count(0, lo.as_ref(), hi.as_ref()),
+                    range.len() as u64,
+                    "{lo_kind:?} {lk} {hi_kind:?} {hk}"
+                );
+                for descending in [false, true] {
+                    for skip in [0u64, 1, 3, 40, 1 << 40] {
+                        let mut want = range.clone();
+                        if descending {
+                            want.reverse();
+                        }
+                        let want: Vec<_> = want.into_iter().skip(skip.min(1 << 20) as usize).collect();
+                        let mut got = Vec::new();
+                        let mut after: Option<Vec<u8>> = None;
+                        loop {
+                            let mut n = 0;
+                            let s = if after.is_none() { skip } else { 0 };
+                            let next = p.index_scan(
+                                0,
+                                lo.as_ref(),
+                                hi.as_ref(),
+                                after.as_deref(),
+                                descending,
+                                s,
+                                |_, _, row| {
+                                    let v = layout.decode_row(row).unwrap();
+                                    got.push((v[1].as_i128().unwrap() as i64, v[0].as_i128().unwrap() as i64));
+                                    n += 1;
+                                    n < 7
+                                },
+                            );
+                            match next {
+                                Some(k) => after = Some(k),
+                                None => break,
+                            }
+                        }
+                        assert_eq!(got, want, "{lo_kind:?} {lk} {hi_kind:?} {hk} desc {descending} skip {skip}");
+                    }
+                }
+            }
+        }
+    }
     // Charges: equal to the sum of the charges of the rows in the model.
     let total: u64 = model
         .values()

@@ -349,6 +349,21 @@ impl Aggregation {
         self.aggs.iter().map(|(op, _)| op.slots()).sum()
     }
 
+    /// COUNT(*) of one group: what an ordered index can answer by counting its entries.
+    pub fn is_count_star(&self) -> bool {
+        self.group_by.is_empty() && matches!(self.aggs[..], [(AggOp::Count, None)])
+    }
+
+    /// The partial row of `is_count_star` over `n` rows (none for no rows, as `Partial` gives).
+    pub fn count_partial(n: u64) -> Vec<Vec<u8>> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let mut buf = Vec::new();
+        Value::Int(i64::try_from(n).unwrap_or(i64::MAX)).encode(&mut Enc::new(&mut buf));
+        vec![buf]
+    }
+
     /// Initial accumulator slots.
     pub fn start(&self) -> Vec<Value> {
         let mut out = Vec::with_capacity(self.slot_count());

@@ -196,6 +196,11 @@ pub struct ScanReq {
     /// Fold the rows into partial groups in the data node (`tern_types::agg`); the rows returned
     /// are partial group rows then.
     pub aggregate: Option<tern_types::agg::Aggregation>,
+    /// Leave out this many entries of the range, in reading order, before the first returned:
+    /// found by rank in the ordered index rather than read (ZRANGE by rank, LIMIT offsets, a
+    /// random member). Only for a plain range scan of one partition's index (one range, no
+    /// filter, not of a TTL table, not aggregating): the data node refuses it elsewhere.
+    pub offset: u64,
 }
 
 impl ScanReq {
@@ -217,6 +222,7 @@ impl ScanReq {
             partition: None,
             expired: false,
             aggregate: None,
+            offset: 0,
         }
     }
 }
@@ -796,6 +802,7 @@ impl Request {
                         a.encode(&mut e);
                     }
                 }
+                e.u64(s.offset);
             }
             Request::ScanNext { scan } => {
                 e.u8(5);
@@ -899,6 +906,7 @@ impl Request {
                     1 => Some(tern_types::agg::Aggregation::decode(&mut d)?),
                     _ => return Err(DecodeError("bad aggregate tag")),
                 };
+                let offset = d.u64()?;
                 Request::Scan(ScanReq {
                     scan,
                     table,
@@ -915,6 +923,7 @@ impl Request {
                     partition,
                     expired,
                     aggregate,
+                    offset,
                 })
             }
             5 => Request::ScanNext { scan: d.u64()? },
@@ -1316,6 +1325,7 @@ mod tests {
                         (tern_types::agg::AggOp::Sum, Some(tern_types::agg::AggExpr::Col(2))),
                     ],
                 }),
+                offset: 1 << 33,
             }),
             Request::Ddl(DdlReq::DropTable { database: "d".into(), name: "t".into(), if_exists: true }),
             Request::Status,

@@ -50,6 +50,33 @@ impl Ldm {
             out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, Some(e))));
             return;
         }
+        // A plain range read of an index (one partition, no filter, no TTL): an offset is found
+        // by rank and COUNT(*) is the ranges' sizes, in O(log n) however big they are.
+        let plain = req.index.is_some()
+            && matches!(*req.filter, tern_types::filter::Filter::True)
+            && ttl.is_none()
+            && !req.expired;
+        if req.offset > 0 && (!plain || req.ranges.len() != 1 || agg.is_some()) {
+            let e = TernError::new(ErrorCode::InvalidRequest, "an offset needs a plain range scan of an index");
+            out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, Some(e))));
+            return;
+        }
+        if plain
+            && req.resume == ScanPos::Start
+            && let Some(a) = &agg
+            && a.is_count_star()
+            && let Some(pos) = req.index.and_then(|i| part.index_position(i))
+        {
+            let mut n = 0u64;
+            for (lo, hi) in req.ranges.iter() {
+                let lo = lo.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
+                let hi = hi.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
+                n += part.index_count(pos, lo.as_ref(), hi.as_ref());
+            }
+            let rows = tern_types::agg::Aggregation::count_partial(n);
+            out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, None)));
+            return;
+        }
         let mut partial = tern_types::agg::Partial::default();
         let mut folded = 0usize;
         let agg_max = max.saturating_mul(16);
@@ -125,6 +152,7 @@ impl Ldm {
                             hi.as_ref(),
                             after.as_deref(),
                             req.descending,
+                            if after.is_none() { req.offset } else { 0 },
                             |k, _, row| emit(row, with_keys.then_some(k), &mut rows, &mut keys),
                         );
                         if let Some(k) = stopped {

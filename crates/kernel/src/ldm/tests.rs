@@ -159,6 +159,7 @@ fn an_aggregating_scan_goes_on_by_itself_for_its_steps() {
         expired: false,
         aggregate: Some(agg.clone()),
         steps: 3,
+        offset: 0,
     };
     let mut acc: Option<Vec<Value>> = None;
     let (mut requests, mut partials) = (0, 0);

@@ -19,7 +19,12 @@ use std::sync::Arc;
 use tern_client::{Bound, Index, KeyOp, OpResult, ScanSpec, TableHandle, Value};
 
 /// Sets up to this size are read whole for a random pick.
-const RANDOM_SCAN_MAX: u64 = 1024;
+pub(super) const RANDOM_SCAN_MAX: u64 = 1024;
+/// Random picks up to this many from a bigger collection are found by rank, one index seek each
+/// (uniform, and O(log n) apiece); more are drawn from the collection read whole.
+pub(super) const RANDOM_PICKS_MAX: u64 = 4096;
+/// Seeks by rank in flight at once.
+const RANK_SEEKS_AT_ONCE: usize = 64;
 const SSCAN_BATCH_MAX: i64 = 4096;
 
 pub(super) fn check_member(m: &[u8]) -> CR {
@@ -40,11 +45,13 @@ pub(super) struct Range {
     pub hi: Option<Bound>,
     pub desc: bool,
     pub limit: u64,
+    /// Entries of the range (in its reading order) to leave out first, found by rank.
+    pub offset: u64,
 }
 
 impl Range {
     pub fn all() -> Range {
-        Range { lo: None, hi: None, desc: false, limit: 0 }
+        Range { lo: None, hi: None, desc: false, limit: 0, offset: 0 }
     }
 }
 
@@ -67,6 +74,7 @@ impl Server {
         spec.descending = r.desc;
         spec.ordered = true;
         spec.limit = r.limit;
+        spec.offset = r.offset;
         spec.projection = Some(cols.to_vec());
         spec.batch_rows = if r.limit > 0 { r.limit.min(1024) as u32 } else { 1024 };
         let mut sc = self.client.scan(spec);
@@ -77,6 +85,64 @@ impl Server {
                 out.push(t.decode_projection(cols, &row)?);
             }
             pace.batch_done().await;
+        }
+        Ok(out)
+    }
+
+    /// How many rows of collection `id` lie in the index range `lo`..`hi` (raw bounds; None: the
+    /// collection's end): the data node counts its ordered index, in O(log n).
+    pub(super) async fn index_count(
+        &self,
+        t: &TableHandle,
+        index: &Index,
+        id: u64,
+        lo: Option<Bound>,
+        hi: Option<Bound>,
+    ) -> CR<u64> {
+        let own = t.index_bound(index, &[Value::UInt(id)], true)?;
+        let mut spec = ScanSpec::table(t.id());
+        spec.index = Some(index.id);
+        spec.partition = Some(t.partition_of(&member_key(id, b""))?);
+        spec.lo = Some(lo.unwrap_or_else(|| own.clone()));
+        spec.hi = Some(hi.unwrap_or(own));
+        let count =
+            tern_types::agg::Aggregation { group_by: Vec::new(), aggs: vec![(tern_types::agg::AggOp::Count, None)] };
+        spec.aggregate = Some(count.clone());
+        let mut sc = self.client.scan(spec);
+        let mut n = 0u64;
+        while let Some(rows) = sc.next_batch().await? {
+            for row in rows {
+                let (_, accs) = tern_types::agg::decode_partial(&count, &row).map_err(|e| {
+                    Fail::Reply(super::err(format!("ERR a count from the data node is damaged: {e:?}")))
+                })?;
+                if let Some(Value::Int(c)) = accs.first() {
+                    n += u64::try_from(*c).unwrap_or(0);
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// The rows (projected to `cols`) of collection `id` at each of `ranks` (0-based, in index
+    /// order), in the order of `ranks`; a rank past the end (the collection shrank meanwhile)
+    /// gives none.
+    pub(super) async fn rows_at(
+        &self,
+        t: &TableHandle,
+        index: &Index,
+        id: u64,
+        ranks: &[u64],
+        cols: &[u16],
+    ) -> CR<Vec<Vec<Value>>> {
+        let mut out = Vec::with_capacity(ranks.len());
+        for chunk in ranks.chunks(RANK_SEEKS_AT_ONCE) {
+            let seeks = chunk
+                .iter()
+                .map(|&r| self.index_rows(t, index, id, Range { limit: 1, offset: r, ..Range::all() }, cols))
+                .collect();
+            for rows in crate::join_all(seeks).await {
+                out.extend(rows?);
+            }
         }
         Ok(out)
     }
@@ -287,7 +353,11 @@ impl Server {
     /// Up to `n` distinct random members of the set `m` (all of them when `n` >= its size).
     async fn random_members(&self, cx: &Cx, db: &Db, m: &Meta, n: u64) -> CR<Vec<Vec<u8>>> {
         let mut rng = random_rng();
-        if m.len <= RANDOM_SCAN_MAX || n.saturating_mul(4) >= m.len || cx.fields.contains_key(&(db.index, m.id)) {
+        if m.len <= RANDOM_SCAN_MAX
+            || n.saturating_mul(4) >= m.len
+            || n > RANDOM_PICKS_MAX
+            || cx.fields.contains_key(&(db.index, m.id))
+        {
             let mut all = self.set_members(cx, db, m.id).await?;
             if n as usize >= all.len() {
                 return Ok(all);
@@ -300,43 +370,19 @@ impl Server {
             all.truncate(n as usize);
             return Ok(all);
         }
-        let first = self.index_rows(&db.sets, &db.set_index, m.id, Range { limit: 1, ..Range::all() }, &[1]).await?;
-        let last = self
-            .index_rows(&db.sets, &db.set_index, m.id, Range { limit: 1, desc: true, ..Range::all() }, &[1])
-            .await?;
-        let (Some(f), Some(l)) = (first.into_iter().next(), last.into_iter().next()) else { return Ok(Vec::new()) };
-        let (f, l) = (
-            db::bytes_of(f.into_iter().next().unwrap_or(Value::Null)),
-            db::bytes_of(l.into_iter().next().unwrap_or(Value::Null)),
-        );
-        let cp = f.iter().zip(&l).take_while(|(a, b)| a == b).count();
-        let word = |s: &[u8]| {
-            let mut w = [0u8; 8];
-            for (i, b) in s.iter().skip(cp).take(8).enumerate() {
-                w[i] = *b;
-            }
-            u64::from_be_bytes(w)
-        };
-        let (lo, hi) = (word(&f), word(&l));
-        let own = db.sets.index_bound(&db.set_index, &[Value::UInt(m.id)], true)?;
-        let mut got: BTreeSet<Vec<u8>> = BTreeSet::new();
-        let mut tries = 0;
-        while (got.len() as u64) < n && tries < n * 8 + 16 {
-            tries += 1;
-            let r = lo + rng.below(hi.saturating_sub(lo).saturating_add(1).max(1));
-            let mut start = f[..cp].to_vec();
-            start.extend_from_slice(&r.to_be_bytes());
-            let mut key = own.key.clone();
-            key.extend(db.sets.key(&member_key(m.id, &start))?);
-            let range = Range { lo: Some(Bound { key, inclusive: true }), hi: None, desc: false, limit: 1 };
-            let row = self.index_rows(&db.sets, &db.set_index, m.id, range, &[1]).await?;
-            let pick = match row.into_iter().next() {
-                Some(r) => db::bytes_of(r.into_iter().next().unwrap_or(Value::Null)),
-                None => f.clone(),
-            };
-            got.insert(pick);
+        // Distinct ranks, uniform; each found by one seek of the set's index.
+        let mut ranks = HashSet::new();
+        while (ranks.len() as u64) < n {
+            ranks.insert(rng.below(m.len));
         }
-        Ok(got.into_iter().collect())
+        let ranks: Vec<u64> = ranks.into_iter().collect();
+        let rows = self.rows_at(&db.sets, &db.set_index, m.id, &ranks, &[1]).await?;
+        let mut seen = HashSet::new();
+        Ok(rows
+            .into_iter()
+            .map(|r| db::bytes_of(r.into_iter().next().unwrap_or(Value::Null)))
+            .filter(|x| seen.insert(x.clone()))
+            .collect())
     }
 
     /// SPOP key [count].
@@ -410,8 +456,19 @@ impl Server {
         if count.unsigned_abs() > max / 4 {
             return fail("ERR reply would exceed proto-max-bulk-len");
         }
-        let pool = self.random_members(cx, db, &m, m.len.min(RANDOM_SCAN_MAX.max(count.unsigned_abs()))).await?;
         let mut rng = random_rng();
+        let n = count.unsigned_abs();
+        if m.len > RANDOM_SCAN_MAX && n <= RANDOM_PICKS_MAX && !cx.fields.contains_key(&(db.index, m.id)) {
+            // Each pick uniform and independent: a random rank, one seek.
+            let ranks: Vec<u64> = (0..n).map(|_| rng.below(m.len)).collect();
+            let rows = self.rows_at(&db.sets, &db.set_index, m.id, &ranks, &[1]).await?;
+            resp::array_len(out, rows.len());
+            for r in rows {
+                resp::bulk(out, &db::bytes_of(r.into_iter().next().unwrap_or(Value::Null)));
+            }
+            return Ok(());
+        }
+        let pool = self.random_members(cx, db, &m, m.len.min(RANDOM_SCAN_MAX.max(n))).await?;
         let mut pace = Pace::default();
         resp::array_len(out, count.unsigned_abs() as usize);
         for _ in 0..count.unsigned_abs() {

@@ -11,7 +11,7 @@
 
 use super::keys::{cursor_arg, keep_cursor, random_rng, scan_options};
 use super::lists::{POSITIVE, mpop_args};
-use super::sets::{Range, card_args, check_member};
+use super::sets::{RANDOM_PICKS_MAX, RANDOM_SCAN_MAX, Range, card_args, check_member};
 use super::{CR, Cx, Fail, NOT_FLOAT, NOT_INT, SYNTAX, WRONGTYPE, bump, fail, int_arg, is, row_of};
 use crate::db::{self, Db, Meta, TYPE_SET, TYPE_ZSET};
 use crate::resp::{self, parse_int};
@@ -251,6 +251,17 @@ fn range_req(
     Ok((Req { sel, rev, offset, count }, with))
 }
 
+/// Where a score or lex selection lies in a sorted set's index.
+enum Bounds {
+    /// Nothing can match.
+    Empty,
+    /// A lex range over members of different scores: redis leaves the answer unspecified, and
+    /// it is found by filtering the set in order.
+    Mixed,
+    /// Raw index bounds (None: the set's end).
+    Range(Option<Bound>, Option<Bound>),
+}
+
 /// numkeys key... [WEIGHTS w...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES] of ZUNION/ZINTER/ZDIFF
 /// (and their STORE forms, `store`): keys, weights, aggregate and WITHSCORES.
 type Agg = (Vec<Vec<u8>>, Vec<f64>, u8, bool);
@@ -381,39 +392,54 @@ impl Server {
             };
             return Ok(if matches!(q.sel, Sel::Rank(..)) { v } else { take(v) });
         }
-        let limit_of = |q: &Req| if q.count < 0 { 0 } else { (q.offset + q.count) as u64 };
+        // Offsets and rank ranges are found by rank in the data node's index, not read past.
+        let (offset, limit) = (q.offset as u64, if q.count < 0 { 0 } else { q.count as u64 });
         match &q.sel {
             Sel::Rank(s, e) => {
                 let Some((s, e)) = super::lists::norm_range(*s, *e, m.len as i64) else { return Ok(Vec::new()) };
-                let v = self.zrows(db, m.id, Range { limit: (e + 1) as u64, desc: q.rev, ..Range::all() }).await?;
-                Ok(v.into_iter().skip(s as usize).collect())
+                let r = Range { limit: (e - s + 1) as u64, offset: s as u64, desc: q.rev, ..Range::all() };
+                self.zrows(db, m.id, r).await
             }
-            Sel::Score(lo, hi) => {
-                if q.count == 0 || lo.0 > hi.0 || (lo.0 == hi.0 && (lo.1 || hi.1)) {
-                    return Ok(Vec::new());
-                }
-                let r = Range {
-                    lo: Some(self.at(db, m.id, lo.0, None, !lo.1)?),
-                    hi: Some(self.at(db, m.id, hi.0, None, !hi.1)?),
-                    desc: q.rev,
-                    limit: limit_of(q),
-                };
-                Ok(take(self.zrows(db, m.id, r).await?))
-            }
-            Sel::Lex(lo, hi) => {
+            Sel::Score(..) | Sel::Lex(..) => {
                 if q.count == 0 {
                     return Ok(Vec::new());
                 }
+                match self.zbounds(db, m, &q.sel).await? {
+                    Bounds::Empty => Ok(Vec::new()),
+                    Bounds::Mixed => {
+                        // Mixed scores: redis's answer is unspecified; filter the whole set in order.
+                        let Sel::Lex(lo, hi) = &q.sel else { unreachable!("only a lex range mixes") };
+                        let mut all = self.zrows(db, m.id, Range::all()).await?;
+                        if q.rev {
+                            all.reverse();
+                        }
+                        Ok(take(all.into_iter().filter(|(x, _)| lex_ge_min(x, lo) && lex_le_max(x, hi)).collect()))
+                    }
+                    Bounds::Range(lo, hi) => self.zrows(db, m.id, Range { lo, hi, desc: q.rev, limit, offset }).await,
+                }
+            }
+        }
+    }
+
+    /// The index range of a score or lex selection of the sorted set `m` (committed rows).
+    async fn zbounds(&self, db: &Db, m: &Meta, sel: &Sel) -> CR<Bounds> {
+        match sel {
+            Sel::Rank(..) => unreachable!("ranks need no bounds"),
+            Sel::Score(lo, hi) => {
+                if lo.0 > hi.0 || (lo.0 == hi.0 && (lo.1 || hi.1)) {
+                    return Ok(Bounds::Empty);
+                }
+                Ok(Bounds::Range(
+                    Some(self.at(db, m.id, lo.0, None, !lo.1)?),
+                    Some(self.at(db, m.id, hi.0, None, !hi.1)?),
+                ))
+            }
+            Sel::Lex(lo, hi) => {
                 let first = self.zrows(db, m.id, Range { limit: 1, ..Range::all() }).await?;
                 let last = self.zrows(db, m.id, Range { limit: 1, desc: true, ..Range::all() }).await?;
-                let (Some(f), Some(l)) = (first.first(), last.first()) else { return Ok(Vec::new()) };
+                let (Some(f), Some(l)) = (first.first(), last.first()) else { return Ok(Bounds::Empty) };
                 if f.1 != l.1 {
-                    // Mixed scores: redis's answer is unspecified; filter the whole set in order.
-                    let mut all = self.zrows(db, m.id, Range::all()).await?;
-                    if q.rev {
-                        all.reverse();
-                    }
-                    return Ok(take(all.into_iter().filter(|(x, _)| lex_ge_min(x, lo) && lex_le_max(x, hi)).collect()));
+                    return Ok(Bounds::Mixed);
                 }
                 let score = f.1;
                 let bound = |b: &Lex| -> CR<Option<Bound>> {
@@ -424,12 +450,23 @@ impl Server {
                     })
                 };
                 if *lo == Lex::Max || *hi == Lex::Min {
-                    return Ok(Vec::new());
+                    return Ok(Bounds::Empty);
                 }
-                let r = Range { lo: bound(lo)?, hi: bound(hi)?, desc: q.rev, limit: limit_of(q) };
-                Ok(take(self.zrows(db, m.id, r).await?))
+                Ok(Bounds::Range(bound(lo)?, bound(hi)?))
             }
         }
+    }
+
+    /// ZCOUNT/ZLEXCOUNT: the data node counts the index range, in O(log n).
+    async fn zcount(&self, cx: &Cx, db: &Db, m: &Meta, sel: Sel) -> CR<u64> {
+        if !self.dirty(cx, db, m.id) {
+            match self.zbounds(db, m, &sel).await? {
+                Bounds::Empty => return Ok(0),
+                Bounds::Range(lo, hi) => return self.index_count(&db.zsets, &db.zset_index, m.id, lo, hi).await,
+                Bounds::Mixed => {}
+            }
+        }
+        Ok(self.zrange(cx, db, m, &Req { sel, rev: false, offset: 0, count: -1 }).await?.len() as u64)
     }
 
     /// Scores of members (None: not a member), reading by primary key.
@@ -549,7 +586,7 @@ impl Server {
                 };
                 let n = match self.zset_meta(cx, db, &a[1], false).await? {
                     None => 0,
-                    Some(m) => self.zrange(cx, db, &m, &Req { sel, rev: false, offset: 0, count: -1 }).await?.len(),
+                    Some(m) => self.zcount(cx, db, &m, sel).await?,
                 };
                 resp::integer(o.out, n as i64);
             }
@@ -829,9 +866,7 @@ impl Server {
         }
         let Some(s) = self.scores(cx, db, m.id, &[x.to_vec()]).await?[0] else { return Ok(None) };
         let hi = self.at(db, m.id, s, Some(x), false)?;
-        let before =
-            self.index_rows(&db.zsets, &db.zset_index, m.id, Range { hi: Some(hi), ..Range::all() }, &[0]).await?;
-        let r = before.len() as i64;
+        let r = self.index_count(&db.zsets, &db.zset_index, m.id, None, Some(hi)).await? as i64;
         Ok(Some(if rev { m.len as i64 - 1 - r } else { r }))
     }
 
@@ -960,11 +995,41 @@ impl Server {
         if count.is_some_and(|c| c < -(i64::MAX / 2) || (with && c.unsigned_abs() > (i64::MAX / 2) as u64)) {
             return fail("ERR value is out of range");
         }
-        let all = match self.zset_meta(cx, db, &a[1], false).await? {
+        let mut rng = random_rng();
+        let meta = self.zset_meta(cx, db, &a[1], false).await?;
+        // A big set, not changed by this transaction: each pick is a random rank and one seek.
+        if let Some(m) = &meta
+            && m.len > RANDOM_SCAN_MAX
+            && !self.dirty(cx, db, m.id)
+        {
+            let ranks: Option<Vec<u64>> = match count {
+                None => Some(vec![rng.below(m.len)]),
+                Some(c) if c < 0 && c.unsigned_abs() <= RANDOM_PICKS_MAX => {
+                    Some((0..c.unsigned_abs()).map(|_| rng.below(m.len)).collect())
+                }
+                Some(c) if c >= 0 && (c as u64) <= RANDOM_PICKS_MAX && (c as u64).saturating_mul(4) < m.len => {
+                    let mut set = std::collections::HashSet::new();
+                    while (set.len() as u64) < c as u64 {
+                        set.insert(rng.below(m.len));
+                    }
+                    Some(set.into_iter().collect())
+                }
+                Some(_) => None,
+            };
+            if let Some(ranks) = ranks {
+                let rows = self.rows_at(&db.zsets, &db.zset_index, m.id, &ranks, &[1, 2]).await?;
+                let picked: Vec<Entry> = rows.into_iter().map(decode_entry).collect();
+                match count {
+                    None => super::strings::bulk_or_null(o.out, picked.into_iter().next().map(|e| e.0)),
+                    Some(_) => o.entries(&picked, with),
+                }
+                return Ok(());
+            }
+        }
+        let all = match meta {
             None => Vec::new(),
             Some(m) => self.zall(cx, db, m.id).await?,
         };
-        let mut rng = random_rng();
         let Some(count) = count else {
             let x = (!all.is_empty()).then(|| all[rng.below(all.len() as u64) as usize].0.clone());
             super::strings::bulk_or_null(o.out, x);
