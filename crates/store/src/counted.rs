@@ -512,7 +512,7 @@ mod tests {
             for step in 0..30_000u32 {
                 let k = (rng.next() % space) as u32;
                 let grow = step < 18_000;
-                if rng.next() % 3 != 0 && grow || rng.next() % 5 == 0 {
+                if !rng.next().is_multiple_of(3) && grow || rng.next().is_multiple_of(5) {
                     assert_eq!(t.insert(k, step), m.insert(k, step), "seed {seed} step {step}");
                 } else {
                     assert_eq!(t.remove(&k), m.remove(&k), "seed {seed} step {step}");
