@@ -10,9 +10,9 @@ use tern_kernel::NodeConfig;
 use tern_runtime::{DataNode, DataNodeConfig};
 use tern_types::cluster::{ClusterConfig, ClusterState, DataNodeSpec, MgmdSpec};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+#[path = "../../tern/tests/common/ports.rs"]
+mod ports;
+use ports::free_port;
 
 fn cluster(ports: &[u16]) -> Arc<ClusterState> {
     let cfg = ClusterConfig {

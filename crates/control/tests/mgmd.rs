@@ -12,10 +12,12 @@ use tern_control::proto::{self, Reply, Request, Role};
 use tern_control::{Command, ControlError, MgmClient, MgmdHandle, MgmdOptions, spawn_mgmd};
 use tern_types::cluster::{ClusterConfig, DataNodeSpec, MgmdSpec, NodeId, NodeState};
 
+#[path = "../../tern/tests/common/ports.rs"]
+mod ports;
+
 fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<std::net::TcpListener> =
-        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    listeners.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    let first = ports::ports_in_a_row(n as u16);
+    (first..first + n as u16).collect()
 }
 
 fn config(mgmd_ports: &[u16], data_nodes: u16, replicas: u8, heartbeat_ms: u64, failure_ms: u64) -> ClusterConfig {

@@ -253,10 +253,9 @@ impl Drop for Peer {
     }
 }
 
-#[allow(dead_code)]
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+#[path = "../../../tern/tests/common/ports.rs"]
+mod ports;
+use ports::free_port;
 
 /// Starts MariaDB (mariadb-server, which `.ci/run` installs), retrying on
 /// another port when the one picked was taken meanwhile.

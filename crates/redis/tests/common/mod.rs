@@ -66,9 +66,9 @@ impl Drop for Peer {
     }
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+#[path = "../../../tern/tests/common/ports.rs"]
+mod ports;
+pub use ports::free_port;
 
 /// Starts redis-server (the Debian package, which `.ci/run` installs).
 pub fn start_peer() -> Peer {

@@ -4,36 +4,12 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Ports tests hand to servers lie below Linux's ephemeral range (32768-60999 by default): a
-/// port the kernel chose for `bind(0)` can be taken by any outgoing connection (of a test
-/// running in parallel, or of a server starting) between the check and the server's own bind,
-/// which made `tern up` fail with "port in use" now and then.
-const PORTS: std::ops::Range<u32> = 20_000..32_000;
-
-/// `n` free ports in a row, outside the ephemeral range (each call moves on, so tests running
-/// in parallel in this process do not pick the same ones; the process id spreads processes).
-fn ports_in_a_row(n: u16) -> u16 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let span = PORTS.end - PORTS.start;
-    let seed = std::process::id().wrapping_mul(7919);
-    for _ in 0..span {
-        let i = NEXT.fetch_add(n as u32, Ordering::Relaxed);
-        let p = PORTS.start + (seed.wrapping_add(i)) % (span - n as u32);
-        if (0..n as u32).all(|k| std::net::TcpListener::bind(("127.0.0.1", (p + k) as u16)).is_ok()) {
-            return p as u16;
-        }
-    }
-    panic!("no {n} free ports in a row in {PORTS:?}");
-}
-
-pub fn free_port() -> u16 {
-    ports_in_a_row(1)
-}
+mod ports;
+pub use ports::free_port;
 
 /// `n` free ports in a row (mgmds and data nodes of `tern up` take consecutive ports).
 pub fn consecutive_ports(n: u16) -> u16 {
-    ports_in_a_row(n)
+    ports::ports_in_a_row(n)
 }
 
 /// `tern up`, stopped (SIGINT, as a user's Ctrl-C) when dropped, also when the test fails.

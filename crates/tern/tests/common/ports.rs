@@ -1,0 +1,33 @@
+#![allow(dead_code)] // each including test uses its own subset
+
+//! Free ports for tests, below Linux's ephemeral range (32768-60999 by default). A port the
+//! kernel chose for `bind(0)` can be taken by any outgoing connection or `bind(0)` (of a test
+//! running in parallel, or of a server starting) between the check and the server's own bind,
+//! which failed tests now and then with "port in use" (seen in CI: a Redis TLS port). Each call
+//! moves on, so tests running in parallel in one process do not pick the same ones; the process
+//! id spreads processes. Included by the test helpers of several crates (`#[path]`), until they
+//! share one test kit.
+
+/// The ports handed out.
+pub const PORTS: std::ops::Range<u32> = 20_000..32_000;
+
+/// `n` free ports in a row (mgmds and data nodes of `tern up` take consecutive ports).
+pub fn ports_in_a_row(n: u16) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let span = PORTS.end - PORTS.start;
+    let seed = std::process::id().wrapping_mul(7919);
+    for _ in 0..span {
+        let i = NEXT.fetch_add(n as u32, Ordering::Relaxed);
+        let p = PORTS.start + (seed.wrapping_add(i)) % (span - n as u32);
+        if (0..n as u32).all(|k| std::net::TcpListener::bind(("127.0.0.1", (p + k) as u16)).is_ok()) {
+            return p as u16;
+        }
+    }
+    panic!("no {n} free ports in a row in {PORTS:?}");
+}
+
+/// One free port.
+pub fn free_port() -> u16 {
+    ports_in_a_row(1)
+}
