@@ -47,6 +47,27 @@ pub struct Cursor {
     idx: usize,
 }
 
+/// The inner nodes a descent passed and the child taken in each, on the stack (no allocation per
+/// insert or remove). Every inner node but the root has at least MIN children, so 2^32 entries
+/// are at most 8 levels deep.
+#[derive(Default)]
+struct Path {
+    at: [(u32, usize); 12],
+    len: usize,
+}
+
+impl Path {
+    fn push(&mut self, step: (u32, usize)) {
+        assert!(self.len < self.at.len(), "a tree of fewer than 2^32 entries is at most 12 levels deep");
+        self.at[self.len] = step;
+        self.len += 1;
+    }
+
+    fn get(&self) -> &[(u32, usize)] {
+        &self.at[..self.len]
+    }
+}
+
 #[derive(Debug)]
 pub struct CountedTree<K, V> {
     nodes: Vec<Node<K, V>>,
@@ -118,7 +139,7 @@ impl<K: Ord + Clone, V: Copy> CountedTree<K, V> {
 
     /// Inserts `k`, or replaces its value (returned).
     pub fn insert(&mut self, k: K, v: V) -> Option<V> {
-        let mut path: Vec<(u32, usize)> = Vec::new();
+        let mut path = Path::default();
         let mut n = self.root;
         while let Node::Inner { keys, kids, .. } = &self.nodes[n as usize] {
             let c = Self::route(keys, &k);
@@ -146,7 +167,7 @@ impl<K: Ord + Clone, V: Copy> CountedTree<K, V> {
             self.split_leaf(n, keep)
         });
         self.len += 1;
-        for &(p, c) in path.iter().rev() {
+        for &(p, c) in path.get().iter().rev() {
             let Node::Inner { keys, kids, counts } = &mut self.nodes[p as usize] else {
                 unreachable!("path of inner nodes")
             };
@@ -213,7 +234,7 @@ impl<K: Ord + Clone, V: Copy> CountedTree<K, V> {
 
     /// Removes `k`; its value.
     pub fn remove(&mut self, k: &K) -> Option<V> {
-        let mut path: Vec<(u32, usize)> = Vec::new();
+        let mut path = Path::default();
         let mut n = self.root;
         while let Node::Inner { keys, kids, .. } = &self.nodes[n as usize] {
             let c = Self::route(keys, k);
@@ -225,13 +246,13 @@ impl<K: Ord + Clone, V: Copy> CountedTree<K, V> {
         keys.remove(i);
         let v = vals.remove(i);
         self.len -= 1;
-        for &(p, c) in &path {
+        for &(p, c) in path.get() {
             let Node::Inner { counts, .. } = &mut self.nodes[p as usize] else { unreachable!("path of inner nodes") };
             counts[c] -= 1;
         }
         // Mend underfull nodes bottom-up: a node short of MIN borrows from or merges with a
         // sibling; a merge takes a child from the parent, which may then be short in turn.
-        for &(p, c) in path.iter().rev() {
+        for &(p, c) in path.get().iter().rev() {
             if !self.rebalance(p, c) {
                 break;
             }
