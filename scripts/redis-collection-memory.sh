@@ -8,15 +8,8 @@
 set -euo pipefail
 tern_port=${1:?usage: redis-collection-memory.sh TERN_PORT [N]}
 n=${2:-1000000}
-for tool in redis-server redis-cli python3; do
-  command -v "$tool" >/dev/null || { echo "missing $tool" >&2; exit 2; }
-done
-peer_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-dir=$(mktemp -d)
-redis-server --port "$peer_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" --daemonize yes \
-  --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
-trap 'kill "$(cat "$dir/redis.pid" 2>/dev/null)" 2>/dev/null || true; rm -rf "$dir"' EXIT
-for _ in $(seq 50); do redis-cli -p "$peer_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+# shellcheck source=redis-peer.sh
+. "$(dirname "$0")/redis-peer.sh"
 
 used() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: '$1=="used_memory"{print $2}'; }
 # RESP commands adding N members (16-byte members "member:<10 digits>", 1,000 per command)

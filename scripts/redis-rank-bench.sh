@@ -11,15 +11,8 @@ set -euo pipefail
 tern_port=${1:?usage: redis-rank-bench.sh TERN_PORT [N] [REQUESTS]}
 n=${2:-1000000}
 reqs=${3:-5000}
-for tool in redis-server redis-cli redis-benchmark python3; do
-  command -v "$tool" >/dev/null || { echo "missing $tool" >&2; exit 2; }
-done
-peer_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-dir=$(mktemp -d)
-redis-server --port "$peer_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" --daemonize yes \
-  --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
-trap 'kill "$(cat "$dir/redis.pid" 2>/dev/null)" 2>/dev/null || true; rm -rf "$dir"' EXIT
-for _ in $(seq 50); do redis-cli -p "$peer_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+# shellcheck source=redis-peer.sh
+PEER_TOOLS=redis-benchmark . "$(dirname "$0")/redis-peer.sh"
 
 # RESP commands adding N members to sorted set "rk" (score = index) and set "rs", 1,000 a command.
 gen() {
