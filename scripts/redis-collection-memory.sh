@@ -12,29 +12,6 @@ n=${2:-1000000}
 . "$(dirname "$0")/redis-peer.sh"
 
 used() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: '$1=="used_memory"{print $2}'; }
-# RESP commands adding N members (16-byte members "member:<10 digits>", 1,000 per command)
-gen() {
-  python3 - "$1" "$n" <<'PY'
-import sys
-kind, n = sys.argv[1], int(sys.argv[2])
-out = sys.stdout.buffer
-def cmd(args):
-    out.write(b"*%d\r\n" % len(args))
-    for a in args:
-        out.write(b"$%d\r\n%s\r\n" % (len(a), a))
-for start in range(0, n, 1000):
-    ms = [b"member:%010d" % i for i in range(start, min(n, start + 1000))]
-    if kind == "list":
-        cmd([b"RPUSH", b"big"] + ms)
-    elif kind == "set":
-        cmd([b"SADD", b"big"] + ms)
-    else:
-        args = [b"ZADD", b"big"]
-        for i, m in enumerate(ms):
-            args += [b"%d" % (start + i), m]
-        cmd(args)
-PY
-}
 printf '%-6s %10s %16s %16s %8s\n' type members redis_bytes/elem tern_bytes/elem ratio
 for kind in list set zset; do
   row=()
@@ -42,7 +19,7 @@ for kind in list set zset; do
     redis-cli -p "$port" flushall >/dev/null
     sleep 2
     before=$(used "$port")
-    gen "$kind" | redis-cli -p "$port" --pipe >/dev/null
+    resp_members "$kind" big "$n" | redis-cli -p "$port" --pipe >/dev/null
     sleep 2
     after=$(used "$port")
     row+=("$(python3 -c "print(f'{($after-$before)/$n:.1f}')")")

@@ -14,28 +14,9 @@ reqs=${3:-5000}
 # shellcheck source=redis-peer.sh
 PEER_TOOLS=redis-benchmark . "$(dirname "$0")/redis-peer.sh"
 
-# RESP commands adding N members to sorted set "rk" (score = index) and set "rs", 1,000 a command.
-gen() {
-  python3 - "$n" <<'PY'
-import sys
-n = int(sys.argv[1])
-out = sys.stdout.buffer
-def cmd(args):
-    out.write(b"*%d\r\n" % len(args))
-    for a in args:
-        out.write(b"$%d\r\n%s\r\n" % (len(a), a))
-for start in range(0, n, 1000):
-    ms = [b"member:%010d" % i for i in range(start, min(n, start + 1000))]
-    args = [b"ZADD", b"rk"]
-    for i, m in enumerate(ms):
-        args += [b"%d" % (start + i), m]
-    cmd(args)
-    cmd([b"SADD", b"rs"] + ms)
-PY
-}
 for port in "$tern_port" "$peer_port"; do
   redis-cli -p "$port" del rk rs >/dev/null
-  gen | redis-cli -p "$port" --pipe >/dev/null
+  { resp_members zset rk "$n"; resp_members set rs "$n"; } | redis-cli -p "$port" --pipe >/dev/null
   [ "$(redis-cli -p "$port" zcard rk)" = "$n" ] || { echo "load into $port failed" >&2; exit 1; }
 done
 last=$(printf 'member:%010d' $((n - 1)))
