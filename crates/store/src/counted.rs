@@ -9,7 +9,7 @@
 //! the smallest key under child `i + 1` and greater than every key under child `i` (a deleted
 //! smallest key may leave it smaller than what is now there, which keeps both sides true).
 //!
-//! Invariants (checked by `check`, which the model-based tests call after every change): every
+//! Invariants (checked by `check`, which the model-based tests call as they go): every
 //! count is the number of entries under its child; keys ascend strictly across the leaf chain;
 //! every separator lies between its neighbours' keys; every leaf is at the same depth; a node
 //! other than the root holds at least MIN entries or children.
@@ -114,9 +114,13 @@ impl<K: Ord + Clone, V: Copy> CountedTree<K, V> {
         }
     }
 
-    fn release(&mut self, i: u32) {
-        self.nodes[i as usize] = Node::Leaf { keys: Vec::new(), vals: Vec::new(), prev: NONE, next: NONE };
+    /// Takes node `i` out of the tree; its slot is reused by the next `alloc`.
+    fn release(&mut self, i: u32) -> Node<K, V> {
         self.free.push(i);
+        std::mem::replace(
+            &mut self.nodes[i as usize],
+            Node::Leaf { keys: Vec::new(), vals: Vec::new(), prev: NONE, next: NONE },
+        )
     }
 
     /// The child of an inner node to descend into for `k`: past every separator at most `k`.
@@ -301,11 +305,7 @@ impl<K: Ord + Clone, V: Copy> CountedTree<K, V> {
         kids.remove(l + 1);
         let moved = counts.remove(l + 1);
         counts[l] += moved;
-        let right = std::mem::replace(
-            &mut self.nodes[rn as usize],
-            Node::Leaf { keys: Vec::new(), vals: Vec::new(), prev: NONE, next: NONE },
-        );
-        match right {
+        match self.release(rn) {
             Node::Leaf { keys: mut rk, vals: mut rv, next: rnext, .. } => {
                 let Node::Leaf { keys, vals, next, .. } = &mut self.nodes[ln as usize] else {
                     unreachable!("siblings alike")
@@ -329,7 +329,6 @@ impl<K: Ord + Clone, V: Copy> CountedTree<K, V> {
                 counts.append(&mut rc);
             }
         }
-        self.free.push(rn);
     }
 
     /// Moves one entry or child between siblings `ln` and `rn` (children `l`, `l + 1` of `p`):

@@ -18,6 +18,11 @@ where
     f
 }
 
+/// A scan range's bound as the store takes it.
+fn index_bound(b: &Option<tern_wire::Bound>) -> Option<IndexBound> {
+    b.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive })
+}
+
 impl Ldm {
     pub(super) fn scan(&mut self, req: ScanFrag, out: &mut Out) {
         let mut rows = Vec::new();
@@ -69,9 +74,7 @@ impl Ldm {
         {
             let mut n = 0u64;
             for (lo, hi) in req.ranges.iter() {
-                let lo = lo.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
-                let hi = hi.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
-                n += part.index_count(pos, lo.as_ref(), hi.as_ref());
+                n += part.index_count(pos, index_bound(lo).as_ref(), index_bound(hi).as_ref());
             }
             let rows = tern_types::agg::Aggregation::count_partial(n);
             out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, None)));
@@ -144,8 +147,7 @@ impl Ldm {
                     let mut visited = 0usize;
                     while i < n {
                         let (lo, hi) = &req.ranges[if req.descending { n - 1 - i } else { i }];
-                        let lo = lo.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
-                        let hi = hi.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive });
+                        let (lo, hi) = (index_bound(lo), index_bound(hi));
                         let stopped = part.index_scan(
                             pos,
                             lo.as_ref(),

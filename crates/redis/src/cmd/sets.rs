@@ -19,13 +19,34 @@ use std::sync::Arc;
 use tern_client::{Bound, Index, KeyOp, OpResult, ScanSpec, TableHandle, Value};
 
 /// Sets up to this size are read whole for a random pick.
-pub(super) const RANDOM_SCAN_MAX: u64 = 1024;
+const RANDOM_SCAN_MAX: u64 = 1024;
 /// Random picks up to this many from a bigger collection are found by rank, one index seek each
 /// (uniform, and O(log n) apiece); more are drawn from the collection read whole.
-pub(super) const RANDOM_PICKS_MAX: u64 = 4096;
+const RANDOM_PICKS_MAX: u64 = 4096;
 /// Seeks by rank in flight at once.
 const RANK_SEEKS_AT_ONCE: usize = 64;
 const SSCAN_BATCH_MAX: i64 = 4096;
+
+/// The ranks of `count` random members of a collection of `len`, to be found by one index seek
+/// each: distinct for a non-negative count (as SRANDMEMBER, SPOP and ZRANDMEMBER with a positive
+/// count), independent for a negative one. None when the collection is small enough to read
+/// whole, or the count too big for seeks (more than RANDOM_PICKS_MAX, or a positive count of a
+/// quarter of the collection or more, where distinct ranks would take long to draw).
+pub(super) fn random_ranks(len: u64, count: i64) -> Option<Vec<u64>> {
+    let n = count.unsigned_abs();
+    if len <= RANDOM_SCAN_MAX || n > RANDOM_PICKS_MAX || (count >= 0 && n.saturating_mul(4) >= len) {
+        return None;
+    }
+    let mut rng = random_rng();
+    if count < 0 {
+        return Some((0..n).map(|_| rng.below(len)).collect());
+    }
+    let mut ranks = HashSet::new();
+    while (ranks.len() as u64) < n {
+        ranks.insert(rng.below(len));
+    }
+    Some(ranks.into_iter().collect())
+}
 
 pub(super) fn check_member(m: &[u8]) -> CR {
     if m.len() > KEY_MAX {
@@ -352,12 +373,10 @@ impl Server {
 
     /// Up to `n` distinct random members of the set `m` (all of them when `n` >= its size).
     async fn random_members(&self, cx: &Cx, db: &Db, m: &Meta, n: u64) -> CR<Vec<Vec<u8>>> {
-        let mut rng = random_rng();
-        if m.len <= RANDOM_SCAN_MAX
-            || n.saturating_mul(4) >= m.len
-            || n > RANDOM_PICKS_MAX
-            || cx.fields.contains_key(&(db.index, m.id))
-        {
+        let dirty = cx.fields.contains_key(&(db.index, m.id));
+        let ranks = if dirty { None } else { random_ranks(m.len, i64::try_from(n).unwrap_or(i64::MAX)) };
+        let Some(ranks) = ranks else {
+            let mut rng = random_rng();
             let mut all = self.set_members(cx, db, m.id).await?;
             if n as usize >= all.len() {
                 return Ok(all);
@@ -369,13 +388,7 @@ impl Server {
             }
             all.truncate(n as usize);
             return Ok(all);
-        }
-        // Distinct ranks, uniform; each found by one seek of the set's index.
-        let mut ranks = HashSet::new();
-        while (ranks.len() as u64) < n {
-            ranks.insert(rng.below(m.len));
-        }
-        let ranks: Vec<u64> = ranks.into_iter().collect();
+        };
         let rows = self.rows_at(&db.sets, &db.set_index, m.id, &ranks, &[1]).await?;
         let mut seen = HashSet::new();
         Ok(rows
@@ -456,11 +469,10 @@ impl Server {
         if count.unsigned_abs() > max / 4 {
             return fail("ERR reply would exceed proto-max-bulk-len");
         }
-        let mut rng = random_rng();
         let n = count.unsigned_abs();
-        if m.len > RANDOM_SCAN_MAX && n <= RANDOM_PICKS_MAX && !cx.fields.contains_key(&(db.index, m.id)) {
-            // Each pick uniform and independent: a random rank, one seek.
-            let ranks: Vec<u64> = (0..n).map(|_| rng.below(m.len)).collect();
+        if !cx.fields.contains_key(&(db.index, m.id))
+            && let Some(ranks) = random_ranks(m.len, count)
+        {
             let rows = self.rows_at(&db.sets, &db.set_index, m.id, &ranks, &[1]).await?;
             resp::array_len(out, rows.len());
             for r in rows {
@@ -469,6 +481,7 @@ impl Server {
             return Ok(());
         }
         let pool = self.random_members(cx, db, &m, m.len.min(RANDOM_SCAN_MAX.max(n))).await?;
+        let mut rng = random_rng();
         let mut pace = Pace::default();
         resp::array_len(out, count.unsigned_abs() as usize);
         for _ in 0..count.unsigned_abs() {

@@ -11,7 +11,7 @@
 
 use super::keys::{cursor_arg, keep_cursor, random_rng, scan_options};
 use super::lists::{POSITIVE, mpop_args};
-use super::sets::{RANDOM_PICKS_MAX, RANDOM_SCAN_MAX, Range, card_args, check_member};
+use super::sets::{Range, card_args, check_member, random_ranks};
 use super::{CR, Cx, Fail, NOT_FLOAT, NOT_INT, SYNTAX, WRONGTYPE, bump, fail, int_arg, is, row_of};
 use crate::db::{self, Db, Meta, TYPE_SET, TYPE_ZSET};
 use crate::resp::{self, parse_int};
@@ -999,32 +999,16 @@ impl Server {
         let meta = self.zset_meta(cx, db, &a[1], false).await?;
         // A big set, not changed by this transaction: each pick is a random rank and one seek.
         if let Some(m) = &meta
-            && m.len > RANDOM_SCAN_MAX
             && !self.dirty(cx, db, m.id)
+            && let Some(ranks) = random_ranks(m.len, count.unwrap_or(1))
         {
-            let ranks: Option<Vec<u64>> = match count {
-                None => Some(vec![rng.below(m.len)]),
-                Some(c) if c < 0 && c.unsigned_abs() <= RANDOM_PICKS_MAX => {
-                    Some((0..c.unsigned_abs()).map(|_| rng.below(m.len)).collect())
-                }
-                Some(c) if c >= 0 && (c as u64) <= RANDOM_PICKS_MAX && (c as u64).saturating_mul(4) < m.len => {
-                    let mut set = std::collections::HashSet::new();
-                    while (set.len() as u64) < c as u64 {
-                        set.insert(rng.below(m.len));
-                    }
-                    Some(set.into_iter().collect())
-                }
-                Some(_) => None,
-            };
-            if let Some(ranks) = ranks {
-                let rows = self.rows_at(&db.zsets, &db.zset_index, m.id, &ranks, &[1, 2]).await?;
-                let picked: Vec<Entry> = rows.into_iter().map(decode_entry).collect();
-                match count {
-                    None => super::strings::bulk_or_null(o.out, picked.into_iter().next().map(|e| e.0)),
-                    Some(_) => o.entries(&picked, with),
-                }
-                return Ok(());
+            let rows = self.rows_at(&db.zsets, &db.zset_index, m.id, &ranks, &[1, 2]).await?;
+            let picked: Vec<Entry> = rows.into_iter().map(decode_entry).collect();
+            match count {
+                None => super::strings::bulk_or_null(o.out, picked.into_iter().next().map(|e| e.0)),
+                Some(_) => o.entries(&picked, with),
             }
+            return Ok(());
         }
         let all = match meta {
             None => Vec::new(),
