@@ -23,6 +23,31 @@ fn index_bound(b: &Option<tern_wire::Bound>) -> Option<IndexBound> {
     b.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive })
 }
 
+/// A plain range read of an index (one partition, no filter, not of a TTL table): an offset is
+/// found by rank and COUNT(*) is the ranges' sizes, in O(log n) however big they are. What that
+/// settles before any row is read: COUNT(*)'s partial row, or the refusal of an offset where it
+/// cannot be found by rank; None when the scan reads its rows.
+fn counted(req: &ScanFrag, part: &Partition, ttl_table: bool) -> Option<TernResult<Vec<Vec<u8>>>> {
+    let plain =
+        req.index.is_some() && matches!(*req.filter, tern_types::filter::Filter::True) && !ttl_table && !req.expired;
+    if req.offset > 0 && (!plain || req.ranges.len() != 1 || req.aggregate.is_some()) {
+        return Some(Err(TernError::new(ErrorCode::InvalidRequest, "an offset needs a plain range scan of an index")));
+    }
+    if plain
+        && req.resume == ScanPos::Start
+        && req.aggregate.as_ref().is_some_and(|a| a.is_count_star())
+        && let Some(pos) = req.index.and_then(|i| part.index_position(i))
+    {
+        let n = req
+            .ranges
+            .iter()
+            .map(|(lo, hi)| part.index_count(pos, index_bound(lo).as_ref(), index_bound(hi).as_ref()))
+            .sum();
+        return Some(Ok(tern_types::agg::Aggregation::count_partial(n)));
+    }
+    None
+}
+
 impl Ldm {
     pub(super) fn scan(&mut self, req: ScanFrag, out: &mut Out) {
         let mut rows = Vec::new();
@@ -55,29 +80,9 @@ impl Ldm {
             out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, Some(e))));
             return;
         }
-        // A plain range read of an index (one partition, no filter, no TTL): an offset is found
-        // by rank and COUNT(*) is the ranges' sizes, in O(log n) however big they are.
-        let plain = req.index.is_some()
-            && matches!(*req.filter, tern_types::filter::Filter::True)
-            && ttl.is_none()
-            && !req.expired;
-        if req.offset > 0 && (!plain || req.ranges.len() != 1 || agg.is_some()) {
-            let e = TernError::new(ErrorCode::InvalidRequest, "an offset needs a plain range scan of an index");
-            out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, Some(e))));
-            return;
-        }
-        if plain
-            && req.resume == ScanPos::Start
-            && let Some(a) = &agg
-            && a.is_count_star()
-            && let Some(pos) = req.index.and_then(|i| part.index_position(i))
-        {
-            let mut n = 0u64;
-            for (lo, hi) in req.ranges.iter() {
-                n += part.index_count(pos, index_bound(lo).as_ref(), index_bound(hi).as_ref());
-            }
-            let rows = tern_types::agg::Aggregation::count_partial(n);
-            out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, None)));
+        if let Some(answer) = counted(&req, part, ttl.is_some()) {
+            let (rows, e) = answer.map_or_else(|e| (Vec::new(), Some(e)), |rows| (rows, None));
+            out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, e)));
             return;
         }
         let mut partial = tern_types::agg::Partial::default();
