@@ -116,6 +116,10 @@ pub struct Stats {
     /// The data node's count of purged keys at the last CONFIG RESETSTAT (INFO's
     /// `expired_keys` counts from there, as redis-server's does).
     pub expired_base: AtomicU64,
+    /// Commands that ran in a group another command led (`cmd::groups`), and groups of more
+    /// than one command (INFO's `tern_grouped_commands`, `tern_command_groups`).
+    pub grouped: AtomicU64,
+    pub groups: AtomicU64,
 }
 
 impl Default for Stats {
@@ -128,6 +132,8 @@ impl Default for Stats {
             latency: (0..cmd::command_count()).map(|_| Default::default()).collect(),
             errors: Mutex::default(),
             expired_base: AtomicU64::new(0),
+            grouped: AtomicU64::new(0),
+            groups: AtomicU64::new(0),
         }
     }
 }
@@ -256,6 +262,8 @@ pub struct Server {
     pub watches: Arc<cmd::Watches>,
     /// Connections blocked in BLPOP & co, per key.
     pub blockers: cmd::Blockers,
+    /// Commands of one collection key waiting to run together (`cmd::groups`).
+    pub groups: cmd::Groups,
     /// Subscribers here, and the change log that brings every API server's messages.
     pub pubsub: Arc<pubsub::PubSub>,
     dbs: Mutex<HashMap<u32, Arc<Db>>>,
@@ -357,6 +365,7 @@ impl Server {
             clients: Registry::default(),
             watches: Arc::default(),
             blockers: cmd::Blockers::default(),
+            groups: cmd::Groups::default(),
             pubsub,
             dbs: Mutex::default(),
             durable_dbs: Mutex::new(opts_durable),

@@ -768,3 +768,184 @@ fn collections_are_rows_that_sql_reads() {
     assert!(types.contains(&(V::Bytes(b"s".to_vec()), V::UInt(3))));
     assert!(types.contains(&(V::Bytes(b"z".to_vec()), V::UInt(4))));
 }
+
+/// INFO stats' count of commands that ran in a group another command of their key led.
+fn grouped_commands(c: &mut Conn) -> i64 {
+    let Reply::Bulk(Some(info)) = c.q("INFO stats") else { panic!("INFO") };
+    let info = String::from_utf8(info).unwrap();
+    let line = info.lines().find(|l| l.starts_with("tern_grouped_commands:")).expect("the grouped count");
+    line["tern_grouped_commands:".len()..].trim().parse().unwrap()
+}
+
+/// Commands of one key that arrive while one of its commands waits for the key row's lock run
+/// together once it is free: each gets the reply and keyspace event it would have had alone, in
+/// one serial order, and an argument error fails only its own command.
+#[test]
+fn commands_waiting_on_one_key_run_as_one_group() {
+    let (_d, _n, addr) = start_node(256 << 20);
+    let port = start_tern(&addr, RedisOptions::default());
+    let mut c = Conn::open(port);
+    assert_eq!(c.q("RPUSH q seed"), Reply::Int(1));
+    assert_eq!(c.q("CONFIG SET notify-keyspace-events Kl"), Reply::Simple("OK".into()));
+    let mut sub = Conn::open(port);
+    sub.q("SUBSCRIBE __keyspace@0__:q");
+    let before = grouped_commands(&mut c);
+    // Another transaction holds the key row's lock, so the first push waits in the data node
+    // and the rest wait for its group in the API server.
+    let client = tern_client::Client::connect(&addr).unwrap();
+    let keys = client.table("redis_0", "string_keys").unwrap();
+    let mut lock = keys.read(&[tern_client::Value::Bytes(b"q".to_vec())]).unwrap();
+    lock.kind = tern_client::OpKind::ReadExclusive;
+    let mut t = client.begin();
+    client.blocking().execute_in(&mut t, vec![lock], tern_client::Exec::NoCommit).unwrap();
+    const N: usize = 12;
+    let pushers: Vec<_> = (0..N)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut p = Conn::open(port);
+                let r = if i == 5 {
+                    // An argument error inside the group (sent after the others, so it never
+                    // leads): only this one fails.
+                    std::thread::sleep(Duration::from_millis(100));
+                    p.cmd(&[b"RPUSH", b"q", &vec![b'x'; 600 << 10]])
+                } else {
+                    p.q(&format!("RPUSH q v{i}"))
+                };
+                (i, r)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(400));
+    client.blocking().execute_in(&mut t, Vec::new(), tern_client::Exec::Commit).unwrap();
+    let mut lens = Vec::new();
+    for h in pushers {
+        match h.join().unwrap() {
+            (5, Reply::Error(e)) => assert!(e.starts_with("ERR list elements are limited to"), "{e}"),
+            (i, Reply::Int(n)) if i != 5 => lens.push(n),
+            other => panic!("{other:?}"),
+        }
+    }
+    lens.sort();
+    // One serial history: the lengths after each push are 2..=N.
+    assert_eq!(lens, (2..=N as i64).collect::<Vec<_>>());
+    assert!(grouped_commands(&mut c) - before >= N as i64 - 2, "the waiting pushes ran as one group");
+    // An event per push that pushed, none for the failed one.
+    for _ in 0..N - 1 {
+        match sub.read() {
+            Reply::Array(Some(m)) => assert_eq!(m[2], Reply::bulk("rpush")),
+            other => panic!("{other:?}"),
+        }
+    }
+    // (Were there an event of the failed push, it would come before this one.)
+    c.q("LPUSH q probe");
+    match sub.read() {
+        Reply::Array(Some(m)) => assert_eq!(m[2], Reply::bulk("lpush")),
+        other => panic!("{other:?}"),
+    }
+    let Reply::Array(Some(all)) = c.q("LRANGE q 0 -1") else { panic!() };
+    assert_eq!(all.len(), N + 1);
+    assert_eq!(all[1], Reply::bulk("seed"));
+}
+
+/// Many connections writing and popping the same list, set and sorted set at once (so their
+/// commands run in groups of any size): nothing is lost or returned twice, the replies add up to
+/// the collections' sizes, and bad arguments fail alone.
+#[test]
+fn concurrent_writers_of_one_key_keep_a_serial_history() {
+    let (_d, _n, addr) = start_node(256 << 20);
+    let port = start_tern(&addr, RedisOptions::default());
+    const THREADS: usize = 8;
+    const ROUNDS: usize = 150;
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut c = Conn::open(port);
+                let (mut pushed, mut popped, mut added, mut spopped, mut zadded, mut zpopped) =
+                    (Vec::new(), Vec::new(), 0i64, Vec::new(), 0i64, Vec::new());
+                for i in 0..ROUNDS {
+                    let v = format!("t{t}-{i}");
+                    let side = if i % 2 == 0 { "LPUSH" } else { "RPUSH" };
+                    assert!(matches!(c.q(&format!("{side} l {v}")), Reply::Int(n) if n >= 1));
+                    pushed.push(v.clone());
+                    if i % 3 == 0 {
+                        match c.q(if i % 2 == 0 { "LPOP l" } else { "RPOP l 2" }) {
+                            Reply::Bulk(Some(b)) => popped.push(String::from_utf8(b).unwrap()),
+                            Reply::Array(Some(v)) => popped.extend(v.into_iter().map(|r| match r {
+                                Reply::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+                                other => panic!("{other:?}"),
+                            })),
+                            Reply::Bulk(None) | Reply::Array(None) => {}
+                            other => panic!("{other:?}"),
+                        }
+                    }
+                    if i % 10 == 0 {
+                        assert_eq!(
+                            c.q("LPOP l -1"),
+                            Reply::Error("ERR value is out of range, must be positive".into())
+                        );
+                        assert_eq!(c.q("ZADD z nan m"), Reply::Error("ERR value is not a valid float".into()));
+                    }
+                    // Members shared by all threads: each is new for one SADD only.
+                    match c.q(&format!("SADD s m{} m{}", i, i + 1)) {
+                        Reply::Int(n) => added += n,
+                        other => panic!("{other:?}"),
+                    }
+                    if i % 4 == 0 {
+                        match c.q("SPOP s") {
+                            Reply::Bulk(Some(b)) => spopped.push(String::from_utf8(b).unwrap()),
+                            Reply::Bulk(None) => {}
+                            other => panic!("{other:?}"),
+                        }
+                    }
+                    match c.q(&format!("ZADD z {i} {v}")) {
+                        Reply::Int(n) => zadded += n,
+                        other => panic!("{other:?}"),
+                    }
+                    if i % 5 == 0 {
+                        match c.q("ZPOPMIN z") {
+                            Reply::Array(Some(e)) if e.len() == 2 => zpopped.push(e[0].clone()),
+                            Reply::Array(Some(e)) if e.is_empty() => {}
+                            other => panic!("{other:?}"),
+                        }
+                    }
+                }
+                (pushed, popped, added, spopped, zadded, zpopped)
+            })
+        })
+        .collect();
+    let (mut pushed, mut popped, mut added, mut spopped, mut zadded, mut zpopped) =
+        (Vec::new(), Vec::new(), 0, Vec::new(), 0, Vec::new());
+    for w in workers {
+        let r = w.join().unwrap();
+        pushed.extend(r.0);
+        popped.extend(r.1);
+        added += r.2;
+        spopped.extend(r.3);
+        zadded += r.4;
+        zpopped.extend(r.5);
+    }
+    let mut c = Conn::open(port);
+    // The list: what is left and what was popped are what was pushed, each once.
+    let Reply::Array(Some(rest)) = c.q("LRANGE l 0 -1") else { panic!() };
+    let mut seen: Vec<String> = rest
+        .into_iter()
+        .map(|r| match r {
+            Reply::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+            other => panic!("{other:?}"),
+        })
+        .chain(popped)
+        .collect();
+    seen.sort();
+    pushed.sort();
+    assert_eq!(seen, pushed);
+    // The set: what was new, less what was popped, is there (a popped member may be new again).
+    assert_eq!(c.q("SCARD s"), Reply::Int(added - spopped.len() as i64));
+    assert!(added > ROUNDS as i64);
+    // The sorted set: every member added once, popped at most once.
+    assert_eq!(zadded, (THREADS * ROUNDS) as i64);
+    let mut distinct = zpopped.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), zpopped.len(), "an entry popped twice");
+    assert_eq!(c.q("ZCARD z"), Reply::Int(zadded - zpopped.len() as i64));
+}

@@ -8,7 +8,8 @@
 //! LREM, LINSERT and LPOS look for values and so read the list (as redis's do); LINSERT moves
 //! the shorter side.
 
-use super::{CR, Cx, NO_SUCH_KEY, NOT_INT, SYNTAX, WRONGTYPE, fail, int_arg, is, meta_of, row_of};
+use super::groups::{Cmd, Done, own_error};
+use super::{CR, Cx, NO_SUCH_KEY, NOT_INT, RErr, SYNTAX, WRONGTYPE, fail, int_arg, is, meta_of, row_of};
 use crate::db::{self, Db, HASH_VALUE_MAX, Meta, TYPE_LIST};
 use crate::resp::{self, parse_int};
 use crate::{Server, Session};
@@ -70,6 +71,21 @@ fn meta_op(db: &Db, key: &[u8], m: &Meta) -> Result<KeyOp, tern_client::TernErro
     if m.len == 0 { db.keys.delete(&[Value::Bytes(key.to_vec())]) } else { db::write_meta(db, key, m) }
 }
 
+/// Takes up to `count` elements off one end of the list `m` (updated): their positions in
+/// popping order.
+fn take_from(m: &mut Meta, left: bool, count: i64) -> Vec<i64> {
+    let n = (count.max(0) as u64).min(m.len) as i64;
+    if n == 0 {
+        return Vec::new();
+    }
+    let head = head_of(m);
+    let len = m.len as i64;
+    let positions = if left { (head..head + n).collect() } else { (0..n).map(|k| head + len - 1 - k).collect() };
+    m.len -= n as u64;
+    set_head(m, if left { head + n } else { head });
+    positions
+}
+
 /// redis's range normalisation of LRANGE: the first and last index, or None when empty.
 pub(super) fn norm_range(start: i64, stop: i64, len: i64) -> Option<(i64, i64)> {
     let start = if start < 0 { (len + start).max(0) } else { start };
@@ -93,29 +109,6 @@ impl Server {
         out: &mut Vec<u8>,
     ) -> CR<bool> {
         match name {
-            "lpush" | "rpush" | "lpushx" | "rpushx" => {
-                let n = self.push(cx, db, &a[1], &a[2..], name.starts_with('l'), name.ends_with('x')).await?;
-                resp::integer(out, n);
-            }
-            "lpop" | "rpop" => {
-                let count = match a.get(2) {
-                    None => None,
-                    Some(c) => match parse_int(c) {
-                        Some(n) if n >= 0 => Some(n),
-                        _ => return fail(POSITIVE),
-                    },
-                };
-                if a.len() > 3 {
-                    return fail(format!("ERR wrong number of arguments for '{name}' command"));
-                }
-                let got = self.pop(cx, db, &a[1], name == "lpop", count.unwrap_or(1)).await?;
-                match (count, got) {
-                    (None, Some(mut v)) if !v.is_empty() => resp::bulk(out, &v.remove(0)),
-                    (None, _) => resp::null(out),
-                    (Some(_), None) => resp::null_array(out),
-                    (Some(_), Some(v)) => bulk_array(out, &v),
-                }
-            }
             "llen" => resp::integer(out, self.list_meta(cx, db, &a[1], false).await?.map_or(0, |m| m.len as i64)),
             "lrange" => {
                 let (start, stop) = (int_arg(&a[2])?, int_arg(&a[3])?);
@@ -296,17 +289,68 @@ impl Server {
         for v in vals {
             check_element(v)?;
         }
-        let mut m = match self.list_meta(cx, db, key, true).await? {
-            Some(m) => m,
-            None if existing => return Ok(0),
-            None => Meta::collection(TYPE_LIST, self.new_id(db).await?),
-        };
-        let ops = self.push_ops(db, &mut m, vals.iter().map(|v| &v[..]), left)?;
-        let mut ops = ops;
-        ops.push(db::write_meta(db, key, &m)?);
-        cx.write(ops, true).await?;
-        self.touched(cx, db.index, key, false);
-        Ok(m.len as i64)
+        let n = self.push_core(cx, db, key, &[(left, existing, vals)]).await?[0];
+        if n > 0 {
+            self.touched(cx, db.index, key, false);
+        }
+        Ok(n)
+    }
+
+    /// LPUSH RPUSH LPUSHX RPUSHX of one key in order (a group, `groups`): each one's length
+    /// after it.
+    pub(super) async fn push_all(&self, cx: &mut Cx, db: &Db, key: &[u8], cmds: &[Cmd<'_>]) -> CR<Vec<Done>> {
+        let mut done: Vec<Option<Done>> = Vec::with_capacity(cmds.len());
+        let mut pushes = Vec::with_capacity(cmds.len());
+        for c in cmds {
+            match c.a[2..].iter().try_for_each(|v| check_element(v)) {
+                Err(f) => done.push(Some(own_error(f)?)),
+                Ok(()) => {
+                    let name = &c.a[0];
+                    let left = name[0].eq_ignore_ascii_case(&b'l');
+                    let existing = name.last().is_some_and(|x| x.eq_ignore_ascii_case(&b'x'));
+                    pushes.push((left, existing, &c.a[2..]));
+                    done.push(None);
+                }
+            }
+        }
+        let mut lens = self.push_core(cx, db, key, &pushes).await?.into_iter();
+        Ok(done
+            .into_iter()
+            .map(|d| {
+                d.unwrap_or_else(|| {
+                    let n = lens.next().expect("a length per push");
+                    Done::int(n, (n > 0).then_some(false))
+                })
+            })
+            .collect())
+    }
+
+    /// Pushes `(left, existing, values)` in order onto the list `key` in one write: the length
+    /// after each (0 for an X form while there is no list).
+    async fn push_core(&self, cx: &mut Cx, db: &Db, key: &[u8], pushes: &[(bool, bool, &[Vec<u8>])]) -> CR<Vec<i64>> {
+        if pushes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut m = self.list_meta(cx, db, key, true).await?;
+        let mut ops = Vec::new();
+        let mut lens = Vec::with_capacity(pushes.len());
+        for &(left, existing, vals) in pushes {
+            let list = match &mut m {
+                Some(m) => m,
+                None if existing => {
+                    lens.push(0);
+                    continue;
+                }
+                None => m.insert(Meta::collection(TYPE_LIST, self.new_id(db).await?)),
+            };
+            ops.extend(self.push_ops(db, list, vals.iter().map(|v| &v[..]), left)?);
+            lens.push(list.len as i64);
+        }
+        if let Some(m) = m.filter(|_| !ops.is_empty()) {
+            ops.push(db::write_meta(db, key, &m)?);
+            cx.write(ops, true).await?;
+        }
+        Ok(lens)
     }
 
     /// The element writes that push `vals` onto the list `m` (updated for them).
@@ -327,10 +371,70 @@ impl Server {
         Ok(ops)
     }
 
-    /// Pops up to `count` elements from one end: None when there is no such key.
-    async fn pop(&self, cx: &mut Cx, db: &Db, key: &[u8], left: bool, count: i64) -> CR<Option<Vec<Vec<u8>>>> {
-        let Some(m) = self.list_meta(cx, db, key, true).await? else { return Ok(None) };
-        Ok(Some(self.pop_locked(cx, db, key, m, left, count, true).await?.0))
+    /// LPOP RPOP of one key in order (a group, `groups`).
+    pub(super) async fn pop_all(&self, cx: &mut Cx, db: &Db, key: &[u8], cmds: &[Cmd<'_>]) -> CR<Vec<Done>> {
+        // Per command: (left, count) or its error.
+        let mut pops: Vec<Result<(bool, Option<i64>), RErr>> = Vec::with_capacity(cmds.len());
+        for c in cmds {
+            let name = String::from_utf8_lossy(&c.a[0]).to_lowercase();
+            pops.push(if c.a.len() > 3 {
+                Err(RErr(format!("ERR wrong number of arguments for '{name}' command")))
+            } else {
+                match c.a.get(2).map(|c| parse_int(c)) {
+                    None => Ok((name == "lpop", None)),
+                    Some(Some(n)) if n >= 0 => Ok((name == "lpop", Some(n))),
+                    Some(_) => Err(RErr(POSITIVE.into())),
+                }
+            });
+        }
+        let mut m = self.list_meta(cx, db, key, true).await?;
+        // The positions each takes, in order.
+        let mut positions = Vec::new();
+        let mut taken: Vec<Option<(usize, usize, bool)>> = Vec::with_capacity(cmds.len());
+        for p in &pops {
+            let Ok((left, count)) = *p else {
+                taken.push(None);
+                continue;
+            };
+            let Some(l) = m.as_mut().filter(|l| l.len > 0) else {
+                taken.push(None);
+                continue;
+            };
+            let from = positions.len();
+            positions.extend(take_from(l, left, count.unwrap_or(1)));
+            taken.push(Some((from, positions.len(), l.len == 0)));
+        }
+        let mut got = match m {
+            Some(m) if !positions.is_empty() => self.take_positions(cx, db, key, &m, &positions, true).await?,
+            _ => Vec::new(),
+        }
+        .into_iter();
+        let mut done = Vec::with_capacity(cmds.len());
+        for (p, t) in pops.into_iter().zip(taken) {
+            let count = match p {
+                Err(e) => {
+                    done.push(Done::err(e));
+                    continue;
+                }
+                Ok((_, count)) => count,
+            };
+            let mut b = Vec::new();
+            let Some((from, to, gone)) = t else {
+                match count {
+                    None => resp::null(&mut b),
+                    Some(_) => resp::null_array(&mut b),
+                }
+                done.push(Done::ok(b, None));
+                continue;
+            };
+            let v: Vec<Vec<u8>> = got.by_ref().take(to - from).collect();
+            match count {
+                None => resp::bulk(&mut b, &v[0]),
+                Some(_) => bulk_array(&mut b, &v),
+            }
+            done.push(Done::ok(b, (to > from).then_some(gone)));
+        }
+        Ok(done)
     }
 
     /// Pops from the locked list `m`, writing its key row (or deleting it when emptied); the
@@ -346,22 +450,32 @@ impl Server {
         count: i64,
         last: bool,
     ) -> CR<(Vec<Vec<u8>>, Meta)> {
-        let n = (count.max(0) as u64).min(m.len) as i64;
-        if n == 0 {
+        let positions = take_from(&mut m, left, count);
+        if positions.is_empty() {
             return Ok((Vec::new(), m));
         }
-        let head = head_of(&m);
-        let len = m.len as i64;
-        let positions: Vec<i64> =
-            if left { (head..head + n).collect() } else { (0..n).map(|k| head + len - 1 - k).collect() };
-        m.len -= n as u64;
-        set_head(&mut m, if left { head + n } else { head });
-        let mut got = Vec::with_capacity(n as usize);
+        let got = self.take_positions(cx, db, key, &m, &positions, last).await?;
+        self.touched(cx, db.index, key, m.len == 0);
+        Ok((got, m))
+    }
+
+    /// Deletes the elements at `positions` returning them, and writes the key row `m` after
+    /// (deleted when the list is empty) with the last batch (which commits when `last`).
+    async fn take_positions(
+        &self,
+        cx: &mut Cx,
+        db: &Db,
+        key: &[u8],
+        m: &Meta,
+        positions: &[i64],
+        last: bool,
+    ) -> CR<Vec<Vec<u8>>> {
+        let mut got = Vec::with_capacity(positions.len());
         for (i, chunk) in positions.chunks(LIST_BATCH).enumerate() {
             let mut ops = chunk.iter().map(|&p| take(db, m.id, p)).collect::<Result<Vec<_>, _>>()?;
             let final_chunk = (i + 1) * LIST_BATCH >= positions.len();
             if final_chunk {
-                ops.push(meta_op(db, key, &m)?);
+                ops.push(meta_op(db, key, m)?);
             }
             let rs = cx.write(ops, last && final_chunk).await?;
             for r in rs.into_iter().take(chunk.len()) {
@@ -371,8 +485,7 @@ impl Server {
                 }
             }
         }
-        self.touched(cx, db.index, key, m.len == 0);
-        Ok((got, m))
+        Ok(got)
     }
 
     /// LTRIM: keeps elements `start..=stop` (redis's normalisation), deleting the rest.

@@ -12,6 +12,7 @@ mod acl_cmd;
 mod blocking;
 mod config;
 mod dump;
+mod groups;
 mod hashes;
 mod keys;
 mod lists;
@@ -22,6 +23,7 @@ mod strings;
 mod zsets;
 
 pub use blocking::Blockers;
+pub use groups::Groups;
 pub use zsets::{fmt_score, parse_score};
 
 pub(crate) use transactions::{CR, Cx, Fail, Retry};
@@ -790,6 +792,10 @@ impl Server {
     async fn try_once(self: &Arc<Self>, sess: &mut Session, spec: &Spec, a: &[Vec<u8>], out: &mut Vec<u8>) {
         let start = out.len();
         let r = match spec.kind {
+            Kind::Write if groups::family(spec.name).is_some() => {
+                let fam = groups::family(spec.name).expect("a family");
+                return self.grouped(sess, fam, a, out).await;
+            }
             Kind::Read | Kind::Write => match self.db(sess.db).await {
                 Ok(db) => standalone!(self, |cx| {
                     out.truncate(start);
@@ -944,14 +950,20 @@ impl Server {
     ) -> CR {
         let from = cx.touched.len();
         let r = self.data_command_keys(cx, sess, db, name, a, out).await;
+        self.command_events(cx, name, a, from, r.is_ok());
+        r
+    }
+
+    /// The keyspace events of a command that wrote the keys `cx.touched[from..]` (none when it
+    /// failed), and their marks.
+    fn command_events(&self, cx: &mut Cx, name: &str, a: &[Vec<u8>], from: usize, ok: bool) {
         if cx.notify != 0 {
             let touched: Vec<_> = cx.touched.drain(from..).collect();
-            if r.is_ok() {
+            if ok {
                 cx.events.extend(crate::keyspace::events_of(name, a, &touched));
                 cx.marks.extend(touched.into_iter().map(|(d, k, _)| (d, k)));
             }
         }
-        r
     }
 
     /// `data_command` but for its keyspace events.
@@ -969,6 +981,9 @@ impl Server {
             if !matches!(name, "mget" | "del" | "unlink" | "exists") {
                 check_key(k)?;
             }
+        }
+        if let Some(fam) = groups::family(name) {
+            return self.one_of_family(cx, sess, db, fam, a, out).await;
         }
         if self.string_command(cx, db, name, a, out).await? {
             return Ok(());

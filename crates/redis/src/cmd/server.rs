@@ -509,12 +509,14 @@ impl Server {
                 let expired = expired.saturating_sub(st.expired_base.load(Ordering::Relaxed));
                 let _ = write!(
                     t,
-                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:0\r\npubsub_patterns:0\r\ntotal_error_replies:{}\r\n",
+                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:0\r\npubsub_patterns:0\r\ntotal_error_replies:{}\r\ntern_grouped_commands:{}\r\ntern_command_groups:{}\r\n",
                     load(&st.connections),
                     load(&st.commands),
                     load(&st.rejected),
                     expired,
                     st.error_total(),
+                    load(&st.grouped),
+                    load(&st.groups),
                 );
             }
             "replication" => t.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_repl_offset:0\r\n"),

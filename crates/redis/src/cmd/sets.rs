@@ -4,19 +4,31 @@
 //! locked and rewritten by every writer (its change counter, as for hashes).
 //!
 //! Index scans read committed rows: inside EXEC the transaction's own member changes
-//! (`Cx::fields`) are merged in. Random picks (SPOP, SRANDMEMBER) are uniform for sets of up to
-//! `RANDOM_SCAN_MAX` members; on bigger sets a pick starts an index range at a random point
-//! between the first and the last member (O(log n), but not uniform when members cluster).
+//! (`Cx::fields`) are merged in. Random picks (SPOP, SRANDMEMBER) are uniform: sets of up to
+//! `RANDOM_SCAN_MAX` members are read whole, on bigger ones a pick is a random rank found by one
+//! seek of the counted index (`random_ranks`).
 
+use super::groups::{Cmd, Done, own_error};
 use super::keys::{cursor_arg, keep_cursor, random_rng, scan_options};
 use super::lists::{POSITIVE, bulk_array};
-use super::{CR, Cx, Fail, NOT_INT, Pace, SYNTAX, WRONGTYPE, bump, fail, int_arg, is};
+use super::{CR, Cx, Fail, NOT_INT, Pace, RErr, SYNTAX, WRONGTYPE, bump, fail, int_arg, is};
 use crate::db::{self, Db, KEY_MAX, Meta, TYPE_SET};
 use crate::resp::{self, parse_int};
 use crate::{Server, Session};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use tern_client::{Bound, Index, KeyOp, OpResult, ScanSpec, TableHandle, Value};
+
+/// The key row of a collection after a change: written (its change counter bumped), or deleted
+/// when the collection is empty.
+pub(super) fn coll_meta_op(db: &Db, key: &[u8], mut m: Meta) -> Result<KeyOp, tern_client::TernError> {
+    if m.len == 0 {
+        db.keys.delete(&[Value::Bytes(key.to_vec())])
+    } else {
+        bump(&mut m);
+        db::write_meta(db, key, &m)
+    }
+}
 
 /// Sets up to this size are read whole for a random pick.
 const RANDOM_SCAN_MAX: u64 = 1024;
@@ -221,7 +233,6 @@ impl Server {
         out: &mut Vec<u8>,
     ) -> CR<bool> {
         match name {
-            "sadd" => resp::integer(out, self.sadd(cx, db, &a[1], &a[2..]).await?),
             "srem" => resp::integer(out, self.srem(cx, db, &a[1], &a[2..]).await?),
             "scard" => resp::integer(out, self.set_meta(cx, db, &a[1], false).await?.map_or(0, |m| m.len as i64)),
             "smembers" => {
@@ -240,7 +251,6 @@ impl Server {
                     got.iter().for_each(|g| resp::integer(out, *g as i64));
                 }
             }
-            "spop" => self.spop(cx, db, a, out).await?,
             "srandmember" => self.srandmember(cx, db, a, out).await?,
             "smove" => {
                 check_member(&a[3])?;
@@ -278,45 +288,81 @@ impl Server {
     }
 
     /// Writes a collection's key row after a change (bumped), or deletes it when empty.
-    pub(super) async fn write_coll_meta(&self, cx: &mut Cx, db: &Db, key: &[u8], mut m: Meta, last: bool) -> CR {
-        let op = if m.len == 0 {
-            db.keys.delete(&[Value::Bytes(key.to_vec())])?
-        } else {
-            bump(&mut m);
-            db::write_meta(db, key, &m)?
-        };
-        cx.write(vec![op], last).await?;
-        self.touched(cx, db.index, key, m.len == 0);
+    pub(super) async fn write_coll_meta(&self, cx: &mut Cx, db: &Db, key: &[u8], m: Meta, last: bool) -> CR {
+        let gone = m.len == 0;
+        cx.write(vec![coll_meta_op(db, key, m)?], last).await?;
+        self.touched(cx, db.index, key, gone);
         Ok(())
     }
 
-    /// Adds members to the locked set `m` (updated); how many were new.
-    async fn add_members(&self, cx: &mut Cx, db: &Db, m: &mut Meta, members: &[Vec<u8>]) -> CR<i64> {
+    /// Adds members to the locked set `m` (updated): whether each was new (a member named twice
+    /// is new once: the second write finds the first).
+    async fn add_members(&self, cx: &mut Cx, db: &Db, m: &mut Meta, members: &[Vec<u8>]) -> CR<Vec<bool>> {
         let mut ops: Vec<KeyOp> = Vec::with_capacity(members.len());
         for x in members {
             let mut op = db.sets.write(&member_key(m.id, x))?;
             op.projection = Some(vec![1]);
             ops.push(op);
         }
-        // A member named twice in one call is new once: the second write finds the first.
-        let mut added = 0;
+        let mut new = Vec::with_capacity(members.len());
         for chunk in ops.chunks(1024) {
-            added += cx.write(chunk.to_vec(), false).await?.iter().filter(|r| **r == OpResult::NotFound).count() as i64;
+            new.extend(cx.write(chunk.to_vec(), false).await?.iter().map(|r| *r == OpResult::NotFound));
         }
         self.note_fields(cx, db, m.id, members.iter().map(|x| (&x[..], Some(&b""[..]))));
-        m.len += added as u64;
-        Ok(added)
+        m.len += new.iter().filter(|n| **n).count() as u64;
+        Ok(new)
     }
 
     pub(super) async fn sadd(&self, cx: &mut Cx, db: &Db, key: &[u8], members: &[Vec<u8>]) -> CR<i64> {
         for x in members {
             check_member(x)?;
         }
-        let mut m = self.set_for_write(cx, db, key).await?;
-        let added = self.add_members(cx, db, &mut m, members).await?;
+        let added = self.sadd_core(cx, db, key, &[members]).await?[0];
         // Nothing new: the key is not modified (WATCH, keyspace events), as in redis.
         if added > 0 {
-            self.write_coll_meta(cx, db, key, m, true).await?;
+            self.touched(cx, db.index, key, false);
+        }
+        Ok(added)
+    }
+
+    /// SADDs of one key in order (a group, `groups`).
+    pub(super) async fn sadd_all(&self, cx: &mut Cx, db: &Db, key: &[u8], cmds: &[Cmd<'_>]) -> CR<Vec<Done>> {
+        let mut done: Vec<Option<Done>> = Vec::with_capacity(cmds.len());
+        let mut adds = Vec::with_capacity(cmds.len());
+        for c in cmds {
+            match c.a[2..].iter().try_for_each(|x| check_member(x)) {
+                Err(f) => done.push(Some(own_error(f)?)),
+                Ok(()) => {
+                    adds.push(&c.a[2..]);
+                    done.push(None);
+                }
+            }
+        }
+        let mut added = self.sadd_core(cx, db, key, &adds).await?.into_iter();
+        Ok(done
+            .into_iter()
+            .map(|d| {
+                d.unwrap_or_else(|| {
+                    let n = added.next().expect("a count per SADD");
+                    Done::int(n, (n > 0).then_some(false))
+                })
+            })
+            .collect())
+    }
+
+    /// Adds each list of members in order to the set `key` (one batch of member writes, one
+    /// key row write): how many of each were new.
+    async fn sadd_core(&self, cx: &mut Cx, db: &Db, key: &[u8], adds: &[&[Vec<u8>]]) -> CR<Vec<i64>> {
+        if adds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut m = self.set_for_write(cx, db, key).await?;
+        let all: Vec<Vec<u8>> = adds.iter().flat_map(|x| x.iter().cloned()).collect();
+        let new = self.add_members(cx, db, &mut m, &all).await?;
+        let mut it = new.into_iter();
+        let added: Vec<i64> = adds.iter().map(|x| it.by_ref().take(x.len()).filter(|n| *n).count() as i64).collect();
+        if added.iter().any(|n| *n > 0) {
+            cx.write(vec![coll_meta_op(db, key, m)?], true).await?;
         }
         Ok(added)
     }
@@ -399,35 +445,51 @@ impl Server {
     }
 
     /// SPOP key [count].
-    async fn spop(&self, cx: &mut Cx, db: &Db, a: &[Vec<u8>], out: &mut Vec<u8>) -> CR {
-        if a.len() > 3 {
-            return fail(SYNTAX);
+    /// SPOPs of one key in order (a group, `groups`): the members all take are picked at once.
+    pub(super) async fn spop_all(&self, cx: &mut Cx, db: &Db, key: &[u8], cmds: &[Cmd<'_>]) -> CR<Vec<Done>> {
+        let counts: Vec<Result<Option<u64>, RErr>> = cmds
+            .iter()
+            .map(|c| match c.a.get(2) {
+                _ if c.a.len() > 3 => Err(RErr(SYNTAX.into())),
+                None => Ok(None),
+                Some(n) => match parse_int(n) {
+                    Some(n) if n >= 0 => Ok(Some(n as u64)),
+                    _ => Err(RErr(POSITIVE.into())),
+                },
+            })
+            .collect();
+        let mut m = self.set_meta(cx, db, key, true).await?;
+        let mut picked = Vec::new();
+        if let Some(set) = &mut m {
+            let want: u64 = counts.iter().flatten().map(|c| c.unwrap_or(1)).fold(0, u64::saturating_add);
+            picked = self.random_members(cx, db, set, want.min(set.len)).await?;
+            self.remove_members(cx, db, set, &picked).await?;
         }
-        let count = match a.get(2) {
-            None => None,
-            Some(c) => match parse_int(c) {
-                Some(n) if n >= 0 => Some(n as u64),
-                Some(_) => return fail(POSITIVE),
-                None => return fail(POSITIVE),
-            },
-        };
-        let Some(mut m) = self.set_meta(cx, db, &a[1], true).await? else {
+        let (mut left, mut picked) = (picked.len(), picked.into_iter());
+        let wrote = left > 0;
+        let mut done = Vec::with_capacity(cmds.len());
+        for c in counts {
+            let count = match c {
+                Ok(c) => c,
+                Err(e) => {
+                    done.push(Done::err(e));
+                    continue;
+                }
+            };
+            let n = (count.unwrap_or(1) as usize).min(left);
+            left -= n;
+            let v: Vec<Vec<u8>> = picked.by_ref().take(n).collect();
+            let mut b = Vec::new();
             match count {
-                None => resp::null(out),
-                Some(_) => resp::array_len(out, 0),
+                None => super::strings::bulk_or_null(&mut b, v.into_iter().next()),
+                Some(_) => bulk_array(&mut b, &v),
             }
-            return Ok(());
-        };
-        let picked = self.random_members(cx, db, &m, count.unwrap_or(1)).await?;
-        self.remove_members(cx, db, &mut m, &picked).await?;
-        if !picked.is_empty() {
-            self.write_coll_meta(cx, db, &a[1], m, true).await?;
+            done.push(Done::ok(b, (n > 0).then_some(left == 0 && m.as_ref().is_some_and(|s| s.len == 0))));
         }
-        match count {
-            None => super::strings::bulk_or_null(out, picked.into_iter().next()),
-            Some(_) => bulk_array(out, &picked),
+        if let Some(set) = m.filter(|_| wrote) {
+            cx.write(vec![coll_meta_op(db, key, set)?], true).await?;
         }
-        Ok(())
+        Ok(done)
     }
 
     /// SRANDMEMBER key [count]: distinct members for a positive count, repeats for a negative.

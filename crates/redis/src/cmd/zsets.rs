@@ -1,18 +1,18 @@
 //! Sorted-set commands. Members are rows of `zset_members(rondb_key, member, score)`; a score is
 //! found by primary key and every range (by rank from either end, by score, by lex when the
 //! scores are equal, as redis assumes) is one range of the ordered index `by_score`, whose
-//! entries sort as redis's skiplist does: score, then member bytes. Ranks, counts and rank
-//! ranges read the entries before them (O(rank), not O(log n): the store's ordered index keeps
-//! no subtree counts yet).
+//! entries sort as redis's skiplist does: score, then member bytes. Ranks, counts, rank ranges
+//! and LIMIT offsets are found from the counted index's subtree counts (O(log n)).
 //!
 //! Scores are replied as redis 7.0 does (`%.17g`, `inf`, `-inf`; RESP3 doubles). Inside EXEC a
 //! sorted set this transaction changed is read whole with the changes merged (`Cx::fields`,
 //! scores as 8 bytes) and ranged in memory.
 
+use super::groups::{Cmd, Done};
 use super::keys::{cursor_arg, keep_cursor, random_rng, scan_options};
 use super::lists::{POSITIVE, mpop_args};
 use super::sets::{Range, card_args, check_member, random_ranks};
-use super::{CR, Cx, Fail, NOT_FLOAT, NOT_INT, SYNTAX, WRONGTYPE, bump, fail, int_arg, is, row_of};
+use super::{CR, Cx, Fail, NOT_FLOAT, NOT_INT, RErr, SYNTAX, WRONGTYPE, bump, fail, int_arg, is, row_of};
 use crate::db::{self, Db, Meta, TYPE_SET, TYPE_ZSET};
 use crate::resp::{self, parse_int};
 use crate::{Server, Session};
@@ -22,6 +22,123 @@ use tern_client::{Bound, OpResult, ScanSpec, Value};
 
 /// A member and its score.
 pub(super) type Entry = (Vec<u8>, f64);
+
+/// One ZADD's flags and (score, member) pairs.
+struct Zadd {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+    ch: bool,
+    incr: bool,
+    pairs: Vec<(f64, Vec<u8>)>,
+}
+
+impl Zadd {
+    fn parse(a: &[Vec<u8>]) -> Result<Zadd, RErr> {
+        let mut z = Zadd { nx: false, xx: false, gt: false, lt: false, ch: false, incr: false, pairs: Vec::new() };
+        let mut i = 2;
+        while i < a.len() {
+            let f = &a[i];
+            let flag = if is(f, "nx") {
+                &mut z.nx
+            } else if is(f, "xx") {
+                &mut z.xx
+            } else if is(f, "gt") {
+                &mut z.gt
+            } else if is(f, "lt") {
+                &mut z.lt
+            } else if is(f, "ch") {
+                &mut z.ch
+            } else if is(f, "incr") {
+                &mut z.incr
+            } else {
+                break;
+            };
+            *flag = true;
+            i += 1;
+        }
+        let rest = &a[i..];
+        let e = |s: &str| Err(RErr(s.into()));
+        if rest.is_empty() || !rest.len().is_multiple_of(2) {
+            return e(SYNTAX);
+        }
+        if z.nx && z.xx {
+            return e("ERR XX and NX options at the same time are not compatible");
+        }
+        if (z.nx && (z.gt || z.lt)) || (z.gt && z.lt) {
+            return e("ERR GT, LT, and/or NX options at the same time are not compatible");
+        }
+        if z.incr && rest.len() > 2 {
+            return e("ERR INCR option supports a single increment-element pair");
+        }
+        for p in rest.chunks(2) {
+            let Some(s) = parse_score(&p[0]) else { return e(NOT_FLOAT) };
+            if let Err(Fail::Reply(r)) = check_member(&p[1]) {
+                return Err(r);
+            }
+            z.pairs.push((s, p[1].clone()));
+        }
+        Ok(z)
+    }
+
+    /// Applies the pairs to `now` (each member's current score, None: absent), all or nothing:
+    /// (added, changed, the last score set, the entries to write).
+    #[allow(clippy::type_complexity)]
+    fn apply(&self, now: &mut HashMap<Vec<u8>, Option<f64>>) -> Result<(i64, i64, Option<f64>, Vec<Entry>), RErr> {
+        let (mut added, mut changed) = (0i64, 0i64);
+        let mut writes: Vec<Entry> = Vec::new();
+        let mut result = None;
+        let mut mine: HashMap<&[u8], f64> = HashMap::new();
+        for (s, x) in &self.pairs {
+            let cur = mine.get(&x[..]).copied().or_else(|| now.get(x).copied().flatten());
+            match cur {
+                Some(c) => {
+                    if self.nx {
+                        continue;
+                    }
+                    let new = if self.incr { c + s } else { *s };
+                    if new.is_nan() {
+                        return Err(RErr("ERR resulting score is not a number (NaN)".into()));
+                    }
+                    if (self.gt && new <= c) || (self.lt && new >= c) {
+                        continue;
+                    }
+                    result = Some(new);
+                    if new != c {
+                        changed += 1;
+                        mine.insert(x, new);
+                        writes.push((x.clone(), new));
+                    }
+                }
+                None => {
+                    if self.xx {
+                        continue;
+                    }
+                    added += 1;
+                    result = Some(*s);
+                    mine.insert(x, *s);
+                    writes.push((x.clone(), *s));
+                }
+            }
+        }
+        for (x, s) in mine {
+            now.insert(x.to_vec(), Some(s));
+        }
+        Ok((added, changed, result, writes))
+    }
+
+    fn reply(&self, resp3: bool, added: i64, changed: i64, result: Option<f64>, wrote: Option<bool>) -> Done {
+        let mut b = Vec::new();
+        let mut o = Out { out: &mut b, resp3 };
+        if self.incr {
+            o.opt_score(result);
+        } else {
+            resp::integer(o.out, if self.ch { added + changed } else { added });
+        }
+        Done::ok(b, wrote)
+    }
+}
 
 /// A score as redis 7.0 replies it: `%.17g`, with `inf` and `-inf`.
 pub fn fmt_score(d: f64) -> String {
@@ -544,10 +661,10 @@ impl Server {
         let resp3 = sess.resp3;
         let mut o = Out { out, resp3 };
         match name {
-            "zadd" => self.zadd(cx, db, a, &mut o).await?,
             "zincrby" => {
-                let args = vec![a[0].clone(), a[1].clone(), b"incr".to_vec(), a[2].clone(), a[3].clone()];
-                self.zadd(cx, db, &args, &mut o).await?;
+                let args = vec![b"zadd".to_vec(), a[1].clone(), b"incr".to_vec(), a[2].clone(), a[3].clone()];
+                let d = self.zadd_all(cx, db, &a[1], &[Cmd { a: &args, resp3 }]).await?.remove(0);
+                self.finish_one(cx, db, &a[1], d, o.out)?;
             }
             "zcard" => resp::integer(o.out, self.zset_meta(cx, db, &a[1], false).await?.map_or(0, |m| m.len as i64)),
             "zscore" => {
@@ -648,30 +765,6 @@ impl Server {
                 };
                 resp::integer(o.out, n);
             }
-            "zpopmin" | "zpopmax" => {
-                if a.len() > 3 {
-                    return fail(SYNTAX);
-                }
-                let count = match a.get(2) {
-                    None => None,
-                    Some(c) => match parse_int(c) {
-                        Some(n) if n >= 0 => Some(n),
-                        Some(_) => return fail(POSITIVE),
-                        None => return fail(NOT_INT),
-                    },
-                };
-                let v = self.zpop(cx, db, &a[1], name == "zpopmin", count.unwrap_or(1)).await?;
-                if count.is_none() && resp3 {
-                    // One member: a flat [member, score] in RESP3 too.
-                    resp::array_len(o.out, v.len() * 2);
-                    for (m, s) in &v {
-                        resp::bulk(o.out, m);
-                        o.score(*s);
-                    }
-                } else {
-                    o.entries(&v, true);
-                }
-            }
             "bzpopmin" | "bzpopmax" => {
                 super::blocking::timeout_arg(a.last().expect("arity"))?;
                 let mut got = None;
@@ -752,109 +845,54 @@ impl Server {
     }
 
     /// ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member ...
-    async fn zadd(&self, cx: &mut Cx, db: &Db, a: &[Vec<u8>], o: &mut Out<'_>) -> CR {
-        let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) = (false, false, false, false, false, false);
-        let mut i = 2;
-        while i < a.len() {
-            let f = &a[i];
-            if is(f, "nx") {
-                nx = true;
-            } else if is(f, "xx") {
-                xx = true;
-            } else if is(f, "gt") {
-                gt = true;
-            } else if is(f, "lt") {
-                lt = true;
-            } else if is(f, "ch") {
-                ch = true;
-            } else if is(f, "incr") {
-                incr = true;
-            } else {
-                break;
-            }
-            i += 1;
-        }
-        let rest = &a[i..];
-        if rest.is_empty() || !rest.len().is_multiple_of(2) {
-            return fail(SYNTAX);
-        }
-        if nx && xx {
-            return fail("ERR XX and NX options at the same time are not compatible");
-        }
-        if (nx && (gt || lt)) || (gt && lt) {
-            return fail("ERR GT, LT, and/or NX options at the same time are not compatible");
-        }
-        if incr && rest.len() > 2 {
-            return fail("ERR INCR option supports a single increment-element pair");
-        }
-        let mut pairs = Vec::with_capacity(rest.len() / 2);
-        for p in rest.chunks(2) {
-            let Some(s) = parse_score(&p[0]) else { return fail(NOT_FLOAT) };
-            check_member(&p[1])?;
-            pairs.push((s, p[1].clone()));
-        }
-        let existing = self.zset_meta(cx, db, &a[1], true).await?;
-        let mut m = match &existing {
-            Some(m) => m.clone(),
-            None if xx => {
-                if incr {
-                    resp::null(o.out);
-                } else {
-                    resp::integer(o.out, 0);
-                }
-                return Ok(());
-            }
-            None => Meta::collection(TYPE_ZSET, self.new_id(db).await?),
-        };
-        let members: Vec<Vec<u8>> = pairs.iter().map(|p| p.1.clone()).collect();
-        let cur = if existing.is_some() { self.scores(cx, db, m.id, &members).await? } else { vec![None; pairs.len()] };
+    /// ZADDs (and ZINCRBYs as ZADD INCR) of one key in order (a group, `groups`): the key row is
+    /// locked and the members' scores read once, the changed members written in one batch.
+    pub(super) async fn zadd_all(&self, cx: &mut Cx, db: &Db, key: &[u8], cmds: &[Cmd<'_>]) -> CR<Vec<Done>> {
+        let adds: Vec<Result<Zadd, RErr>> = cmds.iter().map(|c| Zadd::parse(c.a)).collect();
+        let existing = self.zset_meta(cx, db, key, true).await?;
         let mut now: HashMap<Vec<u8>, Option<f64>> = HashMap::new();
-        let (mut added, mut changed) = (0i64, 0i64);
+        if let Some(m) = &existing {
+            let mut members: Vec<Vec<u8>> =
+                adds.iter().flatten().flat_map(|z| z.pairs.iter().map(|p| p.1.clone())).collect();
+            members.sort_unstable();
+            members.dedup();
+            let cur = self.scores(cx, db, m.id, &members).await?;
+            now.extend(members.into_iter().zip(cur));
+        }
+        let mut m = existing;
         let mut writes: Vec<Entry> = Vec::new();
-        let mut result = None;
-        for ((s, x), c) in pairs.into_iter().zip(cur) {
-            let c = *now.entry(x.clone()).or_insert(c);
-            match c {
-                Some(c) => {
-                    if nx {
-                        continue;
-                    }
-                    let new = if incr { c + s } else { s };
-                    if new.is_nan() {
-                        return fail("ERR resulting score is not a number (NaN)");
-                    }
-                    if (gt && new <= c) || (lt && new >= c) {
-                        continue;
-                    }
-                    result = Some(new);
-                    if new != c {
-                        changed += 1;
-                        now.insert(x.clone(), Some(new));
-                        writes.push((x, new));
-                    }
+        let mut done = Vec::with_capacity(cmds.len());
+        for (z, c) in adds.into_iter().zip(cmds) {
+            let z = match z {
+                Ok(z) => z,
+                Err(e) => {
+                    done.push(Done::err(e));
+                    continue;
                 }
-                None => {
-                    if xx {
-                        continue;
-                    }
-                    added += 1;
-                    result = Some(s);
-                    now.insert(x.clone(), Some(s));
-                    writes.push((x, s));
+            };
+            let set = match &mut m {
+                Some(m) => m,
+                None if z.xx => {
+                    done.push(z.reply(c.resp3, 0, 0, None, None));
+                    continue;
+                }
+                None => m.insert(Meta::collection(TYPE_ZSET, self.new_id(db).await?)),
+            };
+            match z.apply(&mut now) {
+                Err(e) => done.push(Done::err(e)),
+                Ok((added, changed, result, w)) => {
+                    set.len += added as u64;
+                    let wrote = (!w.is_empty()).then_some(false);
+                    writes.extend(w);
+                    done.push(z.reply(c.resp3, added, changed, result, wrote));
                 }
             }
         }
-        if !writes.is_empty() {
+        if let Some(m) = m.filter(|_| !writes.is_empty()) {
             self.zwrite(cx, db, m.id, &writes).await?;
-            m.len += added as u64;
-            self.write_coll_meta(cx, db, &a[1], m, true).await?;
+            cx.write(vec![super::sets::coll_meta_op(db, key, m)?], true).await?;
         }
-        if incr {
-            o.opt_score(result);
-        } else {
-            resp::integer(o.out, if ch { added + changed } else { added });
-        }
-        Ok(())
+        Ok(done)
     }
 
     /// ZRANK/ZREVRANK of a member: the entries before it.
@@ -872,16 +910,94 @@ impl Server {
 
     /// Pops up to `count` of the lowest (`min`) or highest entries of `key`.
     async fn zpop(&self, cx: &mut Cx, db: &Db, key: &[u8], min: bool, count: i64) -> CR<Vec<Entry>> {
-        let Some(mut m) = self.zset_meta(cx, db, key, true).await? else { return Ok(Vec::new()) };
-        if count == 0 {
-            return Ok(Vec::new());
+        let (mut v, gone) = self.zpop_core(cx, db, key, min, &[count]).await?;
+        let v = v.pop().unwrap_or_default();
+        if !v.is_empty() {
+            self.touched(cx, db.index, key, gone);
         }
-        let q = Req { sel: Sel::Rank(0, count - 1), rev: !min, offset: 0, count: -1 };
+        Ok(v)
+    }
+
+    /// ZPOPMINs (`min`) or ZPOPMAXs of one key in order (a group, `groups`).
+    pub(super) async fn zpop_all(
+        &self,
+        cx: &mut Cx,
+        db: &Db,
+        key: &[u8],
+        min: bool,
+        cmds: &[Cmd<'_>],
+    ) -> CR<Vec<Done>> {
+        let counts: Vec<Result<Option<i64>, RErr>> = cmds
+            .iter()
+            .map(|c| match c.a.get(2) {
+                _ if c.a.len() > 3 => Err(RErr(SYNTAX.into())),
+                None => Ok(None),
+                Some(n) => match parse_int(n) {
+                    Some(n) if n >= 0 => Ok(Some(n)),
+                    Some(_) => Err(RErr(POSITIVE.into())),
+                    None => Err(RErr(NOT_INT.into())),
+                },
+            })
+            .collect();
+        let wanted: Vec<i64> = counts.iter().flatten().map(|c| c.unwrap_or(1)).collect();
+        let (popped, gone) = self.zpop_core(cx, db, key, min, &wanted).await?;
+        let mut popped = popped.into_iter();
+        let mut done = Vec::with_capacity(cmds.len());
+        for (c, cmd) in counts.into_iter().zip(cmds) {
+            let count = match c {
+                Ok(c) => c,
+                Err(e) => {
+                    done.push(Done::err(e));
+                    continue;
+                }
+            };
+            let v = popped.next().unwrap_or_default();
+            let mut b = Vec::new();
+            let mut o = Out { out: &mut b, resp3: cmd.resp3 };
+            if count.is_none() && cmd.resp3 {
+                // One member: a flat [member, score] in RESP3 too.
+                resp::array_len(o.out, v.len() * 2);
+                for (m, s) in &v {
+                    resp::bulk(o.out, m);
+                    o.score(*s);
+                }
+            } else {
+                o.entries(&v, true);
+            }
+            // The command that took the last entries took the key with them.
+            let last = popped.as_slice().iter().all(|x| x.is_empty());
+            done.push(Done::ok(b, (!v.is_empty()).then_some(gone && last)));
+        }
+        Ok(done)
+    }
+
+    /// Pops `counts[i]` entries for each in order from the lowest (`min`) or highest of `key`,
+    /// in one range read and one batch of deletes: the entries of each, and whether the key
+    /// is gone after them.
+    async fn zpop_core(
+        &self,
+        cx: &mut Cx,
+        db: &Db,
+        key: &[u8],
+        min: bool,
+        counts: &[i64],
+    ) -> CR<(Vec<Vec<Entry>>, bool)> {
+        let total = counts.iter().fold(0i64, |a, c| a.saturating_add((*c).max(0)));
+        let Some(mut m) = self.zset_meta(cx, db, key, true).await? else {
+            return Ok((vec![Vec::new(); counts.len()], false));
+        };
+        if total == 0 {
+            return Ok((vec![Vec::new(); counts.len()], false));
+        }
+        let q = Req { sel: Sel::Rank(0, total - 1), rev: !min, offset: 0, count: -1 };
         let v = self.zrange(cx, db, &m, &q).await?;
         let members: Vec<Vec<u8>> = v.iter().map(|e| e.0.clone()).collect();
         self.zdelete(cx, db, &mut m, &members).await?;
-        self.write_coll_meta(cx, db, key, m, true).await?;
-        Ok(v)
+        let gone = m.len == 0;
+        cx.write(vec![super::sets::coll_meta_op(db, key, m)?], true).await?;
+        let mut it = v.into_iter();
+        let per = counts.iter().map(|c| it.by_ref().take((*c).max(0) as usize).collect()).collect();
+        Ok((per, gone))
     }
 
     /// The entries of a key for ZUNION & co: a sorted set's, or a set's with score 1.
