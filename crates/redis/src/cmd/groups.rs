@@ -129,15 +129,7 @@ impl Groups {
                 continue; // its connection is gone
             }
             let mut batch = Vec::new();
-            let mut bytes = size(&first.a);
-            while let Some(next) = q.front() {
-                let b = size(&next.a);
-                if next.family != first.family || batch.len() + 1 >= GROUP_CMDS_MAX || bytes + b > GROUP_BYTES_MAX {
-                    break;
-                }
-                bytes += b;
-                batch.push(q.pop_front().expect("a front"));
-            }
+            take_from(q, first.family, &first.a, &mut batch);
             match first.tx.send(Turn::Lead(batch)) {
                 Ok(()) => return,
                 Err(Turn::Lead(batch)) => {
@@ -149,6 +141,30 @@ impl Groups {
             }
         }
         keys.remove(key);
+    }
+}
+
+impl Groups {
+    /// Adds to the group of `lead` (of family `fam`) the commands of its family that wait at the
+    /// front of its key's queue.
+    fn take_more(&self, key: &GroupKey, fam: Family, lead: &[Vec<u8>], batch: &mut Vec<Waiting>) {
+        if let Some(q) = lock(&self.keys).get_mut(key) {
+            take_from(q, fam, lead, batch);
+        }
+    }
+}
+
+/// Moves the commands of family `fam` at the front of `q` into `batch` (a group led by `lead`),
+/// as many as the group's bounds allow.
+fn take_from(q: &mut VecDeque<Waiting>, fam: Family, lead: &[Vec<u8>], batch: &mut Vec<Waiting>) {
+    let mut bytes = size(lead) + batch.iter().map(|w| size(&w.a)).sum::<usize>();
+    while let Some(next) = q.front() {
+        let b = size(&next.a);
+        if next.family != fam || batch.len() + 1 >= GROUP_CMDS_MAX || bytes + b > GROUP_BYTES_MAX {
+            break;
+        }
+        bytes += b;
+        batch.push(q.pop_front().expect("a front"));
     }
 }
 
@@ -192,7 +208,7 @@ impl Server {
                 }
             }
         };
-        let others = match wait {
+        let mut others = match wait {
             None => Vec::new(),
             Some(rx) => match rx.await {
                 Ok(Turn::Reply(r)) => return out.extend_from_slice(&r),
@@ -200,7 +216,11 @@ impl Server {
                 Err(_) => return resp::error(out, "ERR the command's group ended with its connection; retry it"),
             },
         };
-        let _leading = Leading { groups: &self.groups, key };
+        let leading = Leading { groups: &self.groups, key };
+        // Let the connections that have a command ready come to the queue first (a group led at
+        // once would often be of one, while the others wait for it).
+        tokio::task::yield_now().await;
+        self.groups.take_more(&leading.key, fam, a, &mut others);
         if !others.is_empty() {
             self.stats.groups.fetch_add(1, Ordering::Relaxed);
             self.stats.grouped.fetch_add(others.len() as u64, Ordering::Relaxed);

@@ -112,11 +112,18 @@ impl Server {
             "llen" => resp::integer(out, self.list_meta(cx, db, &a[1], false).await?.map_or(0, |m| m.len as i64)),
             "lrange" => {
                 let (start, stop) = (int_arg(&a[2])?, int_arg(&a[3])?);
-                let v = match self.list_meta(cx, db, &a[1], false).await? {
+                // A range of more than one element is read under a shared lock of the key row,
+                // taken by the first read (one element needs none).
+                let m = if start == stop {
+                    self.list_meta(cx, db, &a[1], false).await?
+                } else {
+                    self.list_meta_shared(cx, db, &a[1]).await?
+                };
+                let v = match m {
                     None => Vec::new(),
                     Some(m) => match norm_range(start, stop, m.len as i64) {
                         None => Vec::new(),
-                        Some((s, e)) => self.list_read(cx, db, &a[1], &m, s, e).await?,
+                        Some((s, e)) => self.list_elements(cx, db, &m, s, e).await?,
                     },
                 };
                 bulk_array(out, &v);
@@ -225,6 +232,16 @@ impl Server {
         }
     }
 
+    /// A key row that must be a list or absent, read under a shared lock (for a reader that
+    /// reads several elements after it).
+    async fn list_meta_shared(&self, cx: &mut Cx, db: &Db, key: &[u8]) -> CR<Option<Meta>> {
+        let op = db::read_meta(db, key, OpKind::ReadShared)?;
+        match meta_of(db, cx.run(vec![op]).await?.into_iter().next())? {
+            Some(m) if m.kind != TYPE_LIST => fail(WRONGTYPE),
+            m => Ok(m),
+        }
+    }
+
     /// Elements `s..=e` (indexes) of the list `m` read under a shared lock of its key row
     /// taken again here (the caller's `m` came from an unlocked read; if it changed meanwhile,
     /// the locked row decides).
@@ -232,11 +249,8 @@ impl Server {
         let mut m = m.clone();
         let (mut s, mut e) = (s, e);
         if e > s {
-            let mut op = db::read_meta(db, key, OpKind::ReadShared)?;
-            op.kind = OpKind::ReadShared;
-            let locked = meta_of(db, cx.run(vec![op]).await?.into_iter().next())?;
-            match locked {
-                Some(l) if l.kind == TYPE_LIST => {
+            match self.list_meta_shared(cx, db, key).await? {
+                Some(l) => {
                     if l != m {
                         // Renormalise against the locked row (the caller's indexes were absolute).
                         let len = l.len as i64;
@@ -248,7 +262,6 @@ impl Server {
                         m = l;
                     }
                 }
-                Some(_) => return fail(WRONGTYPE),
                 None => return Ok(Vec::new()),
             }
         }

@@ -463,8 +463,8 @@ impl Server {
         if let Some(set) = &mut m {
             let want: u64 = counts.iter().flatten().map(|c| c.unwrap_or(1)).fold(0, u64::saturating_add);
             picked = self.random_members(cx, db, set, want.min(set.len)).await?;
-            self.remove_members(cx, db, set, &picked).await?;
         }
+        let (picked_all, picked_n) = (picked.clone(), picked.len());
         let (mut left, mut picked) = (picked.len(), picked.into_iter());
         let wrote = left > 0;
         let mut done = Vec::with_capacity(cmds.len());
@@ -484,10 +484,18 @@ impl Server {
                 None => super::strings::bulk_or_null(&mut b, v.into_iter().next()),
                 Some(_) => bulk_array(&mut b, &v),
             }
-            done.push(Done::ok(b, (n > 0).then_some(left == 0 && m.as_ref().is_some_and(|s| s.len == 0))));
+            done.push(Done::ok(b, (n > 0).then_some(left == 0 && m.as_ref().is_some_and(|s| s.len == picked_n as u64))));
         }
-        if let Some(set) = m.filter(|_| wrote) {
-            cx.write(vec![coll_meta_op(db, key, set)?], true).await?;
+        if let Some(mut set) = m.filter(|_| wrote) {
+            // The picks and the key row in one batch (the picks are there: the key row is locked).
+            let mut ops = Vec::with_capacity(picked_n + 1);
+            for x in &picked_all {
+                ops.push(db.sets.delete(&member_key(set.id, x))?);
+            }
+            self.note_fields(cx, db, set.id, picked_all.iter().map(|x| (&x[..], None)));
+            set.len -= picked_n as u64;
+            ops.push(coll_meta_op(db, key, set)?);
+            cx.write_found(ops, true).await?;
         }
         Ok(done)
     }

@@ -164,6 +164,16 @@ impl Cx {
         self.exec(ops, last, AbortOption::AbortOnError).await
     }
 
+    /// `write` of rows read under the key row's lock in this transaction (members picked, found
+    /// by rank): a missing one means the collection changed without that lock (an SQL or REST
+    /// write, the TTL purge), and the command is tried again as for a changed value.
+    pub(crate) async fn write_found(&mut self, ops: Vec<KeyOp>, last: bool) -> Result<Vec<OpResult>, Fail> {
+        match self.write(ops, last).await {
+            Err(e) if e.code == tern_client::ErrorCode::NotFound => Err(changed()),
+            r => Ok(r?),
+        }
+    }
+
     /// Writes to several keys, locking in the front end's global order (`exec_ordered`); inside
     /// EXEC the keys are locked already and the operations go as they are. A standalone first try
     /// of a small set goes as one no-wait batch instead: a busy lock fails it at once and the

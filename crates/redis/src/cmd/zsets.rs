@@ -18,7 +18,7 @@ use crate::resp::{self, parse_int};
 use crate::{Server, Session};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use tern_client::{Bound, OpResult, ScanSpec, Value};
+use tern_client::{Bound, KeyOp, OpResult, ScanSpec, Value};
 
 /// A member and its score.
 pub(super) type Entry = (Vec<u8>, f64);
@@ -613,16 +613,20 @@ impl Server {
 
     /// Writes entries into the locked sorted set `id` (new or changed scores).
     pub(super) async fn zwrite(&self, cx: &mut Cx, db: &Db, id: u64, v: &[Entry]) -> CR {
-        for chunk in v.chunks(1024) {
-            let ops = chunk
-                .iter()
-                .map(|(x, s)| db.zsets.write(&[Value::UInt(id), Value::Bytes(x.clone()), Value::Double(*s)]))
-                .collect::<Result<Vec<_>, _>>()?;
-            cx.write(ops, false).await?;
-        }
+        let ops = self.zwrite_ops(cx, db, id, v)?;
+        cx.write(ops, false).await?;
+        Ok(())
+    }
+
+    /// The writes of entries `v` of the sorted set `id` (noted as this transaction's changes).
+    fn zwrite_ops(&self, cx: &mut Cx, db: &Db, id: u64, v: &[Entry]) -> CR<Vec<KeyOp>> {
+        let ops = v
+            .iter()
+            .map(|(x, s)| db.zsets.write(&[Value::UInt(id), Value::Bytes(x.clone()), Value::Double(*s)]))
+            .collect::<Result<Vec<_>, _>>()?;
         let bytes: Vec<(Vec<u8>, Vec<u8>)> = v.iter().map(|(x, s)| (x.clone(), s.to_le_bytes().to_vec())).collect();
         self.note_fields(cx, db, id, bytes.iter().map(|(x, s)| (&x[..], Some(&s[..]))));
-        Ok(())
+        Ok(ops)
     }
 
     /// Deletes members of the locked sorted set `m` (its count updated); how many were there.
@@ -889,8 +893,9 @@ impl Server {
             }
         }
         if let Some(m) = m.filter(|_| !writes.is_empty()) {
-            self.zwrite(cx, db, m.id, &writes).await?;
-            cx.write(vec![super::sets::coll_meta_op(db, key, m)?], true).await?;
+            let mut ops = self.zwrite_ops(cx, db, m.id, &writes)?;
+            ops.push(super::sets::coll_meta_op(db, key, m)?);
+            cx.write(ops, true).await?;
         }
         Ok(done)
     }
@@ -991,10 +996,16 @@ impl Server {
         }
         let q = Req { sel: Sel::Rank(0, total - 1), rev: !min, offset: 0, count: -1 };
         let v = self.zrange(cx, db, &m, &q).await?;
-        let members: Vec<Vec<u8>> = v.iter().map(|e| e.0.clone()).collect();
-        self.zdelete(cx, db, &mut m, &members).await?;
+        // The entries and the key row in one batch (they are there: the key row is locked).
+        let mut ops = Vec::with_capacity(v.len() + 1);
+        for (x, _) in &v {
+            ops.push(db.zsets.delete(&zkey(m.id, x))?);
+        }
+        self.note_fields(cx, db, m.id, v.iter().map(|(x, _)| (&x[..], None)));
+        m.len -= v.len() as u64;
         let gone = m.len == 0;
-        cx.write(vec![super::sets::coll_meta_op(db, key, m)?], true).await?;
+        ops.push(super::sets::coll_meta_op(db, key, m)?);
+        cx.write_found(ops, true).await?;
         let mut it = v.into_iter();
         let per = counts.iter().map(|c| it.by_ref().take((*c).max(0) as usize).collect()).collect();
         Ok((per, gone))
