@@ -89,6 +89,16 @@ pub fn flags_string(f: u32) -> String {
     s
 }
 
+/// The setting as the cluster keeps it: `flags_string`, with the `n` that string leaves out
+/// when it shows `A` (so every API server reads back the classes CONFIG SET set).
+pub fn stored_string(f: u32) -> String {
+    let mut s = flags_string(f);
+    if f & ALL == ALL && f & NEW != 0 {
+        s.push('n');
+    }
+    s
+}
+
 /// One event of one key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
@@ -314,6 +324,11 @@ mod tests {
         assert_eq!(parse_flags(b"KA").map(flags_string).as_deref(), Some("AK"));
         assert_eq!(parse_flags(b"Kmn").map(flags_string).as_deref(), Some("nKm"));
         assert_eq!(parse_flags(b"KEAn").map(flags_string).as_deref(), Some("AKE"));
+        // What the cluster keeps reads back whole.
+        for f in [&b"KEAn"[..], b"KEAnm", b"Kmn", b"KEA", b""] {
+            let flags = parse_flags(f).unwrap();
+            assert_eq!(parse_flags(stored_string(flags).as_bytes()), Some(flags), "{f:?}");
+        }
         assert_eq!(parse_flags(b"Kq"), None);
         assert_eq!(parse_flags(b"a"), None);
     }

@@ -748,7 +748,7 @@ impl PubSub {
         let t = self.settings(true).await?.expect("created");
         let row = vec![
             Value::Bytes(NOTIFY_SETTING.as_bytes().to_vec()),
-            Value::Bytes(keyspace::flags_string(flags).into_bytes()),
+            Value::Bytes(keyspace::stored_string(flags).into_bytes()),
         ];
         let mut tx = self.client.begin();
         tx.execute_with(vec![t.write_owned(row)?], tern_client::Exec::Commit, tern_client::AbortOption::AbortOnError)

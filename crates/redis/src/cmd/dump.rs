@@ -162,7 +162,7 @@ impl Server {
     /// redis-server 7.0 would for a value of that type and size (Tern stores every type in
     /// tables; redis's encodings are what its thresholds would pick).
     pub(super) async fn object_of(&self, cx: &mut Cx, db: &Arc<Db>, sub: &str, key: &[u8]) -> CR<Option<Vec<u8>>> {
-        let Some(m) = self.read_meta(cx, db, key, false).await? else { return Ok(None) };
+        let Some(m) = self.read_meta_quiet(cx, db, key, false).await? else { return Ok(None) };
         let int = |n: i64| {
             let mut o = Vec::new();
             resp::integer(&mut o, n);

@@ -142,6 +142,11 @@ impl Server {
             ops.push(db.keys.read_columns(&[Value::Bytes(k.clone())], &[db::K_TYPE])?);
         }
         let rs = cx.last(ops).await?;
+        for (k, r) in keys.iter().filter(|k| k.len() <= KEY_MAX).zip(&rs) {
+            if !matches!(r, OpResult::Row(_)) {
+                cx.key_miss(db.index, k);
+            }
+        }
         Ok(rs.iter().filter(|r| matches!(r, OpResult::Row(_))).count() as i64)
     }
 
@@ -519,7 +524,7 @@ impl Server {
     pub(super) async fn memory_usage(&self, cx: &mut Cx, db: &Db, key: &[u8]) -> CR<Option<i64>> {
         /// Per-row bookkeeping (row header, hash index slot) in the data node, roughly.
         const ROW_OVERHEAD: i64 = 48;
-        let Some(m) = self.read_meta(cx, db, key, false).await? else { return Ok(None) };
+        let Some(m) = self.read_meta_quiet(cx, db, key, false).await? else { return Ok(None) };
         let base = ROW_OVERHEAD + key.len() as i64 + m.start.len() as i64 + 40;
         let rest = if m.kind == TYPE_HASH {
             let fields = self.hash_fields(cx, db, m.id, true).await?;

@@ -238,6 +238,10 @@ impl Server {
         let op = db::read_meta(db, key, OpKind::ReadShared)?;
         match meta_of(db, cx.run(vec![op]).await?.into_iter().next())? {
             Some(m) if m.kind != TYPE_LIST => fail(WRONGTYPE),
+            None => {
+                cx.key_miss(db.index, key);
+                Ok(None)
+            }
             m => Ok(m),
         }
     }
@@ -751,7 +755,7 @@ impl Server {
         count: i64,
     ) -> CR<Option<(Vec<u8>, Vec<Vec<u8>>)>> {
         for k in keys {
-            if let Some(m) = self.list_meta(cx, db, k, false).await?
+            if let Some(m) = self.probe_meta(cx, db, k, TYPE_LIST).await?
                 && m.len > 0
             {
                 // Lock and read again (another client may have emptied it meanwhile).

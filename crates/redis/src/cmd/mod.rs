@@ -628,8 +628,27 @@ impl Server {
         fail("ERR the value kept changing while it was read; try again")
     }
 
-    /// A key row (read committed, or locked exclusively when `lock`).
+    /// A key row (read committed, or locked exclusively when `lock`). A read that finds no key
+    /// raises a `keymiss` event (redis's lookupKeyRead); `read_meta_quiet` raises none.
     async fn read_meta(&self, cx: &mut Cx, db: &Db, key: &[u8], lock: bool) -> CR<Option<Meta>> {
+        let m = self.read_meta_quiet(cx, db, key, lock).await?;
+        if m.is_none() && !lock {
+            cx.key_miss(db.index, key);
+        }
+        Ok(m)
+    }
+
+    /// A key row that must be of type `kind` or absent, read committed without a `keymiss`
+    /// event (the pops' look for a key with members: redis's lookupKeyWrite).
+    async fn probe_meta(&self, cx: &mut Cx, db: &Db, key: &[u8], kind: u8) -> CR<Option<Meta>> {
+        match self.read_meta_quiet(cx, db, key, false).await? {
+            Some(m) if m.kind != kind => fail(WRONGTYPE),
+            m => Ok(m),
+        }
+    }
+
+    /// `read_meta` without a `keymiss` event (redis's LOOKUP_NONOTIFY: OBJECT, MEMORY USAGE).
+    async fn read_meta_quiet(&self, cx: &mut Cx, db: &Db, key: &[u8], lock: bool) -> CR<Option<Meta>> {
         let op = db::read_meta(db, key, if lock { OpKind::ReadExclusive } else { OpKind::Read })?;
         let r = cx.run(vec![op]).await?;
         Ok(meta_of(db, r.into_iter().next())?)

@@ -484,7 +484,10 @@ impl Server {
                 None => super::strings::bulk_or_null(&mut b, v.into_iter().next()),
                 Some(_) => bulk_array(&mut b, &v),
             }
-            done.push(Done::ok(b, (n > 0).then_some(left == 0 && m.as_ref().is_some_and(|s| s.len == picked_n as u64))));
+            done.push(Done::ok(
+                b,
+                (n > 0).then_some(left == 0 && m.as_ref().is_some_and(|s| s.len == picked_n as u64)),
+            ));
         }
         if let Some(mut set) = m.filter(|_| wrote) {
             // The picks and the key row in one batch (the picks are there: the key row is locked).

@@ -370,6 +370,9 @@ impl Server {
         let mut values = Vec::with_capacity(keys.len());
         for k in keys {
             let m = if k.len() <= KEY_MAX { meta_of(db, rs.next())? } else { None };
+            if m.is_none() {
+                cx.key_miss(db.index, k);
+            }
             values.push(match m {
                 Some(m) if m.kind == TYPE_STRING => self.get_string(cx, db, k, Some(m), false).await.unwrap_or(None),
                 _ => None,

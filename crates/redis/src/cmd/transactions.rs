@@ -118,6 +118,14 @@ impl Cx {
         true
     }
 
+    /// A read that found no `key`: its `keymiss` event, when that class is on.
+    pub(crate) fn key_miss(&mut self, db: u32, key: &[u8]) {
+        if self.notify & crate::keyspace::KEY_MISS != 0 {
+            let class = crate::keyspace::KEY_MISS;
+            self.events.push(crate::keyspace::Event { class, name: "keymiss", db, key: key.to_vec() });
+        }
+    }
+
     /// Queues a mark of a key a Redis command wrote (in its keyspace channel's slot).
     fn add_mark(&mut self, db: u32, key: Vec<u8>) {
         let slot = crate::pubsub::slot_of(&crate::keyspace::keyspace_channel(db, &key));
@@ -295,9 +303,51 @@ impl Server {
         }
     }
 
+    /// A `new` event before the first event of each key the transaction wrote that did not
+    /// exist before it (redis's dbAdd). The key rows' committed versions are read in a
+    /// transaction of their own: the transaction's writes hold their locks and are not seen.
+    async fn new_key_events(&self, cx: &mut Cx) -> Result<(), TernError> {
+        use crate::keyspace::{Event, GENERIC, KEY_MISS, NEW};
+        let mut keys: Vec<(u32, Vec<u8>)> = Vec::new();
+        for ev in &cx.events {
+            let k = (ev.db, ev.key.clone());
+            if ev.class & (KEY_MISS | NEW) == 0 && !(ev.class == GENERIC && ev.name == "del") && !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut ops = Vec::with_capacity(keys.len());
+        for (d, k) in &keys {
+            let db = self.db(*d).await.map_err(|e| TernError::new(tern_client::ErrorCode::Internal, e.0))?;
+            ops.push(db.keys.read_columns(&[Value::Bytes(k.clone())], &[crate::db::K_TYPE])?);
+        }
+        let mut t = self.client.begin();
+        let rs = t.execute_with(ops, Exec::Commit, AbortOption::IgnoreError).await?;
+        let created: Vec<&(u32, Vec<u8>)> =
+            keys.iter().zip(&rs).filter(|(_, r)| matches!(r, OpResult::NotFound)).map(|(k, _)| k).collect();
+        let mut out = Vec::with_capacity(cx.events.len() + created.len());
+        let mut announced: Vec<&(u32, Vec<u8>)> = Vec::new();
+        for ev in std::mem::take(&mut cx.events) {
+            if let Some(k) = created.iter().find(|k| k.0 == ev.db && k.1 == ev.key && !announced.contains(k))
+                && ev.class & KEY_MISS == 0
+            {
+                announced.push(k);
+                out.push(Event { class: NEW, name: "new", db: ev.db, key: ev.key.clone() });
+            }
+            out.push(ev);
+        }
+        cx.events = out;
+        Ok(())
+    }
+
     /// The rows of `redis_pubsub.messages` that carry the transaction's PUBLISHed messages, its
     /// keyspace events and marks (one row per slot, in slot order); whether there are any.
     pub(crate) async fn pubsub_ops(&self, cx: &mut Cx) -> Result<(Vec<KeyOp>, bool), TernError> {
+        if cx.notify & crate::keyspace::NEW != 0 {
+            self.new_key_events(cx).await?;
+        }
         // (Events past a row's `MESSAGE_MAX` are dropped: delivery is at most once.)
         for ev in std::mem::take(&mut cx.events) {
             for (c, m) in crate::keyspace::messages(cx.notify, &ev) {

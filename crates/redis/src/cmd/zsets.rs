@@ -773,7 +773,7 @@ impl Server {
                 super::blocking::timeout_arg(a.last().expect("arity"))?;
                 let mut got = None;
                 for k in &a[1..a.len() - 1] {
-                    if self.zset_meta(cx, db, k, false).await?.is_some() {
+                    if self.probe_meta(cx, db, k, TYPE_ZSET).await?.is_some() {
                         let v = self.zpop(cx, db, k, name == "bzpopmin", 1).await?;
                         if let Some(e) = v.into_iter().next() {
                             got = Some((k.clone(), e));
@@ -801,7 +801,7 @@ impl Server {
                 let (keys, min, count) = mpop_args(args, true)?;
                 let mut got = None;
                 for k in &keys {
-                    if self.zset_meta(cx, db, k, false).await?.is_some() {
+                    if self.probe_meta(cx, db, k, TYPE_ZSET).await?.is_some() {
                         let v = self.zpop(cx, db, k, min, count).await?;
                         if !v.is_empty() {
                             got = Some((k.clone(), v));
