@@ -145,10 +145,6 @@ const READS: &[&str] = &[
 
 type Events = BTreeMap<String, Vec<String>>;
 
-fn events_of(write: u16, listen: u16, want: Option<usize>) -> (Vec<Reply>, Events, usize) {
-    events_with(write, listen, want, "KEA", SCRIPT)
-}
-
 /// Runs `script` with `notify-keyspace-events` set to `flags` on the server at `write` and
 /// collects the events a subscriber of the one at `listen` hears: the replies, the events per
 /// channel, and how many.
