@@ -93,6 +93,56 @@ pub(crate) fn own_error(f: Fail) -> CR<Done> {
     }
 }
 
+/// Sorts a group's commands by `check` of their arguments from the third on: a slot per command
+/// (the `Done` of one that failed, None for one that passed) and the arguments of those that
+/// passed, in order.
+pub(crate) fn checked<'c>(
+    cmds: &'c [Cmd<'_>],
+    check: impl Fn(&[u8]) -> CR,
+) -> CR<(Vec<Option<Done>>, Vec<&'c Cmd<'c>>)> {
+    let mut slots = Vec::with_capacity(cmds.len());
+    let mut passed = Vec::with_capacity(cmds.len());
+    for c in cmds {
+        match c.a[2..].iter().try_for_each(|x| check(x)) {
+            Err(f) => slots.push(Some(own_error(f)?)),
+            Ok(()) => {
+                passed.push(c);
+                slots.push(None);
+            }
+        }
+    }
+    Ok((slots, passed))
+}
+
+/// The `Done`s of a group whose commands that passed `checked` answered the integers `n` in
+/// order (one above 0 wrote the key, which is there after it).
+pub(crate) fn counted(slots: Vec<Option<Done>>, n: Vec<i64>) -> Vec<Done> {
+    let mut n = n.into_iter();
+    slots
+        .into_iter()
+        .map(|d| {
+            d.unwrap_or_else(|| {
+                let n = n.next().expect("a count per command that ran");
+                Done::int(n, (n > 0).then_some(false))
+            })
+        })
+        .collect()
+}
+
+/// A pop's optional count, its third argument: more arguments are a syntax error, a count that
+/// is no integer answers `not_int`, a negative one redis's "must be positive".
+pub(crate) fn pop_count(a: &[Vec<u8>], not_int: &str) -> Result<Option<i64>, RErr> {
+    match a.get(2) {
+        _ if a.len() > 3 => Err(RErr(super::SYNTAX.into())),
+        None => Ok(None),
+        Some(n) => match crate::resp::parse_int(n) {
+            Some(n) if n >= 0 => Ok(Some(n)),
+            Some(_) => Err(RErr(super::lists::POSITIVE.into())),
+            None => Err(RErr(not_int.into())),
+        },
+    }
+}
+
 /// A command waiting for its group.
 struct Waiting {
     a: Vec<Vec<u8>>,

@@ -8,7 +8,7 @@
 //! LREM, LINSERT and LPOS look for values and so read the list (as redis's do); LINSERT moves
 //! the shorter side.
 
-use super::groups::{Cmd, Done, own_error};
+use super::groups::{Cmd, Done, checked, counted};
 use super::{CR, Cx, NO_SUCH_KEY, NOT_INT, RErr, SYNTAX, WRONGTYPE, fail, int_arg, is, meta_of, row_of};
 use crate::db::{self, Db, HASH_VALUE_MAX, Meta, TYPE_LIST};
 use crate::resp::{self, parse_int};
@@ -316,30 +316,16 @@ impl Server {
     /// LPUSH RPUSH LPUSHX RPUSHX of one key in order (a group, `groups`): each one's length
     /// after it.
     pub(super) async fn push_all(&self, cx: &mut Cx, db: &Db, key: &[u8], cmds: &[Cmd<'_>]) -> CR<Vec<Done>> {
-        let mut done: Vec<Option<Done>> = Vec::with_capacity(cmds.len());
-        let mut pushes = Vec::with_capacity(cmds.len());
-        for c in cmds {
-            match c.a[2..].iter().try_for_each(|v| check_element(v)) {
-                Err(f) => done.push(Some(own_error(f)?)),
-                Ok(()) => {
-                    let name = &c.a[0];
-                    let left = name[0].eq_ignore_ascii_case(&b'l');
-                    let existing = name.last().is_some_and(|x| x.eq_ignore_ascii_case(&b'x'));
-                    pushes.push((left, existing, &c.a[2..]));
-                    done.push(None);
-                }
-            }
-        }
-        let mut lens = self.push_core(cx, db, key, &pushes).await?.into_iter();
-        Ok(done
-            .into_iter()
-            .map(|d| {
-                d.unwrap_or_else(|| {
-                    let n = lens.next().expect("a length per push");
-                    Done::int(n, (n > 0).then_some(false))
-                })
+        let (slots, passed) = checked(cmds, check_element)?;
+        let pushes: Vec<(bool, bool, &[Vec<u8>])> = passed
+            .iter()
+            .map(|c| {
+                let name = &c.a[0];
+                let existing = name.last().is_some_and(|x| x.eq_ignore_ascii_case(&b'x'));
+                (name[0].eq_ignore_ascii_case(&b'l'), existing, &c.a[2..])
             })
-            .collect())
+            .collect();
+        Ok(counted(slots, self.push_core(cx, db, key, &pushes).await?))
     }
 
     /// Pushes `(left, existing, values)` in order onto the list `key` in one write: the length

@@ -8,7 +8,7 @@
 //! `RANDOM_SCAN_MAX` members are read whole, on bigger ones a pick is a random rank found by one
 //! seek of the counted index (`random_ranks`).
 
-use super::groups::{Cmd, Done, own_error};
+use super::groups::{Cmd, Done, checked, counted, pop_count};
 use super::keys::{cursor_arg, keep_cursor, random_rng, scan_options};
 use super::lists::{POSITIVE, bulk_array};
 use super::{CR, Cx, Fail, NOT_INT, Pace, RErr, SYNTAX, WRONGTYPE, bump, fail, int_arg, is};
@@ -327,27 +327,9 @@ impl Server {
 
     /// SADDs of one key in order (a group, `groups`).
     pub(super) async fn sadd_all(&self, cx: &mut Cx, db: &Db, key: &[u8], cmds: &[Cmd<'_>]) -> CR<Vec<Done>> {
-        let mut done: Vec<Option<Done>> = Vec::with_capacity(cmds.len());
-        let mut adds = Vec::with_capacity(cmds.len());
-        for c in cmds {
-            match c.a[2..].iter().try_for_each(|x| check_member(x)) {
-                Err(f) => done.push(Some(own_error(f)?)),
-                Ok(()) => {
-                    adds.push(&c.a[2..]);
-                    done.push(None);
-                }
-            }
-        }
-        let mut added = self.sadd_core(cx, db, key, &adds).await?.into_iter();
-        Ok(done
-            .into_iter()
-            .map(|d| {
-                d.unwrap_or_else(|| {
-                    let n = added.next().expect("a count per SADD");
-                    Done::int(n, (n > 0).then_some(false))
-                })
-            })
-            .collect())
+        let (slots, passed) = checked(cmds, check_member)?;
+        let adds: Vec<&[Vec<u8>]> = passed.iter().map(|c| &c.a[2..]).collect();
+        Ok(counted(slots, self.sadd_core(cx, db, key, &adds).await?))
     }
 
     /// Adds each list of members in order to the set `key` (one batch of member writes, one
@@ -444,20 +426,10 @@ impl Server {
             .collect())
     }
 
-    /// SPOP key [count].
     /// SPOPs of one key in order (a group, `groups`): the members all take are picked at once.
     pub(super) async fn spop_all(&self, cx: &mut Cx, db: &Db, key: &[u8], cmds: &[Cmd<'_>]) -> CR<Vec<Done>> {
-        let counts: Vec<Result<Option<u64>, RErr>> = cmds
-            .iter()
-            .map(|c| match c.a.get(2) {
-                _ if c.a.len() > 3 => Err(RErr(SYNTAX.into())),
-                None => Ok(None),
-                Some(n) => match parse_int(n) {
-                    Some(n) if n >= 0 => Ok(Some(n as u64)),
-                    _ => Err(RErr(POSITIVE.into())),
-                },
-            })
-            .collect();
+        let counts: Vec<Result<Option<u64>, RErr>> =
+            cmds.iter().map(|c| Ok(pop_count(c.a, POSITIVE)?.map(|n| n as u64))).collect();
         let mut m = self.set_meta(cx, db, key, true).await?;
         let mut picked = Vec::new();
         if let Some(set) = &mut m {

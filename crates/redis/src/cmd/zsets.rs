@@ -8,9 +8,9 @@
 //! sorted set this transaction changed is read whole with the changes merged (`Cx::fields`,
 //! scores as 8 bytes) and ranged in memory.
 
-use super::groups::{Cmd, Done};
+use super::groups::{Cmd, Done, pop_count};
 use super::keys::{cursor_arg, keep_cursor, random_rng, scan_options};
-use super::lists::{POSITIVE, mpop_args};
+use super::lists::mpop_args;
 use super::sets::{Range, card_args, check_member, random_ranks};
 use super::{CR, Cx, Fail, NOT_FLOAT, NOT_INT, RErr, SYNTAX, WRONGTYPE, bump, fail, int_arg, is, row_of};
 use crate::db::{self, Db, Meta, TYPE_SET, TYPE_ZSET};
@@ -932,18 +932,7 @@ impl Server {
         min: bool,
         cmds: &[Cmd<'_>],
     ) -> CR<Vec<Done>> {
-        let counts: Vec<Result<Option<i64>, RErr>> = cmds
-            .iter()
-            .map(|c| match c.a.get(2) {
-                _ if c.a.len() > 3 => Err(RErr(SYNTAX.into())),
-                None => Ok(None),
-                Some(n) => match parse_int(n) {
-                    Some(n) if n >= 0 => Ok(Some(n)),
-                    Some(_) => Err(RErr(POSITIVE.into())),
-                    None => Err(RErr(NOT_INT.into())),
-                },
-            })
-            .collect();
+        let counts: Vec<Result<Option<i64>, RErr>> = cmds.iter().map(|c| pop_count(c.a, NOT_INT)).collect();
         let wanted: Vec<i64> = counts.iter().flatten().map(|c| c.unwrap_or(1)).collect();
         let (popped, gone) = self.zpop_core(cx, db, key, min, &wanted).await?;
         let mut popped = popped.into_iter();
