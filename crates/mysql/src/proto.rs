@@ -6,8 +6,8 @@
 pub use tern_sql::meta::text_value;
 pub use tern_sql::meta::{ColumnDef, charset, flag, ty};
 use tern_types::Value;
-use tern_types::sha1::sha1;
-use tern_types::sha256::sha256;
+use tern_types::digest::sha1;
+use tern_types::digest::sha256;
 use tern_types::time;
 
 /// Largest payload of one packet; a longer payload continues in the next packet(s).

@@ -654,7 +654,7 @@ impl MysqlServer {
                             let text = String::from_utf8_lossy(stored);
                             let good = proto::sha2_stored_ok(&text, pw);
                             if good {
-                                let h = tern_types::sha256::sha256(&tern_types::sha256::sha256(pw));
+                                let h = tern_types::digest::sha256(&tern_types::digest::sha256(pw));
                                 let mut cache = self.sha2_cache.lock().unwrap_or_else(|e| e.into_inner());
                                 cache.insert(hr.user.clone(), (stored.clone(), h));
                             }

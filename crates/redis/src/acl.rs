@@ -405,7 +405,7 @@ pub struct User {
 }
 
 fn sha256_hex(p: &[u8]) -> String {
-    tern_types::sha256::sha256_hex(p)
+    tern_types::digest::sha256_hex(p)
 }
 
 fn is_hash(h: &str) -> bool {

@@ -48,26 +48,10 @@ pub enum Refused {
 
 // ------------------------------------------------------------------ CRC-64
 
-fn crc_table() -> &'static [u64; 256] {
-    static T: std::sync::OnceLock<[u64; 256]> = std::sync::OnceLock::new();
-    T.get_or_init(|| {
-        // 0x95ac9329ac4bc9b5: the Jones polynomial 0xad93d23594c935a9, bit-reversed.
-        let mut t = [0u64; 256];
-        for (i, e) in t.iter_mut().enumerate() {
-            let mut c = i as u64;
-            for _ in 0..8 {
-                c = if c & 1 != 0 { (c >> 1) ^ 0x95ac_9329_ac4b_c9b5 } else { c >> 1 };
-            }
-            *e = c;
-        }
-        t
-    })
-}
-
-/// redis's `crc64(0, bytes)`.
+/// redis's `crc64(0, bytes)`: CRC-64/REDIS (Jones polynomial, reflected, no final XOR).
 pub fn crc64(bytes: &[u8]) -> u64 {
-    let t = crc_table();
-    bytes.iter().fold(0u64, |c, &b| t[((c ^ b as u64) & 0xff) as usize] ^ (c >> 8))
+    const CRC: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+    CRC.checksum(bytes)
 }
 
 // ------------------------------------------------------------------ writing

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tern_client::{Client, Column, ColumnType, DdlReq, Exec, OpResult, Table, TableHandle, TernError, Value};
-use tern_types::sha256::sha256_hex;
+use tern_types::digest::sha256_hex;
 
 pub const KEY_DB: &str = "tern_sys";
 pub const KEY_TABLE: &str = "api_keys";

@@ -918,16 +918,16 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
         "MD5" | "SHA1" | "SHA" | "SHA2" => {
             let Some(s) = t(0) else { return Ok(Value::Null) };
             let digest: Vec<u8> = match name {
-                "MD5" => tern_types::md5::md5(&s).to_vec(),
-                "SHA1" | "SHA" => tern_types::sha1::sha1(&s).to_vec(),
+                "MD5" => tern_types::digest::md5(&s).to_vec(),
+                "SHA1" | "SHA" => tern_types::digest::sha1(&s).to_vec(),
                 _ => {
                     need(2)?;
                     match to_i128(&args[1]) {
                         None => return Ok(Value::Null),
-                        Some(0 | 256) => tern_types::sha256::sha256(&s).to_vec(),
-                        Some(224) => tern_types::sha256::sha224(&s).to_vec(),
-                        Some(384) => tern_types::sha512::sha384(&s).to_vec(),
-                        Some(512) => tern_types::sha512::sha512(&s).to_vec(),
+                        Some(0 | 256) => tern_types::digest::sha256(&s).to_vec(),
+                        Some(224) => tern_types::digest::sha224(&s).to_vec(),
+                        Some(384) => tern_types::digest::sha384(&s).to_vec(),
+                        Some(512) => tern_types::digest::sha512(&s).to_vec(),
                         // MySQL: NULL for a length it does not know.
                         Some(_) => return Ok(Value::Null),
                     }
@@ -935,7 +935,7 @@ pub fn call(name: &str, args: &[Value], ctx: &dyn FnCtx) -> EResult<Value> {
             };
             bytes(tern_types::digest::hex(&digest).into_bytes())
         }
-        "CRC32" => Ok(t(0).map(|s| Value::Int(tern_types::md5::crc32(&s) as i64)).unwrap_or(Value::Null)),
+        "CRC32" => Ok(t(0).map(|s| Value::Int(tern_types::digest::crc32(&s) as i64)).unwrap_or(Value::Null)),
         "TO_BASE64" => {
             let Some(s) = t(0) else { return Ok(Value::Null) };
             let mut out = String::new();

@@ -160,7 +160,7 @@ fn writer(addrs: String, me: i64, start: Model, stop: Arc<AtomicBool>) -> Vec<Co
 fn digest(rows: impl IntoIterator<Item = Vec<Value>>) -> (usize, String) {
     let mut lines: Vec<String> = rows.into_iter().map(|r| format!("{r:?}")).collect();
     lines.sort();
-    (lines.len(), tern_types::sha256::sha256_hex(lines.join("\n").as_bytes()))
+    (lines.len(), tern_types::digest::sha256_hex(lines.join("\n").as_bytes()))
 }
 
 fn checksums(c: &Client) -> BTreeMap<String, (usize, String)> {

@@ -13,15 +13,11 @@ pub mod digest;
 pub mod error;
 pub mod filter;
 pub mod hash;
-pub mod md5;
 pub mod ndb_comment;
 pub mod rng;
 pub mod row;
 pub mod schema;
 pub mod secret;
-pub mod sha1;
-pub mod sha256;
-pub mod sha512;
 pub mod time;
 pub mod value;
 

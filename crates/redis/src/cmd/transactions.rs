@@ -580,7 +580,7 @@ fn null_reply(out: &mut Vec<u8>, resp3: bool) {
 
 fn row_digest(r: &OpResult) -> Option<[u8; 32]> {
     match r {
-        OpResult::Row(b) => Some(tern_types::sha256::sha256(b)),
+        OpResult::Row(b) => Some(tern_types::digest::sha256(b)),
         _ => None,
     }
 }
