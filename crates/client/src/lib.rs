@@ -26,6 +26,7 @@ pub mod frontend;
 #[cfg(feature = "tokio")]
 pub mod hosted;
 pub mod metrics;
+pub mod secret;
 pub mod spinwatch;
 #[cfg(feature = "tls")]
 pub mod tls;
@@ -115,7 +116,7 @@ pub fn env_cluster_secret() -> Option<tern_types::secret::ClusterSecret> {
     static SECRET: std::sync::OnceLock<Option<tern_types::secret::ClusterSecret>> = std::sync::OnceLock::new();
     SECRET
         .get_or_init(|| {
-            tern_wire::secret_from_env().unwrap_or_else(|e| {
+            secret::secret_from_env().unwrap_or_else(|e| {
                 eprintln!("tern: {e}");
                 None
             })

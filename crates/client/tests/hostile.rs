@@ -9,7 +9,7 @@ use tern_client::{Client, ColumnType, DdlReq, Index, OpResult, Table, Value};
 use tern_kernel::NodeConfig;
 use tern_runtime::{DataNode, DataNodeConfig};
 use tern_types::filter::{CmpOp, Filter};
-use tern_types::rng::{Rng, test_seed};
+use tern_types::rng::Rng;
 use tern_types::schema::Column;
 use tern_wire::{
     AbortOption, Bound, ColumnUpdate, Exec, KeyOp, OpKind, Reply, Request, ScanReq, TxnReq, UpdateExpr, decode_frame,
@@ -115,25 +115,25 @@ fn random_request(rng: &mut Rng, tables: &[u32]) -> Request {
             batch_rows: rng.below(10) as u32,
             partition: if rng.chance(30) { Some(rng.below(4) as u32) } else { None },
             expired: rng.chance(10),
-            aggregate: rng.chance(20).then(|| tern_types::agg::Aggregation {
-                group_by: (0..rng.below(3)).map(|_| tern_types::agg::AggExpr::Col(rng.below(8) as u16)).collect(),
+            aggregate: rng.chance(20).then(|| tern_agg::Aggregation {
+                group_by: (0..rng.below(3)).map(|_| tern_agg::AggExpr::Col(rng.below(8) as u16)).collect(),
                 aggs: (0..rng.below(4))
                     .map(|_| {
                         let op = *rng.pick(&[
-                            tern_types::agg::AggOp::Count,
-                            tern_types::agg::AggOp::Sum,
-                            tern_types::agg::AggOp::Min,
-                            tern_types::agg::AggOp::Max,
-                            tern_types::agg::AggOp::Var,
+                            tern_agg::AggOp::Count,
+                            tern_agg::AggOp::Sum,
+                            tern_agg::AggOp::Min,
+                            tern_agg::AggOp::Max,
+                            tern_agg::AggOp::Var,
                         ]);
-                        let c = tern_types::agg::AggExpr::Col(rng.below(8) as u16);
+                        let c = tern_agg::AggExpr::Col(rng.below(8) as u16);
                         let arg = match rng.below(3) {
                             0 => None,
                             1 => Some(c),
-                            _ => Some(tern_types::agg::AggExpr::Bin(
-                                tern_types::agg::Arith::Mul,
+                            _ => Some(tern_agg::AggExpr::Bin(
+                                tern_agg::Arith::Mul,
                                 Box::new(c),
-                                Box::new(tern_types::agg::AggExpr::Lit(Value::Int(rng.below(1000) as i64 - 500))),
+                                Box::new(tern_agg::AggExpr::Lit(Value::Int(rng.below(1000) as i64 - 500))),
                             )),
                         };
                         (op, arg)
@@ -240,7 +240,7 @@ fn hostile_shared_memory_clients_do_not_hurt_the_node() {
 }
 
 fn hostile(shm: bool) {
-    let seed = test_seed();
+    let seed = tern_testkit::seed();
     println!("seed = {seed} (rerun with TERN_SEED={seed})");
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();

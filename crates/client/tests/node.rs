@@ -832,7 +832,7 @@ fn dirty_updates_take_no_lock_and_lose_no_increment() {
 /// the rows give. A bad aggregate column is an error, not a crash.
 #[test]
 fn aggregating_scans_return_mergeable_partial_groups() {
-    use tern_types::agg::{AggExpr, AggOp, Aggregation, Arith, decode_partial};
+    use tern_agg::{AggExpr, AggOp, Aggregation, Arith, decode_partial};
     let dir = tempfile::tempdir().unwrap();
     let _n = start(dir.path(), 64 << 20);
     let c = Client::connect(&_n.local_addr().to_string()).unwrap();

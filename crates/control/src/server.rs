@@ -120,7 +120,7 @@ pub fn spawn_mgmd(opts: MgmdOptions) -> anyhow::Result<MgmdHandle> {
     }
 }
 
-/// The environment variable naming the cluster secret's file (as `tern_wire::SECRET_FILE_ENV`).
+/// The environment variable naming the cluster secret's file (as `tern_client::secret::SECRET_FILE_ENV`).
 pub const SECRET_FILE_ENV: &str = "TERN_CLUSTER_SECRET_FILE";
 
 fn bind(opts: &MgmdOptions) -> anyhow::Result<std::net::TcpListener> {

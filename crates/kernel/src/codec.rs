@@ -32,8 +32,8 @@ use crate::signal::{
     Addr, Block, DeadlockProbe, PrepOp, PrepareBatch, ScanFrag, ScanFragRows, ScanPos, Signal, TakeoverState, TxnRef,
 };
 use std::sync::Arc;
+use tern_agg::Aggregation;
 use tern_types::Catalog;
-use tern_types::agg::Aggregation;
 use tern_types::bin::{Dec, DecodeError, DecodeResult, Enc};
 use tern_types::cluster::{ClusterState, DATA_NODES_MAX, NodeId};
 use tern_types::filter::Filter;
@@ -1022,7 +1022,7 @@ fn dec_scan_pos(d: &mut Dec) -> DecodeResult<ScanPos> {
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
-    use tern_types::agg::{AggExpr, AggOp, Arith};
+    use tern_agg::{AggExpr, AggOp, Arith};
     use tern_types::cluster::{ClusterConfig, DataNodeSpec, MgmdSpec, NodeState};
     use tern_types::filter::CmpOp;
     use tern_types::rng::Rng;

@@ -139,7 +139,7 @@ pub struct ScanFrag {
     /// Return only rows whose TTL has passed (purgers) instead of only live ones.
     pub expired: bool,
     /// Return partial aggregate groups of the rows scanned instead of the rows.
-    pub aggregate: Option<Arc<tern_types::agg::Aggregation>>,
+    pub aggregate: Option<Arc<tern_agg::Aggregation>>,
     /// Steps the ldm may go on with by itself after this one (aggregating scans): each step's
     /// partial groups go to the tc as it ends (`ScanFragRows::more`), so an ldm on another thread
     /// does not wait for the tc's next request. Bounded, so a scan the tc dropped costs at most

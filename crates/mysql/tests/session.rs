@@ -90,8 +90,8 @@ fn handshake_session_statements_and_errors() {
 /// each gets an answer or a clean close, and the server keeps serving. `TERN_SEED=<n>` reruns.
 #[test]
 fn random_packets_do_not_hurt_the_server() {
-    use tern_types::rng::{Rng, test_seed};
-    let seed = test_seed();
+    use tern_types::rng::Rng;
+    let seed = tern_testkit::seed();
     println!("seed {seed} (rerun with TERN_SEED={seed})");
     let (_d, _n, port) = start(1 << 20);
     let mut rng = Rng::new(seed);
@@ -287,8 +287,8 @@ fn binary_protocol_prepared_statements() {
 /// `TERN_SEED=<n>` reruns a failure.
 #[test]
 fn random_sql_gets_answers() {
-    use tern_types::rng::{Rng, test_seed};
-    let seed = test_seed();
+    use tern_types::rng::Rng;
+    let seed = tern_testkit::seed();
     println!("seed {seed} (rerun with TERN_SEED={seed})");
     let (_d, _n, port) = start(1 << 20);
     let mut rng = Rng::new(seed);

@@ -261,8 +261,8 @@ mod tests {
     /// The matcher agrees with a plain dynamic program over the tokens (random patterns).
     #[test]
     fn agrees_with_a_reference_matcher() {
-        use tern_types::rng::{Rng, test_seed};
-        let seed = test_seed();
+        use tern_types::rng::Rng;
+        let seed = tern_testkit::seed();
         println!("seed {seed} (rerun with TERN_SEED={seed})");
         let mut rng = Rng::new(seed);
         let alphabet = b"ab*?[]^-\\";

@@ -501,7 +501,7 @@ fn shape2(r: Reply) -> usize {
 /// Rerun a failure with `TERN_SEED=<n>`.
 #[test]
 fn glob_patterns_match_redis() {
-    use tern_types::rng::{Rng, test_seed};
+    use tern_types::rng::Rng;
     let (_d, _n, peer, port) = setup();
     let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));
     let mut names: Vec<Vec<u8>> = [
@@ -549,7 +549,7 @@ fn glob_patterns_match_redis() {
     for pat in fixed {
         assert_eq!(keys(&mut t, pat), keys(&mut p, pat), "KEYS {:?}", String::from_utf8_lossy(pat));
     }
-    let seed = test_seed();
+    let seed = tern_testkit::seed();
     println!("seed {seed} (rerun with TERN_SEED={seed})");
     let mut rng = Rng::new(seed);
     let alphabet = b"ab*?[]^-\\";
@@ -720,8 +720,8 @@ fn new_string_commands_match_redis() {
 /// INCRBYFLOAT over many random operands: redis's x87 `long double` digits exactly.
 #[test]
 fn incrbyfloat_digits_match_redis() {
-    use tern_types::rng::{Rng, test_seed};
-    let seed = test_seed();
+    use tern_types::rng::Rng;
+    let seed = tern_testkit::seed();
     println!("seed {seed} (rerun with TERN_SEED={seed})");
     let (_d, _n, peer, port) = setup();
     let (mut p, mut t) = (Conn::open(peer.port), Conn::open(port));

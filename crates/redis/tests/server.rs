@@ -272,8 +272,8 @@ fn limits_bad_input_and_sql_visibility() {
 /// server keeps answering. Rerun a failure with `TERN_SEED=<n>`.
 #[test]
 fn random_commands_and_garbage_do_not_hurt_the_server() {
-    use tern_types::rng::{Rng, test_seed};
-    let seed = test_seed();
+    use tern_types::rng::Rng;
+    let seed = tern_testkit::seed();
     println!("seed {seed} (rerun with TERN_SEED={seed})");
     let (_d, _n, addr) = start_node(256 << 20);
     let port = start_tern(&addr, opts());
@@ -560,8 +560,8 @@ fn a_long_keys_does_not_starve_other_connections() {
 /// `TERN_SEED=<n>`.
 #[test]
 fn hostile_input_up_to_1_mb_does_not_take_the_server_down() {
-    use tern_types::rng::{Rng, test_seed};
-    let seed = test_seed();
+    use tern_types::rng::Rng;
+    let seed = tern_testkit::seed();
     println!("seed {seed} (rerun with TERN_SEED={seed})");
     let (_d, _n, addr) = start_node(512 << 20);
     let port = start_tern(&addr, opts());

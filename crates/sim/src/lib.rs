@@ -338,7 +338,7 @@ pub struct Sim {
     verifying: bool,
     verify_table: u32,
     /// The aggregation the verification scan pushes (None: a plain scan).
-    verify_agg: Option<tern_types::agg::Aggregation>,
+    verify_agg: Option<tern_agg::Aggregation>,
     index_table: Option<Table>,
     pub stats: SimStats,
     /// A node failure is due (since then).
@@ -1161,7 +1161,7 @@ impl Sim {
     /// A pushed aggregation (its ldms going on by themselves between the tc's requests) counts
     /// every row once: COUNT(*), SUM(a) and MAX(b) over the whole table equal the plain scan's.
     fn check_pushed_aggregate(&mut self, table: u32, rows: &BTreeMap<i64, Row>) {
-        use tern_types::agg::{AggExpr, AggOp, Aggregation};
+        use tern_agg::{AggExpr, AggOp, Aggregation};
         let agg = Aggregation {
             group_by: vec![],
             aggs: vec![(AggOp::Count, None), (AggOp::Sum, Some(AggExpr::Col(1))), (AggOp::Max, Some(AggExpr::Col(2)))],
@@ -1171,7 +1171,7 @@ impl Sim {
         self.verify_agg = None;
         let mut acc = agg.start();
         for p in &partials {
-            let (_, part) = tern_types::agg::decode_partial(&agg, p).expect("a partial group");
+            let (_, part) = tern_agg::decode_partial(&agg, p).expect("a partial group");
             agg.merge(&mut acc, &part);
         }
         let got: Vec<Option<i128>> = acc.iter().map(|v| v.as_i128()).collect();

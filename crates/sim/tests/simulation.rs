@@ -9,7 +9,7 @@ fn seeds() -> Vec<u64> {
         Err(_) => {
             // `TERN_SIM_SEEDS=N` runs N seeds per test instead of the fixed 24 (soak runs).
             let n: u64 = std::env::var("TERN_SIM_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(24);
-            let base = tern_types::rng::test_seed();
+            let base = tern_testkit::seed();
             (0..n).map(|i| base.wrapping_add(i * 7919)).collect()
         }
     }

@@ -80,7 +80,7 @@ impl AggFn {
 /// shipped with the scan and how the query's values come from the merged partial groups.
 #[derive(Debug, Clone)]
 pub struct PushedAgg {
-    pub agg: tern_types::agg::Aggregation,
+    pub agg: tern_agg::Aggregation,
     /// Per aggregate of the query, how its value comes from a group's slots.
     pub finals: Vec<Final>,
     /// The select list, HAVING and ORDER BY rewritten over `X::Agg(i)`: i below the query's
@@ -1486,7 +1486,7 @@ fn pushable_aggregation(
     having: Option<&X>,
     order: &[(X, bool)],
 ) -> Option<PushedAgg> {
-    use tern_types::agg::{AggOp, Aggregation};
+    use tern_agg::{AggOp, Aggregation};
     let t = &src.handle.table;
     if super::infoschema::is_virtual(&t.database) || matches!(src.access, Access::Key(_) | Access::Keys(_)) {
         return None;
@@ -1507,7 +1507,7 @@ fn pushable_aggregation(
     let mut slot = 0;
     // The same operation over the same argument is computed once (TPC-H Q1's AVG(l_quantity)
     // reuses SUM(l_quantity)'s slot).
-    let mut push = |spec: &mut Vec<(AggOp, Option<tern_types::agg::AggExpr>)>, op: AggOp, arg| {
+    let mut push = |spec: &mut Vec<(AggOp, Option<tern_agg::AggExpr>)>, op: AggOp, arg| {
         let mut at = 0;
         for (o, a) in spec.iter() {
             if *o == op && *a == arg {
@@ -1562,8 +1562,8 @@ fn pushable_aggregation(
 
 /// A compiled expression as the data node's aggregation program evaluates it: columns, numeric
 /// literals and + - * / unary minus over numeric columns (`numeric`: the value must be a number).
-fn agg_expr(x: &X, t: &tern_types::schema::Table, numeric: bool) -> Option<tern_types::agg::AggExpr> {
-    use tern_types::agg::{AggExpr, Arith};
+fn agg_expr(x: &X, t: &tern_types::schema::Table, numeric: bool) -> Option<tern_agg::AggExpr> {
+    use tern_agg::{AggExpr, Arith};
     let is_num = |ty: ColumnType| {
         ty.is_integer() || matches!(ty, ColumnType::Decimal { .. } | ColumnType::Float | ColumnType::Double)
     };
@@ -1900,7 +1900,7 @@ mod tests {
 
     #[test]
     fn aggregation_pushdown_when_the_data_node_can() {
-        use tern_types::agg::{AggExpr, AggOp, Arith};
+        use tern_agg::{AggExpr, AggOp, Arith};
         let a = plan("SELECT SUM(k) FROM t WHERE id BETWEEN ? AND ?").agg_push.expect("pushed");
         assert_eq!(a.agg.aggs, vec![(AggOp::Sum, Some(AggExpr::Col(1)))]);
         assert!(plan("SELECT k, COUNT(*), MIN(c) FROM t GROUP BY k").agg_push.is_some());

@@ -16,9 +16,9 @@ use crate::meta::{ColumnDef, text_value, ty};
 use crate::plan::{self, Access, Final, PushedAgg, SelectPlan, X};
 use crate::run::{self, Env, Runner, Sess, TxnState};
 use crate::{SqlError, eval};
+use tern_agg::{AggExpr, AggOp, Arith};
 use tern_client::{Client, TableHandle};
 use tern_types::Value;
-use tern_types::agg::{AggExpr, AggOp, Arith};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExplainMode {

@@ -530,7 +530,7 @@ impl Runner<'_> {
         &mut self,
         src: &Src,
         env: &Env<'_>,
-        a: &tern_types::agg::Aggregation,
+        a: &tern_agg::Aggregation,
     ) -> Result<Option<Vec<(Vec<Value>, Vec<Value>)>>, SqlError> {
         let h = &src.handle;
         let (filter, exact) = pushed_filter(src, &[], env)?;
@@ -569,7 +569,7 @@ impl Runner<'_> {
                 Err(e) => return Err(tern_err(e)),
             };
             for b in batch {
-                let (g, accs) = tern_types::agg::decode_partial(a, &b)
+                let (g, accs) = tern_agg::decode_partial(a, &b)
                     .map_err(|e| SqlError::new(1105, "HY000", format!("bad aggregate from the data node: {e:?}")))?;
                 let hk = group_hash(&g);
                 let slot = index.get(&hk).and_then(|c| c.iter().copied().find(|&i| key_eq(&groups[i].0, &g)));

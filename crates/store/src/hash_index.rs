@@ -200,7 +200,7 @@ mod tests {
 
     #[test]
     fn matches_a_map_under_churn() {
-        let seed = tern_types::rng::test_seed();
+        let seed = tern_testkit::seed();
         println!("seed = {seed}");
         let mut rng = Rng::new(seed);
         let mut idx = HashIndex::default();

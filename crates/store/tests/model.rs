@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tern_store::{IndexBound, Partition};
-use tern_types::rng::{Rng, test_seed};
+use tern_types::rng::Rng;
 use tern_types::row::encode_index_value;
 use tern_types::schema::{Column, ColumnType as T, Index, Table};
 use tern_types::{ErrorCode, RowLayout, Value};
@@ -46,7 +46,7 @@ fn partition_matches_reference_model_fixed_rows() {
 }
 
 fn model_run(t: Table, text: bool) {
-    let seed = test_seed();
+    let seed = tern_testkit::seed();
     println!("seed = {seed} (rerun with TERN_SEED={seed})");
     let mut rng = Rng::new(seed);
     let layout = Arc::new(RowLayout::new(&t));

@@ -158,8 +158,8 @@ impl DatanodeToml {
     /// The cluster secret: `cluster_secret_file`, else the environment's.
     pub fn cluster_secret(&self) -> Result<Option<tern_types::secret::ClusterSecret>> {
         match &self.cluster_secret_file {
-            Some(p) => tern_wire::read_secret_file(p).map(Some),
-            None => tern_wire::secret_from_env(),
+            Some(p) => tern_client::secret::read_secret_file(p).map(Some),
+            None => tern_client::secret::secret_from_env(),
         }
         .map_err(|e| anyhow::anyhow!(e))
     }

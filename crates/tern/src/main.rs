@@ -631,7 +631,7 @@ pub fn admin_client(mgmd: Vec<String>) -> tern_control::MgmClient {
 /// This process's cluster secret (`TERN_CLUSTER_SECRET_FILE`); an unreadable or unsafe file is
 /// an error.
 fn process_secret() -> Result<Option<tern_types::secret::ClusterSecret>> {
-    tern_wire::secret_from_env().map_err(|e| anyhow::anyhow!(e))
+    tern_client::secret::secret_from_env().map_err(|e| anyhow::anyhow!(e))
 }
 
 /// `tern stop|start --node N`: the operator's request, kept by the control plane.

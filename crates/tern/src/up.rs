@@ -151,7 +151,7 @@ fn cluster_secret_file(path: &Path) -> Result<PathBuf> {
         eprintln!("tern: a cluster secret was generated and written to {}", path.display());
     }
     let path = path.canonicalize()?;
-    tern_wire::read_secret_file(&path).map_err(|e| anyhow::anyhow!(e))?;
+    tern_client::secret::read_secret_file(&path).map_err(|e| anyhow::anyhow!(e))?;
     Ok(path)
 }
 
@@ -626,7 +626,7 @@ pub fn run(a: UpArgs) -> Result<()> {
         let path = cluster_secret_file(f)?;
         // SAFETY: no thread has started yet in this process. Every process `tern up` starts
         // inherits the variable, and this one's own clients read it.
-        unsafe { std::env::set_var(tern_wire::SECRET_FILE_ENV, &path) };
+        unsafe { std::env::set_var(tern_client::secret::SECRET_FILE_ENV, &path) };
     }
     crate::install_signal_handlers();
     std::fs::create_dir_all(&a.data_dir).with_context(|| format!("cannot create {}", a.data_dir.display()))?;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tern_client::{Client, ColumnType, DdlReq, ErrorCode, Exec, OpResult, Table, Value, block_on};
-use tern_types::rng::{Rng, test_seed};
+use tern_types::rng::Rng;
 use tern_types::schema::Column;
 
 mod common;
@@ -241,7 +241,7 @@ fn verify(c: &Client, acked: &Acked, durable_only: bool) -> usize {
 
 #[test]
 fn sigkill_of_a_data_node_loses_no_acknowledged_write_and_it_rejoins() {
-    let seed = test_seed();
+    let seed = tern_testkit::seed();
     println!("seed {seed}");
     let mut cl = Cluster::new();
     cl.start(1);

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tern_client::{Client, ColumnType, DdlReq, Exec, ScanSpec, Table, Value, block_on};
-use tern_types::rng::{Rng, test_seed};
+use tern_types::rng::Rng;
 use tern_types::schema::Column;
 
 const ROWS_PER_TXN: i64 = 6;
@@ -66,7 +66,7 @@ fn table() -> Table {
 
 #[test]
 fn sigkill_during_durable_writes_loses_nothing_acknowledged() {
-    let seed = test_seed();
+    let seed = tern_testkit::seed();
     println!("seed = {seed} (rerun with TERN_SEED={seed})");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();

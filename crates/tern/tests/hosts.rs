@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tern_types::cluster::{ClusterState, NodeState};
-use tern_types::rng::{Rng, test_seed};
+use tern_types::rng::Rng;
 
 mod netns;
 use netns::{Impair, Net};
@@ -30,7 +30,7 @@ fn begin() -> Option<(std::sync::MutexGuard<'static, ()>, u64)> {
     if !netns::required() {
         return None;
     }
-    let seed = test_seed();
+    let seed = tern_testkit::seed();
     println!("seed {seed}");
     Some((serial, seed))
 }
@@ -69,7 +69,7 @@ impl Cluster {
             use std::os::unix::fs::OpenOptionsExt;
             let mut f =
                 std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&secret).unwrap();
-            f.write_all(format!("{:032x}{:032x}\n", test_seed(), 0x7e27u64).as_bytes()).unwrap();
+            f.write_all(format!("{:032x}{:032x}\n", tern_testkit::seed(), 0x7e27u64).as_bytes()).unwrap();
         }
         let mgmds: Vec<String> = ["m1", "m2", "m3"].iter().map(|h| format!("{}:1186", net.ip_of(h))).collect();
         let mut text = String::from(
@@ -186,7 +186,7 @@ impl Cluster {
 
     /// The cluster map as the management nodes have it, asked from client host c1.
     fn state(&self) -> Option<ClusterState> {
-        let (mgmds, secret) = (self.mgmds.clone(), tern_wire::read_secret_file(&self.secret).unwrap());
+        let (mgmds, secret) = (self.mgmds.clone(), tern_client::secret::read_secret_file(&self.secret).unwrap());
         self.net.in_ns("c1", move || {
             let mut c = tern_control::MgmClient::new(mgmds.split(',').map(String::from).collect())
                 .with_role(tern_control::Role::Admin)
@@ -599,7 +599,7 @@ impl Cluster {
     fn counters(&self, host: &str) -> std::collections::BTreeMap<u16, std::collections::BTreeMap<String, u64>> {
         let addrs: Vec<String> =
             (1..=self.configured).map(|n| format!("{}:11860", self.net.ip_of(&format!("d{n}")))).collect();
-        let secret = tern_wire::read_secret_file(&self.secret).unwrap();
+        let secret = tern_client::secret::read_secret_file(&self.secret).unwrap();
         self.net.in_ns(host, move || {
             let opts = tern_client::ClientOptions { cluster_secret: Some(secret), ..Default::default() };
             let c = tern_client::Client::connect_with(&addrs.join(","), opts).expect("a data node answers");

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tern_client::{Client, ColumnType, DdlReq, ErrorCode, Exec, OpResult, ScanSpec, Table, Value, block_on};
 use tern_types::cluster::ClusterState;
-use tern_types::rng::{Rng, test_seed};
+use tern_types::rng::Rng;
 use tern_types::schema::Column;
 
 mod common;
@@ -272,7 +272,7 @@ fn moves_running(st: &ClusterState) -> usize {
 
 #[test]
 fn a_node_group_is_added_and_dropped_online_under_writes_losing_nothing() {
-    let seed = test_seed();
+    let seed = tern_testkit::seed();
     println!("seed {seed}");
     let mut cl = Cluster::new();
     let (addrs, c) = cl.first_group_with_table();
@@ -486,7 +486,7 @@ fn epoch_writer(addrs: String, w: i64, stop: Arc<AtomicBool>, seed: u64) -> (Com
 /// cluster holds exactly the writers' state at its end epoch.
 #[test]
 fn a_backup_taken_while_partitions_move_restores_the_state_at_its_end_epoch() {
-    let seed = test_seed();
+    let seed = tern_testkit::seed();
     println!("seed {seed}");
     let mut cl = Cluster::new();
     let (addrs, c) = cl.first_group_with_table();

@@ -922,7 +922,7 @@ fn a_cluster_secret_guards_the_data_node_and_management_ports() {
         assert_eq!(e.code, tern_client::ErrorCode::AccessDenied, "{e:?}");
     }
     let opts = tern_client::ClientOptions {
-        cluster_secret: Some(tern_wire::read_secret_file(&secret).unwrap()),
+        cluster_secret: Some(tern_client::secret::read_secret_file(&secret).unwrap()),
         ..Default::default()
     };
     let c = tern_client::Client::connect_with(&format!("127.0.0.1:{dn}"), opts).unwrap();

@@ -520,7 +520,7 @@ mod tests {
     #[test]
     fn prepared_filters_equal_eval() {
         use crate::rng::Rng;
-        let seed = crate::rng::test_seed();
+        let seed = tern_testkit::seed();
         let mut rng = Rng::new(seed);
         let t = Table::new(
             "d",
@@ -615,7 +615,7 @@ mod tests {
     #[test]
     fn key_sets_hold_their_members() {
         use crate::rng::Rng;
-        let seed = crate::rng::test_seed();
+        let seed = tern_testkit::seed();
         let mut rng = Rng::new(seed);
         let members: Vec<i64> = (0..20_000).map(|_| rng.below(1 << 40) as i64 * 2).collect();
         let set = KeyBloom::new(members.len(), members.iter().copied());

@@ -4,8 +4,6 @@
 //! This crate does no I/O, reads no clock and owns no threads: every other crate depends on it, so
 //! it must stay cheap to build and safe to use from the deterministic simulator.
 
-pub mod agg;
-mod aggfast;
 pub mod base64;
 pub mod bin;
 pub mod cluster;

@@ -29,15 +29,3 @@ impl Rng {
         &items[self.below(items.len() as u64) as usize]
     }
 }
-
-/// The seed for a randomized test: `TERN_SEED` from the environment, or one derived from the
-/// test name and the clock. The caller prints it so a failure reproduces.
-pub fn test_seed() -> u64 {
-    match std::env::var("TERN_SEED") {
-        Ok(s) => s.parse().expect("TERN_SEED must be a u64"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(42),
-    }
-}

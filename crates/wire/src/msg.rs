@@ -193,9 +193,9 @@ pub struct ScanReq {
     pub partition: Option<u32>,
     /// Return only rows whose TTL has passed (for purgers); normally expired rows are invisible.
     pub expired: bool,
-    /// Fold the rows into partial groups in the data node (`tern_types::agg`); the rows returned
+    /// Fold the rows into partial groups in the data node (`tern_agg`); the rows returned
     /// are partial group rows then.
-    pub aggregate: Option<tern_types::agg::Aggregation>,
+    pub aggregate: Option<tern_agg::Aggregation>,
     /// Leave out this many entries of the range, in reading order, before the first returned:
     /// found by rank in the ordered index rather than read (ZRANGE by rank, LIMIT offsets, a
     /// random member). Only for a plain range scan of one partition's index (one range, no
@@ -903,7 +903,7 @@ impl Request {
                 let expired = d.bool()?;
                 let aggregate = match d.u8()? {
                     0 => None,
-                    1 => Some(tern_types::agg::Aggregation::decode(&mut d)?),
+                    1 => Some(tern_agg::Aggregation::decode(&mut d)?),
                     _ => return Err(DecodeError("bad aggregate tag")),
                 };
                 let offset = d.u64()?;
@@ -1318,12 +1318,9 @@ mod tests {
                 batch_rows: 100,
                 partition: Some(1),
                 expired: true,
-                aggregate: Some(tern_types::agg::Aggregation {
-                    group_by: vec![tern_types::agg::AggExpr::Col(1)],
-                    aggs: vec![
-                        (tern_types::agg::AggOp::Count, None),
-                        (tern_types::agg::AggOp::Sum, Some(tern_types::agg::AggExpr::Col(2))),
-                    ],
+                aggregate: Some(tern_agg::Aggregation {
+                    group_by: vec![tern_agg::AggExpr::Col(1)],
+                    aggs: vec![(tern_agg::AggOp::Count, None), (tern_agg::AggOp::Sum, Some(tern_agg::AggExpr::Col(2)))],
                 }),
                 offset: 1 << 33,
             }),

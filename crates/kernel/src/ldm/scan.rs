@@ -43,7 +43,7 @@ fn counted(req: &ScanFrag, part: &Partition, ttl_table: bool) -> Option<TernResu
             .iter()
             .map(|(lo, hi)| part.index_count(pos, index_bound(lo).as_ref(), index_bound(hi).as_ref()))
             .sum();
-        return Some(Ok(tern_types::agg::Aggregation::count_partial(n)));
+        return Some(Ok(tern_agg::Aggregation::count_partial(n)));
     }
     None
 }
@@ -85,7 +85,7 @@ impl Ldm {
             out.send(req.reply_to, Signal::ScanFragRows(reply(rows, keys, ScanPos::Done, e)));
             return;
         }
-        let mut partial = tern_types::agg::Partial::default();
+        let mut partial = tern_agg::Partial::default();
         let mut folded = 0usize;
         let agg_max = max.saturating_mul(16);
         // One step examines a bounded number of rows however few pass the filter, so a selective
@@ -104,7 +104,7 @@ impl Ldm {
                     return false;
                 }
                 folded += 1;
-                return folded < agg_max && partial.len() < tern_types::agg::GROUPS_MAX && examined < SCAN_EXAMINE_MAX;
+                return folded < agg_max && partial.len() < tern_agg::GROUPS_MAX && examined < SCAN_EXAMINE_MAX;
             }
             match project(layout, row, req.projection.as_deref().map(|v| &v[..])) {
                 OpResult::Row(r) => rows.push(r),

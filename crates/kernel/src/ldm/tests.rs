@@ -132,7 +132,7 @@ fn a_waiter_resumed_by_a_commit_that_waits_again_gets_a_fresh_deadline() {
 /// then it stops and waits for the tc's next request; the partials add up to every row.
 #[test]
 fn an_aggregating_scan_goes_on_by_itself_for_its_steps() {
-    use tern_types::agg::{AggExpr, AggOp, Aggregation};
+    use tern_agg::{AggExpr, AggOp, Aggregation};
     let (mut l, layout) = ldm();
     let rows = 1_000i64;
     assert!(prepared_of(&prepare(&mut l, 0, 1, (1..=rows).map(|i| write(&layout, i)).collect()), 1).is_some());
@@ -175,7 +175,7 @@ fn an_aggregating_scan_goes_on_by_itself_for_its_steps() {
         let r = reply.expect("every step answers the tc");
         assert!(r.error.is_none(), "{:?}", r.error);
         for row in &r.rows {
-            let (_, part) = tern_types::agg::decode_partial(&agg, row).expect("partial");
+            let (_, part) = tern_agg::decode_partial(&agg, row).expect("partial");
             match &mut acc {
                 None => acc = Some(part),
                 Some(a) => agg.merge(a, &part),

@@ -138,14 +138,13 @@ impl Server {
         spec.partition = Some(t.partition_of(&member_key(id, b""))?);
         spec.lo = Some(lo.unwrap_or_else(|| own.clone()));
         spec.hi = Some(hi.unwrap_or(own));
-        let count =
-            tern_types::agg::Aggregation { group_by: Vec::new(), aggs: vec![(tern_types::agg::AggOp::Count, None)] };
+        let count = tern_agg::Aggregation { group_by: Vec::new(), aggs: vec![(tern_agg::AggOp::Count, None)] };
         spec.aggregate = Some(count.clone());
         let mut sc = self.client.scan(spec);
         let mut n = 0u64;
         while let Some(rows) = sc.next_batch().await? {
             for row in rows {
-                let (_, accs) = tern_types::agg::decode_partial(&count, &row).map_err(|e| {
+                let (_, accs) = tern_agg::decode_partial(&count, &row).map_err(|e| {
                     Fail::Reply(super::err(format!("ERR a count from the data node is damaged: {e:?}")))
                 })?;
                 if let Some(Value::Int(c)) = accs.first() {

@@ -12,10 +12,12 @@
 //! the scan with `ValueOutOfRange`; the SQL layer then evaluates the rows itself, which gives
 //! MySQL's own error text.
 
-use crate::bin::{Dec, DecodeError, DecodeResult, Enc};
-use crate::row::RowLayout;
-use crate::value::{Value, rescale};
+mod fast;
+
 use std::cmp::Ordering;
+use tern_types::bin::{Dec, DecodeError, DecodeResult, Enc};
+use tern_types::row::RowLayout;
+use tern_types::value::{Value, rescale};
 
 /// Nesting limit of a pushed expression (a hostile program cannot exhaust the stack).
 pub const EXPR_DEPTH_MAX: usize = 32;
@@ -602,7 +604,7 @@ fn small_key(key_cols: &[KeyCol], layout: &RowLayout, body: &[u8]) -> Option<u12
     for kc in key_cols {
         match *kc {
             KeyCol::Fixed { at, width, null_bit } => {
-                if !crate::row::is_null(body, null_bit) {
+                if !tern_types::row::is_null(body, null_bit) {
                     if width > 8 || pos + 1 + width > 16 {
                         return None;
                     }
@@ -612,7 +614,7 @@ fn small_key(key_cols: &[KeyCol], layout: &RowLayout, body: &[u8]) -> Option<u12
                 }
             }
             KeyCol::Var { idx, null_bit } => {
-                if !crate::row::is_null(body, null_bit) {
+                if !tern_types::row::is_null(body, null_bit) {
                     let b = layout.var_bytes(body, idx)?;
                     let n = b.len();
                     if n > 8 || pos + 2 + n > 16 {
@@ -644,7 +646,7 @@ const FEW_GROUPS: usize = 8;
 #[derive(Default)]
 pub struct Partial<'r> {
     /// Group key bytes -> index in `entries` (made once there are more than FEW_GROUPS).
-    index: crate::hash::FastMap<Vec<u8>, usize>,
+    index: tern_types::hash::FastMap<Vec<u8>, usize>,
     /// Every group's key bytes, in `entries` order.
     keys: Vec<Vec<u8>>,
     /// (group values, accumulator slots) per group (the interpreter's slots).
@@ -658,11 +660,11 @@ pub struct Partial<'r> {
     last: Option<usize>,
     last_key: Vec<u8>,
     /// None: not compiled yet; Some(None): not compilable.
-    fast: Option<Option<crate::aggfast::Fast>>,
+    fast: Option<Option<crate::fast::Fast>>,
     /// The compiled program's accumulators of every group.
-    fast_accs: crate::aggfast::Accs,
+    fast_accs: crate::fast::Accs,
     /// Rows waiting for the compiled program (borrowed from the scanned partition).
-    batch: crate::aggfast::Batch<'r>,
+    batch: crate::fast::Batch<'r>,
 }
 
 impl<'r> Partial<'r> {
@@ -677,7 +679,7 @@ impl<'r> Partial<'r> {
             self.key_cols = a.group_by.iter().map(|g| KeyCol::of(g, layout)).collect();
         }
         if self.fast.is_none() {
-            let fast = crate::aggfast::Fast::compile(a, layout);
+            let fast = crate::fast::Fast::compile(a, layout);
             if let Some(f) = &fast {
                 self.fast_accs = f.accs();
             }
@@ -711,7 +713,7 @@ impl<'r> Partial<'r> {
         let fast = self.fast.as_ref().and_then(|f| f.as_ref());
         if let Some(f) = fast {
             f.push(&mut self.batch, body, g as u32);
-            if self.batch.len() >= crate::aggfast::BATCH_ROWS {
+            if self.batch.len() >= crate::fast::BATCH_ROWS {
                 return f.flush(&mut self.batch, &mut self.fast_accs);
             }
             return Ok(());
@@ -735,7 +737,7 @@ impl<'r> Partial<'r> {
         for (kc, g) in self.key_cols.iter().zip(&a.group_by) {
             match *kc {
                 KeyCol::Fixed { at, width, null_bit } => {
-                    if crate::row::is_null(body, null_bit) {
+                    if tern_types::row::is_null(body, null_bit) {
                         self.key.push(0);
                     } else {
                         self.key.push(1);
@@ -743,7 +745,7 @@ impl<'r> Partial<'r> {
                     }
                 }
                 KeyCol::Var { idx, null_bit } => {
-                    if crate::row::is_null(body, null_bit) {
+                    if tern_types::row::is_null(body, null_bit) {
                         self.key.push(0);
                     } else {
                         let b = layout.var_bytes(body, idx).ok_or_else(damaged)?;
@@ -855,7 +857,7 @@ pub fn decode_partial(a: &Aggregation, bytes: &[u8]) -> DecodeResult<(Vec<Value>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{Column, ColumnType, Table};
+    use tern_types::schema::{Column, ColumnType, Table};
 
     fn col(c: u16) -> Box<AggExpr> {
         Box::new(AggExpr::Col(c))
@@ -935,9 +937,9 @@ mod tests {
     /// group's count and sum equal a naive count by decoded values. Prints the seed.
     #[test]
     fn group_keys_from_stored_bytes() {
-        let seed = crate::rng::test_seed();
+        let seed = tern_testkit::seed();
         println!("seed {seed} (rerun with TERN_SEED={seed})");
-        let mut rng = crate::rng::Rng::new(seed);
+        let mut rng = tern_types::rng::Rng::new(seed);
         let t = Table::new(
             "d",
             "t",
@@ -976,7 +978,7 @@ mod tests {
             let mut vals = Vec::new();
             for id in 0..3000 {
                 if vals.is_empty() || rng.chance(30) {
-                    let s = |r: &mut crate::rng::Rng| (*r.pick(&strs)).map_or(Value::Null, Value::str);
+                    let s = |r: &mut tern_types::rng::Rng| (*r.pick(&strs)).map_or(Value::Null, Value::str);
                     let tv = if rng.chance(20) { Value::Null } else { Value::Int(rng.below(3) as i64) };
                     vals = vec![Value::Int(id), Value::Int(rng.below(2) as i64), tv, s(&mut rng), s(&mut rng)];
                 }

@@ -8,10 +8,10 @@
 //! same partial rows); a program this cannot compile (unsigned or temporal arguments, key columns,
 //! other literals) is run by the interpreter.
 
-use crate::agg::{AggError, AggExpr, AggOp, Aggregation, Arith};
-use crate::row::{RowLayout, stored_i128, stored_int, stored_u64};
-use crate::schema::ColumnType;
-use crate::value::Value;
+use crate::{AggError, AggExpr, AggOp, Aggregation, Arith};
+use tern_types::row::{RowLayout, stored_i128, stored_int, stored_u64};
+use tern_types::schema::ColumnType;
+use tern_types::value::Value;
 
 type AResult<T> = Result<T, AggError>;
 
@@ -91,7 +91,7 @@ fn load<T: Copy + Default>(rows: &[&[u8]], at: At, out: &mut Vector<T>, f: impl 
             let mut null = out.null.take().unwrap_or_default();
             null.clear();
             for body in rows {
-                if crate::row::is_null(body, Some(bit)) {
+                if tern_types::row::is_null(body, Some(bit)) {
                     null.push(true);
                     out.v.push(T::default());
                 } else {
@@ -866,9 +866,9 @@ fn pick<T: PartialOrd + Copy>(min: bool, cur: &mut T, has: &mut bool, v: T) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agg::Partial;
-    use crate::rng::Rng;
-    use crate::schema::{Column, Table};
+    use crate::Partial;
+    use tern_types::rng::Rng;
+    use tern_types::schema::{Column, Table};
 
     fn layout() -> RowLayout {
         let dec = |p, s| ColumnType::Decimal { precision: p, scale: s, unsigned: false };
@@ -937,7 +937,7 @@ mod tests {
     /// the interpreter's, byte for byte. Prints the seed that reproduces a failure.
     #[test]
     fn compiled_programs_equal_the_interpreter() {
-        let seed = crate::rng::test_seed();
+        let seed = tern_testkit::seed();
         let mut rng = Rng::new(seed);
         let l = layout();
         let mut compiled = 0;
