@@ -615,19 +615,19 @@ impl Session {
     }
 
     /// What the analytic engine may read for this user.
-    fn engine_access(&self) -> tern_sql::engine::Access {
+    fn engine_access(&self) -> tern_engine::Access {
         // Every database: a table the user may not read fails with 1142 (as MySQL), not "no
         // such table".
         let dbs = self.client.databases();
-        let Some(p) = self.grants.clone() else { return tern_sql::engine::Access::dbs(dbs) };
+        let Some(p) = self.grants.clone() else { return tern_engine::Access::dbs(dbs) };
         let (user, host) = (self.user.clone(), self.host.clone());
-        let check: tern_sql::engine::TableCheck = std::sync::Arc::new(move |db: &str, t: &str| {
+        let check: tern_engine::TableCheck = std::sync::Arc::new(move |db: &str, t: &str| {
             if p.on_table(db, t) & tern_sql::privs::SELECT != 0 {
                 return Ok(());
             }
             Err(crate::users::table_denied("SELECT", &user, &host, t))
         });
-        tern_sql::engine::Access { dbs, table_check: Some(check) }
+        tern_engine::Access { dbs, table_check: Some(check) }
     }
 
     /// Account statements need a global grant.
@@ -901,10 +901,10 @@ impl Session {
         self.interrupt.statement_starts();
         let allowed = self.engine_access();
         let mut budget = self.budget(true);
-        tern_sql::engine::explain(&self.client, self.db.as_deref(), sql, &allowed, &mut budget, analyze).await
+        tern_engine::explain(&self.client, self.db.as_deref(), sql, &allowed, &mut budget, analyze).await
     }
 
-    /// Runs a query in the analytic engine (`tern_sql::engine`). `ours`: the OLTP path's error
+    /// Runs a query in the analytic engine (`tern_engine`). `ours`: the OLTP path's error
     /// for it, answered instead when the engine cannot parse the text either.
     /// `names`: the result's column names as MySQL gives them (alias, else the text as written),
     /// when the OLTP parser read the statement.
@@ -918,7 +918,7 @@ impl Session {
         self.engine_queries += 1;
         let allowed = self.engine_access();
         let mut budget = self.budget(true);
-        let r = tern_sql::engine::query(&self.client, self.db.as_deref(), sql, &allowed, &mut budget).await;
+        let r = tern_engine::query(&self.client, self.db.as_deref(), sql, &allowed, &mut budget).await;
         match r {
             Ok(mut r) => {
                 if let Some(names) = names.filter(|n| n.len() == r.columns.len()) {

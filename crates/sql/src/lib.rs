@@ -1,5 +1,6 @@
 //! Tern's SQL engine, shared by the MySQL front end (`tern-mysql`: wire protocol, sessions,
-//! accounts) and REST's RonSQL endpoint.
+//! accounts) and REST's RonSQL endpoint. The analytic query engine (DataFusion) is the crate
+//! `tern-engine`, which only the MySQL front end uses: REST reaches no more than RonSQL needs.
 //!
 //! `lex` → `parse` (statements as `ast`) → `plan` (names resolved, access paths chosen; plans are
 //! cached by the caller's session) → `run` / `write` (execution through the native client) with
@@ -8,7 +9,6 @@
 
 pub mod ast;
 pub mod ddl;
-pub mod engine;
 pub mod eval;
 pub mod infoschema;
 pub mod lex;

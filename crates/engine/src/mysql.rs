@@ -114,7 +114,7 @@ impl ExprPlanner for MySqlPlanner {
                     Some(None) => lit(S::Float64(None)),
                     Some(Some(s)) => match s.trim().parse::<i64>() {
                         Ok(i) if other.is_integer() => lit(i),
-                        _ => lit(crate::eval::str_to_f64(s.as_bytes())),
+                        _ => lit(tern_sql::eval::str_to_f64(s.as_bytes())),
                     },
                     None => super::udf::function("tern_to_double").call(vec![e]),
                 }

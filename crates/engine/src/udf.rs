@@ -4,8 +4,6 @@
 //! the arguments' types when the statement is planned (`Ret`).
 
 use super::arrow::value_at;
-use crate::ast::CastTy;
-use crate::eval::{self, FnCtx};
 use datafusion::arrow::array::{
     ArrayRef, BinaryBuilder, Date32Builder, Decimal128Builder, DurationMicrosecondBuilder, Float64Builder,
     Int64Builder, StringBuilder, TimestampMicrosecondBuilder, UInt64Builder,
@@ -17,6 +15,8 @@ use datafusion::logical_expr::{
 };
 use datafusion::prelude::SessionContext;
 use std::sync::{Arc, OnceLock};
+use tern_sql::ast::CastTy;
+use tern_sql::eval::{self, FnCtx};
 use tern_types::value::{Value, rescale};
 
 /// How a function's result type follows from its arguments.

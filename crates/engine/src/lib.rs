@@ -22,15 +22,15 @@ mod scan;
 pub mod table;
 mod udf;
 
-use crate::SqlError;
-use crate::limits::Budget;
-use crate::meta::ColumnDef;
 use datafusion::common::DataFusionError;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tern_client::Client;
+use tern_sql::SqlError;
+use tern_sql::limits::Budget;
+use tern_sql::meta::ColumnDef;
 use tern_types::Value;
 
 /// The engine's threads.
@@ -97,7 +97,7 @@ pub fn query<'a>(
     sql: &'a str,
     allowed: &'a Access,
     budget: &'a mut Budget,
-) -> crate::Fut<'a, Result<Rows, SqlError>> {
+) -> tern_sql::Fut<'a, Result<Rows, SqlError>> {
     Box::pin(query_async(client, db, sql, allowed, budget))
 }
 
@@ -123,7 +123,7 @@ pub fn explain<'a>(
     allowed: &'a Access,
     budget: &'a mut Budget,
     analyze: bool,
-) -> crate::Fut<'a, Result<String, SqlError>> {
+) -> tern_sql::Fut<'a, Result<String, SqlError>> {
     Box::pin(explain_async(client, db, sql, allowed, budget, analyze))
 }
 
@@ -305,15 +305,15 @@ impl Statement {
         while let Some(b) = futures::StreamExt::next(&mut stream).await {
             let from = rows.len();
             arrow::rows_of(&b.map_err(failed)?, &mut rows).map_err(|e| SqlError::new(1105, "HY000", e))?;
-            bytes = rows[from..].iter().fold(bytes, |n, r| n.saturating_add(crate::limits::row_bytes(r)));
+            bytes = rows[from..].iter().fold(bytes, |n, r| n.saturating_add(tern_sql::limits::row_bytes(r)));
             if bytes > memory {
-                return Err(crate::limits::memory_exceeded(memory as u64).into());
+                return Err(tern_sql::limits::memory_exceeded(memory as u64).into());
             }
         }
         // A computed DATETIME or TIME shows the fraction digits its values need (a column's
         // own are in its metadata).
         for (i, (c, known)) in columns.iter_mut().zip(&decimals_known).enumerate() {
-            if !known && (c.ty == crate::meta::ty::DATETIME || c.ty == crate::meta::ty::TIME) {
+            if !known && (c.ty == tern_sql::meta::ty::DATETIME || c.ty == tern_sql::meta::ty::TIME) {
                 c.decimals = rows.iter().map(|r| r.get(i).map_or(0, arrow::fsp_of)).max().unwrap_or(0);
             }
         }

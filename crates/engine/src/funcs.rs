@@ -45,7 +45,7 @@ pub fn rewrite(stmt: &mut DfStatement) {
 /// text and comments are left alone); `rewrite_rollup` finishes the job on the parsed
 /// statement. The text unchanged when it has no `WITH ROLLUP`.
 pub fn rollup_text(sql: &str) -> String {
-    let Ok(toks) = crate::lex::tokenize_spans(sql) else { return sql.to_string() };
+    let Ok(toks) = tern_sql::lex::tokenize_spans(sql) else { return sql.to_string() };
     if !toks.windows(2).any(|w| w[0].0.is_kw("WITH") && w[1].0.is_kw("ROLLUP")) {
         return sql.to_string();
     }
@@ -56,8 +56,8 @@ pub fn rollup_text(sql: &str) -> String {
     let mut group_by: Vec<Option<usize>> = vec![None];
     for (i, (t, _, end)) in toks.iter().enumerate() {
         match t {
-            crate::lex::Tok::Sym("(") => group_by.push(None),
-            crate::lex::Tok::Sym(")") if group_by.len() > 1 => {
+            tern_sql::lex::Tok::Sym("(") => group_by.push(None),
+            tern_sql::lex::Tok::Sym(")") if group_by.len() > 1 => {
                 group_by.pop();
             }
             t if t.is_kw("BY") && i > 0 && toks[i - 1].0.is_kw("GROUP") => {

@@ -2,7 +2,6 @@
 //! projected rows, `tern_types::row`) decoded straight into Arrow builders, and result batches
 //! back into `Value`s with MySQL column types.
 
-use crate::meta::{ColumnDef, ty};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BinaryBuilder, Date32Builder, Decimal128Builder, DurationMicrosecondBuilder,
     Float32Builder, Float64Builder, Int8Builder, Int16Builder, Int32Builder, Int64Builder, RecordBatch,
@@ -14,6 +13,7 @@ use datafusion::arrow::datatypes::{
     Int16Type, Int32Type, Int64Type, Schema, SchemaRef, TimeUnit, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use std::sync::Arc;
+use tern_sql::meta::{ColumnDef, ty};
 use tern_types::{ColumnType, Table, Value};
 
 /// The Arrow type a column is read as.
