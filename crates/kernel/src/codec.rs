@@ -195,162 +195,6 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             e.u8(tag::CLUSTER_MAP);
             state.encode(e.buf);
         }
-        Signal::EpochPrepare { from, epoch } => enc_from_epoch(e, tag::EPOCH_PREPARE, *from, *epoch),
-        Signal::EpochWanted { from, epoch } => enc_from_epoch(e, tag::EPOCH_WANTED, *from, *epoch),
-        Signal::EpochPrepared { from, epoch, current } => {
-            enc_from_epoch(e, tag::EPOCH_PREPARED, *from, *epoch);
-            e.u64(*current);
-        }
-        Signal::EpochCommit { from, epoch, quiet } => {
-            enc_from_epoch(e, tag::EPOCH_COMMIT, *from, *epoch);
-            e.bool(*quiet);
-        }
-        Signal::EpochBusy { from } => {
-            e.u8(tag::EPOCH_BUSY);
-            enc_addr(e, *from);
-        }
-        Signal::EpochTcFinished { from, epoch, newest_commit } => {
-            enc_from_epoch(e, tag::EPOCH_TC_FINISHED, *from, *epoch);
-            e.u64(*newest_commit);
-        }
-        Signal::EpochFlush { from, epoch, mark } => {
-            enc_from_epoch(e, tag::EPOCH_FLUSH, *from, *epoch);
-            e.bool(*mark);
-        }
-        Signal::EpochFlushed { from, epoch, synced_lsn, max_epoch } => {
-            enc_from_epoch(e, tag::EPOCH_FLUSHED, *from, *epoch);
-            e.u64(*synced_lsn);
-            e.u64(*max_epoch);
-        }
-        Signal::EpochSave { from, epoch, synced_lsn } => {
-            enc_from_epoch(e, tag::EPOCH_SAVE, *from, *epoch);
-            enc_list(e, synced_lsn, LDMS_MAX, |e, lsn| e.u64(*lsn));
-        }
-        Signal::EpochSaved { from, epoch } => enc_from_epoch(e, tag::EPOCH_SAVED, *from, *epoch),
-        Signal::TakeoverReq { from, failed, map_version } => {
-            e.u8(tag::TAKEOVER_REQ);
-            enc_addr(e, *from);
-            enc_nodes(e, failed);
-            e.u64(*map_version);
-        }
-        Signal::TakeoverConf { from, txns } => {
-            e.u8(tag::TAKEOVER_CONF);
-            enc_addr(e, *from);
-            enc_list(e, txns, ITEMS_MAX, |e, (txn, state)| {
-                enc_txn(e, txn);
-                enc_takeover_state(e, *state);
-            });
-        }
-        Signal::TakeoverDone { from, failed, map_version } => {
-            e.u8(tag::TAKEOVER_DONE);
-            enc_addr(e, *from);
-            enc_nodes(e, failed);
-            e.u64(*map_version);
-        }
-        Signal::StartCopy => e.u8(tag::START_COPY),
-        Signal::CopyFragReq { from, table, partition, map_version } => {
-            e.u8(tag::COPY_FRAG_REQ);
-            enc_addr(e, *from);
-            e.u32(*table);
-            e.u32(*partition);
-            e.u64(*map_version);
-        }
-        Signal::CopyRows { from, table, partition, rows, done, max_epoch } => {
-            e.u8(tag::COPY_ROWS);
-            enc_addr(e, *from);
-            e.u32(*table);
-            e.u32(*partition);
-            enc_byte_list(e, rows);
-            e.bool(*done);
-            e.u64(*max_epoch);
-        }
-        Signal::CopyAck { from, table, partition } => {
-            e.u8(tag::COPY_ACK);
-            enc_addr(e, *from);
-            e.u32(*table);
-            e.u32(*partition);
-        }
-        Signal::CopyDone { from, rows } => {
-            e.u8(tag::COPY_DONE);
-            enc_addr(e, *from);
-            e.u64(*rows);
-        }
-        Signal::CatalogReq { from, incarnation } => {
-            e.u8(tag::CATALOG_REQ);
-            enc_addr(e, *from);
-            e.u32(*incarnation);
-        }
-        Signal::DistStarted { from, durable_epoch } => {
-            e.u8(tag::DIST_STARTED);
-            enc_addr(e, *from);
-            e.u64(*durable_epoch);
-        }
-        Signal::EpochDurable { epoch } => {
-            e.u8(tag::EPOCH_DURABLE);
-            e.u64(*epoch);
-        }
-        Signal::Ddl { client, req_id, reply_to, req } => {
-            e.u8(tag::DDL);
-            e.u64(*client);
-            e.u64(*req_id);
-            enc_addr(e, *reply_to);
-            tern_wire::encode_ddl(e, req);
-        }
-        Signal::DdlReply { client, req_id, reply } => {
-            e.u8(tag::DDL_REPLY);
-            e.u64(*client);
-            enc_nested(e, |buf| reply.encode(*req_id, buf));
-        }
-        Signal::AutoInc { client, req_id, reply_to, table, count } => {
-            e.u8(tag::AUTO_INC);
-            e.u64(*client);
-            e.u64(*req_id);
-            enc_addr(e, *reply_to);
-            e.u32(*table);
-            e.u32(*count);
-        }
-        Signal::Schema { catalog, dict } => {
-            e.u8(tag::SCHEMA);
-            enc_catalog(e, catalog);
-            enc_addr(e, *dict);
-        }
-        Signal::SchemaWrite { from, catalog, broadcast } => {
-            e.u8(tag::SCHEMA_WRITE);
-            enc_addr(e, *from);
-            enc_catalog(e, catalog);
-            e.bool(*broadcast);
-        }
-        Signal::SchemaWritten { from, version } => enc_from_epoch(e, tag::SCHEMA_WRITTEN, *from, *version),
-        Signal::CatalogStored { version } => {
-            e.u8(tag::CATALOG_STORED);
-            e.u64(*version);
-        }
-        Signal::MgmCatalog { catalog, refused } => {
-            e.u8(tag::MGM_CATALOG);
-            enc_catalog(e, catalog);
-            e.bool(refused.is_some());
-            e.u64(refused.unwrap_or(0));
-        }
-        Signal::SchemaAck { from, version } => enc_from_epoch(e, tag::SCHEMA_ACK, *from, *version),
-        Signal::IndexBuild { dict, table, index, catalog } => {
-            e.u8(tag::INDEX_BUILD);
-            enc_addr(e, *dict);
-            e.u32(*table);
-            e.u32(*index);
-            enc_catalog(e, catalog);
-        }
-        Signal::IndexBuilt { from, index, result } => {
-            e.u8(tag::INDEX_BUILT);
-            enc_addr(e, *from);
-            e.u32(*index);
-            match result {
-                Ok(()) => e.u8(0),
-                Err(err) => {
-                    e.u8(1);
-                    tern_wire::enc_err(e, err);
-                }
-            }
-        }
         Signal::Start => e.u8(tag::START),
         Signal::LdmReady { from, synced_lsn } => enc_from_epoch(e, tag::LDM_READY, *from, *synced_lsn),
         Signal::NodeStarted { epoch, durable_epoch } => {
@@ -418,6 +262,215 @@ fn enc_signal(e: &mut Enc, sig: &Signal) {
             enc_txn(e, txn);
             e.u32(*batch);
         }
+        Signal::EpochPrepare { .. }
+        | Signal::EpochWanted { .. }
+        | Signal::EpochPrepared { .. }
+        | Signal::EpochCommit { .. }
+        | Signal::EpochBusy { .. }
+        | Signal::EpochTcFinished { .. }
+        | Signal::EpochFlush { .. }
+        | Signal::EpochFlushed { .. }
+        | Signal::EpochSave { .. }
+        | Signal::EpochSaved { .. }
+        | Signal::EpochDurable { .. } => enc_epoch_signal(e, sig),
+        Signal::TakeoverReq { .. }
+        | Signal::TakeoverConf { .. }
+        | Signal::TakeoverDone { .. }
+        | Signal::StartCopy
+        | Signal::CopyFragReq { .. }
+        | Signal::CopyRows { .. }
+        | Signal::CopyAck { .. }
+        | Signal::CopyDone { .. }
+        | Signal::CatalogReq { .. }
+        | Signal::DistStarted { .. } => enc_restart_signal(e, sig),
+        Signal::Ddl { .. }
+        | Signal::DdlReply { .. }
+        | Signal::AutoInc { .. }
+        | Signal::Schema { .. }
+        | Signal::SchemaWrite { .. }
+        | Signal::SchemaWritten { .. }
+        | Signal::CatalogStored { .. }
+        | Signal::MgmCatalog { .. }
+        | Signal::SchemaAck { .. }
+        | Signal::IndexBuild { .. }
+        | Signal::IndexBuilt { .. } => enc_schema_signal(e, sig),
+    }
+}
+
+/// The epoch (global checkpoint) protocol signals of `enc_signal`.
+fn enc_epoch_signal(e: &mut Enc, sig: &Signal) {
+    match sig {
+        Signal::EpochPrepare { from, epoch } => enc_from_epoch(e, tag::EPOCH_PREPARE, *from, *epoch),
+        Signal::EpochWanted { from, epoch } => enc_from_epoch(e, tag::EPOCH_WANTED, *from, *epoch),
+        Signal::EpochPrepared { from, epoch, current } => {
+            enc_from_epoch(e, tag::EPOCH_PREPARED, *from, *epoch);
+            e.u64(*current);
+        }
+        Signal::EpochCommit { from, epoch, quiet } => {
+            enc_from_epoch(e, tag::EPOCH_COMMIT, *from, *epoch);
+            e.bool(*quiet);
+        }
+        Signal::EpochBusy { from } => {
+            e.u8(tag::EPOCH_BUSY);
+            enc_addr(e, *from);
+        }
+        Signal::EpochTcFinished { from, epoch, newest_commit } => {
+            enc_from_epoch(e, tag::EPOCH_TC_FINISHED, *from, *epoch);
+            e.u64(*newest_commit);
+        }
+        Signal::EpochFlush { from, epoch, mark } => {
+            enc_from_epoch(e, tag::EPOCH_FLUSH, *from, *epoch);
+            e.bool(*mark);
+        }
+        Signal::EpochFlushed { from, epoch, synced_lsn, max_epoch } => {
+            enc_from_epoch(e, tag::EPOCH_FLUSHED, *from, *epoch);
+            e.u64(*synced_lsn);
+            e.u64(*max_epoch);
+        }
+        Signal::EpochSave { from, epoch, synced_lsn } => {
+            enc_from_epoch(e, tag::EPOCH_SAVE, *from, *epoch);
+            enc_list(e, synced_lsn, LDMS_MAX, |e, lsn| e.u64(*lsn));
+        }
+        Signal::EpochSaved { from, epoch } => enc_from_epoch(e, tag::EPOCH_SAVED, *from, *epoch),
+        Signal::EpochDurable { epoch } => {
+            e.u8(tag::EPOCH_DURABLE);
+            e.u64(*epoch);
+        }
+        _ => unreachable!("enc_signal sends only epoch (global checkpoint) protocol signals here"),
+    }
+}
+
+/// The takeover and node-restart copy signals of `enc_signal`.
+fn enc_restart_signal(e: &mut Enc, sig: &Signal) {
+    match sig {
+        Signal::TakeoverReq { from, failed, map_version } => {
+            e.u8(tag::TAKEOVER_REQ);
+            enc_addr(e, *from);
+            enc_nodes(e, failed);
+            e.u64(*map_version);
+        }
+        Signal::TakeoverConf { from, txns } => {
+            e.u8(tag::TAKEOVER_CONF);
+            enc_addr(e, *from);
+            enc_list(e, txns, ITEMS_MAX, |e, (txn, state)| {
+                enc_txn(e, txn);
+                enc_takeover_state(e, *state);
+            });
+        }
+        Signal::TakeoverDone { from, failed, map_version } => {
+            e.u8(tag::TAKEOVER_DONE);
+            enc_addr(e, *from);
+            enc_nodes(e, failed);
+            e.u64(*map_version);
+        }
+        Signal::StartCopy => e.u8(tag::START_COPY),
+        Signal::CopyFragReq { from, table, partition, map_version } => {
+            e.u8(tag::COPY_FRAG_REQ);
+            enc_addr(e, *from);
+            e.u32(*table);
+            e.u32(*partition);
+            e.u64(*map_version);
+        }
+        Signal::CopyRows { from, table, partition, rows, done, max_epoch } => {
+            e.u8(tag::COPY_ROWS);
+            enc_addr(e, *from);
+            e.u32(*table);
+            e.u32(*partition);
+            enc_byte_list(e, rows);
+            e.bool(*done);
+            e.u64(*max_epoch);
+        }
+        Signal::CopyAck { from, table, partition } => {
+            e.u8(tag::COPY_ACK);
+            enc_addr(e, *from);
+            e.u32(*table);
+            e.u32(*partition);
+        }
+        Signal::CopyDone { from, rows } => {
+            e.u8(tag::COPY_DONE);
+            enc_addr(e, *from);
+            e.u64(*rows);
+        }
+        Signal::CatalogReq { from, incarnation } => {
+            e.u8(tag::CATALOG_REQ);
+            enc_addr(e, *from);
+            e.u32(*incarnation);
+        }
+        Signal::DistStarted { from, durable_epoch } => {
+            e.u8(tag::DIST_STARTED);
+            enc_addr(e, *from);
+            e.u64(*durable_epoch);
+        }
+        _ => unreachable!("enc_signal sends only takeover and node-restart copy signals here"),
+    }
+}
+
+/// The schema and DDL signals of `enc_signal`.
+fn enc_schema_signal(e: &mut Enc, sig: &Signal) {
+    match sig {
+        Signal::Ddl { client, req_id, reply_to, req } => {
+            e.u8(tag::DDL);
+            e.u64(*client);
+            e.u64(*req_id);
+            enc_addr(e, *reply_to);
+            tern_wire::encode_ddl(e, req);
+        }
+        Signal::DdlReply { client, req_id, reply } => {
+            e.u8(tag::DDL_REPLY);
+            e.u64(*client);
+            enc_nested(e, |buf| reply.encode(*req_id, buf));
+        }
+        Signal::AutoInc { client, req_id, reply_to, table, count } => {
+            e.u8(tag::AUTO_INC);
+            e.u64(*client);
+            e.u64(*req_id);
+            enc_addr(e, *reply_to);
+            e.u32(*table);
+            e.u32(*count);
+        }
+        Signal::Schema { catalog, dict } => {
+            e.u8(tag::SCHEMA);
+            enc_catalog(e, catalog);
+            enc_addr(e, *dict);
+        }
+        Signal::SchemaWrite { from, catalog, broadcast } => {
+            e.u8(tag::SCHEMA_WRITE);
+            enc_addr(e, *from);
+            enc_catalog(e, catalog);
+            e.bool(*broadcast);
+        }
+        Signal::SchemaWritten { from, version } => enc_from_epoch(e, tag::SCHEMA_WRITTEN, *from, *version),
+        Signal::CatalogStored { version } => {
+            e.u8(tag::CATALOG_STORED);
+            e.u64(*version);
+        }
+        Signal::MgmCatalog { catalog, refused } => {
+            e.u8(tag::MGM_CATALOG);
+            enc_catalog(e, catalog);
+            e.bool(refused.is_some());
+            e.u64(refused.unwrap_or(0));
+        }
+        Signal::SchemaAck { from, version } => enc_from_epoch(e, tag::SCHEMA_ACK, *from, *version),
+        Signal::IndexBuild { dict, table, index, catalog } => {
+            e.u8(tag::INDEX_BUILD);
+            enc_addr(e, *dict);
+            e.u32(*table);
+            e.u32(*index);
+            enc_catalog(e, catalog);
+        }
+        Signal::IndexBuilt { from, index, result } => {
+            e.u8(tag::INDEX_BUILT);
+            enc_addr(e, *from);
+            e.u32(*index);
+            match result {
+                Ok(()) => e.u8(0),
+                Err(err) => {
+                    e.u8(1);
+                    tern_wire::enc_err(e, err);
+                }
+            }
+        }
+        _ => unreachable!("enc_signal sends only schema and DDL signals here"),
     }
 }
 

@@ -664,6 +664,12 @@ impl Server {
     ) -> CR<bool> {
         let resp3 = sess.resp3;
         let mut o = Out { out, resp3 };
+        if self.zset_removal(cx, db, name, a, &mut o).await?
+            || self.zset_pop(cx, db, name, a, &mut o).await?
+            || self.zset_combination(cx, db, name, a, &mut o).await?
+        {
+            return Ok(true);
+        }
         match name {
             "zincrby" => {
                 let args = vec![b"zadd".to_vec(), a[1].clone(), b"incr".to_vec(), a[2].clone(), a[3].clone()];
@@ -685,19 +691,6 @@ impl Server {
                 };
                 resp::array_len(o.out, s.len());
                 s.into_iter().for_each(|s| o.opt_score(s));
-            }
-            "zrem" => {
-                let n = match self.zset_meta(cx, db, &a[1], true).await? {
-                    None => 0,
-                    Some(mut m) => {
-                        let n = self.zdelete(cx, db, &mut m, &a[2..]).await?;
-                        if n > 0 {
-                            self.write_coll_meta(cx, db, &a[1], m, true).await?;
-                        }
-                        n
-                    }
-                };
-                resp::integer(o.out, n);
             }
             "zcount" | "zlexcount" => {
                 let sel = if name == "zcount" {
@@ -749,6 +742,29 @@ impl Server {
                     None => resp::null(o.out),
                 }
             }
+            "zrandmember" => self.zrandmember(cx, db, a, &mut o).await?,
+            "zscan" => self.zscan(cx, sess, db, a, &mut o).await?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// ZREM and the ZREMRANGEBY* commands; false when `name` is not one.
+    async fn zset_removal(&self, cx: &mut Cx, db: &Arc<Db>, name: &str, a: &[Vec<u8>], o: &mut Out<'_>) -> CR<bool> {
+        match name {
+            "zrem" => {
+                let n = match self.zset_meta(cx, db, &a[1], true).await? {
+                    None => 0,
+                    Some(mut m) => {
+                        let n = self.zdelete(cx, db, &mut m, &a[2..]).await?;
+                        if n > 0 {
+                            self.write_coll_meta(cx, db, &a[1], m, true).await?;
+                        }
+                        n
+                    }
+                };
+                resp::integer(o.out, n);
+            }
             "zremrangebyrank" | "zremrangebyscore" | "zremrangebylex" => {
                 let sel = match name {
                     "zremrangebyrank" => Sel::Rank(int_arg(&a[2])?, int_arg(&a[3])?),
@@ -769,6 +785,14 @@ impl Server {
                 };
                 resp::integer(o.out, n);
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The blocking pops (tried once here) and ZMPOP; false when `name` is not one.
+    async fn zset_pop(&self, cx: &mut Cx, db: &Arc<Db>, name: &str, a: &[Vec<u8>], o: &mut Out<'_>) -> CR<bool> {
+        match name {
             "bzpopmin" | "bzpopmax" => {
                 super::blocking::timeout_arg(a.last().expect("arity"))?;
                 let mut got = None;
@@ -823,6 +847,21 @@ impl Server {
                     }
                 }
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// ZUNION, ZINTER, ZDIFF, their STORE forms and ZINTERCARD; false when `name` is not one.
+    async fn zset_combination(
+        &self,
+        cx: &mut Cx,
+        db: &Arc<Db>,
+        name: &str,
+        a: &[Vec<u8>],
+        o: &mut Out<'_>,
+    ) -> CR<bool> {
+        match name {
             "zunion" | "zinter" | "zdiff" => {
                 let (keys, w, agg, with) = combine_args(name, &a[1..], false)?;
                 let v = self.zcombine(cx, db, name, &keys, &w, agg).await?;
@@ -841,14 +880,11 @@ impl Server {
                 let n = self.zcombine(cx, db, "zinter", &keys, &vec![1.0; keys.len()], b's').await?.len() as i64;
                 resp::integer(o.out, if limit > 0 { n.min(limit) } else { n });
             }
-            "zrandmember" => self.zrandmember(cx, db, a, &mut o).await?,
-            "zscan" => self.zscan(cx, sess, db, a, &mut o).await?,
             _ => return Ok(false),
         }
         Ok(true)
     }
 
-    /// ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member ...
     /// ZADDs (and ZINCRBYs as ZADD INCR) of one key in order (a group, `groups`): the key row is
     /// locked and the members' scores read once, the changed members written in one batch.
     pub(super) async fn zadd_all(&self, cx: &mut Cx, db: &Db, key: &[u8], cmds: &[Cmd<'_>]) -> CR<Vec<Done>> {
