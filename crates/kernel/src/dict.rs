@@ -258,6 +258,75 @@ impl Dict {
             Signal::IndexBuilt { result, index, .. } => self.index_built(index, result, out),
             Signal::SchemaAck { version, .. } => self.schema_ack(version, out),
             Signal::IoDone { token, result } => self.written(token, result, out),
+            Signal::SchemaWrite { .. } => self.schema_write(sig, out),
+            Signal::SchemaWritten { from, version } => self.node_written(from.node, version, out),
+            Signal::ClusterMap { state } if state.version <= self.cluster.version => {
+                // An older map after a newer one (as every block does, ignore it): acting on it
+                // would make this dict forward to a master the newer map declared failed.
+            }
+            Signal::ClusterMap { state } => self.cluster_map(state, out),
+            other => crate::signal::drop_unexpected(self.addr, "dict", &other),
+        }
+    }
+
+    /// A newer cluster map: forgets joins that ended, fails requests forwarded to a master that
+    /// failed, and counts a failed node out of the write in progress.
+    fn cluster_map(&mut self, state: std::sync::Arc<ClusterState>, out: &mut Out) {
+        assert!(state.version > self.cluster.version, "dict: cluster maps only move forward");
+        // A node of the request's incarnation that left the start-up states has started
+        // (it is live) or failed; a map of an older incarnation predates the request.
+        self.joining.retain(|n, inc| {
+            state.nodes.get(n).is_some_and(|s| {
+                s.incarnation < *inc
+                    || (s.incarnation == *inc && matches!(s.state, NodeState::Starting | NodeState::Copying))
+            })
+        });
+        // Requests forwarded to a master that failed: it may or may not have committed
+        // a schema change (a new master writes one it did); an AUTO_INCREMENT range can
+        // simply be asked for again.
+        let failed: Vec<u64> = self
+            .forwarded
+            .iter()
+            .filter(|(_, f)| {
+                let was = self.cluster.nodes.get(&f.master).map(|s| s.incarnation);
+                state.state_of(f.master) != NodeState::Started
+                    || state.nodes.get(&f.master).map(|s| s.incarnation) != was
+            })
+            .map(|(&t, _)| t)
+            .collect();
+        for t in failed {
+            let f = self.forwarded.remove(&t).expect("listed");
+            let e = if f.ddl {
+                TernError::new(
+                    ErrorCode::UnknownResult,
+                    "the master data node failed during the schema change; whether it happened is unknown (check, then try again)",
+                )
+            } else {
+                TernError::new(ErrorCode::NodeFailure, "the master data node failed; try again")
+            };
+            out.send(f.reply_to, Signal::DdlReply { client: f.client, req_id: f.req_id, reply: Reply::Error(e) });
+        }
+        self.cluster = state;
+        // A node that failed will not answer the write in progress.
+        let gone: Vec<NodeId> = match self.job.as_ref().map(|j| &j.stage) {
+            Some(Stage::Write { waiting, .. }) => waiting
+                .iter()
+                .copied()
+                .filter(|&n| self.cluster.state_of(n) == NodeState::Down && !self.joining.contains_key(&n))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for n in gone {
+            if let Some(Stage::Write { catalog, .. }) = self.job.as_ref().map(|j| &j.stage) {
+                let v = catalog.version;
+                self.node_written(n, v, out);
+            }
+        }
+    }
+
+    /// A master's request to write a catalog to this node's disk (`SchemaWrite`).
+    fn schema_write(&mut self, sig: Signal, out: &mut Out) {
+        match sig {
             Signal::SchemaWrite { from, catalog, .. }
                 if self.local.as_ref().is_some_and(|w| *w.catalog == *catalog) =>
             {
@@ -283,66 +352,7 @@ impl Dict {
                 out.io(self.addr, IoReq::WriteFile { name: CATALOG_FILE.into(), bytes, token });
                 self.local = Some(LocalWrite { masters: vec![from], catalog, broadcast, token, waiting: None });
             }
-            Signal::SchemaWritten { from, version } => self.node_written(from.node, version, out),
-            Signal::ClusterMap { state } if state.version <= self.cluster.version => {
-                // An older map after a newer one (as every block does, ignore it): acting on it
-                // would make this dict forward to a master the newer map declared failed.
-            }
-            Signal::ClusterMap { state } => {
-                // A node of the request's incarnation that left the start-up states has started
-                // (it is live) or failed; a map of an older incarnation predates the request.
-                self.joining.retain(|n, inc| {
-                    state.nodes.get(n).is_some_and(|s| {
-                        s.incarnation < *inc
-                            || (s.incarnation == *inc && matches!(s.state, NodeState::Starting | NodeState::Copying))
-                    })
-                });
-                // Requests forwarded to a master that failed: it may or may not have committed
-                // a schema change (a new master writes one it did); an AUTO_INCREMENT range can
-                // simply be asked for again.
-                let failed: Vec<u64> = self
-                    .forwarded
-                    .iter()
-                    .filter(|(_, f)| {
-                        let was = self.cluster.nodes.get(&f.master).map(|s| s.incarnation);
-                        state.state_of(f.master) != NodeState::Started
-                            || state.nodes.get(&f.master).map(|s| s.incarnation) != was
-                    })
-                    .map(|(&t, _)| t)
-                    .collect();
-                for t in failed {
-                    let f = self.forwarded.remove(&t).expect("listed");
-                    let e = if f.ddl {
-                        TernError::new(
-                            ErrorCode::UnknownResult,
-                            "the master data node failed during the schema change; whether it happened is unknown (check, then try again)",
-                        )
-                    } else {
-                        TernError::new(ErrorCode::NodeFailure, "the master data node failed; try again")
-                    };
-                    out.send(
-                        f.reply_to,
-                        Signal::DdlReply { client: f.client, req_id: f.req_id, reply: Reply::Error(e) },
-                    );
-                }
-                self.cluster = state;
-                // A node that failed will not answer the write in progress.
-                let gone: Vec<NodeId> = match self.job.as_ref().map(|j| &j.stage) {
-                    Some(Stage::Write { waiting, .. }) => waiting
-                        .iter()
-                        .copied()
-                        .filter(|&n| self.cluster.state_of(n) == NodeState::Down && !self.joining.contains_key(&n))
-                        .collect(),
-                    _ => Vec::new(),
-                };
-                for n in gone {
-                    if let Some(Stage::Write { catalog, .. }) = self.job.as_ref().map(|j| &j.stage) {
-                        let v = catalog.version;
-                        self.node_written(n, v, out);
-                    }
-                }
-            }
-            other => crate::signal::drop_unexpected(self.addr, "dict", &other),
+            _ => unreachable!("schema_write takes SchemaWrite"),
         }
     }
 
