@@ -75,6 +75,7 @@ def cycles(crate):
             cut = text.find('#[cfg(test)]\nmod ')
             if cut >= 0:
                 text = text[:cut]
+            text = re.sub(r'//[^\n]*', '', text)
             named = set(re.findall(r'\bcrate::([a-z_][a-z0-9_]*)', text))
             for group in re.findall(r'\bcrate::\{([^}]*)\}', text):
                 named |= set(re.findall(r'(?:^|,)\s*([a-z_][a-z0-9_]*)', group))

@@ -72,6 +72,16 @@ const RANGES_PER_SCAN: usize = SCAN_RANGES_MAX;
 /// nil in every plan DataFusion makes; this only bounds a surprise).
 const DYNAMIC_FILTER_WAIT: Duration = Duration::from_secs(10);
 
+/// A range of an ordered index that holds every row a scan's filter can pass.
+#[derive(Debug, Clone)]
+pub struct IndexRange {
+    pub index: u32,
+    pub lo: tern_client::Bound,
+    pub hi: tern_client::Bound,
+    /// The part of the table the range holds, estimated.
+    pub fraction: f64,
+}
+
 /// Keeps, in every Tern scan, only the dynamic filters of hash joins (dropping, say, a TopK's
 /// threshold filter): a join's filter is complete before its probe side is read, so the scan may
 /// wait for it, whereas a TopK's filter tightens while the rows the scan sends arrive.
@@ -184,7 +194,7 @@ pub struct TernScanExec {
     keyed: Arc<OnceLock<Option<Keyed>>>,
     /// The range of an ordered index that holds every row the filter passes, when reading it
     /// beats a whole scan (`TernTable::narrow_range`).
-    pub range: Option<super::table::IndexRange>,
+    pub range: Option<IndexRange>,
 }
 
 impl fmt::Debug for TernScanExec {

@@ -3,7 +3,7 @@
 //! parallel), with the projection, simple filters and (unfiltered) limits pushed to the data node.
 
 use super::arrow::schema_of;
-use super::scan::{TernScanExec, tern_value};
+use super::scan::{IndexRange, TernScanExec, tern_value};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
@@ -195,16 +195,6 @@ const INDEX_FRACTION_MAX: f64 = 1.0 / 10.0;
 
 /// One end of a range: the value as an ordinal (`ordinal`), and whether it is included.
 type Side = Option<(i128, bool)>;
-
-/// A range of an ordered index that holds every row a scan's filter can pass.
-#[derive(Debug, Clone)]
-pub struct IndexRange {
-    pub index: u32,
-    pub lo: tern_client::Bound,
-    pub hi: tern_client::Bound,
-    /// The part of the table the range holds, estimated.
-    pub fraction: f64,
-}
 
 impl TernTable {
     /// The range of an ordered index led by a column the filter bounds on both sides

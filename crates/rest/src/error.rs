@@ -36,7 +36,7 @@ impl RestError {
             None => (-1, -1, -1, -1),
         };
         let mut out = format!("{{\"error\":{{\"code\":{},\"message\":", self.status);
-        crate::json::push_json_str(&mut out, &self.message);
+        push_json_str(&mut out, &self.message);
         out.push_str(&format!(
             ",\"status\":{status},\"classification\":{class},\"ndbCode\":{ndb},\"mysqlCode\":{mysql}}}}}"
         ));
@@ -77,6 +77,28 @@ fn ndb_classification(c: ErrorCode) -> i64 {
         E::InvalidValue | E::ValueOutOfRange | E::DataTooLong | E::InvalidRequest | E::TooLarge => 1,
         _ => 12,
     }
+}
+
+/// Appends `s` as a JSON string.
+pub fn push_json_str(out: &mut String, s: &str) {
+    out.push('"');
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 #[cfg(test)]

@@ -9,27 +9,7 @@ use tern_types::value::{coerce, format_decimal, format_g6};
 
 pub use tern_types::base64::{base64_decode, base64_encode};
 
-/// Appends `s` as a JSON string.
-pub fn push_json_str(out: &mut String, s: &str) {
-    out.push('"');
-    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-        out.push_str(s);
-        out.push('"');
-        return;
-    }
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
+pub use crate::error::push_json_str;
 
 /// The MySQL type name RonDB puts in "Wrong data type. Expecting X." messages.
 fn type_name(ty: ColumnType) -> String {

@@ -12,7 +12,7 @@
 //! Invariants: every live row id appears in exactly one slot whose tag matches its hash; there is
 //! always at least one empty slot, so probes end.
 
-use crate::heap::RowId;
+use crate::heap::{RowId, prefetch_ptr};
 
 const EMPTY: u8 = 0;
 const DELETED: u8 = 1;
@@ -42,18 +42,6 @@ fn tag_of(h: u64) -> u8 {
 #[inline]
 fn home(h: u64, cap: usize) -> usize {
     ((h as u128 * cap as u128) >> 64) as usize
-}
-
-#[inline]
-pub(crate) fn prefetch_ptr<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint and never faults, whatever the address.
-    #[allow(unused_unsafe)]
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 impl HashIndex {

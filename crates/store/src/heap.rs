@@ -5,6 +5,19 @@
 
 pub type RowId = u32;
 
+/// Starts loading the cache line at `p` (rows, hash slots) before it is read.
+#[inline]
+pub(crate) fn prefetch_ptr<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint and never faults, whatever the address.
+    #[allow(unused_unsafe)]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Bytes per page of fixed-size rows.
 pub const PAGE_BYTES: usize = 32 * 1024;
 
@@ -47,7 +60,7 @@ impl Heap {
         if let Heap::Var { rows, .. } = self
             && let Some(e) = rows.get(id as usize)
         {
-            crate::hash_index::prefetch_ptr(e as *const _);
+            prefetch_ptr(e as *const _);
         }
     }
 
@@ -60,7 +73,7 @@ impl Heap {
         {
             // Every cache line of the row (a scan reads columns all over it), up to four.
             for at in (0..r.len().min(256)).step_by(64) {
-                crate::hash_index::prefetch_ptr(r[at..].as_ptr());
+                prefetch_ptr(r[at..].as_ptr());
             }
         }
     }

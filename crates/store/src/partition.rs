@@ -6,8 +6,8 @@
 //! charge released on delete equals the charge reserved on insert.
 
 use crate::counted::{CountedTree, Cursor};
-use crate::hash_index::{HashIndex, prefetch_ptr};
-use crate::heap::{Heap, RowId};
+use crate::hash_index::HashIndex;
+use crate::heap::{Heap, RowId, prefetch_ptr};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tern_types::hash::index_hash;

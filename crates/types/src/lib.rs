@@ -7,6 +7,7 @@
 pub mod base64;
 pub mod bin;
 pub mod cluster;
+pub mod column_type;
 pub mod digest;
 pub mod error;
 pub mod filter;

@@ -5,8 +5,8 @@
 //! stores. Everything after it may assume values match their columns.
 
 use crate::bin::{Dec, DecodeError, DecodeResult, Enc};
+use crate::column_type::ColumnType;
 use crate::error::{ErrorCode, TernResult, err};
-use crate::schema::ColumnType;
 use crate::time;
 use std::cmp::Ordering;
 
