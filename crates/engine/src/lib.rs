@@ -1,7 +1,7 @@
 //! The analytic query engine: Apache DataFusion planning and running the SELECTs the OLTP path
 //! (`plan` / `run`: key lookups, index ranges, nested-loop joins with batched key reads) does not
 //! serve well — joins that would scan inner tables, derived tables, CTEs, correlated subqueries,
-//! window functions, set operations (see ARCHITECTURE.md, "Query engine", for the decision).
+//! window functions, set operations (see docs/decisions/query-engine.md for the decision).
 //!
 //! A statement is parsed by DataFusion's parser in its MySQL dialect and planned against
 //! `table::TernCatalog`, whose tables scan Tern partitions in parallel with projections and

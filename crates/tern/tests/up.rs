@@ -1041,7 +1041,7 @@ fn api_server_finds_the_data_nodes_through_the_management_node() {
 /// waiting for its requests to time out. Woken up, the node finds its lease gone, stops, and
 /// the angel restarts it; no acknowledged write is lost. (A separate API server: with the front
 /// ends inside the data nodes, new connections the kernel gives a frozen node's shared port
-/// wait until it wakes up and fences — see ARCHITECTURE.md, "Front ends in every data node".)
+/// wait until it wakes up and fences — see docs/architecture/runtime.md, "Front ends in every data node".)
 #[test]
 fn a_frozen_data_node_stalls_clients_only_until_it_is_declared_failed() {
     let dir = tempfile::tempdir().unwrap();
