@@ -11,6 +11,8 @@
 #                       one replica process (the setup of ../shared/bench/peer-redis.sh)
 #   TERN_PIDS="pid ..." the Tern processes serving (e.g. `tern up`'s pid: its children count)
 #   TESTS="lpush,..."   the redis-benchmark tests (default: the issue's list)
+#   RESULTS_JSON=FILE   also write the medians as benchmark results (scripts/scoreboard.py reads
+#                       bench/results/*.json); TOPOLOGY names the Tern setup there
 # Needs redis-server and redis-benchmark (Debian: redis-server redis-tools).
 set -euo pipefail
 tern_port=${1:?usage: peer-redis-collections.sh TERN_PORT [REQUESTS] [ROUNDS]}
@@ -72,6 +74,7 @@ printf '%-12s %14s %14s %8s %12s %12s\n' test "redis($peer_mode)" tern ratio pee
 set_ratio=""
 IFS=',' read -r -a list <<< "$tests"
 declare -A ps ts pc tc
+results=""
 for r in $(seq "$rounds"); do
   redis-cli -p "$peer_port" flushall >/dev/null
   redis-cli -p "$tern_port" flushall >/dev/null
@@ -94,7 +97,25 @@ for t in "${list[@]}"; do
   ratio=$(python3 -c "p=float('${peer:-0}' or 0); t=float('${tern:-0}' or 0); print(f'{t/p:.2f}' if p>0 else '0')")
   pcm=$(printf '%s\n' ${pc[$t]} | median); tcm=$(printf '%s\n' ${tc[$t]} | median)
   printf '%-12s %14s %14s %8s %12.2f %12.2f\n' "$t" "$peer" "$tern" "$ratio" "$pcm" "$tcm"
+  results+="$t $peer $tern $ratio $pcm $tcm"$'\n'
   [ "$t" = set ] && set_ratio=$ratio
 done
 [ -n "$set_ratio" ] && echo "Tern's SET ratio of this run: $set_ratio (the target of every row)"
+if [ -n "${RESULTS_JSON:-}" ]; then
+  RESULTS="$results" PEER_MODE="$peer_mode" N="$n" ROUNDS="$rounds" python3 - "$RESULTS_JSON" <<'PY'
+import json, os, subprocess, sys, datetime
+rows = []
+commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip() or '(unknown)'
+cpu = open('/proc/cpuinfo').read().split('model name')[1].split('\n')[0].strip(' :\t') if os.path.exists('/proc/cpuinfo') else ''
+for line in os.environ['RESULTS'].strip().split('\n'):
+    t, peer, tern, ratio, pcm, tcm = line.split()
+    rows.append({'workload': f'redis-benchmark {t.upper()} (-c 50 -d 100 -r 100000, one key)',
+                 'topology': os.environ.get('TOPOLOGY', 'cluster (2 data nodes, 2 replicas)'), 'unit': 'requests/s',
+                 'tern': float(tern), 'peer_name': 'redis-server ' + os.environ['PEER_MODE'], 'peer': float(peer),
+                 'ratio': float(ratio), 'tern_cpu_us': float(tcm), 'peer_cpu_us': float(pcm), 'commit': commit,
+                 'date': datetime.date.today().isoformat(), 'machine': f'{os.cpu_count()} cores, {cpu}',
+                 'command': f"scripts/peer-redis-collections.sh PORT {os.environ['N']} {os.environ['ROUNDS']}"})
+json.dump(rows, open(sys.argv[1], 'w'), indent=1)
+PY
+fi
 exit 0
