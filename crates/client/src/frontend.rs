@@ -17,6 +17,8 @@ pub fn runtime(threads: usize, name: &str, defer_sends: bool) -> Result<tokio::r
     let mut b = tokio::runtime::Builder::new_multi_thread();
     b.worker_threads(threads.max(1)).enable_io().enable_time().thread_name(name).thread_stack_size(WORKER_STACK_BYTES);
     b.on_thread_park(|| {
+        // Requests that tasks of this thread queued leave now, together (see `Conn::request`).
+        crate::flush_deferred();
         crate::spinwatch::park_spin();
     });
     // This runtime's own spin set, for its workers and for this thread (which runs its

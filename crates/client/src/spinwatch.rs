@@ -86,9 +86,10 @@ pub fn park_spin() -> bool {
 
 /// `park_spin` for up to `us` microseconds that also ends as soon as `done()` says so (checked
 /// between polls).
+///
+/// The caller sends the requests this thread's tasks queued first (`flush_deferred`): a spin
+/// waits for their answers.
 pub fn park_spin_until(us: u64, done: &dyn Fn() -> bool) -> bool {
-    // Requests that tasks of this thread queued leave now, together (see `Conn::request`).
-    crate::conn::flush_deferred();
     let ep = epfd();
     if us == 0 || ep < 0 {
         return false;

@@ -19,7 +19,7 @@
 //! describes a best fit of categories followed by single commands in its dictionary's order, so
 //! the same permissions read differently there (the permissions themselves are the same).
 
-use crate::cmd::{COMMANDS, SUBCOMMANDS, Spec};
+use crate::commands::{COMMANDS, SUBCOMMANDS, Spec};
 use crate::glob::Glob;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -628,7 +628,7 @@ impl User {
         if self.unrestricted() || no_auth(spec.name) {
             return Ok(());
         }
-        let cmd = crate::cmd::index_of_spec(spec);
+        let cmd = crate::commands::index_of_spec(spec);
         let mut id = cmd;
         if has_subs(cmd) && args.len() > 1 {
             let sub = String::from_utf8_lossy(&args[1]).to_lowercase();
@@ -642,7 +642,7 @@ impl User {
         if self.allkeys {
             return Ok(());
         }
-        for (i, key) in crate::cmd::keys_of(spec, args).into_iter().enumerate() {
+        for (i, key) in crate::commands::keys_of(spec, args).into_iter().enumerate() {
             if !self.key_allowed(key, key_access(spec, args, i)) {
                 return Err("NOPERM this user has no permissions to access one of the keys used as arguments".into());
             }
@@ -860,7 +860,7 @@ mod tests {
     }
 
     fn spec(name: &str) -> &'static Spec {
-        &COMMANDS[crate::cmd::index_of(name).unwrap()]
+        &COMMANDS[crate::commands::index_of(name).unwrap()]
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod acl;
 pub mod clients;
 #[macro_use]
 pub mod cmd;
+pub mod commands;
 pub mod db;
 pub mod foreign;
 pub mod glob;
