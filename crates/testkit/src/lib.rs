@@ -10,9 +10,15 @@ pub const SEED_VAR: &str = "TERN_SEED";
 /// The seed for a randomized test: `TERN_SEED` from the environment, or one derived from the
 /// clock. The caller prints it (`seed_for` does) so a failure reproduces.
 pub fn seed() -> u64 {
-    match std::env::var(SEED_VAR) {
-        Ok(s) => s.trim().parse().unwrap_or_else(|_| panic!("{SEED_VAR} must be a u64, not {s:?}")),
-        Err(_) => std::time::SystemTime::now()
+    seed_from(std::env::var(SEED_VAR).ok())
+}
+
+/// The seed a value of `TERN_SEED` names (surrounding white space ignored; anything but a u64
+/// panics, naming the variable), or one from the clock when it is unset.
+fn seed_from(var: Option<String>) -> u64 {
+    match var {
+        Some(s) => s.trim().parse().unwrap_or_else(|_| panic!("{SEED_VAR} must be a u64, not {s:?}")),
+        None => std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(42),
@@ -28,11 +34,17 @@ pub fn seed_for(what: &str) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::seed_from;
+
     #[test]
     fn a_set_seed_is_the_seed() {
-        // (Only checks parsing: the variable is not set here, so the clock gives one.)
-        let a = super::seed();
-        let b = super::seed();
-        assert!(std::env::var(super::SEED_VAR).is_ok() || a != 0 || b != 0);
+        assert_eq!(seed_from(Some("123".into())), 123);
+        assert_eq!(seed_from(Some(" 7\n".into())), 7);
+    }
+
+    #[test]
+    #[should_panic(expected = "TERN_SEED must be a u64")]
+    fn a_seed_that_is_no_number_is_refused() {
+        seed_from(Some("x".into()));
     }
 }

@@ -192,9 +192,7 @@ impl Groups {
         }
         keys.remove(key);
     }
-}
 
-impl Groups {
     /// Adds to the group of `lead` (of family `fam`) the commands of its family that wait at the
     /// front of its key's queue.
     fn take_more(&self, key: &GroupKey, fam: Family, lead: &[Vec<u8>], batch: &mut Vec<Waiting>) {
@@ -235,6 +233,37 @@ impl Drop for Leading<'_> {
     }
 }
 
+/// A command waiting for its turn. Dropped before it took a lead handed to it (its connection's
+/// task ended in between), it hands the key on, so the key's queue never stalls.
+struct Waiter<'a> {
+    rx: Option<oneshot::Receiver<Turn>>,
+    groups: &'a Groups,
+    key: &'a GroupKey,
+}
+
+impl std::future::Future for &mut Waiter<'_> {
+    type Output = Result<Turn, oneshot::error::RecvError>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let w = self.get_mut();
+        let rx = w.rx.as_mut().expect("polled after it finished");
+        let r = std::task::ready!(std::pin::Pin::new(rx).poll(cx));
+        w.rx = None;
+        std::task::Poll::Ready(r)
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        // The commands of a lead not taken get no reply (their senders go with it).
+        if let Some(mut rx) = self.rx.take()
+            && let Ok(Turn::Lead(_)) = rx.try_recv()
+        {
+            self.groups.hand_off(self.key);
+        }
+    }
+}
+
 impl Server {
     /// A command of a family outside MULTI: run in a group with the commands of its key that
     /// wait with it (see the module's text); its RESP2 reply appended.
@@ -260,11 +289,14 @@ impl Server {
         };
         let mut others = match wait {
             None => Vec::new(),
-            Some(rx) => match rx.await {
-                Ok(Turn::Reply(r)) => return out.extend_from_slice(&r),
-                Ok(Turn::Lead(others)) => others,
-                Err(_) => return resp::error(out, "ERR the command's group ended with its connection; retry it"),
-            },
+            Some(rx) => {
+                let mut w = Waiter { rx: Some(rx), groups: &self.groups, key: &key };
+                match (&mut w).await {
+                    Ok(Turn::Reply(r)) => return out.extend_from_slice(&r),
+                    Ok(Turn::Lead(others)) => others,
+                    Err(_) => return resp::error(out, "ERR the command's group ended with its connection; retry it"),
+                }
+            }
         };
         let leading = Leading { groups: &self.groups, key };
         // Let the connections that have a command ready come to the queue first (a group led at
@@ -306,8 +338,10 @@ impl Server {
             if let Some(gone) = d.wrote {
                 self.touched(cx, db.index, &c.a[1], gone);
             }
-            let name = String::from_utf8_lossy(&c.a[0]).to_lowercase();
-            self.command_events(cx, &name, c.a, from, d.reply.is_ok());
+            if cx.notify != 0 {
+                let name = String::from_utf8_lossy(&c.a[0]).to_lowercase();
+                self.command_events(cx, &name, c.a, from, d.reply.is_ok());
+            }
         }
         Ok(done)
     }

@@ -379,13 +379,14 @@ impl Server {
         // Per command: (left, count) or its error.
         let mut pops: Vec<Result<(bool, Option<i64>), RErr>> = Vec::with_capacity(cmds.len());
         for c in cmds {
-            let name = String::from_utf8_lossy(&c.a[0]).to_lowercase();
+            let left = c.a[0].eq_ignore_ascii_case(b"lpop");
             pops.push(if c.a.len() > 3 {
+                let name = if left { "lpop" } else { "rpop" };
                 Err(RErr(format!("ERR wrong number of arguments for '{name}' command")))
             } else {
                 match c.a.get(2).map(|c| parse_int(c)) {
-                    None => Ok((name == "lpop", None)),
-                    Some(Some(n)) if n >= 0 => Ok((name == "lpop", Some(n))),
+                    None => Ok((left, None)),
+                    Some(Some(n)) if n >= 0 => Ok((left, Some(n))),
                     Some(_) => Err(RErr(POSITIVE.into())),
                 }
             });

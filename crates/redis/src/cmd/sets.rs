@@ -435,9 +435,7 @@ impl Server {
             let want: u64 = counts.iter().flatten().map(|c| c.unwrap_or(1)).fold(0, u64::saturating_add);
             picked = self.random_members(cx, db, set, want.min(set.len)).await?;
         }
-        let (picked_all, picked_n) = (picked.clone(), picked.len());
-        let (mut left, mut picked) = (picked.len(), picked.into_iter());
-        let wrote = left > 0;
+        let (mut at, wrote) = (0, !picked.is_empty());
         let mut done = Vec::with_capacity(cmds.len());
         for c in counts {
             let count = match c {
@@ -447,27 +445,26 @@ impl Server {
                     continue;
                 }
             };
-            let n = (count.unwrap_or(1) as usize).min(left);
-            left -= n;
-            let v: Vec<Vec<u8>> = picked.by_ref().take(n).collect();
+            let n = (count.unwrap_or(1) as usize).min(picked.len() - at);
             let mut b = Vec::new();
             match count {
-                None => super::strings::bulk_or_null(&mut b, v.into_iter().next()),
-                Some(_) => bulk_array(&mut b, &v),
+                None if n == 0 => resp::null(&mut b),
+                None => resp::bulk(&mut b, &picked[at]),
+                Some(_) => bulk_array(&mut b, &picked[at..at + n]),
             }
-            done.push(Done::ok(
-                b,
-                (n > 0).then_some(left == 0 && m.as_ref().is_some_and(|s| s.len == picked_n as u64)),
-            ));
+            at += n;
+            // The command that took the last picks emptied the set when they were all of it.
+            let gone = at == picked.len() && m.as_ref().is_some_and(|s| s.len == picked.len() as u64);
+            done.push(Done::ok(b, (n > 0).then_some(gone)));
         }
         if let Some(mut set) = m.filter(|_| wrote) {
             // The picks and the key row in one batch (the picks are there: the key row is locked).
-            let mut ops = Vec::with_capacity(picked_n + 1);
-            for x in &picked_all {
+            let mut ops = Vec::with_capacity(picked.len() + 1);
+            for x in &picked {
                 ops.push(db.sets.delete(&member_key(set.id, x))?);
             }
-            self.note_fields(cx, db, set.id, picked_all.iter().map(|x| (&x[..], None)));
-            set.len -= picked_n as u64;
+            self.note_fields(cx, db, set.id, picked.iter().map(|x| (&x[..], None)));
+            set.len -= picked.len() as u64;
             ops.push(coll_meta_op(db, key, set)?);
             cx.write_found(ops, true).await?;
         }

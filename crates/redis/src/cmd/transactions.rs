@@ -308,11 +308,14 @@ impl Server {
     /// transaction of their own: the transaction's writes hold their locks and are not seen.
     async fn new_key_events(&self, cx: &mut Cx) -> Result<(), TernError> {
         use crate::keyspace::{Event, GENERIC, KEY_MISS, NEW};
-        let mut keys: Vec<(u32, Vec<u8>)> = Vec::new();
+        use std::collections::HashSet;
+        // The keys written, each once, in the order of their first event.
+        let mut seen: HashSet<(u32, &[u8])> = HashSet::new();
+        let mut keys: Vec<(u32, &[u8])> = Vec::new();
         for ev in &cx.events {
-            let k = (ev.db, ev.key.clone());
-            if ev.class & (KEY_MISS | NEW) == 0 && !(ev.class == GENERIC && ev.name == "del") && !keys.contains(&k) {
-                keys.push(k);
+            let written = ev.class & (KEY_MISS | NEW) == 0 && !(ev.class == GENERIC && ev.name == "del");
+            if written && seen.insert((ev.db, &ev.key)) {
+                keys.push((ev.db, &ev.key));
             }
         }
         if keys.is_empty() {
@@ -321,19 +324,20 @@ impl Server {
         let mut ops = Vec::with_capacity(keys.len());
         for (d, k) in &keys {
             let db = self.db(*d).await.map_err(|e| TernError::new(tern_client::ErrorCode::Internal, e.0))?;
-            ops.push(db.keys.read_columns(&[Value::Bytes(k.clone())], &[crate::db::K_TYPE])?);
+            ops.push(db.keys.read_columns(&[Value::Bytes(k.to_vec())], &[crate::db::K_TYPE])?);
         }
         let mut t = self.client.begin();
-        let rs = t.execute_with(ops, Exec::Commit, AbortOption::IgnoreError).await?;
-        let created: Vec<&(u32, Vec<u8>)> =
-            keys.iter().zip(&rs).filter(|(_, r)| matches!(r, OpResult::NotFound)).map(|(k, _)| k).collect();
+        let rs = exec_batched(&mut t, ops, Exec::Commit, AbortOption::IgnoreError).await?;
+        let mut created: HashSet<(u32, Vec<u8>)> = keys
+            .iter()
+            .zip(&rs)
+            .filter(|(_, r)| matches!(r, OpResult::NotFound))
+            .map(|((d, k), _)| (*d, k.to_vec()))
+            .collect();
         let mut out = Vec::with_capacity(cx.events.len() + created.len());
-        let mut announced: Vec<&(u32, Vec<u8>)> = Vec::new();
         for ev in std::mem::take(&mut cx.events) {
-            if let Some(k) = created.iter().find(|k| k.0 == ev.db && k.1 == ev.key && !announced.contains(k))
-                && ev.class & KEY_MISS == 0
-            {
-                announced.push(k);
+            // (`remove`: a key's `new` comes once, before its first event.)
+            if ev.class & KEY_MISS == 0 && created.remove(&(ev.db, ev.key.clone())) {
                 out.push(Event { class: NEW, name: "new", db: ev.db, key: ev.key.clone() });
             }
             out.push(ev);
