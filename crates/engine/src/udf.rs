@@ -1,5 +1,5 @@
 //! MySQL functions the query engine lacks or computes differently from MySQL, registered as
-//! engine functions that evaluate each row with the OLTP evaluator (`eval::call`), so a function
+//! engine functions that evaluate each row with the OLTP registry's functions (`tern_sql::func`), so a function
 //! gives the same answer whichever path runs the statement. The result's type is settled from
 //! the arguments' types when the statement is planned (`Ret`).
 
@@ -16,7 +16,8 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 use std::sync::{Arc, OnceLock};
 use tern_sql::ast::CastTy;
-use tern_sql::eval::{self, FnCtx};
+use tern_sql::eval;
+use tern_sql::func::{self, FnCtx, FnId, Ty};
 use tern_types::value::{Value, rescale};
 
 /// How a function's result type follows from its arguments.
@@ -43,67 +44,100 @@ enum Ret {
     FromUnix,
 }
 
-/// The functions, by the name the engine calls them: MySQL's that the engine lacks, and those it
-/// computes differently (DATE_FORMAT's specifiers, LENGTH in bytes, MID — which SUBSTRING
-/// becomes, `funcs` — with negative positions, FLOOR/CEIL of a DECIMAL as an integer,
-/// FROM_UNIXTIME without a fraction).
-const FUNCTIONS: &[(&str, Ret)] = &[
-    ("date_format", Ret::Text),
-    ("format", Ret::Text),
-    ("str_to_date", Ret::StrToDate),
-    ("timestampdiff", Ret::Int),
-    ("timestampadd", Ret::DateAdd),
-    ("substring_index", Ret::Text),
-    ("mid", Ret::Text),
-    ("lcase", Ret::Text),
-    ("ucase", Ret::Text),
-    ("space", Ret::Text),
-    ("hex", Ret::Text),
-    ("md5", Ret::Text),
-    ("sha1", Ret::Text),
-    ("sha", Ret::Text),
-    ("sha2", Ret::Text),
-    ("crc32", Ret::Int),
-    ("monthname", Ret::Text),
-    ("dayname", Ret::Text),
-    ("elt", Ret::Text),
-    ("unhex", Ret::Bytes),
-    ("length", Ret::Int),
-    ("sign", Ret::Int),
-    ("locate", Ret::Int),
-    ("ord", Ret::Int),
-    ("isnull", Ret::Int),
-    ("unix_timestamp", Ret::Int),
-    ("dayofweek", Ret::Int),
-    ("weekday", Ret::Int),
-    ("dayofyear", Ret::Int),
-    ("week", Ret::Int),
-    ("field", Ret::Int),
-    ("date", Ret::Date),
-    ("time", Ret::Time),
-    ("tern_to_double", Ret::Double),
-    ("tern_concat", Ret::Text),
-    ("last_day", Ret::Date),
-    ("curdate", Ret::Date),
-    ("from_unixtime", Ret::FromUnix),
-    ("truncate", Ret::Rounded),
-    ("floor", Ret::Floor),
-    ("ceil", Ret::Floor),
-    ("ceiling", Ret::Floor),
-    // What CAST(x AS SIGNED / UNSIGNED) become (`funcs`).
-    ("tern_cast_signed", Ret::Int),
-    ("tern_cast_unsigned", Ret::UInt),
+/// The functions the engine takes from the registry (`tern_sql::func`), by the name the engine
+/// calls them: MySQL's that the engine lacks, and those it computes differently (DATE_FORMAT's
+/// specifiers, LENGTH in bytes, MID — which SUBSTRING becomes, `funcs` — with negative
+/// positions, FLOOR/CEIL of a DECIMAL as an integer, FROM_UNIXTIME without a fraction). Their
+/// result types follow from the registry's rule for each (`ret_of`).
+const FROM_REGISTRY: &[&str] = &[
+    "date_format",
+    "format",
+    "str_to_date",
+    "timestampdiff",
+    "timestampadd",
+    "substring_index",
+    "mid",
+    "lcase",
+    "ucase",
+    "space",
+    "hex",
+    "md5",
+    "sha1",
+    "sha",
+    "sha2",
+    "crc32",
+    "monthname",
+    "dayname",
+    "elt",
+    "unhex",
+    "length",
+    "sign",
+    "locate",
+    "ord",
+    "isnull",
+    "unix_timestamp",
+    "dayofweek",
+    "weekday",
+    "dayofyear",
+    "week",
+    "field",
+    "date",
+    "time",
+    "last_day",
+    "curdate",
+    "from_unixtime",
+    "truncate",
+    "floor",
+    "ceil",
+    "ceiling",
 ];
+
+/// Functions of the engine's own making: what CAST(x AS SIGNED / UNSIGNED / DOUBLE) and the
+/// CONCAT of GROUP_CONCAT's arguments become (`funcs`, `mysql`).
+const OWN: &[(&str, Ret, How)] = &[
+    ("tern_to_double", Ret::Double, How::Cast(CastTy::Double)),
+    ("tern_cast_signed", Ret::Int, How::Cast(CastTy::Signed)),
+    ("tern_cast_unsigned", Ret::UInt, How::Cast(CastTy::Unsigned)),
+    ("tern_concat", Ret::Text, How::Concat),
+];
+
+/// What a function computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum How {
+    Call(FnId),
+    Cast(CastTy),
+    /// The registry's CONCAT.
+    Concat,
+}
+
+/// The engine's result-type rule for a registry function, None for those the engine computes
+/// itself (NOW, COALESCE...: never taken from the registry).
+fn ret_of(ty: Ty) -> Option<Ret> {
+    Some(match ty {
+        Ty::Text => Ret::Text,
+        Ty::Bytes => Ret::Bytes,
+        Ty::Int => Ret::Int,
+        Ty::Date => Ret::Date,
+        Ty::Time | Ty::TimeOf => Ret::Time,
+        Ty::FromUnix => Ret::FromUnix,
+        Ty::StrToDate => Ret::StrToDate,
+        Ty::DateAdd => Ret::DateAdd,
+        Ty::Floor => Ret::Floor,
+        Ty::Rounded => Ret::Rounded,
+        Ty::Double => Ret::Double,
+        Ty::Now | Ty::FirstArg | Ty::SecondArg => return None,
+    })
+}
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct MySqlFn {
     name: &'static str,
-    upper: String,
+    how: How,
     ret: Ret,
     signature: Signature,
 }
 
-/// Registers every function of `FUNCTIONS` in `ctx` (replacing the engine's own of that name);
+/// Registers every function of `FROM_REGISTRY` and `OWN` in `ctx` (replacing the engine's own of that name);
 /// the functions are made once per process and shared by every statement's session.
 pub fn register(ctx: &SessionContext) {
     for f in udfs() {
@@ -117,20 +151,24 @@ pub fn register(ctx: &SessionContext) {
     );
 }
 
-/// The function of `FUNCTIONS` called `name`.
+/// The function of `FROM_REGISTRY` or `OWN` called `name`.
 pub(super) fn function(name: &str) -> ScalarUDF {
-    udfs().iter().find(|f| f.name() == name).expect("a function of FUNCTIONS").clone()
+    udfs().iter().find(|f| f.name() == name).expect("a function of FROM_REGISTRY or OWN").clone()
 }
 
 fn udfs() -> &'static [ScalarUDF] {
     static UDFS: OnceLock<Vec<ScalarUDF>> = OnceLock::new();
     UDFS.get_or_init(|| {
-        FUNCTIONS
-            .iter()
-            .map(|&(name, ret)| {
+        let registry = FROM_REGISTRY.iter().map(|&name| {
+            let id = func::lookup(&name.to_ascii_uppercase()).expect("a function of the registry");
+            (name, ret_of(id.ty()).expect("a result type the engine knows"), How::Call(id))
+        });
+        registry
+            .chain(OWN.iter().copied())
+            .map(|(name, ret, how)| {
                 let signature =
                     Signature::one_of(vec![TypeSignature::VariadicAny, TypeSignature::Nullary], Volatility::Stable);
-                ScalarUDF::new_from_impl(MySqlFn { name, upper: name.to_ascii_uppercase(), ret, signature })
+                ScalarUDF::new_from_impl(MySqlFn { name, how, ret, signature })
             })
             .collect()
     })
@@ -197,8 +235,9 @@ impl MySqlFn {
             Ret::Rounded => match first {
                 Some(t) if t.is_integer() => DataType::Int64,
                 Some(DataType::Decimal128(p, _)) => {
-                    let s = rounded_scale(scalars.get(1).copied().flatten())
-                        .ok_or_else(|| exec(format!("{}: the number of decimals must be a constant", self.upper)))?;
+                    let s = rounded_scale(scalars.get(1).copied().flatten()).ok_or_else(|| {
+                        exec(format!("{}: the number of decimals must be a constant", self.name.to_ascii_uppercase()))
+                    })?;
                     DataType::Decimal128((*p).max(s as u8 + 1).min(38), s)
                 }
                 Some(DataType::Null) => DataType::Int64,
@@ -374,17 +413,16 @@ impl ScalarUDFImpl for MySqlFn {
         let rows = args.number_rows;
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let ctx = EngineCtx { now: eval::now_micros() };
+        let concat = func::planner_made("CONCAT");
         let mut out = Vec::with_capacity(rows);
         let mut vals = Vec::with_capacity(arrays.len());
         for i in 0..rows {
             vals.clear();
             vals.extend(arrays.iter().map(|a| value_at(a, i)));
-            let v = match self.name {
-                "tern_cast_signed" => eval::cast(vals.first().cloned().unwrap_or(Value::Null), CastTy::Signed),
-                "tern_cast_unsigned" => eval::cast(vals.first().cloned().unwrap_or(Value::Null), CastTy::Unsigned),
-                "tern_to_double" => eval::cast(vals.first().cloned().unwrap_or(Value::Null), CastTy::Double),
-                "tern_concat" => eval::call("CONCAT", &vals, &ctx),
-                _ => eval::call(&self.upper, &vals, &ctx),
+            let v = match self.how {
+                How::Call(id) => id.call(&vals, &ctx),
+                How::Cast(ty) => eval::cast(vals.first().cloned().unwrap_or(Value::Null), ty),
+                How::Concat => concat.call(&vals, &ctx),
             };
             out.push(v.map_err(|e| exec(e.message.clone()))?);
         }
@@ -427,4 +465,26 @@ fn mid_of_text(args: &[ColumnarValue]) -> Option<ColumnarValue> {
         }
     }
     Some(ColumnarValue::Array(Arc::new(b.finish())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_function_resolves_in_the_registry_with_a_type() {
+        let names: Vec<&str> = udfs().iter().map(|f| f.name()).collect();
+        assert_eq!(names.len(), FROM_REGISTRY.len() + OWN.len());
+        for name in FROM_REGISTRY {
+            let id = func::lookup(&name.to_ascii_uppercase()).unwrap();
+            assert!(ret_of(id.ty()).is_some(), "{name}");
+            assert_eq!(function(name).name(), *name);
+        }
+        // The registry computes what the engine calls: LENGTH in bytes, MID of characters.
+        let ctx = EngineCtx { now: 0 };
+        let length = func::lookup("LENGTH").unwrap();
+        assert_eq!(length.call(&[Value::str("é")], &ctx).unwrap(), Value::Int(2));
+        let mid = func::lookup("MID").unwrap();
+        assert_eq!(mid.call(&[Value::str("héllo"), Value::Int(-3), Value::Int(2)], &ctx).unwrap(), Value::str("ll"));
+    }
 }

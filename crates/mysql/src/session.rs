@@ -154,7 +154,7 @@ impl Sess for Session {
     }
 }
 
-impl eval::FnCtx for Session {
+impl tern_sql::func::FnCtx for Session {
     fn now(&self) -> i64 {
         eval::now_micros()
     }

@@ -35,7 +35,7 @@ pub enum UnOp {
 }
 
 /// Target of CAST/CONVERT.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CastTy {
     Signed,
     Unsigned,

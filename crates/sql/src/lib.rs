@@ -10,6 +10,7 @@
 pub mod ast;
 pub mod ddl;
 pub mod eval;
+pub mod func;
 pub mod infoschema;
 pub mod lex;
 pub mod limits;

@@ -8,6 +8,7 @@
 use super::ast::*;
 use super::eval;
 use crate::SqlError;
+use crate::func::{self, FnId};
 use crate::meta::{self, ColumnDef, flag, ty};
 use tern_client::TableHandle;
 use tern_types::filter::CmpOp;
@@ -39,7 +40,8 @@ pub enum X {
     Sub(usize),
     Between(Box<X>, Box<X>, Box<X>, bool),
     Like(Box<X>, Box<X>, bool),
-    Func(String, Vec<X>),
+    /// A scalar function of the registry, resolved when planned.
+    Call(FnId, Vec<X>),
     Case(Option<Box<X>>, Vec<(X, X)>, Option<Box<X>>),
     Cast(Box<X>, CastTy),
     DateAdd(Box<X>, Box<X>, String, i64),
@@ -251,31 +253,6 @@ impl Scope<'_> {
     }
 }
 
-/// String functions whose BIT(n) column arguments are their bytes (not their number).
-const BIT_AS_BYTES: &[&str] = &[
-    "TO_BASE64",
-    "LENGTH",
-    "OCTET_LENGTH",
-    "CONCAT",
-    "CONCAT_WS",
-    "SUBSTRING",
-    "SUBSTRING_INDEX",
-    "SUBSTR",
-    "MID",
-    "LEFT",
-    "RIGHT",
-    "REVERSE",
-    "LPAD",
-    "RPAD",
-    "MD5",
-    "SHA1",
-    "SHA",
-    "SHA2",
-    "REPEAT",
-    "INSTR",
-    "LOCATE",
-];
-
 /// ORDER BY an ENUM or SET column sorts by member number (or bit mask), as MySQL does, not by
 /// the stored text.
 fn member_order(scope: &Scope, x: X) -> X {
@@ -284,7 +261,7 @@ fn member_order(scope: &Scope, x: X) -> X {
         Some(m) => {
             let mut args = vec![X::Col(c), X::Lit(Value::Int(m.set as i64))];
             args.extend(m.values.iter().map(|v| X::Lit(Value::Bytes(v.clone().into_bytes()))));
-            X::Func("MEMBER_INDEX".into(), args)
+            X::Call(func::planner_made("MEMBER_INDEX"), args)
         }
         None => x,
     }
@@ -385,7 +362,7 @@ impl Compiler<'_, '_> {
                             args.iter()
                                 .map(|a| self.x(a))
                                 .collect::<Result<Vec<_>, _>>()
-                                .map(|v| X::Func("CONCAT".into(), v))
+                                .map(|v| X::Call(func::planner_made("CONCAT"), v))
                         };
                         self.aggs = saved;
                         Some(a?)
@@ -417,12 +394,12 @@ impl Compiler<'_, '_> {
                     return Ok(X::DateAdd(Box::new(d), Box::new(n), unit, sign));
                 }
                 let mut xs: Vec<X> = args.iter().map(|a| self.x(a)).collect::<Result<_, _>>()?;
-                // Unknown functions fail at compile time, not per row.
-                check_function(name, xs.len())?;
-                if BIT_AS_BYTES.contains(&name.as_str()) {
+                // Unknown functions and too few arguments fail when planned, not per row.
+                let id = func::resolve(name, xs.len())?;
+                if id.func().bit_bytes {
                     xs = xs.into_iter().map(|x| self.bit_bytes(x)).collect();
                 }
-                X::Func(name.clone(), xs)
+                X::Call(id, xs)
             }
             Expr::Case { operand, whens, else_ } => X::Case(
                 match operand {
@@ -453,7 +430,7 @@ impl Compiler<'_, '_> {
         let X::Col(c) = x else { return x };
         match self.scope.column(c).map(|col| col.ty) {
             Some(tern_types::ColumnType::Bit { bits }) => {
-                X::Func("BIT_BYTES".into(), vec![X::Col(c), X::Lit(Value::Int((bits as i64 + 7) / 8))])
+                X::Call(func::planner_made("BIT_BYTES"), vec![X::Col(c), X::Lit(Value::Int((bits as i64 + 7) / 8))])
             }
             _ => x,
         }
@@ -469,128 +446,6 @@ impl Compiler<'_, '_> {
         })?;
         self.subs.push(plan);
         Ok(self.subs.len() - 1)
-    }
-}
-
-const FUNCTIONS: &[&str] = &[
-    "TIMESTAMPDIFF",
-    "TIMESTAMPADD",
-    "STR_TO_DATE",
-    "FORMAT",
-    "DATE_FORMAT",
-    "DAYOFWEEK",
-    "WEEKDAY",
-    "DAYOFYEAR",
-    "WEEK",
-    "LAST_DAY",
-    "MONTHNAME",
-    "DAYNAME",
-    "SUBSTRING_INDEX",
-    "FIELD",
-    "ELT",
-    "CONCAT",
-    "CONCAT_WS",
-    "LENGTH",
-    "OCTET_LENGTH",
-    "CHAR_LENGTH",
-    "CHARACTER_LENGTH",
-    "UPPER",
-    "UCASE",
-    "LOWER",
-    "LCASE",
-    "SUBSTRING",
-    "SUBSTR",
-    "MID",
-    "LEFT",
-    "RIGHT",
-    "REPEAT",
-    "SPACE",
-    "REPLACE",
-    "REVERSE",
-    "TRIM",
-    "LTRIM",
-    "RTRIM",
-    "LPAD",
-    "RPAD",
-    "LOCATE",
-    "INSTR",
-    "POSITION",
-    "ASCII",
-    "ORD",
-    "HEX",
-    "UNHEX",
-    "TO_BASE64",
-    "FROM_BASE64",
-    "MD5",
-    "SHA1",
-    "SHA",
-    "SHA2",
-    "CRC32",
-    "COALESCE",
-    "IFNULL",
-    "NVL",
-    "NULLIF",
-    "ISNULL",
-    "GREATEST",
-    "LEAST",
-    "ABS",
-    "SIGN",
-    "ROUND",
-    "TRUNCATE",
-    "FLOOR",
-    "CEIL",
-    "CEILING",
-    "MOD",
-    "POW",
-    "POWER",
-    "SQRT",
-    "RAND",
-    "IF",
-    "NOW",
-    "CURRENT_TIMESTAMP",
-    "SYSDATE",
-    "LOCALTIME",
-    "LOCALTIMESTAMP",
-    "UTC_TIMESTAMP",
-    "CURDATE",
-    "CURRENT_DATE",
-    "UTC_DATE",
-    "CURTIME",
-    "CURRENT_TIME",
-    "UNIX_TIMESTAMP",
-    "FROM_UNIXTIME",
-    "DATE",
-    "TIME",
-    "YEAR",
-    "MONTH",
-    "DAY",
-    "DAYOFMONTH",
-    "HOUR",
-    "MINUTE",
-    "SECOND",
-    "DATEDIFF",
-    "DATABASE",
-    "SCHEMA",
-    "VERSION",
-    "USER",
-    "CURRENT_USER",
-    "SESSION_USER",
-    "SYSTEM_USER",
-    "CONNECTION_ID",
-    "LAST_INSERT_ID",
-    "ROW_COUNT",
-    "FOUND_ROWS",
-    "SLEEP",
-    "CHARSET",
-    "COLLATION",
-    "EXTRACT",
-];
-
-fn check_function(name: &str, _args: usize) -> Result<(), SqlError> {
-    if FUNCTIONS.contains(&name) {
-        Ok(())
-    } else {
-        Err(SqlError::new(1305, "42000", format!("FUNCTION {name} does not exist")))
     }
 }
 
@@ -640,7 +495,7 @@ fn walk(x: &X, f: &mut dyn FnMut(&X)) {
             walk(b, f);
             walk(c, f);
         }
-        X::Func(_, l) => {
+        X::Call(_, l) => {
             for v in l {
                 walk(v, f);
             }
@@ -1094,79 +949,79 @@ fn expr_type(x: &X, src: &[(usize, ColumnType)], aggs: &[Agg]) -> (u8, u32, u8) 
             CastTy::Char | CastTy::Binary => (ty::VAR_STRING, 255, 31),
         },
         X::DateAdd(..) => (ty::DATETIME, 19, 0),
-        X::Func(name, args) => match name.as_str() {
-            "LENGTH" | "OCTET_LENGTH" | "CHAR_LENGTH" | "CHARACTER_LENGTH" | "LOCATE" | "INSTR" | "POSITION"
-            | "ASCII" | "ORD" | "ISNULL" | "SIGN" | "CONNECTION_ID" | "LAST_INSERT_ID" | "ROW_COUNT" | "FOUND_ROWS"
-            | "UNIX_TIMESTAMP" | "YEAR" | "MONTH" | "DAY" | "DAYOFMONTH" | "HOUR" | "MINUTE" | "SECOND"
-            | "DATEDIFF" | "SLEEP" | "DAYOFWEEK" | "WEEKDAY" | "DAYOFYEAR" | "WEEK" | "FIELD" | "TIMESTAMPDIFF"
-            | "CRC32" => (ty::LONGLONG, 21, 0),
-            "NOW" | "CURRENT_TIMESTAMP" | "SYSDATE" | "LOCALTIME" | "LOCALTIMESTAMP" | "UTC_TIMESTAMP" => {
-                (ty::DATETIME, 19, 0)
-            }
-            "FROM_UNIXTIME" if args.len() < 2 => (ty::DATETIME, 19, 0),
-            // STR_TO_DATE's type follows its (constant) format's parts.
-            "STR_TO_DATE" => match args.get(1) {
-                Some(X::Lit(Value::Bytes(f))) => match tern_types::time::str_to_date_parts(f) {
-                    (true, false, _) => (ty::DATE, 10, 0),
-                    (false, true, frac) => (ty::TIME, 17, if frac { 6 } else { 0 }),
-                    (_, _, frac) => (ty::DATETIME, 26, if frac { 6 } else { 0 }),
-                },
-                _ => (ty::DATETIME, 26, 6),
-            },
-            "CURDATE" | "CURRENT_DATE" | "UTC_DATE" | "DATE" | "LAST_DAY" => (ty::DATE, 10, 0),
-            "CURTIME" | "CURRENT_TIME" => (ty::TIME, 8, 0),
-            // TIME(x) keeps x's fraction digits: a temporal column's, a string's as written.
-            "TIME" => {
-                let d = match args.first() {
-                    Some(X::Lit(Value::Bytes(b))) => {
-                        let t = String::from_utf8_lossy(b);
-                        t.trim()
-                            .rsplit_once('.')
-                            .map_or(0, |(_, f)| f.bytes().take_while(u8::is_ascii_digit).count().min(6))
-                            as u8
-                    }
-                    Some(a) => match expr_type(a, src, aggs) {
-                        (ty::DATETIME | ty::TIMESTAMP | ty::TIME, _, d) => d.min(6),
-                        (ty::DATE, ..) => 0,
-                        _ => 6,
-                    },
-                    None => 0,
-                };
-                (ty::TIME, if d > 0 { 11 + d as u32 } else { 10 }, d)
-            }
-            "ABS" | "FLOOR" | "CEIL" | "CEILING" | "MOD" | "COALESCE" | "IFNULL" | "NVL" | "NULLIF" | "GREATEST"
-            | "LEAST" | "IF"
-                if !args.is_empty() =>
-            {
-                let i = if name == "IF" { 1.min(args.len() - 1) } else { 0 };
-                let t = expr_type(&args[i], src, aggs);
-                if matches!(name.as_str(), "FLOOR" | "CEIL" | "CEILING") && t.0 == ty::NEWDECIMAL {
-                    (ty::LONGLONG, 21, 0)
-                } else {
-                    t
-                }
-            }
-            "ROUND" | "TRUNCATE" => {
-                let (t, l, d) = args.first().map(|a| expr_type(a, src, aggs)).unwrap_or((ty::NEWDECIMAL, 10, 0));
-                let want = match args.get(1) {
-                    Some(X::Lit(v)) => eval::to_i128(v).unwrap_or(0).clamp(0, 30) as u8,
-                    Some(_) => d,
-                    None => 0,
-                };
-                match t {
-                    ty::NEWDECIMAL => (t, l, want.min(d)),
-                    // A DOUBLE shows the digits asked for (a constant count).
-                    ty::DOUBLE if matches!(args.get(1), Some(X::Lit(_))) => (t, l, want),
-                    _ => (t, l, d),
-                }
-            }
-            "POW" | "POWER" | "SQRT" | "RAND" => (ty::DOUBLE, 23, 31),
-            _ => (ty::VAR_STRING, 255, 31),
-        },
+        X::Call(f, args) => call_type(*f, args, src, aggs),
         X::Case(_, whens, _) => {
             whens.first().map(|(_, t)| expr_type(t, src, aggs)).unwrap_or((ty::VAR_STRING, 255, 31))
         }
         X::Sys(..) | X::User(..) | X::Param(_) | X::NewCol(_) | X::Sub(_) => (ty::VAR_STRING, 255, 31),
+    }
+}
+
+/// The static result type of a call of function `f`, by its registry row's rule.
+fn call_type(f: FnId, args: &[X], src: &[(usize, ColumnType)], aggs: &[Agg]) -> (u8, u32, u8) {
+    const TEXT: (u8, u32, u8) = (ty::VAR_STRING, 255, 31);
+    match f.ty() {
+        func::Ty::Text | func::Ty::Bytes | func::Ty::DateAdd => TEXT,
+        func::Ty::Int => (ty::LONGLONG, 21, 0),
+        func::Ty::Now => (ty::DATETIME, 19, 0),
+        func::Ty::FromUnix if args.len() < 2 => (ty::DATETIME, 19, 0),
+        func::Ty::FromUnix => TEXT,
+        // STR_TO_DATE's type follows its (constant) format's parts.
+        func::Ty::StrToDate => match args.get(1) {
+            Some(X::Lit(Value::Bytes(f))) => match tern_types::time::str_to_date_parts(f) {
+                (true, false, _) => (ty::DATE, 10, 0),
+                (false, true, frac) => (ty::TIME, 17, if frac { 6 } else { 0 }),
+                (_, _, frac) => (ty::DATETIME, 26, if frac { 6 } else { 0 }),
+            },
+            _ => (ty::DATETIME, 26, 6),
+        },
+        func::Ty::Date => (ty::DATE, 10, 0),
+        func::Ty::Time => (ty::TIME, 8, 0),
+        // TIME(x) keeps x's fraction digits: a temporal column's, a string's as written.
+        func::Ty::TimeOf => {
+            let d = match args.first() {
+                Some(X::Lit(Value::Bytes(b))) => {
+                    let t = String::from_utf8_lossy(b);
+                    t.trim()
+                        .rsplit_once('.')
+                        .map_or(0, |(_, f)| f.bytes().take_while(u8::is_ascii_digit).count().min(6))
+                        as u8
+                }
+                Some(a) => match expr_type(a, src, aggs) {
+                    (ty::DATETIME | ty::TIMESTAMP | ty::TIME, _, d) => d.min(6),
+                    (ty::DATE, ..) => 0,
+                    _ => 6,
+                },
+                None => 0,
+            };
+            (ty::TIME, if d > 0 { 11 + d as u32 } else { 10 }, d)
+        }
+        func::Ty::FirstArg | func::Ty::Floor => match args.first() {
+            Some(a) => {
+                let t = expr_type(a, src, aggs);
+                if f.ty() == func::Ty::Floor && t.0 == ty::NEWDECIMAL { (ty::LONGLONG, 21, 0) } else { t }
+            }
+            None => TEXT,
+        },
+        func::Ty::SecondArg => match args.get(1).or(args.first()) {
+            Some(a) => expr_type(a, src, aggs),
+            None => TEXT,
+        },
+        func::Ty::Rounded => {
+            let (t, l, d) = args.first().map(|a| expr_type(a, src, aggs)).unwrap_or((ty::NEWDECIMAL, 10, 0));
+            let want = match args.get(1) {
+                Some(X::Lit(v)) => eval::to_i128(v).unwrap_or(0).clamp(0, 30) as u8,
+                Some(_) => d,
+                None => 0,
+            };
+            match t {
+                ty::NEWDECIMAL => (t, l, want.min(d)),
+                // A DOUBLE shows the digits asked for (a constant count).
+                ty::DOUBLE if matches!(args.get(1), Some(X::Lit(_))) => (t, l, want),
+                _ => (t, l, d),
+            }
+        }
+        func::Ty::Double => (ty::DOUBLE, 23, 31),
     }
 }
 
@@ -1620,9 +1475,7 @@ fn over_groups(x: &X, group_by: &[X], nagg: usize) -> Option<X> {
         X::Like(a, b, n) => {
             X::Like(Box::new(over_groups(a, group_by, nagg)?), Box::new(over_groups(b, group_by, nagg)?), *n)
         }
-        X::Func(f, args) => {
-            X::Func(f.clone(), args.iter().map(|e| over_groups(e, group_by, nagg)).collect::<Option<_>>()?)
-        }
+        X::Call(f, args) => X::Call(*f, args.iter().map(|e| over_groups(e, group_by, nagg)).collect::<Option<_>>()?),
         X::Case(base, arms, other) => X::Case(
             match base {
                 Some(b) => Some(Box::new(over_groups(b, group_by, nagg)?)),

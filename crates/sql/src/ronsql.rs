@@ -333,7 +333,7 @@ impl Sess for RonSess {
     }
 }
 
-impl eval::FnCtx for RonSess {
+impl crate::func::FnCtx for RonSess {
     fn now(&self) -> i64 {
         eval::now_micros()
     }

@@ -18,7 +18,7 @@ use tern_types::value::coerce;
 use tern_types::{ErrorCode, TernError, Value};
 
 /// Session state the evaluator reads.
-pub trait Sess: eval::FnCtx + Sync {
+pub trait Sess: crate::func::FnCtx + Sync {
     fn sysvar(&self, global: bool, name: &str) -> Result<Value, SqlError>;
     fn uservar(&self, name: &str) -> Value;
 }
@@ -147,7 +147,7 @@ pub fn ev(x: &X, row: &[Value], aggs: &[Value], env: &Env) -> EResult<Value> {
                 _ => Value::Null,
             }
         }
-        X::Func(name, args) => {
+        X::Call(f, args) => {
             let mut vals = Vec::with_capacity(args.len());
             let mut live = limits::Live::default();
             for a in args {
@@ -155,7 +155,7 @@ pub fn ev(x: &X, row: &[Value], aggs: &[Value], env: &Env) -> EResult<Value> {
                 live.hold(&v)?;
                 vals.push(v);
             }
-            eval::call(name, &vals, env.sess)?
+            f.call(&vals, env.sess)?
         }
         X::Case(operand, whens, else_) => {
             let op = match operand {
@@ -178,7 +178,9 @@ pub fn ev(x: &X, row: &[Value], aggs: &[Value], env: &Env) -> EResult<Value> {
             }
         }
         X::Cast(a, t) => eval::cast(ev(a, row, aggs, env)?, *t)?,
-        X::DateAdd(d, n, unit, sign) => eval::date_add(&ev(d, row, aggs, env)?, &ev(n, row, aggs, env)?, unit, *sign)?,
+        X::DateAdd(d, n, unit, sign) => {
+            crate::func::date_add(&ev(d, row, aggs, env)?, &ev(n, row, aggs, env)?, unit, *sign)?
+        }
     })
 }
 
@@ -1093,7 +1095,7 @@ fn walk_cols(x: &X, f: &mut dyn FnMut(usize)) {
             walk_cols(b, f);
             walk_cols(c, f);
         }
-        X::Func(_, l) => {
+        X::Call(_, l) => {
             for v in l {
                 walk_cols(v, f);
             }
@@ -1379,7 +1381,7 @@ pub fn blind_update(h: &TableHandle, col: u16, x: &X, env: &Env) -> Result<Optio
         !matches!(x, X::Col(_)) && {
             let mut ok = true;
             walk_cols(x, &mut |_| ok = false);
-            ok && !matches!(x, X::Func(..) | X::NewCol(_) | X::Sub(_) | X::InSub(..) | X::Exists(..))
+            ok && !matches!(x, X::Call(..) | X::NewCol(_) | X::Sub(_) | X::InSub(..) | X::Exists(..))
         }
     };
     if constant(x) {
