@@ -4,6 +4,9 @@
 //! from opensrv-mysql, whose mysql_common dependency builds C (zlib, zstd) and runs bindgen
 //! (dependencies.md: "plan to own it later").
 
+/// What `@@version_comment` says.
+pub const VERSION_COMMENT: &str = "Tern";
+
 pub mod conns;
 pub mod metrics;
 pub mod proto;

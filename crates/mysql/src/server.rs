@@ -19,9 +19,9 @@ use tern_client::Client;
 use tern_types::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+pub use crate::VERSION_COMMENT;
 /// What the server says it is (clients parse the leading MySQL version).
 pub use tern_sql::{SERVER_VERSION, SqlError};
-pub const VERSION_COMMENT: &str = "Tern";
 
 #[derive(Debug, Clone)]
 pub struct MysqlOptions {

@@ -8,8 +8,8 @@
 //! --root-password` gives it one at the first start). A session reads its privileges when it
 //! signs in (and on COM_CHANGE_USER); GRANT and REVOKE apply to later sign-ins.
 
-use crate::server::SqlError;
 use tern_client::{AbortOption, Client, DdlReq, Exec, OpResult, TableHandle};
+use tern_sql::SqlError;
 use tern_types::{Column, ColumnType, Table, Value};
 
 pub const DB: &str = "mysql";

@@ -177,7 +177,7 @@ pub fn column(c: &ColumnSpec) -> Result<Column, SqlError> {
             Some(Value::Null) => {}
             Some(v) => {
                 let v = match &col.members {
-                    Some(m) => super::write::member_value(m, v),
+                    Some(m) => crate::column::member_value(m, v),
                     None => coerce(ty, v).ok(),
                 };
                 let v =

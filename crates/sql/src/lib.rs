@@ -8,6 +8,7 @@
 //! columns in MySQL's type system.
 
 pub mod ast;
+pub mod column;
 pub mod ddl;
 pub mod eval;
 pub mod func;

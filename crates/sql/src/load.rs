@@ -287,7 +287,7 @@ impl Parse {
             for (c, v) in row.into_iter().enumerate() {
                 let col = &self.h.table.columns[c];
                 let explicit = v.is_some();
-                let v = v.unwrap_or_else(|| super::write::default_of(col));
+                let v = v.unwrap_or_else(|| crate::column::default_of(col));
                 // Empty fields of numeric columns load as 0 / NULL-able as in MySQL's LOCAL mode.
                 let v = match v {
                     Value::Bytes(b)

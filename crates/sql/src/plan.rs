@@ -1578,7 +1578,7 @@ pub fn plan_modify(
             .column_index(c)
             .ok_or_else(|| SqlError::new(1054, "42S22", format!("Unknown column '{c}' in 'field list'")))?;
         let x = match e {
-            Expr::Default => X::Lit(super::write::default_of(&h.table.columns[col])),
+            Expr::Default => X::Lit(crate::column::default_of(&h.table.columns[col])),
             e => cx.x(e)?,
         };
         set_x.push((col as u16, x));
@@ -1633,7 +1633,7 @@ pub fn plan_insert(ins: &Insert, cat: &dyn Catalog, db: Option<&str>) -> Result<
     let empty = Scope { tables: Vec::new() };
     let mut cx =
         Compiler { scope: &empty, cat, db, aggs: None, subs: Vec::new(), clause: "field list", insert_target: None };
-    let default_of = |c: usize| X::Lit(super::write::default_of(&h.table.columns[c]));
+    let default_of = |c: usize| X::Lit(crate::column::default_of(&h.table.columns[c]));
     let mut rows = Vec::new();
     let mut select = None;
     match &ins.source {
