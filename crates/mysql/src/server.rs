@@ -154,56 +154,13 @@ impl MysqlServer {
         }
     }
 
-    async fn serve_conn(self: Arc<Self>, mut s: Stream, conn: &Arc<Conn>) {
-        let id = conn.id;
+    async fn serve_conn(self: Arc<Self>, s: Stream, conn: &Arc<Conn>) {
         let mut buf = Vec::with_capacity(16 << 10);
-        let mut scramble = [0u8; 20];
-        fill_scramble(&mut scramble);
-        let mut out = Vec::new();
-        let hello = proto::handshake_v10(SERVER_VERSION, id, &scramble, status::AUTOCOMMIT, self.tls.is_some());
-        proto::put_packets(&mut out, 0, &hello);
-        if send(&mut s, &out).await.is_err() {
-            return;
-        }
-        // Handshake response (sequence 1), maybe an SSLRequest first and an auth switch, all
-        // within connect_timeout.
-        let Ok(Some((s2, (seq, hr)))) =
-            tokio::time::timeout(self.opts.connect_timeout, self.sign_in(s, &mut buf, &scramble)).await
-        else {
-            return;
-        };
-        let mut s = s2;
-        let caps = hr.capabilities & proto::SERVER_CAPABILITIES;
-        let deprecate_eof = caps & cap::DEPRECATE_EOF != 0;
-        // Several statements in one COM_QUERY only when the client asks (off by default).
-        let mut multi = caps & cap::MULTI_STATEMENTS != 0;
-        let interactive = hr.capabilities & cap::INTERACTIVE != 0;
-        let mut sess = self.session(id, &hr.user, conn);
-        conn.set_user(&hr.user);
-        sess.grants_gen = crate::users::generation();
-        sess.grants = match crate::users::grants(&self.client, &hr.user, "localhost").await {
-            Ok(g) => g,
-            Err(e) => {
-                let _ = self.send_err(&mut s, seq, &e).await;
-                return;
-            }
-        };
-        if let Some(db) = hr.database
-            && !db.is_empty()
-            && let Err(e) = sess.use_db(&db).await
-        {
-            let _ = self.send_err(&mut s, seq, &e).await;
-            return;
-        }
-        let mut out = Vec::new();
-        proto::put_packets(&mut out, seq, &proto::ok_packet(0, 0, sess.status(), 0, ""));
-        if send(&mut s, &out).await.is_err() {
-            return;
-        }
+        let Some((mut s, mut link, mut sess)) = self.open_session(s, &mut buf, conn).await else { return };
         // Commands: each starts a new sequence at 0.
         loop {
             conn.idle(sess.db.as_deref());
-            let idle = sess.idle_timeout(interactive);
+            let idle = sess.idle_timeout(link.interactive);
             let next = tokio::select! {
                 p = tokio::time::timeout(idle, self.read_payload(&mut s, &mut buf)) => p,
                 _ = conn.wake.notified() => Ok(None),
@@ -235,231 +192,11 @@ impl MysqlServer {
             conn.begin(command_name(cmd), (cmd == com::QUERY).then(|| process_info(arg)));
             let _busy = tern_client::frontend::Busy::enter(&self.busy, self.opts.threads);
             let mut out = Vec::new();
-            let err = |out: &mut Vec<u8>, e: &SqlError| {
-                proto::put_packets(out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message));
-            };
-            match cmd {
-                com::QUIT => break,
-                com::PING => {
-                    proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, ""));
-                }
-                com::FIELD_LIST => {
-                    // Column listing for completion (mysql client without -A).
-                    let table = String::from_utf8_lossy(arg.split(|&b| b == 0).next().unwrap_or(&[])).into_owned();
-                    let mut seq = 1;
-                    if let Ok(h) = sess.table(None, &table) {
-                        for (c, col) in h.table.columns.iter().enumerate().filter(|(_, c)| !c.hidden) {
-                            let mut def = tern_sql::plan::column_def(&h, c, &table, &col.name);
-                            def.schema = h.table.database.clone();
-                            let mut p = proto::column_def(&def);
-                            p.push(0xFB);
-                            seq = proto::put_packets(&mut out, seq, &p);
-                        }
-                    }
-                    let end = if deprecate_eof {
-                        proto::eof_ok_packet(sess.status(), 0)
-                    } else {
-                        proto::eof_packet(sess.status(), 0)
-                    };
-                    proto::put_packets(&mut out, seq, &end);
-                }
-                com::SET_OPTION => {
-                    // Multi-statements on (0) / off (1): answered with EOF, as MySQL does.
-                    match arg.first() {
-                        Some(0) => multi = true,
-                        Some(1) => multi = false,
-                        _ => {}
-                    }
-                    proto::put_packets(&mut out, 1, &proto::eof_packet(sess.status(), 0));
-                }
-                com::INIT_DB => {
-                    let db = String::from_utf8_lossy(arg).into_owned();
-                    match sess.use_db(&db).await {
-                        Ok(()) => proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, "")),
-                        Err(e) => proto::put_packets(&mut out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message)),
-                    };
-                }
-                com::QUERY => {
-                    let text = tern_sql::lex::decode_statement(arg);
-                    // CLIENT_MULTI_STATEMENTS (off unless the client asks): each statement's
-                    // result in turn, all but the last with MORE_RESULTS_EXISTS; an error ends
-                    // the run.
-                    let parts =
-                        if multi && text.contains(';') { tern_sql::lex::split_statements(&text) } else { Vec::new() };
-                    if parts.len() > 1 {
-                        let mut seq = 1u8;
-                        let n = parts.len();
-                        for (i, part) in parts.into_iter().enumerate() {
-                            let more = if i + 1 < n { proto::status::MORE_RESULTS_EXISTS } else { 0 };
-                            let t0 = std::time::Instant::now();
-                            let r = sess.query(&part).await;
-                            self.record(&part, t0, r.as_ref().map(|_| ()));
-                            match r {
-                                Ok(Answer::LocalInfile(_)) => {
-                                    let e = SqlError::new(
-                                        1295,
-                                        "HY000",
-                                        "LOAD DATA LOCAL is not allowed among multiple statements",
-                                    );
-                                    proto::put_packets(
-                                        &mut out,
-                                        seq,
-                                        &proto::err_packet(e.errno, e.sqlstate, &e.message),
-                                    );
-                                    break;
-                                }
-                                Ok(a) => seq = put_answer_at(&mut out, seq, more, &sess, a, deprecate_eof, false),
-                                Err(e) => {
-                                    proto::put_packets(
-                                        &mut out,
-                                        seq,
-                                        &proto::err_packet(e.errno, e.sqlstate, &e.message),
-                                    );
-                                    break;
-                                }
-                            }
-                        }
-                    } else {
-                        let sql = parts.into_iter().next().unwrap_or(text);
-                        let t0 = std::time::Instant::now();
-                        let r = sess.query(&sql).await;
-                        self.record(&sql, t0, r.as_ref().map(|_| ()));
-                        match r {
-                            Ok(Answer::LocalInfile(job)) => {
-                                match self.local_infile(&mut s, &mut buf, &mut sess, *job, caps).await {
-                                    Some(o) => out = o,
-                                    None => break,
-                                }
-                            }
-                            Ok(a) => put_answer(&mut out, &sess, a, deprecate_eof, false),
-                            Err(e) => err(&mut out, &e),
-                        }
-                    }
-                }
-                com::STMT_PREPARE => {
-                    let sql = tern_sql::lex::decode_statement(arg);
-                    match sess.prepare_stmt(&sql).await {
-                        Ok(prep) => {
-                            let id = sess.next_stmt;
-                            sess.next_stmt = sess.next_stmt.wrapping_add(1).max(1);
-                            let columns = prep.columns();
-                            let mut p = vec![0u8];
-                            p.extend_from_slice(&id.to_le_bytes());
-                            p.extend_from_slice(&(columns.len() as u16).to_le_bytes());
-                            p.extend_from_slice(&(prep.params as u16).to_le_bytes());
-                            p.push(0);
-                            p.extend_from_slice(&0u16.to_le_bytes());
-                            let mut seq = proto::put_packets(&mut out, 1, &p);
-                            if prep.params > 0 {
-                                for _ in 0..prep.params {
-                                    let d = ColumnDef::expr("?", proto::ty::VAR_STRING, 0);
-                                    seq = proto::put_packets(&mut out, seq, &proto::column_def(&d));
-                                }
-                                if !deprecate_eof {
-                                    seq = proto::put_packets(&mut out, seq, &proto::eof_packet(sess.status(), 0));
-                                }
-                            }
-                            if !columns.is_empty() {
-                                for c in &columns {
-                                    seq = proto::put_packets(&mut out, seq, &proto::column_def(c));
-                                }
-                                if !deprecate_eof {
-                                    proto::put_packets(&mut out, seq, &proto::eof_packet(sess.status(), 0));
-                                }
-                            }
-                            if sess.stmts.len() >= STMTS_MAX {
-                                let e = SqlError::new(
-                                    1461,
-                                    "42000",
-                                    format!(
-                                        "Can't create more than max_prepared_stmt_count statements (current value: {STMTS_MAX})"
-                                    ),
-                                );
-                                out.clear();
-                                err(&mut out, &e);
-                            } else {
-                                sess.stmts.insert(
-                                    id,
-                                    Stmt { prep, sql: sql.into(), types: Vec::new(), long_data: Default::default() },
-                                );
-                            }
-                        }
-                        Err(e) => err(&mut out, &e),
-                    }
-                }
-                com::STMT_EXECUTE => match execute_args(&mut sess, arg) {
-                    Ok((prep, sql, params)) => {
-                        let t0 = std::time::Instant::now();
-                        let r = sess.execute_stmt(&prep, &sql, &params).await;
-                        self.record(&sql, t0, r.as_ref().map(|_| ()));
-                        match r {
-                            Ok(a) => put_answer(&mut out, &sess, a, deprecate_eof, true),
-                            Err(e) => err(&mut out, &e),
-                        }
-                    }
-                    Err(e) => err(&mut out, &e),
-                },
-                com::STMT_SEND_LONG_DATA => {
-                    if arg.len() >= 6 {
-                        let id = u32::from_le_bytes(arg[0..4].try_into().expect("4 bytes"));
-                        let param = u16::from_le_bytes(arg[4..6].try_into().expect("2 bytes"));
-                        if let Some(st) = sess.stmts.get_mut(&id) {
-                            let d = st.long_data.entry(param).or_default();
-                            if d.len() + arg.len() - 6 <= self.opts.max_packet {
-                                d.extend_from_slice(&arg[6..]);
-                            }
-                        }
-                    }
-                    continue; // no response
-                }
-                com::STMT_CLOSE => {
-                    if arg.len() >= 4 {
-                        sess.stmts.remove(&u32::from_le_bytes(arg[0..4].try_into().expect("4 bytes")));
-                    }
-                    continue; // no response
-                }
-                com::STMT_RESET => {
-                    let id =
-                        if arg.len() >= 4 { u32::from_le_bytes(arg[0..4].try_into().expect("4 bytes")) } else { 0 };
-                    match sess.stmts.get_mut(&id) {
-                        Some(st) => {
-                            st.long_data.clear();
-                            proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, ""));
-                        }
-                        None => err(&mut out, &unknown_stmt(id, "mysqld_stmt_reset")),
-                    }
-                }
-                com::PROCESS_KILL => {
-                    // The old protocol's KILL <id>: a connection kill.
-                    match arg.get(..4) {
-                        Some(b) => {
-                            let target = u32::from_le_bytes(b.try_into().expect("4 bytes"));
-                            match sess.kill(target, false) {
-                                Ok(()) => {
-                                    proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, ""));
-                                }
-                                Err(e) => err(&mut out, &e),
-                            }
-                        }
-                        None => err(&mut out, &SqlError::new(1047, "08S01", "Unknown command")),
-                    }
-                }
-                com::RESET_CONNECTION => {
-                    let db = sess.db.clone();
-                    let grants = sess.grants.take();
-                    sess = self.session(id, &hr.user, conn);
-                    sess.grants = grants;
-                    sess.db = db;
-                    proto::put_packets(&mut out, 1, &proto::ok_packet(0, 0, sess.status(), 0, ""));
-                }
-                other => {
-                    let e = SqlError::new(1047, "08S01", format!("Unknown command {other:#04x}"));
-                    proto::put_packets(&mut out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message));
-                }
-            }
-            if out.len() > 64 << 20 {
-                // A result bigger than the client may accept in one go is still sent whole;
-                // the client's max_allowed_packet applies to single rows.
+            let mut cx = Cx { s: &mut s, buf: &mut buf, sess: &mut sess, link: &mut link, conn, out: &mut out };
+            match self.command(cmd, arg, &mut cx).await {
+                Then::Reply => {}
+                Then::Silent => continue,
+                Then::Close => break,
             }
             if conn.interrupt.connection_killed() {
                 // KILL CONNECTION: the statement that ran was interrupted; say why, then close.
@@ -474,6 +211,191 @@ impl MysqlServer {
         }
         // An open transaction of a closed connection rolls back (dropping it sends the rollback).
         drop(sess);
+    }
+
+    /// The handshake, sign-in (within connect_timeout), the account's grants and the initial
+    /// database, answered with OK: the connection ready for commands. None: refused (its error
+    /// sent) or gone.
+    async fn open_session(
+        &self,
+        mut s: Stream,
+        buf: &mut Vec<u8>,
+        conn: &Arc<Conn>,
+    ) -> Option<(Stream, Link, Session)> {
+        let id = conn.id;
+        let mut scramble = [0u8; 20];
+        fill_scramble(&mut scramble);
+        let mut out = Vec::new();
+        let hello = proto::handshake_v10(SERVER_VERSION, id, &scramble, status::AUTOCOMMIT, self.tls.is_some());
+        proto::put_packets(&mut out, 0, &hello);
+        send(&mut s, &out).await.ok()?;
+        // Handshake response (sequence 1), maybe an SSLRequest first and an auth switch, all
+        // within connect_timeout.
+        let Ok(Some((mut s, (seq, hr)))) =
+            tokio::time::timeout(self.opts.connect_timeout, self.sign_in(s, buf, &scramble)).await
+        else {
+            return None;
+        };
+        let caps = hr.capabilities & proto::SERVER_CAPABILITIES;
+        let link = Link {
+            user: hr.user.clone(),
+            caps,
+            deprecate_eof: caps & cap::DEPRECATE_EOF != 0,
+            // Several statements in one COM_QUERY only when the client asks (off by default).
+            multi: caps & cap::MULTI_STATEMENTS != 0,
+            interactive: hr.capabilities & cap::INTERACTIVE != 0,
+        };
+        let mut sess = self.session(id, &hr.user, conn);
+        conn.set_user(&hr.user);
+        sess.grants_gen = crate::users::generation();
+        sess.grants = match crate::users::grants(&self.client, &hr.user, "localhost").await {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = self.send_err(&mut s, seq, &e).await;
+                return None;
+            }
+        };
+        if let Some(db) = hr.database
+            && !db.is_empty()
+            && let Err(e) = sess.use_db(&db).await
+        {
+            let _ = self.send_err(&mut s, seq, &e).await;
+            return None;
+        }
+        let mut out = Vec::new();
+        proto::put_packets(&mut out, seq, &proto::ok_packet(0, 0, sess.status(), 0, ""));
+        send(&mut s, &out).await.ok()?;
+        Some((s, link, sess))
+    }
+
+    /// Runs one command, its answer in `cx.out`.
+    async fn command(&self, cmd: u8, arg: &[u8], cx: &mut Cx<'_>) -> Then {
+        let out = &mut *cx.out;
+        let sess = &mut *cx.sess;
+        match cmd {
+            com::QUIT => return Then::Close,
+            com::PING => ok(out, sess),
+            com::FIELD_LIST => field_list(out, sess, arg, cx.link.deprecate_eof),
+            com::SET_OPTION => {
+                // Multi-statements on (0) / off (1): answered with EOF, as MySQL does.
+                match arg.first() {
+                    Some(0) => cx.link.multi = true,
+                    Some(1) => cx.link.multi = false,
+                    _ => {}
+                }
+                proto::put_packets(out, 1, &proto::eof_packet(sess.status(), 0));
+            }
+            com::INIT_DB => match sess.use_db(&String::from_utf8_lossy(arg)).await {
+                Ok(()) => ok(out, sess),
+                Err(e) => err(out, &e),
+            },
+            com::QUERY => return self.query(arg, cx).await,
+            com::STMT_PREPARE => stmt_prepare(out, sess, arg, cx.link.deprecate_eof).await,
+            com::STMT_EXECUTE => match execute_args(sess, arg) {
+                Ok((prep, sql, params)) => {
+                    let t0 = std::time::Instant::now();
+                    let r = sess.execute_stmt(&prep, &sql, &params).await;
+                    self.record(&sql, t0, r.as_ref().map(|_| ()));
+                    match r {
+                        Ok(a) => put_answer(out, sess, a, cx.link.deprecate_eof, true),
+                        Err(e) => err(out, &e),
+                    }
+                }
+                Err(e) => err(out, &e),
+            },
+            com::STMT_SEND_LONG_DATA => {
+                if arg.len() >= 6 {
+                    let id = u32::from_le_bytes(arg[0..4].try_into().expect("4 bytes"));
+                    let param = u16::from_le_bytes(arg[4..6].try_into().expect("2 bytes"));
+                    if let Some(st) = sess.stmts.get_mut(&id) {
+                        let d = st.long_data.entry(param).or_default();
+                        if d.len() + arg.len() - 6 <= self.opts.max_packet {
+                            d.extend_from_slice(&arg[6..]);
+                        }
+                    }
+                }
+                return Then::Silent;
+            }
+            com::STMT_CLOSE => {
+                if arg.len() >= 4 {
+                    sess.stmts.remove(&u32::from_le_bytes(arg[0..4].try_into().expect("4 bytes")));
+                }
+                return Then::Silent;
+            }
+            com::STMT_RESET => {
+                let id = if arg.len() >= 4 { u32::from_le_bytes(arg[0..4].try_into().expect("4 bytes")) } else { 0 };
+                match sess.stmts.get_mut(&id) {
+                    Some(st) => {
+                        st.long_data.clear();
+                        ok(out, sess);
+                    }
+                    None => err(out, &unknown_stmt(id, "mysqld_stmt_reset")),
+                }
+            }
+            // The old protocol's KILL <id>: a connection kill.
+            com::PROCESS_KILL => match arg.get(..4) {
+                Some(b) => match sess.kill(u32::from_le_bytes(b.try_into().expect("4 bytes")), false) {
+                    Ok(()) => ok(out, sess),
+                    Err(e) => err(out, &e),
+                },
+                None => err(out, &SqlError::new(1047, "08S01", "Unknown command")),
+            },
+            com::RESET_CONNECTION => {
+                let db = sess.db.clone();
+                let grants = sess.grants.take();
+                *sess = self.session(cx.conn.id, &cx.link.user, cx.conn);
+                sess.grants = grants;
+                sess.db = db;
+                ok(out, sess);
+            }
+            other => err(out, &SqlError::new(1047, "08S01", format!("Unknown command {other:#04x}"))),
+        }
+        Then::Reply
+    }
+
+    /// COM_QUERY. With CLIENT_MULTI_STATEMENTS (off unless the client asks) each statement's
+    /// result in turn, all but the last with MORE_RESULTS_EXISTS; an error ends the run.
+    async fn query(&self, arg: &[u8], cx: &mut Cx<'_>) -> Then {
+        let text = tern_sql::lex::decode_statement(arg);
+        let parts =
+            if cx.link.multi && text.contains(';') { tern_sql::lex::split_statements(&text) } else { Vec::new() };
+        if parts.len() > 1 {
+            let mut seq = 1u8;
+            let n = parts.len();
+            for (i, part) in parts.into_iter().enumerate() {
+                let more = if i + 1 < n { proto::status::MORE_RESULTS_EXISTS } else { 0 };
+                let t0 = std::time::Instant::now();
+                let r = cx.sess.query(&part).await;
+                self.record(&part, t0, r.as_ref().map(|_| ()));
+                match r {
+                    Ok(Answer::LocalInfile(_)) => {
+                        let e =
+                            SqlError::new(1295, "HY000", "LOAD DATA LOCAL is not allowed among multiple statements");
+                        proto::put_packets(cx.out, seq, &proto::err_packet(e.errno, e.sqlstate, &e.message));
+                        break;
+                    }
+                    Ok(a) => seq = put_answer_at(cx.out, seq, more, cx.sess, a, cx.link.deprecate_eof, false),
+                    Err(e) => {
+                        proto::put_packets(cx.out, seq, &proto::err_packet(e.errno, e.sqlstate, &e.message));
+                        break;
+                    }
+                }
+            }
+            return Then::Reply;
+        }
+        let sql = parts.into_iter().next().unwrap_or(text);
+        let t0 = std::time::Instant::now();
+        let r = cx.sess.query(&sql).await;
+        self.record(&sql, t0, r.as_ref().map(|_| ()));
+        match r {
+            Ok(Answer::LocalInfile(job)) => match self.local_infile(cx.s, cx.buf, cx.sess, *job, cx.link.caps).await {
+                Some(o) => *cx.out = o,
+                None => return Then::Close,
+            },
+            Ok(a) => put_answer(cx.out, cx.sess, a, cx.link.deprecate_eof, false),
+            Err(e) => err(cx.out, &e),
+        }
+        Then::Reply
     }
 
     /// root's password at start (`root_password`), and no port beyond loopback while root has
@@ -605,61 +527,7 @@ impl MysqlServer {
                             }
                             fast
                         }
-                        None => {
-                            // Full authentication: the password itself, over TLS, or encrypted
-                            // with the server's RSA key (`rsa_auth`).
-                            let mut out = Vec::new();
-                            proto::put_packets(&mut out, seq, &proto::SHA2_FULL_AUTH);
-                            send(s, &out).await.ok()?;
-                            let (s3, mut p) = self.read_payload(s, buf).await?;
-                            seq = s3.wrapping_add(1);
-                            if !s.is_tls() {
-                                let refuse = |why: &str| {
-                                    SqlError::new(
-                                        1045,
-                                        "28000",
-                                        format!("Access denied for user '{}'@'localhost' ({why})", hr.user),
-                                    )
-                                };
-                                let Some(keys) = self.rsa_keys().await else {
-                                    let e = refuse("the server's RSA key could not be made; connect with TLS");
-                                    let _ = self.send_err(s, seq, &e).await;
-                                    return None;
-                                };
-                                if p == [crate::rsa_auth::REQUEST_PUBLIC_KEY] {
-                                    let mut more = vec![0x01];
-                                    more.extend_from_slice(keys.pem().as_bytes());
-                                    let mut out = Vec::new();
-                                    proto::put_packets(&mut out, seq, &more);
-                                    send(s, &out).await.ok()?;
-                                    let (s4, q) = self.read_payload(s, buf).await?;
-                                    seq = s4.wrapping_add(1);
-                                    p = q;
-                                }
-                                match keys.password(&p, scramble) {
-                                    Some(mut pw) => {
-                                        pw.push(0);
-                                        p = pw;
-                                    }
-                                    None => {
-                                        // A client that sent its password in the clear (it
-                                        // thought the connection secure) gets MySQL's refusal.
-                                        let e = refuse("using password: YES");
-                                        let _ = self.send_err(s, seq, &e).await;
-                                        return None;
-                                    }
-                                }
-                            }
-                            let pw = p.strip_suffix(&[0]).unwrap_or(&p);
-                            let text = String::from_utf8_lossy(stored);
-                            let good = proto::sha2_stored_ok(&text, pw);
-                            if good {
-                                let h = tern_types::digest::sha256(&tern_types::digest::sha256(pw));
-                                let mut cache = self.sha2_cache.lock().unwrap_or_else(|e| e.into_inner());
-                                cache.insert(hr.user.clone(), (stored.clone(), h));
-                            }
-                            good
-                        }
+                        None => self.sha2_full_auth(s, buf, scramble, &mut seq, &hr.user, stored).await?,
                     }
                 }
             },
@@ -678,6 +546,67 @@ impl MysqlServer {
             return None;
         }
         Some((seq, hr))
+    }
+
+    /// caching_sha2_password's full authentication: the password itself, over TLS, or encrypted
+    /// with the server's RSA key (`rsa_auth`); a good one is cached for the fast path. Some(whether
+    /// it matches `stored`), None when the connection is refused (its error sent) or gone.
+    async fn sha2_full_auth(
+        &self,
+        s: &mut Stream,
+        buf: &mut Vec<u8>,
+        scramble: &[u8; 20],
+        seq: &mut u8,
+        user: &str,
+        stored: &[u8],
+    ) -> Option<bool> {
+        let mut out = Vec::new();
+        proto::put_packets(&mut out, *seq, &proto::SHA2_FULL_AUTH);
+        send(s, &out).await.ok()?;
+        let (s3, mut p) = self.read_payload(s, buf).await?;
+        *seq = s3.wrapping_add(1);
+        if !s.is_tls() {
+            let refuse = |why: &str| {
+                SqlError::new(1045, "28000", format!("Access denied for user '{user}'@'localhost' ({why})"))
+            };
+            let Some(keys) = self.rsa_keys().await else {
+                let e = refuse("the server's RSA key could not be made; connect with TLS");
+                let _ = self.send_err(s, *seq, &e).await;
+                return None;
+            };
+            if p == [crate::rsa_auth::REQUEST_PUBLIC_KEY] {
+                let mut more = vec![0x01];
+                more.extend_from_slice(keys.pem().as_bytes());
+                let mut out = Vec::new();
+                proto::put_packets(&mut out, *seq, &more);
+                send(s, &out).await.ok()?;
+                let (s4, q) = self.read_payload(s, buf).await?;
+                *seq = s4.wrapping_add(1);
+                p = q;
+            }
+            match keys.password(&p, scramble) {
+                Some(mut pw) => {
+                    pw.push(0);
+                    p = pw;
+                }
+                None => {
+                    // A client that sent its password in the clear (it
+                    // thought the connection secure) gets MySQL's refusal.
+                    let e = refuse("using password: YES");
+                    let _ = self.send_err(s, *seq, &e).await;
+                    return None;
+                }
+            }
+        }
+        let pw = p.strip_suffix(&[0]).unwrap_or(&p);
+        let text = String::from_utf8_lossy(stored);
+        let good = proto::sha2_stored_ok(&text, pw);
+        if good {
+            let h = tern_types::digest::sha256(&tern_types::digest::sha256(pw));
+            let mut cache = self.sha2_cache.lock().unwrap_or_else(|e| e.into_inner());
+            cache.insert(user.to_string(), (stored.to_vec(), h));
+        }
+        Some(good)
     }
 
     /// The RSA key pair of `caching_sha2_password` (made on tokio's blocking pool at the first
@@ -884,6 +813,107 @@ fn run_on_boxed(
         Ok(())
     };
     tern_client::frontend::run_front_end(on, own, "MySQL", connect, serve, ready)
+}
+
+/// How a signed-in connection talks: what its client asked for at the handshake.
+struct Link {
+    user: String,
+    caps: u32,
+    deprecate_eof: bool,
+    /// Several statements in one COM_QUERY (CLIENT_MULTI_STATEMENTS, COM_SET_OPTION).
+    multi: bool,
+    interactive: bool,
+}
+
+/// What one command works with: the connection's stream and read buffer, its session, and the
+/// answer being built.
+struct Cx<'a> {
+    s: &'a mut Stream,
+    buf: &'a mut Vec<u8>,
+    sess: &'a mut Session,
+    link: &'a mut Link,
+    conn: &'a Arc<Conn>,
+    out: &'a mut Vec<u8>,
+}
+
+/// What the connection does after a command.
+enum Then {
+    /// Send the answer.
+    Reply,
+    /// The command has no answer (COM_STMT_SEND_LONG_DATA, COM_STMT_CLOSE).
+    Silent,
+    Close,
+}
+
+fn ok(out: &mut Vec<u8>, sess: &Session) {
+    proto::put_packets(out, 1, &proto::ok_packet(0, 0, sess.status(), 0, ""));
+}
+
+fn err(out: &mut Vec<u8>, e: &SqlError) {
+    proto::put_packets(out, 1, &proto::err_packet(e.errno, e.sqlstate, &e.message));
+}
+
+/// COM_FIELD_LIST: a table's column definitions, for completion (mysql client without -A).
+fn field_list(out: &mut Vec<u8>, sess: &Session, arg: &[u8], deprecate_eof: bool) {
+    let table = String::from_utf8_lossy(arg.split(|&b| b == 0).next().unwrap_or(&[])).into_owned();
+    let mut seq = 1;
+    if let Ok(h) = sess.table(None, &table) {
+        for (c, col) in h.table.columns.iter().enumerate().filter(|(_, c)| !c.hidden) {
+            let mut def = tern_sql::plan::column_def(&h, c, &table, &col.name);
+            def.schema = h.table.database.clone();
+            let mut p = proto::column_def(&def);
+            p.push(0xFB);
+            seq = proto::put_packets(out, seq, &p);
+        }
+    }
+    let end = if deprecate_eof { proto::eof_ok_packet(sess.status(), 0) } else { proto::eof_packet(sess.status(), 0) };
+    proto::put_packets(out, seq, &end);
+}
+
+/// COM_STMT_PREPARE: the statement's id, its parameters and result columns (at most
+/// STMTS_MAX statements per session).
+async fn stmt_prepare(out: &mut Vec<u8>, sess: &mut Session, arg: &[u8], deprecate_eof: bool) {
+    let sql = tern_sql::lex::decode_statement(arg);
+    let prep = match sess.prepare_stmt(&sql).await {
+        Ok(p) => p,
+        Err(e) => return err(out, &e),
+    };
+    if sess.stmts.len() >= STMTS_MAX {
+        let e = SqlError::new(
+            1461,
+            "42000",
+            format!("Can't create more than max_prepared_stmt_count statements (current value: {STMTS_MAX})"),
+        );
+        return err(out, &e);
+    }
+    let id = sess.next_stmt;
+    sess.next_stmt = sess.next_stmt.wrapping_add(1).max(1);
+    let columns = prep.columns();
+    let mut p = vec![0u8];
+    p.extend_from_slice(&id.to_le_bytes());
+    p.extend_from_slice(&(columns.len() as u16).to_le_bytes());
+    p.extend_from_slice(&(prep.params as u16).to_le_bytes());
+    p.push(0);
+    p.extend_from_slice(&0u16.to_le_bytes());
+    let mut seq = proto::put_packets(out, 1, &p);
+    if prep.params > 0 {
+        for _ in 0..prep.params {
+            let d = ColumnDef::expr("?", proto::ty::VAR_STRING, 0);
+            seq = proto::put_packets(out, seq, &proto::column_def(&d));
+        }
+        if !deprecate_eof {
+            seq = proto::put_packets(out, seq, &proto::eof_packet(sess.status(), 0));
+        }
+    }
+    if !columns.is_empty() {
+        for c in &columns {
+            seq = proto::put_packets(out, seq, &proto::column_def(c));
+        }
+        if !deprecate_eof {
+            proto::put_packets(out, seq, &proto::eof_packet(sess.status(), 0));
+        }
+    }
+    sess.stmts.insert(id, Stmt { prep, sql: sql.into(), types: Vec::new(), long_data: Default::default() });
 }
 
 fn unknown_stmt(id: u32, what: &str) -> SqlError {

@@ -1036,45 +1036,13 @@ fn computed_def(name: &str, t: (u8, u32, u8)) -> ColumnDef {
     d
 }
 
-/// Plans a SELECT.
-pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<SelectPlan, SqlError> {
-    let mut handles = Vec::new();
-    for t in &q.from {
-        let h = cat.table(t.db.as_deref().or(db), &t.name)?;
-        handles.push((t.alias.clone().unwrap_or_else(|| t.name.clone()), h));
-    }
-    let mut scope = Scope { tables: Vec::new() };
-    let mut off = 0;
-    for (alias, h) in &handles {
-        scope.tables.push((alias.clone(), h, off));
-        off += h.table.columns.len();
-    }
-    let width = scope.width();
-    let mut cx =
-        Compiler { scope: &scope, cat, db, aggs: None, subs: Vec::new(), clause: "where clause", insert_target: None };
-    // WHERE and ON conditions.
-    let mut filter = Vec::new();
-    if let Some(w) = &q.filter {
-        conjuncts(cx.x(w)?, &mut filter);
-    }
-    cx.clause = "on clause";
-    let mut on_conds: Vec<Vec<X>> = vec![Vec::new(); handles.len()];
-    for (i, t) in q.from.iter().enumerate() {
-        if let Some((kind, Some(on))) = &t.join {
-            let mut v = Vec::new();
-            conjuncts(cx.x(on)?, &mut v);
-            if *kind == JoinKind::Left {
-                on_conds[i] = v;
-            } else {
-                filter.extend(v);
-            }
-        }
-    }
-    // Select items.
-    cx.clause = "field list";
-    cx.aggs = Some(Vec::new());
+/// A select item's result-column name and, for a plain column, its (table, column).
+type ItemName = (String, Option<(usize, usize)>);
+
+/// The select list compiled: `*` and `t.*` expanded, each item's name (alias or text).
+fn select_items(q: &Select, scope: &Scope, cx: &mut Compiler) -> Result<(Vec<X>, Vec<ItemName>), SqlError> {
     let mut items = Vec::new();
-    let mut names: Vec<(String, Option<(usize, usize)>)> = Vec::new();
+    let mut names: Vec<ItemName> = Vec::new();
     for it in &q.items {
         match it {
             SelectItem::Star(t) => {
@@ -1117,75 +1085,27 @@ pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<Se
             }
         }
     }
-    // HAVING, ORDER BY, GROUP BY may name select aliases.
-    let alias_of = |e: &Expr, items: &[X]| -> Option<X> {
-        match e {
-            Expr::Column { table: None, name } => {
-                names.iter().position(|(n, _)| n.eq_ignore_ascii_case(name)).map(|i| items[i].clone())
-            }
-            Expr::Lit(Value::Int(k)) if *k >= 1 && (*k as usize) <= items.len() => Some(items[*k as usize - 1].clone()),
-            _ => None,
-        }
-    };
-    cx.clause = "having clause";
-    let having = match &q.having {
-        Some(h) => Some(match cx.x(h) {
-            Ok(x) => x,
-            Err(e) if e.errno == 1054 => substitute_aliases(h, &names, &items, &mut cx)?,
-            Err(e) => return Err(e),
-        }),
-        None => None,
-    };
-    cx.clause = "order clause";
-    let mut order = Vec::new();
-    for (e, desc) in &q.order_by {
-        if !q.unions.is_empty() {
-            // After a UNION, ORDER BY names result columns (by name, alias or position); the
-            // executor evaluates these against the result rows.
-            let i = match e {
-                Expr::Column { name, .. } => names.iter().position(|(n, _)| n.eq_ignore_ascii_case(name)),
-                Expr::Lit(Value::Int(k)) if *k >= 1 && (*k as usize) <= items.len() => Some(*k as usize - 1),
-                _ => None,
-            };
-            let Some(i) = i else {
-                return Err(SqlError::new(1054, "42S22", "Unknown column in 'order clause'"));
-            };
-            order.push((X::Col(i), *desc));
-            continue;
-        }
-        let x = match cx.x(e) {
-            Ok(x) if !matches!(e, Expr::Lit(_)) => x,
-            Ok(_) | Err(_) if alias_of(e, &items).is_some() => alias_of(e, &items).expect("checked"),
-            Ok(x) => x,
-            Err(err) => return Err(err),
-        };
-        order.push((member_order(&scope, x), *desc));
-    }
-    cx.clause = "group statement";
-    let saved = cx.aggs.take();
-    let mut group_by = Vec::new();
-    for e in &q.group_by {
-        let x = match cx.x(e) {
-            Ok(x) if !matches!(e, Expr::Lit(_)) => x,
-            Ok(_) | Err(_) if alias_of(e, &items).is_some() => alias_of(e, &items).expect("checked"),
-            Ok(x) => x,
-            Err(err) => return Err(err),
-        };
-        group_by.push(x);
-    }
-    cx.aggs = saved;
-    let aggs = cx.aggs.take().unwrap_or_default();
-    let grouped = !aggs.is_empty() || !group_by.is_empty();
-    let limit = match &q.limit {
-        Some(e) => Some(cx.x(e)?),
-        None => None,
-    };
-    let offset = match &q.offset {
-        Some(e) => Some(cx.x(e)?),
-        None => None,
-    };
-    let mut subs = std::mem::take(&mut cx.subs);
-    // Access paths, in FROM order.
+    Ok((items, names))
+}
+
+/// What choosing the tables' access paths reads.
+struct Sourcing<'a> {
+    q: &'a Select,
+    handles: &'a [(String, TableHandle)],
+    scope: &'a Scope<'a>,
+    on_conds: &'a [Vec<X>],
+    items: &'a [X],
+    order: &'a [(X, bool)],
+    group_by: &'a [X],
+    aggs: &'a [Agg],
+    having: Option<&'a X>,
+}
+
+/// Each table's access path, pushed conditions and needed columns, in FROM order; true when
+/// every WHERE condition went to the only table's data node exactly. A single-table key lookup
+/// takes its key conditions out of `filter` (they hold by construction).
+fn sources(w: &Sourcing, filter: &mut Vec<X>) -> (Vec<Src>, bool) {
+    let Sourcing { q, handles, scope, on_conds, items, order, group_by, aggs, having } = *w;
     let mut srcs = Vec::new();
     let mut all_pushed = true;
     for (i, (alias, h)) in handles.iter().enumerate() {
@@ -1210,12 +1130,12 @@ pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<Se
         for x in items.iter().chain(filter.iter()).chain(order.iter().map(|(x, _)| x)).chain(group_by.iter()) {
             collect_cols(x, off, n, &mut needed);
         }
-        for a in &aggs {
+        for a in aggs {
             if let Some(x) = &a.arg {
                 collect_cols(x, off, n, &mut needed);
             }
         }
-        if let Some(hv) = &having {
+        if let Some(hv) = having {
             collect_cols(hv, off, n, &mut needed);
         }
         for c in on_conds.iter().flatten() {
@@ -1248,9 +1168,12 @@ pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<Se
             needed,
         });
     }
-    // ORDER BY on the single table's index prefix lets the scan deliver rows in order.
-    let mut scan_order = None;
-    if srcs.len() == 1 && !grouped && !q.distinct && !order.is_empty() {
+    (srcs, all_pushed)
+}
+
+/// The direction a single table's index scan delivers rows in ORDER BY's order, if it does.
+fn scan_order_of(srcs: &[Src], order: &[(X, bool)]) -> Option<bool> {
+    if srcs.len() == 1 && !order.is_empty() {
         let s = &srcs[0];
         let desc = order[0].1;
         let cols: Option<Vec<u16>> = order
@@ -1262,18 +1185,15 @@ pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<Se
         {
             let eqn = ranges[0].eq.len();
             if index.columns.len() >= eqn + cols.len() && index.columns[eqn..eqn + cols.len()] == cols[..] {
-                scan_order = Some(desc);
+                return Some(desc);
             }
         }
     }
-    let push_limit = srcs.len() == 1
-        && all_pushed
-        && !grouped
-        && !q.distinct
-        && (order.is_empty() || scan_order.is_some())
-        && q.unions.is_empty()
-        && q.lock.is_none();
-    // Result columns.
+    None
+}
+
+/// The result columns' definitions: a plain column's own, a computed value's by its type.
+fn result_columns(scope: &Scope, items: &[X], names: &[ItemName], aggs: &[Agg]) -> Vec<ColumnDef> {
     let mut src_types = Vec::new();
     for (_, h, off) in &scope.tables {
         for (c, col) in h.table.columns.iter().enumerate() {
@@ -1281,16 +1201,163 @@ pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<Se
         }
     }
     let mut columns = Vec::new();
-    for (x, (name, src)) in items.iter().zip(&names) {
+    for (x, (name, src)) in items.iter().zip(names) {
         let def = match (x, src) {
             (X::Col(_), Some((ti, c))) => {
                 let (alias, h, _) = &scope.tables[*ti];
                 column_def(h, *c, alias, name)
             }
-            _ => computed_def(name, expr_type(x, &src_types, &aggs)),
+            _ => computed_def(name, expr_type(x, &src_types, aggs)),
         };
         columns.push(def);
     }
+    columns
+}
+
+/// HAVING, ORDER BY and GROUP BY compiled; they may name select aliases and positions (after
+/// a UNION, ORDER BY names result columns only).
+#[allow(clippy::type_complexity)]
+fn clauses(
+    q: &Select,
+    scope: &Scope,
+    cx: &mut Compiler,
+    items: &[X],
+    names: &[ItemName],
+) -> Result<(Option<X>, Vec<(X, bool)>, Vec<X>), SqlError> {
+    let alias_of = |e: &Expr, items: &[X]| -> Option<X> {
+        match e {
+            Expr::Column { table: None, name } => {
+                names.iter().position(|(n, _)| n.eq_ignore_ascii_case(name)).map(|i| items[i].clone())
+            }
+            Expr::Lit(Value::Int(k)) if *k >= 1 && (*k as usize) <= items.len() => Some(items[*k as usize - 1].clone()),
+            _ => None,
+        }
+    };
+    cx.clause = "having clause";
+    let having = match &q.having {
+        Some(h) => Some(match cx.x(h) {
+            Ok(x) => x,
+            Err(e) if e.errno == 1054 => substitute_aliases(h, names, items, cx)?,
+            Err(e) => return Err(e),
+        }),
+        None => None,
+    };
+    cx.clause = "order clause";
+    let mut order = Vec::new();
+    for (e, desc) in &q.order_by {
+        if !q.unions.is_empty() {
+            // After a UNION, ORDER BY names result columns (by name, alias or position); the
+            // executor evaluates these against the result rows.
+            let i = match e {
+                Expr::Column { name, .. } => names.iter().position(|(n, _)| n.eq_ignore_ascii_case(name)),
+                Expr::Lit(Value::Int(k)) if *k >= 1 && (*k as usize) <= items.len() => Some(*k as usize - 1),
+                _ => None,
+            };
+            let Some(i) = i else {
+                return Err(SqlError::new(1054, "42S22", "Unknown column in 'order clause'"));
+            };
+            order.push((X::Col(i), *desc));
+            continue;
+        }
+        let x = match cx.x(e) {
+            Ok(x) if !matches!(e, Expr::Lit(_)) => x,
+            Ok(_) | Err(_) if alias_of(e, items).is_some() => alias_of(e, items).expect("checked"),
+            Ok(x) => x,
+            Err(err) => return Err(err),
+        };
+        order.push((member_order(scope, x), *desc));
+    }
+    cx.clause = "group statement";
+    let saved = cx.aggs.take();
+    let mut group_by = Vec::new();
+    for e in &q.group_by {
+        let x = match cx.x(e) {
+            Ok(x) if !matches!(e, Expr::Lit(_)) => x,
+            Ok(_) | Err(_) if alias_of(e, items).is_some() => alias_of(e, items).expect("checked"),
+            Ok(x) => x,
+            Err(err) => return Err(err),
+        };
+        group_by.push(x);
+    }
+    cx.aggs = saved;
+    Ok((having, order, group_by))
+}
+
+/// Plans a SELECT.
+pub fn plan_select(q: &Select, cat: &dyn Catalog, db: Option<&str>) -> Result<SelectPlan, SqlError> {
+    let mut handles = Vec::new();
+    for t in &q.from {
+        let h = cat.table(t.db.as_deref().or(db), &t.name)?;
+        handles.push((t.alias.clone().unwrap_or_else(|| t.name.clone()), h));
+    }
+    let mut scope = Scope { tables: Vec::new() };
+    let mut off = 0;
+    for (alias, h) in &handles {
+        scope.tables.push((alias.clone(), h, off));
+        off += h.table.columns.len();
+    }
+    let width = scope.width();
+    let mut cx =
+        Compiler { scope: &scope, cat, db, aggs: None, subs: Vec::new(), clause: "where clause", insert_target: None };
+    // WHERE and ON conditions.
+    let mut filter = Vec::new();
+    if let Some(w) = &q.filter {
+        conjuncts(cx.x(w)?, &mut filter);
+    }
+    cx.clause = "on clause";
+    let mut on_conds: Vec<Vec<X>> = vec![Vec::new(); handles.len()];
+    for (i, t) in q.from.iter().enumerate() {
+        if let Some((kind, Some(on))) = &t.join {
+            let mut v = Vec::new();
+            conjuncts(cx.x(on)?, &mut v);
+            if *kind == JoinKind::Left {
+                on_conds[i] = v;
+            } else {
+                filter.extend(v);
+            }
+        }
+    }
+    // Select items.
+    cx.clause = "field list";
+    cx.aggs = Some(Vec::new());
+    let (items, names) = select_items(q, &scope, &mut cx)?;
+    let (having, order, group_by) = clauses(q, &scope, &mut cx, &items, &names)?;
+    let aggs = cx.aggs.take().unwrap_or_default();
+    let grouped = !aggs.is_empty() || !group_by.is_empty();
+    let limit = match &q.limit {
+        Some(e) => Some(cx.x(e)?),
+        None => None,
+    };
+    let offset = match &q.offset {
+        Some(e) => Some(cx.x(e)?),
+        None => None,
+    };
+    let mut subs = std::mem::take(&mut cx.subs);
+    // Access paths, in FROM order.
+    let (srcs, all_pushed) = sources(
+        &Sourcing {
+            q,
+            handles: &handles,
+            scope: &scope,
+            on_conds: &on_conds,
+            items: &items,
+            order: &order,
+            group_by: &group_by,
+            aggs: &aggs,
+            having: having.as_ref(),
+        },
+        &mut filter,
+    );
+    // ORDER BY on the single table's index prefix lets the scan deliver rows in order.
+    let scan_order = if !grouped && !q.distinct { scan_order_of(&srcs, &order) } else { None };
+    let push_limit = srcs.len() == 1
+        && all_pushed
+        && !grouped
+        && !q.distinct
+        && (order.is_empty() || scan_order.is_some())
+        && q.unions.is_empty()
+        && q.lock.is_none();
+    let columns = result_columns(&scope, &items, &names, &aggs);
     let mut unions = Vec::new();
     for (all, u) in &q.unions {
         let p = plan_select(u, cat, db)?;
