@@ -279,6 +279,18 @@ fn temporal_int(v: &Value) -> Value {
     }
 }
 
+/// Unary minus: exact for integers (error 1690 past BIGINT) and DECIMALs, DOUBLE otherwise.
+pub fn negate(v: Value) -> EResult<Value> {
+    Ok(match v {
+        Value::Null => Value::Null,
+        Value::Int(i) => Value::Int(i.checked_neg().ok_or_else(|| out_of_range("BIGINT"))?),
+        Value::UInt(u) if u <= 1 << 63 => Value::Int((u as i128).wrapping_neg() as i64),
+        Value::UInt(_) => return Err(out_of_range("BIGINT")),
+        Value::Decimal { v, scale } => Value::Decimal { v: -v, scale },
+        o => Value::Double(-to_f64(&o).unwrap_or(0.0)),
+    })
+}
+
 /// Arithmetic and bit operators.
 pub fn arith(op: BinOp, a: &Value, b: &Value) -> EResult<Value> {
     if a.is_null() || b.is_null() {
@@ -632,6 +644,11 @@ mod tests {
         assert!(arith(BinOp::Add, &Value::Int(i64::MAX), &Value::UInt(u64::MAX)).is_err());
         assert!(arith(BinOp::Sub, &Value::UInt(0), &Value::Int(1)).is_err());
         assert_eq!(arith(BinOp::Mod, &Value::Int(7), &Value::Int(3)).unwrap(), Value::Int(1));
+        assert_eq!(negate(Value::UInt(1 << 63)).unwrap(), Value::Int(i64::MIN));
+        assert!(negate(Value::UInt((1 << 63) + 1)).is_err());
+        assert!(negate(Value::Int(i64::MIN)).is_err());
+        assert_eq!(negate(Value::Decimal { v: 5, scale: 1 }).unwrap(), Value::Decimal { v: -5, scale: 1 });
+        assert_eq!(negate(Value::str("1.5")).unwrap(), Value::Double(-1.5));
     }
 
     #[test]

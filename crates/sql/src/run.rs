@@ -44,22 +44,7 @@ pub fn ev(x: &X, row: &[Value], aggs: &[Value], env: &Env) -> EResult<Value> {
             let v = ev(a, row, aggs, env)?;
             match op {
                 UnOp::Not => eval::bool_value(eval::truth(&v).map(|b| !b)),
-                UnOp::Neg => match v {
-                    Value::Null => Value::Null,
-                    Value::Int(i) => match i.checked_neg() {
-                        Some(n) => Value::Int(n),
-                        None => return Err(eval::out_of_range("BIGINT")),
-                    },
-                    Value::UInt(u) => {
-                        if u <= 1 << 63 {
-                            Value::Int((u as i128).wrapping_neg() as i64)
-                        } else {
-                            return Err(eval::out_of_range("BIGINT"));
-                        }
-                    }
-                    Value::Decimal { v, scale } => Value::Decimal { v: -v, scale },
-                    o => Value::Double(-eval::to_f64(&o).unwrap_or(0.0)),
-                },
+                UnOp::Neg => eval::negate(v)?,
                 UnOp::BitNot => match eval::to_i128(&v) {
                     Some(i) => Value::UInt(!(i as u64)),
                     None => Value::Null,
@@ -67,38 +52,7 @@ pub fn ev(x: &X, row: &[Value], aggs: &[Value], env: &Env) -> EResult<Value> {
             }
         }
         X::Bin(op, a, b) => match op {
-            BinOp::And => {
-                let l = eval::truth(&ev(a, row, aggs, env)?);
-                if l == Some(false) {
-                    return Ok(Value::Int(0));
-                }
-                let r = eval::truth(&ev(b, row, aggs, env)?);
-                eval::bool_value(match (l, r) {
-                    (_, Some(false)) => Some(false),
-                    (Some(true), Some(true)) => Some(true),
-                    _ => None,
-                })
-            }
-            BinOp::Or => {
-                let l = eval::truth(&ev(a, row, aggs, env)?);
-                if l == Some(true) {
-                    return Ok(Value::Int(1));
-                }
-                let r = eval::truth(&ev(b, row, aggs, env)?);
-                eval::bool_value(match (l, r) {
-                    (_, Some(true)) => Some(true),
-                    (Some(false), Some(false)) => Some(false),
-                    _ => None,
-                })
-            }
-            BinOp::Xor => {
-                let l = eval::truth(&ev(a, row, aggs, env)?);
-                let r = eval::truth(&ev(b, row, aggs, env)?);
-                eval::bool_value(match (l, r) {
-                    (Some(x), Some(y)) => Some(x != y),
-                    _ => None,
-                })
-            }
+            BinOp::And | BinOp::Or | BinOp::Xor => logical(*op, a, b, row, aggs, env)?,
             BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::NullSafeEq => {
                 eval::compare_op(*op, &ev(a, row, aggs, env)?, &ev(b, row, aggs, env)?)
             }
@@ -181,6 +135,45 @@ pub fn ev(x: &X, row: &[Value], aggs: &[Value], env: &Env) -> EResult<Value> {
         X::DateAdd(d, n, unit, sign) => {
             crate::func::date_add(&ev(d, row, aggs, env)?, &ev(n, row, aggs, env)?, unit, *sign)?
         }
+    })
+}
+
+/// AND, OR (short-circuit, as MySQL evaluates them) and XOR in three-valued logic.
+fn logical(op: BinOp, a: &X, b: &X, row: &[Value], aggs: &[Value], env: &Env) -> EResult<Value> {
+    Ok(match op {
+        BinOp::And => {
+            let l = eval::truth(&ev(a, row, aggs, env)?);
+            if l == Some(false) {
+                return Ok(Value::Int(0));
+            }
+            let r = eval::truth(&ev(b, row, aggs, env)?);
+            eval::bool_value(match (l, r) {
+                (_, Some(false)) => Some(false),
+                (Some(true), Some(true)) => Some(true),
+                _ => None,
+            })
+        }
+        BinOp::Or => {
+            let l = eval::truth(&ev(a, row, aggs, env)?);
+            if l == Some(true) {
+                return Ok(Value::Int(1));
+            }
+            let r = eval::truth(&ev(b, row, aggs, env)?);
+            eval::bool_value(match (l, r) {
+                (_, Some(true)) => Some(true),
+                (Some(false), Some(false)) => Some(false),
+                _ => None,
+            })
+        }
+        BinOp::Xor => {
+            let l = eval::truth(&ev(a, row, aggs, env)?);
+            let r = eval::truth(&ev(b, row, aggs, env)?);
+            eval::bool_value(match (l, r) {
+                (Some(x), Some(y)) => Some(x != y),
+                _ => None,
+            })
+        }
+        _ => unreachable!("not a logical operator: {op:?}"),
     })
 }
 
@@ -831,13 +824,95 @@ async fn select(run: &mut Runner<'_>, p: &SelectPlan, env: &Env<'_>, last: bool)
     if let Some(a) = &p.agg_push {
         pushed_groups = run.fetch_aggregate(&p.srcs[0], env, &a.agg).await?;
     }
-    // Rows of the join.
+    let srcs = if pushed_groups.is_some() { &p.srcs[..0] } else { &p.srcs[..] };
+    let mut rows = join(run, p, env, srcs, last, limit, offset).await?;
+    let mut pace = Pace::default();
+    if !srcs.is_empty() {
+        let mut kept = Vec::with_capacity(rows.len());
+        for r in rows {
+            pace.row().await;
+            if passes(&p.filter, &r, env)? {
+                kept.push(r);
+            }
+        }
+        rows = kept;
+    }
+    // Project (grouping first).
+    let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
+    if let (Some(a), Some(mut groups)) = (&p.agg_push, pushed_groups) {
+        if groups.is_empty() && p.group_by.is_empty() {
+            groups.push((Vec::new(), a.agg.start()));
+        }
+        // Aggregate values then grouping values (`PushedAgg` rewrote the expressions so).
+        let none: Vec<Value> = Vec::new();
+        for (g, slots) in groups {
+            let mut aggv: Vec<Value> = a.finals.iter().map(|f| final_value(*f, &slots)).collect();
+            aggv.extend(g);
+            if let Some(hv) = &a.having
+                && eval::truth(&ev(hv, &none, &aggv, env)?) != Some(true)
+            {
+                continue;
+            }
+            let items = a.items.iter().map(|x| ev(x, &none, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
+            let keys = a.order.iter().map(|(x, _)| ev(x, &none, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
+            out.push((items, keys));
+        }
+    } else if p.grouped {
+        out = group(run, p, env, &rows, &mut pace).await?;
+    } else {
+        for r in &rows {
+            pace.row().await;
+            let items = p.items.iter().map(|x| ev(x, r, &[], env)).collect::<Result<Vec<_>, _>>()?;
+            run.budget.charge_row(&items)?;
+            let keys = if p.scan_order.is_some() && p.push_limit {
+                Vec::new()
+            } else {
+                p.order.iter().map(|(x, _)| ev(x, r, &[], env)).collect::<Result<Vec<_>, _>>()?
+            };
+            out.push((items, keys));
+        }
+    }
+    // UNION parts.
+    for (all, u) in &p.unions {
+        let rows = run_select(run, u, env, false).await?;
+        for r in &rows {
+            run.budget.charge_row(r)?;
+        }
+        out.extend(rows.into_iter().map(|r| (r, Vec::new())));
+        if !*all {
+            dedup(&mut out).await;
+        }
+    }
+    if p.distinct {
+        dedup(&mut out).await;
+    }
+    if !p.order.is_empty() && (p.scan_order.is_none() || !p.push_limit) {
+        out = sort(p, env, out).await?;
+    }
+    let start = (offset as usize).min(out.len());
+    let end = match limit {
+        Some(l) => start.saturating_add(l as usize).min(out.len()),
+        None => out.len(),
+    };
+    Ok(out.drain(start..end).map(|(i, _)| i).collect())
+}
+
+/// The rows of the join of `srcs` (in FROM order; none: the one row of a SELECT without
+/// tables), each table's access filtered by its ON conditions; WHERE is applied after.
+async fn join(
+    run: &mut Runner<'_>,
+    p: &SelectPlan,
+    env: &Env<'_>,
+    srcs: &[Src],
+    last: bool,
+    limit: Option<u64>,
+    offset: u64,
+) -> Result<Vec<Vec<Value>>, SqlError> {
     let mut rows: Vec<Vec<Value>> = vec![vec![Value::Null; p.width]];
     if p.srcs.is_empty() && !passes(&p.filter, &rows[0], env)? {
         rows.clear();
     }
     let single_last = last && p.srcs.len() == 1 && p.unions.is_empty();
-    let srcs = if pushed_groups.is_some() { &p.srcs[..0] } else { &p.srcs[..] };
     for (i, src) in srcs.iter().enumerate() {
         let pushed_limit = if p.push_limit { limit.map(|l| l.saturating_add(offset)).unwrap_or(0) } else { 0 };
         let n = src.handle.table.columns.len();
@@ -917,134 +992,87 @@ async fn select(run: &mut Runner<'_>, p: &SelectPlan, env: &Env<'_>, last: bool)
             break;
         }
     }
-    let mut pace = Pace::default();
-    if !srcs.is_empty() {
-        let mut kept = Vec::with_capacity(rows.len());
-        for r in rows {
-            pace.row().await;
-            if passes(&p.filter, &r, env)? {
-                kept.push(r);
+    Ok(rows)
+}
+
+/// GROUP BY (or aggregates over all rows) in the API server: per group its (items, sort keys),
+/// HAVING applied.
+async fn group(
+    run: &mut Runner<'_>,
+    p: &SelectPlan,
+    env: &Env<'_>,
+    rows: &[Vec<Value>],
+    pace: &mut Pace,
+) -> Result<Vec<(Vec<Value>, Vec<Value>)>, SqlError> {
+    let mut out = Vec::new();
+    let mut groups: Vec<(Vec<Value>, Vec<Value>, Vec<AggState>)> = Vec::new();
+    let mut index: std::collections::HashMap<Vec<u8>, Vec<usize>> = std::collections::HashMap::new();
+    for r in rows {
+        pace.row().await;
+        let key: Vec<Value> = p.group_by.iter().map(|g| ev(g, r, &[], env)).collect::<Result<_, _>>()?;
+        let hk = group_hash(&key);
+        let slot = index.get(&hk).and_then(|c| c.iter().copied().find(|&g| key_eq(&groups[g].0, &key)));
+        let g = match slot {
+            Some(g) => g,
+            None => {
+                run.budget.charge(limits::row_bytes(&key) + limits::row_bytes(r))?;
+                groups.push((key, r.clone(), p.aggs.iter().map(AggState::new).collect()));
+                index.entry(hk).or_default().push(groups.len() - 1);
+                groups.len() - 1
             }
-        }
-        rows = kept;
-    }
-    // Project (grouping first).
-    let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
-    if let (Some(a), Some(mut groups)) = (&p.agg_push, pushed_groups) {
-        if groups.is_empty() && p.group_by.is_empty() {
-            groups.push((Vec::new(), a.agg.start()));
-        }
-        // Aggregate values then grouping values (`PushedAgg` rewrote the expressions so).
-        let none: Vec<Value> = Vec::new();
-        for (g, slots) in groups {
-            let mut aggv: Vec<Value> = a.finals.iter().map(|f| final_value(*f, &slots)).collect();
-            aggv.extend(g);
-            if let Some(hv) = &a.having
-                && eval::truth(&ev(hv, &none, &aggv, env)?) != Some(true)
-            {
-                continue;
-            }
-            let items = a.items.iter().map(|x| ev(x, &none, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
-            let keys = a.order.iter().map(|(x, _)| ev(x, &none, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
-            out.push((items, keys));
-        }
-    } else if p.grouped {
-        let mut groups: Vec<(Vec<Value>, Vec<Value>, Vec<AggState>)> = Vec::new();
-        let mut index: std::collections::HashMap<Vec<u8>, Vec<usize>> = std::collections::HashMap::new();
-        for r in &rows {
-            pace.row().await;
-            let key: Vec<Value> = p.group_by.iter().map(|g| ev(g, r, &[], env)).collect::<Result<_, _>>()?;
-            let hk = group_hash(&key);
-            let slot = index.get(&hk).and_then(|c| c.iter().copied().find(|&g| key_eq(&groups[g].0, &key)));
-            let g = match slot {
-                Some(g) => g,
-                None => {
-                    run.budget.charge(limits::row_bytes(&key) + limits::row_bytes(r))?;
-                    groups.push((key, r.clone(), p.aggs.iter().map(AggState::new).collect()));
-                    index.entry(hk).or_default().push(groups.len() - 1);
-                    groups.len() - 1
-                }
+        };
+        for (st, a) in groups[g].2.iter_mut().zip(&p.aggs) {
+            let v = match &a.arg {
+                Some(x) => Some(ev(x, r, &[], env)?),
+                None => None,
             };
-            for (st, a) in groups[g].2.iter_mut().zip(&p.aggs) {
-                let v = match &a.arg {
-                    Some(x) => Some(ev(x, r, &[], env)?),
-                    None => None,
-                };
-                st.add(a, v)?;
-            }
-        }
-        if groups.is_empty() && p.group_by.is_empty() {
-            groups.push((Vec::new(), vec![Value::Null; p.width], p.aggs.iter().map(AggState::new).collect()));
-        }
-        for (_, first, states) in groups {
-            let aggv: Vec<Value> = states.into_iter().zip(&p.aggs).map(|(s, a)| s.finish(a)).collect();
-            if let Some(hv) = &p.having
-                && eval::truth(&ev(hv, &first, &aggv, env)?) != Some(true)
-            {
-                continue;
-            }
-            let items = p.items.iter().map(|x| ev(x, &first, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
-            let keys = p.order.iter().map(|(x, _)| ev(x, &first, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
-            out.push((items, keys));
-        }
-    } else {
-        for r in &rows {
-            pace.row().await;
-            let items = p.items.iter().map(|x| ev(x, r, &[], env)).collect::<Result<Vec<_>, _>>()?;
-            run.budget.charge_row(&items)?;
-            let keys = if p.scan_order.is_some() && p.push_limit {
-                Vec::new()
-            } else {
-                p.order.iter().map(|(x, _)| ev(x, r, &[], env)).collect::<Result<Vec<_>, _>>()?
-            };
-            out.push((items, keys));
+            st.add(a, v)?;
         }
     }
-    // UNION parts.
-    for (all, u) in &p.unions {
-        let rows = run_select(run, u, env, false).await?;
-        for r in &rows {
-            run.budget.charge_row(r)?;
+    if groups.is_empty() && p.group_by.is_empty() {
+        groups.push((Vec::new(), vec![Value::Null; p.width], p.aggs.iter().map(AggState::new).collect()));
+    }
+    for (_, first, states) in groups {
+        let aggv: Vec<Value> = states.into_iter().zip(&p.aggs).map(|(s, a)| s.finish(a)).collect();
+        if let Some(hv) = &p.having
+            && eval::truth(&ev(hv, &first, &aggv, env)?) != Some(true)
+        {
+            continue;
         }
-        out.extend(rows.into_iter().map(|r| (r, Vec::new())));
-        if !*all {
-            dedup(&mut out).await;
+        let items = p.items.iter().map(|x| ev(x, &first, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
+        let keys = p.order.iter().map(|(x, _)| ev(x, &first, &aggv, env)).collect::<Result<Vec<_>, _>>()?;
+        out.push((items, keys));
+    }
+    Ok(out)
+}
+
+/// ORDER BY: rows sorted by their keys (after a UNION, by the result columns ORDER BY names);
+/// a long sort off the executor thread.
+async fn sort(
+    p: &SelectPlan,
+    env: &Env<'_>,
+    mut out: Vec<(Vec<Value>, Vec<Value>)>,
+) -> Result<Vec<(Vec<Value>, Vec<Value>)>, SqlError> {
+    if !p.unions.is_empty() {
+        // ORDER BY after a union sorts by the result columns it names.
+        for (items, keys) in out.iter_mut() {
+            *keys =
+                p.order.iter().map(|(x, _)| ev(x, items, &[], env)).collect::<Result<Vec<_>, _>>().unwrap_or_default();
         }
     }
-    if p.distinct {
-        dedup(&mut out).await;
-    }
-    if !p.order.is_empty() && (p.scan_order.is_none() || !p.push_limit) {
-        if !p.unions.is_empty() {
-            // ORDER BY after a union sorts by the result columns it names.
-            for (items, keys) in out.iter_mut() {
-                *keys = p
-                    .order
-                    .iter()
-                    .map(|(x, _)| ev(x, items, &[], env))
-                    .collect::<Result<Vec<_>, _>>()
-                    .unwrap_or_default();
-            }
-        }
-        let dirs: Vec<bool> = p.order.iter().map(|(_, d)| *d).collect();
-        if out.len() > SORT_OFF_THREAD_ROWS {
-            // A long sort must not hold the executor thread (see `YIELD_EVERY_ROWS`).
-            out = tokio::task::spawn_blocking(move || {
-                sort_rows(&mut out, &dirs);
-                out
-            })
-            .await
-            .map_err(|e| SqlError::new(1105, "HY000", format!("sorting failed: {e}")))?;
-        } else {
+    let dirs: Vec<bool> = p.order.iter().map(|(_, d)| *d).collect();
+    if out.len() > SORT_OFF_THREAD_ROWS {
+        // A long sort must not hold the executor thread (see `YIELD_EVERY_ROWS`).
+        out = tokio::task::spawn_blocking(move || {
             sort_rows(&mut out, &dirs);
-        }
+            out
+        })
+        .await
+        .map_err(|e| SqlError::new(1105, "HY000", format!("sorting failed: {e}")))?;
+    } else {
+        sort_rows(&mut out, &dirs);
     }
-    let start = (offset as usize).min(out.len());
-    let end = match limit {
-        Some(l) => start.saturating_add(l as usize).min(out.len()),
-        None => out.len(),
-    };
-    Ok(out.drain(start..end).map(|(i, _)| i).collect())
+    Ok(out)
 }
 
 /// Whether a joined table's access depends on no earlier table (its rows can be fetched once).
