@@ -253,6 +253,43 @@ pub struct DataNode {
     pub durable_epoch: u64,
 }
 
+/// The client and peer port (non-blocking) and, as the transporter setting asks, the
+/// shared-memory listener beside it.
+#[allow(clippy::type_complexity)]
+fn bind(
+    cfg: &DataNodeConfig,
+) -> Result<(std::net::TcpListener, SocketAddr, Option<std::os::unix::net::UnixListener>), String> {
+    let listener = std::net::TcpListener::bind(cfg.listen).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            format!("cannot listen on {}: the port is already in use", cfg.listen)
+        } else {
+            format!("cannot listen on {}: {e}", cfg.listen)
+        }
+    })?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let shm_listener = match cfg.transporter {
+        tern_shm::Transporter::Tcp => None,
+        t => match tern_shm::listen(local_addr.port()) {
+            Ok(l) => Some(l),
+            Err(e) if t == tern_shm::Transporter::Shm => {
+                return Err(format!(
+                    "cannot listen for shared-memory connections (@{}): {e}",
+                    tern_shm::socket_name(local_addr.port())
+                ));
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "not offering shared-memory connections (@{}): {e}; TCP only",
+                    tern_shm::socket_name(local_addr.port())
+                );
+                None
+            }
+        },
+    };
+    Ok((listener, local_addr, shm_listener))
+}
+
 impl DataNode {
     /// Opens the data directory, recovers, binds the client port and starts every thread.
     pub fn start(cfg: DataNodeConfig) -> Result<DataNode, String> {
@@ -273,34 +310,7 @@ impl DataNode {
             ));
         }
         let dir = DataDir::open(&cfg.data_dir, cfg.node.node_id)?;
-        let listener = std::net::TcpListener::bind(cfg.listen).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AddrInUse {
-                format!("cannot listen on {}: the port is already in use", cfg.listen)
-            } else {
-                format!("cannot listen on {}: {e}", cfg.listen)
-            }
-        })?;
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let shm_listener = match cfg.transporter {
-            tern_shm::Transporter::Tcp => None,
-            t => match tern_shm::listen(local_addr.port()) {
-                Ok(l) => Some(l),
-                Err(e) if t == tern_shm::Transporter::Shm => {
-                    return Err(format!(
-                        "cannot listen for shared-memory connections (@{}): {e}",
-                        tern_shm::socket_name(local_addr.port())
-                    ));
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        "not offering shared-memory connections (@{}): {e}; TCP only",
-                        tern_shm::socket_name(local_addr.port())
-                    );
-                    None
-                }
-            },
-        };
+        let (listener, local_addr, shm_listener) = bind(&cfg)?;
         let storage = FsStorage::new(&cfg.data_dir);
         let started_at = Instant::now();
         // Blocks see time as ms since `epoch`; TTL expiry needs the wall clock at that instant.

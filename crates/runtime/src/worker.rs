@@ -801,41 +801,8 @@ impl Worker {
                 closed = true;
             }
         }
-        while conn.shm.is_none() {
-            if conn.rbuf.len() >= read_max {
-                break;
-            }
-            let len = conn.rbuf.len();
-            if conn.rbuf.capacity() - len < 16 * 1024 {
-                conn.rbuf.reserve(64 * 1024);
-            }
-            // Read into the spare capacity (no zeroing of the buffer on every read).
-            let spare = conn.rbuf.spare_capacity_mut();
-            let room = spare.len();
-            // SAFETY: receives into the vector's spare capacity, at most its length, from the
-            // connection's own socket.
-            let n = unsafe { libc::recv(conn.stream.raw_fd(), spare.as_mut_ptr() as *mut libc::c_void, room, 0) };
-            if n == 0 {
-                closed = true;
-                break;
-            }
-            if n < 0 {
-                match io::Error::last_os_error().kind() {
-                    io::ErrorKind::WouldBlock => break,
-                    io::ErrorKind::Interrupted => continue,
-                    _ => {
-                        closed = true;
-                        break;
-                    }
-                }
-            }
-            // SAFETY: recv initialised the first n spare bytes.
-            unsafe { conn.rbuf.set_len(len + n as usize) };
-            if (n as usize) < room {
-                // The socket is drained: epoll (edge-triggered) reports data that arrives later,
-                // so the `recv` that would only say EAGAIN is skipped.
-                break;
-            }
+        if conn.shm.is_none() && recv_socket(conn, read_max) {
+            closed = true;
         }
         // Decode every complete frame.
         let mut at = 0;
@@ -843,15 +810,7 @@ impl Worker {
         let mut migrate = None;
         let workers = self.peers.len();
         let cluster = &self.cluster;
-        // Signals of an incarnation the map counts as failed, or older than the map's (a process
-        // that was declared dead and woke up), are dropped: its transactions were taken over. A
-        // newer incarnation than the map's is a restarted node whose map reached it first.
-        let believed = |(node, inc): (NodeId, u32)| {
-            cluster
-                .nodes
-                .get(&node)
-                .is_some_and(|s| inc > s.incarnation || (inc == s.incarnation && s.state != NodeState::Down))
-        };
+        let believed = |p: (NodeId, u32)| believed(cluster, p);
         let secret = self.shared.cluster_secret.as_ref();
         let mut peer_bytes = 0u64;
         loop {
@@ -859,62 +818,29 @@ impl Worker {
                 Ok(Some((payload, _))) if !conn.authed => {
                     // The first frame must prove the cluster secret: a client's Hello or a
                     // peer's greeting carrying the proof.
-                    let proof = match PeerHello::decode(payload) {
-                        Some(h) => h.proof,
-                        None => match Request::decode(payload) {
-                            Ok((_, Request::Hello { proof, .. })) => proof,
-                            _ => None,
-                        },
-                    };
-                    if proof.is_some_and(|p| secret.is_some_and(|s| s.verify(&p))) {
-                        conn.authed = true;
-                        continue; // the frame is handled below as usual
+                    match secret_refusal(payload, secret) {
+                        // The frame is handled below as usual.
+                        None => conn.authed = true,
+                        Some((req_id, err)) => {
+                            let at = begin_frame(&mut conn.wbuf);
+                            Reply::Error(err).encode(req_id, &mut conn.wbuf);
+                            finish_frame(&mut conn.wbuf, at);
+                            conn.closing = true;
+                            conn.rbuf.clear();
+                            self.dirty.push(token);
+                            return;
+                        }
                     }
-                    let req_id = payload.get(1..9).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-                    let why = if proof.is_some() { "a wrong cluster secret" } else { "no cluster secret" };
-                    tracing::warn!("refusing a connection with {why}");
-                    let err = tern_types::TernError::new(
-                        tern_types::ErrorCode::AccessDenied,
-                        format!(
-                            "access denied: this data node requires the cluster secret and the connection \
-                             presented {why} (set {} to the secret's file)",
-                            tern_wire::SECRET_FILE_ENV
-                        ),
-                    );
-                    let at = begin_frame(&mut conn.wbuf);
-                    Reply::Error(err).encode(req_id, &mut conn.wbuf);
-                    finish_frame(&mut conn.wbuf, at);
-                    conn.closing = true;
-                    conn.rbuf.clear();
-                    self.dirty.push(token);
-                    return;
                 }
                 Ok(Some((_, n))) if conn.peer.is_some_and(|p| !believed(p)) => {
                     at += n;
                 }
                 Ok(Some((payload, n))) if conn.peer.is_some() => {
                     peer_bytes += n as u64;
-                    match tern_kernel::codec::decode_signal(payload) {
-                        Ok((to, sig)) if to.node == self.node_id && sig.is_local_only() => {
-                            // A peer cannot start, time or complete disk work for this node.
-                            tern_kernel::signal::drop_unexpected(to, "node-to-node port", &sig);
-                        }
-                        Ok((to, sig)) if to.node == self.node_id => {
-                            let w = worker_of(to.block);
-                            if w == self.index {
-                                self.local.push_back((to.block, sig));
-                            } else {
-                                self.outboxes[w].push(Inbound::Signal(to.block, sig));
-                            }
-                        }
-                        Ok((to, _)) => {
-                            protocol_error = Some(format!("a peer sent a signal for node {}", to.node));
-                            break;
-                        }
-                        Err(e) => {
-                            protocol_error = Some(format!("undecodable signal from a peer: {e}"));
-                            break;
-                        }
+                    let (node, index) = (self.node_id, self.index);
+                    if let Err(e) = route_peer_signal(node, index, &mut self.local, &mut self.outboxes, payload) {
+                        protocol_error = Some(e);
+                        break;
                     }
                     at += n;
                 }
@@ -980,8 +906,28 @@ impl Worker {
             protocol_error = Some("a connection's first frame is too large for a greeting".into());
         }
         conn.rbuf.drain(..at);
-        if let Some((node, _)) = conn.peer.filter(|_| peer_bytes > 0) {
-            *self.received.entry(node).or_default() += peer_bytes;
+        let peer = conn.peer;
+        self.after_read(
+            token,
+            peer.filter(|_| peer_bytes > 0).map(|(node, _)| (node, peer_bytes)),
+            migrate,
+            protocol_error,
+            closed,
+        );
+    }
+
+    /// What a read of connection `token` leads to: bytes counted for the peer they came from,
+    /// the connection handed to the worker it asked for, or closed (after a protocol error).
+    fn after_read(
+        &mut self,
+        token: Token,
+        received: Option<(NodeId, u64)>,
+        migrate: Option<usize>,
+        protocol_error: Option<String>,
+        mut closed: bool,
+    ) {
+        if let Some((node, bytes)) = received {
+            *self.received.entry(node).or_default() += bytes;
         }
         if let Some(w) = migrate {
             let mut c = self.conns.remove(&token).expect("present");
@@ -1463,6 +1409,114 @@ fn timer_due(now: u64, delay: u64) -> u64 {
 /// (so `max` = 0 keeps spinning off).
 fn grown_spin(cur: u64, max: u64) -> u64 {
     (cur * 2).max(1).min(max)
+}
+
+/// Whether signals of `(node, incarnation)` count: not of an incarnation the map counts as
+/// failed, nor older than the map's (a process that was declared dead and woke up: its
+/// transactions were taken over). A newer incarnation than the map's is a restarted node whose
+/// map reached it first.
+fn believed(cluster: &ClusterState, (node, inc): (NodeId, u32)) -> bool {
+    cluster
+        .nodes
+        .get(&node)
+        .is_some_and(|s| inc > s.incarnation || (inc == s.incarnation && s.state != NodeState::Down))
+}
+
+/// A signal from a peer data node, to the block it names on this node: queued on this worker
+/// or passed to the block's worker. Err: the frame is not a signal for this node (the connection
+/// closes).
+fn route_peer_signal(
+    node: NodeId,
+    index: usize,
+    local: &mut VecDeque<(Block, Signal)>,
+    outboxes: &mut [Vec<Inbound>],
+    payload: &[u8],
+) -> Result<(), String> {
+    match tern_kernel::codec::decode_signal(payload) {
+        Ok((to, sig)) if to.node == node && sig.is_local_only() => {
+            // A peer cannot start, time or complete disk work for this node.
+            tern_kernel::signal::drop_unexpected(to, "node-to-node port", &sig);
+        }
+        Ok((to, sig)) if to.node == node => {
+            let w = worker_of(to.block);
+            if w == index {
+                local.push_back((to.block, sig));
+            } else {
+                outboxes[w].push(Inbound::Signal(to.block, sig));
+            }
+        }
+        Ok((to, _)) => return Err(format!("a peer sent a signal for node {}", to.node)),
+        Err(e) => return Err(format!("undecodable signal from a peer: {e}")),
+    }
+    Ok(())
+}
+
+/// Reads what the connection's socket holds into its read buffer, up to `read_max` bytes
+/// buffered; true when the peer closed or the socket failed.
+fn recv_socket(conn: &mut Conn, read_max: usize) -> bool {
+    loop {
+        if conn.rbuf.len() >= read_max {
+            break;
+        }
+        let len = conn.rbuf.len();
+        if conn.rbuf.capacity() - len < 16 * 1024 {
+            conn.rbuf.reserve(64 * 1024);
+        }
+        // Read into the spare capacity (no zeroing of the buffer on every read).
+        let spare = conn.rbuf.spare_capacity_mut();
+        let room = spare.len();
+        // SAFETY: receives into the vector's spare capacity, at most its length, from the
+        // connection's own socket.
+        let n = unsafe { libc::recv(conn.stream.raw_fd(), spare.as_mut_ptr() as *mut libc::c_void, room, 0) };
+        if n == 0 {
+            return true;
+        }
+        if n < 0 {
+            match io::Error::last_os_error().kind() {
+                io::ErrorKind::WouldBlock => break,
+                io::ErrorKind::Interrupted => continue,
+                _ => return true,
+            }
+        }
+        // SAFETY: recv initialised the first n spare bytes.
+        unsafe { conn.rbuf.set_len(len + n as usize) };
+        if (n as usize) < room {
+            // The socket is drained: epoll (edge-triggered) reports data that arrives later,
+            // so the `recv` that would only say EAGAIN is skipped.
+            break;
+        }
+    }
+    false
+}
+
+/// None when a connection's first frame proves the cluster secret (a client's Hello or a peer's
+/// greeting carrying the proof), else the refusal to answer it with (request id, error).
+fn secret_refusal(
+    payload: &[u8],
+    secret: Option<&tern_types::secret::ClusterSecret>,
+) -> Option<(u64, tern_types::TernError)> {
+    let proof = match PeerHello::decode(payload) {
+        Some(h) => h.proof,
+        None => match Request::decode(payload) {
+            Ok((_, Request::Hello { proof, .. })) => proof,
+            _ => None,
+        },
+    };
+    if proof.is_some_and(|p| secret.is_some_and(|s| s.verify(&p))) {
+        return None;
+    }
+    let req_id = payload.get(1..9).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    let why = if proof.is_some() { "a wrong cluster secret" } else { "no cluster secret" };
+    tracing::warn!("refusing a connection with {why}");
+    let err = tern_types::TernError::new(
+        tern_types::ErrorCode::AccessDenied,
+        format!(
+            "access denied: this data node requires the cluster secret and the connection \
+             presented {why} (set {} to the secret's file)",
+            tern_wire::SECRET_FILE_ENV
+        ),
+    );
+    Some((req_id, err))
 }
 
 #[cfg(test)]

@@ -176,39 +176,8 @@ pub fn tokenize_spans(sql: &str) -> Result<Vec<(Tok, usize, usize)>, LexError> {
             }
         }
         if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) {
-            let mut j = i;
-            while j < b.len() && b[j].is_ascii_digit() {
-                j += 1;
-            }
-            if j < b.len() && b[j] == b'.' {
-                j += 1;
-                while j < b.len() && b[j].is_ascii_digit() {
-                    j += 1;
-                }
-            }
-            if j < b.len() && (b[j] == b'e' || b[j] == b'E') {
-                let mut k = j + 1;
-                if k < b.len() && (b[k] == b'+' || b[k] == b'-') {
-                    k += 1;
-                }
-                if k < b.len() && b[k].is_ascii_digit() {
-                    while k < b.len() && b[k].is_ascii_digit() {
-                        k += 1;
-                    }
-                    j = k;
-                }
-            }
-            // `1abc` is an identifier in MySQL.
-            if j < b.len() && (b[j].is_ascii_alphabetic() || b[j] == b'_' || b[j] == b'$') && !sql[i..j].contains('.') {
-                let mut k = j;
-                while k < b.len() && is_ident_byte(b[k]) {
-                    k += 1;
-                }
-                out.push((Tok::Word(sql[i..k].to_string()), start));
-                i = k;
-                continue;
-            }
-            out.push((Tok::Num(sql[i..j].to_string()), start));
+            let (tok, j) = number(sql, i);
+            out.push((tok, start));
             i = j;
             continue;
         }
@@ -228,24 +197,9 @@ pub fn tokenize_spans(sql: &str) -> Result<Vec<(Tok, usize, usize)>, LexError> {
         }
         match c {
             b'`' => {
-                let mut s = Vec::new();
-                let mut j = i + 1;
-                loop {
-                    match b.get(j) {
-                        None => return Err(LexError("unterminated quoted identifier".into())),
-                        Some(b'`') if b.get(j + 1) == Some(&b'`') => {
-                            s.push(b'`');
-                            j += 2;
-                        }
-                        Some(b'`') => break,
-                        Some(&x) => {
-                            s.push(x);
-                            j += 1;
-                        }
-                    }
-                }
-                out.push((Tok::Quoted(String::from_utf8_lossy(&s).into_owned()), start));
-                i = j + 1;
+                let (name, j) = quoted_ident(b, i)?;
+                out.push((Tok::Quoted(name), start));
+                i = j;
             }
             b'\'' | b'"' => {
                 let (s, j) = string(b, i)?;
@@ -264,44 +218,9 @@ pub fn tokenize_spans(sql: &str) -> Result<Vec<(Tok, usize, usize)>, LexError> {
                 i += 1;
             }
             b'@' => {
-                if b.get(i + 1) == Some(&b'@') {
-                    let mut j = i + 2;
-                    while j < b.len() && (is_ident_byte(b[j]) || b[j] == b'.') {
-                        j += 1;
-                    }
-                    let name = sql[i + 2..j].to_ascii_lowercase();
-                    let (global, name) = if let Some(n) = name.strip_prefix("global.") {
-                        (true, n.to_string())
-                    } else if let Some(n) = name.strip_prefix("session.").or_else(|| name.strip_prefix("local.")) {
-                        (false, n.to_string())
-                    } else {
-                        (false, name)
-                    };
-                    if name.is_empty() {
-                        return Err(LexError("empty variable name".into()));
-                    }
-                    out.push((Tok::SysVar(global, name), start));
-                    i = j;
-                } else {
-                    let mut j = i + 1;
-                    let name = if matches!(b.get(j), Some(b'`') | Some(b'\'') | Some(b'"')) {
-                        let (s, k) = if b[j] == b'`' {
-                            let end = sql[j + 1..].find('`').ok_or_else(|| LexError("unterminated".into()))? + j + 1;
-                            (sql.as_bytes()[j + 1..end].to_vec(), end + 1)
-                        } else {
-                            string(b, j)?
-                        };
-                        j = k;
-                        String::from_utf8_lossy(&s).into_owned()
-                    } else {
-                        while j < b.len() && (is_ident_byte(b[j]) || b[j] == b'.') {
-                            j += 1;
-                        }
-                        sql[i + 1..j].to_string()
-                    };
-                    out.push((Tok::UserVar(name.to_ascii_lowercase()), start));
-                    i = j;
-                }
+                let (tok, j) = variable(sql, i)?;
+                out.push((tok, start));
+                i = j;
             }
             _ => {
                 let Some(sym) = SYMS.iter().find(|s| sql[i..].starts_with(**s)) else {
@@ -316,6 +235,107 @@ pub fn tokenize_spans(sql: &str) -> Result<Vec<(Tok, usize, usize)>, LexError> {
         ends.push(i);
     }
     Ok(out.into_iter().zip(ends).map(|((t, s), e)| (t, s, e)).collect())
+}
+
+/// A number starting at `i` (digits, a fraction, an exponent), or the identifier it begins
+/// (`1abc` is one in MySQL); the token and where the next starts.
+fn number(sql: &str, i: usize) -> (Tok, usize) {
+    let b = sql.as_bytes();
+    let mut j = i;
+    while j < b.len() && b[j].is_ascii_digit() {
+        j += 1;
+    }
+    if j < b.len() && b[j] == b'.' {
+        j += 1;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+    }
+    if j < b.len() && (b[j] == b'e' || b[j] == b'E') {
+        let mut k = j + 1;
+        if k < b.len() && (b[k] == b'+' || b[k] == b'-') {
+            k += 1;
+        }
+        if k < b.len() && b[k].is_ascii_digit() {
+            while k < b.len() && b[k].is_ascii_digit() {
+                k += 1;
+            }
+            j = k;
+        }
+    }
+    // `1abc` is an identifier in MySQL.
+    if j < b.len() && (b[j].is_ascii_alphabetic() || b[j] == b'_' || b[j] == b'$') && !sql[i..j].contains('.') {
+        let mut k = j;
+        while k < b.len() && is_ident_byte(b[k]) {
+            k += 1;
+        }
+        return (Tok::Word(sql[i..k].to_string()), k);
+    }
+    (Tok::Num(sql[i..j].to_string()), j)
+}
+
+/// A `quoted` identifier at `i` (a doubled backtick is one); its name and where the next token
+/// starts.
+fn quoted_ident(b: &[u8], i: usize) -> Result<(String, usize), LexError> {
+    let mut s = Vec::new();
+    let mut j = i + 1;
+    loop {
+        match b.get(j) {
+            None => return Err(LexError("unterminated quoted identifier".into())),
+            Some(b'`') if b.get(j + 1) == Some(&b'`') => {
+                s.push(b'`');
+                j += 2;
+            }
+            Some(b'`') => break,
+            Some(&x) => {
+                s.push(x);
+                j += 1;
+            }
+        }
+    }
+    Ok((String::from_utf8_lossy(&s).into_owned(), j + 1))
+}
+
+/// `@@[global.|session.]name` or `@name` (also quoted) at `i`; the token and where the next
+/// starts.
+fn variable(sql: &str, i: usize) -> Result<(Tok, usize), LexError> {
+    let b = sql.as_bytes();
+    if b.get(i + 1) == Some(&b'@') {
+        let mut j = i + 2;
+        while j < b.len() && (is_ident_byte(b[j]) || b[j] == b'.') {
+            j += 1;
+        }
+        let name = sql[i + 2..j].to_ascii_lowercase();
+        let (global, name) = if let Some(n) = name.strip_prefix("global.") {
+            (true, n.to_string())
+        } else if let Some(n) = name.strip_prefix("session.").or_else(|| name.strip_prefix("local.")) {
+            (false, n.to_string())
+        } else {
+            (false, name)
+        };
+        if name.is_empty() {
+            return Err(LexError("empty variable name".into()));
+        }
+        Ok((Tok::SysVar(global, name), j))
+    } else {
+        let mut j = i + 1;
+        let name = if matches!(b.get(j), Some(b'`') | Some(b'\'') | Some(b'"')) {
+            let (s, k) = if b[j] == b'`' {
+                let end = sql[j + 1..].find('`').ok_or_else(|| LexError("unterminated".into()))? + j + 1;
+                (sql.as_bytes()[j + 1..end].to_vec(), end + 1)
+            } else {
+                string(b, j)?
+            };
+            j = k;
+            String::from_utf8_lossy(&s).into_owned()
+        } else {
+            while j < b.len() && (is_ident_byte(b[j]) || b[j] == b'.') {
+                j += 1;
+            }
+            sql[i + 1..j].to_string()
+        };
+        Ok((Tok::UserVar(name.to_ascii_lowercase()), j))
+    }
 }
 
 /// Splits a text at its top-level `;` (outside strings, identifiers and comments) into

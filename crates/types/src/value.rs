@@ -307,26 +307,7 @@ pub fn coerce(ty: ColumnType, v: Value) -> TernResult<Value> {
     }
     match ty {
         T::TinyInt { .. } | T::SmallInt { .. } | T::MediumInt { .. } | T::Int { .. } | T::BigInt { .. } => {
-            let n = match &v {
-                Value::Bytes(_) => {
-                    let s = text_of(&v).unwrap_or("").trim();
-                    match s.parse::<i128>() {
-                        Ok(n) => n,
-                        Err(_) => return wrong_type(ty, &v),
-                    }
-                }
-                Value::Double(f) if f.fract() == 0.0 && f.abs() < 1e38 => *f as i128,
-                Value::Float(f) if f.fract() == 0.0 && f.abs() < 1e38 => *f as i128,
-                other => match other.as_i128() {
-                    Some(n) => n,
-                    None => return wrong_type(ty, &v),
-                },
-            };
-            let (lo, hi) = ty.int_range().expect("integer type");
-            if n < lo || n > hi {
-                return out_of_range(ty);
-            }
-            Ok(if ty.is_unsigned() { Value::UInt(n as u64) } else { Value::Int(n as i64) })
+            coerce_int(ty, v)
         }
         // A native client's infinite DOUBLE is kept (the Redis front end's scores are ±inf as
         // often as not); SQL never produces one (its arithmetic refuses overflow) and text does
@@ -346,74 +327,9 @@ pub fn coerce(ty: ColumnType, v: Value) -> TernResult<Value> {
                 Ok(Value::Double(f))
             }
         }
-        T::Decimal { precision, scale, unsigned } => {
-            let scaled = match &v {
-                Value::Bytes(_) => parse_decimal(text_of(&v).unwrap_or(""), scale),
-                Value::Decimal { v: x, scale: s } => {
-                    if *s <= scale {
-                        rescale(*x, *s, scale)
-                    } else {
-                        parse_decimal(&format_decimal(*x, *s), scale)
-                    }
-                }
-                Value::Double(_) | Value::Float(_) => {
-                    parse_decimal(&format!("{:.*}", scale as usize + 1, v.as_f64().unwrap_or(0.0)), scale)
-                }
-                other => other.as_i128().and_then(|n| rescale(n, 0, scale)),
-            };
-            let Some(scaled) = scaled else {
-                return wrong_type(ty, &v);
-            };
-            if scaled.unsigned_abs() >= 10u128.pow(precision as u32) || (unsigned && scaled < 0) {
-                return out_of_range(ty);
-            }
-            Ok(Value::Decimal { v: scaled, scale })
-        }
-        T::Char { .. } | T::VarChar { .. } | T::Text => {
-            let mut b = match v {
-                Value::Bytes(b) => b,
-                other => match other.to_text(ty) {
-                    Some(s) => s.into_bytes(),
-                    None => return wrong_type(ty, &other),
-                },
-            };
-            let s = match std::str::from_utf8(&b) {
-                Ok(s) => s,
-                Err(_) => {
-                    return err(ErrorCode::InvalidValue, "Incorrect string value: not valid UTF-8");
-                }
-            };
-            let limit = match ty {
-                T::Char { len } | T::VarChar { len } => len as usize,
-                _ => 65_535,
-            };
-            let count = if ty == T::Text { s.len() } else { s.chars().count() };
-            if count > limit {
-                return err(ErrorCode::DataTooLong, format!("Data too long for column of type {}", ty.sql_name()));
-            }
-            if matches!(ty, T::Char { .. }) {
-                while b.last() == Some(&b' ') {
-                    b.pop();
-                }
-            }
-            Ok(Value::Bytes(b))
-        }
-        T::Binary { .. } | T::VarBinary { .. } | T::Blob => {
-            let Value::Bytes(mut b) = v else {
-                return wrong_type(ty, &v);
-            };
-            let limit = match ty {
-                T::Binary { len } | T::VarBinary { len } => len as usize,
-                _ => 65_535,
-            };
-            if b.len() > limit {
-                return err(ErrorCode::DataTooLong, format!("Data too long for column of type {}", ty.sql_name()));
-            }
-            if let T::Binary { len } = ty {
-                b.resize(len as usize, 0);
-            }
-            Ok(Value::Bytes(b))
-        }
+        T::Decimal { precision, scale, unsigned } => coerce_decimal(ty, v, precision, scale, unsigned),
+        T::Char { .. } | T::VarChar { .. } | T::Text => coerce_text(ty, v),
+        T::Binary { .. } | T::VarBinary { .. } | T::Blob => coerce_binary(ty, v),
         T::Date => match v {
             Value::Date(d) => Ok(Value::Date(d)),
             Value::DateTime(t) | Value::Timestamp(t) => Ok(Value::Date(t.div_euclid(time::MICROS_PER_DAY) as i32)),
@@ -425,26 +341,7 @@ pub fn coerce(ty: ColumnType, v: Value) -> TernResult<Value> {
                 None => err(ErrorCode::InvalidValue, "Invalid Date/Time."),
             },
         },
-        T::DateTime { fsp } | T::Timestamp { fsp } => {
-            let micros = match v {
-                Value::DateTime(t) | Value::Timestamp(t) => Some(t),
-                Value::Date(d) => Some(d as i64 * time::MICROS_PER_DAY),
-                ref o => text_of(o).and_then(time::parse_datetime),
-            };
-            let Some(m) = micros else {
-                return err(ErrorCode::InvalidValue, "Invalid Date/Time.");
-            };
-            let m = time::truncate_fsp(m, fsp);
-            if matches!(ty, T::Timestamp { .. }) {
-                // MySQL's TIMESTAMP range: 1970-01-01 00:00:01 .. 2038-01-19 03:14:07 UTC.
-                if !(time::MICROS_PER_SEC..=2_147_483_647 * time::MICROS_PER_SEC + 999_999).contains(&m) {
-                    return err(ErrorCode::InvalidValue, "Invalid Date/Time.");
-                }
-                Ok(Value::Timestamp(m))
-            } else {
-                Ok(Value::DateTime(m))
-            }
-        }
+        T::DateTime { fsp } | T::Timestamp { fsp } => coerce_datetime(ty, v, fsp),
         T::Time { fsp } => {
             let micros = match v {
                 Value::Time(t) => Some(t),
@@ -478,6 +375,130 @@ pub fn coerce(ty: ColumnType, v: Value) -> TernResult<Value> {
                 None => wrong_type(ty, &v),
             }
         }
+    }
+}
+
+/// An integer column's value: text parsed, whole floats taken, the type's range checked.
+fn coerce_int(ty: ColumnType, v: Value) -> TernResult<Value> {
+    let n = match &v {
+        Value::Bytes(_) => {
+            let s = text_of(&v).unwrap_or("").trim();
+            match s.parse::<i128>() {
+                Ok(n) => n,
+                Err(_) => return wrong_type(ty, &v),
+            }
+        }
+        Value::Double(f) if f.fract() == 0.0 && f.abs() < 1e38 => *f as i128,
+        Value::Float(f) if f.fract() == 0.0 && f.abs() < 1e38 => *f as i128,
+        other => match other.as_i128() {
+            Some(n) => n,
+            None => return wrong_type(ty, &v),
+        },
+    };
+    let (lo, hi) = ty.int_range().expect("integer type");
+    if n < lo || n > hi {
+        return out_of_range(ty);
+    }
+    Ok(if ty.is_unsigned() { Value::UInt(n as u64) } else { Value::Int(n as i64) })
+}
+
+/// A DECIMAL(precision, scale) value, rounded to the scale, its precision checked.
+fn coerce_decimal(ty: ColumnType, v: Value, precision: u8, scale: u8, unsigned: bool) -> TernResult<Value> {
+    let scaled = match &v {
+        Value::Bytes(_) => parse_decimal(text_of(&v).unwrap_or(""), scale),
+        Value::Decimal { v: x, scale: s } => {
+            if *s <= scale {
+                rescale(*x, *s, scale)
+            } else {
+                parse_decimal(&format_decimal(*x, *s), scale)
+            }
+        }
+        Value::Double(_) | Value::Float(_) => {
+            parse_decimal(&format!("{:.*}", scale as usize + 1, v.as_f64().unwrap_or(0.0)), scale)
+        }
+        other => other.as_i128().and_then(|n| rescale(n, 0, scale)),
+    };
+    let Some(scaled) = scaled else {
+        return wrong_type(ty, &v);
+    };
+    if scaled.unsigned_abs() >= 10u128.pow(precision as u32) || (unsigned && scaled < 0) {
+        return out_of_range(ty);
+    }
+    Ok(Value::Decimal { v: scaled, scale })
+}
+
+/// Text: valid UTF-8 within the length in characters (TEXT: bytes); CHAR without trailing
+/// spaces.
+fn coerce_text(ty: ColumnType, v: Value) -> TernResult<Value> {
+    use ColumnType as T;
+    let mut b = match v {
+        Value::Bytes(b) => b,
+        other => match other.to_text(ty) {
+            Some(s) => s.into_bytes(),
+            None => return wrong_type(ty, &other),
+        },
+    };
+    let s = match std::str::from_utf8(&b) {
+        Ok(s) => s,
+        Err(_) => {
+            return err(ErrorCode::InvalidValue, "Incorrect string value: not valid UTF-8");
+        }
+    };
+    let limit = match ty {
+        T::Char { len } | T::VarChar { len } => len as usize,
+        _ => 65_535,
+    };
+    let count = if ty == T::Text { s.len() } else { s.chars().count() };
+    if count > limit {
+        return err(ErrorCode::DataTooLong, format!("Data too long for column of type {}", ty.sql_name()));
+    }
+    if matches!(ty, T::Char { .. }) {
+        while b.last() == Some(&b' ') {
+            b.pop();
+        }
+    }
+    Ok(Value::Bytes(b))
+}
+
+/// Bytes within the length; BINARY padded with zero bytes.
+fn coerce_binary(ty: ColumnType, v: Value) -> TernResult<Value> {
+    use ColumnType as T;
+    let Value::Bytes(mut b) = v else {
+        return wrong_type(ty, &v);
+    };
+    let limit = match ty {
+        T::Binary { len } | T::VarBinary { len } => len as usize,
+        _ => 65_535,
+    };
+    if b.len() > limit {
+        return err(ErrorCode::DataTooLong, format!("Data too long for column of type {}", ty.sql_name()));
+    }
+    if let T::Binary { len } = ty {
+        b.resize(len as usize, 0);
+    }
+    Ok(Value::Bytes(b))
+}
+
+/// A DATETIME or TIMESTAMP (its range checked), to the column's fraction digits.
+fn coerce_datetime(ty: ColumnType, v: Value, fsp: u8) -> TernResult<Value> {
+    use ColumnType as T;
+    let micros = match v {
+        Value::DateTime(t) | Value::Timestamp(t) => Some(t),
+        Value::Date(d) => Some(d as i64 * time::MICROS_PER_DAY),
+        ref o => text_of(o).and_then(time::parse_datetime),
+    };
+    let Some(m) = micros else {
+        return err(ErrorCode::InvalidValue, "Invalid Date/Time.");
+    };
+    let m = time::truncate_fsp(m, fsp);
+    if matches!(ty, T::Timestamp { .. }) {
+        // MySQL's TIMESTAMP range: 1970-01-01 00:00:01 .. 2038-01-19 03:14:07 UTC.
+        if !(time::MICROS_PER_SEC..=2_147_483_647 * time::MICROS_PER_SEC + 999_999).contains(&m) {
+            return err(ErrorCode::InvalidValue, "Invalid Date/Time.");
+        }
+        Ok(Value::Timestamp(m))
+    } else {
+        Ok(Value::DateTime(m))
     }
 }
 

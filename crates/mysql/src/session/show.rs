@@ -174,7 +174,7 @@ impl Session {
 
     /// SHOW [FULL] TABLES [FROM db] [LIKE p].
     async fn show_tables(&mut self, db: Option<&str>, like: &Option<String>, full: bool) -> Result<Answer, SqlError> {
-        let db = self.need_db(db.as_deref())?;
+        let db = self.need_db(db)?;
         self.refresh().await;
         if !tern_sql::infoschema::is_virtual(&db) {
             self.known_db(&db).await?;
