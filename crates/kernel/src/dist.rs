@@ -874,8 +874,15 @@ impl Dist {
             self.durable_epoch = self.durable_epoch.max(epoch);
         }
         self.tell_durable(epoch, nodes, true, covered, out);
-        // The control plane keeps the newest durable epoch: a system restart recovers to it.
-        out.control.push(ControlReq::DurableEpoch(epoch));
+        // The control plane keeps the newest durable epoch, a lower bound of a system restart's
+        // cut: only an epoch every live node's disk marks (`recovery::node_epoch`). An unmarked
+        // epoch (no commit anywhere since the last mark) is not: a node whose disk holds it
+        // cannot show it, and a cut above its node epoch would recover the nodes to different
+        // epochs (the simulator running the control plane's own state machine found this).
+        if self.marked_epoch > 0 {
+            debug_assert!(self.marked_epoch <= epoch, "a marked epoch is a flushed one");
+            out.control.push(ControlReq::DurableEpoch(self.marked_epoch));
+        }
         self.round = Round::Idle;
         if self.wanted_epoch > epoch {
             // A durable commit came into the epoch given out meanwhile: close it at once.

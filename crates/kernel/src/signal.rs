@@ -562,7 +562,7 @@ pub enum ControlReq {
     /// This node asks to move to `state` (Copying: join the write chains; Started: a full
     /// replica again).
     SetState(tern_types::cluster::NodeState),
-    /// The master reports the newest epoch every live node has on disk.
+    /// The master reports the newest epoch every live node's disk marks whole (a marked flush).
     DurableEpoch(u64),
     /// This node has not heard from that node for twice the failure timeout (or lost signals
     /// to it): the control plane fails one of the two (`ClusterState::choose_victim`).

@@ -1,117 +1,156 @@
-//! The control plane as the data nodes meet it: their requests (state changes, catalogs, moves,
-//! suspicions), the cluster maps it publishes, and the planner of partition moves.
+//! The control plane as the data nodes meet it. Its state machine is the management nodes' own
+//! (`tern_control::ControlState`, the code every mgmd applies its Raft log with): the data
+//! nodes' requests become its commands (state changes, catalogs, durable epochs, partition moves,
+//! reorganisations), and so do the simulator's faults (a failed node, a restarted one that
+//! registers, a whole-cluster crash and the system restart after it). Each accepted command that
+//! changes the cluster map is published to every running node. What stays modelled here is the
+//! Raft replication itself (one linearizable log) and the leader's arbitration of suspicions.
 
 use super::*;
+use tern_control::{Command, CommandResult};
 
 impl Sim {
-    /// The control plane, modelled as one linearizable state machine: a node's state change
-    /// becomes a new cluster map, which every running node's blocks receive.
-    pub(super) fn control(&mut self, node: NodeId, req: ControlReq) {
-        if let ControlReq::Catalog(c) = req {
-            // As the management nodes' state machine: versions only grow, the same catalog again
-            // is accepted (a retried proposal); the proposer learns the outcome.
-            let held = self.mgm_catalog.clone();
-            let accepted = held.as_ref().is_none_or(|h| c.version > h.version || *h == c);
-            self.log(|| format!("node {node} proposes catalog version {}: accepted {accepted}", c.version));
-            let sig = if accepted {
-                self.mgm_catalog = Some(c.clone());
-                Signal::CatalogStored { version: c.version }
-            } else {
-                Signal::MgmCatalog { catalog: held.expect("refused by one"), refused: Some(c.version) }
-            };
-            let at = self.now + 1 + self.rng.below(20);
-            let inc = self.incarnation;
-            self.push(at, Event::Deliver { from: None, to: Addr::new(node, Block::Dict), sig, incarnation: inc });
-            if accepted {
-                // A table created while a drain began may name the draining group: its
-                // partitions there are pinned (as the control plane does at SetCatalog).
-                let tables = self.mgm_tables();
-                let mut next = (*self.cluster).clone();
-                if next.pin_draining(&tables) {
-                    next.version += 1;
-                    self.publish(next);
-                }
-            }
-            if accepted && self.cluster.master() != Some(node) {
-                // A proposal of a master that failed meanwhile, committed after the new master
-                // looked: its membership thread sees the new version at its next heartbeat.
-                self.give_master_the_catalog();
-            }
-            return;
+    /// Proposes `cmd` to the management nodes' state machine; the new map is published when it
+    /// changed. Err: why it was refused (nothing changed).
+    pub(super) fn propose(&mut self, cmd: Command) -> CommandResult {
+        let before = self.mgm.version();
+        let r = self.mgm.apply(&cmd);
+        if !matches!(cmd, Command::SetCatalog { .. }) {
+            self.log(|| format!("control plane: {cmd:?} -> {r:?}"));
         }
-        if let ControlReq::Suspect(suspect) = req {
-            // Arbitration as the management nodes run it: of two live nodes that cannot reach
-            // each other, one is failed (the other if that one may not fail here).
-            let live = |n: NodeId| self.cluster.state_of(n).in_chains();
-            if !live(node) || !live(suspect) {
-                return;
-            }
-            let victim = self.cluster.choose_victim(node, suspect);
-            let other = if victim == node { suspect } else { node };
-            let c = self.failure_candidates();
-            let Some(v) = [victim, other].into_iter().find(|n| c.contains(n)) else { return };
-            self.stats.suspicion_failures += 1;
-            self.log(|| format!("node {node} suspects node {suspect}: node {v} is failed"));
-            self.fail_a_node(Some(v));
-            return;
-        }
-        if let ControlReq::MoveCopied { table, partition } | ControlReq::MoveLeft { table, partition } = req {
-            let mut next = (*self.cluster).clone();
-            let done = if matches!(req, ControlReq::MoveLeft { .. }) {
-                next.move_left(table, partition, node)
-            } else {
-                next.move_copied(table, partition, node)
-            };
-            match done {
-                Ok(()) => {
-                    self.log(|| format!("move report of node {node}: {req:?}"));
-                    self.publish(next)
-                }
-                Err(e) => self.log(|| format!("move report of node {node} refused: {e}")),
-            }
-            return;
-        }
-        let ControlReq::SetState(state) = req else { return };
-        let mut next = (*self.cluster).clone();
-        let seq = next.nodes.values().map(|n| n.joined_seq).max().unwrap_or(0) + 1;
-        let Some(st) = next.nodes.get_mut(&node) else { return };
-        // As the management nodes allow: a restarting node joins the chains (Starting ->
-        // Copying), then becomes a full replica (Copying -> Started). A late or repeated request
-        // (e.g. a Copying after Started) changes nothing.
-        let allowed = matches!(
-            (st.state, state),
-            (NodeState::Starting, NodeState::Copying) | (NodeState::Copying, NodeState::Started)
+        let version = self.mgm.version();
+        assert!(
+            version == before || (r.is_ok() && version == before + 1),
+            "a command moves the map by one version at most, a refused one not at all"
         );
-        if !allowed {
-            return;
+        if version != before {
+            self.publish();
         }
-        st.state = state;
-        if state.in_chains() && st.joined_seq == 0 {
-            st.joined_seq = seq;
-        }
-        next.version += 1;
-        if state == NodeState::Started {
-            self.stats.node_restarts += 1;
-        }
-        self.publish(next);
+        r
     }
 
-    /// Installs a new cluster map and delivers it to every block of every running node; moves
-    /// whose condition now holds step on, and the planner starts new ones (a map of its own).
-    pub(super) fn publish(&mut self, mut next: ClusterState) {
-        next.settle_moves();
-        let finished = self
-            .cluster
-            .placed
+    /// A block's request to the control plane, from `node`'s current incarnation `inc`.
+    pub(super) fn control(&mut self, node: NodeId, inc: u32, req: ControlReq) {
+        match req {
+            ControlReq::Catalog(c) => self.propose_catalog(node, c),
+            ControlReq::Suspect(suspect) => {
+                // Arbitration as the management nodes' leader runs it: of two live nodes that
+                // cannot reach each other, one is failed (the other if that one may not fail
+                // here).
+                let live = |n: NodeId| self.cluster.state_of(n).in_chains();
+                if !live(node) || !live(suspect) {
+                    return;
+                }
+                let victim = self.cluster.choose_victim(node, suspect);
+                let other = if victim == node { suspect } else { node };
+                let c = self.failure_candidates();
+                let Some(v) = [victim, other].into_iter().find(|n| c.contains(n)) else { return };
+                self.stats.suspicion_failures += 1;
+                self.log(|| format!("node {node} suspects node {suspect}: node {v} is failed"));
+                self.fail_a_node(Some(v));
+            }
+            ControlReq::MoveCopied { table, partition } => {
+                let _ = self.propose(Command::MoveCopied { node, incarnation: inc, table, partition });
+            }
+            ControlReq::MoveLeft { table, partition } => {
+                let _ = self.propose(Command::MoveLeft { node, incarnation: inc, table, partition });
+            }
+            ControlReq::SetState(state) => {
+                let before = self.mgm.version();
+                // A late or repeated request (a Copying after Started) is refused or changes
+                // nothing.
+                if self.propose(Command::SetState { node, incarnation: inc, state }).is_ok()
+                    && self.mgm.version() != before
+                    && state == NodeState::Started
+                {
+                    self.stats.node_restarts += 1;
+                }
+            }
+            ControlReq::DurableEpoch(epoch) => {
+                let _ = self.propose(Command::SetDurableEpoch { epoch });
+            }
+            ControlReq::Reorganize { tables } => {
+                for table in tables {
+                    let _ = self.propose(Command::Reorganize { table });
+                }
+            }
+        }
+    }
+
+    /// The master's dict proposes a schema change: committed (`CatalogStored`) or refused
+    /// because the management nodes hold another catalog, which the dict is then given.
+    fn propose_catalog(&mut self, node: NodeId, c: std::sync::Arc<tern_types::Catalog>) {
+        let mut bytes = Vec::new();
+        c.encode(&mut bytes);
+        let accepted = self.propose(Command::SetCatalog { version: c.version, bytes }).is_ok();
+        self.log(|| format!("node {node} proposes catalog version {}: accepted {accepted}", c.version));
+        let sig = if accepted {
+            self.mgm_catalog = Some(c.clone());
+            Signal::CatalogStored { version: c.version }
+        } else {
+            let held = self.mgm_catalog.clone().expect("refused by one");
+            assert_eq!(held.version, self.mgm.catalog_version, "the catalog the management nodes hold");
+            Signal::MgmCatalog { catalog: held, refused: Some(c.version) }
+        };
+        let at = self.now + 1 + self.rng.below(20);
+        let inc = self.incarnation;
+        self.push(at, Event::Deliver { from: None, to: Addr::new(node, Block::Dict), sig, incarnation: inc });
+        if accepted && self.cluster.master() != Some(node) {
+            // A proposal of a master that failed meanwhile, committed after the new master
+            // looked: its membership thread sees the new version at its next heartbeat.
+            self.give_master_the_catalog();
+        }
+    }
+
+    /// The system restart every data node takes part in (at the first start, and after the
+    /// whole cluster went down): each registers with the epoch its disk holds whole, then the
+    /// registered nodes are started together; those the restart does not need (their disks are
+    /// partial: they were still copying) restart later as a node restart.
+    pub(super) fn system_restart(&mut self) {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for id in ids {
+            let incarnation = self.mgm.state.nodes[&id].incarnation;
+            let durable_epoch = tern_kernel::recovery::node_epoch(&self.nodes[&id].disk).unwrap_or(0);
+            if let Err(e) = self.propose(Command::Register { node: id, incarnation, durable_epoch }) {
+                self.fail(&format!("node {id} cannot register: {e}"));
+            }
+        }
+        let starting: Vec<(NodeId, u32)> = self
+            .mgm
+            .state
+            .nodes
             .iter()
-            .filter(|(k, p)| p.moving.is_some() && next.placed.get(k).is_none_or(|n| n.moving.is_none()))
-            .count();
-        self.stats.moves_done += finished as u64;
+            .filter(|(_, s)| s.state == NodeState::Starting)
+            .map(|(&n, s)| (n, s.incarnation))
+            .collect();
+        if let Err(e) = self.propose(Command::StartCluster { nodes: starting.clone() }) {
+            self.fail(&format!("the system restart of {starting:?} was refused: {e}"));
+        }
+        for (id, _) in starting {
+            if self.cluster.state_of(id) != NodeState::Started {
+                self.restarts.push((self.now + 200, id));
+            }
+        }
+    }
+
+    /// Delivers the management nodes' newest map to every block of every running node.
+    fn publish(&mut self) {
+        let next = self.mgm.state.clone();
+        let moving = |s: &ClusterState| -> BTreeSet<(u32, u32)> {
+            s.placed.iter().filter(|(_, p)| p.moving.is_some()).map(|(k, _)| *k).collect()
+        };
+        let (was, now) = (moving(&self.cluster), moving(&next));
+        self.stats.moves_begun += now.difference(&was).count() as u64;
+        self.stats.moves_done += was.difference(&now).count() as u64;
+        for (t, p) in now.difference(&was) {
+            self.log(|| format!("partition {p} of table {t} moves"));
+        }
         self.log(|| {
             let nodes: Vec<String> =
                 next.nodes.iter().map(|(id, s)| format!("{id}:{}/{}", s.state.name(), s.incarnation)).collect();
             format!("cluster map v{} [{}]", next.version, nodes.join(" "))
         });
+        assert!(next.version > self.cluster.version, "maps only move forward");
         self.cluster = std::sync::Arc::new(next);
         let inc = self.incarnation;
         let n = self.cfg.ldm_count;
@@ -129,40 +168,6 @@ impl Sim {
             }
         }
         self.give_master_the_catalog();
-        self.start_moves();
-    }
-
-    /// The tables of the management nodes' catalog, as the planner of moves sees them.
-    pub(super) fn mgm_tables(&self) -> Vec<tern_types::cluster::TableShape> {
-        self.mgm_catalog
-            .as_ref()
-            .map_or_else(Vec::new, |c| c.tables.values().map(|t| (t.id, t.groups, t.partition_count)).collect())
-    }
-
-    /// The control plane's planner of moves (`ClusterState::plan_moves`) over the tables the
-    /// management nodes' catalog holds.
-    pub(super) fn start_moves(&mut self) {
-        if self.planning {
-            return;
-        }
-        if self.mgm_catalog.is_none() {
-            return;
-        }
-        let tables = self.mgm_tables();
-        let plan = self.cluster.plan_moves(&tables);
-        if plan.is_empty() {
-            return;
-        }
-        let mut next = (*self.cluster).clone();
-        for (t, g, p, to) in plan {
-            if next.begin_move(t, g, p, to).is_ok() {
-                self.stats.moves_begun += 1;
-                self.log(|| format!("partition {p} of table {t} moves to {to:?}"));
-            }
-        }
-        self.planning = true;
-        self.publish(next);
-        self.planning = false;
     }
 
     /// The master's membership thread fetches the management nodes' catalog (it may be one an

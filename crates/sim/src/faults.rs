@@ -68,9 +68,7 @@ impl Sim {
         disk.crash(&mut self.rng);
         sn.disk = disk;
         self.started_nodes.remove(&victim);
-        let mut next = (*self.cluster).clone();
-        next.version += 1;
-        next.nodes.get_mut(&victim).expect("a node").state = NodeState::Down;
+        let incarnation = self.cluster.nodes[&victim].incarnation;
         if self.cfg.restart_after_ms > 0 {
             let at = self.now + self.cfg.restart_after_ms / 2 + self.rng.below(self.cfg.restart_after_ms);
             self.restarts.push((at, victim));
@@ -84,8 +82,11 @@ impl Sim {
                 c.wrote = false;
             }
         }
-        // Every block of every survivor learns of it, node by node.
-        self.publish(next);
+        // The management nodes' detector declares it failed; every block of every survivor
+        // learns of it, node by node.
+        if let Err(e) = self.propose(tern_control::Command::NodesFailed { nodes: vec![(victim, incarnation)] }) {
+            self.fail(&format!("failing node {victim}: {e}"));
+        }
         self.wake_all();
     }
 
@@ -135,23 +136,18 @@ impl Sim {
             self.nodes.get_mut(&id).expect("listed").disk = disk;
         }
         self.incarnation += 1;
-        // Only full replicas recover from their own disks; a node that was still restarting
-        // restarts again once the cluster is up.
-        let partial: Vec<NodeId> = self
+        // The management nodes see every node go: the cluster is down. Only full replicas
+        // recover from their own disks; a node that was still restarting restarts again once
+        // the cluster is up (`boot`: the system restart).
+        let failing: Vec<(NodeId, u32)> = self
             .cluster
             .nodes
             .iter()
-            .filter(|(_, s)| matches!(s.state, NodeState::Starting | NodeState::Copying))
-            .map(|(&id, _)| id)
+            .filter(|(_, s)| s.state != NodeState::Down)
+            .map(|(&id, s)| (id, s.incarnation))
             .collect();
-        if !partial.is_empty() {
-            let mut next = (*self.cluster).clone();
-            next.version += 1;
-            for id in &partial {
-                next.nodes.get_mut(id).expect("a node").state = NodeState::Down;
-                self.restarts.push((self.now + 200, *id));
-            }
-            self.cluster = std::sync::Arc::new(next);
+        if let Err(e) = self.propose(tern_control::Command::NodesFailed { nodes: failing }) {
+            self.fail(&format!("the whole-cluster failure: {e}"));
         }
         for c in &mut self.clients {
             c.state = ClientState::Idle;
@@ -195,16 +191,14 @@ impl Sim {
     /// catalog, joins the write chains (`Copying`), copies its partitions from the primaries and
     /// becomes a full replica again (`Started`).
     pub(super) fn restart_node(&mut self, id: NodeId) {
-        if self.cluster.state_of(id) != NodeState::Down || self.nodes[&id].node.is_some() {
+        if self.cluster.state_of(id).in_chains() || self.nodes[&id].node.is_some() {
             return;
         }
-        let mut next = (*self.cluster).clone();
-        let st = next.nodes.get_mut(&id).expect("a node");
-        st.state = NodeState::Starting;
-        st.incarnation += 1;
-        st.joined_seq = 0;
-        next.version += 1;
-        self.publish(next);
+        let incarnation = self.cluster.nodes[&id].incarnation;
+        let durable_epoch = tern_kernel::recovery::node_epoch(&self.nodes[&id].disk).unwrap_or(0);
+        if let Err(e) = self.propose(tern_control::Command::Register { node: id, incarnation, durable_epoch }) {
+            self.fail(&format!("node {id} cannot register: {e}"));
+        }
         let cfg = self.node_cfg(id, None);
         let sn = self.nodes.get_mut(&id).expect("a node");
         let node = match Node::recover(&cfg, &sn.disk) {

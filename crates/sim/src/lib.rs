@@ -68,7 +68,7 @@ pub struct SimConfig {
     pub data_memory_bytes: u64,
     /// Cut the links between two data nodes (both directions, losing what was in flight) about
     /// this often; 0 = never. The data nodes' heartbeats stop, one of them suspects the other,
-    /// and the modelled control plane fails one (`ClusterState::choose_victim`).
+    /// and the control plane fails one (`ClusterState::choose_victim`).
     pub partition_every_ms: u64,
     /// Each node's clock runs at its own rate (±5 %) from its own offset.
     pub clock_skew: bool,
@@ -88,7 +88,7 @@ pub struct SimConfig {
     /// wave: no one-round commits).
     pub unique_index: bool,
     /// Online scale-out: the last node group starts empty (not active). Early in the run the
-    /// modelled control plane activates it and reorganises every table (partitions move there
+    /// control plane brings it into service and reorganises every table (partitions move there
     /// under whatever faults come), and past the middle takes it out again (they move back).
     pub scale_out: bool,
     /// How often a backup is begun when none runs.
@@ -210,8 +210,11 @@ pub struct Sim {
     /// `TERN_SIM_TXN` (a transaction id) and `TERN_SIM_EPOCH`: log their signals.
     log_txn: Option<u64>,
     log_epoch: Option<u64>,
+    /// The newest cluster map (the management nodes' state's).
     cluster: std::sync::Arc<ClusterState>,
-    /// The catalog the modelled management nodes own (kept across whole-cluster crashes).
+    /// The management nodes' replicated state machine (`control`).
+    mgm: tern_control::ControlState,
+    /// The catalog the management nodes own, decoded (kept across whole-cluster crashes).
     mgm_catalog: Option<std::sync::Arc<tern_types::Catalog>>,
     nodes: BTreeMap<NodeId, SimNode>,
     incarnation: u32,
@@ -250,11 +253,9 @@ pub struct Sim {
     /// The backup running (client `BACKUP_CLIENT`), and when the next one starts.
     backup: Option<SimBackup>,
     next_backup: u64,
-    /// Set while the modelled control plane starts planned moves (`publish` does not plan again).
     /// When each node's blocks get the newest map (the membership thread hands a node the
     /// catalog only after the map that made it master).
     map_at: BTreeMap<NodeId, u64>,
-    planning: bool,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -341,7 +342,7 @@ impl Sim {
                 }
             })
             .collect();
-        let cluster = std::sync::Arc::new(ClusterState::all_started(ClusterConfig {
+        let config = ClusterConfig {
             replicas: cfg.replicas,
             data_nodes: (1..=cfg.data_nodes)
                 .map(|id| DataNodeSpec { id, host: "sim".into(), port: 0, location_domain: 0 })
@@ -351,15 +352,19 @@ impl Sim {
             epoch_interval_ms: cfg.epoch_interval_ms,
             heartbeat_interval_ms: 100,
             failure_timeout_ms: 1000,
-        }));
-        cluster.config.validate().expect("a valid simulated cluster");
-        let mut cluster = cluster;
+        };
+        config.validate().expect("a valid simulated cluster");
+        let mut mgm = tern_control::ControlState::new(config);
         if cfg.scale_out {
-            let c = std::sync::Arc::make_mut(&mut cluster);
+            // The last node group is one an operator added: configured, its nodes running, not
+            // yet in service (held out as a drained group until the run brings it in).
+            let c = &mut mgm.state;
             assert!(c.groups().len() >= 2, "scale_out needs two node groups");
             c.base_groups = c.groups().len() as u32 - 1;
             c.active_groups = c.base_groups;
+            c.draining.insert(c.base_groups);
         }
+        let cluster = std::sync::Arc::new(mgm.state.clone());
         let nodes = (1..=cfg.data_nodes)
             .map(|id| (id, SimNode { disk: SimDisk::default(), node: None, io: None, io_time: 0 }))
             .collect();
@@ -380,6 +385,7 @@ impl Sim {
             lin_reads: Vec::new(),
             lin_acks: HashMap::new(),
             cluster,
+            mgm,
             mgm_catalog: None,
             nodes,
             incarnation: 0,
@@ -408,7 +414,6 @@ impl Sim {
             ddl_seq: 0,
             backup: None,
             next_backup: first_backup,
-            planning: false,
             map_at: BTreeMap::new(),
         }
     }
@@ -438,26 +443,21 @@ impl Sim {
         while sim.now < sim.cfg.duration_ms {
             if sim.now >= next_grow.min(next_shrink) && sim.started() && sim.table.is_some() {
                 let grow = next_grow <= next_shrink;
-                let mut next = (*sim.cluster).clone();
-                next.rebalance_all = true;
+                let last = sim.cluster.groups().len() as u32 - 1;
                 if grow {
-                    next.version += 1;
-                    next.draining.clear();
-                    next.active_groups = next.groups().len() as u32;
-                } else {
-                    // As the control plane drains a node group: its default homes are pinned
-                    // and the planner moves them off.
-                    let tables = sim.mgm_tables();
-                    let last = next.groups().len() as u32 - 1;
-                    next.drain_group(last, &tables).expect("the added group drains");
-                }
-                sim.log(|| format!("node groups in service: {} (reorganising every table)", next.active_groups));
-                if grow {
+                    // The added group comes into service and every table is spread over it.
+                    sim.propose(tern_control::Command::UndrainGroup { group: last }).expect("the added group comes in");
+                    let tables: Vec<u32> = sim.mgm_catalog.as_ref().map_or_else(Vec::new, |c| c.tables.keys().copied().collect());
+                    for table in tables {
+                        sim.propose(tern_control::Command::Reorganize { table }).expect("a table of the catalog");
+                    }
                     next_grow = u64::MAX;
                 } else {
+                    // As an operator drops the node group: its partitions move off it.
+                    sim.propose(tern_control::Command::DrainGroup { group: last }).expect("the added group drains");
                     next_shrink = u64::MAX;
                 }
-                sim.publish(next);
+                sim.log(|| format!("node groups in service: {}", sim.cluster.active_groups));
                 continue;
             }
             if sim.now >= next_cut && sim.started() && sim.table.is_some() && sim.cut.is_empty() {
@@ -566,13 +566,11 @@ impl Sim {
     /// Starts every node from its disk: a system restart to the consistent cut, the smallest of
     /// the nodes' epochs (their system files', or newer ones marked in all their redo logs).
     fn boot(&mut self) {
+        self.system_restart();
         let live = self.cluster.live_nodes();
-        let cut = self
-            .nodes
-            .iter()
-            .filter(|(id, _)| live.contains(id))
-            .map(|(_, n)| tern_kernel::recovery::node_epoch(&n.disk).unwrap_or(0))
-            .min();
+        // The consistent cut the management nodes chose: the smallest epoch the system files of
+        // the nodes that hold the data name, or the newest durable epoch reported if later.
+        let cut = Some(self.cluster.durable_epoch);
         for id in live {
             let cfg = self.node_cfg(id, cut);
             let node = match Node::recover(&cfg, &self.nodes[&id].disk) {
@@ -651,7 +649,7 @@ impl Sim {
                     self.log(|| format!("control request of node {node}/{node_incarnation}: {req:?}"));
                 }
                 if self.cluster.nodes.get(&node).is_some_and(|s| s.incarnation == node_incarnation) {
-                    self.control(node, req);
+                    self.control(node, node_incarnation, req);
                 }
             }
             _ => {}

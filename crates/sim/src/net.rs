@@ -154,7 +154,7 @@ impl Sim {
             self.push(at, Event::Deliver { from: Some(to.node), to, sig, incarnation: inc });
         }
         // Requests to the control plane travel like messages: delayed (heartbeat-sized), and
-        // sometimes delivered twice (a retried proposal); the modelled control plane must be
+        // sometimes delivered twice (a retried proposal); the control plane must be
         // idempotent and refuse requests of an earlier incarnation.
         let node_incarnation = self.cluster.nodes.get(&from.node).map_or(0, |s| s.incarnation);
         for req in out.control {
