@@ -447,7 +447,8 @@ impl Sim {
                 if grow {
                     // The added group comes into service and every table is spread over it.
                     sim.propose(tern_control::Command::UndrainGroup { group: last }).expect("the added group comes in");
-                    let tables: Vec<u32> = sim.mgm_catalog.as_ref().map_or_else(Vec::new, |c| c.tables.keys().copied().collect());
+                    let tables: Vec<u32> =
+                        sim.mgm_catalog.as_ref().map_or_else(Vec::new, |c| c.tables.keys().copied().collect());
                     for table in tables {
                         sim.propose(tern_control::Command::Reorganize { table }).expect("a table of the catalog");
                     }
@@ -648,7 +649,14 @@ impl Sim {
                 if !matches!(req, ControlReq::DurableEpoch(_) | ControlReq::Catalog(_)) {
                     self.log(|| format!("control request of node {node}/{node_incarnation}: {req:?}"));
                 }
-                if self.cluster.nodes.get(&node).is_some_and(|s| s.incarnation == node_incarnation) {
+                // Requests that name their incarnation go to the state machine, which refuses a
+                // stale one itself; the others are a stale process's only if it is not current.
+                let names_incarnation = matches!(
+                    req,
+                    ControlReq::SetState(_) | ControlReq::MoveCopied { .. } | ControlReq::MoveLeft { .. }
+                );
+                if names_incarnation || self.cluster.nodes.get(&node).is_some_and(|s| s.incarnation == node_incarnation)
+                {
                     self.control(node, node_incarnation, req);
                 }
             }
