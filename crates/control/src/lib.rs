@@ -6,6 +6,7 @@
 //! * `config`: the cluster file.
 //! * `state`: the replicated state machine (pure).
 //! * `detector`: failure detection, leases and arbitration on the leader (pure).
+//! * `member`: a data node's side of membership — heartbeats, leases, fencing, its requests (pure).
 //! * `proto`: the framed protocol on the mgmd port.
 //! * `store`: the durable Raft log, vote and snapshot in the data directory.
 //! * `raft`: openraft's type configuration and the network between mgmds.
@@ -15,6 +16,7 @@
 pub mod client;
 pub mod config;
 pub mod detector;
+pub mod member;
 pub mod proto;
 mod raft;
 mod server;

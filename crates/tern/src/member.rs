@@ -10,21 +10,26 @@
 //!   once), then boot `Started`, recovering from disk to the cluster's durable epoch (the
 //!   consistent cut).
 //!
-//! Then two membership threads run (`run`): the heartbeat thread heartbeats the mgmd leader every
-//! `heartbeat_interval_ms` (and nothing else, so it never waits behind a proposal), hands every
-//! newer cluster map to the node's blocks, and fences: a node whose lease ran out, or that the
-//! cluster declared failed, stops at once (the angel of `tern up` restarts it as a node restart).
-//! The work thread forwards the blocks' requests (state changes, the durable epoch, coalesced,
-//! catalogs) and, on an orderly stop, the leave. A lease counts from when its heartbeat was sent
-//! and is shorter than the failure timeout, so the node stops serving before the control plane
-//! may declare it dead (tern-control's detector, which does not count a stretch in which it was
-//! not scheduled itself as silence).
+//! Then two membership threads run (`run`), each driving one of tern-control's pure membership
+//! machines (`tern_control::member`, which the simulator runs too): the heartbeat thread drives
+//! `Heart` (heartbeats every `heartbeat_interval_ms`, and nothing else, so it never waits behind
+//! a proposal; newer cluster maps to the node's blocks; the fence: a node whose lease ran out,
+//! or that the cluster declared failed, stops at once, and the angel of `tern up` restarts it as
+//! a node restart). The work thread drives `Work`: the blocks' requests (state changes, the
+//! durable epoch, coalesced, catalogs, move reports) and, on an orderly stop, the leave. A lease
+//! counts from when its heartbeat was sent and is shorter than the failure timeout, so the node
+//! stops serving before the control plane may declare it dead (tern-control's detector, which
+//! does not count a stretch in which it was not scheduled itself as silence).
 
 use anyhow::{Context, Result, bail};
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tern_control::member::{
+    Beat, Call, CallError, Done, Heart, HeartAction, HeartConfig, Learned, MoveReport, Work, WorkAction,
+};
 use tern_control::{Command, ControlError, MgmClient, Role, StateInfo};
 use tern_kernel::signal::Signal;
 use tern_types::cluster::{ClusterState, NodeId, NodeState};
@@ -144,10 +149,6 @@ pub fn join(client: &mut MgmClient, node: NodeId, data_dir: &Path, stop: &dyn Fn
     }
 }
 
-/// Node states and incarnations, and whether the cluster is down: what makes a map worth
-/// handing to the blocks.
-type Membership = (Vec<(NodeId, NodeState, u32)>, bool);
-
 /// The membership threads' view of the node they serve.
 pub struct Member {
     pub node: NodeId,
@@ -188,16 +189,6 @@ impl Steer {
         }
         self.left.load(Ordering::SeqCst)
     }
-}
-
-/// What the heartbeat thread learns for the work thread.
-#[derive(Default)]
-struct Learned {
-    master: Option<NodeId>,
-    /// The catalog version the management nodes hold, as the newest heartbeat reply said.
-    mgm_catalog: Option<u64>,
-    /// This node asked to become `Started` (after its copy), and the control plane applied it.
-    proposed_started: bool,
 }
 
 type Shared = std::sync::Mutex<Learned>;
@@ -251,10 +242,15 @@ pub fn raise_priority(what: &str) {
     }
 }
 
+/// Milliseconds since `origin`: the membership machines' clock.
+fn ms(origin: Instant) -> u64 {
+    origin.elapsed().as_millis() as u64
+}
+
 #[allow(clippy::too_many_arguments)]
 fn heartbeat_loop(
     mut client: MgmClient,
-    mut m: Member,
+    m: Member,
     control: &tern_runtime::ControlInbox,
     shared: &Shared,
     publish: &(dyn Fn(Arc<ClusterState>) + Sync),
@@ -263,24 +259,27 @@ fn heartbeat_loop(
     steer: &Steer,
 ) {
     // A heartbeat waits at most half a failure timeout (the next one follows at once): the
-    // lease checks below run between heartbeats, so a call held up by management nodes that
-    // cannot be reached (a partition) must not postpone the fence by the client's default
-    // timeouts (in the namespace harness a partitioned node took 20 s to fence instead of ~6).
+    // lease checks run between heartbeats, so a call held up by management nodes that cannot
+    // be reached (a partition) must not postpone the fence by the client's default timeouts
+    // (in the namespace harness a partitioned node took 20 s to fence instead of ~6).
     let half = m.failure_timeout / 2;
     client.connect_timeout = half.min(Duration::from_secs(1));
     client.request_timeout = half;
     client.call_timeout = half;
-    let mut lease_until: Option<Instant> = None;
-    // Since when the lease has lapsed (the node's tcs serve no client meanwhile).
-    let mut lapsed: Option<Instant> = None;
-    let mut next_beat = Instant::now();
-    // Membership as last logged.
-    let mut published: Option<Membership> = None;
+    let origin = Instant::now();
+    let cfg = HeartConfig {
+        node: m.node,
+        incarnation: m.incarnation,
+        heartbeat_ms: m.heartbeat.as_millis() as u64,
+        failure_timeout_ms: m.failure_timeout.as_millis() as u64,
+        booted_started: m.booted_started,
+        known_version: m.known_version,
+    };
+    let mut heart = Heart::new(cfg, 0);
     // The longest sleep (a stop is seen within it): one heartbeat interval, so an idle node's
     // heartbeat thread wakes once per beat.
     let tick = Duration::from_millis(250).min(m.heartbeat);
     let mut woke_plan = Instant::now() + tick;
-    let mut stop_asked = false;
     loop {
         if steer.stop.load(Ordering::SeqCst) {
             return;
@@ -291,105 +290,61 @@ fn heartbeat_loop(
             tracing::warn!(late_ms = late.as_millis() as u64, "the heartbeat thread was not scheduled in time");
         }
         let leaving = steer.leaving.load(Ordering::SeqCst);
-        if Instant::now() >= next_beat {
-            next_beat = Instant::now() + m.heartbeat;
-            let suspects = control.take_suspects();
-            if !suspects.is_empty() && !leaving {
-                tracing::warn!(?suspects, "reporting data nodes this node cannot reach");
-            }
-            match client.heartbeat(m.node, m.incarnation, m.known_version, &suspects) {
-                Ok(h) => {
-                    if let Some(until) = h.lease_until {
-                        lease_until = Some(until);
-                        // The tcs serve clients until then, by their own clock.
-                        lease(Some(until));
-                        if let Some(since) = lapsed.take() {
-                            tracing::warn!(
-                                lapsed_ms = since.elapsed().as_millis() as u64,
-                                "lease renewed: serving clients again (the management nodes still count on this node)"
-                            );
-                        }
+        let mut todo: VecDeque<HeartAction> = heart.tick(ms(origin), leaving).into();
+        while let Some(action) = todo.pop_front() {
+            match action {
+                HeartAction::Beat { known_version } => {
+                    let suspects = control.take_suspects();
+                    if !suspects.is_empty() && !leaving {
+                        tracing::warn!(?suspects, "reporting data nodes this node cannot reach");
                     }
-                    {
-                        let mut l = shared.lock().unwrap_or_else(|p| p.into_inner());
-                        if let Some(st) = &h.state {
-                            m.master = st.master();
-                            l.master = m.master;
+                    match client.heartbeat(m.node, m.incarnation, known_version, &suspects) {
+                        Ok(h) => {
+                            let beat = Beat {
+                                granted: h.lease_until.is_some(),
+                                lease_ms: h.lease_ms,
+                                stop: h.stop,
+                                catalog_version: h.catalog_version,
+                                state: h.state,
+                            };
+                            let mut l = shared.lock().unwrap_or_else(|p| p.into_inner());
+                            todo.extend(heart.on_reply(ms(origin), beat, leaving, &mut l));
                         }
-                        l.mgm_catalog = Some(h.catalog_version);
-                    }
-                    if let Some(st) = h.state
-                        && st.version > m.known_version
-                    {
-                        m.known_version = st.version;
-                        let mine = st.nodes.get(&m.node).cloned();
-                        let gone =
-                            mine.as_ref().is_none_or(|s| s.incarnation != m.incarnation || s.state == NodeState::Down);
-                        if gone && steer.leaving.load(Ordering::SeqCst) {
-                            // The orderly leave was applied: nothing more to hand the blocks.
-                            continue;
+                        Err(e) => {
+                            heart.on_failed();
+                            tracing::warn!("heartbeat: {e}");
                         }
-                        if gone {
-                            fence("the cluster declared this node failed");
-                            return;
-                        }
-                        if st.cluster_down {
-                            fence("the cluster is down (a node group lost all its replicas)");
-                            return;
-                        }
-                        let started_by_us = shared.lock().unwrap_or_else(|p| p.into_inner()).proposed_started;
-                        if mine.is_some_and(|s| s.state == NodeState::Started) && !m.booted_started && !started_by_us {
-                            // A system restart made this node a full replica while it booted to
-                            // copy (it recovered only its own disk, not to the cluster's cut).
-                            fence("the cluster started this node from its disk while it booted to copy");
-                            return;
-                        }
-                        let membership: Membership =
-                            (st.nodes.iter().map(|(&n, s)| (n, s.state, s.incarnation)).collect(), st.cluster_down);
-                        if published.as_ref() != Some(&membership) {
-                            let states: Vec<String> =
-                                st.nodes.iter().map(|(n, s)| format!("{n}:{}", s.state.name())).collect();
-                            tracing::info!(version = st.version, nodes = %states.join(" "), "new cluster map");
-                            published = Some(membership);
-                        }
-                        // Every version (they move only with membership, catalog or operator
-                        // changes): blocks compare map versions across nodes.
-                        publish(Arc::new(st));
-                    }
-                    if h.stop && !leaving && !stop_asked {
-                        // An orderly stop, as SIGTERM: flush and leave; then the process starts
-                        // again in place and waits for `tern start --node N`.
-                        tracing::info!("an operator asked this node to stop");
-                        stop_asked = true;
-                        crate::request_stop();
                     }
                 }
-                Err(e) => tracing::warn!("heartbeat: {e}"),
+                // The tcs serve clients until then, by their own clock.
+                HeartAction::Lease { until_ms } => lease(Some(origin + Duration::from_millis(until_ms))),
+                HeartAction::Renewed { lapsed_ms } => tracing::warn!(
+                    lapsed_ms,
+                    "lease renewed: serving clients again (the management nodes still count on this node)"
+                ),
+                // The tcs already refuse clients (they compare the lease with their own clock).
+                HeartAction::Lapsed => tracing::warn!("lease lapsed: serving no client until it is renewed"),
+                HeartAction::Membership(st) => {
+                    let states: Vec<String> = st.nodes.iter().map(|(n, s)| format!("{n}:{}", s.state.name())).collect();
+                    tracing::info!(version = st.version, nodes = %states.join(" "), "new cluster map");
+                }
+                HeartAction::Publish(st) => publish(st),
+                HeartAction::Fence(why) => {
+                    fence(&why);
+                    return;
+                }
+                HeartAction::RequestStop => {
+                    // An orderly stop, as SIGTERM: flush and leave; then the process starts
+                    // again in place and waits for `tern start --node N`.
+                    tracing::info!("an operator asked this node to stop");
+                    crate::request_stop();
+                }
             }
         }
-        if !leaving && lapsed.is_none() && lease_until.is_some_and(|t| Instant::now() >= t) {
-            // The tcs already refuse clients (they compare the lease with their own clock). Not
-            // a reason to stop yet: this node, the management nodes or the whole host may only
-            // not have been scheduled. A renewal says the cluster still counts on this node; a
-            // map showing it failed (or no renewal within a failure timeout) stops it.
-            tracing::warn!("lease lapsed: serving no client until it is renewed");
-            lapsed = Some(Instant::now());
-        }
-        if !leaving && lapsed.is_some_and(|t| t.elapsed() >= m.failure_timeout) {
-            fence("lost contact with the management nodes (lease expired and not renewed)");
-            return;
-        }
-        // Asleep until the next thing to do: the next heartbeat, the lease's end, the fence
-        // deadline of a lapsed lease, and within `tick` of a stop.
+        // Asleep until the next thing to do, and within `tick` of a stop.
         let now = Instant::now();
-        let mut wake = next_beat.min(now + tick);
-        if let Some(t) = lease_until.filter(|_| lapsed.is_none() && !leaving) {
-            wake = wake.min(t);
-        }
-        if let Some(t) = lapsed.filter(|_| !leaving) {
-            wake = wake.min(t + m.failure_timeout);
-        }
-        woke_plan = wake.max(now);
+        let due = origin + Duration::from_millis(heart.wake_at(leaving));
+        woke_plan = due.min(now + tick).max(now);
         std::thread::sleep(woke_plan - now);
     }
 }
@@ -406,164 +361,44 @@ fn work_loop(
     fence: &(dyn Fn(&str) + Sync),
     steer: &Steer,
 ) {
-    let mut durable_sent = 0u64;
-    let mut durable_want = 0u64;
-    // The catalog version the management nodes hold as far as this node's dict knows (it
-    // proposed or was given it); on the master, another one is fetched and handed to the dict.
-    let mut catalog_known: Option<u64> = None;
-    let mut catalog_want: Option<Arc<tern_types::Catalog>> = None;
-    let mut state_changes: Vec<NodeState> = Vec::new();
-    // Partition moves' reports not yet taken by the management nodes (retried; a refused one
-    // is stale — an older move, or another incarnation's — and dropped).
-    let mut move_reports: std::collections::BTreeSet<tern_runtime::MoveReport> = Default::default();
-    let mut reorganize: std::collections::BTreeSet<u32> = Default::default();
-    let mut durable_reported = Instant::now() - DURABLE_REPORT_EVERY;
+    let origin = Instant::now();
+    let mut work = Work::new(node, incarnation);
     loop {
         if steer.stop.load(Ordering::SeqCst) || steer.leaving.load(Ordering::SeqCst) {
-            // The node has flushed (its last epochs are durable): report the newest, then leave
-            // the write chains in order. Bounded: a stopping node must not hang on management
-            // nodes that are gone.
-            durable_want = durable_want.max(control.take().1);
-            client.call_timeout = Duration::from_secs(2);
-            client.request_timeout = Duration::from_secs(1);
-            if durable_want > durable_sent {
-                let _ = client.propose(Command::SetDurableEpoch { epoch: durable_want });
-            }
-            if steer.leaving.load(Ordering::SeqCst) && !steer.left.load(Ordering::SeqCst) {
-                let sysfile_epoch = sysfile_epoch(data_dir);
-                match client.propose(Command::Leave { node, incarnation, sysfile_epoch }) {
-                    Ok(_) => tracing::info!(node, sysfile_epoch, "left the cluster in order"),
-                    Err(e) => tracing::warn!("leaving the cluster in order: {e}"),
-                }
-                steer.left.store(true, Ordering::SeqCst);
-            }
-            while !steer.stop.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            leave(&mut client, &mut work, node, data_dir, control, steer);
             return;
         }
-        // Requests of the blocks: state changes in order; the durable epoch, only the newest.
         let (states, durable) = control.take();
-        state_changes.extend(states);
-        durable_want = durable_want.max(durable);
-        while let Some(&s) = state_changes.first() {
-            if s == NodeState::Started {
-                // Before the proposal: the map that shows it may come first.
-                shared.lock().unwrap_or_else(|p| p.into_inner()).proposed_started = true;
-            }
-            match client.propose(Command::SetState { node, incarnation, state: s }) {
-                Ok(_) => {
-                    tracing::info!(node, state = s.name(), "node state changed");
-                    state_changes.remove(0);
-                }
-                Err(ControlError::Rejected(r)) => {
-                    fence(&format!("the control plane refused state {}: {r}", s.name()));
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!("proposing state {}: {e}", s.name());
-                    break;
-                }
-            }
-        }
-        move_reports.extend(control.take_moves());
-        reorganize.extend(control.take_reorganize());
-        while let Some(&table) = reorganize.first() {
-            match client.propose(Command::Reorganize { table }) {
-                Ok(_) => {
-                    tracing::info!(table, "table reorganised over the node groups in service");
-                    reorganize.remove(&table);
-                }
-                Err(ControlError::Rejected(why)) => {
-                    tracing::warn!(table, "reorganising a table was refused: {why}");
-                    reorganize.remove(&table);
-                }
-                Err(e) => {
-                    tracing::debug!(table, "reorganising a table: {e}");
-                    break;
-                }
-            }
-        }
-        let reports: Vec<tern_runtime::MoveReport> = move_reports.iter().copied().collect();
-        for r in reports {
-            let (table, partition) = (r.table, r.partition);
-            let cmd = if r.left {
-                Command::MoveLeft { node, incarnation, table, partition }
-            } else {
-                Command::MoveCopied { node, incarnation, table, partition }
+        let moves = control.take_moves().into_iter().map(|r| MoveReport {
+            left: r.left,
+            table: r.table,
+            partition: r.partition,
+        });
+        work.intake(states, durable, moves, control.take_reorganize(), control.take_catalog());
+        work.begin_round();
+        loop {
+            let call = {
+                let mut l = shared.lock().unwrap_or_else(|p| p.into_inner());
+                work.next_call(ms(origin), &mut l)
             };
-            match client.propose(cmd) {
-                Ok(_) => {
-                    tracing::info!(node, table, partition, left = r.left, "partition move reported");
-                    move_reports.remove(&r);
-                }
-                Err(ControlError::Rejected(why)) => {
-                    tracing::debug!(table, partition, "a partition move report was refused: {why}");
-                    move_reports.remove(&r);
-                }
-                Err(e) => {
-                    tracing::debug!(table, partition, "reporting a partition move: {e}");
-                    break;
-                }
-            }
-        }
-        // A schema change the master's dict proposes (newest only; one that could not reach
-        // the management nodes is proposed again, which is idempotent): committed, or refused
-        // because they hold another catalog, which the dict is then given.
-        if let Some(c) = control.take_catalog().or_else(|| catalog_want.take()) {
-            let mut bytes = Vec::new();
-            c.encode(&mut bytes);
-            match client.propose(Command::SetCatalog { version: c.version, bytes }) {
-                Ok(_) => {
-                    catalog_known = Some(c.version);
-                    to_dict(Signal::CatalogStored { version: c.version });
-                }
-                Err(ControlError::Rejected(r)) => {
-                    tracing::warn!("the management nodes refused catalog version {}: {r}", c.version);
-                    match fetch_catalog(&mut client) {
-                        Ok(theirs) => {
-                            catalog_known = Some(theirs.version);
-                            to_dict(Signal::MgmCatalog { catalog: theirs, refused: Some(c.version) });
-                        }
-                        Err(e) => {
-                            tracing::debug!("fetching the catalog: {e}");
-                            catalog_want = Some(c);
+            let Some(mut call) = call else { break };
+            loop {
+                let result = perform(&mut client, &call);
+                log_outcome(node, &call, &result);
+                for action in work.on_result(result) {
+                    match action {
+                        WorkAction::CatalogStored { version } => to_dict(Signal::CatalogStored { version }),
+                        WorkAction::MgmCatalog { catalog, refused } => to_dict(Signal::MgmCatalog { catalog, refused }),
+                        WorkAction::Fence(why) => {
+                            fence(&why);
+                            return;
                         }
                     }
                 }
-                Err(e) => {
-                    tracing::debug!("proposing catalog version {}: {e}", c.version);
-                    catalog_want = Some(c);
+                match work.follow_up() {
+                    Some(c) => call = c,
+                    None => break,
                 }
-            }
-        }
-        if durable_want > durable_sent && durable_reported.elapsed() >= DURABLE_REPORT_EVERY {
-            // At most once a second: the control plane's durable epoch is only the lower bound
-            // of a system restart's cut (the nodes' system files give the cut), so it may lag;
-            // a proposal per epoch kept the management nodes busy on an idle cluster.
-            durable_reported = Instant::now();
-            match client.propose(Command::SetDurableEpoch { epoch: durable_want }) {
-                Ok(_) => durable_sent = durable_want,
-                Err(e) => tracing::debug!("reporting durable epoch {durable_want}: {e}"),
-            }
-        }
-        // The master learns of a catalog it did not propose (an earlier master's change, or
-        // theirs is older than the one on disk here).
-        let (master, mgm_catalog) = {
-            let l = shared.lock().unwrap_or_else(|p| p.into_inner());
-            (l.master, l.mgm_catalog)
-        };
-        if master == Some(node)
-            && let Some(v) = mgm_catalog
-            && catalog_known != Some(v)
-            && catalog_want.is_none()
-        {
-            match fetch_catalog(&mut client) {
-                Ok(theirs) => {
-                    catalog_known = Some(theirs.version);
-                    to_dict(Signal::MgmCatalog { catalog: theirs, refused: None });
-                }
-                Err(e) => tracing::debug!("fetching the catalog: {e}"),
             }
         }
         // Woken by a state change or a catalog; the stop, the leave, the durable epoch and the
@@ -572,11 +407,95 @@ fn work_loop(
     }
 }
 
+/// The node has flushed (its last epochs are durable): report the newest, then leave the write
+/// chains in order. Bounded: a stopping node must not hang on management nodes that are gone.
+fn leave(
+    client: &mut MgmClient,
+    work: &mut Work,
+    node: NodeId,
+    data_dir: &Path,
+    control: &tern_runtime::ControlInbox,
+    steer: &Steer,
+) {
+    client.call_timeout = Duration::from_secs(2);
+    client.request_timeout = Duration::from_secs(1);
+    let leaving = steer.leaving.load(Ordering::SeqCst) && !steer.left.load(Ordering::SeqCst);
+    let sysfile_epoch = if leaving { sysfile_epoch(data_dir) } else { 0 };
+    for cmd in work.leave_calls(control.take().1, leaving, sysfile_epoch) {
+        let is_leave = matches!(cmd, Command::Leave { .. });
+        match client.propose(cmd) {
+            Ok(_) if is_leave => tracing::info!(node, sysfile_epoch, "left the cluster in order"),
+            Err(e) if is_leave => tracing::warn!("leaving the cluster in order: {e}"),
+            _ => {}
+        }
+    }
+    if leaving {
+        steer.left.store(true, Ordering::SeqCst);
+    }
+    while !steer.stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Makes one call of the work machine.
+fn perform(client: &mut MgmClient, call: &Call) -> Result<Done, CallError> {
+    match call {
+        Call::Propose(cmd) => match client.propose(cmd.clone()) {
+            Ok(_) => Ok(Done::Committed),
+            Err(ControlError::Rejected(r)) => Err(CallError::Rejected(r)),
+            Err(e) => Err(CallError::Unavailable(e.to_string())),
+        },
+        Call::FetchCatalog => {
+            fetch_catalog(client).map(Done::Catalog).map_err(|e| CallError::Unavailable(e.to_string()))
+        }
+    }
+}
+
+/// A log line for what a call came to.
+fn log_outcome(node: NodeId, call: &Call, result: &Result<Done, CallError>) {
+    match (call, result) {
+        (Call::Propose(Command::SetState { state, .. }), Ok(_)) => {
+            tracing::info!(node, state = state.name(), "node state changed")
+        }
+        (Call::Propose(Command::SetState { state, .. }), Err(CallError::Unavailable(e))) => {
+            tracing::warn!("proposing state {}: {e}", state.name())
+        }
+        (Call::Propose(Command::Reorganize { table }), Ok(_)) => {
+            tracing::info!(table, "table reorganised over the node groups in service")
+        }
+        (Call::Propose(Command::Reorganize { table }), Err(CallError::Rejected(why))) => {
+            tracing::warn!(table, "reorganising a table was refused: {why}")
+        }
+        (
+            Call::Propose(Command::MoveCopied { table, partition, .. } | Command::MoveLeft { table, partition, .. }),
+            Ok(_),
+        ) => {
+            let left = matches!(call, Call::Propose(Command::MoveLeft { .. }));
+            tracing::info!(node, table, partition, left, "partition move reported")
+        }
+        (Call::Propose(Command::SetCatalog { version, .. }), Err(CallError::Rejected(r))) => {
+            tracing::warn!("the management nodes refused catalog version {version}: {r}")
+        }
+        (_, Err(e)) => tracing::debug!("{}: {e:?}", call_name(call)),
+        _ => {}
+    }
+}
+
+fn call_name(call: &Call) -> &'static str {
+    match call {
+        Call::Propose(Command::SetState { .. }) => "proposing a state",
+        Call::Propose(Command::Reorganize { .. }) => "reorganising a table",
+        Call::Propose(Command::MoveCopied { .. } | Command::MoveLeft { .. }) => "reporting a partition move",
+        Call::Propose(Command::SetCatalog { .. }) => "proposing a catalog",
+        Call::Propose(Command::SetDurableEpoch { .. }) => "reporting the durable epoch",
+        Call::Propose(_) => "proposing",
+        Call::FetchCatalog => "fetching the catalog",
+    }
+}
+
 /// How often the work thread looks at what does not wake it (the stop, the leave, the durable
 /// epoch's report, the master's catalog news); state changes and catalogs wake it at once.
 const WORK_POLL: Duration = Duration::from_millis(250);
-/// How often the durable epoch is reported to the management nodes.
-const DURABLE_REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// The newest epoch the node's disk holds whole (`recovery::node_epoch`: its system file's, or a
 /// newer one marked in all its redo logs; 0 when it has no system file or cannot be read — the
