@@ -1,10 +1,10 @@
-//! The control plane as the data nodes meet it. Its state machine is the management nodes' own
-//! (`tern_control::ControlState`, the code every mgmd applies its Raft log with): the data
-//! nodes' requests become its commands (state changes, catalogs, durable epochs, partition moves,
-//! reorganisations), and so do the simulator's faults (a failed node, a restarted one that
-//! registers, a whole-cluster crash and the system restart after it). Each accepted command that
-//! changes the cluster map is published to every running node. What stays modelled here is the
-//! Raft replication itself (one linearizable log) and the leader's arbitration of suspicions.
+//! The management nodes' replicated state: their own state machine (`tern_control::ControlState`,
+//! the code every mgmd applies its Raft log with). The data nodes' membership threads propose
+//! its commands (`member`: state changes, catalogs, durable epochs, partition moves,
+//! reorganisations; the detector's failures), and so do the simulator's operators and faults (a
+//! restarted node that registers, a whole-cluster crash and the system restart after it, a node
+//! group added or dropped). What stays modelled is the Raft replication itself: one
+//! linearizable log, applied at once.
 
 use super::*;
 use tern_control::{Command, CommandResult};
@@ -29,7 +29,8 @@ impl Sim {
         r
     }
 
-    /// A block's request to the control plane, from `node`'s current incarnation `inc`.
+    /// A block's request to the control plane, from `node`'s current incarnation `inc`, when
+    /// the membership threads are modelled (`SimConfig::membership` off): as one call, at once.
     pub(super) fn control(&mut self, node: NodeId, inc: u32, req: ControlReq) {
         match req {
             ControlReq::Catalog(c) => self.propose_catalog(node, c),
@@ -133,7 +134,8 @@ impl Sim {
         }
     }
 
-    /// Delivers the management nodes' newest map to every block of every running node.
+    /// Takes the management nodes' newest map: the nodes learn it from their heartbeats
+    /// (`member`), or, with modelled membership, every running node's blocks get it now.
     fn publish(&mut self) {
         let next = self.mgm.state.clone();
         let moving = |s: &ClusterState| -> BTreeSet<(u32, u32)> {
@@ -152,6 +154,9 @@ impl Sim {
         });
         assert!(next.version > self.cluster.version, "maps only move forward");
         self.cluster = std::sync::Arc::new(next);
+        if self.cfg.membership {
+            return;
+        }
         let inc = self.incarnation;
         let n = self.cfg.ldm_count;
         let running: Vec<NodeId> = self.nodes.iter().filter(|(_, sn)| sn.node.is_some()).map(|(&id, _)| id).collect();

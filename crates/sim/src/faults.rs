@@ -6,8 +6,12 @@ impl Sim {
     /// Started nodes that may fail: their node group keeps another started member.
     pub(super) fn failure_candidates(&self) -> Vec<NodeId> {
         let live = self.cluster.live_nodes();
-        let started: Vec<NodeId> =
-            live.iter().copied().filter(|&n| self.cluster.state_of(n) == NodeState::Started).collect();
+        // Started and running: a killed node the detector has not declared yet counts as gone.
+        let started: Vec<NodeId> = live
+            .iter()
+            .copied()
+            .filter(|&n| self.cluster.state_of(n) == NodeState::Started && self.nodes[&n].node.is_some())
+            .collect();
         started
             .iter()
             .copied()
@@ -54,38 +58,19 @@ impl Sim {
         };
         self.stats.node_failures += 1;
         self.log(|| format!("node {victim} fails"));
-        self.cut.retain(|&(a, b)| a != victim && b != victim);
-        // Everything the victim would still do or send is gone.
-        self.events.retain(|_, ev| match ev {
-            Event::Deliver { from, to, .. } => to.node != victim && *from != Some(victim),
-            Event::Io { from, .. } => from.node != victim,
-            _ => true,
-        });
-        self.forget_commits_only_on(victim);
-        let sn = self.nodes.get_mut(&victim).expect("a node");
-        let mut disk = sn.io.take().expect("running").storage;
-        sn.node = None;
-        disk.crash(&mut self.rng);
-        sn.disk = disk;
-        self.started_nodes.remove(&victim);
-        let incarnation = self.cluster.nodes[&victim].incarnation;
+        self.kill_process(victim);
         if self.cfg.restart_after_ms > 0 {
             let at = self.now + self.cfg.restart_after_ms / 2 + self.rng.below(self.cfg.restart_after_ms);
             self.restarts.push((at, victim));
         }
-        // Clients whose coordinator died lose their answer (outcome unknown to them).
-        for c in &mut self.clients {
-            if c.tc.is_some_and(|t| t.node == victim) || (c.state == ClientState::Waiting && c.tc.is_none()) {
-                c.state = ClientState::Idle;
-                c.pending = None;
-                c.tc = None;
-                c.wrote = false;
+        // The management nodes' detector declares it failed once its heartbeats have stopped
+        // for a failure timeout (`member`); the survivors learn it from their heartbeats.
+        // Modelled membership: declared at once, and every survivor's blocks get the map.
+        if !self.cfg.membership {
+            let incarnation = self.cluster.nodes[&victim].incarnation;
+            if let Err(e) = self.propose(tern_control::Command::NodesFailed { nodes: vec![(victim, incarnation)] }) {
+                self.fail(&format!("failing node {victim}: {e}"));
             }
-        }
-        // The management nodes' detector declares it failed; every block of every survivor
-        // learns of it, node by node.
-        if let Err(e) = self.propose(tern_control::Command::NodesFailed { nodes: vec![(victim, incarnation)] }) {
-            self.fail(&format!("failing node {victim}: {e}"));
         }
         self.wake_all();
     }
@@ -132,6 +117,7 @@ impl Sim {
             let sn = self.nodes.get_mut(&id).expect("listed");
             let mut disk = sn.io.take().expect("running").storage;
             sn.node = None;
+            sn.member = None;
             disk.crash(&mut self.rng);
             self.nodes.get_mut(&id).expect("listed").disk = disk;
         }
@@ -191,7 +177,7 @@ impl Sim {
     /// catalog, joins the write chains (`Copying`), copies its partitions from the primaries and
     /// becomes a full replica again (`Started`).
     pub(super) fn restart_node(&mut self, id: NodeId) {
-        if self.cluster.state_of(id).in_chains() || self.nodes[&id].node.is_some() {
+        if self.nodes[&id].node.is_some() || self.mgm.state.cluster_down {
             return;
         }
         let incarnation = self.cluster.nodes[&id].incarnation;
@@ -205,6 +191,40 @@ impl Sim {
             Ok(n) => n,
             Err(e) => self.fail(&format!("node {id}: recovery at restart failed: {e}")),
         };
-        self.run_node(id, node);
+        self.run_node(id, node, false);
+    }
+
+    /// Node `victim`'s process is gone: everything it would still do or send, its membership
+    /// threads, the disk writes it had not synced.
+    pub(super) fn kill_process(&mut self, victim: NodeId) {
+        self.cut.retain(|&(a, b)| a != victim && b != victim);
+        self.events.retain(|_, ev| match ev {
+            Event::Deliver { from, to, .. } => to.node != victim && *from != Some(victim),
+            Event::Io { from, .. } => from.node != victim,
+            _ => true,
+        });
+        self.forget_commits_only_on(victim);
+        let sn = self.nodes.get_mut(&victim).expect("a node");
+        let mut disk = sn.io.take().expect("running").storage;
+        sn.node = None;
+        sn.member = None;
+        disk.crash(&mut self.rng);
+        sn.disk = disk;
+        self.started_nodes.remove(&victim);
+        // Clients whose coordinator died lose their answer (outcome unknown to them).
+        for c in &mut self.clients {
+            if c.tc.is_some_and(|t| t.node == victim) || (c.state == ClientState::Waiting && c.tc.is_none()) {
+                c.state = ClientState::Idle;
+                c.pending = None;
+                c.tc = None;
+                c.wrote = false;
+            }
+        }
+        if self.mgm.state.cluster_down && self.nodes.values().all(|sn| sn.node.is_none()) {
+            // The cluster went down and every process has stopped: they start again, and the
+            // system restart runs.
+            self.log(|| "the cluster is down and every data node has stopped: a system restart".to_string());
+            self.restart_cluster = true;
+        }
     }
 }

@@ -27,6 +27,7 @@ mod control;
 mod disk;
 mod faults;
 pub mod linear;
+mod member;
 mod net;
 mod oracle;
 
@@ -93,6 +94,12 @@ pub struct SimConfig {
     pub scale_out: bool,
     /// How often a backup is begun when none runs.
     pub backup_every_ms: u64,
+    /// The data nodes run their real membership threads (`tern_control::member`: maps only
+    /// through heartbeat replies, leases, fencing) against the leader's real failure detector
+    /// (a killed node is declared failed when its heartbeats have stopped for a failure
+    /// timeout). Off: membership is modelled (every running node gets each map within a few ms,
+    /// a killed node is declared failed at once, requests reach the state machine as one call).
+    pub membership: bool,
 }
 
 impl Default for SimConfig {
@@ -117,6 +124,7 @@ impl Default for SimConfig {
             unique_index: true,
             scale_out: false,
             backup_every_ms: 1_500,
+            membership: true,
         }
     }
 }
@@ -147,13 +155,31 @@ enum Event {
         client: u64,
         incarnation: u32,
     },
-    /// A block's request reaching the control plane (after a delay, sometimes twice), from the
-    /// node's incarnation `node_incarnation` (a request of an earlier life is refused, as the
-    /// management nodes refuse stale incarnations).
+    /// A block's request reaching its node's membership threads (the process's control inbox),
+    /// from the node's incarnation `node_incarnation` (dropped when that process is gone).
     Control {
         node: NodeId,
         node_incarnation: u32,
         req: ControlReq,
+        incarnation: u32,
+    },
+    /// Something for a node's membership threads (`member`).
+    Member {
+        node: NodeId,
+        node_incarnation: u32,
+        ev: member::MemberEv,
+        incarnation: u32,
+    },
+    /// A node's heartbeat reaching the management nodes' leader.
+    MgmHeartbeat {
+        node: NodeId,
+        node_incarnation: u32,
+        known_version: u64,
+        suspects: Vec<NodeId>,
+        incarnation: u32,
+    },
+    /// The leader's failure detector runs.
+    DetectorTick {
         incarnation: u32,
     },
 }
@@ -186,6 +212,8 @@ struct SimNode {
     node: Option<Node>,
     io: Option<IoExecutor<SimDisk>>,
     io_time: u64,
+    /// The membership threads of the running process.
+    member: Option<member::SimMember>,
 }
 
 pub struct Sim {
@@ -214,6 +242,8 @@ pub struct Sim {
     cluster: std::sync::Arc<ClusterState>,
     /// The management nodes' replicated state machine (`control`).
     mgm: tern_control::ControlState,
+    /// The management nodes' leader's failure detector (`member`).
+    detector: tern_control::Detector,
     /// The catalog the management nodes own, decoded (kept across whole-cluster crashes).
     mgm_catalog: Option<std::sync::Arc<tern_types::Catalog>>,
     nodes: BTreeMap<NodeId, SimNode>,
@@ -245,6 +275,11 @@ pub struct Sim {
     fail_in_start: Option<u64>,
     /// Waiting for the nodes of a system restart to start (nothing else runs meanwhile).
     booting: bool,
+    /// The cluster went down and every process stopped: the main loop runs a system restart.
+    restart_cluster: bool,
+    /// When each node's blocks got the newest map, with modelled membership (the membership
+    /// thread hands a node the catalog only after the map that made it master).
+    map_at: BTreeMap<NodeId, u64>,
     failed_in_start: bool,
     /// Databases the DDL client created (acknowledged), and the one it waits for.
     ddl_acked: BTreeSet<String>,
@@ -253,9 +288,6 @@ pub struct Sim {
     /// The backup running (client `BACKUP_CLIENT`), and when the next one starts.
     backup: Option<SimBackup>,
     next_backup: u64,
-    /// When each node's blocks get the newest map (the membership thread hands a node the
-    /// catalog only after the map that made it master).
-    map_at: BTreeMap<NodeId, u64>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -291,6 +323,9 @@ pub struct SimStats {
     /// Partition moves begun and done (`scale_out`).
     pub moves_begun: u64,
     pub moves_done: u64,
+    /// Nodes the management nodes' detector declared failed, and nodes that fenced themselves.
+    pub declared_failed: u32,
+    pub fences: u32,
 }
 
 impl SimStats {
@@ -317,6 +352,8 @@ impl SimStats {
         self.moves_done += o.moves_done;
         self.backups_abandoned += o.backups_abandoned;
         self.backups_across_moves += o.backups_across_moves;
+        self.declared_failed += o.declared_failed;
+        self.fences += o.fences;
     }
 }
 
@@ -365,8 +402,10 @@ impl Sim {
             c.draining.insert(c.base_groups);
         }
         let cluster = std::sync::Arc::new(mgm.state.clone());
+        let c = &mgm.state.config;
+        let detector = tern_control::Detector::new(c.failure_timeout_ms, c.heartbeat_interval_ms, 0);
         let nodes = (1..=cfg.data_nodes)
-            .map(|id| (id, SimNode { disk: SimDisk::default(), node: None, io: None, io_time: 0 }))
+            .map(|id| (id, SimNode { disk: SimDisk::default(), node: None, io: None, io_time: 0, member: None }))
             .collect();
         Sim {
             seed,
@@ -408,13 +447,15 @@ impl Sim {
             restarts: Vec::new(),
             fail_in_start: None,
             booting: false,
+            restart_cluster: false,
+            map_at: BTreeMap::new(),
             failed_in_start: false,
             ddl_acked: BTreeSet::new(),
             ddl_waiting: None,
             ddl_seq: 0,
             backup: None,
             next_backup: first_backup,
-            map_at: BTreeMap::new(),
+            detector,
         }
     }
 
@@ -441,6 +482,10 @@ impl Sim {
             (u64::MAX, u64::MAX)
         };
         while sim.now < sim.cfg.duration_ms {
+            if std::mem::take(&mut sim.restart_cluster) {
+                sim.crash_and_recover();
+                continue;
+            }
             if sim.now >= next_grow.min(next_shrink) && sim.started() && sim.table.is_some() {
                 let grow = next_grow <= next_shrink;
                 let last = sim.cluster.groups().len() as u32 - 1;
@@ -587,12 +632,17 @@ impl Sim {
                     .collect();
                 format!("node {id} recovered to {:?}: [{}]", cut, parts.join(" "))
             });
-            self.run_node(id, node);
+            self.run_node(id, node, true);
         }
         self.started_nodes.clear();
         self.link_time.clear();
         self.cut.clear();
-        self.give_master_the_catalog();
+        if self.cfg.membership {
+            let incarnation = self.incarnation;
+            self.push(self.now + self.cluster.config.heartbeat_interval_ms, Event::DetectorTick { incarnation });
+        } else {
+            self.give_master_the_catalog();
+        }
         if self.cfg.boot_spread_ms > 0 && self.cfg.fail_every_ms > 0 {
             self.fail_in_start = Some(self.now);
         }
@@ -649,24 +699,41 @@ impl Sim {
                 if !matches!(req, ControlReq::DurableEpoch(_) | ControlReq::Catalog(_)) {
                     self.log(|| format!("control request of node {node}/{node_incarnation}: {req:?}"));
                 }
-                // Requests that name their incarnation go to the state machine, which refuses a
-                // stale one itself; the others are a stale process's only if it is not current.
-                let names_incarnation = matches!(
-                    req,
-                    ControlReq::SetState(_) | ControlReq::MoveCopied { .. } | ControlReq::MoveLeft { .. }
-                );
-                if names_incarnation || self.cluster.nodes.get(&node).is_some_and(|s| s.incarnation == node_incarnation)
-                {
-                    self.control(node, node_incarnation, req);
+                if self.cfg.membership {
+                    self.member_request(node, node_incarnation, req);
+                } else {
+                    // Requests that name their incarnation go to the state machine, which
+                    // refuses a stale one itself; the others are a stale process's only if it
+                    // is not current.
+                    let names_incarnation = matches!(
+                        req,
+                        ControlReq::SetState(_) | ControlReq::MoveCopied { .. } | ControlReq::MoveLeft { .. }
+                    );
+                    if names_incarnation
+                        || self.cluster.nodes.get(&node).is_some_and(|s| s.incarnation == node_incarnation)
+                    {
+                        self.control(node, node_incarnation, req);
+                    }
                 }
             }
+            Event::Member { node, node_incarnation, ev, incarnation } if incarnation == self.incarnation => {
+                self.member_event(node, node_incarnation, ev)
+            }
+            Event::MgmHeartbeat { node, node_incarnation, known_version, suspects, incarnation }
+                if incarnation == self.incarnation =>
+            {
+                self.mgm_heartbeat(node, node_incarnation, known_version, suspects)
+            }
+            Event::DetectorTick { incarnation } if incarnation == self.incarnation => self.detector_tick(),
             _ => {}
         }
         true
     }
 
     /// Gives a recovered node its disk executor and starts it.
-    fn run_node(&mut self, id: NodeId, node: Node) {
+    /// Starts node `id`'s process on its recovered blocks (`booted_started`: in a system
+    /// restart, as a full replica) and its membership threads.
+    fn run_node(&mut self, id: NodeId, node: Node, booted_started: bool) {
         let sn = self.nodes.get_mut(&id).expect("a node");
         let mut io = IoExecutor::new(sn.disk.clone(), 8192);
         for (i, &base) in node.redo_base.iter().enumerate() {
@@ -679,6 +746,9 @@ impl Sim {
         let at =
             if self.cfg.boot_spread_ms > 0 { self.now + self.rng.below(self.cfg.boot_spread_ms + 1) } else { self.now };
         self.push(at, Event::Deliver { from: None, to, sig: Signal::Start, incarnation: inc });
+        if self.cfg.membership {
+            self.start_member(id, booted_started);
+        }
     }
 
     // ------------------------------------------------------------ clients

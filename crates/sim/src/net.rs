@@ -153,14 +153,16 @@ impl Sim {
             let at = self.timer_at(to.node, delay);
             self.push(at, Event::Deliver { from: Some(to.node), to, sig, incarnation: inc });
         }
-        // Requests to the control plane travel like messages: delayed (heartbeat-sized), and
-        // sometimes delivered twice (a retried proposal); the control plane must be
-        // idempotent and refuse requests of an earlier incarnation.
+        // Requests to the control plane go to the node's membership threads (its control
+        // inbox, in-process): their calls of the management nodes are `member`'s.
         let node_incarnation = self.cluster.nodes.get(&from.node).map_or(0, |s| s.incarnation);
+        // Modelled membership: the requests travel like messages, delayed (heartbeat-sized)
+        // and sometimes delivered twice (a retried proposal).
+        let (copies_pct, delay) = if self.cfg.membership { (0, 3) } else { (10, 40) };
         for req in out.control {
-            let copies = if self.rng.chance(10) { 2 } else { 1 };
+            let copies = if self.rng.chance(copies_pct) { 2 } else { 1 };
             for _ in 0..copies {
-                let at = self.now + 1 + self.rng.below(40);
+                let at = self.now + 1 + self.rng.below(delay);
                 let ev = Event::Control { node: from.node, node_incarnation, req: req.clone(), incarnation: inc };
                 self.push(at, ev);
             }
