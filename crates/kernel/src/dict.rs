@@ -548,6 +548,12 @@ impl Dict {
         if w.token != token || w.waiting.is_some() {
             return;
         }
+        debug_assert!(
+            w.catalog.version >= self.catalog.version,
+            "invariant: catalog versions only grow ({} after {})",
+            w.catalog.version,
+            self.catalog.version
+        );
         self.catalog = w.catalog.clone();
         if !w.broadcast {
             return self.local_done(out);

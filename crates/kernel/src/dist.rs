@@ -691,6 +691,7 @@ impl Dist {
                     // Every tc has closed its gate: switch all to an epoch newer than any given out.
                     let new = (*new).max(*max_current + 1);
                     let old = new - 1;
+                    assert!(new > self.current_epoch, "invariant: epochs only grow (master's epoch {new})");
                     self.current_epoch = new;
                     let tcs = self.all(Block::Tc);
                     let quiet = self.is_quiet();
@@ -869,6 +870,11 @@ impl Dist {
     /// A flushed epoch: the tcs of the nodes that flushed it acknowledge its durable commits
     /// (and, when the system files already cover it, `covered`, the ldms and dists learn it too).
     fn made_durable(&mut self, epoch: u64, nodes: &BTreeSet<NodeId>, covered: bool, out: &mut Out) {
+        debug_assert!(epoch < self.current_epoch, "invariant: only a closed epoch is flushed");
+        debug_assert!(
+            nodes.iter().all(|n| self.cluster.state_of(*n).in_chains()),
+            "invariant: an epoch is durable on nodes in the write chains"
+        );
         self.flushed_epoch = self.flushed_epoch.max(epoch);
         if covered {
             self.durable_epoch = self.durable_epoch.max(epoch);

@@ -79,6 +79,10 @@ impl RedoWriter {
         }
         self.current = Some((start, size + bytes.len() as u64));
         self.next_lsn += bytes.len() as u64;
+        debug_assert!(
+            self.segments.keys().next_back() == Some(&start) && start <= self.next_lsn,
+            "invariant: redo is appended to its newest segment, in LSN order"
+        );
         Ok(())
     }
 
@@ -99,7 +103,8 @@ impl RedoWriter {
                 && end <= lsn
                 && !is_current
             {
-                let name = self.segments.remove(&start).expect("listed");
+                let name = self.segments.remove(&start).expect("invariant: a listed segment");
+                debug_assert!(end <= self.next_lsn, "invariant: only written redo is discarded");
                 self.unsynced.retain(|n| *n != name);
                 storage.delete(&name)?;
             }

@@ -96,6 +96,7 @@ fn apply_record(
     if rec.epoch > durable_epoch {
         return Ok(());
     }
+    debug_assert!(rec.epoch > 0, "invariant: a commit record carries its epoch");
     for op in rec.ops {
         let (table, partition) = match &op {
             RedoOp::Put { table, partition, .. } | RedoOp::Delete { table, partition, .. } => (*table, *partition),
@@ -153,6 +154,13 @@ pub fn recover(
         None => 0,
     };
     let durable_epoch = recover_to.map_or(own_durable, |cap| cap.min(own_durable));
+    // The node recovers to no epoch its disk does not hold whole, and never below the system
+    // file's saved epoch unless a system restart's cut asks for less.
+    assert!(durable_epoch <= own_durable, "invariant: recovery stays within what the disk holds");
+    debug_assert!(
+        recover_to.is_some() || sysfile.as_ref().is_none_or(|s| durable_epoch >= s.durable_epoch),
+        "invariant: a node restart recovers at least its saved epoch"
+    );
     let layouts: BTreeMap<TableId, Arc<RowLayout>> =
         catalog.tables.values().map(|t| (t.id, Arc::new(RowLayout::new(t)))).collect();
     let mut recovered: Vec<(u16, Partition)> = Vec::new();

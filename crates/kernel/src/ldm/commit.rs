@@ -78,6 +78,7 @@ impl Ldm {
                 self.log_changes(epoch, &changes);
             }
             self.lsn += (self.redo_buf.len() - before) as u64;
+            debug_assert!(self.redo_buf.len() > before, "invariant: a commit with changes writes its redo record");
             self.max_epoch_applied = self.max_epoch_applied.max(epoch);
             if self.redo_buf.len() >= self.cfg.redo_buffer_bytes {
                 self.write_redo_buffer(out);
@@ -231,5 +232,9 @@ impl Ldm {
             }
         }
         self.release_txn(txn, out);
+        debug_assert!(
+            !self.blocked.range((txn, 0)..=(txn, u32::MAX)).any(|_| true),
+            "invariant: an aborted transaction waits for no lock"
+        );
     }
 }

@@ -203,6 +203,10 @@ impl Ldm {
         if self.fetch.as_ref().is_none_or(|f| f.current != Some(key)) {
             return;
         }
+        debug_assert!(
+            self.fetch.as_ref().is_some_and(|f| !f.done.contains(&key)),
+            "invariant: a partition is copied once per fetch"
+        );
         // The copied rows carry data of epochs up to the primary's: so does the checkpoint that
         // will hold them.
         self.max_epoch_applied = self.max_epoch_applied.max(max_epoch);
@@ -243,6 +247,10 @@ impl Ldm {
         let Some(f) = self.fetch.as_ref() else { return };
         if f.current.is_none() && f.todo.is_empty() && f.checkpoint.is_some_and(|id| id <= checkpoint_id) {
             let mut f = self.fetch.take().expect("fetching");
+            debug_assert!(
+                f.todo.is_empty() && f.current.is_none(),
+                "invariant: a fetch ends with every partition copied"
+            );
             f.clear_touched(&self.budget);
             self.moves.fetched.extend(f.done.iter().copied());
             if f.node_restart {
@@ -328,6 +336,7 @@ impl Ldm {
             if rows.is_empty() && !done {
                 continue; // waits for a pending write to settle
             }
+            debug_assert!(!s.done, "invariant: nothing is sent after a copy's last batch");
             s.in_flight += 1;
             s.done = done;
             if done {

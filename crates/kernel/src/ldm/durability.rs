@@ -20,6 +20,7 @@ impl Ldm {
     /// it had commits somewhere) an epoch mark goes last before the sync, even when this ldm
     /// wrote nothing else: the node's disk then holds every epoch up to `epoch` (`redo`).
     pub(super) fn flush(&mut self, epoch: u64, mark: bool, out: &mut Out) {
+        debug_assert!(self.synced_lsn <= self.lsn, "invariant: the synced redo position is a written one");
         if mark {
             let before = self.redo_buf.len();
             redo::append_epoch_mark(&mut self.redo_buf, epoch);
@@ -37,6 +38,10 @@ impl Ldm {
         let token = self.token();
         out.io(self.addr, IoReq::RedoSync { ldm: self.instance(), token });
         self.appended_since_sync = false;
+        debug_assert!(
+            self.pending_flush.is_none_or(|(_, e, lsn, _)| e <= epoch && lsn <= self.lsn),
+            "invariant: flushes follow each other in epoch and redo order"
+        );
         self.pending_flush = Some((token, epoch, self.lsn, max_epoch));
     }
 
@@ -48,6 +53,7 @@ impl Ldm {
             && t == token
         {
             self.pending_flush = None;
+            assert!(lsn >= self.synced_lsn, "invariant: the synced redo position only grows");
             self.synced_lsn = lsn;
             out.send(self.flush_reply_to, Signal::EpochFlushed { from: self.addr, epoch, synced_lsn: lsn, max_epoch });
             if self.phase == Phase::Ready && self.lsn - self.checkpoint_start_lsn >= self.cfg.checkpoint_redo_bytes {
@@ -88,6 +94,7 @@ impl Ldm {
         self.write_redo_buffer(out);
         let id = self.next_checkpoint_id;
         self.next_checkpoint_id += 1;
+        debug_assert!(self.lsn >= self.checkpoint_start_lsn, "invariant: checkpoints start in redo order");
         self.checkpoint_start_lsn = self.lsn;
         // A file of that name can only be debris; start from nothing.
         out.io(self.addr, IoReq::DeleteFile { name: checkpoint::part_name(self.instance(), id) });
@@ -173,6 +180,10 @@ impl Ldm {
     /// redo before them and the older checkpoint files.
     pub(super) fn on_durable(&mut self, epoch: u64, out: &mut Out) {
         self.durable_epoch = self.durable_epoch.max(epoch);
+        debug_assert!(
+            self.checkpoints_written.windows(2).all(|w| w[0].id < w[1].id && w[0].start_lsn <= w[1].start_lsn),
+            "invariant: written checkpoints are in id and redo order"
+        );
         if self.phase != Phase::Ready {
             return;
         }
@@ -194,6 +205,9 @@ impl Ldm {
         for name in stale {
             out.io(self.addr, IoReq::DeleteFile { name });
         }
+        // Only redo a usable checkpoint covers may go: it began before the synced position.
+        assert!(ck.start_lsn <= self.lsn, "invariant: a checkpoint starts at a written redo position");
+        assert!(ck.max_epoch <= self.durable_epoch, "invariant: only a checkpoint of durable data frees redo");
         out.io(self.addr, IoReq::RedoDiscard { ldm: self.instance(), lsn: ck.start_lsn });
         let id = ck.id;
         self.current_checkpoint = Some(ck);

@@ -151,6 +151,10 @@ impl Ldm {
                 ),
             ));
         }
+        debug_assert!(
+            self.logs.values().map(|s| s.bytes).sum::<usize>() <= LOG_BUFFER_MAX,
+            "invariant: the change logs' buffers stay within their bound"
+        );
     }
 
     /// Drops logs nobody polls.

@@ -96,6 +96,10 @@ impl Ldm {
         let not_owned: Vec<PartKey> = self.parts.keys().filter(|k| !self.owns(k.0, k.1)).copied().collect();
         self.moves.retired = not_owned.into_iter().collect();
         guarded.extend(self.moves.retired.iter().copied());
+        debug_assert!(
+            self.moves.retired.iter().all(|k| !targets.contains(k)),
+            "invariant: a move's target keeps the partition it fetches"
+        );
         self.moves.guarded = guarded;
         self.leave_step(out);
         self.drop_retired();
@@ -140,6 +144,7 @@ impl Ldm {
                 continue;
             }
             if now >= l.last_scan_ms + LEAVE_QUIET_MS || now >= l.since_ms + LEAVE_MAX_MS {
+                debug_assert!(l.since_ms <= now, "invariant: a switch is seen before its source leaves");
                 l.reported = true;
                 out.control.push(ControlReq::MoveLeft { table: key.0, partition: key.1 });
             }
@@ -160,6 +165,7 @@ impl Ldm {
         };
         let idle: Vec<PartKey> = self.moves.retired.iter().filter(|k| !busy(k)).copied().collect();
         for k in idle {
+            debug_assert!(!self.owns(k.0, k.1), "invariant: only a partition this ldm no longer owns is dropped");
             self.moves.retired.remove(&k);
             if let Some(p) = self.parts.remove(&k) {
                 self.budget.release(p.charged());

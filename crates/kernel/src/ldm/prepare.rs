@@ -27,6 +27,7 @@ impl Ldm {
     }
 
     pub(super) fn exec_batch(&mut self, mut batch: Box<PrepareBatch>, from: usize, out: &mut Out) {
+        debug_assert!(from <= batch.ops.len(), "invariant: a batch resumes within its operations");
         let txn = batch.txn;
         if from == 0 && (self.coordinator_gone(&txn) || (!self.aborted.is_empty() && self.aborted.contains_key(&txn))) {
             // A prepare of a transaction whose coordinator failed, reaching this replica after
@@ -557,6 +558,10 @@ impl Ldm {
             self.budget.reserve(reserved)?;
         }
         let t = self.txns.entry(txn).or_insert_with(|| LdmTxn::since(self.now_ms));
+        debug_assert!(
+            t.locks.contains(&lk) || self.locks.get(&lk).is_some_and(|e| e.exclusive == Some(txn)),
+            "invariant: a change is staged under the transaction's exclusive lock"
+        );
         if let Some(prev) = t.changes.insert(lk, Change { row, reserved, at, deferred: None, expired: false }) {
             self.budget.release(prev.reserved);
         }

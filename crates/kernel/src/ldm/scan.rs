@@ -187,6 +187,8 @@ impl Ldm {
             keys.clear();
         }
         let next = if error.is_some() { ScanPos::Done } else { next };
+        debug_assert!(agg.is_some() || rows.len() <= max, "invariant: a scan batch holds at most max_rows rows");
+        debug_assert!(keys.is_empty() || keys.len() == rows.len(), "invariant: a locking scan gives a key per row");
         if agg.is_some() && req.steps > 0 && next != ScanPos::Done {
             // Go on by itself: the partial groups go to the tc now and the next step runs after
             // this thread's other waiting work.

@@ -110,7 +110,10 @@ impl Tc {
             );
         }
         let waiting = targets.into_iter().collect();
-        self.log_calls.insert(call, LogCall { client, req_id, waiting, parts: BTreeMap::new(), error: None });
+        debug_assert!(self.logs.len() <= LOGS_MAX, "invariant: at most LOGS_MAX change logs per tc");
+        let fresh =
+            self.log_calls.insert(call, LogCall { client, req_id, waiting, parts: BTreeMap::new(), error: None });
+        debug_assert!(fresh.is_none(), "invariant: a change-log call id is used once");
     }
 
     /// A cluster map changed the data nodes' states: every running log fails at its next poll
@@ -144,6 +147,10 @@ impl Tc {
         }
         if c.waiting.is_empty() {
             let c = self.log_calls.remove(&call).expect("listed");
+            debug_assert!(
+                c.error.is_some() || c.parts.keys().all(|a| matches!(a.block, Block::Ldm(_))),
+                "invariant: a change log's parts come from ldms"
+            );
             let reply = match c.error {
                 Some(e) => Reply::Error(e),
                 None => Reply::Log {

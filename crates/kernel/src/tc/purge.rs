@@ -139,6 +139,7 @@ impl Tc {
             rows: Vec::new(),
             values: Vec::new(),
         });
+        debug_assert!(self.purge.awaiting.is_none(), "invariant: the purge waits for one reply at a time");
         self.purge.awaiting = Some(id);
         self.request(PURGE_CLIENT, id, Request::Scan(req), out);
     }
