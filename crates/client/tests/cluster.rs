@@ -10,9 +10,7 @@ use tern_kernel::NodeConfig;
 use tern_runtime::{DataNode, DataNodeConfig};
 use tern_types::cluster::{ClusterConfig, ClusterState, DataNodeSpec, MgmdSpec};
 
-#[path = "../../tern/tests/common/ports.rs"]
-mod ports;
-use ports::free_port;
+use tern_testkit::ports::free_port;
 
 fn cluster(ports: &[u16]) -> Arc<ClusterState> {
     let cfg = ClusterConfig {

@@ -12,11 +12,8 @@ use tern_control::proto::{self, Reply, Request, Role};
 use tern_control::{Command, ControlError, MgmClient, MgmdHandle, MgmdOptions, spawn_mgmd};
 use tern_types::cluster::{ClusterConfig, DataNodeSpec, MgmdSpec, NodeId, NodeState};
 
-#[path = "../../tern/tests/common/ports.rs"]
-mod ports;
-
 fn free_ports(n: usize) -> Vec<u16> {
-    let first = ports::ports_in_a_row(n as u16);
+    let first = tern_testkit::ports::ports_in_a_row(n as u16);
     (first..first + n as u16).collect()
 }
 

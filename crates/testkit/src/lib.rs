@@ -3,6 +3,13 @@
 //! **Seeds.** A randomized test draws its seed from `seed()`: `TERN_SEED` when set (a failure's
 //! printed seed replays it), else one taken from the clock, and prints it with the test's name
 //! so any failure can be replayed. `TERN_SEED` is the only seed variable.
+//!
+//! **Ports** (`ports`): free ports below the ephemeral range, never handed out twice in a process.
+//!
+//! **Peers** (`peers`): redis-server and MariaDB started on free ports for the differential tests.
+
+pub mod peers;
+pub mod ports;
 
 /// The environment variable that fixes the seed of every randomized test.
 pub const SEED_VAR: &str = "TERN_SEED";

@@ -240,25 +240,10 @@ pub fn rows(v: &[&[Option<&str>]]) -> Vec<Vec<Option<String>>> {
 
 /// A MariaDB server in a temporary directory, stopped when dropped.
 #[allow(dead_code)]
-pub struct Peer {
-    child: std::process::Child,
-    _dir: tempfile::TempDir,
-    pub port: u16,
-}
+pub use tern_testkit::peers::Peer;
 
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[path = "../../../tern/tests/common/ports.rs"]
-mod ports;
-use ports::free_port;
-
-/// Starts MariaDB (mariadb-server, which `.ci/run` installs), retrying on
-/// another port when the one picked was taken meanwhile.
+/// Starts MariaDB (mariadb-server, which `.ci/run` installs), retrying on another port when the
+/// one picked was taken meanwhile.
 #[allow(dead_code)]
 pub fn start_mariadb() -> Peer {
     start_mariadb_with(false)
@@ -267,48 +252,5 @@ pub fn start_mariadb() -> Peer {
 /// `start_mariadb`, with its privilege system on when `grants` (root has no password).
 #[allow(dead_code)]
 pub fn start_mariadb_with(grants: bool) -> Peer {
-    for _attempt in 0..3 {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        let st = std::process::Command::new("mariadb-install-db")
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", data.display()))
-            .args(["--user=root", "--auth-root-authentication-method=normal"])
-            .output()
-            .expect("mariadb-install-db is needed: apt-get install -y mariadb-server");
-        assert!(st.status.success(), "mariadb-install-db: {}", String::from_utf8_lossy(&st.stderr));
-        let port = free_port();
-        let child = std::process::Command::new("mariadbd")
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", data.display()))
-            .arg(format!("--port={port}"))
-            .arg("--bind-address=127.0.0.1")
-            .arg(format!("--socket={}", dir.path().join("sock").display()))
-            .args(["--user=root", "--innodb-buffer-pool-size=64M"])
-            .args(if grants { &[][..] } else { &["--skip-grant-tables"][..] })
-            .arg(format!("--log-error={}", dir.path().join("err.log").display()))
-            .arg(format!("--pid-file={}", dir.path().join("pid").display()))
-            .spawn()
-            .expect("mariadbd");
-        let mut peer = Peer { child, _dir: dir, port };
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = peer.child.try_wait() {
-                break;
-            }
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                let (mut m, r) = My::connect(port, "root", None, proto::NATIVE_PASSWORD, true);
-                // The server answering must be the MariaDB this test started.
-                if r == Res::Ok
-                    && matches!(m.query("SELECT @@version"), Res::Rows(_, ref v) if v[0][0].as_deref().is_some_and(|x| x.contains("MariaDB")))
-                {
-                    return peer;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let log = std::fs::read_to_string(peer._dir.path().join("err.log")).unwrap_or_default();
-        eprintln!("mariadbd did not start on {port}; retrying:\n{log}");
-    }
-    panic!("MariaDB did not start");
+    tern_testkit::peers::mariadb(grants)
 }

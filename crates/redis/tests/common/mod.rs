@@ -5,8 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tern_redis::RedisOptions;
 use tern_runtime::{DataNode, DataNodeConfig};
 
@@ -53,22 +52,9 @@ pub fn try_start_tern(addr: &str, mut opts: RedisOptions) -> Result<u16, String>
 }
 
 /// A redis-server on a free port, stopped when dropped.
-pub struct Peer {
-    child: Child,
-    pub port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[path = "../../../tern/tests/common/ports.rs"]
-mod ports;
-pub use ports::free_port;
+pub use tern_testkit::peers::Peer;
+#[allow(unused_imports)]
+pub use tern_testkit::ports::free_port;
 
 /// Starts redis-server (the Debian package, which `.ci/run` installs).
 pub fn start_peer() -> Peer {
@@ -77,58 +63,7 @@ pub fn start_peer() -> Peer {
 
 /// `start_peer` with more redis-server arguments.
 pub fn start_peer_with(extra: &[&str]) -> Peer {
-    assert!(
-        Command::new("redis-server").arg("--version").output().is_ok(),
-        "redis-server is needed for the differential tests: apt-get install -y redis-server"
-    );
-    // A port picked free may be taken again before redis-server binds it (another test's server
-    // or data node): check that the server answering is the one we started, else try again.
-    for _ in 0..10 {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let mut child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(extra)
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let until = Instant::now() + Duration::from_secs(10);
-        let mut ours = false;
-        while Instant::now() < until {
-            if child.try_wait().unwrap().is_some() {
-                break; // it could not bind
-            }
-            if let Ok(mut t) = TcpStream::connect(("127.0.0.1", port)) {
-                // Whatever listens there: ask in RESP and look for our pid, without trusting it.
-                let _ = t.set_read_timeout(Some(Duration::from_secs(2)));
-                let _ = t.write_all(b"INFO server\r\n");
-                let mut got = Vec::new();
-                let mut b = [0u8; 4096];
-                while let Ok(n) = t.read(&mut b) {
-                    if n == 0 {
-                        break;
-                    }
-                    got.extend_from_slice(&b[..n]);
-                    if got.windows(11).any(|w| w == b"process_id:") && got.ends_with(b"\r\n\r\n") {
-                        break;
-                    }
-                }
-                let pid = format!("process_id:{}\r\n", child.id());
-                ours = String::from_utf8_lossy(&got).contains(&pid);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if ours {
-            return Peer { child, port, _dir: dir };
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    panic!("could not start redis-server on a free port");
+    tern_testkit::peers::redis(extra)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

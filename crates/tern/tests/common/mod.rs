@@ -4,12 +4,11 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod ports;
-pub use ports::free_port;
+pub use tern_testkit::ports::free_port;
 
 /// `n` free ports in a row (mgmds and data nodes of `tern up` take consecutive ports).
 pub fn consecutive_ports(n: u16) -> u16 {
-    ports::ports_in_a_row(n)
+    tern_testkit::ports::ports_in_a_row(n)
 }
 
 /// `tern up`, stopped (SIGINT, as a user's Ctrl-C) when dropped, also when the test fails.
