@@ -558,10 +558,6 @@ impl Ldm {
             self.budget.reserve(reserved)?;
         }
         let t = self.txns.entry(txn).or_insert_with(|| LdmTxn::since(self.now_ms));
-        debug_assert!(
-            t.locks.contains(&lk) || self.locks.get(&lk).is_some_and(|e| e.exclusive == Some(txn)),
-            "invariant: a change is staged under the transaction's exclusive lock"
-        );
         if let Some(prev) = t.changes.insert(lk, Change { row, reserved, at, deferred: None, expired: false }) {
             self.budget.release(prev.reserved);
         }
