@@ -23,6 +23,49 @@ fn index_bound(b: &Option<tern_wire::Bound>) -> Option<IndexBound> {
     b.as_ref().map(|b| IndexBound { key: b.key.clone(), inclusive: b.inclusive })
 }
 
+/// One step of an index scan over `req`'s ranges, in reading order (reversed when
+/// descending): a step goes on to the next range while `visit` (key, row) wants more, and stops
+/// after at most `RANGES_PER_STEP` ranges (an empty range still costs a seek). Where the next
+/// step resumes.
+fn index_ranges<'a>(
+    part: &'a Partition,
+    pos: usize,
+    req: &ScanFrag,
+    mut visit: impl FnMut(&[u8], &'a [u8]) -> bool,
+) -> ScanPos {
+    let n = req.ranges.len();
+    let multi = n > 1;
+    let (mut i, mut after) = match &req.resume {
+        ScanPos::After(k) if !multi => (0, Some(k.clone())),
+        ScanPos::Ranged(r, k) if multi => (*r as usize, k.clone()),
+        _ => (0, None),
+    };
+    let mut visited = 0usize;
+    while i < n {
+        let (lo, hi) = &req.ranges[if req.descending { n - 1 - i } else { i }];
+        let (lo, hi) = (index_bound(lo), index_bound(hi));
+        let stopped = part.index_scan(
+            pos,
+            lo.as_ref(),
+            hi.as_ref(),
+            after.as_deref(),
+            req.descending,
+            if after.is_none() { req.offset } else { 0 },
+            |k, _, row| visit(k, row),
+        );
+        if let Some(k) = stopped {
+            return if multi { ScanPos::Ranged(i as u32, Some(k)) } else { ScanPos::After(k) };
+        }
+        i += 1;
+        after = None;
+        visited += 1;
+        if visited >= RANGES_PER_STEP && i < n {
+            return ScanPos::Ranged(i as u32, None);
+        }
+    }
+    ScanPos::Done
+}
+
 /// A plain range read of an index (one partition, no filter, not of a TTL table): an offset is
 /// found by rank and COUNT(*) is the ranges' sizes, in O(log n) however big they are. What that
 /// settles before any row is read: COUNT(*)'s partial row, or the refusal of an offset where it
@@ -137,44 +180,8 @@ impl Ldm {
                     ScanPos::Done
                 }
                 Some(pos) => {
-                    // The ranges in reading order (reversed when descending); a step goes on
-                    // to the next range while its batch has room, and stops after at most
-                    // RANGES_PER_STEP ranges (an empty range still costs a seek).
-                    let n = req.ranges.len();
-                    let multi = n > 1;
-                    let (mut i, mut after) = match &req.resume {
-                        ScanPos::After(k) if !multi => (0, Some(k.clone())),
-                        ScanPos::Ranged(r, k) if multi => (*r as usize, k.clone()),
-                        _ => (0, None),
-                    };
                     let with_keys = req.with_keys;
-                    let mut next = ScanPos::Done;
-                    let mut visited = 0usize;
-                    while i < n {
-                        let (lo, hi) = &req.ranges[if req.descending { n - 1 - i } else { i }];
-                        let (lo, hi) = (index_bound(lo), index_bound(hi));
-                        let stopped = part.index_scan(
-                            pos,
-                            lo.as_ref(),
-                            hi.as_ref(),
-                            after.as_deref(),
-                            req.descending,
-                            if after.is_none() { req.offset } else { 0 },
-                            |k, _, row| emit(row, with_keys.then_some(k), &mut rows, &mut keys),
-                        );
-                        if let Some(k) = stopped {
-                            next = if multi { ScanPos::Ranged(i as u32, Some(k)) } else { ScanPos::After(k) };
-                            break;
-                        }
-                        i += 1;
-                        after = None;
-                        visited += 1;
-                        if visited >= RANGES_PER_STEP && i < n {
-                            next = ScanPos::Ranged(i as u32, None);
-                            break;
-                        }
-                    }
-                    next
+                    index_ranges(part, pos, &req, |k, row| emit(row, with_keys.then_some(k), &mut rows, &mut keys))
                 }
             },
         };
